@@ -1,0 +1,38 @@
+#include "hb_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hb_parse.h"
+
+const char *hb_strerror(int rc)
+{
+    if (rc > -4096 && rc < 0 && rc != HB_ERROR && rc != HB_AGAIN) return strerror(-rc);
+    if (hb_is_protocol_error(rc)) return hb_parse_strerror(rc);
+    switch (rc) {
+    case HB_OK: return "ok";
+    case HB_ERROR: return "error";
+    case HB_AGAIN: return "try again";
+    case HB_E_TLS: return "TLS error";
+    case HB_E_TLS_VERIFY: return "TLS certificate verification failed";
+    case HB_E_TIMEOUT: return "timed out";
+    case HB_E_CLOSED: return "connection closed by peer";
+    case HB_E_CONNECT: return "connect failed";
+    case HB_E_NOMEM: return "out of memory";
+    case HB_E_INVALID: return "invalid argument";
+    case HB_E_INTERRUPTED: return "interrupted";
+    default: return hb_is_tls_error(rc) ? "TLS error" : "unknown error";
+    }
+}
+
+int hb_fail(char *err, int rc, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, HB_ERR_LEN, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}

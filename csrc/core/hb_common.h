@@ -1,0 +1,52 @@
+/* hb_common.h - the one error scheme of the httpbench C core.
+ *
+ * Every core function returns >= 0 on success (or a count), HB_ERROR (-1) or
+ * HB_AGAIN (-2), a system error as -errno (like libuv's UV__ERR), or one of the
+ * HB_E_* codes below, which sit below -4096 so they never collide with -errno.
+ * Detail text goes into a caller's `char err[HB_ERR_LEN]`. Never includes Python.h.
+ */
+#ifndef HB_COMMON_H
+#define HB_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HB_OK 0
+#define HB_ERROR (-1)
+#define HB_AGAIN (-2)
+#define HB_ERR_LEN 256
+
+enum hb_errcode {
+    /* -5000 .. -5099: HTTP protocol (parse) errors; hb_parse.h owns the list. */
+    HB_E_PROTOCOL = -5000,
+    HB_E_PROTOCOL_LAST = -5099,
+    /* -5100 .. -5149: TLS. */
+    HB_E_TLS = -5100,
+    HB_E_TLS_VERIFY = -5101,
+    HB_E_TLS_LAST = -5149,
+    /* Transport-level outcomes that are not a single errno. */
+    HB_E_TIMEOUT = -5200, /* a deadline passed */
+    HB_E_CLOSED = -5201,  /* peer closed before or during a response */
+    HB_E_CONNECT = -5202, /* connect failed without a usable errno (e.g. resolution) */
+    HB_E_NOMEM = -5300,
+    HB_E_INVALID = -5301,     /* bad argument or configuration */
+    HB_E_INTERRUPTED = -5302, /* stopped by a stop flag / signal */
+};
+
+static inline int hb_is_protocol_error(int rc)
+{
+    return rc <= HB_E_PROTOCOL && rc >= HB_E_PROTOCOL_LAST;
+}
+static inline int hb_is_tls_error(int rc)
+{
+    return rc <= HB_E_TLS && rc >= HB_E_TLS_LAST;
+}
+
+/* Short static text for a code (errno or HB_E_*); never NULL. */
+const char *hb_strerror(int rc);
+
+/* snprintf into err (if non-NULL), returns rc so callers can `return hb_fail(...)`. */
+int hb_fail(char *err, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

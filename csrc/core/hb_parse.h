@@ -1,0 +1,124 @@
+/* hb_parse.h - HTTP/1.1 request/response head parser and chunked decoder.
+ *
+ * Shaped like picohttpparser: the caller owns every buffer; names, values,
+ * reason and target are (const char *, len) pairs pointing into the caller's
+ * input; nothing is allocated. Head parsers return the number of bytes
+ * consumed (> 0), HB_ERROR (-1) with `out->error` set to one of HB_PE_*, or
+ * HB_AGAIN (-2) when the head is incomplete (callers feed more and call again
+ * with the whole buffer). `num_headers` is the headers array capacity on input
+ * and the count on output. Framing follows RFC 9112 section 6.3.
+ */
+#ifndef HB_PARSE_H
+#define HB_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hb_common.h"
+
+#define HB_PARSE_DEFAULT_MAX_HEAD (64 * 1024)
+#define HB_PARSE_DEFAULT_MAX_HEADERS 128
+
+/* Distinct parse error codes (in HB_E_PROTOCOL's range; see hb_common.h). */
+enum hb_parse_error {
+    HB_PE_NONE = 0,
+    HB_PE_BAD_VERSION = -5001,        /* not HTTP/1.x */
+    HB_PE_BAD_STATUS = -5002,         /* status code is not 3 digits */
+    HB_PE_BAD_CONTENT_LENGTH = -5003, /* negative, non-numeric or overflowing */
+    HB_PE_DUP_CONTENT_LENGTH = -5004, /* conflicting duplicate Content-Length */
+    HB_PE_BAD_CHUNK_SIZE = -5005,     /* chunk size not hex / malformed chunk line */
+    HB_PE_CHUNK_SIZE_OVERFLOW = -5006,
+    HB_PE_NO_COLON = -5007,           /* header line without ':' */
+    HB_PE_SPACE_BEFORE_COLON = -5008, /* whitespace between name and ':' */
+    HB_PE_BAD_HEADER_CHAR = -5009,    /* control character or NUL in a name or value */
+    HB_PE_HEAD_TOO_LARGE = -5010,     /* head exceeds max_head */
+    HB_PE_TOO_MANY_HEADERS = -5011,   /* more headers than the limit / capacity */
+    HB_PE_BAD_REQUEST_LINE = -5012,   /* malformed method / target / request line */
+    HB_PE_BAD_CHUNK = -5013,          /* missing CRLF after chunk data, bad trailer */
+    HB_PE_BAD_TRANSFER_ENCODING = -5014,
+    HB_PE_BAD_LINE_ENDING = -5015,    /* bare CR, or garbage where CRLF expected */
+};
+
+typedef struct hb_parse_limits {
+    size_t max_head;    /* bytes of head (start line + headers + CRLFCRLF); 0 = default */
+    size_t max_headers; /* 0 = default; the headers array capacity also bounds it */
+} hb_parse_limits;
+
+typedef struct hb_header {
+    const char *name;
+    size_t name_len;
+    const char *value; /* optional whitespace trimmed */
+    size_t value_len;
+} hb_header;
+
+/* Framing facts the head parsers derive from the headers. */
+typedef struct hb_framing {
+    int64_t content_length; /* -1 when absent */
+    int chunked;            /* Transfer-Encoding with chunked as final coding */
+    int connection_close;   /* Connection: close, or HTTP/1.0 without keep-alive */
+    int expect_continue;    /* requests: Expect: 100-continue */
+} hb_framing;
+
+typedef struct hb_response_head {
+    int minor_version; /* 0 or 1 */
+    int status;        /* 100..999 */
+    const char *reason;
+    size_t reason_len; /* may be 0 */
+    hb_header *headers;
+    size_t num_headers; /* in: capacity, out: count */
+    hb_framing framing;
+    int error; /* HB_PE_* when HB_ERROR is returned */
+} hb_response_head;
+
+typedef struct hb_request_head {
+    const char *method;
+    size_t method_len;
+    const char *target; /* request-target as sent (path + query) */
+    size_t target_len;
+    int minor_version;
+    hb_header *headers;
+    size_t num_headers; /* in: capacity, out: count */
+    hb_framing framing;
+    int error;
+} hb_request_head;
+
+/* limits may be NULL for the defaults. */
+int hb_parse_response_head(const char *buf, size_t len, hb_response_head *out,
+                           const hb_parse_limits *limits);
+int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
+                          const hb_parse_limits *limits);
+
+/* How the body of a response is delimited (RFC 9112 6.3). */
+enum hb_body_kind {
+    HB_BODY_NONE = 0,  /* 1xx, 204, 304, response to HEAD */
+    HB_BODY_LENGTH,    /* Content-Length bytes */
+    HB_BODY_CHUNKED,   /* chunked transfer coding */
+    HB_BODY_UNTIL_CLOSE,
+};
+enum hb_body_kind hb_response_body_kind(const hb_response_head *h, int request_was_head);
+/* 1 for interim (1xx other than 101) responses callers must skip. */
+int hb_response_is_interim(const hb_response_head *h);
+
+/* Incremental chunked decoder: feed input split anywhere. */
+typedef struct hb_chunked {
+    int state;
+    uint64_t remaining; /* data bytes left in the current chunk */
+    size_t line_len;    /* bytes of the current size/trailer line seen (bounded) */
+    size_t trailer_bytes;
+    int done;  /* last chunk and trailers consumed */
+    int error; /* HB_PE_* after HB_ERROR */
+} hb_chunked;
+
+void hb_chunked_init(hb_chunked *c);
+/* Consumes a prefix of buf. If body data is found, *data/*data_len point at
+ * one run of it inside buf (else *data_len = 0). Returns bytes consumed (>= 0;
+ * less than len only when a data run ended or the body is done), or HB_ERROR.
+ * Call repeatedly on the rest until all input is consumed or c->done. */
+ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char **data,
+                        size_t *data_len);
+
+/* Static text for an HB_PE_* code. */
+const char *hb_parse_strerror(int code);
+
+#endif

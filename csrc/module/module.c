@@ -1,0 +1,213 @@
+/* module.c - PyInit, module state, exception types, and the one place that
+ * turns core error codes into Python exceptions. */
+#include "module.h"
+
+#include <errno.h>
+
+hb_modstate *hb_state(PyObject *module)
+{
+    return (hb_modstate *)PyModule_GetState(module);
+}
+
+hb_modstate *hb_state_from_type(PyTypeObject *tp)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *m = PyType_GetModuleByDef(tp, &hb_moduledef);
+#else
+    PyObject *m = PyType_GetModule(tp); /* 3.10: our types are not subclassed */
+#endif
+    if (m == NULL) return NULL;
+    return hb_state(m);
+}
+
+PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
+{
+    const char *text = (detail && detail[0]) ? detail : hb_strerror(rc);
+    PyObject *exc;
+    if (hb_is_protocol_error(rc)) {
+        exc = st->ProtocolError;
+    } else if (hb_is_tls_error(rc)) {
+        exc = st->TLSError;
+    } else {
+        switch (rc) {
+        case HB_E_TIMEOUT:
+        case -ETIMEDOUT: exc = st->RequestTimeout; break;
+        case HB_E_CLOSED:
+        case -ECONNRESET:
+        case -EPIPE: exc = st->RemoteClosed; break;
+        case HB_E_CONNECT:
+        case -ECONNREFUSED:
+        case -EHOSTUNREACH:
+        case -ENETUNREACH:
+        case -EADDRNOTAVAIL: exc = st->ConnectError; break;
+        case HB_E_NOMEM:
+        case -ENOMEM: return PyErr_NoMemory();
+        case HB_E_INVALID:
+        case -EINVAL: exc = PyExc_ValueError; break;
+        case HB_E_INTERRUPTED: exc = PyExc_KeyboardInterrupt; break;
+        default:
+            if (rc < 0 && rc > -4096 && rc != HB_ERROR && rc != HB_AGAIN) {
+                PyObject *args = Py_BuildValue("(is)", -rc, text);
+                if (args) {
+                    PyErr_SetObject(PyExc_OSError, args);
+                    Py_DECREF(args);
+                }
+                return NULL;
+            }
+            exc = st->HttpbenchError;
+        }
+    }
+    if (exc == st->ConnectError && rc < 0 && rc > -4096) {
+        /* ConnectError is an OSError: keep errno so ConnectionRefusedError
+         * style checks on .errno work. */
+        PyObject *args = Py_BuildValue("(is)", -rc, text);
+        if (args) {
+            PyErr_SetObject(exc, args);
+            Py_DECREF(args);
+        }
+        return NULL;
+    }
+    PyErr_SetString(exc, text);
+    return NULL;
+}
+
+static PyObject *new_exc(PyObject *m, const char *name, const char *doc, PyObject *bases)
+{
+    char full[96];
+    PyOS_snprintf(full, sizeof full, "httpbench.%s", name);
+    PyObject *e = PyErr_NewExceptionWithDoc(full, doc, bases, NULL);
+    if (e == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, name, e) < 0) {
+        Py_DECREF(e);
+        return NULL;
+    }
+    return e;
+}
+
+static int add_exceptions(PyObject *m, hb_modstate *st)
+{
+    st->HttpbenchError =
+        new_exc(m, "HttpbenchError", "Base class of every httpbench error.", NULL);
+    if (!st->HttpbenchError) return -1;
+    PyObject *b;
+
+    b = PyTuple_Pack(1, st->HttpbenchError);
+    if (!b) return -1;
+    st->ProtocolError = new_exc(m, "ProtocolError", "Malformed or unsupported HTTP message.", b);
+    st->RemoteClosed = new_exc(m, "RemoteClosed",
+                               "The peer closed the connection before or during a response.", b);
+    Py_DECREF(b);
+    if (!st->ProtocolError || !st->RemoteClosed) return -1;
+
+    st->TLSError = NULL;
+    b = PyTuple_Pack(2, st->HttpbenchError, PyExc_OSError);
+    if (!b) return -1;
+    st->TLSError = new_exc(m, "TLSError", "TLS handshake or certificate verification failed.", b);
+    Py_DECREF(b);
+    if (!st->TLSError) return -1;
+
+    b = PyTuple_Pack(2, st->HttpbenchError, PyExc_ConnectionError);
+    if (!b) return -1;
+    st->ConnectError = new_exc(m, "ConnectError", "Could not connect to the server.", b);
+    Py_DECREF(b);
+    if (!st->ConnectError) return -1;
+
+    b = PyTuple_Pack(2, st->HttpbenchError, PyExc_TimeoutError);
+    if (!b) return -1;
+    st->RequestTimeout =
+        new_exc(m, "RequestTimeout", "The request's deadline passed (connect to last byte).", b);
+    Py_DECREF(b);
+    if (!st->RequestTimeout) return -1;
+    return 0;
+}
+
+/* Test hook: raise the exception the mapping gives for a core code. */
+static PyObject *raise_code(PyObject *m, PyObject *arg)
+{
+    long rc = PyLong_AsLong(arg);
+    if (rc == -1 && PyErr_Occurred()) return NULL;
+    return hb_raise(hb_state(m), (int)rc, NULL);
+}
+
+static int hb_exec(PyObject *m)
+{
+    hb_modstate *st = hb_state(m);
+    if (add_exceptions(m, st) < 0) return -1;
+    if (hb_mod_parser_init(m, st) < 0) return -1;
+    if (hb_mod_hist_init(m, st) < 0) return -1;
+    if (hb_mod_server_init(m, st) < 0) return -1;
+    if (hb_mod_engine_init(m, st) < 0) return -1;
+    if (hb_mod_client_init(m, st) < 0) return -1;
+    if (hb_mod_measure_init(m, st) < 0) return -1;
+    return 0;
+}
+
+static int hb_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    hb_modstate *st = hb_state(m);
+    Py_VISIT(st->HttpbenchError);
+    Py_VISIT(st->ProtocolError);
+    Py_VISIT(st->ConnectError);
+    Py_VISIT(st->RequestTimeout);
+    Py_VISIT(st->TLSError);
+    Py_VISIT(st->RemoteClosed);
+    Py_VISIT(st->HistogramType);
+    Py_VISIT(st->ServerType);
+    Py_VISIT(st->ClientType);
+    Py_VISIT(st->ResponseType);
+    Py_VISIT(st->EngineType);
+    Py_VISIT(st->MeasureType);
+    for (size_t i = 0; i < sizeof st->spare / sizeof st->spare[0]; i++) Py_VISIT(st->spare[i]);
+    return 0;
+}
+
+static int hb_clear(PyObject *m)
+{
+    hb_modstate *st = hb_state(m);
+    Py_CLEAR(st->HttpbenchError);
+    Py_CLEAR(st->ProtocolError);
+    Py_CLEAR(st->ConnectError);
+    Py_CLEAR(st->RequestTimeout);
+    Py_CLEAR(st->TLSError);
+    Py_CLEAR(st->RemoteClosed);
+    Py_CLEAR(st->HistogramType);
+    Py_CLEAR(st->ServerType);
+    Py_CLEAR(st->ClientType);
+    Py_CLEAR(st->ResponseType);
+    Py_CLEAR(st->EngineType);
+    Py_CLEAR(st->MeasureType);
+    for (size_t i = 0; i < sizeof st->spare / sizeof st->spare[0]; i++) Py_CLEAR(st->spare[i]);
+    return 0;
+}
+
+static void hb_free(void *m)
+{
+    hb_clear((PyObject *)m);
+}
+
+static PyMethodDef hb_methods[] = {
+    {"_raise_code", raise_code, METH_O, "Raise the exception mapped from a core error code."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot hb_slots[] = {
+    {Py_mod_exec, hb_exec},
+    {0, NULL},
+};
+
+PyModuleDef hb_moduledef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "httpbench._core",
+    .m_doc = "httpbench's C core: parser, histogram, server, load generator, client, measure.",
+    .m_size = sizeof(hb_modstate),
+    .m_methods = hb_methods,
+    .m_slots = hb_slots,
+    .m_traverse = hb_traverse,
+    .m_clear = hb_clear,
+    .m_free = hb_free,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    return PyModuleDef_Init(&hb_moduledef);
+}

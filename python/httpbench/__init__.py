@@ -1,0 +1,27 @@
+"""httpbench: benchmark HTTP clients and servers.
+
+A native load generator (``bench``), an embedded test server (``Server``), a
+native client (``Client``) and per-call CPU/allocation/GC accounting of any
+Python callable (``measure``), with ``httpbench compare`` to put HTTP client
+libraries side by side.
+"""
+
+from ._core import (
+    ConnectError,
+    HttpbenchError,
+    ProtocolError,
+    RemoteClosed,
+    RequestTimeout,
+    TLSError,
+)
+from ._version import __version__
+
+__all__ = [
+    "__version__",
+    "HttpbenchError",
+    "ProtocolError",
+    "ConnectError",
+    "RequestTimeout",
+    "TLSError",
+    "RemoteClosed",
+]

@@ -1,0 +1,59 @@
+"""The ``httpbench`` console script: dispatches to one module per subcommand.
+
+``httpbench URL [flags]`` runs the load generator; ``httpbench serve``,
+``httpbench compare`` and ``httpbench report`` are subcommands. Each command
+module exposes ``cli_main(argv) -> int`` and is imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+__all__ = ["main"]
+
+# subcommand -> module providing cli_main(argv)
+COMMANDS = {
+    "serve": "httpbench._server",
+    "compare": "httpbench._compare",
+    "report": "httpbench._report",
+}
+DEFAULT = "httpbench._bench"  # `httpbench URL ...`
+
+USAGE = """usage: httpbench URL [options]        load-test URL (see httpbench URL --help)
+       httpbench serve [options]      run the embedded test server
+       httpbench compare [options]    compare HTTP client libraries (the main job)
+       httpbench report FILE [...]    print or compare saved results
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``httpbench`` command; returns the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        from ._version import __version__
+
+        print(f"httpbench {__version__}")
+        return 0
+    modname = COMMANDS.get(args[0])
+    if modname is not None:
+        args = args[1:]
+    else:
+        modname = DEFAULT
+    try:
+        mod = importlib.import_module(modname)
+    except ImportError as exc:  # a command not built yet is a clear message, not a traceback
+        sys.stderr.write(f"httpbench: command unavailable ({exc})\n")
+        return 2
+    try:
+        return int(mod.cli_main(args) or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write("httpbench: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
