@@ -1,0 +1,79 @@
+/* hb_tls.h - OpenSSL client and server contexts for hb_sock.
+ *
+ * A hb_tls_ctx wraps one SSL_CTX plus what the sockets need from it (insecure
+ * flag, the client session cache, the server's certificate PEM). A context is
+ * created once (off the hot path), is shared read-only by any number of
+ * threads and sockets, and must outlive them. Errors: HB_E_TLS (OpenSSL
+ * reason in err), HB_E_INVALID (bad options/files), HB_E_NOMEM.
+ *
+ * Client session resumption: when on, the context keeps the most recent
+ * session it was given (TLS 1.2 ticket/ID or TLS 1.3 ticket; one slot, which
+ * fits a benchmark's single target) and offers it on the next
+ * hb_sock_tls_client; guarded by a mutex, touched once per connection.
+ */
+#ifndef HB_TLS_H
+#define HB_TLS_H
+
+#include <stddef.h>
+
+#include "hb_common.h"
+
+struct ssl_ctx_st; /* OpenSSL SSL_CTX */
+
+typedef struct hb_tls_ctx hb_tls_ctx;
+
+/* TLS protocol versions for min/max (0 = default: 1.2 .. 1.3). */
+#define HB_TLS_1_2 0x0303
+#define HB_TLS_1_3 0x0304
+
+typedef struct hb_tls_client_opts {
+    const char *ca_file;    /* PEM CA bundle path; NULL and no ca_pem: system CAs */
+    const char *ca_pem;     /* PEM text of trusted CA(s) / a self-signed cert */
+    int insecure;           /* 1: no certificate or host verification */
+    int session_resumption; /* default 1 */
+    const char *alpn;       /* default "http/1.1"; "" = send no ALPN */
+    int min_version, max_version;
+} hb_tls_client_opts;
+
+typedef struct hb_tls_server_opts {
+    const char *cert_file; /* PEM certificate (chain); NULL: generate a self-signed */
+    const char *key_file;  /* PEM private key; NULL with cert_file: key in cert_file */
+    int session_resumption; /* default 1: session cache + tickets; 0: full handshakes */
+    int min_version, max_version;
+} hb_tls_server_opts;
+
+/* Fill opts with the defaults (verify on, resumption on, ALPN http/1.1). */
+void hb_tls_client_opts_init(hb_tls_client_opts *o);
+void hb_tls_server_opts_init(hb_tls_server_opts *o);
+
+/* o may be NULL for the defaults. *out is set on success (returns 0). */
+int hb_tls_client_ctx_new(hb_tls_ctx **out, const hb_tls_client_opts *o, char *err);
+/* Without cert_file: an in-memory ECDSA P-256 key and a self-signed
+ * certificate (CN=localhost, SAN DNS:localhost, IP:127.0.0.1, IP:::1, valid
+ * from now-1h for 30 days, basicConstraints CA:TRUE so it can be used directly
+ * as the trust anchor). ALPN: selects http/1.1 when the client offers it. */
+int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *err);
+void hb_tls_ctx_free(hb_tls_ctx *c);
+
+/* PEM text of the server's leaf certificate (NUL-terminated, owned by ctx);
+ * NULL for client contexts. */
+const char *hb_tls_ctx_cert_pem(const hb_tls_ctx *c, size_t *len);
+/* Write the certificate PEM to path (mode 0644). Returns 0 or -errno. */
+int hb_tls_ctx_write_cert(const hb_tls_ctx *c, const char *path, char *err);
+
+int hb_tls_ctx_is_server(const hb_tls_ctx *c);
+int hb_tls_ctx_insecure(const hb_tls_ctx *c);
+/* The underlying SSL_CTX, for callers that need more OpenSSL knobs. */
+struct ssl_ctx_st *hb_tls_ctx_ssl(hb_tls_ctx *c);
+/* Drop the cached client session (next handshake is a full one). */
+void hb_tls_ctx_forget_session(hb_tls_ctx *c);
+
+/* Drain OpenSSL's thread-local error queue into err ("prefix: reason");
+ * returns rc. */
+int hb_tls_fail(char *err, int rc, const char *prefix);
+
+/* Internal, used by hb_sock.c. */
+struct ssl_st;
+int hb__tls_ctx_apply_client(hb_tls_ctx *c, struct ssl_st *ssl);
+
+#endif
