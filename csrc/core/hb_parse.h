@@ -6,7 +6,15 @@
  * consumed (> 0), HB_ERROR (-1) with `out->error` set to one of HB_PE_*, or
  * HB_AGAIN (-2) when the head is incomplete (callers feed more and call again
  * with the whole buffer). `num_headers` is the headers array capacity on input
- * and the count on output. Framing follows RFC 9112 section 6.3.
+ * and the count on output; `headers` may be NULL to only count them and derive
+ * the framing (then only max_headers bounds the count). Framing follows RFC
+ * 9112 section 6.3.
+ *
+ * Only the first max_head bytes of buf are ever examined: a buffer longer than
+ * max_head without a complete head fails at once with HB_PE_HEAD_TOO_LARGE, so
+ * memory and time stay bounded whatever the peer sends. Lines may end in CRLF
+ * or a bare LF (RFC 9112 2.2); a bare CR is an error. Empty lines before the
+ * start line are skipped (counted in the bytes consumed).
  */
 #ifndef HB_PARSE_H
 #define HB_PARSE_H
@@ -38,7 +46,15 @@ enum hb_parse_error {
     HB_PE_BAD_CHUNK = -5013,          /* missing CRLF after chunk data, bad trailer */
     HB_PE_BAD_TRANSFER_ENCODING = -5014,
     HB_PE_BAD_LINE_ENDING = -5015,    /* bare CR, or garbage where CRLF expected */
+    HB_PE_OBS_FOLD = -5016,           /* header line starting with whitespace (obs-fold) */
+    HB_PE_TE_AND_CONTENT_LENGTH = -5017, /* request with both (a smuggling vector) */
+    HB_PE_CHUNK_LINE_TOO_LONG = -5018,   /* chunk size/extension or trailer line too long */
+    HB_PE_TRAILERS_TOO_LARGE = -5019,    /* trailer section larger than HB_CHUNK_MAX_TRAILERS */
 };
+
+/* Bounds of the chunked decoder's framing lines (data runs are unbounded). */
+#define HB_CHUNK_MAX_LINE 4096             /* one size line incl. extensions, or trailer line */
+#define HB_CHUNK_MAX_TRAILERS (64 * 1024)  /* all trailer lines together */
 
 typedef struct hb_parse_limits {
     size_t max_head;    /* bytes of head (start line + headers + CRLFCRLF); 0 = default */
@@ -54,10 +70,13 @@ typedef struct hb_header {
 
 /* Framing facts the head parsers derive from the headers. */
 typedef struct hb_framing {
-    int64_t content_length; /* -1 when absent */
+    int64_t content_length; /* -1 when absent or overridden by Transfer-Encoding */
     int chunked;            /* Transfer-Encoding with chunked as final coding */
-    int connection_close;   /* Connection: close, or HTTP/1.0 without keep-alive */
+    int connection_close;   /* Connection: close, or HTTP/1.0 without keep-alive; also
+                               set for a response carrying both Transfer-Encoding and
+                               Content-Length, or Transfer-Encoding in HTTP/1.0 */
     int expect_continue;    /* requests: Expect: 100-continue */
+    int transfer_encoding;  /* a Transfer-Encoding header was present (any coding) */
 } hb_framing;
 
 typedef struct hb_response_head {
@@ -83,7 +102,11 @@ typedef struct hb_request_head {
     int error;
 } hb_request_head;
 
-/* limits may be NULL for the defaults. */
+/* limits may be NULL for the defaults. Requests are rejected when
+ * Transfer-Encoding is present but chunked is not its final coding, when it is
+ * combined with Content-Length, or sent with HTTP/1.0 (all smuggling vectors).
+ * A coding applied twice ("chunked, chunked") is an error in both directions;
+ * a response whose final coding is not chunked is read until close. */
 int hb_parse_response_head(const char *buf, size_t len, hb_response_head *out,
                            const hb_parse_limits *limits);
 int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
@@ -97,10 +120,14 @@ enum hb_body_kind {
     HB_BODY_UNTIL_CLOSE,
 };
 enum hb_body_kind hb_response_body_kind(const hb_response_head *h, int request_was_head);
+/* Requests have a body only when chunked or Content-Length says so (never until close). */
+enum hb_body_kind hb_request_body_kind(const hb_request_head *h);
 /* 1 for interim (1xx other than 101) responses callers must skip. */
 int hb_response_is_interim(const hb_response_head *h);
 
-/* Incremental chunked decoder: feed input split anywhere. */
+/* Incremental chunked decoder: feed input split anywhere. Size lines may carry
+ * extensions (";name=value", ignored); trailer fields are validated and skipped.
+ * Errors are sticky: after HB_ERROR every further feed fails the same way. */
 typedef struct hb_chunked {
     int state;
     uint64_t remaining; /* data bytes left in the current chunk */
@@ -111,7 +138,7 @@ typedef struct hb_chunked {
 } hb_chunked;
 
 void hb_chunked_init(hb_chunked *c);
-/* Consumes a prefix of buf. If body data is found, *data/*data_len point at
+/* Consumes a prefix of buf. If body data is found, *data and *data_len point at
  * one run of it inside buf (else *data_len = 0). Returns bytes consumed (>= 0;
  * less than len only when a data run ended or the body is done), or HB_ERROR.
  * Call repeatedly on the rest until all input is consumed or c->done. */
