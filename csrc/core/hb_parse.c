@@ -1,8 +1,636 @@
-/* hb_parse.c - placeholder until the parser lands. */
+/* hb_parse.c - HTTP/1.1 head parser and incremental chunked decoder.
+ *
+ * Single pass over the caller's bytes with 256-entry class tables; no
+ * allocation, no strlen, no per-byte calls (helpers are static inline). Header
+ * values are scanned 8 bytes at a time (SWAR) since they dominate head size.
+ */
 #include "hb_parse.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* tchar (RFC 9110 5.6.2): the bytes allowed in method and field names. */
+static const unsigned char tok_tab[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+/* field-content bytes: HTAB, SP, VCHAR, obs-text. CR/LF end a line; the rest
+ * (other controls, NUL, DEL) are errors. */
+static const unsigned char val_tab[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
+#define IS_WS(c) ((c) == ' ' || (c) == '\t')
+
+/* First byte at or after p that is not field-content (or end). Whole words
+ * free of controls and DEL are skipped at once; a word holding one (often
+ * just a TAB) is walked bytewise. */
+static inline const char *scan_value(const char *p, const char *end)
+{
+    for (;;) {
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t lt = (w - 0x2020202020202020ULL) & ~w & 0x8080808080808080ULL;
+            uint64_t x = w ^ 0x7f7f7f7f7f7f7f7fULL;
+            uint64_t del = (x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL;
+            if (lt | del) break;
+            p += 8;
+        }
+        const char *stop = end - p >= 8 ? p + 8 : end;
+        for (; p < stop; p++)
+            if (!val_tab[(unsigned char)*p]) return p;
+        if (p == end) return p;
+    }
+}
+
+/* Case-insensitive compare against a lowercase literal. OR-ing 0x20 is exact
+ * here: only letters (and, for '-', '0', '1', the controls already rejected
+ * by the tables) map onto the literal's bytes. */
+static inline int ci_eq(const char *p, const char *lit, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)p[i] | 0x20) != (unsigned char)lit[i]) return 0;
+    return 1;
+}
+
+/* Facts gathered from the framing headers while walking the head. */
+typedef struct fr_state {
+    int64_t cl;
+    int has_cl;
+    int has_te;
+    int te_chunked; /* how many times "chunked" was listed */
+    int te_last_chunked;
+    int close;
+    int keep_alive;
+    int expect;
+} fr_state;
+
+/* Content-Length: 1*DIGIT, or a list of identical values ("5, 5"). */
+static int parse_cl(const char *v, size_t n, fr_state *f)
+{
+    size_t i = 0;
+    int any = 0;
+    while (i < n) {
+        if (IS_WS(v[i]) || v[i] == ',') {
+            i++;
+            continue;
+        }
+        if ((unsigned)(v[i] - '0') > 9) return HB_PE_BAD_CONTENT_LENGTH;
+        int64_t x = 0;
+        while (i < n && (unsigned)(v[i] - '0') <= 9) {
+            int d = v[i] - '0';
+            if (x > (INT64_MAX - d) / 10) return HB_PE_BAD_CONTENT_LENGTH;
+            x = x * 10 + d;
+            i++;
+        }
+        while (i < n && IS_WS(v[i])) i++;
+        if (i < n && v[i] != ',') return HB_PE_BAD_CONTENT_LENGTH;
+        if (f->has_cl && f->cl != x) return HB_PE_DUP_CONTENT_LENGTH;
+        f->has_cl = 1;
+        f->cl = x;
+        any = 1;
+    }
+    return any ? 0 : HB_PE_BAD_CONTENT_LENGTH;
+}
+
+/* Transfer-Encoding: a list of codings, each optionally with ";params". */
+static int parse_te(const char *v, size_t n, fr_state *f)
+{
+    size_t i = 0;
+    int any = 0;
+    f->has_te = 1;
+    while (i < n) {
+        if (IS_WS(v[i]) || v[i] == ',') {
+            i++;
+            continue;
+        }
+        size_t s = i;
+        while (i < n && tok_tab[(unsigned char)v[i]]) i++;
+        size_t e = i;
+        if (e == s) return HB_PE_BAD_TRANSFER_ENCODING;
+        while (i < n && v[i] != ',') i++; /* parameters are not ours to judge */
+        int is_chunked = e - s == 7 && ci_eq(v + s, "chunked", 7);
+        f->te_chunked += is_chunked;
+        f->te_last_chunked = is_chunked;
+        any = 1;
+    }
+    return any ? 0 : HB_PE_BAD_TRANSFER_ENCODING;
+}
+
+static void parse_connection(const char *v, size_t n, fr_state *f)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (IS_WS(v[i]) || v[i] == ',') {
+            i++;
+            continue;
+        }
+        size_t s = i;
+        while (i < n && v[i] != ',' && !IS_WS(v[i])) i++;
+        if (i - s == 5 && ci_eq(v + s, "close", 5)) f->close = 1;
+        else if (i - s == 10 && ci_eq(v + s, "keep-alive", 10))
+            f->keep_alive = 1;
+    }
+}
+
+/* Dispatch on length first: most names are rejected by one compare. */
+static inline int framing_header(const char *name, size_t nl, const char *v, size_t vl,
+                                 fr_state *f)
+{
+    switch (nl) {
+    case 6:
+        if (ci_eq(name, "expect", 6) && vl == 12 && ci_eq(v, "100-continue", 12)) f->expect = 1;
+        return 0;
+    case 10:
+        if (ci_eq(name, "connection", 10)) parse_connection(v, vl, f);
+        return 0;
+    case 14:
+        if (ci_eq(name, "content-length", 14)) return parse_cl(v, vl, f);
+        return 0;
+    case 17:
+        if (ci_eq(name, "transfer-encoding", 17)) return parse_te(v, vl, f);
+        return 0;
+    default: return 0;
+    }
+}
+
+/* A line end at p: CRLF or bare LF. Returns bytes of it, 0 if p is not a line
+ * end, HB_AGAIN at a CR that ends the input, HB_ERROR for a bare CR. */
+static inline int line_end(const char *p, const char *end)
+{
+    if (*p == '\n') return 1;
+    if (*p != '\r') return 0;
+    if (p + 1 == end) return HB_AGAIN;
+    return p[1] == '\n' ? 2 : HB_ERROR;
+}
+
+/* Leading empty lines before a start line are skipped (RFC 9112 2.2). */
+static int skip_empty_lines(const char **pp, const char *end, int *err)
+{
+    const char *p = *pp;
+    while (p < end) {
+        int le = line_end(p, end);
+        if (le == 0) break;
+        if (le == HB_AGAIN) return HB_AGAIN;
+        if (le == HB_ERROR) {
+            *err = HB_PE_BAD_LINE_ENDING;
+            return HB_ERROR;
+        }
+        p += le;
+    }
+    *pp = p;
+    return p == end ? HB_AGAIN : 0;
+}
+
+#define FAIL(code)                                                                                 \
+    do {                                                                                           \
+        *err = (code);                                                                             \
+        return HB_ERROR;                                                                           \
+    } while (0)
+
+/* Header fields up to and including the empty line. On success *pp points
+ * past the head and *count is the number of fields. */
+static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size_t max,
+                         size_t *count, fr_state *f, int *err)
+{
+    const char *p = *pp;
+    size_t n = 0;
+    for (;;) {
+        if (p == end) return HB_AGAIN;
+        int le = line_end(p, end);
+        if (le > 0) {
+            p += le;
+            break;
+        }
+        if (le == HB_AGAIN) return HB_AGAIN;
+        if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
+        if (IS_WS(*p)) FAIL(HB_PE_OBS_FOLD);
+
+        const char *name = p;
+        while (p < end && tok_tab[(unsigned char)*p]) p++;
+        if (p == end) return HB_AGAIN;
+        if (*p != ':') {
+            unsigned char c = (unsigned char)*p;
+            if (c == '\r' || c == '\n') FAIL(HB_PE_NO_COLON);
+            if (IS_WS(c)) {
+                /* "Name : v" or "Na me: v" vs a line with no colon at all. */
+                while (p < end && *p != ':' && *p != '\r' && *p != '\n') p++;
+                if (p == end) return HB_AGAIN;
+                FAIL(*p == ':' ? HB_PE_SPACE_BEFORE_COLON : HB_PE_NO_COLON);
+            }
+            FAIL(HB_PE_BAD_HEADER_CHAR);
+        }
+        size_t name_len = (size_t)(p - name);
+        if (name_len == 0) FAIL(HB_PE_BAD_HEADER_CHAR);
+        if (n >= max) FAIL(HB_PE_TOO_MANY_HEADERS);
+        p++;
+        while (p < end && IS_WS(*p)) p++;
+        const char *value = p;
+        p = scan_value(p, end);
+        if (p == end) return HB_AGAIN;
+        const char *vend = p;
+        le = line_end(p, end);
+        if (le == 0) FAIL(HB_PE_BAD_HEADER_CHAR);
+        if (le == HB_AGAIN) return HB_AGAIN;
+        if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
+        p += le;
+        while (vend > value && IS_WS(vend[-1])) vend--;
+        size_t value_len = (size_t)(vend - value);
+        if (hdrs) {
+            hdrs[n].name = name;
+            hdrs[n].name_len = name_len;
+            hdrs[n].value = value;
+            hdrs[n].value_len = value_len;
+        }
+        n++;
+        int rc = framing_header(name, name_len, value, value_len, f);
+        if (rc) FAIL(rc);
+    }
+    *pp = p;
+    *count = n;
+    return 0;
+}
+
+/* "HTTP/1.x" at p; checks whatever prefix is present so junk fails early.
+ * Returns the minor version, HB_AGAIN or HB_ERROR. */
+static inline int parse_version(const char *p, const char *end, int *err)
+{
+    size_t avail = (size_t)(end - p);
+    if (avail >= 8) {
+        if (memcmp(p, "HTTP/1.", 7) != 0 || (unsigned)(p[7] - '0') > 9)
+            FAIL(HB_PE_BAD_VERSION);
+        return p[7] - '0';
+    }
+    if (memcmp(p, "HTTP/1.", avail < 7 ? avail : 7) != 0) FAIL(HB_PE_BAD_VERSION);
+    return HB_AGAIN;
+}
+
+static void limits_of(const hb_parse_limits *limits, hb_header *hdrs, size_t cap, size_t *max_head,
+                      size_t *max_hdrs)
+{
+    *max_head = limits && limits->max_head ? limits->max_head : HB_PARSE_DEFAULT_MAX_HEAD;
+    if (*max_head > INT_MAX) *max_head = INT_MAX; /* the return value is an int */
+    *max_hdrs = limits && limits->max_headers ? limits->max_headers : HB_PARSE_DEFAULT_MAX_HEADERS;
+    if (hdrs && cap < *max_hdrs) *max_hdrs = cap;
+}
+
+static void framing_of(const fr_state *f, int minor, hb_framing *out)
+{
+    out->content_length = f->has_cl && !f->has_te ? f->cl : -1;
+    out->chunked = f->has_te && f->te_last_chunked;
+    out->connection_close = f->close || (minor == 0 && !f->keep_alive) ||
+                            (f->has_te && (f->has_cl || minor == 0));
+    out->expect_continue = f->expect;
+    out->transfer_encoding = f->has_te;
+}
+
+static int response_head(const char *buf, const char *end, hb_response_head *out, size_t max_hdrs,
+                         int *err)
+{
+    const char *p = buf;
+    int rc = skip_empty_lines(&p, end, err);
+    if (rc) return rc;
+    rc = parse_version(p, end, err);
+    if (rc < 0) return rc;
+    out->minor_version = rc;
+    p += 8;
+    if (p == end) return HB_AGAIN;
+    if (*p != ' ') FAIL(HB_PE_BAD_VERSION);
+    while (p < end && *p == ' ') p++;
+    int status = 0;
+    for (int i = 0; i < 3; i++, p++) {
+        if (p == end) return HB_AGAIN;
+        if ((unsigned)(*p - '0') > 9) FAIL(HB_PE_BAD_STATUS);
+        status = status * 10 + (*p - '0');
+    }
+    if (p == end) return HB_AGAIN;
+    if (status < 100) FAIL(HB_PE_BAD_STATUS);
+    out->status = status;
+    if (*p == ' ') {
+        while (p < end && *p == ' ') p++;
+    } else if (*p != '\r' && *p != '\n') {
+        FAIL(HB_PE_BAD_STATUS);
+    }
+    const char *reason = p;
+    p = scan_value(p, end);
+    if (p == end) return HB_AGAIN;
+    out->reason = reason;
+    out->reason_len = (size_t)(p - reason);
+    int le = line_end(p, end);
+    if (le == 0) FAIL(HB_PE_BAD_HEADER_CHAR);
+    if (le == HB_AGAIN) return HB_AGAIN;
+    if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
+    p += le;
+
+    fr_state f = {0};
+    size_t n;
+    rc = parse_headers(&p, end, out->headers, max_hdrs, &n, &f, err);
+    if (rc) return rc;
+    if (f.te_chunked > 1) FAIL(HB_PE_BAD_TRANSFER_ENCODING);
+    out->num_headers = n;
+    framing_of(&f, out->minor_version, &out->framing);
+    return (int)(p - buf);
+}
+
+int hb_parse_response_head(const char *buf, size_t len, hb_response_head *out,
+                           const hb_parse_limits *limits)
+{
+    size_t max_head, max_hdrs, cap = out->num_headers;
+    limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
+    int err = 0;
+    int rc = response_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
+    if (rc == HB_AGAIN && len > max_head) {
+        rc = HB_ERROR;
+        err = HB_PE_HEAD_TOO_LARGE;
+    }
+    if (rc < 0) out->num_headers = cap; /* callers retry with the same struct */
+    out->error = rc == HB_ERROR ? err : HB_PE_NONE;
+    return rc;
+}
+
+static int request_head(const char *buf, const char *end, hb_request_head *out, size_t max_hdrs,
+                        int *err)
+{
+    const char *p = buf;
+    int rc = skip_empty_lines(&p, end, err);
+    if (rc) return rc;
+    const char *method = p;
+    while (p < end && tok_tab[(unsigned char)*p]) p++;
+    if (p == end) return HB_AGAIN;
+    if (*p != ' ' || p == method) FAIL(HB_PE_BAD_REQUEST_LINE);
+    out->method = method;
+    out->method_len = (size_t)(p - method);
+    while (p < end && *p == ' ') p++;
+    const char *target = p;
+    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
+    if (p == end) return HB_AGAIN;
+    if (p == target) FAIL(HB_PE_BAD_REQUEST_LINE);
+    if (*p == '\r' || *p == '\n') FAIL(HB_PE_BAD_VERSION); /* HTTP/0.9 */
+    if (*p != ' ') FAIL(HB_PE_BAD_REQUEST_LINE);
+    out->target = target;
+    out->target_len = (size_t)(p - target);
+    while (p < end && *p == ' ') p++;
+    if (p == end) return HB_AGAIN;
+    rc = parse_version(p, end, err);
+    if (rc < 0) return rc;
+    out->minor_version = rc;
+    p += 8;
+    if (p == end) return HB_AGAIN;
+    int le = line_end(p, end);
+    if (le == 0) FAIL(HB_PE_BAD_VERSION);
+    if (le == HB_AGAIN) return HB_AGAIN;
+    if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
+    p += le;
+
+    fr_state f = {0};
+    size_t n;
+    rc = parse_headers(&p, end, out->headers, max_hdrs, &n, &f, err);
+    if (rc) return rc;
+    if (f.has_te) {
+        /* A server that cannot tell where the body ends must refuse it. */
+        if (f.has_cl) FAIL(HB_PE_TE_AND_CONTENT_LENGTH);
+        if (f.te_chunked != 1 || !f.te_last_chunked || out->minor_version == 0)
+            FAIL(HB_PE_BAD_TRANSFER_ENCODING);
+    }
+    out->num_headers = n;
+    framing_of(&f, out->minor_version, &out->framing);
+    return (int)(p - buf);
+}
+
+int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
+                          const hb_parse_limits *limits)
+{
+    size_t max_head, max_hdrs, cap = out->num_headers;
+    limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
+    int err = 0;
+    int rc = request_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
+    if (rc == HB_AGAIN && len > max_head) {
+        rc = HB_ERROR;
+        err = HB_PE_HEAD_TOO_LARGE;
+    }
+    if (rc < 0) out->num_headers = cap;
+    out->error = rc == HB_ERROR ? err : HB_PE_NONE;
+    return rc;
+}
+
+enum hb_body_kind hb_response_body_kind(const hb_response_head *h, int request_was_head)
+{
+    if (request_was_head || h->status < 200 || h->status == 204 || h->status == 304)
+        return HB_BODY_NONE;
+    if (h->framing.transfer_encoding)
+        return h->framing.chunked ? HB_BODY_CHUNKED : HB_BODY_UNTIL_CLOSE;
+    if (h->framing.content_length >= 0) return HB_BODY_LENGTH;
+    return HB_BODY_UNTIL_CLOSE;
+}
+
+enum hb_body_kind hb_request_body_kind(const hb_request_head *h)
+{
+    if (h->framing.chunked) return HB_BODY_CHUNKED;
+    if (h->framing.content_length > 0) return HB_BODY_LENGTH;
+    return HB_BODY_NONE;
+}
+
+int hb_response_is_interim(const hb_response_head *h)
+{
+    return h->status >= 100 && h->status < 200 && h->status != 101;
+}
+
+/* ---- chunked decoder ---------------------------------------------------- */
+
+enum {
+    CS_SIZE0 = 0, /* start of a size line: a hex digit must follow */
+    CS_SIZE,      /* in the hex digits */
+    CS_SIZE_WS,   /* whitespace after the digits (only ';' or the line end may follow) */
+    CS_EXT,       /* chunk extensions up to the line end */
+    CS_SIZE_LF,
+    CS_DATA,
+    CS_DATA_CR,
+    CS_DATA_LF,
+    CS_TRL_START, /* start of a trailer line (an empty one ends the body) */
+    CS_TRL_NAME,
+    CS_TRL_VALUE,
+    CS_TRL_LF,
+    CS_END_LF,
+    CS_DONE,
+    CS_ERROR,
+};
+
+void hb_chunked_init(hb_chunked *c)
+{
+    memset(c, 0, sizeof *c);
+    c->state = CS_SIZE0;
+}
+
+static ssize_t ch_fail(hb_chunked *c, int code)
+{
+    c->state = CS_ERROR;
+    c->error = code;
+    return HB_ERROR;
+}
+
+static inline int hexval(unsigned char ch)
+{
+    if ((unsigned)(ch - '0') <= 9) return ch - '0';
+    ch |= 0x20;
+    if ((unsigned)(ch - 'a') <= 5) return ch - 'a' + 10;
+    return -1;
+}
+
+ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char **data,
+                        size_t *data_len)
+{
+    *data = NULL;
+    *data_len = 0;
+    if (c->state == CS_ERROR) return HB_ERROR;
+    size_t i = 0;
+    while (i < len) {
+        if (c->state == CS_DATA) {
+            size_t take = len - i;
+            if (c->remaining < take) take = (size_t)c->remaining;
+            *data = buf + i;
+            *data_len = take;
+            c->remaining -= take;
+            i += take;
+            if (c->remaining == 0) c->state = CS_DATA_CR;
+            return (ssize_t)i;
+        }
+        if (c->state == CS_DONE) return (ssize_t)i;
+        unsigned char ch = (unsigned char)buf[i++];
+        if (c->state < CS_SIZE_LF && ++c->line_len > HB_CHUNK_MAX_LINE)
+            return ch_fail(c, HB_PE_CHUNK_LINE_TOO_LONG);
+        if (c->state >= CS_TRL_START && c->state <= CS_END_LF) {
+            if (++c->trailer_bytes > HB_CHUNK_MAX_TRAILERS)
+                return ch_fail(c, HB_PE_TRAILERS_TOO_LARGE);
+            if (c->state <= CS_TRL_VALUE && ++c->line_len > HB_CHUNK_MAX_LINE)
+                return ch_fail(c, HB_PE_CHUNK_LINE_TOO_LONG);
+        }
+        switch (c->state) {
+        case CS_SIZE0:
+        case CS_SIZE: {
+            int d = hexval(ch);
+            if (d >= 0) {
+                if (c->remaining > ((uint64_t)INT64_MAX >> 4))
+                    return ch_fail(c, HB_PE_CHUNK_SIZE_OVERFLOW);
+                c->remaining = c->remaining << 4 | (uint64_t)d;
+                c->state = CS_SIZE;
+                break;
+            }
+            if (c->state == CS_SIZE0) return ch_fail(c, HB_PE_BAD_CHUNK_SIZE);
+            /* the digits ended: what may follow them */
+        }
+            /* fall through */
+        case CS_SIZE_WS:
+            if (IS_WS(ch)) c->state = CS_SIZE_WS;
+            else if (ch == ';')
+                c->state = CS_EXT;
+            else if (ch == '\r')
+                c->state = CS_SIZE_LF;
+            else if (ch == '\n')
+                goto size_line_done;
+            else
+                return ch_fail(c, HB_PE_BAD_CHUNK_SIZE);
+            break;
+        case CS_EXT:
+            if (ch == '\r') c->state = CS_SIZE_LF;
+            else if (ch == '\n')
+                goto size_line_done;
+            else if (!val_tab[ch])
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_SIZE_LF:
+            if (ch != '\n') return ch_fail(c, HB_PE_BAD_LINE_ENDING);
+        size_line_done:
+            c->line_len = 0;
+            c->state = c->remaining ? CS_DATA : CS_TRL_START;
+            break;
+        case CS_DATA_CR:
+            if (ch == '\r') c->state = CS_DATA_LF;
+            else if (ch == '\n')
+                c->state = CS_SIZE0;
+            else
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_DATA_LF:
+            if (ch != '\n') return ch_fail(c, HB_PE_BAD_CHUNK);
+            c->state = CS_SIZE0;
+            break;
+        case CS_TRL_START:
+            if (ch == '\r') c->state = CS_END_LF;
+            else if (ch == '\n')
+                goto body_done;
+            else if (tok_tab[ch])
+                c->state = CS_TRL_NAME;
+            else
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_TRL_NAME:
+            if (ch == ':') c->state = CS_TRL_VALUE;
+            else if (!tok_tab[ch])
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_TRL_VALUE:
+            if (ch == '\r') c->state = CS_TRL_LF;
+            else if (ch == '\n') {
+                c->line_len = 0;
+                c->state = CS_TRL_START;
+            } else if (!val_tab[ch])
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_TRL_LF:
+            if (ch != '\n') return ch_fail(c, HB_PE_BAD_LINE_ENDING);
+            c->line_len = 0;
+            c->state = CS_TRL_START;
+            break;
+        case CS_END_LF:
+            if (ch != '\n') return ch_fail(c, HB_PE_BAD_LINE_ENDING);
+        body_done:
+            c->state = CS_DONE;
+            c->done = 1;
+            return (ssize_t)i;
+        default: return ch_fail(c, HB_PE_BAD_CHUNK); /* corrupted state */
+        }
+    }
+    return (ssize_t)i;
+}
 
 const char *hb_parse_strerror(int code)
 {
-    (void)code;
-    return "protocol error";
+    switch (code) {
+    case HB_PE_NONE: return "ok";
+    case HB_PE_BAD_VERSION: return "bad protocol version (expected HTTP/1.x)";
+    case HB_PE_BAD_STATUS: return "status code is not 3 digits";
+    case HB_PE_BAD_CONTENT_LENGTH: return "invalid Content-Length";
+    case HB_PE_DUP_CONTENT_LENGTH: return "conflicting Content-Length values";
+    case HB_PE_BAD_CHUNK_SIZE: return "invalid chunk size";
+    case HB_PE_CHUNK_SIZE_OVERFLOW: return "chunk size overflows";
+    case HB_PE_NO_COLON: return "header line without colon";
+    case HB_PE_SPACE_BEFORE_COLON: return "whitespace before colon in header";
+    case HB_PE_BAD_HEADER_CHAR: return "invalid character in header";
+    case HB_PE_HEAD_TOO_LARGE: return "head too large";
+    case HB_PE_TOO_MANY_HEADERS: return "too many headers";
+    case HB_PE_BAD_REQUEST_LINE: return "malformed request line";
+    case HB_PE_BAD_CHUNK: return "malformed chunk framing or trailer";
+    case HB_PE_BAD_TRANSFER_ENCODING: return "unsupported Transfer-Encoding";
+    case HB_PE_BAD_LINE_ENDING: return "bad line ending";
+    case HB_PE_OBS_FOLD: return "obsolete header line folding";
+    case HB_PE_TE_AND_CONTENT_LENGTH: return "both Transfer-Encoding and Content-Length";
+    case HB_PE_CHUNK_LINE_TOO_LONG: return "chunk line too long";
+    case HB_PE_TRAILERS_TOO_LARGE: return "chunked trailers too large";
+    default: return "protocol error";
+    }
 }

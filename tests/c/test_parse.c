@@ -1,0 +1,570 @@
+/* test_parse.c - unit tests of every accept/reject rule of hb_parse. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hb_parse.h"
+#include "hb_test.h"
+
+static hb_header hdrs[160];
+static hb_response_head rh;
+static hb_request_head qh;
+
+static int resp_n(const char *s, size_t n, const hb_parse_limits *lim)
+{
+    memset(&rh, 0, sizeof rh);
+    rh.headers = hdrs;
+    rh.num_headers = sizeof hdrs / sizeof hdrs[0];
+    return hb_parse_response_head(s, n, &rh, lim);
+}
+static int resp(const char *s)
+{
+    return resp_n(s, strlen(s), NULL);
+}
+static int req_n(const char *s, size_t n, const hb_parse_limits *lim)
+{
+    memset(&qh, 0, sizeof qh);
+    qh.headers = hdrs;
+    qh.num_headers = sizeof hdrs / sizeof hdrs[0];
+    return hb_parse_request_head(s, n, &qh, lim);
+}
+static int req(const char *s)
+{
+    return req_n(s, strlen(s), NULL);
+}
+
+/* Response error code, also checking every prefix is AGAIN or the same error. */
+static int resp_err(const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t k = 0; k < n; k++) {
+        int rc = resp_n(s, k, NULL);
+        if (rc != HB_AGAIN && !(rc == HB_ERROR)) {
+            fprintf(stderr, "prefix %zu of %s parsed (%d)\n", k, s, rc);
+            return 1;
+        }
+    }
+    int rc = resp_n(s, n, NULL);
+    return rc == HB_ERROR ? rh.error : rc;
+}
+static int req_err(const char *s)
+{
+    int rc = req(s);
+    return rc == HB_ERROR ? qh.error : rc;
+}
+
+/* A complete head must be AGAIN for every strict prefix. */
+static void check_prefixes_resp(const char *s)
+{
+    size_t n = strlen(s);
+    int bad = 0;
+    for (size_t k = 0; k < n; k++)
+        if (resp_n(s, k, NULL) != HB_AGAIN) bad++;
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(resp_n(s, n, NULL), (int)n);
+}
+static void check_prefixes_req(const char *s)
+{
+    size_t n = strlen(s);
+    int bad = 0;
+    for (size_t k = 0; k < n; k++)
+        if (req_n(s, k, NULL) != HB_AGAIN) bad++;
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(req_n(s, n, NULL), (int)n);
+}
+
+static void test_basic_response(void)
+{
+    const char *s = "HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length: 13\r\n"
+                    "Content-Type: text/plain\r\n\r\nHello, World!";
+    int n = resp(s);
+    CHECK_EQ_INT(n, (int)(strstr(s, "\r\n\r\n") - s + 4));
+    CHECK_EQ_INT(rh.minor_version, 1);
+    CHECK_EQ_INT(rh.status, 200);
+    CHECK_MEM(rh.reason, rh.reason_len, "OK");
+    CHECK_EQ_INT(rh.num_headers, 3);
+    CHECK_MEM(hdrs[0].name, hdrs[0].name_len, "Server");
+    CHECK_MEM(hdrs[0].value, hdrs[0].value_len, "x");
+    CHECK_MEM(hdrs[2].name, hdrs[2].name_len, "Content-Type");
+    CHECK_MEM(hdrs[2].value, hdrs[2].value_len, "text/plain");
+    CHECK_EQ_INT(rh.framing.content_length, 13);
+    CHECK_EQ_INT(rh.framing.chunked, 0);
+    CHECK_EQ_INT(rh.framing.connection_close, 0);
+    CHECK_EQ_INT(rh.error, HB_PE_NONE);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_LENGTH);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 1), HB_BODY_NONE);
+    CHECK_EQ_INT(hb_response_is_interim(&rh), 0);
+    check_prefixes_resp("HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length: 13\r\n\r\n");
+    check_prefixes_resp("HTTP/1.0 404 Not Found\nA: b\n\n");
+}
+
+static void test_tolerated(void)
+{
+    /* case-insensitive names, OWS around values, empty/missing reason */
+    CHECK(resp("HTTP/1.1 200 OK\r\ncOnTeNt-LeNgTh:   7 \t\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, 7);
+    CHECK_MEM(hdrs[0].value, hdrs[0].value_len, "7");
+    CHECK(resp("HTTP/1.1 200 \r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.reason_len, 0);
+    CHECK(resp("HTTP/1.1 204\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.status, 204);
+    CHECK_EQ_INT(rh.reason_len, 0);
+    CHECK(resp("HTTP/1.1 200 It is\tfine \xc3\xa9\r\nX-Empty:\r\nY:  \r\n\r\n") > 0);
+    CHECK_MEM(rh.reason, rh.reason_len, "It is\tfine \xc3\xa9");
+    CHECK_EQ_INT(rh.num_headers, 2);
+    CHECK_EQ_INT(hdrs[0].value_len, 0);
+    CHECK_EQ_INT(hdrs[1].value_len, 0);
+    /* value with inner whitespace and obs-text kept verbatim */
+    CHECK(resp("HTTP/1.1 200 OK\r\nX: a  b\tc\x80\xff\r\n\r\n") > 0);
+    CHECK_MEM(hdrs[0].value, hdrs[0].value_len, "a  b\tc\x80\xff");
+    /* leading empty lines are skipped */
+    CHECK_EQ_INT(resp("\r\n\nHTTP/1.1 200 OK\r\n\r\n"), 22);
+    /* long value crossing the 8-byte scanner with a TAB inside */
+    CHECK(resp("HTTP/1.1 200 OK\r\nX: 0123456789abcdef\t0123456789abcdef0123\r\n\r\n") > 0);
+    CHECK_EQ_INT(hdrs[0].value_len, 37);
+}
+
+static void test_version_status(void)
+{
+    CHECK_EQ_INT(resp_err("HTTP/2.0 200 OK\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(resp_err("HTTP/1.x 200 OK\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(resp_err("http/1.1 200 OK\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(resp_err("HTTP/1.10 200 OK\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(resp_err("ICY 200 OK\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 20 OK\r\n\r\n"), HB_PE_BAD_STATUS);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 2000 OK\r\n\r\n"), HB_PE_BAD_STATUS);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 abc OK\r\n\r\n"), HB_PE_BAD_STATUS);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 099 OK\r\n\r\n"), HB_PE_BAD_STATUS);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 \r\n\r\n"), HB_PE_BAD_STATUS);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 O\x01K\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
+    /* early rejection: junk is an error before any line end arrives */
+    CHECK_EQ_INT(resp_n("XTTP", 4, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(resp_n("HTTP/1.1 2x", 11, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_BAD_STATUS);
+    CHECK(resp("HTTP/1.0 999 X\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.minor_version, 0);
+    CHECK_EQ_INT(rh.status, 999);
+}
+
+static void test_header_errors(void)
+{
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nNoColon\r\n\r\n"), HB_PE_NO_COLON);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nNo colon here\r\n\r\n"), HB_PE_NO_COLON);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nName : v\r\n\r\n"), HB_PE_SPACE_BEFORE_COLON);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nName\t: v\r\n\r\n"), HB_PE_SPACE_BEFORE_COLON);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nNa me: v\r\n\r\n"), HB_PE_SPACE_BEFORE_COLON);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\n: v\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX(y): v\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\x01" "b\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\x7f\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\x1b[0m\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\rX: a\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\r\n\rZ"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\r\n folded\r\n\r\n"), HB_PE_OBS_FOLD);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\n\tX: a\r\n\r\n"), HB_PE_OBS_FOLD);
+    /* NUL in a name and in a value (strlen cannot be used here) */
+    static const char nul_name[] = "HTTP/1.1 200 OK\r\nX\0Y: a\r\n\r\n";
+    CHECK_EQ_INT(resp_n(nul_name, sizeof nul_name - 1, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_BAD_HEADER_CHAR);
+    static const char nul_val[] = "HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n";
+    CHECK_EQ_INT(resp_n(nul_val, sizeof nul_val - 1, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_BAD_HEADER_CHAR);
+    /* the same rules in requests */
+    CHECK_EQ_INT(req_err("GET / HTTP/1.1\r\nHost : x\r\n\r\n"), HB_PE_SPACE_BEFORE_COLON);
+    CHECK_EQ_INT(req_err("GET / HTTP/1.1\r\nHost\r\n\r\n"), HB_PE_NO_COLON);
+}
+
+static void test_content_length(void)
+{
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
+                 HB_PE_BAD_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n"),
+                 HB_PE_BAD_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n"),
+                 HB_PE_BAD_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n"),
+                 HB_PE_BAD_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n"), HB_PE_BAD_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: 1 2\r\n\r\n"),
+                 HB_PE_BAD_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n"),
+                 HB_PE_BAD_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n"),
+                 HB_PE_BAD_CONTENT_LENGTH);
+    CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, INT64_MAX);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
+                 HB_PE_DUP_CONTENT_LENGTH);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n"),
+                 HB_PE_DUP_CONTENT_LENGTH);
+    CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, 5);
+    CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, 5);
+    CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_LENGTH);
+    CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 007\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, 7);
+    CHECK_EQ_INT(req_err("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+                 HB_PE_DUP_CONTENT_LENGTH);
+}
+
+static void test_framing(void)
+{
+    /* no body for 1xx, 204, 304 and HEAD */
+    CHECK(resp("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_NONE);
+    CHECK(resp("HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_NONE);
+    CHECK(resp("HTTP/1.1 100 Continue\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_NONE);
+    CHECK_EQ_INT(hb_response_is_interim(&rh), 1);
+    CHECK(resp("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_is_interim(&rh), 1);
+    CHECK(resp("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_is_interim(&rh), 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_NONE);
+    CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 1), HB_BODY_NONE);
+    /* chunked, TE overriding CL, until close */
+    CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.chunked, 1);
+    CHECK_EQ_INT(rh.framing.transfer_encoding, 1);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_CHUNKED);
+    CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, CHUNKED\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_CHUNKED);
+    CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n") >
+          0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_CHUNKED);
+    CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_CHUNKED);
+    CHECK_EQ_INT(rh.framing.content_length, -1);
+    CHECK_EQ_INT(rh.framing.connection_close, 1);
+    CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_UNTIL_CLOSE);
+    CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 3\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_UNTIL_CLOSE);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n"),
+                 HB_PE_BAD_TRANSFER_ENCODING);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nTransfer-Encoding: \r\n\r\n"),
+                 HB_PE_BAD_TRANSFER_ENCODING);
+    CHECK(resp("HTTP/1.1 200 OK\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, -1);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_UNTIL_CLOSE);
+    /* connection management */
+    CHECK(resp("HTTP/1.1 200 OK\r\nConnection: Keep-Alive, CLOSE\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.connection_close, 1);
+    CHECK(resp("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.connection_close, 1);
+    CHECK(resp("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.connection_close, 0);
+    CHECK(resp("HTTP/1.1 200 OK\r\nConnection: closed\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.connection_close, 0);
+}
+
+static void test_limits(void)
+{
+    /* head over max_head: rejected as soon as the buffer exceeds it */
+    size_t big = 1 << 20;
+    char *b = malloc(big);
+    memcpy(b, "HTTP/1.1 200 OK\r\nX: ", 20);
+    memset(b + 20, 'a', big - 20);
+    CHECK_EQ_INT(resp_n(b, big, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_HEAD_TOO_LARGE);
+    CHECK_EQ_INT(rh.num_headers, sizeof hdrs / sizeof hdrs[0]); /* capacity kept */
+    CHECK_EQ_INT(resp_n(b, HB_PARSE_DEFAULT_MAX_HEAD, NULL), HB_AGAIN);
+    CHECK_EQ_INT(resp_n(b, HB_PARSE_DEFAULT_MAX_HEAD + 1, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_HEAD_TOO_LARGE);
+    /* a head of exactly max_head bytes fits; one more byte does not */
+    hb_parse_limits lim = {.max_head = 100, .max_headers = 0};
+    char h[200];
+    memcpy(h, "HTTP/1.1 200 OK\r\nX: ", 20);
+    memset(h + 20, 'a', 76);
+    memcpy(h + 96, "\r\n\r\n", 4);
+    CHECK_EQ_INT(resp_n(h, 100, &lim), 100);
+    lim.max_head = 99;
+    CHECK_EQ_INT(resp_n(h, 100, &lim), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_HEAD_TOO_LARGE);
+    CHECK_EQ_INT(req_n(b, big, NULL), HB_ERROR);
+    CHECK_EQ_INT(qh.error, HB_PE_BAD_REQUEST_LINE);
+    memcpy(b, "GET /", 5);
+    memset(b + 5, 'a', big - 5);
+    CHECK_EQ_INT(req_n(b, big, NULL), HB_ERROR);
+    CHECK_EQ_INT(qh.error, HB_PE_HEAD_TOO_LARGE);
+
+    /* header count: 128 ok, 129 too many; the array capacity also bounds it */
+    size_t off = 0;
+    off += (size_t)snprintf(b + off, big - off, "HTTP/1.1 200 OK\r\n");
+    for (int i = 0; i < 128; i++) off += (size_t)snprintf(b + off, big - off, "H%d: v\r\n", i);
+    size_t head128 = off + 2;
+    memcpy(b + off, "\r\n", 2);
+    CHECK_EQ_INT(resp_n(b, head128, NULL), (int)head128);
+    CHECK_EQ_INT(rh.num_headers, 128);
+    CHECK_MEM(hdrs[127].name, hdrs[127].name_len, "H127");
+    off += (size_t)snprintf(b + off, big - off, "H128: v\r\n\r\n");
+    CHECK_EQ_INT(resp_n(b, off, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_TOO_MANY_HEADERS);
+    lim.max_head = 0;
+    lim.max_headers = 200;
+    CHECK_EQ_INT(resp_n(b, off, &lim), (int)off);
+    CHECK_EQ_INT(rh.num_headers, 129);
+    lim.max_headers = 3;
+    CHECK_EQ_INT(resp_n(b, off, &lim), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_TOO_MANY_HEADERS);
+    hb_header small[2];
+    memset(&rh, 0, sizeof rh);
+    rh.headers = small;
+    rh.num_headers = 2;
+    CHECK_EQ_INT(hb_parse_response_head(b, off, &rh, NULL), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_TOO_MANY_HEADERS);
+    CHECK_EQ_INT(rh.num_headers, 2);
+    /* headers == NULL: counted, framing derived, nothing stored */
+    memset(&rh, 0, sizeof rh);
+    const char *s = "HTTP/1.1 200 OK\r\nA: 1\r\nContent-Length: 42\r\n\r\n";
+    CHECK_EQ_INT(hb_parse_response_head(s, strlen(s), &rh, NULL), (int)strlen(s));
+    CHECK_EQ_INT(rh.num_headers, 2);
+    CHECK_EQ_INT(rh.framing.content_length, 42);
+    free(b);
+}
+
+static void test_requests(void)
+{
+    const char *s = "POST /path?q=1 HTTP/1.1\r\nHost: example\r\nContent-Length: 3\r\n"
+                    "Expect: 100-Continue\r\n\r\nabc";
+    int n = req(s);
+    CHECK_EQ_INT(n, (int)strlen(s) - 3);
+    CHECK_MEM(qh.method, qh.method_len, "POST");
+    CHECK_MEM(qh.target, qh.target_len, "/path?q=1");
+    CHECK_EQ_INT(qh.minor_version, 1);
+    CHECK_EQ_INT(qh.num_headers, 3);
+    CHECK_EQ_INT(qh.framing.content_length, 3);
+    CHECK_EQ_INT(qh.framing.expect_continue, 1);
+    CHECK_EQ_INT(hb_request_body_kind(&qh), HB_BODY_LENGTH);
+    check_prefixes_req("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    check_prefixes_req("\r\nGET /a HTTP/1.0\n\n");
+    CHECK(req("GET / HTTP/1.1\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_request_body_kind(&qh), HB_BODY_NONE);
+    CHECK_EQ_INT(qh.framing.connection_close, 0);
+    CHECK(req("GET / HTTP/1.0\r\n\r\n") > 0);
+    CHECK_EQ_INT(qh.framing.connection_close, 1);
+    CHECK(req("PUT /u HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_request_body_kind(&qh), HB_BODY_CHUNKED);
+    CHECK(req("PUT /u HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_request_body_kind(&qh), HB_BODY_CHUNKED);
+    CHECK_EQ_INT(req_err("PUT /u HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
+                 HB_PE_BAD_TRANSFER_ENCODING);
+    CHECK_EQ_INT(req_err("PUT /u HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+                 HB_PE_BAD_TRANSFER_ENCODING);
+    CHECK_EQ_INT(req_err("PUT /u HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n"),
+                 HB_PE_BAD_TRANSFER_ENCODING);
+    CHECK_EQ_INT(req_err("PUT /u HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+                 HB_PE_BAD_TRANSFER_ENCODING);
+    CHECK_EQ_INT(req_err("PUT /u HTTP/1.1\r\nContent-Length: 3\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n"),
+                 HB_PE_TE_AND_CONTENT_LENGTH);
+    CHECK_EQ_INT(req_err("GET / HTTP/2.0\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(req_err("GET / HTTP/1.1 \r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(req_err("GET /\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(req_err(" GET / HTTP/1.1\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
+    CHECK_EQ_INT(req_err("G(T / HTTP/1.1\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
+    CHECK_EQ_INT(req_err("GET /a\x01 HTTP/1.1\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
+    CHECK_EQ_INT(req_err("GET\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
+    CHECK_EQ_INT(req_err("GET / HTTP/1.1\rX\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+}
+
+/* ---- chunked ------------------------------------------------------------ */
+
+/* Feed `in` in pieces of `step` bytes (0 = split once at `split`); collect the
+ * body. Returns the total consumed, or HB_ERROR with *err set. */
+static long decode(const char *in, size_t n, size_t step, size_t split, char *out, size_t *out_len,
+                   int *err, int *done)
+{
+    hb_chunked c;
+    hb_chunked_init(&c);
+    size_t pos = 0, o = 0;
+    long consumed = 0;
+    while (pos < n && !c.done) {
+        size_t piece = step ? step : (pos < split ? split - pos : n - pos);
+        if (piece > n - pos) piece = n - pos;
+        const char *p = in + pos;
+        size_t left = piece;
+        while (left > 0 && !c.done) {
+            const char *d;
+            size_t dl;
+            ssize_t r = hb_chunked_feed(&c, p, left, &d, &dl);
+            if (r < 0) {
+                *err = c.error;
+                return HB_ERROR;
+            }
+            if (dl) {
+                CHECK(d >= p && d + dl <= p + r);
+                memcpy(out + o, d, dl);
+                o += dl;
+            }
+            CHECK(r > 0 || c.done);
+            p += r;
+            left -= (size_t)r;
+            consumed += r;
+        }
+        pos += piece;
+    }
+    *out_len = o;
+    *done = c.done;
+    return consumed;
+}
+
+static void check_chunked(const char *in, size_t n, const char *body, size_t body_len,
+                          size_t consumed)
+{
+    char out[4096];
+    size_t ol;
+    int err = 0, done = 0;
+    int bad = 0;
+    for (size_t step = 1; step <= n; step++) {
+        long r = decode(in, n, step, 0, out, &ol, &err, &done);
+        if (r != (long)consumed || ol != body_len || memcmp(out, body, ol) != 0 || !done) bad++;
+    }
+    for (size_t split = 0; split <= n; split++) {
+        long r = decode(in, n, 0, split, out, &ol, &err, &done);
+        if (r != (long)consumed || ol != body_len || memcmp(out, body, ol) != 0 || !done) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+static int chunked_err(const char *in)
+{
+    char out[4096];
+    size_t ol;
+    int err = 0, done = 0;
+    size_t n = strlen(in);
+    int first = 0;
+    for (size_t step = 1; step <= n; step++) {
+        long r = decode(in, n, step, 0, out, &ol, &err, &done);
+        if (r != HB_ERROR) return 1;
+        if (!first) first = err;
+        if (err != first) return 2;
+    }
+    return first;
+}
+
+#define CHK_CHUNKED(in, body, extra)                                                               \
+    check_chunked(in extra, sizeof(in extra) - 1, body, sizeof(body) - 1, sizeof(in) - 1)
+
+static void test_chunked(void)
+{
+    CHK_CHUNKED("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", "hello world", "");
+    CHK_CHUNKED("5\r\nhello\r\n0\r\n\r\n", "hello", "NEXT RESPONSE");
+    CHK_CHUNKED("A;name=val;x\r\n0123456789\r\n0;last\r\n\r\n", "0123456789", "");
+    CHK_CHUNKED("a \t;ext\r\n0123456789\r\n0\r\n\r\n", "0123456789", "");
+    CHK_CHUNKED("000003\r\nabc\r\n0\r\nTrailer: v\r\nX-Sum:\r\n\r\n", "abc", "HTTP/1.1");
+    CHK_CHUNKED("3\nabc\n0\n\n", "abc", "");
+    CHK_CHUNKED("0\r\n\r\n", "", "");
+    CHK_CHUNKED("4\r\n\0\r\n\xff\r\n0\r\n\r\n", "\0\r\n\xff", "");
+    CHK_CHUNKED("1F\r\n0123456789abcdef0123456789abcde\r\n0\r\n\r\n",
+                "0123456789abcdef0123456789abcde", "");
+
+    CHECK_EQ_INT(chunked_err("x\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err("-1\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err("0x5\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err("5 5\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err(";ext\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err("\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err("10000000000000000\r\n"), HB_PE_CHUNK_SIZE_OVERFLOW);
+    CHECK_EQ_INT(chunked_err("8000000000000000\r\n"), HB_PE_CHUNK_SIZE_OVERFLOW);
+    CHECK_EQ_INT(chunked_err("5\rX"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("5\r\nhelloX"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("5\r\nhello\rX"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("1;a\x01\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("0\r\nNoColon\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("0\r\n folded\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("0\r\nX: a\x02\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("0\r\nX: a\rb"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("0\r\n\rX"), HB_PE_BAD_LINE_ENDING);
+
+    /* 7fffffffffffffff is the largest size: accepted, data pending */
+    hb_chunked c;
+    const char *d;
+    size_t dl;
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, "7fffffffffffffff\r\nab", 20, &d, &dl), 20);
+    CHECK_EQ_INT(dl, 2);
+    CHECK(c.remaining == (uint64_t)INT64_MAX - 2);
+
+    /* line bounds: a size line of leading zeros or a long extension */
+    static char big[HB_CHUNK_MAX_LINE + 100];
+    memset(big, '0', sizeof big);
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, big, sizeof big, &d, &dl), HB_ERROR);
+    CHECK_EQ_INT(c.error, HB_PE_CHUNK_LINE_TOO_LONG);
+    big[0] = '1';
+    big[1] = ';';
+    memset(big + 2, 'e', sizeof big - 2);
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, big, sizeof big, &d, &dl), HB_ERROR);
+    CHECK_EQ_INT(c.error, HB_PE_CHUNK_LINE_TOO_LONG);
+    /* errors are sticky */
+    CHECK_EQ_INT(hb_chunked_feed(&c, "0\r\n\r\n", 5, &d, &dl), HB_ERROR);
+    /* trailer line and trailer section bounds */
+    memcpy(big, "0\r\nX: ", 6);
+    memset(big + 6, 'v', sizeof big - 6);
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, big, sizeof big, &d, &dl), HB_ERROR);
+    CHECK_EQ_INT(c.error, HB_PE_CHUNK_LINE_TOO_LONG);
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, "0\r\n", 3, &d, &dl), 3);
+    int rc = 0;
+    for (int i = 0; i < 10000 && rc >= 0; i++) {
+        static const char line[] = "X-Trailer: 0123456789abcdef\r\n";
+        rc = (int)hb_chunked_feed(&c, line, sizeof line - 1, &d, &dl);
+    }
+    CHECK_EQ_INT(rc, HB_ERROR);
+    CHECK_EQ_INT(c.error, HB_PE_TRAILERS_TOO_LARGE);
+    /* done: nothing more is consumed */
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, "0\r\n\r\nXYZ", 8, &d, &dl), 5);
+    CHECK_EQ_INT(c.done, 1);
+    CHECK_EQ_INT(hb_chunked_feed(&c, "XYZ", 3, &d, &dl), 0);
+    /* a data run ends the call even with more input behind it */
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, "2\r\nab\r\n0\r\n\r\n", 12, &d, &dl), 5);
+    CHECK_MEM(d, dl, "ab");
+}
+
+static void test_strerror(void)
+{
+    int codes[] = {HB_PE_BAD_VERSION,        HB_PE_BAD_STATUS,         HB_PE_BAD_CONTENT_LENGTH,
+                   HB_PE_DUP_CONTENT_LENGTH, HB_PE_BAD_CHUNK_SIZE,     HB_PE_CHUNK_SIZE_OVERFLOW,
+                   HB_PE_NO_COLON,           HB_PE_SPACE_BEFORE_COLON, HB_PE_BAD_HEADER_CHAR,
+                   HB_PE_HEAD_TOO_LARGE,     HB_PE_TOO_MANY_HEADERS,   HB_PE_BAD_REQUEST_LINE,
+                   HB_PE_BAD_CHUNK,          HB_PE_BAD_TRANSFER_ENCODING, HB_PE_BAD_LINE_ENDING,
+                   HB_PE_OBS_FOLD,           HB_PE_TE_AND_CONTENT_LENGTH, HB_PE_CHUNK_LINE_TOO_LONG,
+                   HB_PE_TRAILERS_TOO_LARGE};
+    size_t n = sizeof codes / sizeof codes[0];
+    for (size_t i = 0; i < n; i++) {
+        CHECK(hb_is_protocol_error(codes[i]));
+        CHECK(strcmp(hb_parse_strerror(codes[i]), "protocol error") != 0);
+        CHECK(strcmp(hb_strerror(codes[i]), hb_parse_strerror(codes[i])) == 0);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(hb_parse_strerror(codes[i]), hb_parse_strerror(codes[j])) != 0);
+    }
+    CHECK(strcmp(hb_parse_strerror(-5099), "protocol error") == 0);
+}
+
+int main(void)
+{
+    test_basic_response();
+    test_tolerated();
+    test_version_status();
+    test_header_errors();
+    test_content_length();
+    test_framing();
+    test_limits();
+    test_requests();
+    test_chunked();
+    test_strerror();
+    HB_TEST_MAIN_END();
+}
