@@ -9,12 +9,14 @@
  * Client session resumption: when on, the context keeps the most recent
  * session it was given (TLS 1.2 ticket/ID or TLS 1.3 ticket; one slot, which
  * fits a benchmark's single target) and offers it on the next
- * hb_sock_tls_client; guarded by a mutex, touched once per connection.
+ * hb_sock_tls_client to the same host; guarded by a mutex, touched once per
+ * connection.
  */
 #ifndef HB_TLS_H
 #define HB_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hb_common.h"
 
@@ -74,6 +76,6 @@ int hb_tls_fail(char *err, int rc, const char *prefix);
 
 /* Internal, used by hb_sock.c. */
 struct ssl_st;
-int hb__tls_ctx_apply_client(hb_tls_ctx *c, struct ssl_st *ssl);
+int hb__tls_ctx_apply_client(hb_tls_ctx *c, struct ssl_st *ssl, const char *host);
 
 #endif

@@ -1,0 +1,300 @@
+/* test_sock.c - hb_sock / hb_tls over real loopback TCP: plain I/O, EOF,
+ * refused connects, TLS handshakes with verification, ALPN, resumption. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hb_sock.h"
+#include "hb_test.h"
+#include "hb_tls.h"
+
+static int listener(struct sockaddr_storage *addr, socklen_t *len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0) abort();
+    *len = sizeof *addr;
+    getsockname(fd, (struct sockaddr *)addr, len);
+    return fd;
+}
+
+/* Connect a client hb_sock and accept the server side as another hb_sock. */
+static int pair(int lfd, const struct sockaddr_storage *addr, socklen_t len, int flags,
+                hb_sock *c, hb_sock *s)
+{
+    char err[HB_ERR_LEN];
+    int rc = hb_sock_connect(c, (const struct sockaddr *)addr, len, flags, err);
+    if (rc != 0 && rc != HB_AGAIN) return rc;
+    int afd = accept(lfd, NULL, NULL);
+    if (afd < 0) return -errno;
+    struct pollfd p = {c->fd, POLLOUT, 0};
+    poll(&p, 1, 1000);
+    rc = hb_sock_connect_check(c);
+    if (rc != 0) return rc;
+    return hb_sock_adopt(s, afd, 0);
+}
+
+static void wait_for(hb_sock *s, int ms)
+{
+    struct pollfd p = {s->fd, (short)(s->want == HB_WANT_WRITE ? POLLOUT : POLLIN), 0};
+    poll(&p, 1, ms);
+}
+
+/* Step both handshakes until both are done or one fails; returns the
+ * client's final code (server's in *src). */
+static int handshake_both(hb_sock *c, hb_sock *s, int *src, char *cerr)
+{
+    char serr[HB_ERR_LEN];
+    int rc = HB_AGAIN, r2 = HB_AGAIN;
+    for (int i = 0; i < 200 && (rc == HB_AGAIN || r2 == HB_AGAIN); i++) {
+        if (rc == HB_AGAIN) rc = hb_sock_handshake(c, cerr);
+        if (r2 == HB_AGAIN) r2 = hb_sock_handshake(s, serr);
+        if (rc < 0 && rc != HB_AGAIN) break;
+        if (r2 < 0 && r2 != HB_AGAIN) break;
+        if (rc == HB_AGAIN) wait_for(c, 5);
+    }
+    *src = r2;
+    return rc;
+}
+
+static ssize_t read_some(hb_sock *s, char *buf, size_t len)
+{
+    for (int i = 0; i < 200; i++) {
+        ssize_t r = hb_sock_read(s, buf, len);
+        if (r != HB_AGAIN) return r;
+        wait_for(s, 10);
+    }
+    return HB_AGAIN;
+}
+
+static void test_resolve(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    char err[HB_ERR_LEN], buf[64];
+    CHECK_EQ_INT(hb_resolve("127.0.0.1:8080", 80, &ss, &len, err), 0);
+    CHECK(strcmp(hb_sockaddr_str((struct sockaddr *)&ss, buf, sizeof buf), "127.0.0.1:8080") == 0);
+    CHECK_EQ_INT(hb_resolve("localhost", 443, &ss, &len, err), 0);
+    CHECK(strcmp(hb_sockaddr_str((struct sockaddr *)&ss, buf, sizeof buf), "127.0.0.1:443") == 0);
+    CHECK_EQ_INT(hb_resolve("[::1]:9", 80, &ss, &len, err), 0);
+    CHECK_EQ_INT(ss.ss_family, AF_INET6);
+    CHECK(strcmp(hb_sockaddr_str((struct sockaddr *)&ss, buf, sizeof buf), "[::1]:9") == 0);
+    CHECK_EQ_INT(hb_resolve("::1", 80, &ss, &len, err), 0);
+    CHECK_EQ_INT(len, sizeof(struct sockaddr_in6));
+    CHECK_EQ_INT(hb_resolve("127.0.0.1:99999", 80, &ss, &len, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_resolve("127.0.0.1:x", 80, &ss, &len, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_resolve("[::1", 80, &ss, &len, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_resolve(":80", 80, &ss, &len, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_resolve("no-such-host.invalid:80", 80, &ss, &len, err), HB_E_CONNECT);
+}
+
+static void test_plain(void)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    int lfd = listener(&addr, &len);
+    hb_sock c, s;
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    int v = 0;
+    socklen_t vl = sizeof v;
+    getsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl);
+    CHECK(v != 0);
+    char buf[64];
+    CHECK_EQ_INT(hb_sock_read(&s, buf, sizeof buf), HB_AGAIN);
+    CHECK_EQ_INT(s.want, HB_WANT_READ);
+    struct iovec iov[3] = {{"GET ", 4}, {"", 0}, {"/x", 2}};
+    CHECK_EQ_INT(hb_sock_writev(&c, iov, 3), 6);
+    CHECK_EQ_INT(read_some(&s, buf, sizeof buf), 6);
+    CHECK(memcmp(buf, "GET /x", 6) == 0);
+    CHECK_EQ_INT(hb_sock_handshake(&c, NULL), 0);
+    CHECK_EQ_INT(hb_sock_shutdown(&c), 0);
+    CHECK_EQ_INT(read_some(&s, buf, sizeof buf), 0); /* EOF */
+    CHECK_EQ_INT(hb_sock_write(&s, "ok", 2), 2);     /* half-closed: other way still works */
+    CHECK_EQ_INT(read_some(&c, buf, sizeof buf), 2);
+    hb_sock_abort(&s); /* RST */
+    ssize_t r = read_some(&c, buf, sizeof buf);
+    CHECK(r == -ECONNRESET || r == 0);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+    CHECK_EQ_INT(c.fd, -1);
+
+    /* Nagle left on when asked */
+    CHECK_EQ_INT(pair(lfd, &addr, len, HB_SOCK_NAGLE, &c, &s), 0);
+    v = 1;
+    getsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl);
+    CHECK_EQ_INT(v, 0);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+    close(lfd);
+
+    /* refused: the port is closed now */
+    char err[HB_ERR_LEN];
+    int rc = hb_sock_connect(&c, (struct sockaddr *)&addr, len, 0, err);
+    if (rc == HB_AGAIN) {
+        struct pollfd p = {c.fd, POLLOUT, 0};
+        poll(&p, 1, 1000);
+        rc = hb_sock_connect_check(&c);
+    }
+    CHECK_EQ_INT(rc, -ECONNREFUSED);
+    hb_sock_close(&c);
+}
+
+static void test_tls(void)
+{
+    char err[HB_ERR_LEN] = "";
+    hb_tls_ctx *sctx = NULL, *cctx = NULL, *bad = NULL, *noresume = NULL;
+    CHECK_EQ_INT(hb_tls_server_ctx_new(&sctx, NULL, err), 0);
+    size_t pem_len = 0;
+    const char *pem = hb_tls_ctx_cert_pem(sctx, &pem_len);
+    CHECK(pem && pem_len > 100 && strncmp(pem, "-----BEGIN CERTIFICATE-----", 27) == 0);
+    hb_tls_client_opts co;
+    hb_tls_client_opts_init(&co);
+    co.ca_pem = pem;
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&cctx, &co, err), 0);
+
+    struct sockaddr_storage addr;
+    socklen_t len;
+    int lfd = listener(&addr, &len);
+    hb_sock c, s;
+    int src;
+    char buf[20000];
+    /* Verified handshake by IP SAN, twice (the second one resumed). */
+    for (int round = 0; round < 2; round++) {
+        CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+        CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, "127.0.0.1", err), 0);
+        CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+        int rc = handshake_both(&c, &s, &src, err);
+        CHECK_EQ_INT(rc, 0);
+        CHECK_EQ_INT(src, 0);
+        if (rc) fprintf(stderr, "handshake: %s\n", err);
+        size_t alen;
+        const char *alpn = hb_sock_alpn(&c, &alen);
+        CHECK(alpn && alen == 8 && memcmp(alpn, "http/1.1", 8) == 0);
+        CHECK(strcmp(hb_sock_tls_version(&c), "TLSv1.3") == 0);
+        CHECK_EQ_INT(hb_sock_session_reused(&c), round == 1);
+        /* writev coalescing + a record bigger than 16 KiB */
+        static char big[18000];
+        memset(big, 'b', sizeof big);
+        struct iovec iov[3] = {{"HEAD", 4}, {"ER\r\n", 4}, {big, sizeof big}};
+        ssize_t w = hb_sock_writev(&c, iov, 3);
+        CHECK(w > 8);
+        size_t got = 0;
+        while (got < (size_t)w) {
+            ssize_t r = read_some(&s, buf + got, sizeof buf - got);
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        CHECK_EQ_INT(got, w);
+        CHECK(memcmp(buf, "HEADER\r\nbbb", 11) == 0);
+        CHECK_EQ_INT(hb_sock_write(&s, "pong", 4), 4);
+        CHECK_EQ_INT(read_some(&c, buf, sizeof buf), 4); /* also takes the session tickets */
+        CHECK_EQ_INT(hb_sock_shutdown(&s), 0);
+        CHECK_EQ_INT(read_some(&c, buf, sizeof buf), 0); /* close_notify -> EOF */
+        hb_sock_close(&c);
+        hb_sock_close(&s);
+    }
+    /* Wrong host name -> verify failure with OpenSSL's reason. */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, "example.com", err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), HB_E_TLS_VERIFY);
+    CHECK(strstr(err, "mismatch") != NULL);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+
+    /* System CAs don't trust the generated cert. */
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&bad, NULL, err), 0);
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, bad, "localhost", err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), HB_E_TLS_VERIFY);
+    CHECK(strstr(err, "self-signed") != NULL || strstr(err, "self signed") != NULL);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+    hb_tls_ctx_free(bad);
+
+    /* Insecure client, TLS 1.2 only, resumption off on the server. */
+    hb_tls_server_opts so;
+    hb_tls_server_opts_init(&so);
+    so.session_resumption = 0;
+    CHECK_EQ_INT(hb_tls_server_ctx_new(&noresume, &so, err), 0);
+    hb_tls_client_opts_init(&co);
+    co.insecure = 1;
+    co.max_version = HB_TLS_1_2;
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&bad, &co, err), 0);
+    for (int round = 0; round < 2; round++) {
+        CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+        CHECK_EQ_INT(hb_sock_tls_client(&c, bad, NULL, err), 0);
+        CHECK_EQ_INT(hb_sock_tls_server(&s, noresume, err), 0);
+        CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+        CHECK(strcmp(hb_sock_tls_version(&s), "TLSv1.2") == 0);
+        CHECK_EQ_INT(hb_sock_session_reused(&c), 0);
+        hb_sock_close(&c);
+        hb_sock_close(&s);
+    }
+    hb_tls_ctx_free(bad);
+    hb_tls_ctx_free(noresume);
+
+    /* Peer closing mid-handshake -> HB_E_CLOSED (or a reset). */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, "localhost", err), 0);
+    CHECK_EQ_INT(hb_sock_handshake(&c, err), HB_AGAIN);
+    CHECK_EQ_INT(c.want, HB_WANT_READ);
+    hb_sock_close(&s);
+    int rc = HB_AGAIN;
+    for (int i = 0; i < 100 && rc == HB_AGAIN; i++) {
+        wait_for(&c, 10);
+        rc = hb_sock_handshake(&c, err);
+    }
+    CHECK(rc == HB_E_CLOSED || rc == -ECONNRESET);
+    hb_sock_close(&c);
+
+    /* Errors for bad options / files */
+    hb_tls_client_opts_init(&co);
+    co.ca_file = "/nonexistent/ca.pem";
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&bad, &co, err), HB_E_INVALID);
+    CHECK(bad == NULL);
+    hb_tls_client_opts_init(&co);
+    co.ca_pem = "not a pem";
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&bad, &co, err), HB_E_INVALID);
+    hb_tls_server_opts_init(&so);
+    so.cert_file = "/nonexistent/cert.pem";
+    CHECK_EQ_INT(hb_tls_server_ctx_new(&bad, &so, err), HB_E_INVALID);
+
+    /* PEM export to a file, then load it as a CA file. */
+    char path[] = "/tmp/hb_test_sock_XXXXXX";
+    int tfd = mkstemp(path);
+    close(tfd);
+    CHECK_EQ_INT(hb_tls_ctx_write_cert(sctx, path, err), 0);
+    hb_tls_client_opts_init(&co);
+    co.ca_file = path;
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&bad, &co, err), 0);
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, bad, "localhost", err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+    hb_tls_ctx_free(bad);
+    unlink(path);
+
+    close(lfd);
+    hb_tls_ctx_free(cctx);
+    hb_tls_ctx_free(sctx);
+}
+
+int main(void)
+{
+    test_resolve();
+    test_plain();
+    test_tls();
+    HB_TEST_MAIN_END();
+}
