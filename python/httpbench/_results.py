@@ -1,0 +1,1150 @@
+"""Immutable result records, their versioned JSON schema, and loading/saving.
+
+Records (all frozen dataclasses with ``__slots__``):
+
+* :class:`BenchResult` - one run of the native load generator (``httpbench.bench``).
+* :class:`MeasureResult` - one run of ``httpbench.measure`` / ``measure_async``.
+* :class:`ResultSet` - a compare run: records keyed by ``(client, scenario, repeat)``
+  plus run metadata, skipped clients and anomaly notes.
+
+Units (one rule, everywhere): **every duration and latency is in nanoseconds**
+(field names end in ``_ns``; histograms record ns), timestamps are Unix epoch
+nanoseconds (``*_unix_ns``), sizes are bytes (``*_bytes``), rates are per second
+(``*_per_s`` / ``rps``). Human-friendly formatting lives in ``httpbench._units``.
+
+Histograms are ``httpbench.Histogram`` objects (duck-typed: ``encode()``,
+``Histogram.decode(bytes)``, ``percentile(p)``, ``count``, ``min``, ``max``,
+``mean``, ``stddev``, iteration over ``(value, count)``). In JSON they are
+embedded in their compact binary encoding, base64 encoded, next to a few
+informative summary numbers that are ignored on load.
+
+Records are shallowly immutable: fields cannot be reassigned; treat the dicts
+and histograms they hold as read-only. Files are JSON (optionally gzip when the
+path ends in ``.gz``), never pickle.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "FILE_FORMAT",
+    "ERROR_TYPES",
+    "ALLOC_DOMAINS",
+    "DEFAULT_PERCENTILES",
+    "BenchConfig",
+    "BenchResult",
+    "MeasureResult",
+    "Note",
+    "ResultSet",
+    "Result",
+    "load",
+    "loads",
+    "save",
+    "dumps",
+    "result_from_dict",
+    "encode_histogram",
+    "decode_histogram",
+]
+
+# Schema of the JSON files (and of to_dict()). Bump on any incompatible change
+# and add a migration in _MIGRATIONS from the previous version.
+# History:
+#   1 (httpbench 0.1.0): first schema - BenchResult, MeasureResult, ResultSet;
+#     histograms as base64 of Histogram.encode(); all times in ns.
+SCHEMA_VERSION = 1
+FILE_FORMAT = "httpbench-results"
+
+# Typed transport errors a load-generator run counts (issue 4).
+ERROR_TYPES = ("connect", "tls", "write", "read", "timeout", "protocol", "closed")
+# Python allocator domains (PyMem_SetAllocator).
+ALLOC_DOMAINS = ("raw", "mem", "obj")
+DEFAULT_PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0)
+
+
+# --------------------------------------------------------------------------
+# histograms (duck-typed until/unless httpbench.Histogram is importable)
+
+
+def _histogram_type() -> Any:
+    try:
+        from . import _core
+    except ImportError:  # pragma: no cover - the extension is always built
+        return None
+    return getattr(_core, "Histogram", None)
+
+
+def _is_histogram(obj: Any) -> bool:
+    return obj is not None and callable(getattr(obj, "encode", None)) and not isinstance(
+        obj, (str, bytes)
+    )
+
+
+def _hattr(h: Any, name: str) -> Any:
+    """Read a histogram statistic that may be exposed as an attribute or a method."""
+    v = getattr(h, name)
+    return v() if callable(v) else v
+
+
+def hist_count(h: Any) -> int:
+    """Number of recorded values of a histogram (``count`` attribute, method or len())."""
+    if hasattr(h, "count"):
+        return int(_hattr(h, "count"))
+    return int(sum(c for _, c in h))
+
+
+def hist_percentile(h: Any, p: float) -> float:
+    """Value (ns) at percentile ``p`` (0..100) of a histogram; NaN when it is empty."""
+    if h is None or hist_count(h) == 0:
+        return math.nan
+    fn = getattr(h, "percentile", None) or h.value_at_percentile
+    return float(fn(p))
+
+
+def hist_stat(h: Any, name: str) -> float:
+    """``min``/``max``/``mean``/``stddev`` of a histogram in ns; NaN when empty or absent."""
+    if h is None or hist_count(h) == 0:
+        return math.nan
+    return float(_hattr(h, name))
+
+
+def encode_histogram(h: Any) -> str:
+    """The compact encoding of a histogram as ASCII base64 (what the JSON files embed)."""
+    data = h.encode()
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def decode_histogram(text: str | bytes) -> Any:
+    """Inverse of :func:`encode_histogram`: a new ``httpbench.Histogram``.
+
+    Raises ValueError on bad base64 or a blob the histogram decoder rejects.
+    """
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"histogram: invalid base64 ({exc})") from None
+    tp = _histogram_type()
+    if tp is None:
+        raise ValueError("histogram: httpbench.Histogram is not available to decode it")
+    try:
+        return tp.decode(raw)
+    except ValueError:
+        raise
+    except Exception as exc:  # decoder's own error type -> the documented ValueError
+        raise ValueError(f"histogram: cannot decode ({exc})") from exc
+
+
+def _hist_to_json(h: Any) -> dict[str, Any] | None:
+    if h is None:
+        return None
+    out: dict[str, Any] = {"encoding": "hb-base64", "data": encode_histogram(h)}
+    # Informative only (for jq/grep readers); ignored on load.
+    n = hist_count(h)
+    out["count"] = n
+    if n:
+        out["summary_ns"] = {
+            "min": hist_stat(h, "min"),
+            "p50": hist_percentile(h, 50),
+            "p99": hist_percentile(h, 99),
+            "max": hist_stat(h, "max"),
+        }
+    return out
+
+
+def _hist_from_json(obj: Any, where: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, str):
+        return decode_histogram(obj)
+    if not isinstance(obj, Mapping) or "data" not in obj:
+        raise ValueError(f"{where}: expected an encoded histogram, got {type(obj).__name__}")
+    if obj.get("encoding", "hb-base64") != "hb-base64":
+        raise ValueError(f"{where}: unknown histogram encoding {obj.get('encoding')!r}")
+    return decode_histogram(obj["data"])
+
+
+def _percentiles(h: Any, ps: Iterable[float]) -> dict[float, float]:
+    return {float(p): hist_percentile(h, p) for p in ps}
+
+
+# --------------------------------------------------------------------------
+# small field codecs
+
+
+def _req(d: Mapping[str, Any], key: str, where: str) -> Any:
+    try:
+        return d[key]
+    except KeyError:
+        raise ValueError(f"{where}: missing required field {key!r}") from None
+
+
+def _as_int(v: Any, where: str, *, optional: bool = False) -> int | None:
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+        isinstance(v, float) and not v.is_integer()
+    ):
+        raise ValueError(f"{where}: expected an integer, got {v!r}")
+    return int(v)
+
+
+def _as_float(v: Any, where: str, *, optional: bool = False) -> float | None:
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{where}: expected a number, got {v!r}")
+    return float(v)
+
+
+def _as_dict(v: Any, where: str) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise ValueError(f"{where}: expected an object, got {type(v).__name__}")
+    return dict(v)
+
+
+def _int_map(v: Any, where: str, *, int_keys: bool = False) -> dict:
+    out = {}
+    for k, n in _as_dict(v, where).items():
+        if int_keys:
+            try:
+                k = int(k)
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: key {k!r} is not an integer") from None
+        out[k] = _as_int(n, f"{where}[{k!r}]")
+    return out
+
+
+def _int_tuple(v: Any, where: str) -> tuple[int, ...]:
+    if v is None:
+        return ()
+    if not isinstance(v, (list, tuple)):
+        raise ValueError(f"{where}: expected a list, got {type(v).__name__}")
+    return tuple(_as_int(x, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+def _per(total: float | None, n: int) -> float:
+    """total / n, NaN when either is missing or n is 0 (never a fake 0 or inf)."""
+    if total is None or not n:
+        return math.nan
+    return total / n
+
+
+def _rate(count: int | float, duration_ns: int) -> float:
+    return count * 1e9 / duration_ns if duration_ns > 0 else math.nan
+
+
+def _jsonable(v: Any) -> Any:
+    """Metadata values: keep JSON types, stringify anything else (never pickle)."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return str(v)
+
+
+def _num_json(v: float | None) -> float | None:
+    return v if v is None or math.isfinite(v) else None
+
+
+class _RecordMixin:
+    """Shared behaviour: equality through the JSON form, short repr, save, Jupyter."""
+
+    __slots__ = ()
+    KIND: str = ""
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        # Histograms have no value equality of their own; their encodings do.
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write this record to ``path`` as a versioned JSON file (gzip if ``.gz``)."""
+        save(self, path)  # type: ignore[arg-type]
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The file form (with schema version) as a JSON string."""
+        return dumps(self, indent=indent)  # type: ignore[arg-type]
+
+    def to_dataframe(self) -> Any:
+        """A one-row pandas DataFrame (see ``httpbench._report.DATAFRAME_COLUMNS``)."""
+        from ._report import to_dataframe
+
+        return to_dataframe(self)
+
+    def summary(self, fmt: str = "text") -> str:
+        """A readable table of this record (``fmt``: "text", "md" or "json")."""
+        from ._report import format_result
+
+        return format_result(self, fmt)
+
+    def plot(self, kind: str = "percentiles", **kwargs: Any) -> Any:
+        """A matplotlib Figure of this record; see ``httpbench._plot.plot`` for kinds."""
+        from ._plot import plot
+
+        return plot(self, kind=kind, **kwargs)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from ._report import mimebundle
+
+        return mimebundle(self)
+
+    def __str__(self) -> str:
+        try:
+            return self.summary("text")
+        except Exception:  # never let a formatting bug hide the object
+            return repr(self)
+
+
+# --------------------------------------------------------------------------
+# BenchResult
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """What a load-generator run was asked to do.
+
+    ``n``: total requests (None: run for ``duration_ns``); ``duration_ns``: run
+    length in ns (None: run ``n`` requests); ``concurrency``: connections;
+    ``threads``: event-loop threads; ``rate``: target requests/s for the
+    constant-rate (coordinated-omission corrected) mode, None for closed loop;
+    ``keepalive``: reuse connections; ``pipeline``: requests in flight per
+    connection; ``timeout_ns``: per-request timeout; ``warmup_ns``: warm-up not
+    counted; ``extra``: anything else (headers, body size, verify, ...).
+    """
+
+    n: int | None = None
+    duration_ns: int | None = None
+    concurrency: int = 1
+    threads: int = 1
+    rate: float | None = None
+    keepalive: bool = True
+    pipeline: int = 1
+    timeout_ns: int | None = None
+    warmup_ns: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def constant_rate(self) -> bool:
+        """True for a constant-rate (open-loop) run."""
+        return self.rate is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "n": self.n,
+            "duration_ns": self.duration_ns,
+            "concurrency": self.concurrency,
+            "threads": self.threads,
+            "rate": self.rate,
+            "keepalive": self.keepalive,
+            "pipeline": self.pipeline,
+            "timeout_ns": self.timeout_ns,
+            "warmup_ns": self.warmup_ns,
+            "extra": _jsonable(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BenchConfig:
+        """Inverse of :meth:`to_dict`; ValueError on bad data."""
+        w = "BenchConfig"
+        d = _as_dict(d, w)
+        return cls(
+            n=_as_int(d.get("n"), f"{w}.n", optional=True),
+            duration_ns=_as_int(d.get("duration_ns"), f"{w}.duration_ns", optional=True),
+            concurrency=_as_int(d.get("concurrency", 1), f"{w}.concurrency"),
+            threads=_as_int(d.get("threads", 1), f"{w}.threads"),
+            rate=_as_float(d.get("rate"), f"{w}.rate", optional=True),
+            keepalive=bool(d.get("keepalive", True)),
+            pipeline=_as_int(d.get("pipeline", 1), f"{w}.pipeline"),
+            timeout_ns=_as_int(d.get("timeout_ns"), f"{w}.timeout_ns", optional=True),
+            warmup_ns=_as_int(d.get("warmup_ns", 0), f"{w}.warmup_ns"),
+            extra=_as_dict(d.get("extra"), f"{w}.extra"),
+        )
+
+
+_BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb")
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class BenchResult(_RecordMixin):
+    """One run of the native load generator. Times in ns, sizes in bytes.
+
+    Counting rules: ``responses`` = complete responses received (any status);
+    ``successes`` = those with a 2xx status; ``non_2xx = responses - successes``;
+    ``errors`` = requests that failed without a complete response, by type in
+    ``error_counts`` (keys: :data:`ERROR_TYPES`, all present, 0 when none).
+
+    Histograms (ns): ``latency`` - total request latency (for a constant-rate
+    run measured from the *intended* send time, i.e. coordinated-omission
+    corrected); ``latency_uncorrected`` - constant-rate runs only, measured from
+    the actual send time; ``connect``/``tls``/``ttfb`` - connect time, TLS
+    handshake time, time to first response byte (None when not measured).
+
+    ``series_responses`` / ``series_errors``: successes / failures (errors +
+    non-2xx) completed in each consecutive ``series_interval_ns`` interval.
+    ``cpu_user_ns``/``cpu_sys_ns``: CPU the generator (all its threads) used.
+    ``in_flight_at_stop``: requests sent but unanswered when the run stopped
+    (reported, never counted as successes or errors). ``interrupted``: stopped
+    early (Ctrl-C); the record then holds the partial run.
+    """
+
+    KIND = "BenchResult"
+
+    url: str
+    latency: Any
+    duration_ns: int
+    method: str = "GET"
+    config: BenchConfig = field(default_factory=BenchConfig)
+    label: str = ""
+    responses: int = 0
+    successes: int = 0
+    status_counts: dict[int, int] = field(default_factory=dict)
+    error_counts: dict[str, int] = field(default_factory=dict)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    latency_uncorrected: Any = None
+    connect: Any = None
+    tls: Any = None
+    ttfb: Any = None
+    connections: int = 0
+    reconnects: int = 0
+    in_flight_at_stop: int = 0
+    interrupted: bool = False
+    cpu_user_ns: int = 0
+    cpu_sys_ns: int = 0
+    start_unix_ns: int = 0
+    end_unix_ns: int = 0
+    series_interval_ns: int = 1_000_000_000
+    series_responses: tuple[int, ...] = ()
+    series_errors: tuple[int, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        if isinstance(cfg, Mapping):
+            object.__setattr__(self, "config", BenchConfig.from_dict(cfg))
+        elif not isinstance(cfg, BenchConfig):
+            raise TypeError(f"config must be a BenchConfig or a dict, not {type(cfg).__name__}")
+        if not _is_histogram(self.latency):
+            raise TypeError("latency must be a Histogram")
+        for name in _BENCH_HISTS[1:]:
+            v = getattr(self, name)
+            if v is not None and not _is_histogram(v):
+                raise TypeError(f"{name} must be a Histogram or None")
+        errs = {k: 0 for k in ERROR_TYPES}
+        errs.update({str(k): int(v) for k, v in dict(self.error_counts).items()})
+        object.__setattr__(self, "error_counts", errs)
+        object.__setattr__(
+            self, "status_counts", {int(k): int(v) for k, v in dict(self.status_counts).items()}
+        )
+        object.__setattr__(self, "series_responses", tuple(int(x) for x in self.series_responses))
+        object.__setattr__(self, "series_errors", tuple(int(x) for x in self.series_errors))
+        object.__setattr__(self, "metadata", dict(self.metadata))
+        if not self.label:
+            object.__setattr__(self, "label", self.url)
+        if self.successes > self.responses:
+            raise ValueError(
+                f"successes ({self.successes}) cannot exceed responses ({self.responses})"
+            )
+
+    # derived counts and rates
+    @property
+    def non_2xx(self) -> int:
+        """Complete responses whose status was not 2xx."""
+        return self.responses - self.successes
+
+    @property
+    def errors(self) -> int:
+        """Requests that failed without a complete response (sum of error_counts)."""
+        return sum(self.error_counts.values())
+
+    @property
+    def failures(self) -> int:
+        """Everything that was not a success: errors + non-2xx responses."""
+        return self.errors + self.non_2xx
+
+    @property
+    def duration_s(self) -> float:
+        """Measured run length in seconds (convenience; the field is duration_ns)."""
+        return self.duration_ns / 1e9
+
+    @property
+    def rps(self) -> float:
+        """Successful (2xx) responses per second - the headline rate."""
+        return _rate(self.successes, self.duration_ns)
+
+    success_rps = rps
+
+    @property
+    def error_rps(self) -> float:
+        """Failed requests (transport errors + non-2xx responses) per second."""
+        return _rate(self.failures, self.duration_ns)
+
+    @property
+    def bytes_in_per_s(self) -> float:
+        """Bytes received per second (headers + bodies, as on the wire)."""
+        return _rate(self.bytes_in, self.duration_ns)
+
+    @property
+    def bytes_out_per_s(self) -> float:
+        """Bytes sent per second."""
+        return _rate(self.bytes_out, self.duration_ns)
+
+    @property
+    def cpu_ns(self) -> int:
+        """Generator CPU time, user + sys, ns."""
+        return self.cpu_user_ns + self.cpu_sys_ns
+
+    @property
+    def cpu_ns_per_request(self) -> float:
+        """Generator CPU (user+sys) per completed request (responses + errors), ns."""
+        return _per(self.cpu_ns, self.responses + self.errors)
+
+    # latency
+    @property
+    def p50(self) -> float:
+        """Median total latency, ns."""
+        return hist_percentile(self.latency, 50)
+
+    @property
+    def p90(self) -> float:
+        """90th percentile total latency, ns."""
+        return hist_percentile(self.latency, 90)
+
+    @property
+    def p99(self) -> float:
+        """99th percentile total latency, ns."""
+        return hist_percentile(self.latency, 99)
+
+    @property
+    def p999(self) -> float:
+        """99.9th percentile total latency, ns."""
+        return hist_percentile(self.latency, 99.9)
+
+    def percentiles(
+        self, ps: Iterable[float] = DEFAULT_PERCENTILES, which: str = "latency"
+    ) -> dict[float, float]:
+        """``{p: value_ns}`` for the histogram named ``which`` (a field name)."""
+        if which not in _BENCH_HISTS:
+            raise ValueError(f"unknown histogram {which!r}; one of {_BENCH_HISTS}")
+        return _percentiles(getattr(self, which), ps)
+
+    def __repr__(self) -> str:
+        return (
+            f"<BenchResult {self.method} {self.url} {self.successes}/{self.responses} ok, "
+            f"{self.errors} errors, {self.rps:.1f} req/s, p50={self.p50:.0f}ns "
+            f"p99={self.p99:.0f}ns{' interrupted' if self.interrupted else ''}>"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``kind`` tag, histograms base64-encoded, times in ns)."""
+        d: dict[str, Any] = {"kind": self.KIND}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name in _BENCH_HISTS:
+                v = _hist_to_json(v)
+            elif f.name == "config":
+                v = v.to_dict()
+            elif f.name == "status_counts":
+                v = {str(k): n for k, n in sorted(v.items())}
+            elif f.name in ("series_responses", "series_errors"):
+                v = list(v)
+            elif f.name in ("metadata", "error_counts"):
+                v = _jsonable(v)
+            d[f.name] = v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BenchResult:
+        """Inverse of :meth:`to_dict`; ValueError on missing or malformed fields."""
+        w = cls.KIND
+        d = _as_dict(d, w)
+        if d.get("kind", w) != w:
+            raise ValueError(f"expected kind {w!r}, got {d.get('kind')!r}")
+        kw: dict[str, Any] = {
+            "url": str(_req(d, "url", w)),
+            "latency": _hist_from_json(_req(d, "latency", w), f"{w}.latency"),
+            "duration_ns": _as_int(_req(d, "duration_ns", w), f"{w}.duration_ns"),
+            "method": str(d.get("method", "GET")),
+            "config": BenchConfig.from_dict(d.get("config") or {}),
+            "label": str(d.get("label", "")),
+            "status_counts": _int_map(d.get("status_counts"), f"{w}.status_counts", int_keys=True),
+            "error_counts": _int_map(d.get("error_counts"), f"{w}.error_counts"),
+            "interrupted": bool(d.get("interrupted", False)),
+            "series_responses": _int_tuple(d.get("series_responses"), f"{w}.series_responses"),
+            "series_errors": _int_tuple(d.get("series_errors"), f"{w}.series_errors"),
+            "metadata": _as_dict(d.get("metadata"), f"{w}.metadata"),
+        }
+        for name in _BENCH_HISTS[1:]:
+            kw[name] = _hist_from_json(d.get(name), f"{w}.{name}")
+        for name in (
+            "responses", "successes", "bytes_in", "bytes_out", "connections", "reconnects",
+            "in_flight_at_stop", "cpu_user_ns", "cpu_sys_ns", "start_unix_ns", "end_unix_ns",
+            "series_interval_ns",
+        ):
+            if name in d:
+                kw[name] = _as_int(d[name], f"{w}.{name}")
+        return cls(**kw)
+
+
+# --------------------------------------------------------------------------
+# MeasureResult
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class MeasureResult(_RecordMixin):
+    """One run of ``measure()`` / ``measure_async()``. Times in ns, sizes in bytes.
+
+    Totals over the measured span (warm-up excluded): ``calls`` completed calls,
+    ``wall_ns`` elapsed wall time, ``latency`` histogram of per-call wall time
+    (ns), ``cpu_user_ns``/``cpu_sys_ns`` process CPU, ``cpu_thread_ns`` the
+    calling thread's CPU.
+
+    Python allocations (None when ``alloc=False``): ``alloc_counts`` /
+    ``alloc_bytes`` map each domain of :data:`ALLOC_DOMAINS` to the number of
+    allocations / bytes requested, attributed to ``fn`` - the calibrated
+    harness overhead (``overhead_allocs_per_call`` per call) already
+    subtracted; ``alloc_net_bytes``/``alloc_net_count`` are what was still
+    allocated when the run ended (retained). ``native_alloc_count`` /
+    ``native_alloc_bytes``: malloc calls seen by the preloaded counter (C
+    libraries), None when it was not loaded.
+
+    GC (None when ``gc=False``): ``gc_collections`` per generation (0, 1, 2),
+    ``gc_pause_ns`` total time inside collections.
+
+    ``peak_rss_bytes``: the process's peak resident set. ``overhead_ns_per_call``:
+    the harness's own cost per call measured on a no-op callable in the same
+    process (reported, not subtracted from latencies). ``concurrency``:
+    coroutines in flight (measure_async) or 1. ``errors``: failed calls the
+    caller counted (e.g. by an adapter), 0 normally.
+    """
+
+    KIND = "MeasureResult"
+
+    label: str
+    calls: int
+    wall_ns: int
+    latency: Any
+    cpu_user_ns: int = 0
+    cpu_sys_ns: int = 0
+    cpu_thread_ns: int | None = None
+    alloc_counts: dict[str, int] | None = None
+    alloc_bytes: dict[str, int] | None = None
+    alloc_net_bytes: int | None = None
+    alloc_net_count: int | None = None
+    native_alloc_count: int | None = None
+    native_alloc_bytes: int | None = None
+    gc_collections: tuple[int, int, int] | None = None
+    gc_pause_ns: int | None = None
+    peak_rss_bytes: int | None = None
+    overhead_ns_per_call: float | None = None
+    overhead_allocs_per_call: float | None = None
+    concurrency: int = 1
+    errors: int = 0
+    start_unix_ns: int = 0
+    end_unix_ns: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _is_histogram(self.latency):
+            raise TypeError("latency must be a Histogram")
+        for name in ("alloc_counts", "alloc_bytes"):
+            v = getattr(self, name)
+            if v is not None:
+                m = {k: 0 for k in ALLOC_DOMAINS}
+                m.update({str(k).lower(): int(n) for k, n in dict(v).items()})
+                object.__setattr__(self, name, m)
+        if self.gc_collections is not None:
+            g = tuple(int(x) for x in self.gc_collections)
+            if len(g) != 3:
+                raise ValueError(f"gc_collections needs 3 generations, got {len(g)}")
+            object.__setattr__(self, "gc_collections", g)
+        object.__setattr__(self, "metadata", dict(self.metadata))
+
+    @property
+    def wall_s(self) -> float:
+        """Wall time in seconds (convenience)."""
+        return self.wall_ns / 1e9
+
+    @property
+    def calls_per_s(self) -> float:
+        """Calls per second of wall time (times concurrency is already included)."""
+        return _rate(self.calls, self.wall_ns)
+
+    rps = calls_per_s
+
+    @property
+    def cpu_ns(self) -> int:
+        """Process CPU, user + sys, ns."""
+        return self.cpu_user_ns + self.cpu_sys_ns
+
+    @property
+    def cpu_ns_per_call(self) -> float:
+        """Process CPU (user+sys) per call, ns."""
+        return _per(self.cpu_ns, self.calls)
+
+    @property
+    def thread_cpu_ns_per_call(self) -> float:
+        """Calling thread's CPU per call, ns (NaN when not measured)."""
+        return _per(self.cpu_thread_ns, self.calls)
+
+    @property
+    def allocs(self) -> int | None:
+        """Python allocations over all domains (None when not tracked)."""
+        return None if self.alloc_counts is None else sum(self.alloc_counts.values())
+
+    @property
+    def allocs_per_call(self) -> float:
+        """Python allocations per call, all domains (NaN when not tracked)."""
+        return _per(self.allocs, self.calls)
+
+    @property
+    def alloc_bytes_total(self) -> int | None:
+        """Python bytes allocated over all domains (None when not tracked)."""
+        return None if self.alloc_bytes is None else sum(self.alloc_bytes.values())
+
+    @property
+    def alloc_bytes_per_call(self) -> float:
+        """Python bytes allocated per call, all domains (NaN when not tracked)."""
+        return _per(self.alloc_bytes_total, self.calls)
+
+    @property
+    def native_allocs_per_call(self) -> float:
+        """Native (malloc) allocations per call (NaN when not tracked)."""
+        return _per(self.native_alloc_count, self.calls)
+
+    @property
+    def gc_total(self) -> int | None:
+        """GC collections over all generations (None when not tracked)."""
+        return None if self.gc_collections is None else sum(self.gc_collections)
+
+    @property
+    def gc_per_10k(self) -> float:
+        """GC collections (all generations) per 10,000 calls (NaN when not tracked)."""
+        return _per(None if self.gc_total is None else self.gc_total * 10_000, self.calls)
+
+    @property
+    def p50(self) -> float:
+        """Median call latency, ns."""
+        return hist_percentile(self.latency, 50)
+
+    @property
+    def p90(self) -> float:
+        """90th percentile call latency, ns."""
+        return hist_percentile(self.latency, 90)
+
+    @property
+    def p99(self) -> float:
+        """99th percentile call latency, ns."""
+        return hist_percentile(self.latency, 99)
+
+    @property
+    def p999(self) -> float:
+        """99.9th percentile call latency, ns."""
+        return hist_percentile(self.latency, 99.9)
+
+    def percentiles(self, ps: Iterable[float] = DEFAULT_PERCENTILES) -> dict[float, float]:
+        """``{p: latency_ns}`` of the call latency histogram."""
+        return _percentiles(self.latency, ps)
+
+    def __repr__(self) -> str:
+        return (
+            f"<MeasureResult {self.label!r} {self.calls} calls, {self.calls_per_s:.1f}/s, "
+            f"p50={self.p50:.0f}ns p99={self.p99:.0f}ns cpu/call={self.cpu_ns_per_call:.0f}ns>"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``kind`` tag, histogram base64-encoded, times in ns)."""
+        d: dict[str, Any] = {"kind": self.KIND}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "latency":
+                v = _hist_to_json(v)
+            elif f.name == "gc_collections" and v is not None:
+                v = list(v)
+            elif f.name in ("overhead_ns_per_call", "overhead_allocs_per_call"):
+                v = _num_json(v)
+            elif f.name == "metadata":
+                v = _jsonable(v)
+            d[f.name] = v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MeasureResult:
+        """Inverse of :meth:`to_dict`; ValueError on missing or malformed fields."""
+        w = cls.KIND
+        d = _as_dict(d, w)
+        if d.get("kind", w) != w:
+            raise ValueError(f"expected kind {w!r}, got {d.get('kind')!r}")
+        kw: dict[str, Any] = {
+            "label": str(_req(d, "label", w)),
+            "calls": _as_int(_req(d, "calls", w), f"{w}.calls"),
+            "wall_ns": _as_int(_req(d, "wall_ns", w), f"{w}.wall_ns"),
+            "latency": _hist_from_json(_req(d, "latency", w), f"{w}.latency"),
+            "metadata": _as_dict(d.get("metadata"), f"{w}.metadata"),
+        }
+        for name in ("alloc_counts", "alloc_bytes"):
+            if d.get(name) is not None:
+                kw[name] = _int_map(d[name], f"{w}.{name}")
+        if d.get("gc_collections") is not None:
+            kw["gc_collections"] = _int_tuple(d["gc_collections"], f"{w}.gc_collections")
+        for name in ("cpu_user_ns", "cpu_sys_ns", "concurrency", "errors", "start_unix_ns",
+                     "end_unix_ns"):
+            if name in d:
+                kw[name] = _as_int(d[name], f"{w}.{name}")
+        for name in ("cpu_thread_ns", "alloc_net_bytes", "alloc_net_count", "native_alloc_count",
+                     "native_alloc_bytes", "gc_pause_ns", "peak_rss_bytes"):
+            kw[name] = _as_int(d.get(name), f"{w}.{name}", optional=True)
+        for name in ("overhead_ns_per_call", "overhead_allocs_per_call"):
+            kw[name] = _as_float(d.get(name), f"{w}.{name}", optional=True)
+        return cls(**kw)
+
+
+Result = BenchResult | MeasureResult
+_KINDS: dict[str, Any] = {"BenchResult": BenchResult, "MeasureResult": MeasureResult}
+
+
+def result_from_dict(d: Mapping[str, Any]) -> Result:
+    """Rebuild a BenchResult or MeasureResult from its ``to_dict()`` (by its ``kind``)."""
+    if not isinstance(d, Mapping):
+        raise ValueError(f"expected a result object, got {type(d).__name__}")
+    kind = d.get("kind")
+    cls = _KINDS.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown result kind {kind!r}; expected one of {sorted(_KINDS)}")
+    return cls.from_dict(d)
+
+
+# --------------------------------------------------------------------------
+# ResultSet
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """An anomaly or remark attached to a compare run.
+
+    ``kind``: a short machine tag ("server-saturated", "new-connections",
+    "nagle-40ms", "errors", "early-answer", "spread", "worker-failed", ...);
+    ``message``: the human sentence; ``client``/``scenario``/``repeat``: what
+    it concerns (None: the whole run); ``severity``: "info" | "warning" | "error".
+    """
+
+    kind: str
+    message: str
+    client: str | None = None
+    scenario: str | None = None
+    repeat: int | None = None
+    severity: str = "warning"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "kind": self.kind, "message": self.message, "client": self.client,
+            "scenario": self.scenario, "repeat": self.repeat, "severity": self.severity,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Note:
+        """Inverse of :meth:`to_dict`."""
+        d = _as_dict(d, "Note")
+        return cls(
+            kind=str(_req(d, "kind", "Note")),
+            message=str(_req(d, "message", "Note")),
+            client=None if d.get("client") is None else str(d["client"]),
+            scenario=None if d.get("scenario") is None else str(d["scenario"]),
+            repeat=_as_int(d.get("repeat"), "Note.repeat", optional=True),
+            severity=str(d.get("severity", "warning")),
+        )
+
+    def __str__(self) -> str:
+        where = "/".join(x for x in (self.client, self.scenario) if x)
+        if self.repeat is not None:
+            where += f" #{self.repeat}"
+        return f"[{self.kind}] {where + ': ' if where else ''}{self.message}"
+
+
+Key = tuple[str, str, int]
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ResultSet(_RecordMixin):
+    """Records of a compare run keyed by ``(client, scenario, repeat)``.
+
+    ``results``: mapping key -> BenchResult | MeasureResult (insertion order is
+    kept: the order the runs happened); ``metadata``: run-wide facts (versions,
+    CPU, kernel, server, n, repeat, command line); ``notes``: anomaly
+    :class:`Note`\\ s; ``skipped``: client (or "client/scenario") -> reason,
+    e.g. ``"pycurl": "not installed (pip install pycurl)"``.
+
+    Build it in one go (``ResultSet(results={...})``) or incrementally with the
+    non-mutating :meth:`with_result` / :meth:`with_note` / :meth:`with_skipped`.
+    """
+
+    KIND = "ResultSet"
+
+    results: dict[Key, Result] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[Note, ...] = ()
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        res: dict[Key, Result] = {}
+        for key, r in dict(self.results).items():
+            if not (isinstance(key, tuple) and len(key) == 3):
+                raise ValueError(f"ResultSet key must be (client, scenario, repeat), got {key!r}")
+            client, scenario, repeat = key
+            if not isinstance(r, (BenchResult, MeasureResult)):
+                raise TypeError(f"ResultSet value for {key!r} is {type(r).__name__}, not a result")
+            res[(str(client), str(scenario), int(repeat))] = r
+        object.__setattr__(self, "results", res)
+        object.__setattr__(self, "metadata", dict(self.metadata))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "skipped", {str(k): str(v) for k, v in dict(self.skipped).items()})
+
+    # building (returns new sets; the record itself never changes)
+    def with_result(self, client: str, scenario: str, repeat: int, result: Result) -> ResultSet:
+        """A new set with ``result`` added (or replaced) under (client, scenario, repeat)."""
+        res = dict(self.results)
+        res[(client, scenario, repeat)] = result
+        return ResultSet(res, self.metadata, self.notes, self.skipped)
+
+    def with_note(self, note: Note) -> ResultSet:
+        """A new set with ``note`` appended."""
+        return ResultSet(self.results, self.metadata, (*self.notes, note), self.skipped)
+
+    def with_skipped(self, what: str, reason: str) -> ResultSet:
+        """A new set recording that ``what`` (a client, or "client/scenario") was skipped."""
+        sk = dict(self.skipped)
+        sk[what] = reason
+        return ResultSet(self.results, self.metadata, self.notes, sk)
+
+    def with_metadata(self, **kw: Any) -> ResultSet:
+        """A new set with metadata updated from ``kw``."""
+        md = dict(self.metadata)
+        md.update(kw)
+        return ResultSet(self.results, md, self.notes, self.skipped)
+
+    # access
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self) -> Iterator[tuple[Key, Result]]:
+        return iter(self.results.items())
+
+    def __getitem__(self, key: Key) -> Result:
+        return self.results[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.results
+
+    def keys(self) -> list[Key]:
+        """All (client, scenario, repeat) keys in run order."""
+        return list(self.results)
+
+    @property
+    def clients(self) -> list[str]:
+        """Client names in first-seen order."""
+        return list(dict.fromkeys(k[0] for k in self.results))
+
+    @property
+    def scenarios(self) -> list[str]:
+        """Scenario names in first-seen order."""
+        return list(dict.fromkeys(k[1] for k in self.results))
+
+    def get(self, client: str, scenario: str, repeat: int = 0) -> Result | None:
+        """The record of one run, or None."""
+        return self.results.get((client, scenario, repeat))
+
+    def repeats(self, client: str, scenario: str) -> list[Result]:
+        """All repeats of (client, scenario), ordered by repeat index."""
+        ks = sorted(k for k in self.results if k[0] == client and k[1] == scenario)
+        return [self.results[k] for k in ks]
+
+    def select(
+        self, *, client: str | Sequence[str] | None = None,
+        scenario: str | Sequence[str] | None = None,
+    ) -> ResultSet:
+        """A new set with only the given client(s)/scenario(s) (and their notes)."""
+        def ok(v: str | None, want: str | Sequence[str] | None) -> bool:
+            if want is None or v is None:
+                return True
+            return v == want if isinstance(want, str) else v in want
+
+        res = {k: r for k, r in self.results.items() if ok(k[0], client) and ok(k[1], scenario)}
+        notes = tuple(n for n in self.notes if ok(n.client, client) and ok(n.scenario, scenario))
+        return ResultSet(res, self.metadata, notes, self.skipped)
+
+    def notes_for(self, client: str | None = None, scenario: str | None = None) -> list[Note]:
+        """Notes concerning (client, scenario), including run-wide ones of the pair's parts."""
+        return [
+            n for n in self.notes
+            if (n.client in (None, client)) and (n.scenario in (None, scenario))
+        ]
+
+    def __repr__(self) -> str:
+        return (
+            f"<ResultSet {len(self.results)} runs, clients={self.clients}, "
+            f"scenarios={self.scenarios}, {len(self.notes)} notes>"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; results as a list of {client, scenario, repeat, result}."""
+        return {
+            "kind": self.KIND,
+            "results": [
+                {"client": c, "scenario": s, "repeat": i, "result": r.to_dict()}
+                for (c, s, i), r in self.results.items()
+            ],
+            "metadata": _jsonable(self.metadata),
+            "notes": [n.to_dict() for n in self.notes],
+            "skipped": dict(self.skipped),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ResultSet:
+        """Inverse of :meth:`to_dict`; ValueError on malformed data."""
+        w = cls.KIND
+        d = _as_dict(d, w)
+        if d.get("kind", w) != w:
+            raise ValueError(f"expected kind {w!r}, got {d.get('kind')!r}")
+        entries = d.get("results") or []
+        if not isinstance(entries, list):
+            raise ValueError(f"{w}.results: expected a list")
+        res: dict[Key, Result] = {}
+        for i, e in enumerate(entries):
+            e = _as_dict(e, f"{w}.results[{i}]")
+            key = (
+                str(_req(e, "client", f"{w}.results[{i}]")),
+                str(_req(e, "scenario", f"{w}.results[{i}]")),
+                _as_int(e.get("repeat", 0), f"{w}.results[{i}].repeat"),
+            )
+            res[key] = result_from_dict(_req(e, "result", f"{w}.results[{i}]"))
+        notes = tuple(Note.from_dict(n) for n in (d.get("notes") or []))
+        return cls(
+            results=res,
+            metadata=_as_dict(d.get("metadata"), f"{w}.metadata"),
+            notes=notes,
+            skipped={str(k): str(v) for k, v in _as_dict(d.get("skipped"), w).items()},
+        )
+
+
+_KINDS["ResultSet"] = ResultSet
+AnyRecord = BenchResult | MeasureResult | ResultSet
+
+
+# --------------------------------------------------------------------------
+# files
+
+
+def _migrate(doc: dict[str, Any]) -> dict[str, Any]:
+    """Bring a file document up to SCHEMA_VERSION or raise a clear ValueError."""
+    v = doc.get("schema_version")
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"not an httpbench results file: schema_version is {v!r}")
+    if v > SCHEMA_VERSION:
+        raise ValueError(
+            f"results file has schema version {v}, newer than this httpbench supports "
+            f"({SCHEMA_VERSION}); upgrade httpbench to read it"
+        )
+    while v < SCHEMA_VERSION:
+        step = _MIGRATIONS.get(v)
+        if step is None:
+            raise ValueError(
+                f"results file has schema version {v}, which this httpbench cannot migrate "
+                f"(supported: {sorted(_MIGRATIONS) + [SCHEMA_VERSION]})"
+            )
+        doc = step(doc)
+        v = doc["schema_version"]
+    return doc
+
+
+# schema version N -> function turning a version-N document into version N+1.
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def dumps(record: AnyRecord, indent: int | None = None) -> str:
+    """The file form of a record as a JSON string."""
+    from ._version import __version__
+
+    doc = {
+        "format": FILE_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "httpbench_version": __version__,
+        "saved_unix_ns": time.time_ns(),
+        "record": record.to_dict(),
+    }
+    return json.dumps(doc, indent=indent, allow_nan=False, ensure_ascii=False)
+
+
+def loads(text: str | bytes) -> AnyRecord:
+    """Parse the file form (see :func:`dumps`); ValueError on anything else."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not an httpbench results file: invalid JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT:
+        raise ValueError(f"not an httpbench results file (no \"format\": \"{FILE_FORMAT}\")")
+    doc = _migrate(doc)
+    return result_from_dict(_req(doc, "record", "results file"))
+
+
+def save(record: AnyRecord, path: str | os.PathLike[str]) -> None:
+    """Write ``record`` to ``path`` as a versioned JSON document (gzip if it ends in .gz).
+
+    The write goes to a temporary file renamed into place, so a crash never
+    leaves a truncated results file.
+    """
+    text = dumps(record, indent=1)
+    p = os.fspath(path)
+    tmp = f"{p}.tmp{os.getpid()}"
+    try:
+        if p.endswith(".gz"):
+            with gzip.open(tmp, "wt", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load(path: str | os.PathLike[str]) -> AnyRecord:
+    """Read a file written by :func:`save` (BenchResult, MeasureResult or ResultSet).
+
+    Raises ValueError for a file that is not an httpbench results file or has a
+    schema version this httpbench cannot read or migrate.
+    """
+    p = os.fspath(path)
+    with open(p, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read()
+    try:
+        return loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{p}: {exc}") from None
