@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include "hb_common.h"
+#include "hb_hist.h"
 
 typedef struct hb_modstate {
     /* Exceptions (created in module.c). */
@@ -45,6 +46,13 @@ int hb_mod_server_init(PyObject *m, hb_modstate *st);
 int hb_mod_engine_init(PyObject *m, hb_modstate *st);
 int hb_mod_client_init(PyObject *m, hb_modstate *st);
 int hb_mod_measure_init(PyObject *m, hb_modstate *st);
+
+/* hist.c (hist owner): a new httpbench.Histogram holding a copy of the core
+ * histogram h (engine/measure results), or NULL with an exception set. */
+PyObject *hb_py_hist_from_core(hb_modstate *st, const hb_hist *h);
+/* hist.c: the core histogram inside a Histogram object (borrowed, valid while
+ * obj lives), or NULL with TypeError when obj is not a Histogram. */
+const hb_hist *hb_py_hist_core(hb_modstate *st, PyObject *obj);
 
 extern PyModuleDef hb_moduledef;
 

@@ -8,6 +8,7 @@ libraries side by side.
 
 from ._core import (
     ConnectError,
+    Histogram,
     HttpbenchError,
     ProtocolError,
     RemoteClosed,
@@ -24,4 +25,5 @@ __all__ = [
     "RequestTimeout",
     "TLSError",
     "RemoteClosed",
+    "Histogram",
 ]
