@@ -6,9 +6,10 @@
  * consumed (> 0), HB_ERROR (-1) with `out->error` set to one of HB_PE_*, or
  * HB_AGAIN (-2) when the head is incomplete (callers feed more and call again
  * with the whole buffer). `num_headers` is the headers array capacity on input
- * and the count on output; `headers` may be NULL to only count them and derive
- * the framing (then only max_headers bounds the count). Framing follows RFC
- * 9112 section 6.3.
+ * and the count on output (on HB_AGAIN / HB_ERROR it keeps the capacity, so
+ * the same struct can be passed again); `headers` may be NULL to only count
+ * them and derive the framing (then only max_headers bounds the count).
+ * Framing follows RFC 9112 section 6.3.
  *
  * Only the first max_head bytes of buf are ever examined: a buffer longer than
  * max_head without a complete head fails at once with HB_PE_HEAD_TOO_LARGE, so

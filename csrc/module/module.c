@@ -25,7 +25,17 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
     const char *text = (detail && detail[0]) ? detail : hb_strerror(rc);
     PyObject *exc;
     if (hb_is_protocol_error(rc)) {
-        exc = st->ProtocolError;
+        /* Keep the HB_PE_* code on the exception (.code) so callers can tell
+         * parse errors apart without matching the text. */
+        PyObject *inst = PyObject_CallFunction(st->ProtocolError, "s", text);
+        if (inst) {
+            PyObject *code = PyLong_FromLong(rc);
+            if (code && PyObject_SetAttrString(inst, "code", code) == 0)
+                PyErr_SetObject(st->ProtocolError, inst);
+            Py_XDECREF(code);
+            Py_DECREF(inst);
+        }
+        return NULL;
     } else if (hb_is_tls_error(rc)) {
         exc = st->TLSError;
     } else {
