@@ -15,6 +15,7 @@ from ._core import (
     RequestTimeout,
     TLSError,
 )
+from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._version import __version__
 
 __all__ = [
@@ -26,4 +27,8 @@ __all__ = [
     "TLSError",
     "RemoteClosed",
     "Histogram",
+    "BenchResult",
+    "MeasureResult",
+    "ResultSet",
+    "load",
 ]
