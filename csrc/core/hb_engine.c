@@ -1,0 +1,1222 @@
+/* hb_engine.c - the load generator: per-thread epoll loops driving
+ * connections through connect -> (TLS handshake) -> write -> read -> parse.
+ *
+ * Per connection state lives in `econn`; per thread state (loop, counters,
+ * histograms) in `ethread`. Nothing on the request path allocates: a request
+ * is a ring slot with timestamps, its bytes come from the pre-serialized
+ * buffer, responses are parsed in place in the connection's read buffer.
+ */
+#include "hb_engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/sendfile.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/ssl.h>
+
+#include "hb_clock.h"
+#include "hb_loop.h"
+#include "hb_parse.h"
+#include "hb_sock.h"
+#include "hb_tls.h"
+
+#define NS_PER_S 1000000000ull
+#define STOP_POLL_NS (20ull * 1000000ull) /* bound on how late a stop is noticed */
+#define MAX_HEADERS HB_PARSE_DEFAULT_MAX_HEADERS
+#define PBUF_MAX (256u * 1024u) /* pipelined copies of the request up to this size */
+#define FILE_CHUNK (64u * 1024u)
+#define SENDFILE_CHUNK (1u << 20)
+
+enum cstate { C_IDLE = 0, C_CONNECTING, C_HANDSHAKE, C_OPEN };
+enum rstate { R_HEAD = 0, R_BODY_LEN, R_BODY_CHUNKED, R_BODY_CLOSE };
+
+typedef struct req_slot {
+    uint64_t intended; /* scheduled send time (rate mode) or = start */
+    uint64_t start;    /* issued (connect start when it needed a connection) */
+    uint64_t written;  /* first byte handed to the socket; 0 = not yet */
+    int warm;
+} req_slot;
+
+struct ethread;
+
+typedef struct econn {
+    hb_io io;
+    hb_timer timer; /* rate schedule and deferred refills */
+    struct ethread *th;
+    hb_sock s;
+    int state;
+    uint32_t gidx;
+    int opened_before;
+    uint64_t conn_start, hs_start;
+    int conn_warm; /* connection opened during warm-up: do not record its times */
+    int read_wants_write, write_blocked;
+    /* read side */
+    char *rbuf;
+    size_t rcap, rlen, rpos;
+    int rstate;
+    uint64_t body_left, resp_body, first_byte;
+    int have_first, resp_close, resp_status;
+    int closing; /* the last response said Connection: close (or keep-alive is off) */
+    hb_chunked ch;
+    /* in-flight ring, capacity = pipeline */
+    req_slot *ring;
+    uint32_t rhead, rcount, nstarted;
+    uint64_t wleft; /* bytes of the ring's requests not yet written */
+    char *wbuf;     /* TLS + file body: chunk buffer */
+    /* rate mode */
+    uint64_t next_slot;
+} econn;
+
+typedef struct ethread {
+    struct hb_engine *e;
+    uint32_t idx;
+    pthread_t tid;
+    int started, loop_ok;
+    hb_loop loop;
+    hb_timer tick;
+    econn *conns;
+    uint32_t nconns;
+    uint64_t quota;  /* n mode: measured requests this thread accounts for */
+    uint64_t issued; /* measured requests issued (closed loop) */
+    uint64_t done;   /* measured requests accounted */
+    int finished_loop, interrupted;
+    uint64_t end_ns;
+    hb_header hdrs[MAX_HEADERS];
+    hb_engine_result r; /* this thread's counters and histograms */
+    int have_server, have_doc;
+    /* Progress for other threads: single writer, relaxed stores. */
+    _Alignas(64) _Atomic uint64_t p_completed;
+    _Atomic uint64_t p_ok, p_errors, p_bytes_in;
+    char pad[64];
+} ethread;
+
+struct hb_engine {
+    hb_engine_config cfg;
+    char *head;       /* copy of cfg.head */
+    char *host;       /* copy of cfg.host */
+    char *body;       /* copy of cfg.body (NULL when empty/file) */
+    int body_fd;      /* dup of cfg.body_fd or -1 */
+    char *pbuf;       /* pipeline copies of head+body, NULL if too large */
+    size_t pbuf_len;
+    uint64_t req_len; /* head + body */
+    uint32_t nthreads;
+    ethread *threads;
+    uint64_t start_ns, measure_ns, end_ns; /* end_ns: duration mode */
+    uint64_t k_warm;                       /* rate mode: first measured slot */
+    uint64_t slot_end;                     /* rate + n mode: k_warm + n */
+    double slot_ns;                        /* rate mode: ns between global slots */
+    uint32_t nsec;
+    _Atomic int stop;
+    _Atomic uint32_t nfinished;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, joined;
+};
+
+static const char *const err_names[HB_ENG_NERR] = {"connect", "tls",      "write", "read",
+                                                   "timeout", "protocol", "closed"};
+
+const char *hb_eng_err_name(int type)
+{
+    return (type >= 0 && type < HB_ENG_NERR) ? err_names[type] : "unknown";
+}
+
+void hb_engine_config_init(hb_engine_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->body_fd = -1;
+    c->connections = 1;
+    c->threads = 1;
+    c->pipeline = 1;
+    c->keepalive = 1;
+    c->duration_ns = 10 * NS_PER_S;
+}
+
+/* ---- request serialization ---- */
+
+static int has_crlf(const char *s)
+{
+    return s && strpbrk(s, "\r\n") != NULL;
+}
+
+int hb_engine_build_head(char *buf, size_t cap, const char *method, const char *target,
+                         const char *host_header, const char *extra, int64_t body_len,
+                         int keepalive, char *err)
+{
+    if (!method || !*method || !target || !*target)
+        return hb_fail(err, HB_E_INVALID, "method and target are required");
+    if (has_crlf(method) || has_crlf(target) || has_crlf(host_header) || strchr(method, ' ') ||
+        strchr(target, ' '))
+        return hb_fail(err, HB_E_INVALID, "method, target and host must not contain CR, LF or SP");
+    if (extra && *extra) {
+        size_t n = strlen(extra);
+        if (n < 2 || extra[n - 2] != '\r' || extra[n - 1] != '\n')
+            return hb_fail(err, HB_E_INVALID, "extra headers must end with CRLF");
+    }
+    int n = snprintf(buf, cap, "%s %s HTTP/1.1\r\n", method, target);
+    size_t len = n > 0 ? (size_t)n : 0;
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        if (len >= cap) return hb_fail(err, HB_E_INVALID, "request head too large");            \
+        int k_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                      \
+        if (k_ < 0) return hb_fail(err, HB_E_INVALID, "request head formatting failed");         \
+        len += (size_t)k_;                                                                         \
+    } while (0)
+    if (host_header) APPEND("Host: %s\r\n", host_header);
+    if (extra) APPEND("%s", extra);
+    if (body_len >= 0) APPEND("Content-Length: %lld\r\n", (long long)body_len);
+    if (!keepalive) APPEND("Connection: close\r\n");
+    APPEND("\r\n");
+#undef APPEND
+    if (len >= cap) return hb_fail(err, HB_E_INVALID, "request head too large");
+    return (int)len;
+}
+
+/* ---- accounting ---- */
+
+static inline void progress_publish(ethread *th)
+{
+    atomic_store_explicit(&th->p_completed, th->r.completed, memory_order_relaxed);
+    atomic_store_explicit(&th->p_ok, th->r.ok, memory_order_relaxed);
+    atomic_store_explicit(&th->p_errors, th->r.errors_total + th->r.non2xx,
+                          memory_order_relaxed);
+    atomic_store_explicit(&th->p_bytes_in, th->r.bytes_in, memory_order_relaxed);
+}
+
+static inline void sec_count(ethread *th, uint64_t now, int ok)
+{
+    hb_engine_result *r = &th->r;
+    uint64_t m = th->e->measure_ns;
+    if (now < m || r->nseconds == 0) return;
+    uint64_t i = (now - m) / NS_PER_S;
+    if (i >= r->nseconds) i = r->nseconds - 1; /* clamp long runs into the last slot */
+    if (ok)
+        r->sec_ok[i]++;
+    else
+        r->sec_err[i]++;
+}
+
+static void note_error(ethread *th, int type, int rc, const char *detail)
+{
+    if (th->r.first_error[0]) return;
+    snprintf(th->r.first_error, sizeof th->r.first_error, "%s: %s", hb_eng_err_name(type),
+             (detail && *detail) ? detail : hb_strerror(rc));
+}
+
+/* One request ended with an error of `type`. */
+static void account_error(ethread *th, const req_slot *q, int type, uint64_t now)
+{
+    if (q->warm) {
+        th->r.warmup_requests++;
+        return;
+    }
+    th->r.errors[type]++;
+    th->r.errors_total++;
+    th->r.completed++;
+    th->done++;
+    sec_count(th, now, 0);
+    progress_publish(th);
+}
+
+/* ---- connection helpers ---- */
+
+static void on_io(hb_loop *l, hb_io *io, uint32_t events);
+static void on_timer(hb_loop *l, hb_timer *t, uint64_t now);
+static void fill(econn *c, uint64_t now);
+static void flush(econn *c);
+
+static inline req_slot *ring_at(econn *c, uint32_t i)
+{
+    uint32_t cap = c->th->e->cfg.pipeline;
+    return &c->ring[(c->rhead + i) % cap];
+}
+
+static void update_interest(econn *c)
+{
+    if (c->io.fd < 0) return;
+    uint32_t ev;
+    if (c->state == C_CONNECTING) {
+        ev = EPOLLOUT;
+    } else if (c->state == C_HANDSHAKE) {
+        ev = c->s.want == HB_WANT_WRITE ? EPOLLOUT : EPOLLIN;
+    } else {
+        ev = EPOLLIN;
+        if (c->write_blocked || c->read_wants_write) ev |= EPOLLOUT;
+    }
+    (void)hb_loop_mod(&c->th->loop, &c->io, ev);
+}
+
+static void defer_fill(econn *c)
+{
+    /* Refill from the timer phase of the loop, never recursively from a
+     * failure path (a refused connect can fail synchronously, again and again). */
+    if (hb_timer_start(&c->th->loop, &c->timer, hb_now_ns() + 1) != 0) {
+        /* Heap full cannot happen (one timer per connection); ignore. */
+    }
+}
+
+static void conn_close(econn *c)
+{
+    if (c->s.fd >= 0) hb_sock_close(&c->s);
+    hb_io_forget(&c->io);
+    c->state = C_IDLE;
+    c->rlen = c->rpos = 0;
+    c->rstate = R_HEAD;
+    c->have_first = 0;
+    c->read_wants_write = c->write_blocked = 0;
+    c->wleft = 0;
+    c->nstarted = 0;
+    c->closing = 0;
+    c->resp_close = 0;
+}
+
+/* Fail every request in flight on c with `type`, close c, refill later. */
+static void fail_all(econn *c, int type, int rc, const char *detail)
+{
+    ethread *th = c->th;
+    uint64_t now = hb_now_ns();
+    note_error(th, type, rc, detail);
+    uint32_t cap = th->e->cfg.pipeline;
+    while (c->rcount) {
+        account_error(th, &c->ring[c->rhead], type, now);
+        c->rhead = (c->rhead + 1) % cap;
+        c->rcount--;
+    }
+    conn_close(c);
+    defer_fill(c);
+}
+
+static void start_connect(econn *c, uint64_t now)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    char err[HB_ERR_LEN];
+    err[0] = 0;
+    c->conn_start = now;
+    c->conn_warm = now < e->measure_ns;
+    int rc = hb_sock_connect(&c->s, (const struct sockaddr *)&e->cfg.addr, e->cfg.addrlen, 0, err);
+    if (rc < 0 && rc != HB_AGAIN) {
+        fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
+        return;
+    }
+    int arc = hb_loop_add(&th->loop, &c->io, c->s.fd, EPOLLOUT);
+    if (arc < 0) {
+        fail_all(c, HB_ENG_ERR_CONNECT, arc, "epoll_ctl");
+        return;
+    }
+    c->state = C_CONNECTING;
+    /* Even when connect() completed at once, let the loop report
+     * writability: one code path, and no recursion from here. */
+}
+
+static void conn_ready(econn *c)
+{
+    c->state = C_OPEN;
+    update_interest(c);
+    fill(c, hb_now_ns());
+}
+
+static void do_handshake(econn *c)
+{
+    ethread *th = c->th;
+    char err[HB_ERR_LEN];
+    err[0] = 0;
+    int rc = hb_sock_handshake(&c->s, err);
+    if (rc == HB_AGAIN) {
+        update_interest(c);
+        return;
+    }
+    if (rc < 0) {
+        if (!err[0]) hb_sock_errstr(&c->s, rc, err);
+        fail_all(c, HB_ENG_ERR_TLS, rc, err);
+        return;
+    }
+    uint64_t now = hb_now_ns();
+    if (!c->conn_warm) hb_hist_record(&th->r.tls, now - c->hs_start);
+    if (hb_sock_session_reused(&c->s)) th->r.tls_resumed++;
+    conn_ready(c);
+}
+
+static void on_connected(econn *c)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    uint64_t now = hb_now_ns();
+    if (!c->conn_warm) hb_hist_record(&th->r.connect, now - c->conn_start);
+    th->r.connections_opened++;
+    if (c->opened_before && e->cfg.keepalive) th->r.reconnects++;
+    c->opened_before = 1;
+    if (e->cfg.tls) {
+        char err[HB_ERR_LEN];
+        err[0] = 0;
+        int rc = hb_sock_tls_client(&c->s, e->cfg.tls, e->cfg.host, err);
+        if (rc < 0) {
+            fail_all(c, HB_ENG_ERR_TLS, rc, err);
+            return;
+        }
+        /* One read syscall per batch of records instead of header + body reads. */
+        SSL_set_read_ahead(c->s.ssl, 1);
+        c->state = C_HANDSHAKE;
+        c->hs_start = now;
+        do_handshake(c);
+        return;
+    }
+    conn_ready(c);
+}
+
+/* Is there another measured (or warm-up) request this thread may start? */
+static int may_issue_closed(ethread *th, uint64_t now, int *warm)
+{
+    hb_engine *e = th->e;
+    if (atomic_load_explicit(&e->stop, memory_order_relaxed)) return 0;
+    *warm = now < e->measure_ns;
+    if (*warm) return 1;
+    if (e->cfg.n) return th->issued < th->quota;
+    return now < e->end_ns;
+}
+
+static void issue(econn *c, uint64_t intended, uint64_t now, int warm)
+{
+    hb_engine *e = c->th->e;
+    req_slot *q = ring_at(c, c->rcount);
+    q->intended = intended;
+    q->start = now;
+    q->written = 0;
+    q->warm = warm;
+    c->rcount++;
+    c->wleft += e->req_len;
+}
+
+static uint64_t slot_time(hb_engine *e, uint64_t s)
+{
+    return e->start_ns + (uint64_t)((double)s * e->slot_ns);
+}
+
+/* Top up c's in-flight requests: up to `pipeline` on an open connection,
+ * one to trigger a (re)connect otherwise; then write or connect. */
+static void fill(econn *c, uint64_t now)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    if (th->finished_loop) return;
+    if (c->state != C_OPEN && c->state != C_IDLE) return; /* connecting: wait */
+    uint32_t cap = c->state == C_OPEN ? e->cfg.pipeline : 1;
+    uint32_t before = c->rcount;
+    if (e->cfg.rate > 0) {
+        while (c->rcount < cap) {
+            if (atomic_load_explicit(&e->stop, memory_order_relaxed)) break;
+            uint64_t s = c->next_slot;
+            if (e->cfg.n && s >= e->slot_end) break;
+            uint64_t t = slot_time(e, s);
+            if (!e->cfg.n && t >= e->end_ns) break;
+            if (t > now) {
+                (void)hb_timer_start(&th->loop, &c->timer, t);
+                break;
+            }
+            issue(c, t, now, s < e->k_warm);
+            c->next_slot += e->cfg.connections;
+        }
+    } else {
+        int warm;
+        while (c->rcount < cap && may_issue_closed(th, now, &warm)) {
+            issue(c, now, now, warm);
+            if (!warm) th->issued++;
+        }
+    }
+    if (c->state == C_IDLE) {
+        if (c->rcount) start_connect(c, now);
+    } else if (c->wleft && (c->rcount != before || !c->write_blocked)) {
+        flush(c);
+    }
+}
+
+/* After a write of some bytes: stamp the requests whose first byte went out. */
+static void mark_started(econn *c, uint64_t now)
+{
+    uint64_t L = c->th->e->req_len;
+    uint32_t unstarted = (uint32_t)(c->wleft / L);
+    uint32_t started = c->rcount - unstarted;
+    while (c->nstarted < started) {
+        ring_at(c, c->nstarted)->written = now;
+        c->nstarted++;
+    }
+}
+
+/* Write as much of the pending request bytes as the socket takes. */
+static void flush(econn *c)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    uint64_t L = e->req_len;
+    size_t hl = e->cfg.head_len;
+    while (c->wleft > 0) {
+        uint64_t pos = (L - c->wleft % L) % L; /* offset inside the current request */
+        ssize_t w;
+        /* Requests whose first byte goes out in this write get this stamp. */
+        uint64_t now = hb_now_ns();
+        if (e->pbuf) {
+            uint64_t n = e->pbuf_len - pos;
+            if (n > c->wleft) n = c->wleft;
+            w = hb_sock_write(&c->s, e->pbuf + pos, (size_t)n);
+        } else if (pos < hl) {
+            struct iovec iov[2];
+            int cnt = 1;
+            iov[0].iov_base = e->head + pos;
+            iov[0].iov_len = hl - pos;
+            if (e->body && e->cfg.body_len) {
+                iov[1].iov_base = e->body;
+                iov[1].iov_len = e->cfg.body_len;
+                cnt = 2;
+            }
+            w = hb_sock_writev(&c->s, iov, cnt);
+        } else {
+            uint64_t boff = pos - hl;
+            uint64_t left = e->cfg.body_len - boff;
+            if (e->body) {
+                w = hb_sock_write(&c->s, e->body + boff, (size_t)left);
+            } else if (!e->cfg.tls) {
+                off_t off = (off_t)boff;
+                size_t n = left > SENDFILE_CHUNK ? SENDFILE_CHUNK : (size_t)left;
+                w = sendfile(c->s.fd, e->body_fd, &off, n);
+                if (w < 0) w = (errno == EAGAIN || errno == EWOULDBLOCK) ? HB_AGAIN : -errno;
+                if (w == HB_AGAIN) c->s.want = HB_WANT_WRITE;
+            } else {
+                size_t n = left > FILE_CHUNK ? FILE_CHUNK : (size_t)left;
+                ssize_t rd = pread(e->body_fd, c->wbuf, n, (off_t)boff);
+                if (rd <= 0) {
+                    fail_all(c, HB_ENG_ERR_WRITE, rd < 0 ? -errno : HB_E_INVALID,
+                             "reading the body file failed");
+                    return;
+                }
+                w = hb_sock_write(&c->s, c->wbuf, (size_t)rd);
+            }
+        }
+        if (w == HB_AGAIN) {
+            if (c->s.want == HB_WANT_READ) {
+                /* TLS renegotiation-style wants: rare; wait for readability. */
+                c->write_blocked = 0;
+            } else {
+                c->write_blocked = 1;
+            }
+            update_interest(c);
+            return;
+        }
+        if (w < 0) {
+            char err[HB_ERR_LEN];
+            hb_sock_errstr(&c->s, (int)w, err);
+            fail_all(c, HB_ENG_ERR_WRITE, (int)w, err);
+            return;
+        }
+        c->wleft -= (uint64_t)w;
+        if (now >= e->measure_ns) th->r.bytes_out += (uint64_t)w;
+        mark_started(c, now);
+    }
+    if (c->write_blocked) {
+        c->write_blocked = 0;
+        update_interest(c);
+    }
+}
+
+/* The response at the head of the ring is complete. */
+static void complete(econn *c, uint64_t now)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    hb_engine_result *r = &th->r;
+    req_slot *q = &c->ring[c->rhead];
+    c->rhead = (c->rhead + 1) % e->cfg.pipeline;
+    c->rcount--;
+    if (c->nstarted) c->nstarted--;
+    int st = c->resp_status;
+    if (q->warm) {
+        r->warmup_requests++;
+    } else {
+        uint64_t written = q->written ? q->written : q->start;
+        hb_hist_record(&r->latency, now - q->intended);
+        if (e->cfg.rate > 0) hb_hist_record(&r->latency_uncorrected, now - q->start);
+        hb_hist_record(&r->processing, now - written);
+        hb_hist_record(&r->ttfb, c->first_byte > written ? c->first_byte - written : 0);
+        r->responses++;
+        r->completed++;
+        th->done++;
+        r->body_bytes += c->resp_body;
+        if (st >= 0 && st < 1000) r->status[st]++;
+        int cls = st / 100;
+        r->status_class[cls >= 1 && cls <= 5 ? cls : 0]++;
+        int ok = st >= 200 && st <= 299;
+        if (ok) {
+            r->ok++;
+            if (!th->have_doc) {
+                th->have_doc = 1;
+                r->doc_length = (int64_t)c->resp_body;
+            }
+        } else {
+            r->non2xx++;
+        }
+        sec_count(th, now, ok);
+        progress_publish(th);
+    }
+    c->rstate = R_HEAD;
+    c->have_first = 0;
+    c->resp_body = 0;
+    if (c->resp_close || !e->cfg.keepalive) c->closing = 1;
+}
+
+static void capture_server(ethread *th, const hb_response_head *h)
+{
+    th->have_server = 1;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        if (h->headers[i].name_len == 6 && strncasecmp(h->headers[i].name, "server", 6) == 0) {
+            size_t n = h->headers[i].value_len;
+            if (n >= HB_ENG_SERVER_LEN) n = HB_ENG_SERVER_LEN - 1;
+            memcpy(th->r.server, h->headers[i].value, n);
+            th->r.server[n] = 0;
+            return;
+        }
+    }
+}
+
+/* Parse what is buffered. Returns 0 to go on, -1 when c was closed. */
+static int process(econn *c, uint64_t now)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    while (c->rpos < c->rlen) {
+        if (c->rcount == 0 || c->nstarted == 0) {
+            /* Bytes nobody asked for: the connection is unusable. */
+            note_error(th, HB_ENG_ERR_PROTOCOL, HB_E_PROTOCOL, "unsolicited response data");
+            conn_close(c);
+            defer_fill(c);
+            return -1;
+        }
+        char *p = c->rbuf + c->rpos;
+        size_t avail = c->rlen - c->rpos;
+        switch (c->rstate) {
+        case R_HEAD: {
+            if (!c->have_first) {
+                c->have_first = 1;
+                c->first_byte = now;
+            }
+            hb_response_head h;
+            memset(&h, 0, sizeof h);
+            h.headers = th->hdrs;
+            h.num_headers = MAX_HEADERS;
+            hb_parse_limits lim = {c->rcap, MAX_HEADERS};
+            int pr = hb_parse_response_head(p, avail, &h, &lim);
+            if (pr == HB_AGAIN) {
+                if (avail == c->rcap) {
+                    fail_all(c, HB_ENG_ERR_PROTOCOL, HB_PE_HEAD_TOO_LARGE,
+                             "response head larger than the read buffer");
+                    return -1;
+                }
+                if (c->rpos > 0) {
+                    memmove(c->rbuf, p, avail);
+                    c->rpos = 0;
+                    c->rlen = avail;
+                }
+                return 0;
+            }
+            if (pr < 0) {
+                int code = h.error ? h.error : HB_E_PROTOCOL;
+                fail_all(c, HB_ENG_ERR_PROTOCOL, code, hb_parse_strerror(code));
+                return -1;
+            }
+            c->rpos += (size_t)pr;
+            if (hb_response_is_interim(&h)) continue;
+            if (!th->have_server) capture_server(th, &h);
+            c->resp_status = h.status;
+            c->resp_close = h.framing.connection_close;
+            c->resp_body = 0;
+            switch (hb_response_body_kind(&h, e->cfg.method_is_head)) {
+            case HB_BODY_NONE: complete(c, now); break;
+            case HB_BODY_LENGTH:
+                c->body_left = (uint64_t)h.framing.content_length;
+                if (c->body_left == 0)
+                    complete(c, now);
+                else
+                    c->rstate = R_BODY_LEN;
+                break;
+            case HB_BODY_CHUNKED:
+                hb_chunked_init(&c->ch);
+                c->rstate = R_BODY_CHUNKED;
+                break;
+            default:
+                c->rstate = R_BODY_CLOSE;
+                c->resp_close = 1;
+                break;
+            }
+            break;
+        }
+        case R_BODY_LEN: {
+            uint64_t take = avail < c->body_left ? avail : c->body_left;
+            c->rpos += (size_t)take;
+            c->body_left -= take;
+            c->resp_body += take;
+            if (c->body_left == 0) complete(c, now);
+            break;
+        }
+        case R_BODY_CHUNKED: {
+            const char *d;
+            size_t dl = 0;
+            ssize_t k = hb_chunked_feed(&c->ch, p, avail, &d, &dl);
+            if (k < 0) {
+                int code = c->ch.error ? c->ch.error : HB_E_PROTOCOL;
+                fail_all(c, HB_ENG_ERR_PROTOCOL, code, hb_parse_strerror(code));
+                return -1;
+            }
+            c->rpos += (size_t)k;
+            c->resp_body += dl;
+            if (c->ch.done)
+                complete(c, now);
+            else if (k == 0 && dl == 0)
+                return 0; /* needs more input */
+            break;
+        }
+        default: /* R_BODY_CLOSE */
+            c->resp_body += avail;
+            c->rpos = c->rlen;
+            break;
+        }
+        if (c->closing) break;
+    }
+    if (c->rpos >= c->rlen) c->rpos = c->rlen = 0;
+    return 0;
+}
+
+static void on_eof(econn *c, uint64_t now)
+{
+    if (c->rstate == R_BODY_CLOSE && c->rcount > 0) complete(c, now);
+    if (c->rcount > 0) {
+        fail_all(c, HB_ENG_ERR_CLOSED, HB_E_CLOSED, "connection closed before the response");
+        return;
+    }
+    conn_close(c);
+    fill(c, now);
+}
+
+static void do_read(econn *c)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    for (;;) {
+        if (c->rlen >= c->rcap) { /* cannot happen: process() compacts or fails */
+            fail_all(c, HB_ENG_ERR_PROTOCOL, HB_PE_HEAD_TOO_LARGE, "read buffer full");
+            return;
+        }
+        ssize_t n = hb_sock_read(&c->s, c->rbuf + c->rlen, c->rcap - c->rlen);
+        if (n == HB_AGAIN) {
+            int want_w = c->s.want == HB_WANT_WRITE;
+            if (want_w != c->read_wants_write) {
+                c->read_wants_write = want_w;
+                update_interest(c);
+            }
+            return;
+        }
+        uint64_t now = hb_now_ns();
+        if (n == 0) {
+            on_eof(c, now);
+            return;
+        }
+        if (n < 0) {
+            char err[HB_ERR_LEN];
+            hb_sock_errstr(&c->s, (int)n, err);
+            if (c->rcount == 0) { /* idle keep-alive connection reset: not a request's error */
+                conn_close(c);
+                defer_fill(c);
+                return;
+            }
+            fail_all(c, HB_ENG_ERR_READ, (int)n, err);
+            return;
+        }
+        if (c->read_wants_write) {
+            c->read_wants_write = 0;
+            update_interest(c);
+        }
+        if (now >= e->measure_ns) th->r.bytes_in += (uint64_t)n;
+        c->rlen += (size_t)n;
+        if (process(c, now) < 0) return;
+        if (c->closing) {
+            /* Connection: close (or keep-alive off): what else is in flight is lost. */
+            if (c->rcount > 0) {
+                fail_all(c, HB_ENG_ERR_CLOSED, HB_E_CLOSED,
+                         "server closed the connection with requests in flight");
+                return;
+            }
+            conn_close(c);
+            fill(c, now);
+            return;
+        }
+        fill(c, now);
+        /* OpenSSL may hold decrypted or read-ahead bytes epoll cannot see. */
+        if (!(c->s.ssl && c->state == C_OPEN && SSL_has_pending(c->s.ssl))) return;
+    }
+}
+
+static void on_io(hb_loop *l, hb_io *io, uint32_t events)
+{
+    (void)l;
+    econn *c = (econn *)((char *)io - offsetof(econn, io));
+    /* Event bits are hints only (a stale batch entry may belong to a previous
+     * socket of this connection): every path asks the socket itself. */
+    switch (c->state) {
+    case C_CONNECTING: {
+        int rc = hb_sock_connect_check(&c->s);
+        if (rc == HB_AGAIN) return;
+        if (rc < 0) {
+            char err[HB_ERR_LEN];
+            hb_sock_errstr(&c->s, rc, err);
+            fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
+            return;
+        }
+        on_connected(c);
+        return;
+    }
+    case C_HANDSHAKE: do_handshake(c); return;
+    case C_OPEN:
+        if (c->wleft) {
+            flush(c);
+            if (c->state != C_OPEN) return;
+        }
+        if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) || c->read_wants_write) do_read(c);
+        return;
+    default: return;
+    }
+}
+
+static void on_timer(hb_loop *l, hb_timer *t, uint64_t now)
+{
+    (void)l;
+    econn *c = (econn *)((char *)t - offsetof(econn, timer));
+    fill(c, now);
+}
+
+/* Periodic: per-request timeouts (a scan is cheaper than a timer per request). */
+static void on_tick(hb_loop *l, hb_timer *t, uint64_t now)
+{
+    ethread *th = (ethread *)((char *)t - offsetof(ethread, tick));
+    hb_engine *e = th->e;
+    if (e->cfg.timeout_ns) {
+        for (uint32_t i = 0; i < th->nconns; i++) {
+            econn *c = &th->conns[i];
+            if (c->rcount && now - c->ring[c->rhead].start > e->cfg.timeout_ns)
+                fail_all(c, HB_ENG_ERR_TIMEOUT, HB_E_TIMEOUT, "request timed out");
+        }
+    }
+    uint64_t iv = e->cfg.timeout_ns ? e->cfg.timeout_ns / 20 : STOP_POLL_NS;
+    if (iv < 1000000) iv = 1000000;
+    if (iv > STOP_POLL_NS) iv = STOP_POLL_NS;
+    (void)hb_timer_start(l, t, now + iv);
+}
+
+static int thread_should_end(ethread *th, uint64_t now)
+{
+    hb_engine *e = th->e;
+    if (atomic_load_explicit(&e->stop, memory_order_relaxed)) return 1;
+    if (e->cfg.n) return th->done >= th->quota;
+    return now >= e->end_ns;
+}
+
+static void *thread_main(void *arg)
+{
+    ethread *th = arg;
+    hb_engine *e = th->e;
+    /* Signals belong to the caller's thread (Python handles SIGINT there). */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    uint64_t now = hb_now_ns();
+    on_tick(&th->loop, &th->tick, now);
+    for (uint32_t i = 0; i < th->nconns; i++) fill(&th->conns[i], now);
+    while (!thread_should_end(th, hb_now_ns())) {
+        uint64_t wait = STOP_POLL_NS;
+        if (!e->cfg.n) {
+            uint64_t t = hb_now_ns();
+            if (e->end_ns > t && e->end_ns - t < wait) wait = e->end_ns - t;
+        }
+        int rc = hb_loop_run_once(&th->loop, wait);
+        if (rc < 0) {
+            note_error(th, HB_ENG_ERR_READ, rc, "epoll_wait failed");
+            break;
+        }
+    }
+    th->finished_loop = 1;
+    th->end_ns = hb_now_ns();
+    /* Interrupted = the stop flag ended the run before its natural end. */
+    th->interrupted = e->cfg.n ? th->done < th->quota : th->end_ns < e->end_ns;
+    if (!e->cfg.n && th->end_ns > e->end_ns &&
+        !atomic_load_explicit(&e->stop, memory_order_relaxed))
+        th->end_ns = e->end_ns;
+    for (uint32_t i = 0; i < th->nconns; i++) {
+        econn *c = &th->conns[i];
+        for (uint32_t k = 0; k < c->rcount; k++)
+            if (!ring_at(c, k)->warm) th->r.inflight_at_stop++;
+        c->rcount = 0;
+        conn_close(c);
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+        th->r.cpu_user_ns = (uint64_t)ru.ru_utime.tv_sec * NS_PER_S + (uint64_t)ru.ru_utime.tv_usec * 1000u;
+        th->r.cpu_sys_ns = (uint64_t)ru.ru_stime.tv_sec * NS_PER_S + (uint64_t)ru.ru_stime.tv_usec * 1000u;
+    }
+    progress_publish(th);
+    pthread_mutex_lock(&e->mu);
+    atomic_fetch_add(&e->nfinished, 1);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static int result_init(hb_engine_result *r, uint32_t nsec, char *err)
+{
+    memset(r, 0, sizeof *r);
+    r->doc_length = -1;
+    hb_hist_config hc = hb_hist_default_config();
+    hb_hist *hs[] = {&r->latency, &r->latency_uncorrected, &r->processing,
+                     &r->ttfb,    &r->connect,             &r->tls};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
+        int rc = hb_hist_init(hs[i], &hc, err);
+        if (rc < 0) return rc;
+    }
+    r->nseconds = nsec;
+    if (nsec) {
+        r->sec_ok = calloc(nsec, sizeof *r->sec_ok);
+        r->sec_err = calloc(nsec, sizeof *r->sec_err);
+        if (!r->sec_ok || !r->sec_err)
+            return hb_fail(err, HB_E_NOMEM, "out of memory (per-second series)");
+    }
+    return 0;
+}
+
+void hb_engine_result_free(hb_engine_result *r)
+{
+    hb_hist_free(&r->latency);
+    hb_hist_free(&r->latency_uncorrected);
+    hb_hist_free(&r->processing);
+    hb_hist_free(&r->ttfb);
+    hb_hist_free(&r->connect);
+    hb_hist_free(&r->tls);
+    free(r->sec_ok);
+    free(r->sec_err);
+    r->sec_ok = r->sec_err = NULL;
+    r->nseconds = 0;
+}
+
+static uint64_t slots_below(uint64_t g, uint64_t C, uint64_t x)
+{
+    return x <= g ? 0 : (x - g + C - 1) / C;
+}
+
+int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
+{
+    *out = NULL;
+    if (cfg->connections < 1) return hb_fail(err, HB_E_INVALID, "connections must be >= 1");
+    if (cfg->threads < 1) return hb_fail(err, HB_E_INVALID, "threads must be >= 1");
+    if (cfg->pipeline < 1 || cfg->pipeline > 1024)
+        return hb_fail(err, HB_E_INVALID, "pipeline must be in 1..1024");
+    if (!cfg->head || cfg->head_len < 4)
+        return hb_fail(err, HB_E_INVALID, "a serialized request head is required");
+    if (cfg->addrlen == 0) return hb_fail(err, HB_E_INVALID, "no target address");
+    if (!cfg->n && !cfg->duration_ns)
+        return hb_fail(err, HB_E_INVALID, "either n or a duration is required");
+    if (cfg->rate < 0 || isnan(cfg->rate) || isinf(cfg->rate))
+        return hb_fail(err, HB_E_INVALID, "rate must be a finite number >= 0");
+    if (cfg->body && cfg->body_fd >= 0)
+        return hb_fail(err, HB_E_INVALID, "body bytes and body file are exclusive");
+
+    hb_engine *e = calloc(1, sizeof *e);
+    if (!e) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    e->cfg = *cfg;
+    e->body_fd = -1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = 0;
+    hb_engine_config *c = &e->cfg;
+    if (!c->keepalive) c->pipeline = 1;
+    if (c->threads > c->connections) c->threads = c->connections;
+    e->nthreads = c->threads;
+
+    if (cfg->host) {
+        e->host = strdup(cfg->host);
+        if (!e->host) goto nomem;
+    }
+    c->host = e->host;
+    e->head = malloc(c->head_len);
+    if (!e->head) goto nomem;
+    memcpy(e->head, cfg->head, c->head_len);
+    c->head = e->head;
+    if (cfg->body && cfg->body_len) {
+        e->body = malloc(cfg->body_len);
+        if (!e->body) goto nomem;
+        memcpy(e->body, cfg->body, cfg->body_len);
+    } else if (cfg->body_fd >= 0) {
+        e->body_fd = fcntl(cfg->body_fd, F_DUPFD_CLOEXEC, 0);
+        if (e->body_fd < 0) {
+            rc = hb_fail(err, -errno, "dup(body file): %s", strerror(errno));
+            goto fail;
+        }
+    } else {
+        c->body_len = 0;
+    }
+    c->body = e->body;
+    e->req_len = c->head_len + c->body_len;
+    if (e->body_fd < 0 && e->req_len * c->pipeline <= PBUF_MAX) {
+        e->pbuf_len = (size_t)e->req_len * c->pipeline;
+        e->pbuf = malloc(e->pbuf_len);
+        if (!e->pbuf) goto nomem;
+        for (uint32_t i = 0; i < c->pipeline; i++) {
+            memcpy(e->pbuf + i * e->req_len, e->head, c->head_len);
+            if (c->body_len) memcpy(e->pbuf + i * e->req_len + c->head_len, e->body, c->body_len);
+        }
+    }
+
+    size_t rcap = c->rbuf_size;
+    if (!rcap) {
+        rcap = (64u << 20) / c->connections;
+        if (rcap > 64 * 1024) rcap = 64 * 1024;
+        if (rcap < 16 * 1024) rcap = 16 * 1024;
+    }
+    if (rcap < 1024) rcap = 1024;
+
+    uint32_t nsec = c->max_seconds;
+    if (!nsec) nsec = c->n ? 3600 : (uint32_t)(c->duration_ns / NS_PER_S) + 2;
+    e->nsec = nsec;
+
+    e->threads = calloc(e->nthreads, sizeof *e->threads);
+    if (!e->threads) goto nomem;
+    for (uint32_t t = 0; t < e->nthreads; t++) {
+        ethread *th = &e->threads[t];
+        th->e = e;
+        th->idx = t;
+        th->nconns = c->connections / e->nthreads + (t < c->connections % e->nthreads);
+        rc = hb_loop_init(&th->loop, 256, th->nconns + 2, err);
+        if (rc < 0) goto fail;
+        th->loop_ok = 1;
+        hb_timer_init(&th->tick, on_tick);
+        rc = result_init(&th->r, nsec, err);
+        if (rc < 0) goto fail;
+        th->conns = calloc(th->nconns, sizeof *th->conns);
+        if (!th->conns) goto nomem;
+        for (uint32_t i = 0; i < th->nconns; i++) {
+            econn *cn = &th->conns[i];
+            cn->th = th;
+            cn->gidx = t + i * e->nthreads;
+            cn->next_slot = cn->gidx;
+            hb_io_init(&cn->io, on_io);
+            hb_timer_init(&cn->timer, on_timer);
+            hb_sock_init(&cn->s);
+            cn->rcap = rcap;
+            cn->rbuf = malloc(rcap);
+            cn->ring = calloc(c->pipeline, sizeof *cn->ring);
+            if (!cn->rbuf || !cn->ring) goto nomem;
+            if (e->body_fd >= 0 && c->tls) {
+                cn->wbuf = malloc(FILE_CHUNK);
+                if (!cn->wbuf) goto nomem;
+            }
+        }
+    }
+    *out = e;
+    return 0;
+nomem:
+    rc = hb_fail(err, HB_E_NOMEM, "out of memory");
+fail:
+    hb_engine_free(e);
+    return rc;
+}
+
+int hb_engine_start(hb_engine *e, char *err)
+{
+    hb_engine_config *c = &e->cfg;
+    if (e->running) return hb_fail(err, HB_E_INVALID, "engine already started");
+    e->start_ns = hb_now_ns();
+    e->measure_ns = e->start_ns + c->warmup_ns;
+    e->end_ns = c->n ? UINT64_MAX : e->measure_ns + c->duration_ns;
+    if (c->rate > 0) {
+        e->slot_ns = 1e9 / c->rate;
+        e->k_warm = (uint64_t)ceil((double)c->warmup_ns / e->slot_ns);
+        e->slot_end = e->k_warm + c->n;
+    }
+    /* Split n exactly: closed loop by thread, rate mode by owned slots. */
+    for (uint32_t t = 0; t < e->nthreads; t++) {
+        ethread *th = &e->threads[t];
+        if (!c->n) continue;
+        if (c->rate > 0) {
+            th->quota = 0;
+            for (uint32_t i = 0; i < th->nconns; i++) {
+                uint64_t g = th->conns[i].gidx;
+                th->quota += slots_below(g, c->connections, e->slot_end) -
+                             slots_below(g, c->connections, e->k_warm);
+            }
+        } else {
+            th->quota = c->n / e->nthreads + (t < c->n % e->nthreads);
+        }
+    }
+    e->running = 1;
+    for (uint32_t t = 0; t < e->nthreads; t++) {
+        int rc = pthread_create(&e->threads[t].tid, NULL, thread_main, &e->threads[t]);
+        if (rc != 0) {
+            atomic_store(&e->stop, 1);
+            /* Threads already running will stop; account the missing ones. */
+            for (uint32_t k = t; k < e->nthreads; k++) atomic_fetch_add(&e->nfinished, 1);
+            return hb_fail(err, -rc, "pthread_create: %s", strerror(rc));
+        }
+        e->threads[t].started = 1;
+    }
+    return 0;
+}
+
+void hb_engine_stop(hb_engine *e)
+{
+    atomic_store_explicit(&e->stop, 1, memory_order_relaxed);
+}
+
+int hb_engine_done(hb_engine *e)
+{
+    return atomic_load(&e->nfinished) >= e->nthreads;
+}
+
+int hb_engine_wait(hb_engine *e, uint64_t timeout_ns)
+{
+    if (!e->running) return 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t t = (uint64_t)ts.tv_nsec + timeout_ns;
+    ts.tv_sec += (time_t)(t / NS_PER_S);
+    ts.tv_nsec = (long)(t % NS_PER_S);
+    pthread_mutex_lock(&e->mu);
+    while (!hb_engine_done(e)) {
+        if (pthread_cond_timedwait(&e->cv, &e->mu, &ts) != 0) break;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return hb_engine_done(e);
+}
+
+void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p)
+{
+    memset(p, 0, sizeof *p);
+    for (uint32_t t = 0; t < e->nthreads; t++) {
+        ethread *th = &e->threads[t];
+        p->completed += atomic_load_explicit(&th->p_completed, memory_order_relaxed);
+        p->ok += atomic_load_explicit(&th->p_ok, memory_order_relaxed);
+        p->errors += atomic_load_explicit(&th->p_errors, memory_order_relaxed);
+        p->bytes_in += atomic_load_explicit(&th->p_bytes_in, memory_order_relaxed);
+    }
+    uint64_t now = hb_now_ns();
+    if (e->running) {
+        p->warming_up = now < e->measure_ns;
+        p->elapsed_ns = now > e->measure_ns ? now - e->measure_ns : 0;
+    }
+}
+
+int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err)
+{
+    if (!e->running || e->joined) return hb_fail(err, HB_E_INVALID, "engine not running");
+    if (stop) hb_engine_stop(e);
+    for (uint32_t t = 0; t < e->nthreads; t++)
+        if (e->threads[t].started) pthread_join(e->threads[t].tid, NULL);
+    e->joined = 1;
+    int rc = result_init(r, e->nsec, err);
+    if (rc < 0) {
+        hb_engine_result_free(r);
+        return rc;
+    }
+    r->interrupted = 0;
+    r->start_ns = e->measure_ns;
+    r->end_ns = e->measure_ns;
+    for (uint32_t t = 0; t < e->nthreads; t++) {
+        hb_engine_result *x = &e->threads[t].r;
+        r->interrupted |= e->threads[t].interrupted;
+        r->completed += x->completed;
+        r->responses += x->responses;
+        r->ok += x->ok;
+        r->non2xx += x->non2xx;
+        for (int i = 0; i < 6; i++) r->status_class[i] += x->status_class[i];
+        for (int i = 0; i < 1000; i++) r->status[i] += x->status[i];
+        for (int i = 0; i < HB_ENG_NERR; i++) r->errors[i] += x->errors[i];
+        r->errors_total += x->errors_total;
+        r->bytes_in += x->bytes_in;
+        r->bytes_out += x->bytes_out;
+        r->body_bytes += x->body_bytes;
+        r->connections_opened += x->connections_opened;
+        r->reconnects += x->reconnects;
+        r->tls_resumed += x->tls_resumed;
+        r->inflight_at_stop += x->inflight_at_stop;
+        r->warmup_requests += x->warmup_requests;
+        r->cpu_user_ns += x->cpu_user_ns;
+        r->cpu_sys_ns += x->cpu_sys_ns;
+        if (e->threads[t].end_ns > r->end_ns) r->end_ns = e->threads[t].end_ns;
+        for (uint32_t s = 0; s < r->nseconds; s++) {
+            r->sec_ok[s] += x->sec_ok[s];
+            r->sec_err[s] += x->sec_err[s];
+        }
+        if (!r->server[0] && x->server[0]) memcpy(r->server, x->server, sizeof r->server);
+        if (r->doc_length < 0) r->doc_length = x->doc_length;
+        if (!r->first_error[0] && x->first_error[0])
+            memcpy(r->first_error, x->first_error, sizeof r->first_error);
+        hb_hist_merge(&r->latency, &x->latency, NULL);
+        hb_hist_merge(&r->latency_uncorrected, &x->latency_uncorrected, NULL);
+        hb_hist_merge(&r->processing, &x->processing, NULL);
+        hb_hist_merge(&r->ttfb, &x->ttfb, NULL);
+        hb_hist_merge(&r->connect, &x->connect, NULL);
+        hb_hist_merge(&r->tls, &x->tls, NULL);
+    }
+    /* Closed loop: uncorrected == corrected (both from the actual start). */
+    if (e->cfg.rate <= 0) hb_hist_merge(&r->latency_uncorrected, &r->latency, NULL);
+    /* Trim the series to the seconds the run covered. */
+    uint64_t span = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+    uint64_t used = (span + NS_PER_S - 1) / NS_PER_S;
+    if (used < r->nseconds) r->nseconds = (uint32_t)used;
+    return 0;
+}
+
+void hb_engine_free(hb_engine *e)
+{
+    if (!e) return;
+    if (e->running && !e->joined) {
+        hb_engine_stop(e);
+        for (uint32_t t = 0; t < e->nthreads; t++)
+            if (e->threads && e->threads[t].started) pthread_join(e->threads[t].tid, NULL);
+    }
+    if (e->threads) {
+        for (uint32_t t = 0; t < e->nthreads; t++) {
+            ethread *th = &e->threads[t];
+            if (th->conns) {
+                for (uint32_t i = 0; i < th->nconns; i++) {
+                    econn *cn = &th->conns[i];
+                    if (cn->s.fd >= 0) hb_sock_close(&cn->s);
+                    free(cn->rbuf);
+                    free(cn->ring);
+                    free(cn->wbuf);
+                }
+                free(th->conns);
+            }
+            if (th->loop_ok) hb_loop_free(&th->loop);
+            hb_engine_result_free(&th->r);
+        }
+        free(e->threads);
+    }
+    if (e->body_fd >= 0) close(e->body_fd);
+    free(e->head);
+    free(e->host);
+    free(e->body);
+    free(e->pbuf);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}

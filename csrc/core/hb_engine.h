@@ -1,0 +1,170 @@
+/* hb_engine.h - the load generator's timing loop.
+ *
+ * T threads, each with its own hb_loop and C/T connections (connection i goes
+ * to thread i % T). Everything a run needs is allocated by hb_engine_new():
+ * read buffers, pipelining rings, histograms, counters, the per-second series;
+ * the per-request path does not allocate (plain sockets; a TLS connection's
+ * SSL object is allocated by OpenSSL per *connection*), takes no locks, and
+ * costs one write + one read syscall per request in steady state (epoll
+ * interest changes only when a write would block).
+ *
+ * Modes
+ *  - Closed loop: each connection keeps `pipeline` requests in flight. With
+ *    n > 0 exactly n requests are accounted (success or typed error): thread t
+ *    owns n/T (+1 for t < n%T) and its connections take from that quota.
+ *    Otherwise the run lasts duration_ns.
+ *  - Constant rate (rate > 0): the global send schedule has slots
+ *    k = 0, 1, 2, ... at start + k/rate; connection g owns slots g, g+C, ...
+ *    A slot is sent at its time if the connection has pipeline capacity, else
+ *    as soon as it has. Latency is recorded from the slot's intended time
+ *    (coordinated-omission corrected, `latency`) and from the actual start
+ *    (`latency_uncorrected`). Rates below the connection or thread count just
+ *    mean slot intervals longer than 1 s per connection; the aggregate rate is
+ *    still `rate`. After a stall the overdue slots are sent back to back (a
+ *    burst, like wrk2): none is skipped, so the queueing delay shows up in the
+ *    corrected histogram and the schedule catches up.
+ *  - Warm-up (warmup_ns): requests started before start+warmup are sent but
+ *    not recorded and not counted in n; measurement starts after it.
+ *
+ * Accounting
+ *  Every issued request ends exactly once: a response (counted by status;
+ *  success means 2xx, anything else is non-2xx and never counts as success)
+ *  or one typed error (HB_ENG_ERR_*), or it is still in flight when the run
+ *  stops (`inflight_at_stop`). A request that needs a new connection starts at
+ *  connect start, so its latency includes connect and TLS handshake. Errors
+ *  of a connection (read error, peer close, timeout, protocol) fail every
+ *  request in flight on it, each once, with that error's type.
+ */
+#ifndef HB_ENGINE_H
+#define HB_ENGINE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "hb_common.h"
+#include "hb_hist.h"
+
+struct hb_tls_ctx;
+
+enum hb_eng_err {
+    HB_ENG_ERR_CONNECT = 0, /* connect failed (refused, unreachable, ...) */
+    HB_ENG_ERR_TLS,         /* TLS handshake / verification failed */
+    HB_ENG_ERR_WRITE,       /* sending the request failed */
+    HB_ENG_ERR_READ,        /* a read failed (e.g. connection reset) */
+    HB_ENG_ERR_TIMEOUT,     /* the request (or its connect) passed timeout_ns */
+    HB_ENG_ERR_PROTOCOL,    /* malformed response / unsolicited data */
+    HB_ENG_ERR_CLOSED,      /* peer closed before the response was complete */
+    HB_ENG_NERR
+};
+/* "connect", "tls", "write", "read", "timeout", "protocol", "closed". */
+const char *hb_eng_err_name(int type);
+
+typedef struct hb_engine_config {
+    /* Target: a resolved address; host is the SNI/verification name. */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    const char *host;
+    struct hb_tls_ctx *tls; /* NULL: plain HTTP. Not owned; must outlive the engine. */
+    /* Request. head: the serialized request head (request line + headers +
+     * CRLF CRLF, see hb_engine_build_head). Body: body/body_len in memory, or
+     * body_fd >= 0 with body_len bytes read from offset 0 (pread/sendfile per
+     * chunk, never loaded whole). Both are copied/dup'ed by hb_engine_new. */
+    const char *head;
+    size_t head_len;
+    const char *body;
+    size_t body_len;
+    int body_fd;
+    int method_is_head; /* responses carry no body */
+    /* Load. */
+    uint64_t n;           /* > 0: exactly n requests; 0: duration_ns */
+    uint64_t duration_ns; /* used when n == 0 */
+    uint64_t warmup_ns;
+    uint32_t connections; /* >= 1 */
+    uint32_t threads;     /* >= 1, clamped to connections */
+    uint32_t pipeline;    /* >= 1; 1 when keepalive == 0 */
+    double rate;          /* > 0: constant rate (req/s), 0: closed loop */
+    int keepalive;        /* 0: new connection per request */
+    uint64_t timeout_ns;  /* per request, 0 = none */
+    size_t rbuf_size;     /* per connection read buffer; 0 = auto (16..64 KiB) */
+    uint32_t max_seconds; /* per-second series length; 0 = auto */
+} hb_engine_config;
+
+/* Defaults: 1 connection, 1 thread, pipeline 1, keep-alive, 10 s, no timeout. */
+void hb_engine_config_init(hb_engine_config *c);
+
+/* Serialize a request head into buf: "METHOD target HTTP/1.1\r\n", then
+ * "Host: host_header\r\n" unless host_header is NULL, then extra (already
+ * "Name: value\r\n" lines, may be NULL), "Content-Length: N\r\n" when
+ * body_len >= 0, "Connection: close\r\n" when !keepalive, and "\r\n".
+ * Returns the length, or HB_E_INVALID (with err) when it does not fit or a
+ * component contains CR/LF. */
+int hb_engine_build_head(char *buf, size_t cap, const char *method, const char *target,
+                         const char *host_header, const char *extra, int64_t body_len,
+                         int keepalive, char *err);
+
+/* Merged results (filled by hb_engine_result after the run). */
+#define HB_ENG_SERVER_LEN 128
+typedef struct hb_engine_result {
+    uint64_t completed; /* responses + errors (accounted requests) */
+    uint64_t responses; /* complete responses, any status */
+    uint64_t ok;        /* 2xx */
+    uint64_t non2xx;    /* responses with a status outside 200..299 */
+    uint64_t status_class[6]; /* [1..5]: 1xx..5xx, [0]: other */
+    uint64_t status[1000];    /* exact codes */
+    uint64_t errors[HB_ENG_NERR];
+    uint64_t errors_total;
+    uint64_t bytes_in, bytes_out;       /* HTTP bytes (after TLS decryption) */
+    uint64_t body_bytes;                /* response body bytes */
+    uint64_t connections_opened;        /* successful connects */
+    uint64_t reconnects;                /* keep-alive connections re-opened (peer close/error) */
+    uint64_t tls_resumed;               /* handshakes that resumed a session */
+    uint64_t inflight_at_stop;          /* started, not finished when the run stopped */
+    uint64_t warmup_requests;           /* finished during warm-up (not recorded) */
+    int interrupted;                    /* stopped by hb_engine_stop */
+    uint64_t start_ns, end_ns;          /* measured window (hb_now_ns clock) */
+    uint64_t cpu_user_ns, cpu_sys_ns;   /* the engine threads' CPU (getrusage) */
+    /* Histograms (ns): latency (CO corrected in rate mode), latency_uncorrected
+     * (from the actual start), processing (first byte written -> done),
+     * ttfb (first byte written -> first response byte), connect and tls
+     * (per connection). Initialised by hb_engine_result; free with
+     * hb_engine_result_free. */
+    hb_hist latency, latency_uncorrected, processing, ttfb, connect, tls;
+    /* Per-second series of the measured window: ok / errors (incl. non-2xx)
+     * finished in second i. */
+    uint32_t nseconds;
+    uint64_t *sec_ok, *sec_err;
+    /* First successful response: Server header and body length (-1 unknown). */
+    char server[HB_ENG_SERVER_LEN];
+    int64_t doc_length;
+    char first_error[HB_ERR_LEN]; /* detail of the first error seen */
+} hb_engine_result;
+
+typedef struct hb_engine hb_engine;
+
+/* Validate cfg and allocate everything. 0, HB_E_INVALID or HB_E_NOMEM (err). */
+int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err);
+/* Start the threads (returns at once). 0 or -errno. */
+int hb_engine_start(hb_engine *e, char *err);
+/* Ask the threads to stop (async-signal-safe: one atomic store). Threads
+ * notice within 20 ms. */
+void hb_engine_stop(hb_engine *e);
+/* 1 when every thread has finished. */
+int hb_engine_done(hb_engine *e);
+/* Wait up to timeout_ns for the run to end; 1 done, 0 still running. */
+int hb_engine_wait(hb_engine *e, uint64_t timeout_ns);
+/* Progress, readable from any thread while running (relaxed atomics). */
+typedef struct hb_engine_progress {
+    uint64_t completed, ok, errors, bytes_in;
+    uint64_t elapsed_ns;
+    int warming_up;
+} hb_engine_progress;
+void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p);
+/* Join the threads (stopping them first if stop != 0) and merge results into
+ * r. 0 or an error code. */
+int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err);
+void hb_engine_result_free(hb_engine_result *r);
+void hb_engine_free(hb_engine *e);
+
+#endif

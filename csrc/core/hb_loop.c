@@ -1,0 +1,173 @@
+#include "hb_loop.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hb_clock.h"
+
+int hb_loop_init(hb_loop *l, int max_events, size_t max_timers, char *err)
+{
+    memset(l, 0, sizeof *l);
+    l->epfd = -1;
+    if (max_events < 1) max_events = 64;
+    if (max_timers < 1) max_timers = 1;
+    l->events = calloc((size_t)max_events, sizeof *l->events);
+    l->heap = calloc(max_timers, sizeof *l->heap);
+    if (!l->events || !l->heap) {
+        hb_loop_free(l);
+        return hb_fail(err, HB_E_NOMEM, "loop: out of memory");
+    }
+    l->max_events = max_events;
+    l->heap_cap = max_timers;
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (l->epfd < 0) {
+        int e = errno;
+        hb_loop_free(l);
+        return hb_fail(err, -e, "epoll_create1: %s", strerror(e));
+    }
+    l->now = hb_now_ns();
+    return 0;
+}
+
+void hb_loop_free(hb_loop *l)
+{
+    if (l->epfd >= 0) close(l->epfd);
+    l->epfd = -1;
+    free(l->events);
+    free(l->heap);
+    l->events = NULL;
+    l->heap = NULL;
+    l->heap_len = l->heap_cap = 0;
+}
+
+int hb_loop_add(hb_loop *l, hb_io *io, int fd, uint32_t events)
+{
+    struct epoll_event ev;
+    ev.events = events;
+    ev.data.ptr = io;
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return -errno;
+    io->fd = fd;
+    io->events = events;
+    return 0;
+}
+
+int hb_loop_mod(hb_loop *l, hb_io *io, uint32_t events)
+{
+    if (io->fd < 0) return HB_E_INVALID;
+    if (io->events == events) return 0;
+    struct epoll_event ev;
+    ev.events = events;
+    ev.data.ptr = io;
+    if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, io->fd, &ev) != 0) return -errno;
+    io->events = events;
+    return 0;
+}
+
+int hb_loop_del(hb_loop *l, hb_io *io)
+{
+    if (io->fd < 0) return 0;
+    int rc = 0;
+    if (epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL) != 0) rc = -errno;
+    hb_io_forget(io);
+    return rc;
+}
+
+/* Heap helpers: slot = index + 1 so a zeroed timer reads as "not armed". */
+static void heap_set(hb_loop *l, size_t i, hb_timer *t)
+{
+    l->heap[i] = t;
+    t->slot = i + 1;
+}
+
+static void sift_up(hb_loop *l, size_t i)
+{
+    hb_timer *t = l->heap[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (l->heap[p]->deadline <= t->deadline) break;
+        heap_set(l, i, l->heap[p]);
+        i = p;
+    }
+    heap_set(l, i, t);
+}
+
+static void sift_down(hb_loop *l, size_t i)
+{
+    hb_timer *t = l->heap[i];
+    size_t n = l->heap_len;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && l->heap[c + 1]->deadline < l->heap[c]->deadline) c++;
+        if (l->heap[c]->deadline >= t->deadline) break;
+        heap_set(l, i, l->heap[c]);
+        i = c;
+    }
+    heap_set(l, i, t);
+}
+
+int hb_timer_start(hb_loop *l, hb_timer *t, uint64_t deadline)
+{
+    if (t->slot) {
+        size_t i = t->slot - 1;
+        uint64_t old = t->deadline;
+        t->deadline = deadline;
+        if (deadline < old)
+            sift_up(l, i);
+        else if (deadline > old)
+            sift_down(l, i);
+        return 0;
+    }
+    if (l->heap_len >= l->heap_cap) return HB_E_NOMEM;
+    t->deadline = deadline;
+    l->heap[l->heap_len] = t;
+    t->slot = ++l->heap_len;
+    sift_up(l, l->heap_len - 1);
+    return 0;
+}
+
+void hb_timer_stop(hb_loop *l, hb_timer *t)
+{
+    if (!t->slot) return;
+    size_t i = t->slot - 1;
+    t->slot = 0;
+    l->heap_len--;
+    if (i == l->heap_len) return;
+    hb_timer *last = l->heap[l->heap_len];
+    heap_set(l, i, last);
+    /* The moved element may need to go either way. */
+    if (i > 0 && l->heap[(i - 1) / 2]->deadline > last->deadline)
+        sift_up(l, i);
+    else
+        sift_down(l, i);
+}
+
+int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
+{
+    uint64_t now = hb_now_ns();
+    uint64_t next = hb_loop_next_deadline(l);
+    uint64_t wait = max_wait_ns;
+    if (next != UINT64_MAX) wait = next > now ? (next - now < wait ? next - now : wait) : 0;
+    struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
+    int n = epoll_pwait2(l->epfd, l->events, l->max_events, &ts, NULL);
+    if (n < 0) {
+        if (errno != EINTR) return -errno;
+        n = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        hb_io *io = l->events[i].data.ptr;
+        /* A callback earlier in this batch may have closed this watcher. */
+        if (io->fd >= 0) io->fn(l, io, l->events[i].events);
+    }
+    now = hb_now_ns();
+    l->now = now;
+    while (l->heap_len && l->heap[0]->deadline <= now) {
+        hb_timer *t = l->heap[0];
+        hb_timer_stop(l, t);
+        t->fn(l, t, now);
+    }
+    return n;
+}

@@ -1,0 +1,103 @@
+/* hb_loop.h - a per-thread epoll event loop with preallocated timers.
+ *
+ * One loop per thread, never shared. I/O watchers (hb_io) and timers
+ * (hb_timer) are caller-owned structs embedded in the caller's objects (use
+ * container_of-style casts in the callbacks); the loop stores only pointers.
+ * Timers live in a binary min-heap whose array is allocated once at init with
+ * a fixed capacity, so starting/stopping a timer never allocates (O(log n)).
+ * Epoll is level-triggered; interest is changed only when it differs from the
+ * current one (hb_loop_mod is a no-op otherwise), so callers can keep
+ * epoll_ctl off their per-request path. Waits use epoll_pwait2 (ns timeouts).
+ *
+ * Return codes per hb_common.h: 0 / -errno / HB_E_NOMEM / HB_E_INVALID.
+ */
+#ifndef HB_LOOP_H
+#define HB_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "hb_common.h"
+
+typedef struct hb_loop hb_loop;
+typedef struct hb_io hb_io;
+typedef struct hb_timer hb_timer;
+
+/* events: EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP bits as reported. */
+typedef void (*hb_io_fn)(hb_loop *loop, hb_io *io, uint32_t events);
+/* now: the loop's clock reading (hb_now_ns) taken just before firing. */
+typedef void (*hb_timer_fn)(hb_loop *loop, hb_timer *t, uint64_t now);
+
+struct hb_io {
+    int fd;          /* -1 when not registered */
+    uint32_t events; /* current epoll interest */
+    hb_io_fn fn;
+};
+
+struct hb_timer {
+    uint64_t deadline; /* hb_now_ns() time */
+    size_t slot;       /* heap index + 1; 0 = not armed */
+    hb_timer_fn fn;
+};
+
+struct hb_loop {
+    int epfd;
+    int max_events;
+    struct epoll_event *events;
+    hb_timer **heap;
+    size_t heap_len, heap_cap;
+    uint64_t now; /* updated after every wait */
+};
+
+/* max_events: epoll_wait batch size; max_timers: heap capacity (armed timers
+ * at once). Allocates once. 0 or -errno / HB_E_NOMEM with detail in err. */
+int hb_loop_init(hb_loop *l, int max_events, size_t max_timers, char *err);
+/* Closes the epoll fd and frees the arrays; watchers' fds are not closed. */
+void hb_loop_free(hb_loop *l);
+
+static inline void hb_io_init(hb_io *io, hb_io_fn fn)
+{
+    io->fd = -1;
+    io->events = 0;
+    io->fn = fn;
+}
+/* Register fd with the given interest (level-triggered). */
+int hb_loop_add(hb_loop *l, hb_io *io, int fd, uint32_t events);
+/* Change interest; no syscall when it is unchanged. */
+int hb_loop_mod(hb_loop *l, hb_io *io, uint32_t events);
+/* Unregister (the fd stays open); safe when not registered. Closing an fd
+ * also unregisters it: then just call hb_io_forget(). */
+int hb_loop_del(hb_loop *l, hb_io *io);
+static inline void hb_io_forget(hb_io *io)
+{
+    io->fd = -1;
+    io->events = 0;
+}
+
+static inline void hb_timer_init(hb_timer *t, hb_timer_fn fn)
+{
+    t->deadline = 0;
+    t->slot = 0;
+    t->fn = fn;
+}
+static inline int hb_timer_armed(const hb_timer *t)
+{
+    return t->slot != 0;
+}
+/* Arm (or re-arm) t to fire once at deadline. HB_E_NOMEM when the heap is full. */
+int hb_timer_start(hb_loop *l, hb_timer *t, uint64_t deadline);
+/* Disarm; safe when not armed. */
+void hb_timer_stop(hb_loop *l, hb_timer *t);
+/* Deadline of the earliest armed timer, or UINT64_MAX. */
+static inline uint64_t hb_loop_next_deadline(const hb_loop *l)
+{
+    return l->heap_len ? l->heap[0]->deadline : UINT64_MAX;
+}
+
+/* Wait for I/O at most max_wait_ns (less when a timer is due sooner), run the
+ * I/O callbacks, then every timer whose deadline has passed. Returns the
+ * number of I/O events dispatched, or -errno (EINTR is retried as 0). */
+int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns);
+
+#endif

@@ -1,0 +1,434 @@
+/* test_engine.c - hb_loop timers and the hb_engine accounting against a tiny
+ * in-test HTTP server (one thread, epoll) whose routes provoke each outcome. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "hb_clock.h"
+#include "hb_engine.h"
+#include "hb_loop.h"
+#include "hb_test.h"
+
+/* ---- hb_loop ---- */
+
+static int fired[8];
+static int fire_order[8], nfire;
+
+static void tcb(hb_loop *l, hb_timer *t, uint64_t now)
+{
+    (void)l;
+    (void)now;
+    int id = (int)(t->deadline % 8);
+    fired[id]++;
+    fire_order[nfire++] = id;
+}
+
+static void test_loop_timers(void)
+{
+    hb_loop l;
+    char err[HB_ERR_LEN];
+    CHECK_EQ_INT(hb_loop_init(&l, 8, 4, err), 0);
+    hb_timer t[5];
+    uint64_t base = hb_now_ns() / 8 * 8;
+    for (int i = 0; i < 5; i++) hb_timer_init(&t[i], tcb);
+    /* deadlines encode the id in the low bits; all in the past -> fire in order */
+    CHECK_EQ_INT(hb_timer_start(&l, &t[0], base - 800 + 3), 0);
+    CHECK_EQ_INT(hb_timer_start(&l, &t[1], base - 1600 + 1), 0);
+    CHECK_EQ_INT(hb_timer_start(&l, &t[2], base - 2400 + 2), 0);
+    CHECK_EQ_INT(hb_timer_start(&l, &t[3], base + 8000000000ull + 4), 0);
+    CHECK_EQ_INT(hb_timer_start(&l, &t[4], base), HB_E_NOMEM); /* capacity 4 */
+    hb_timer_stop(&l, &t[1]);
+    CHECK(!hb_timer_armed(&t[1]));
+    CHECK_EQ_INT(hb_timer_start(&l, &t[1], base - 3200 + 5), 0);
+    nfire = 0;
+    CHECK(hb_loop_run_once(&l, 1000000) >= 0);
+    CHECK_EQ_INT(nfire, 3);
+    CHECK_EQ_INT(fire_order[0], 5);
+    CHECK_EQ_INT(fire_order[1], 2);
+    CHECK_EQ_INT(fire_order[2], 3);
+    CHECK(hb_timer_armed(&t[3]));
+    CHECK_EQ_INT(fired[4], 0);
+    /* re-arm earlier than the others */
+    CHECK_EQ_INT(hb_timer_start(&l, &t[3], base - 8 + 4), 0);
+    CHECK(hb_loop_run_once(&l, 1000000) >= 0);
+    CHECK_EQ_INT(fired[4], 1);
+    CHECK_EQ_INT(l.heap_len, 0);
+    /* a future timer bounds the wait */
+    hb_timer_init(&t[0], tcb);
+    uint64_t t0 = hb_now_ns();
+    CHECK_EQ_INT(hb_timer_start(&l, &t[0], (t0 + 5000000) / 8 * 8 + 6), 0);
+    while (hb_timer_armed(&t[0]) && hb_now_ns() - t0 < 1000000000ull) hb_loop_run_once(&l, 100000000);
+    CHECK(!hb_timer_armed(&t[0]));
+    CHECK(hb_now_ns() - t0 >= 4000000);
+    CHECK(hb_now_ns() - t0 < 500000000);
+    hb_loop_free(&l);
+}
+
+/* ---- a tiny server ---- */
+
+typedef struct mini {
+    int lfd, port, ep;
+    pthread_t tid;
+    _Atomic int stop;
+    _Atomic long requests, accepted, bytes_in;
+    struct mconn *all;
+} mini;
+
+#define MAXC 256
+typedef struct mconn {
+    struct mconn *next; /* every connection ever accepted, freed at stop */
+    int fd;
+    char buf[8192];
+    size_t len;
+} mconn;
+
+static const char OK_RESP[] = "HTTP/1.1 200 OK\r\nServer: mini\r\nContent-Length: 5\r\n\r\nhello";
+static const char CHUNK_RESP[] =
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+static const char NF_RESP[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+static const char CLOSE_RESP[] = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok";
+
+static void mclose(mini *m, mconn *c, int rst)
+{
+    if (rst) {
+        struct linger lg = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    epoll_ctl(m->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+}
+
+static void wr(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* returns 1 when the connection was closed */
+static int mserve(mini *m, mconn *c)
+{
+    for (;;) {
+        char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
+        if (!end) return 0;
+        size_t hl = (size_t)(end - c->buf) + 4;
+        atomic_fetch_add(&m->requests, 1);
+        int close_req = memmem(c->buf, hl, "Connection: close", 17) != NULL;
+        const char *path = c->buf + (strchr(c->buf, ' ') ? (size_t)(strchr(c->buf, ' ') - c->buf) + 1 : 0);
+        if (!strncmp(path, "/chunked ", 9)) {
+            wr(c->fd, CHUNK_RESP, sizeof CHUNK_RESP - 1);
+        } else if (!strncmp(path, "/404 ", 5)) {
+            wr(c->fd, NF_RESP, sizeof NF_RESP - 1);
+        } else if (!strncmp(path, "/close ", 7)) {
+            wr(c->fd, CLOSE_RESP, sizeof CLOSE_RESP - 1);
+            mclose(m, c, 0);
+            return 1;
+        } else if (!strncmp(path, "/eof ", 5)) {
+            mclose(m, c, 0);
+            return 1;
+        } else if (!strncmp(path, "/reset ", 7)) {
+            mclose(m, c, 1);
+            return 1;
+        } else if (!strncmp(path, "/garbage ", 9)) {
+            wr(c->fd, "garbage\r\n\r\n", 11);
+        } else if (!strncmp(path, "/stall ", 7)) {
+            /* never answer */
+        } else {
+            wr(c->fd, OK_RESP, sizeof OK_RESP - 1);
+        }
+        memmove(c->buf, c->buf + hl, c->len - hl);
+        c->len -= hl;
+        if (close_req) {
+            mclose(m, c, 0);
+            return 1;
+        }
+    }
+}
+
+static void *mini_main(void *arg)
+{
+    mini *m = arg;
+    struct epoll_event ev, evs[64];
+    ev.events = EPOLLIN;
+    ev.data.ptr = NULL;
+    epoll_ctl(m->ep, EPOLL_CTL_ADD, m->lfd, &ev);
+    while (!atomic_load(&m->stop)) {
+        int n = epoll_wait(m->ep, evs, 64, 20);
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.ptr == NULL) {
+                int fd;
+                while ((fd = accept4(m->lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+                    atomic_fetch_add(&m->accepted, 1);
+                    mconn *c = calloc(1, sizeof *c);
+                    c->fd = fd;
+                    c->next = m->all;
+                    m->all = c;
+                    ev.events = EPOLLIN;
+                    ev.data.ptr = c;
+                    epoll_ctl(m->ep, EPOLL_CTL_ADD, fd, &ev);
+                }
+                continue;
+            }
+            mconn *c = evs[i].data.ptr;
+            if (c->fd < 0) continue;
+            ssize_t r = read(c->fd, c->buf + c->len, sizeof c->buf - c->len);
+            if (r <= 0) {
+                if (r == 0 || errno != EAGAIN) mclose(m, c, 0);
+                continue;
+            }
+            atomic_fetch_add(&m->bytes_in, r);
+            c->len += (size_t)r;
+            mserve(m, c);
+        }
+    }
+    return NULL;
+}
+
+static void mini_start(mini *m)
+{
+    memset(m, 0, sizeof *m);
+    m->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(m->lfd, (struct sockaddr *)&a, sizeof a);
+    listen(m->lfd, 512);
+    socklen_t l = sizeof a;
+    getsockname(m->lfd, (struct sockaddr *)&a, &l);
+    m->port = ntohs(a.sin_port);
+    m->ep = epoll_create1(0);
+    pthread_create(&m->tid, NULL, mini_main, m);
+}
+
+static void mini_stop(mini *m)
+{
+    atomic_store(&m->stop, 1);
+    pthread_join(m->tid, NULL);
+    close(m->lfd);
+    close(m->ep);
+    while (m->all) {
+        mconn *c = m->all;
+        m->all = c->next;
+        if (c->fd >= 0) close(c->fd);
+        free(c);
+    }
+}
+
+static void cfg_for(hb_engine_config *c, int port, char *head, size_t cap, const char *path,
+                    int keepalive)
+{
+    char err[HB_ERR_LEN];
+    hb_engine_config_init(c);
+    struct sockaddr_in *a = (struct sockaddr_in *)&c->addr;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    c->addrlen = sizeof *a;
+    int n = hb_engine_build_head(head, cap, "GET", path, "127.0.0.1", "X-Test: 1\r\n", -1,
+                                 keepalive, err);
+    CHECK(n > 0);
+    c->head = head;
+    c->head_len = (size_t)n;
+    c->keepalive = keepalive;
+}
+
+static int run(hb_engine_config *c, hb_engine_result *r)
+{
+    hb_engine *e;
+    char err[HB_ERR_LEN];
+    int rc = hb_engine_new(&e, c, err);
+    if (rc < 0) {
+        fprintf(stderr, "engine_new: %s\n", err);
+        return rc;
+    }
+    rc = hb_engine_start(e, err);
+    if (rc == 0) {
+        int spins = 0;
+        while (!hb_engine_wait(e, 100000000ull) && ++spins < 100) {
+        }
+        rc = hb_engine_join(e, 1, r, err);
+    }
+    hb_engine_free(e);
+    return rc;
+}
+
+static void test_build_head(void)
+{
+    char buf[256], err[HB_ERR_LEN];
+    int n = hb_engine_build_head(buf, sizeof buf, "POST", "/a?b=1", "h:1", NULL, 3, 0, err);
+    CHECK_MEM(buf, (size_t)n,
+              "POST /a?b=1 HTTP/1.1\r\nHost: h:1\r\nContent-Length: 3\r\nConnection: close\r\n\r\n");
+    CHECK_EQ_INT(hb_engine_build_head(buf, sizeof buf, "GET", "/a\r\nX: y", "h", NULL, -1, 1, err),
+                 HB_E_INVALID);
+    CHECK_EQ_INT(hb_engine_build_head(buf, 10, "GET", "/", "h", NULL, -1, 1, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_engine_build_head(buf, sizeof buf, "GET", "/", "h", "X: y", -1, 1, err),
+                 HB_E_INVALID);
+}
+
+static void test_exact_n(void)
+{
+    mini m;
+    mini_start(&m);
+    char head[512];
+    hb_engine_config c;
+    hb_engine_result r;
+    /* closed loop, 2 threads, 5 connections, pipelining 3: exactly 1003 requests */
+    cfg_for(&c, m.port, head, sizeof head, "/", 1);
+    c.n = 1003;
+    c.connections = 5;
+    c.threads = 2;
+    c.pipeline = 3;
+    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(r.completed, 1003);
+    CHECK_EQ_INT(r.ok, 1003);
+    CHECK_EQ_INT(r.status[200], 1003);
+    CHECK_EQ_INT(r.status_class[2], 1003);
+    CHECK_EQ_INT(r.errors_total, 0);
+    CHECK_EQ_INT(r.connections_opened, 5);
+    CHECK_EQ_INT(r.inflight_at_stop, 0);
+    CHECK_EQ_INT(hb_hist_count(&r.latency), 1003);
+    CHECK_EQ_INT(hb_hist_count(&r.connect), 5);
+    CHECK_EQ_INT(r.bytes_out, 1003 * c.head_len);
+    CHECK_EQ_INT(r.bytes_in, 1003 * (sizeof OK_RESP - 1));
+    CHECK_EQ_INT(r.body_bytes, 1003 * 5);
+    CHECK_EQ_INT(r.doc_length, 5);
+    CHECK(strcmp(r.server, "mini") == 0);
+    CHECK_EQ_INT(atomic_load(&m.requests), 1003);
+    CHECK_EQ_INT(atomic_load(&m.accepted), 5);
+    uint64_t secsum = 0;
+    for (uint32_t i = 0; i < r.nseconds; i++) secsum += r.sec_ok[i];
+    CHECK_EQ_INT(secsum, 1003);
+    hb_engine_result_free(&r);
+
+    /* keep-alive off: one connection per request */
+    long acc0 = atomic_load(&m.accepted);
+    cfg_for(&c, m.port, head, sizeof head, "/", 0);
+    c.n = 57;
+    c.connections = 4;
+    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(r.ok, 57);
+    CHECK_EQ_INT(r.connections_opened, 57);
+    CHECK_EQ_INT(r.reconnects, 0);
+    CHECK_EQ_INT(hb_hist_count(&r.connect), 57);
+    CHECK_EQ_INT(atomic_load(&m.accepted) - acc0, 57);
+    hb_engine_result_free(&r);
+
+    /* chunked and 404 */
+    cfg_for(&c, m.port, head, sizeof head, "/chunked", 1);
+    c.n = 10;
+    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(r.ok, 10);
+    CHECK_EQ_INT(r.body_bytes, 50);
+    hb_engine_result_free(&r);
+    cfg_for(&c, m.port, head, sizeof head, "/404", 1);
+    c.n = 10;
+    c.pipeline = 4;
+    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(r.ok, 0);
+    CHECK_EQ_INT(r.non2xx, 10);
+    CHECK_EQ_INT(r.status[404], 10);
+    CHECK_EQ_INT(r.status_class[4], 10);
+    CHECK_EQ_INT(r.completed, 10);
+    hb_engine_result_free(&r);
+    /* server closes after each response: reconnects counted */
+    cfg_for(&c, m.port, head, sizeof head, "/close", 1);
+    c.n = 6;
+    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(r.ok, 6);
+    CHECK_EQ_INT(r.connections_opened, 6);
+    CHECK_EQ_INT(r.reconnects, 5);
+    hb_engine_result_free(&r);
+    mini_stop(&m);
+}
+
+static void test_errors(void)
+{
+    mini m;
+    mini_start(&m);
+    char head[512];
+    hb_engine_config c;
+    hb_engine_result r;
+    struct {
+        const char *path;
+        int type;
+    } cases[] = {{"/eof", HB_ENG_ERR_CLOSED},
+                 {"/reset", HB_ENG_ERR_READ},
+                 {"/garbage", HB_ENG_ERR_PROTOCOL},
+                 {"/stall", HB_ENG_ERR_TIMEOUT}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cfg_for(&c, m.port, head, sizeof head, cases[i].path, 1);
+        c.n = 7;
+        c.connections = 2;
+        c.timeout_ns = 30000000ull;
+        CHECK_EQ_INT(run(&c, &r), 0);
+        CHECK_EQ_INT(r.completed, 7);
+        CHECK_EQ_INT(r.errors_total, 7);
+        CHECK_EQ_INT(r.errors[cases[i].type], 7);
+        CHECK_EQ_INT(r.ok, 0);
+        if (r.errors[cases[i].type] != 7) fprintf(stderr, "case %s: %s\n", cases[i].path, r.first_error);
+        hb_engine_result_free(&r);
+    }
+    /* connect refused: a port nobody listens on */
+    int port = m.port;
+    mini_stop(&m);
+    cfg_for(&c, port, head, sizeof head, "/", 1);
+    c.n = 9;
+    c.connections = 3;
+    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(r.errors[HB_ENG_ERR_CONNECT], 9);
+    CHECK_EQ_INT(r.completed, 9);
+    CHECK(strstr(r.first_error, "connect") != NULL);
+    hb_engine_result_free(&r);
+}
+
+static void test_rate_and_duration(void)
+{
+    mini m;
+    mini_start(&m);
+    char head[512];
+    hb_engine_config c;
+    hb_engine_result r;
+    /* 200 req/s for n=40 over 4 connections: exactly 40, taking ~0.2 s */
+    cfg_for(&c, m.port, head, sizeof head, "/", 1);
+    c.n = 40;
+    c.rate = 200;
+    c.connections = 4;
+    c.threads = 2;
+    uint64_t t0 = hb_now_ns();
+    CHECK_EQ_INT(run(&c, &r), 0);
+    uint64_t el = hb_now_ns() - t0;
+    CHECK_EQ_INT(r.ok, 40);
+    CHECK_EQ_INT(hb_hist_count(&r.latency_uncorrected), 40);
+    CHECK(el >= 150000000ull); /* the schedule spans 39/200 s */
+    hb_engine_result_free(&r);
+    /* duration with stop: ends, nothing lost */
+    cfg_for(&c, m.port, head, sizeof head, "/", 1);
+    c.duration_ns = 200000000ull;
+    c.connections = 2;
+    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK(r.ok > 0);
+    CHECK_EQ_INT(r.completed, r.ok);
+    CHECK(!r.interrupted);
+    CHECK(r.end_ns - r.start_ns >= 190000000ull);
+    hb_engine_result_free(&r);
+    mini_stop(&m);
+}
+
+int main(void)
+{
+    test_loop_timers();
+    test_build_head();
+    test_exact_n();
+    test_errors();
+    test_rate_and_duration();
+    HB_TEST_MAIN_END();
+}
