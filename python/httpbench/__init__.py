@@ -15,6 +15,7 @@ from ._core import (
     RequestTimeout,
     TLSError,
 )
+from ._budget import BudgetExceeded
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._version import __version__
 
@@ -31,4 +32,5 @@ __all__ = [
     "MeasureResult",
     "ResultSet",
     "load",
+    "BudgetExceeded",
 ]

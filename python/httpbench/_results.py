@@ -552,6 +552,12 @@ class BenchResult(_RecordMixin):
             raise ValueError(f"unknown histogram {which!r}; one of {_BENCH_HISTS}")
         return _percentiles(getattr(self, which), ps)
 
+    def assert_budget(self, **budget: Any) -> list[Any]:
+        """Raise ``httpbench.BudgetExceeded`` unless every limit holds (see ``httpbench._budget``)."""
+        from ._budget import assert_budget
+
+        return assert_budget(self, **budget)
+
     def __repr__(self) -> str:
         return (
             f"<BenchResult {self.method} {self.url} {self.successes}/{self.responses} ok, "
@@ -769,6 +775,12 @@ class MeasureResult(_RecordMixin):
     def percentiles(self, ps: Iterable[float] = DEFAULT_PERCENTILES) -> dict[float, float]:
         """``{p: latency_ns}`` of the call latency histogram."""
         return _percentiles(self.latency, ps)
+
+    def assert_budget(self, **budget: Any) -> list[Any]:
+        """Raise ``httpbench.BudgetExceeded`` unless every limit holds (see ``httpbench._budget``)."""
+        from ._budget import assert_budget
+
+        return assert_budget(self, **budget)
 
     def __repr__(self) -> str:
         return (

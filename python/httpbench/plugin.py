@@ -1,7 +1,657 @@
-"""pytest plugin for httpbench (performance budgets and baselines).
+"""pytest plugin for httpbench: performance budgets and baselines.
 
-Registered through the ``pytest11`` entry point. Fixtures and options are
-added by the plugin issue; importing this module must stay cheap and must
-never fail, since pytest loads it in every session of an environment that
-has httpbench installed.
+Registered through the ``pytest11`` entry point, so pytest loads it in every
+session of an environment with httpbench installed: importing this module
+must stay cheap and must never fail. Nothing of httpbench (its C extension)
+is imported until a fixture, a marker or an option needs it.
+
+Fixtures
+    ``httpbench_server`` (session): the embedded test server, HTTP and HTTPS
+    (``.url``, ``.https_url``, ``.ca_file``, ``.url_for(path, tls=False)``,
+    ``.stats()``), one per pytest process (so one per pytest-xdist worker).
+    ``httpbench`` (function): a helper bound to it: ``.url(path)``,
+    ``.measure(fn, ...)``, ``.measure_async(coro_fn, ...)``,
+    ``.bench(path_or_url, ...)``, ``.client(name)``. Every result it returns
+    is recorded for the test: checked against the test's marker budget and the
+    baseline, saved, and listed in the terminal summary.
+
+Marker
+    ``@pytest.mark.httpbench(budget={"p99": "2ms", ...}, tolerance="20%", repeats=3)``:
+    the budget applies to every result measured through ``httpbench`` in the
+    test (a test with a budget that measures nothing fails).
+
+Options
+    ``--httpbench-save=PATH``        store every measured test's results (a ResultSet file)
+    ``--httpbench-compare=PATH``     fail tests whose metrics regressed against PATH
+    ``--httpbench-tolerance=10%``    allowed change of timing metrics
+    ``--httpbench-fail-faster``      also fail when a metric improved beyond tolerance
+    ``--httpbench-repeats=3``        runs (best kept) before a timing regression counts
+    ``--httpbench-json=PATH``        write the summary lines as JSON
 """
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "CALIBRATION_WORKLOAD",
+    "Httpbench",
+    "HttpbenchServer",
+    "HttpbenchSession",
+    "Record",
+    "calibrate",
+]
+
+BASELINE_KEY = "pytest_baseline"  # ResultSet.metadata key of the plugin's own data
+CALIBRATION_WORKLOAD = "hb-calib-1"  # bump when _calibration_workload changes
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("httpbench", "httpbench performance budgets and baselines")
+    group.addoption("--httpbench-save", metavar="PATH", default=None,
+                    help="store every measured test's results in PATH (httpbench results JSON)")
+    group.addoption("--httpbench-compare", metavar="PATH", default=None,
+                    help="compare every measured test with the baseline in PATH; "
+                         "fail tests that regressed beyond the tolerance")
+    group.addoption("--httpbench-tolerance", metavar="PCT", default="10%",
+                    help="allowed change of timing metrics against the baseline, after "
+                         "scaling by the calibration run (default: 10%%)")
+    group.addoption("--httpbench-fail-faster", action="store_true", default=False,
+                    help="with --httpbench-compare, also fail tests whose metrics got better "
+                         "beyond the tolerance (the baseline is stale)")
+    group.addoption("--httpbench-repeats", metavar="N", type=int, default=3,
+                    help="runs of a measurement (best kept) before a timing regression "
+                         "against the baseline counts (default: 3)")
+    group.addoption("--httpbench-json", metavar="PATH", default=None,
+                    help="write the httpbench summary (one entry per measurement) to PATH")
+
+
+def parse_tolerance(text: str) -> float:
+    """``"10%"`` -> 0.1, ``"0.1"`` -> 0.1; UsageError on anything else."""
+    s = str(text).strip()
+    try:
+        value = float(s[:-1]) / 100 if s.endswith("%") else float(s)
+    except ValueError:
+        raise pytest.UsageError(
+            f"--httpbench-tolerance={text!r}: expected a percentage like '10%'") from None
+    if not math.isfinite(value) or value < 0:
+        raise pytest.UsageError(f"--httpbench-tolerance={text!r}: must be a positive percentage")
+    return value
+
+
+# --- calibration ------------------------------------------------------------------------------
+
+
+def _calibration_workload() -> int:
+    # Fixed pure-Python work (dicts, strings, ints, calls): the interpreter-bound kind of cost
+    # the measured clients have, so its time tracks the machine's speed for them.
+    d: dict[str, int] = {}
+    for i in range(20_000):
+        d[str(i)] = i * 7
+    total = 0
+    for k, v in d.items():
+        total += len(k) + (v % 13)
+    return total + len(sorted(d, key=len))
+
+
+def calibrate(repeats: int = 7) -> float:
+    """Seconds the fixed calibration workload takes here (best of ``repeats``)."""
+    best = math.inf
+    _calibration_workload()  # warm caches and the allocator
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        _calibration_workload()
+        best = min(best, time.perf_counter_ns() - t0)
+    return best / 1e9
+
+
+# --- records and session ------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    """One measurement made through the ``httpbench`` fixture."""
+
+    key: str  # nodeid, plus "[name]" when named or not the test's first
+    nodeid: str
+    name: str  # "" for a test's first unnamed measurement, "#1", "#2"... for later ones
+    kind: str  # "measure" | "bench"
+    metrics: dict[str, float]
+    bounded: bool  # a fixed request/call count (so request counts compare exactly)
+    calibration: float | None
+    result: Any = None  # the BenchResult / MeasureResult (not shipped across xdist)
+    runs: int = 1
+    budget_rows: list[Any] = field(default_factory=list)
+    budget_failed: list[str] = field(default_factory=list)
+    compare_rows: list[Any] = field(default_factory=list)
+    regressed: list[str] = field(default_factory=list)
+    improved: list[str] = field(default_factory=list)
+    has_baseline: bool = False
+    outcome: str = "passed"
+
+    def verdict(self, fail_faster: bool, comparing: bool) -> str:
+        """Short verdict for the summary line."""
+        parts = []
+        if self.budget_failed:
+            parts.append("budget exceeded: " + ",".join(self.budget_failed))
+        if self.regressed:
+            parts.append("regressed: " + ",".join(self.regressed))
+        if self.improved:
+            parts.append(("improved (stale baseline): " if fail_faster else "improved: ")
+                         + ",".join(self.improved))
+        if comparing and not self.has_baseline:
+            parts.append("no baseline")
+        head = "FAIL" if self.outcome != "passed" else "PASS"
+        if self.outcome == "skipped":
+            head = "SKIP"
+        return head + (" (" + "; ".join(parts) + ")" if parts else "")
+
+    def summary_figures(self) -> str:
+        """Headline figures of the measurement, in readable units."""
+        from ._budget import METRICS, format_value
+
+        names = (("rps", "p50", "p99", "cpu_per_request", "errors") if self.kind == "bench"
+                 else ("p50", "p99", "cpu_per_request", "allocs_per_request", "rps"))
+        labels = {"cpu_per_request": "cpu/req", "allocs_per_request": "allocs/req",
+                  "rps": "req/s" if self.kind == "bench" else "calls/s"}
+        out = []
+        for n in names:
+            if n in self.metrics:
+                value = format_value(METRICS[n].kind, self.metrics[n])
+                if n == "rps":
+                    value = value.removesuffix("/s")
+                out.append(f"{labels.get(n, n)} {value}")
+        return "  ".join(out)
+
+    def to_json(self, fail_faster: bool, comparing: bool) -> dict[str, Any]:
+        """The record as a JSON-ready dict (summary file and xdist transport)."""
+        return {
+            "key": self.key, "nodeid": self.nodeid, "name": self.name, "kind": self.kind,
+            "metrics": self.metrics, "bounded": self.bounded, "calibration": self.calibration,
+            "runs": self.runs, "outcome": self.outcome,
+            "verdict": self.verdict(fail_faster, comparing),
+            "figures": self.summary_figures(),
+            "budget_failed": self.budget_failed, "regressed": self.regressed,
+            "improved": self.improved, "has_baseline": self.has_baseline,
+            "result": None if self.result is None else self.result.to_dict(),
+        }
+
+
+@dataclass
+class Baseline:
+    """What a ``--httpbench-compare`` file holds for each measurement key."""
+
+    path: str
+    entries: dict[str, dict[str, Any]]  # key -> {"metrics", "kind", "bounded", "calibration"}
+    calibration: float | None
+
+
+def load_baseline(path: str) -> Baseline:
+    """Read a file written by ``--httpbench-save``; UsageError when it is not one."""
+    from . import _results
+
+    try:
+        rs = _results.load(path)
+    except FileNotFoundError:
+        raise pytest.UsageError(f"--httpbench-compare: no such file: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"--httpbench-compare: {exc}") from None
+    meta = rs.metadata.get(BASELINE_KEY) if isinstance(rs, _results.ResultSet) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("entries"), dict):
+        raise pytest.UsageError(
+            f"--httpbench-compare: {path} is an httpbench results file but not one written by "
+            f"--httpbench-save (no {BASELINE_KEY!r} metadata)")
+    if meta.get("workload") != CALIBRATION_WORKLOAD:
+        raise pytest.UsageError(
+            f"--httpbench-compare: {path} was calibrated with workload {meta.get('workload')!r}, "
+            f"this httpbench uses {CALIBRATION_WORKLOAD!r}; re-save the baseline")
+    return Baseline(path, meta["entries"], meta.get("calibration"))
+
+
+class HttpbenchSession:
+    """The plugin's per-session state, kept on ``config.stash``."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        opt = config.getoption
+        self.config = config
+        self.save_path: str | None = opt("httpbench_save")
+        self.compare_path: str | None = opt("httpbench_compare")
+        self.json_path: str | None = opt("httpbench_json")
+        self.tolerance = parse_tolerance(opt("httpbench_tolerance"))
+        self.fail_faster: bool = opt("httpbench_fail_faster")
+        self.repeats: int = opt("httpbench_repeats")
+        if self.repeats < 1:
+            raise pytest.UsageError("--httpbench-repeats must be at least 1")
+        if self.fail_faster and not self.compare_path:
+            raise pytest.UsageError("--httpbench-fail-faster needs --httpbench-compare=PATH")
+        self.is_worker = hasattr(config, "workerinput")  # a pytest-xdist worker
+        self.baseline: Baseline | None = None
+        if self.compare_path:
+            self.baseline = load_baseline(self.compare_path)
+        self.records: list[Record] = []
+        self.worker_records: list[dict[str, Any]] = []  # from xdist workers (controller)
+        self._calibration: float | None = None
+        self._by_node: dict[str, list[Record]] = {}
+
+    @property
+    def needs_calibration(self) -> bool:
+        return bool(self.save_path or self.compare_path)
+
+    def calibration(self) -> float | None:
+        """This session's calibration time (measured once, when first needed)."""
+        if self._calibration is None and self.needs_calibration:
+            self._calibration = calibrate()
+        return self._calibration
+
+    def add(self, rec: Record) -> None:
+        self.records.append(rec)
+        self._by_node.setdefault(rec.nodeid, []).append(rec)
+
+    def for_node(self, nodeid: str) -> list[Record]:
+        return self._by_node.get(nodeid, [])
+
+    def scale_for(self, entry: dict[str, Any]) -> float:
+        """Calibration ratio now/then for a baseline entry (1.0 when either is unknown)."""
+        now = self.calibration()
+        then = entry.get("calibration") or (self.baseline.calibration if self.baseline else None)
+        if not now or not then:
+            return 1.0
+        return now / float(then)
+
+    # files
+    def save(self) -> None:
+        from . import _results
+        from ._version import __version__
+
+        recs = self._all_records_json()
+        results = {}
+        entries = {}
+        for r in recs:
+            if r["result"] is None:
+                continue
+            results[(r["nodeid"], r["name"] or "-", 0)] = _results.result_from_dict(r["result"])
+            entries[r["key"]] = {k: r[k] for k in ("metrics", "kind", "bounded", "calibration",
+                                                   "nodeid", "name")}
+        meta = {
+            "source": "pytest --httpbench-save",
+            "httpbench_version": __version__,
+            "python": sys.version.split()[0],
+            BASELINE_KEY: {
+                "workload": CALIBRATION_WORKLOAD,
+                "calibration": self._calibration,
+                "entries": entries,
+            },
+        }
+        path = self.save_path
+        assert path is not None
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        _results.save(_results.ResultSet(results=results, metadata=meta), path)
+
+    def write_json(self) -> None:
+        assert self.json_path is not None
+        doc = {"format": "httpbench-pytest-summary", "version": 1,
+               "tolerance": self.tolerance, "baseline": self.compare_path,
+               "measurements": [{k: v for k, v in r.items() if k != "result"}
+                                for r in self._all_records_json()]}
+        os.makedirs(os.path.dirname(os.path.abspath(self.json_path)), exist_ok=True)
+        with open(self.json_path, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, allow_nan=False, default=str)
+
+    def _all_records_json(self) -> list[dict[str, Any]]:
+        comparing = self.baseline is not None
+        own = [r.to_json(self.fail_faster, comparing) for r in self.records]
+        return own + self.worker_records
+
+
+SESSION_KEY = pytest.StashKey[HttpbenchSession]()
+BUDGET_KEY = pytest.StashKey[Any]()  # item -> parsed marker budget (list of Limit) or None
+MARKER_KEY = pytest.StashKey[dict]()  # item -> marker options (tolerance, repeats)
+
+
+def _session(config: pytest.Config) -> HttpbenchSession:
+    return config.stash[SESSION_KEY]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "httpbench(budget=None, tolerance=None, repeats=None): performance budget "
+        "(e.g. budget={'p99': '2ms', 'rps': '>=5000'}) and baseline options applied to every "
+        "result measured through the httpbench fixture in this test",
+    )
+    config.stash[SESSION_KEY] = HttpbenchSession(config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    s = config.stash.get(SESSION_KEY, None)
+    if s is None or not (s.save_path or s.compare_path):
+        return None
+    lines = []
+    if s.compare_path:
+        lines.append(f"httpbench: comparing with {s.compare_path} "
+                     f"(tolerance {s.tolerance * 100:g}%, repeats {s.repeats}"
+                     f"{', fail-faster' if s.fail_faster else ''})")
+    if s.save_path:
+        lines.append(f"httpbench: saving results to {s.save_path}")
+    return lines
+
+
+_MARKER_KWARGS = ("budget", "tolerance", "repeats")
+
+
+def _marker_options(item: pytest.Item) -> tuple[Any, dict[str, Any]]:
+    """Parse the item's ``httpbench`` marker: (limits or None, {tolerance, repeats})."""
+    marker = item.get_closest_marker("httpbench")
+    if marker is None:
+        return None, {}
+    where = f"{item.nodeid}: @pytest.mark.httpbench"
+    if marker.args:
+        raise pytest.UsageError(f"{where} takes keyword arguments only ({', '.join(_MARKER_KWARGS)})")
+    unknown = set(marker.kwargs) - set(_MARKER_KWARGS)
+    if unknown:
+        raise pytest.UsageError(f"{where}: unknown argument(s) {', '.join(sorted(unknown))}; "
+                                f"accepted: {', '.join(_MARKER_KWARGS)}")
+    from ._budget import BudgetError, parse_budget
+
+    limits = None
+    if marker.kwargs.get("budget") is not None:
+        try:
+            limits = parse_budget(marker.kwargs["budget"])
+        except BudgetError as exc:
+            raise pytest.UsageError(f"{where}(budget=...): {exc}") from None
+    opts: dict[str, Any] = {}
+    if marker.kwargs.get("tolerance") is not None:
+        opts["tolerance"] = parse_tolerance(marker.kwargs["tolerance"])
+    if marker.kwargs.get("repeats") is not None:
+        rep = marker.kwargs["repeats"]
+        if isinstance(rep, bool) or not isinstance(rep, int) or rep < 1:
+            raise pytest.UsageError(f"{where}: repeats must be a positive integer, not {rep!r}")
+        opts["repeats"] = rep
+    return limits, opts
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("httpbench") is None:
+        return
+    limits, opts = _marker_options(item)
+    item.stash[BUDGET_KEY] = limits
+    item.stash[MARKER_KEY] = opts
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    # Runs after the test body passed (a failing body never gets here). A budget that was
+    # never applied to anything must not pass silently.
+    if item.stash.get(BUDGET_KEY, None) and not _session(item.config).for_node(item.nodeid):
+        pytest.fail(
+            "@pytest.mark.httpbench(budget=...) is set but the test measured nothing through "
+            "the httpbench fixture (use httpbench.measure(...) or httpbench.bench(...))",
+            pytrace=False,
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        for rec in _session(item.config).for_node(item.nodeid):
+            rec.outcome = report.outcome
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    s = session.config.stash.get(SESSION_KEY, None)
+    if s is None:
+        return
+    if s.is_worker:
+        # pytest-xdist: ship this worker's records to the controller, which writes the files.
+        comparing = s.baseline is not None
+        session.config.workeroutput["httpbench"] = json.dumps(
+            [r.to_json(s.fail_faster, comparing) for r in s.records], allow_nan=False,
+            default=str)
+        return
+    if s.save_path:
+        s.save()
+    if s.json_path:
+        s.write_json()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist controller: collect a finished worker's records."""
+    s = node.config.stash.get(SESSION_KEY, None)
+    data = getattr(node, "workeroutput", {}).get("httpbench")
+    if s is not None and data:
+        s.worker_records.extend(json.loads(data))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    s = config.stash.get(SESSION_KEY, None)
+    if s is None or s.is_worker:
+        return
+    recs = s._all_records_json()
+    if not recs:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "httpbench")
+    width = max(len(r["key"]) for r in recs)
+    for r in recs:
+        tr.write_line(f"{r['key'].ljust(width)}  {r['figures']}  {r['verdict']}")
+    if s.save_path:
+        tr.write_line(f"httpbench: saved {len(recs)} measurement(s) to {s.save_path}")
+    if s.json_path:
+        tr.write_line(f"httpbench: summary written to {s.json_path}")
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+class HttpbenchServer:
+    """The embedded test server of the session: HTTP, and HTTPS started on first use."""
+
+    def __init__(self) -> None:
+        import httpbench
+
+        self._Server = httpbench.Server
+        self._http = self._Server()
+        self._https: Any = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the plain-HTTP server (no trailing slash)."""
+        return self._http.url.rstrip("/")
+
+    def _tls(self) -> Any:
+        if self._https is None:
+            self._https = self._Server(tls=True)
+        return self._https
+
+    @property
+    def https_url(self) -> str:
+        """Base URL of the HTTPS server (no trailing slash)."""
+        return self._tls().url.rstrip("/")
+
+    @property
+    def ca_file(self) -> str:
+        """PEM file with the HTTPS server's certificate (pass as ``ca_file=``)."""
+        return self._tls().ca_file
+
+    def url_for(self, path: str = "/", tls: bool = False) -> str:
+        """Full URL of ``path`` on the HTTP (or, with ``tls``, HTTPS) server."""
+        if not path.startswith("/"):
+            path = "/" + path
+        return (self.https_url if tls else self.url) + path
+
+    def stats(self, tls: bool = False) -> Any:
+        """Server-side statistics of the HTTP (or HTTPS) server."""
+        return (self._tls() if tls else self._http).stats()
+
+    def close(self) -> None:
+        for srv in (self._http, self._https):
+            if srv is not None:
+                srv.close()
+
+
+class Httpbench:
+    """Helper of the ``httpbench`` fixture: measure against the session's server.
+
+    Every result returned by :meth:`measure`, :meth:`measure_async` and
+    :meth:`bench` is recorded for the current test, checked against the test's
+    ``@pytest.mark.httpbench(budget=...)`` (raising ``BudgetExceeded``) and,
+    with ``--httpbench-compare``, against the baseline (raising
+    ``BaselineRegression`` after ``repeats`` runs).
+    """
+
+    def __init__(self, request: pytest.FixtureRequest, server: HttpbenchServer) -> None:
+        self.server = server
+        self._request = request
+        self._node = request.node
+        self._session = _session(request.config)
+        self.results: list[Any] = []
+
+    def url(self, path: str = "/", tls: bool = False) -> str:
+        """Full URL of ``path`` on the session's server (HTTPS with ``tls=True``)."""
+        return self.server.url_for(path, tls=tls)
+
+    def client(self, name: str, **kwargs: Any) -> Any:
+        """A client adapter from ``httpbench._adapters`` (e.g. "requests", "httpx", "native")."""
+        from . import _adapters
+
+        factory = getattr(_adapters, "get_adapter", None) or getattr(_adapters, "get", None)
+        if factory is None:
+            raise RuntimeError("httpbench._adapters provides no adapter lookup yet")
+        return factory(name, **kwargs)
+
+    def measure(self, fn: Callable[..., Any], *, name: str | None = None, **kwargs: Any) -> Any:
+        """``httpbench.measure(fn, **kwargs)``, recorded for this test (see the class doc)."""
+        import httpbench
+
+        return self._run("measure", lambda: httpbench.measure(fn, **kwargs), name, kwargs)
+
+    def measure_async(self, coro_fn: Callable[..., Any], *, name: str | None = None,
+                      **kwargs: Any) -> Any:
+        """``httpbench.measure_async(coro_fn, **kwargs)``, recorded for this test."""
+        import httpbench
+
+        return self._run("measure", lambda: httpbench.measure_async(coro_fn, **kwargs), name,
+                         kwargs)
+
+    def bench(self, path_or_url: str = "/", *, name: str | None = None, **kwargs: Any) -> Any:
+        """``httpbench.bench(url, **kwargs)`` where a path ("/bytes/150") means this server.
+
+        ``tls=True`` selects the HTTPS server; an https URL of the session
+        server gets its CA file unless ``ca_file`` is given.
+        """
+        import httpbench
+
+        tls = bool(kwargs.pop("tls", False))
+        url = path_or_url if "://" in path_or_url else self.url(path_or_url, tls=tls)
+        if url.startswith("https://") and "ca_file" not in kwargs and "insecure" not in kwargs \
+                and url.startswith(self.server.https_url):
+            kwargs["ca_file"] = self.server.ca_file
+        return self._run("bench", lambda: httpbench.bench(url, **kwargs), name, kwargs)
+
+    # the recording / checking core
+    def _name(self, name: str | None) -> str:
+        """The measurement's name within the test: given, or "" / "#1", "#2"... by order."""
+        if name:
+            return str(name)
+        n = len(self._session.for_node(self._node.nodeid))
+        return "" if n == 0 else f"#{n}"
+
+    def _run(self, kind: str, run: Callable[[], Any], name: str | None,
+             kwargs: dict[str, Any]) -> Any:
+        from ._budget import (
+            BaselineRegression,
+            BudgetExceeded,
+            check_budget,
+            compare_metrics,
+            result_metrics,
+        )
+
+        s = self._session
+        name = self._name(name)
+        key = f"{self._node.nodeid}[{name}]" if name else self._node.nodeid
+        opts = self._node.stash.get(MARKER_KEY, {})
+        limits = self._node.stash.get(BUDGET_KEY, None)
+        result = run()
+        metrics = result_metrics(result)
+        bounded = kwargs.get("n") is not None
+        rec = Record(key=key, nodeid=self._node.nodeid, name=name, kind=kind,
+                     metrics=metrics, bounded=bounded, calibration=s.calibration(), result=result)
+        s.add(rec)
+        self.results.append(result)
+
+        error: AssertionError | None = None
+        if limits:
+            rows = check_budget(metrics, limits)
+            rec.budget_rows = rows
+            rec.budget_failed = [r.limit.metric.name for r in rows if not r.ok]
+            if rec.budget_failed:
+                error = BudgetExceeded(rows, label=key)
+
+        entry = s.baseline.entries.get(key) if s.baseline is not None else None
+        if entry is not None and error is None:
+            rec.has_baseline = True
+            tol = opts.get("tolerance", s.tolerance)
+            repeats = opts.get("repeats", s.repeats)
+            scale = s.scale_for(entry)
+            rows = compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,
+                                   tolerance=tol, bounded=bounded and entry.get("bounded", False))
+            # Timing noise: re-run while a timing metric looks slower, keeping the best of each.
+            while rec.runs < repeats and any(r.verdict == "slower" and not r.metric.deterministic
+                                             for r in rows):
+                again = result_metrics(run())
+                rec.runs += 1
+                for m, v in again.items():
+                    if m in metrics and not _is_deterministic(m):
+                        metrics[m] = min(metrics[m], v) if _upper(m) else max(metrics[m], v)
+                rows = compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,
+                                       tolerance=tol,
+                                       bounded=bounded and entry.get("bounded", False))
+            rec.compare_rows = rows
+            rec.regressed = [r.metric.name for r in rows if r.verdict == "slower"]
+            rec.improved = [r.metric.name for r in rows if r.verdict == "faster"]
+            if rec.regressed or (s.fail_faster and rec.improved):
+                error = BaselineRegression(rows, key=key, scale=scale, fail_faster=s.fail_faster)
+        if error is not None:
+            raise error
+        return result
+
+
+def _is_deterministic(name: str) -> bool:
+    from ._budget import METRICS
+
+    return METRICS[name].deterministic
+
+
+def _upper(name: str) -> bool:
+    from ._budget import METRICS
+
+    return METRICS[name].upper
+
+
+@pytest.fixture(scope="session")
+def httpbench_server() -> Any:
+    """The session's embedded httpbench test server (HTTP; HTTPS on first use)."""
+    srv = HttpbenchServer()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.fixture
+def httpbench(request: pytest.FixtureRequest, httpbench_server: HttpbenchServer) -> Httpbench:
+    """Measure callables and load-test the session server; results are budget- and
+    baseline-checked and appear in the httpbench terminal summary."""
+    return Httpbench(request, httpbench_server)

@@ -1,0 +1,561 @@
+"""Performance budgets: ``assert_budget(result, p99="2ms", rps=">=5000", ...)``.
+
+A budget is a set of limits, one per metric. Each limit is parsed once
+(:func:`parse_budget`) into a :class:`Limit` carrying the metric, the
+comparison and the value in base units (as in the result records: durations
+in ns, sizes in bytes, counts, per second, fractions; units are parsed by
+``httpbench._units``). :func:`result_metrics` extracts the same metrics from a
+``BenchResult`` or ``MeasureResult`` (or any object with the same fields), and
+:func:`check_budget` compares the two. A failed budget raises
+:class:`BudgetExceeded`, an ``AssertionError`` whose message is a small table;
+an unknown metric or a malformed limit raises :class:`BudgetError`, a
+``ValueError`` naming the metric and the accepted names — never a silent pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DETERMINISTIC_COMPARED",
+    "METRICS",
+    "TIMING_COMPARED",
+    "BaselineRegression",
+    "BudgetError",
+    "BudgetExceeded",
+    "Limit",
+    "Metric",
+    "CompareRow",
+    "Row",
+    "assert_budget",
+    "check_budget",
+    "compare_metrics",
+    "format_compare_table",
+    "format_table",
+    "format_value",
+    "metric_names",
+    "parse_budget",
+    "parse_limit",
+    "resolve_metric",
+    "result_metrics",
+]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric a budget can limit.
+
+    ``kind`` selects the units accepted in limits ("duration", "count", "size",
+    "rate", "byterate", "ratio"); ``upper`` is the default direction (``True``:
+    the measured value must stay at or below the limit); ``deterministic``
+    marks counts that baselines compare tightly rather than by timing ratio.
+    """
+
+    name: str
+    kind: str
+    upper: bool
+    deterministic: bool
+    doc: str
+
+
+def _m(name: str, kind: str, upper: bool, det: bool, doc: str) -> Metric:
+    return Metric(name, kind, upper, det, doc)
+
+
+# Percentiles: pNN[N...] reads the first two digits as the integer part (p999 is 99.9).
+PERCENTILES = {"p50": 50.0, "p75": 75.0, "p90": 90.0, "p95": 95.0, "p99": 99.0,
+               "p999": 99.9, "p9999": 99.99}
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        _m("min", "duration", True, False, "fastest request/call"),
+        _m("mean", "duration", True, False, "mean latency"),
+        *[_m(p, "duration", True, False, f"{v:g}th percentile latency")
+          for p, v in PERCENTILES.items()],
+        _m("max", "duration", True, False, "slowest request/call"),
+        _m("cpu_per_request", "duration", True, False,
+           "CPU time per request (measure: calling thread; bench: generator user+sys)"),
+        _m("allocs_per_request", "count", True, True, "Python heap allocations per call"),
+        _m("alloc_bytes_per_request", "size", True, True, "bytes allocated per call"),
+        _m("gc_collections", "count", True, True, "GC collections during the run (all generations)"),
+        _m("gc_pause", "duration", True, False, "total GC pause time during the run"),
+        _m("peak_rss", "size", True, False, "peak resident set size"),
+        _m("rps", "rate", False, False, "successful requests (calls) per second"),
+        _m("transfer_rate", "byterate", False, False, "bytes received per second"),
+        _m("requests", "count", False, True, "completed requests (calls)"),
+        _m("errors", "count", True, True,
+           "failed requests (bench: transport errors + non-2xx; measure: failed calls)"),
+        _m("non_2xx", "count", True, True, "responses with a status outside 200-299"),
+        _m("error_rate", "ratio", True, False, "failed / attempted requests"),
+    ]
+}
+
+ALIASES = {
+    "median": "p50",
+    "p100": "max",
+    "cpu_per_call": "cpu_per_request",
+    "allocs_per_call": "allocs_per_request",
+    "alloc_bytes_per_call": "alloc_bytes_per_request",
+    "bytes_per_request": "alloc_bytes_per_request",
+    "calls_per_sec": "rps",
+    "requests_per_sec": "rps",
+    "calls": "requests",
+}
+
+
+def metric_names() -> list[str]:
+    """Accepted metric names (aliases excluded), in table order."""
+    return list(METRICS)
+
+
+class BudgetError(ValueError):
+    """A malformed budget: unknown metric, bad value or unit."""
+
+
+def resolve_metric(name: str) -> Metric:
+    """The :class:`Metric` called ``name`` (or an alias of it); :class:`BudgetError` if unknown."""
+    key = ALIASES.get(name, name)
+    try:
+        return METRICS[key]
+    except KeyError:
+        raise BudgetError(
+            f"unknown budget metric {name!r}; accepted: {', '.join(METRICS)}"
+            f" (aliases: {', '.join(sorted(ALIASES))})"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A parsed limit: ``measured <op> value`` must hold (value in base units)."""
+
+    metric: Metric
+    op: str  # "<=", "<", ">=", ">", "=="
+    value: float
+    text: str  # the budget as written, for messages
+
+    def holds(self, measured: float) -> bool:
+        """Whether ``measured`` satisfies this limit (NaN never does)."""
+        if math.isnan(measured):
+            return False
+        # Unit conversions (ns totals / calls) leave float noise; equal is equal.
+        if math.isclose(measured, self.value, rel_tol=1e-9, abs_tol=1e-9):
+            return "=" in self.op
+        return {
+            "<=": measured <= self.value,
+            "<": measured < self.value,
+            ">=": measured >= self.value,
+            ">": measured > self.value,
+            "==": measured == self.value,
+        }[self.op]
+
+
+_OPS = ("<=", ">=", "==", "<", ">")
+
+_UNIT_HINTS = {
+    "duration": "ns, us/µs, ms, s",
+    "size": "B, KiB, MiB, GiB, kB, MB, GB",
+    "byterate": "B, KiB, MiB, GiB, kB, MB, GB (optionally /s)",
+    "rate": "a plain number, k or M (optionally /s)",
+    "count": "a plain number, k or M",
+    "ratio": "% or a fraction",
+}
+
+
+def _parse_quantity(metric: Metric, text: str, spec: Any) -> float:
+    """Parse ``text`` (a number and an optional unit) into ``metric``'s base unit."""
+    from . import _units
+
+    kind = metric.kind
+    try:
+        if kind == "duration":
+            # A bare number is ambiguous (s? ms?) for latencies: parse_duration wants a unit.
+            return _units.parse_duration(text)
+        if kind in ("size", "byterate"):
+            t = text.strip()
+            if kind == "byterate" and t.lower().endswith("/s"):
+                t = t[:-2]
+            return _units.parse_size(t)
+        if kind == "ratio":
+            return _units.parse_percent(text)
+        return _units.parse_count(text)
+    except ValueError as exc:
+        raise BudgetError(
+            f"budget {metric.name}={spec!r}: {exc} (a {kind} metric takes {_UNIT_HINTS[kind]})"
+        ) from None
+
+
+def parse_limit(name: str, spec: Any) -> Limit:
+    """Parse one budget entry, e.g. ``("p99", "2ms")`` or ``("rps", ">=5000")``.
+
+    Strings may start with a comparison (``<=``, ``<``, ``>=``, ``>``, ``==``);
+    without one the metric's default direction applies (latency, CPU,
+    allocations, errors: upper bound; rps, transfer rate, requests: lower bound).
+    Numbers are taken in the metric's base unit (bytes, counts, per second,
+    fractions); durations need a unit ("2ms"), only 0 may go without one.
+    Values are kept in base units: durations in ns, as in the result records.
+    """
+    metric = resolve_metric(name)
+    if isinstance(spec, bool) or spec is None:
+        raise BudgetError(f"budget {metric.name}={spec!r}: expected a number or a string like '2ms'")
+    op = "<=" if metric.upper else ">="
+    if isinstance(spec, (int, float)):
+        if math.isnan(spec) or math.isinf(spec):
+            raise BudgetError(f"budget {metric.name}={spec!r}: must be finite")
+        if metric.kind == "duration" and spec != 0:
+            raise BudgetError(
+                f"budget {metric.name}={spec!r}: a duration needs a unit, e.g. '{spec}ms' or '{spec}s'"
+            )
+        value = float(spec)
+    elif isinstance(spec, str):
+        text = spec.strip()
+        for candidate in _OPS:
+            if text.startswith(candidate):
+                op, text = candidate, text[len(candidate):]
+                break
+        value = _parse_quantity(metric, text, spec)
+    else:
+        raise BudgetError(
+            f"budget {metric.name}={spec!r}: expected a number or a string like '2ms', not"
+            f" {type(spec).__name__}"
+        )
+    if value < 0:
+        raise BudgetError(f"budget {metric.name}={spec!r}: must not be negative")
+    return Limit(metric, op, value, str(spec))
+
+
+def parse_budget(budget: Mapping[str, Any]) -> list[Limit]:
+    """Parse a whole budget mapping; an empty budget is an error (it would check nothing)."""
+    if not isinstance(budget, Mapping):
+        raise BudgetError(f"a budget is a mapping of metric -> limit, not {type(budget).__name__}")
+    if not budget:
+        raise BudgetError(f"empty budget: give at least one of {', '.join(METRICS)}")
+    limits = [parse_limit(name, spec) for name, spec in budget.items()]
+    seen: set[str] = set()
+    for lim in limits:
+        if lim.metric.name in seen:
+            raise BudgetError(f"budget names {lim.metric.name!r} twice (through an alias)")
+        seen.add(lim.metric.name)
+    return limits
+
+
+# --- extracting metrics from results ------------------------------------------------------
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float, or None when absent, not a number or NaN/inf."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _put(out: dict[str, float], name: str, value: Any, scale: float = 1.0) -> None:
+    v = _finite(value)
+    if v is not None:
+        out[name] = v * scale
+
+
+def result_metrics(result: Any) -> dict[str, float]:
+    """Every budget metric available on ``result``, in base units (ns, B, counts, 1/s).
+
+    ``result`` is a ``BenchResult`` or ``MeasureResult`` (fields in ns and
+    bytes, see ``httpbench._results``). A metric the result does not carry
+    (e.g. allocations with ``alloc=False``) is absent from the dict, so a
+    budget naming it fails with "not measured" instead of passing.
+
+    ``errors`` of a BenchResult counts every failed request: transport errors
+    plus non-2xx responses (``non_2xx`` alone is also available).
+    ``cpu_per_request`` of a MeasureResult is the calling thread's CPU when it
+    was measured (an in-process server's threads are not the client's cost),
+    else the process's.
+    """
+    from ._results import hist_percentile, hist_stat
+
+    out: dict[str, float] = {}
+    hist = getattr(result, "latency", None)
+    if hist is None:
+        raise TypeError(f"not an httpbench result: {type(result).__name__} has no latency histogram")
+    for name, pct in PERCENTILES.items():
+        _put(out, name, hist_percentile(hist, pct))
+    for name in ("min", "mean", "max"):
+        _put(out, name, hist_stat(hist, name))
+    if hasattr(result, "calls"):  # MeasureResult
+        calls = result.calls
+        _put(out, "requests", calls)
+        _put(out, "rps", result.calls_per_s)
+        cpu = result.thread_cpu_ns_per_call
+        if _finite(cpu) is None:
+            cpu = result.cpu_ns_per_call
+        _put(out, "cpu_per_request", cpu)
+        _put(out, "allocs_per_request", result.allocs_per_call)
+        _put(out, "alloc_bytes_per_request", result.alloc_bytes_per_call)
+        _put(out, "gc_collections", result.gc_total)
+        _put(out, "gc_pause", result.gc_pause_ns)
+        _put(out, "peak_rss", result.peak_rss_bytes)
+        _put(out, "errors", result.errors)
+        if calls + result.errors:
+            out["error_rate"] = result.errors / (calls + result.errors)
+    else:  # BenchResult
+        _put(out, "requests", result.responses)
+        _put(out, "rps", result.rps)
+        _put(out, "cpu_per_request", result.cpu_ns_per_request)
+        _put(out, "transfer_rate", result.bytes_in_per_s)
+        _put(out, "errors", result.failures)
+        _put(out, "non_2xx", result.non_2xx)
+        attempted = result.responses + result.errors
+        if attempted:
+            out["error_rate"] = result.failures / attempted
+    return out
+
+
+# --- checking and reporting ---------------------------------------------------------------
+
+
+def format_value(kind: str, value: float) -> str:
+    """``value`` (base units: ns, bytes, 1/s, fractions) readable for a metric of ``kind``."""
+    from . import _units
+
+    if math.isnan(value):
+        return "n/a"
+    if kind == "duration":
+        return _units.format_duration(value)
+    if kind == "size":
+        return _units.format_bytes(value)
+    if kind == "byterate":
+        return _units.format_byte_rate(value)
+    if kind == "ratio":
+        return _units.format_percent(value, 2)
+    if kind == "rate":
+        return _units.format_rate(value)
+    return _units.format_count(value)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One checked limit: the limit, the measured value (NaN if absent) and the verdict."""
+
+    limit: Limit
+    measured: float
+    ok: bool
+
+    @property
+    def margin(self) -> str:
+        """How far the measurement is from the limit: relative, or absolute for a 0 limit."""
+        if math.isnan(self.measured):
+            return "not measured"
+        diff = self.measured - self.limit.value
+        if self.limit.value:
+            return f"{diff / self.limit.value * 100:+.1f}%"
+        return "+" + format_value(self.limit.metric.kind, diff) if diff >= 0 else \
+            "-" + format_value(self.limit.metric.kind, -diff)
+
+
+def check_budget(result: Any, limits: list[Limit] | Mapping[str, Any]) -> list[Row]:
+    """Evaluate ``limits`` (parsed, or a raw budget mapping) against ``result``."""
+    if isinstance(limits, Mapping):
+        limits = parse_budget(limits)
+    values = result if isinstance(result, Mapping) else result_metrics(result)
+    rows = []
+    for lim in limits:
+        measured = values.get(lim.metric.name)
+        measured = math.nan if measured is None else float(measured)
+        rows.append(Row(lim, measured, lim.holds(measured)))
+    return rows
+
+
+def format_table(rows: list[Row], headers: tuple[str, ...] = ("metric", "budget", "measured",
+                                                               "margin", "")) -> str:
+    """Rows as an aligned text table (one line per limit, failed ones marked)."""
+    cells = [headers] + [
+        (
+            r.limit.metric.name,
+            f"{r.limit.op} {format_value(r.limit.metric.kind, r.limit.value)}",
+            format_value(r.limit.metric.kind, r.measured),
+            r.margin,
+            "ok" if r.ok else "FAIL",
+        )
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
+    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(headers))).rstrip() for c in cells]
+    return "\n".join(lines)
+
+
+class BudgetExceeded(AssertionError):
+    """A result broke its performance budget; ``rows`` holds every checked limit."""
+
+    def __init__(self, rows: list[Row], label: str | None = None) -> None:
+        self.rows = list(rows)
+        self.label = label
+        failed = [r for r in self.rows if not r.ok]
+        what = f" for {label}" if label else ""
+        super().__init__(
+            f"performance budget exceeded{what}: {len(failed)} of {len(self.rows)} limits failed\n"
+            + format_table(self.rows)
+        )
+
+    @property
+    def failed(self) -> list[Row]:
+        """The rows whose limit did not hold."""
+        return [r for r in self.rows if not r.ok]
+
+
+def assert_budget(result: Any, **budget: Any) -> list[Row]:
+    """Check ``result`` against ``budget``; raise :class:`BudgetExceeded` if any limit fails.
+
+    >>> r.assert_budget(p99="2ms", cpu_per_request="80us", allocs_per_request=500,
+    ...                 rps=">=5000", errors=0)   # doctest: +SKIP
+
+    Returns the checked rows when every limit holds. A metric the result does
+    not carry counts as a failure ("not measured"), never as a pass.
+    """
+    rows = check_budget(result, parse_budget(budget))
+    if not all(r.ok for r in rows):
+        raise BudgetExceeded(rows, label=getattr(result, "label", None))
+    return rows
+
+
+# --- baselines ------------------------------------------------------------------------------
+
+# Timing metrics a baseline comparison checks, by result kind; they are scaled by the
+# calibration ratio. p50 rather than p99: tails of short runs are too noisy to gate CI on.
+TIMING_COMPARED = {
+    "measure": ("p50", "cpu_per_request"),
+    "bench": ("rps", "p50", "cpu_per_request"),
+}
+# Deterministic metrics, compared tightly (not scaled): (relative, absolute) slack.
+DETERMINISTIC_COMPARED = {
+    "allocs_per_request": (0.02, 0.5),
+    "alloc_bytes_per_request": (0.02, 16.0),
+    "errors": (0.0, 0.0),
+    "requests": (0.0, 0.0),
+}
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric compared with its baseline.
+
+    ``expected`` is the baseline value scaled by the calibration ratio (timing
+    metrics) or the baseline itself (deterministic ones); ``verdict`` is
+    "ok", "slower" (worse beyond tolerance) or "faster" (better beyond
+    tolerance; an error only with fail-faster).
+    """
+
+    metric: Metric
+    baseline: float
+    expected: float
+    measured: float
+    allowed: str
+    verdict: str
+
+    @property
+    def change(self) -> str:
+        """Relative change of the measurement against ``expected``."""
+        if self.expected:
+            return f"{(self.measured - self.expected) / self.expected * 100:+.1f}%"
+        return "+0" if self.measured == self.expected else \
+            f"{self.measured - self.expected:+g}"
+
+
+def compare_metrics(
+    baseline: Mapping[str, float],
+    current: Mapping[str, float],
+    *,
+    kind: str,
+    scale: float,
+    tolerance: float,
+    bounded: bool = False,
+) -> list[CompareRow]:
+    """Compare ``current`` metrics with ``baseline`` ones (both from :func:`result_metrics`).
+
+    Timing metrics of ``kind`` ("measure" or "bench") are expected at
+    ``baseline * scale`` (durations) or ``baseline / scale`` (rates), where
+    ``scale`` is this machine's calibration time over the baseline's, and may
+    differ by ``tolerance`` (a fraction). Deterministic metrics
+    (:data:`DETERMINISTIC_COMPARED`) are compared with a small fixed slack,
+    whatever the tolerance; ``requests`` only when the run had a fixed count
+    (``bounded``). A metric missing on either side is not compared.
+    """
+    rows = []
+    for name in TIMING_COMPARED.get(kind, ()):
+        if name not in baseline or name not in current:
+            continue
+        m = METRICS[name]
+        base, cur = float(baseline[name]), float(current[name])
+        expected = base * scale if m.upper else base / scale
+        if m.upper:
+            worse = cur > expected * (1 + tolerance)
+            better = cur < expected / (1 + tolerance)
+        else:
+            worse = cur < expected / (1 + tolerance)
+            better = cur > expected * (1 + tolerance)
+        verdict = "slower" if worse else "faster" if better else "ok"
+        rows.append(CompareRow(m, base, expected, cur, f"±{tolerance * 100:g}%", verdict))
+    for name, (rel, absolute) in DETERMINISTIC_COMPARED.items():
+        if name not in baseline or name not in current or (name == "requests" and not bounded):
+            continue
+        m = METRICS[name]
+        base, cur = float(baseline[name]), float(current[name])
+        slack = max(abs(base) * rel, absolute)
+        diff = cur - base if m.upper else base - cur  # > 0: worse
+        verdict = "slower" if diff > slack else "faster" if diff < -slack else "ok"
+        allowed = "exact" if slack == 0 else f"±{format_value(m.kind, slack)}"
+        rows.append(CompareRow(m, base, base, cur, allowed, verdict))
+    return rows
+
+
+def format_compare_table(rows: list[CompareRow]) -> str:
+    """Comparison rows as an aligned text table."""
+    headers = ("metric", "baseline", "expected", "measured", "change", "allowed", "")
+    cells = [headers] + [
+        (
+            r.metric.name,
+            format_value(r.metric.kind, r.baseline),
+            format_value(r.metric.kind, r.expected),
+            format_value(r.metric.kind, r.measured),
+            r.change,
+            r.allowed,
+            {"ok": "ok", "slower": "REGRESSED", "faster": "IMPROVED"}[r.verdict],
+        )
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c[i].ljust(widths[i]) for i in range(len(headers))).rstrip() for c in cells
+    )
+
+
+class BaselineRegression(AssertionError):
+    """A measurement regressed against its saved baseline (or, with fail-faster, improved).
+
+    ``rows`` holds every compared metric; ``scale`` the calibration ratio used.
+    """
+
+    def __init__(self, rows: list[CompareRow], *, key: str, scale: float,
+                 fail_faster: bool = False) -> None:
+        self.rows = list(rows)
+        self.key = key
+        self.scale = scale
+        bad = [r for r in self.rows
+               if r.verdict == "slower" or (fail_faster and r.verdict == "faster")]
+        worse = [r.metric.name for r in bad if r.verdict == "slower"]
+        better = [r.metric.name for r in bad if r.verdict == "faster"]
+        what = []
+        if worse:
+            what.append("regressed: " + ", ".join(worse))
+        if better:
+            what.append("improved beyond tolerance (stale baseline? re-save it): "
+                        + ", ".join(better))
+        super().__init__(
+            f"{key} vs baseline: {'; '.join(what)}\n"
+            f"(timing baselines scaled by this machine's calibration ratio {scale:.3f})\n"
+            + format_compare_table(self.rows)
+        )
