@@ -385,7 +385,7 @@ class BenchConfig:
         )
 
 
-_BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb")
+_BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "processing")
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -401,7 +401,8 @@ class BenchResult(_RecordMixin):
     run measured from the *intended* send time, i.e. coordinated-omission
     corrected); ``latency_uncorrected`` - constant-rate runs only, measured from
     the actual send time; ``connect``/``tls``/``ttfb`` - connect time, TLS
-    handshake time, time to first response byte (None when not measured).
+    handshake time, time to first response byte (None when not measured);
+    ``processing`` - first request byte written to last response byte.
 
     ``series_responses`` / ``series_errors``: successes / failures (errors +
     non-2xx) completed in each consecutive ``series_interval_ns`` interval.
@@ -429,6 +430,7 @@ class BenchResult(_RecordMixin):
     connect: Any = None
     tls: Any = None
     ttfb: Any = None
+    processing: Any = None
     connections: int = 0
     reconnects: int = 0
     in_flight_at_stop: int = 0
