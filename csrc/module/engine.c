@@ -1,9 +1,425 @@
-/* engine.c - bindings for the engine component (not yet implemented). */
+/* engine.c - _core.run_bench(): configure hb_engine, run it without the GIL,
+ * report progress, turn Ctrl-C into the engine's stop flag, and return the
+ * merged numbers as a dict (httpbench._bench builds the BenchResult). */
 #include "module.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hb_clock.h"
+#include "hb_engine.h"
+#include "hb_sock.h"
+#include "hb_tls.h"
+
+#define WAIT_SLICE_NS (50ull * 1000000ull) /* Ctrl-C is noticed within this */
+
+/* Keyword-only arguments of run_bench, in this order. */
+enum {
+    A_HOST, A_PORT, A_TLS, A_HEAD, A_BODY, A_BODY_FILE, A_METHOD_IS_HEAD, A_N, A_DURATION,
+    A_WARMUP, A_CONNECTIONS, A_THREADS, A_PIPELINE, A_RATE, A_KEEPALIVE, A_TIMEOUT, A_VERIFY,
+    A_CA_FILE, A_CA_PEM, A_SERVER_NAME, A_SESSION_RESUMPTION, A_ALPN, A_PROGRESS,
+    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_NARGS
+};
+static const char *const arg_names[A_NARGS] = {
+    "host",    "port",        "tls",      "head",      "body",      "body_file", "method_is_head",
+    "n",       "duration",    "warmup",   "connections", "threads", "pipeline",  "rate",
+    "keepalive", "timeout",   "verify",   "ca_file",   "ca_pem",    "server_name",
+    "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size",
+};
+
+static int parse_kwargs(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                        PyObject **out)
+{
+    for (int i = 0; i < A_NARGS; i++) out[i] = NULL;
+    if (nargs != 0) {
+        PyErr_SetString(PyExc_TypeError, "run_bench() takes keyword arguments only");
+        return -1;
+    }
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+        if (!name) return -1;
+        int found = -1;
+        for (int i = 0; i < A_NARGS; i++)
+            if (strcmp(name, arg_names[i]) == 0) found = i;
+        if (found < 0) {
+            PyErr_Format(PyExc_TypeError, "run_bench() got an unexpected keyword argument '%s'",
+                         name);
+            return -1;
+        }
+        PyObject *v = args[nargs + k];
+        out[found] = v == Py_None ? NULL : v;
+    }
+    return 0;
+}
+
+static int get_u64(PyObject *o, uint64_t dflt, const char *name, uint64_t *out)
+{
+    if (!o) {
+        *out = dflt;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "%s must be >= 0", name);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int get_double(PyObject *o, double dflt, const char *name, double *out)
+{
+    if (!o) {
+        *out = dflt;
+        return 0;
+    }
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return -1;
+    if (!(v >= 0) || v > 1e12) {
+        PyErr_Format(PyExc_ValueError, "%s must be a finite number >= 0", name);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int get_bool(PyObject *o, int dflt, int *out)
+{
+    if (!o) {
+        *out = dflt;
+        return 0;
+    }
+    int v = PyObject_IsTrue(o);
+    if (v < 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static const char *get_str(PyObject *o, const char *name)
+{
+    if (!o) return NULL;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str", name);
+        return NULL;
+    }
+    return PyUnicode_AsUTF8(o);
+}
+
+static int set_item(PyObject *d, const char *k, PyObject *v)
+{
+    if (!v) return -1;
+    int rc = PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static PyObject *u64_list(const uint64_t *a, uint32_t n)
+{
+    PyObject *l = PyList_New(n);
+    if (!l) return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromUnsignedLongLong(a[i]);
+        if (!x) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t mono_to_unix)
+{
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+#define U(k, v)                                                                                    \
+    if (set_item(d, k, PyLong_FromUnsignedLongLong(v)) < 0) goto fail
+    U("completed", r->completed);
+    U("responses", r->responses);
+    U("ok", r->ok);
+    U("non2xx", r->non2xx);
+    U("errors_total", r->errors_total);
+    U("bytes_in", r->bytes_in);
+    U("bytes_out", r->bytes_out);
+    U("body_bytes", r->body_bytes);
+    U("connections_opened", r->connections_opened);
+    U("reconnects", r->reconnects);
+    U("tls_resumed", r->tls_resumed);
+    U("inflight_at_stop", r->inflight_at_stop);
+    U("warmup_requests", r->warmup_requests);
+    U("cpu_user_ns", r->cpu_user_ns);
+    U("cpu_sys_ns", r->cpu_sys_ns);
+    U("duration_ns", r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0);
+    U("start_unix_ns", (uint64_t)((int64_t)r->start_ns + mono_to_unix));
+    U("end_unix_ns", (uint64_t)((int64_t)r->end_ns + mono_to_unix));
+#undef U
+    if (set_item(d, "interrupted", PyBool_FromLong(r->interrupted)) < 0) goto fail;
+    if (set_item(d, "doc_length", PyLong_FromLongLong(r->doc_length)) < 0) goto fail;
+    if (set_item(d, "server", PyUnicode_DecodeUTF8(r->server, (Py_ssize_t)strlen(r->server),
+                                                   "replace")) < 0)
+        goto fail;
+    if (set_item(d, "first_error",
+                 PyUnicode_DecodeUTF8(r->first_error, (Py_ssize_t)strlen(r->first_error),
+                                      "replace")) < 0)
+        goto fail;
+    PyObject *status = PyDict_New();
+    if (set_item(d, "status", status) < 0) goto fail;
+    for (int i = 0; i < 1000; i++) {
+        if (!r->status[i]) continue;
+        PyObject *k = PyLong_FromLong(i), *v = PyLong_FromUnsignedLongLong(r->status[i]);
+        int rc = (k && v) ? PyDict_SetItem(status, k, v) : -1;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (rc < 0) goto fail;
+    }
+    PyObject *classes = PyDict_New();
+    if (set_item(d, "status_classes", classes) < 0) goto fail;
+    static const char *const cls[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+    for (int i = 0; i < 6; i++)
+        if (set_item(classes, cls[i], PyLong_FromUnsignedLongLong(r->status_class[i])) < 0)
+            goto fail;
+    PyObject *errors = PyDict_New();
+    if (set_item(d, "errors", errors) < 0) goto fail;
+    for (int i = 0; i < HB_ENG_NERR; i++)
+        if (set_item(errors, hb_eng_err_name(i), PyLong_FromUnsignedLongLong(r->errors[i])) < 0)
+            goto fail;
+    if (set_item(d, "series_ok", u64_list(r->sec_ok, r->nseconds)) < 0) goto fail;
+    if (set_item(d, "series_err", u64_list(r->sec_err, r->nseconds)) < 0) goto fail;
+    struct {
+        const char *k;
+        const hb_hist *h;
+    } hs[] = {{"latency", &r->latency}, {"latency_uncorrected", &r->latency_uncorrected},
+              {"processing", &r->processing}, {"ttfb", &r->ttfb},
+              {"connect", &r->connect}, {"tls", &r->tls}};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        if (set_item(d, hs[i].k, hb_py_hist_from_core(st, hs[i].h)) < 0) goto fail;
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+/* Poll the running engine: progress callback, signals. Returns 0, or -1 with
+ * a pending (non-KeyboardInterrupt) exception to re-raise after the join. */
+static int supervise(hb_engine *e, PyObject *progress, double interval_s)
+{
+    uint64_t next_progress = hb_now_ns();
+    int done = 0;
+    while (!done) {
+        Py_BEGIN_ALLOW_THREADS done = hb_engine_wait(e, WAIT_SLICE_NS);
+        Py_END_ALLOW_THREADS
+        if (PyErr_CheckSignals() < 0) {
+            hb_engine_stop(e);
+            if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+                PyErr_Clear(); /* Ctrl-C: a partial result marked interrupted */
+                return 0;
+            }
+            return -1;
+        }
+        if (progress && !done && hb_now_ns() >= next_progress) {
+            next_progress = hb_now_ns() + (uint64_t)(interval_s * 1e9);
+            hb_engine_progress p;
+            hb_engine_progress_get(e, &p);
+            PyObject *res = PyObject_CallFunction(
+                progress, "KKKKdO", (unsigned long long)p.completed, (unsigned long long)p.ok,
+                (unsigned long long)p.errors, (unsigned long long)p.bytes_in,
+                (double)p.elapsed_ns / 1e9, p.warming_up ? Py_True : Py_False);
+            if (!res) {
+                hb_engine_stop(e);
+                if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+                    PyErr_Clear();
+                    return 0;
+                }
+                return -1;
+            }
+            Py_DECREF(res);
+        }
+    }
+    return 0;
+}
+
+static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    hb_modstate *st = hb_state(m);
+    PyObject *a[A_NARGS];
+    if (parse_kwargs(args, nargs, kwnames, a) < 0) return NULL;
+
+    hb_engine_config cfg;
+    hb_engine_config_init(&cfg);
+    char err[HB_ERR_LEN] = "";
+    const char *host = get_str(a[A_HOST], "host");
+    if (!host) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "host is required");
+        return NULL;
+    }
+    uint64_t port, n, conns, threads, pipeline, rbuf;
+    double duration, warmup, rate, timeout, interval;
+    int tls, keepalive, verify, resumption, is_head;
+    if (get_u64(a[A_PORT], 0, "port", &port) < 0 || get_u64(a[A_N], 0, "n", &n) < 0 ||
+        get_u64(a[A_CONNECTIONS], 1, "connections", &conns) < 0 ||
+        get_u64(a[A_THREADS], 1, "threads", &threads) < 0 ||
+        get_u64(a[A_PIPELINE], 1, "pipeline", &pipeline) < 0 ||
+        get_u64(a[A_RBUF_SIZE], 0, "rbuf_size", &rbuf) < 0 ||
+        get_double(a[A_DURATION], 0, "duration", &duration) < 0 ||
+        get_double(a[A_WARMUP], 0, "warmup", &warmup) < 0 ||
+        get_double(a[A_RATE], 0, "rate", &rate) < 0 ||
+        get_double(a[A_TIMEOUT], 0, "timeout", &timeout) < 0 ||
+        get_double(a[A_PROGRESS_INTERVAL], 0.2, "progress_interval", &interval) < 0 ||
+        get_bool(a[A_TLS], 0, &tls) < 0 || get_bool(a[A_KEEPALIVE], 1, &keepalive) < 0 ||
+        get_bool(a[A_VERIFY], 1, &verify) < 0 ||
+        get_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
+        get_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0)
+        return NULL;
+    if (port < 1 || port > 65535) {
+        PyErr_SetString(PyExc_ValueError, "port must be in 1..65535");
+        return NULL;
+    }
+    if (conns < 1 || conns > 1000000 || threads < 1 || threads > 1024 || pipeline < 1 ||
+        pipeline > 1024) {
+        PyErr_SetString(PyExc_ValueError,
+                        "connections must be 1..1000000, threads 1..1024, pipeline 1..1024");
+        return NULL;
+    }
+    if (!a[A_HEAD] || !PyBytes_Check(a[A_HEAD])) {
+        PyErr_SetString(PyExc_TypeError, "head must be bytes");
+        return NULL;
+    }
+    if (a[A_BODY] && !PyBytes_Check(a[A_BODY])) {
+        PyErr_SetString(PyExc_TypeError, "body must be bytes");
+        return NULL;
+    }
+    if (a[A_PROGRESS] && !PyCallable_Check(a[A_PROGRESS])) {
+        PyErr_SetString(PyExc_TypeError, "progress must be callable");
+        return NULL;
+    }
+    const char *body_file = a[A_BODY_FILE] ? get_str(a[A_BODY_FILE], "body_file") : NULL;
+    const char *ca_file = a[A_CA_FILE] ? get_str(a[A_CA_FILE], "ca_file") : NULL;
+    const char *ca_pem = a[A_CA_PEM] ? get_str(a[A_CA_PEM], "ca_pem") : NULL;
+    const char *sni = a[A_SERVER_NAME] ? get_str(a[A_SERVER_NAME], "server_name") : NULL;
+    const char *alpn = a[A_ALPN] ? get_str(a[A_ALPN], "alpn") : NULL;
+    if (PyErr_Occurred()) return NULL;
+
+    cfg.head = PyBytes_AS_STRING(a[A_HEAD]);
+    cfg.head_len = (size_t)PyBytes_GET_SIZE(a[A_HEAD]);
+    if (a[A_BODY]) {
+        cfg.body = PyBytes_AS_STRING(a[A_BODY]);
+        cfg.body_len = (size_t)PyBytes_GET_SIZE(a[A_BODY]);
+    }
+    cfg.method_is_head = is_head;
+    cfg.n = n;
+    cfg.duration_ns = (uint64_t)(duration * 1e9);
+    cfg.warmup_ns = (uint64_t)(warmup * 1e9);
+    cfg.connections = (uint32_t)conns;
+    cfg.threads = (uint32_t)threads;
+    cfg.pipeline = (uint32_t)pipeline;
+    cfg.rate = rate;
+    cfg.keepalive = keepalive;
+    cfg.timeout_ns = (uint64_t)(timeout * 1e9);
+    cfg.rbuf_size = (size_t)rbuf;
+    cfg.host = sni ? sni : host;
+
+    int rc = 0, body_fd = -1;
+    hb_tls_ctx *tctx = NULL;
+    hb_engine *e = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hb_resolve_host(host, (int)port, &cfg.addr, &cfg.addrlen, err);
+    if (rc == 0 && body_file) {
+        body_fd = open(body_file, O_RDONLY | O_CLOEXEC);
+        struct stat sb;
+        if (body_fd < 0 || fstat(body_fd, &sb) != 0) {
+            rc = hb_fail(err, -errno, "body file %s: %s", body_file, strerror(errno));
+        } else if (!S_ISREG(sb.st_mode)) {
+            rc = hb_fail(err, HB_E_INVALID, "body file %s is not a regular file", body_file);
+        } else {
+            cfg.body_fd = body_fd;
+            cfg.body_len = (size_t)sb.st_size;
+        }
+    }
+    if (rc == 0 && tls) {
+        hb_tls_client_opts o;
+        hb_tls_client_opts_init(&o);
+        o.insecure = !verify;
+        o.ca_file = ca_file;
+        o.ca_pem = ca_pem;
+        o.session_resumption = resumption;
+        if (alpn) o.alpn = alpn;
+        rc = hb_tls_client_ctx_new(&tctx, &o, err);
+        cfg.tls = tctx;
+    }
+    if (rc == 0) rc = hb_engine_new(&e, &cfg, err);
+    if (body_fd >= 0) close(body_fd); /* the engine keeps its own dup */
+    if (rc == 0) rc = hb_engine_start(e, err);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        if (e) hb_engine_free(e);
+        if (tctx) hb_tls_ctx_free(tctx);
+        return hb_raise(st, rc, err);
+    }
+
+    int sup = supervise(e, a[A_PROGRESS], interval);
+    hb_engine_result r;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hb_engine_join(e, 1, &r, err);
+    hb_engine_free(e);
+    if (tctx) hb_tls_ctx_free(tctx);
+    Py_END_ALLOW_THREADS
+    if (sup < 0) {
+        if (rc == 0) hb_engine_result_free(&r);
+        return NULL;
+    }
+    if (rc < 0) return hb_raise(st, rc, err);
+    int64_t mono_to_unix = (int64_t)hb_clock_ns_of(CLOCK_REALTIME) - (int64_t)hb_now_ns();
+    PyObject *d = result_dict(st, &r, mono_to_unix);
+    hb_engine_result_free(&r);
+    return d;
+}
+
+static PyObject *build_head(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m;
+    const char *method, *target, *host = NULL, *extra = NULL;
+    long long body_len;
+    int keepalive;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "build_head(method, target, host, extra, body_len, keepalive)");
+        return NULL;
+    }
+    if (!(method = get_str(args[0], "method")) || !(target = get_str(args[1], "target")))
+        return NULL;
+    if (args[2] != Py_None && !(host = get_str(args[2], "host"))) return NULL;
+    if (args[3] != Py_None && !(extra = get_str(args[3], "extra"))) return NULL;
+    body_len = PyLong_AsLongLong(args[4]);
+    if (body_len == -1 && PyErr_Occurred()) return NULL;
+    if ((keepalive = PyObject_IsTrue(args[5])) < 0) return NULL;
+    size_t cap = strlen(method) + strlen(target) + (host ? strlen(host) : 0) +
+                 (extra ? strlen(extra) : 0) + 128;
+    char *buf = PyMem_Malloc(cap);
+    if (!buf) return PyErr_NoMemory();
+    char err[HB_ERR_LEN] = "";
+    int n = hb_engine_build_head(buf, cap, method, target, host, extra, body_len, keepalive, err);
+    PyObject *res = n < 0 ? hb_raise(hb_state(m), n, err) : PyBytes_FromStringAndSize(buf, n);
+    PyMem_Free(buf);
+    return res;
+}
+
+static PyMethodDef engine_methods[] = {
+    {"run_bench", (PyCFunction)(void (*)(void))run_bench, METH_FASTCALL | METH_KEYWORDS,
+     "run_bench(*, host, port, head, ...) -> dict: run the native load generator."},
+    {"build_head", (PyCFunction)(void (*)(void))build_head, METH_FASTCALL,
+     "build_head(method, target, host, extra, body_len, keepalive) -> bytes"},
+    {NULL, NULL, 0, NULL},
+};
 
 int hb_mod_engine_init(PyObject *m, hb_modstate *st)
 {
-    (void)m;
     (void)st;
-    return 0;
+    return PyModule_AddFunctions(m, engine_methods);
 }

@@ -1,0 +1,664 @@
+"""The native load generator from Python: ``bench()``, the ``httpbench URL`` CLI
+and its ab-style report.
+
+``bench()`` validates and pre-serializes the request here (URL parsing, headers,
+body), then hands everything to ``_core.run_bench``, which runs the C engine
+(csrc/core/hb_engine.c) without the GIL and returns raw counters and
+histograms; they become a :class:`~httpbench.BenchResult`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import unquote, urlsplit
+
+from . import _core
+from ._results import BenchConfig, BenchResult, hist_count, hist_percentile, hist_stat
+
+__all__ = [
+    "Target",
+    "Progress",
+    "parse_url",
+    "bench",
+    "format_report",
+    "format_spectrum",
+    "cli_main",
+]
+
+DEFAULT_TIMEOUT = 30.0  # seconds, per request (connect to last byte)
+DEFAULT_DURATION = 10.0  # seconds, when neither n nor duration is given
+REPORT_PERCENTILES = (50, 66, 75, 80, 90, 95, 98, 99, 99.9, 100)
+# Percentile ladder of --latency (HdrHistogram's "percentile distribution" style).
+SPECTRUM = (0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80, 82.5, 85, 87.5, 88.75, 90,
+            91.25, 92.5, 93.75, 94.375, 95, 95.625, 96.25, 96.875, 97.1875, 97.5, 97.8125,
+            98.125, 98.4375, 98.59375, 98.75, 98.90625, 99, 99.21875, 99.4, 99.5, 99.6,
+            99.7, 99.8, 99.9, 99.95, 99.99, 99.999, 100)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A parsed ``http(s)://`` URL: what to connect to and what to send."""
+
+    url: str
+    scheme: str
+    host: str  # without brackets for IPv6
+    port: int
+    target: str  # path + query as sent in the request line
+    host_header: str  # Host header value (port omitted when it is the default)
+    authorization: str | None = None  # Basic credentials from user:pass@ in the URL
+
+    @property
+    def tls(self) -> bool:
+        """True for https."""
+        return self.scheme == "https"
+
+
+def parse_url(url: str) -> Target:
+    """Parse an ``http://`` or ``https://`` URL; ValueError with a clear message otherwise."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError("URL must be a non-empty string such as http://127.0.0.1:8080/")
+    url = url.strip()
+    if "://" not in url:
+        raise ValueError(f"invalid URL {url!r}: missing scheme; use http://host[:port]/path")
+    if any(c in url for c in "\r\n\t ") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise ValueError(f"invalid URL {url!r}: contains whitespace or control characters")
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError as exc:
+        raise ValueError(f"invalid URL {url!r}: {exc}") from None
+    scheme = u.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"invalid URL {url!r}: scheme must be http or https, not {u.scheme!r}")
+    host = u.hostname or ""
+    if not host:
+        raise ValueError(f"invalid URL {url!r}: no host")
+    default = 443 if scheme == "https" else 80
+    if port is None:
+        port = default
+    if not 1 <= port <= 65535:
+        raise ValueError(f"invalid URL {url!r}: port must be in 1..65535")
+    target = u.path or "/"
+    if not target.startswith("/"):
+        target = "/" + target
+    if u.query:
+        target += "?" + u.query
+    hh = f"[{host}]" if ":" in host else host
+    if port != default:
+        hh += f":{port}"
+    auth = None
+    if u.username is not None:
+        cred = f"{unquote(u.username)}:{unquote(u.password or '')}".encode()
+        auth = "Basic " + base64.b64encode(cred).decode("ascii")
+    return Target(url, scheme, host, port, target, hh, auth)
+
+
+class Progress(NamedTuple):
+    """A progress snapshot handed to a ``progress`` callback (about 5 per second)."""
+
+    completed: int  # requests accounted so far (responses + errors)
+    ok: int  # 2xx responses
+    failed: int  # errors + non-2xx responses
+    bytes_in: int
+    elapsed_s: float  # since the measured window started (0 while warming up)
+    warming_up: bool
+    total: int | None  # n, when the run is count-bound
+    duration_s: float | None  # the duration, when the run is time-bound
+
+
+def _norm_headers(headers: Any) -> list[tuple[str, str]]:
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        items = list(headers.items())
+    else:
+        items = []
+        for h in headers:
+            if isinstance(h, str):
+                if ":" not in h:
+                    raise ValueError(f"header {h!r} must look like 'Name: value'")
+                k, v = h.split(":", 1)
+                items.append((k, v))
+            else:
+                k, v = h
+                items.append((k, v))
+    out = []
+    for k, v in items:
+        k, v = str(k).strip(), str(v).strip()
+        if not k or any(c in k for c in " \t:\r\n") or any(ord(c) < 0x21 for c in k):
+            raise ValueError(f"invalid header name {k!r}")
+        if "\r" in v or "\n" in v or "\0" in v:
+            raise ValueError(f"header {k!r}: value must not contain CR, LF or NUL")
+        out.append((k, v))
+    return out
+
+
+def _seconds(v: Any, name: str, allow_none: bool = True) -> float | None:
+    if v is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{name} is required")
+    if isinstance(v, str):
+        from ._units import parse_duration
+
+        return parse_duration(v, default_unit="s", unit="s")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds or a string like '10s'")
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number >= 0")
+    return float(v)
+
+
+def _int_arg(v: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int")
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def _stderr_progress() -> Callable[[Progress], None]:
+    """A one-line progress display on stderr (\\r-rewritten)."""
+    last = [0.0, 0]
+
+    def show(p: Progress) -> None:
+        now = time.monotonic()
+        dt = now - last[0] if last[0] else 0.0
+        rate = (p.completed - last[1]) / dt if dt > 0 else 0.0
+        last[0], last[1] = now, p.completed
+        if p.warming_up:
+            line = "warming up..."
+        else:
+            if p.total:
+                what = f"{p.completed}/{p.total} requests ({100.0 * p.completed / p.total:.0f}%)"
+            else:
+                what = f"{p.completed} requests"
+            line = f"{what}  {rate:,.0f} req/s  {p.failed} failed  {p.elapsed_s:.1f}s"
+            if p.duration_s:
+                line += f"/{p.duration_s:.0f}s"
+        sys.stderr.write("\r\x1b[2K" + line)
+        sys.stderr.flush()
+
+    return show
+
+
+def bench(
+    url: str,
+    *,
+    n: int | None = None,
+    duration: float | str | None = None,
+    concurrency: int = 1,
+    threads: int = 1,
+    rate: float | None = None,
+    keepalive: bool = True,
+    pipeline: int = 1,
+    method: str = "GET",
+    headers: Mapping[str, str] | Iterable[Any] | None = None,
+    body: bytes | str | os.PathLike[str] | None = None,
+    timeout: float | str | None = DEFAULT_TIMEOUT,
+    verify: bool = True,
+    ca_file: str | os.PathLike[str] | None = None,
+    warmup: float | str = 0,
+    progress: bool | Callable[[Progress], Any] | None = False,
+    session_resumption: bool = True,
+    server_name: str | None = None,
+    label: str = "",
+) -> BenchResult:
+    """Load-test ``url`` with the native (C, epoll) load generator.
+
+    Closed loop by default: ``concurrency`` connections spread over ``threads``
+    event-loop threads, each keeping ``pipeline`` requests in flight, until
+    exactly ``n`` requests are accounted for (successes + errors) or for
+    ``duration`` seconds (default 10 s when neither is given). ``rate``
+    (requests/s) switches to constant-rate mode: sends follow a fixed schedule
+    and ``latency`` is measured from each request's intended send time
+    (coordinated-omission corrected); ``latency_uncorrected`` from the actual
+    send. ``keepalive=False`` opens a new connection per request.
+
+    ``body``: bytes (or str, sent as UTF-8) or a path (``os.PathLike``), which is
+    streamed from the file for every request. ``headers``: a mapping, or pairs,
+    or "Name: value" strings. ``timeout``: seconds per request (None/0: none).
+    ``verify``/``ca_file``: HTTPS certificate verification (on by default;
+    ``verify=False`` is insecure). ``warmup``: seconds of load that are sent but
+    not recorded. ``progress``: True for a stderr progress line, or a callable
+    receiving :class:`Progress` snapshots.
+
+    Ctrl-C stops the run within ~100 ms and returns the partial result with
+    ``interrupted=True``. Raises ValueError/TypeError for bad arguments,
+    ConnectError when the host cannot be resolved, TLSError for a bad CA file.
+    Connection failures during the run are counted in ``error_counts``.
+    """
+    tgt = parse_url(url)
+    if n is not None:
+        n = _int_arg(n, "n", 1, 2**62)
+    dur = _seconds(duration, "duration")
+    if n is not None and dur is not None:
+        raise ValueError("give n or duration, not both")
+    if n is None and dur is None:
+        dur = DEFAULT_DURATION
+    if dur is not None and dur <= 0:
+        raise ValueError("duration must be > 0")
+    concurrency = _int_arg(concurrency, "concurrency", 1, 1_000_000)
+    threads = _int_arg(threads, "threads", 1, 1024)
+    pipeline = _int_arg(pipeline, "pipeline", 1, 1024)
+    if rate is not None:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            raise TypeError("rate must be a number (requests per second)")
+        if not math.isfinite(rate) or rate <= 0:
+            raise ValueError("rate must be a finite number > 0 (requests per second)")
+        rate = float(rate)
+    if not keepalive and pipeline > 1:
+        raise ValueError("pipelining needs keep-alive connections")
+    if not isinstance(method, str) or not method or not method.isascii() or any(
+        not (c.isalnum() or c in "!#$%&'*+-.^_`|~") for c in method
+    ):
+        raise ValueError(f"invalid method {method!r}")
+    tmo = _seconds(timeout, "timeout") or 0.0
+    wup = _seconds(warmup, "warmup") or 0.0
+
+    hdrs = _norm_headers(headers)
+    lower = {k.lower() for k, _ in hdrs}
+    for bad in ("content-length", "transfer-encoding"):
+        if bad in lower:
+            raise ValueError(f"{bad} is set from the body; do not pass it as a header")
+    if not keepalive and "connection" in lower:
+        raise ValueError("keepalive=False sends 'Connection: close'; do not pass Connection")
+
+    body_bytes: bytes | None = None
+    body_file: str | None = None
+    body_len = -1
+    if body is not None:
+        if isinstance(body, str):
+            body_bytes = body.encode()
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            body_bytes = bytes(body)
+        elif isinstance(body, os.PathLike):
+            body_file = os.fspath(body)
+            try:
+                st = os.stat(body_file)
+            except OSError as exc:
+                raise ValueError(f"body file {body_file!r}: {exc.strerror}") from None
+            body_len = st.st_size
+        else:
+            raise TypeError("body must be bytes, str or a path (os.PathLike)")
+        if body_bytes is not None:
+            body_len = len(body_bytes)
+    elif method.upper() in ("POST", "PUT", "PATCH"):
+        body_len = 0  # servers may insist on a length for these
+
+    extra = "".join(f"{k}: {v}\r\n" for k, v in hdrs)
+    if tgt.authorization and "authorization" not in lower:
+        extra += f"Authorization: {tgt.authorization}\r\n"
+    if "user-agent" not in lower:
+        from ._version import __version__
+
+        extra += f"User-Agent: httpbench/{__version__}\r\n"
+    host_header = None if "host" in lower else tgt.host_header
+    head = _core.build_head(method, tgt.target, host_header, extra or None, body_len,
+                            bool(keepalive))
+
+    if progress is True:
+        progress = _stderr_progress()
+    cb: Callable[..., Any] | None = None
+    if callable(progress):
+        user_cb = progress
+
+        def cb(completed: int, ok: int, failed: int, bytes_in: int, elapsed: float,
+               warming: bool) -> None:
+            user_cb(Progress(completed, ok, failed, bytes_in, elapsed, bool(warming), n, dur))
+    elif progress not in (None, False):
+        raise TypeError("progress must be a bool or a callable")
+
+    kw: dict[str, Any] = dict(
+        host=tgt.host, port=tgt.port, tls=tgt.tls, head=head, body=body_bytes,
+        body_file=body_file, method_is_head=method.upper() == "HEAD",
+        n=n or 0, duration=dur or 0.0, warmup=wup, connections=concurrency, threads=threads,
+        pipeline=pipeline, rate=rate or 0.0, keepalive=bool(keepalive), timeout=tmo,
+        verify=bool(verify), ca_file=os.fspath(ca_file) if ca_file is not None else None,
+        server_name=server_name, session_resumption=bool(session_resumption), progress=cb,
+    )
+    raw = _core.run_bench(**kw)
+    return _to_result(tgt, raw, method, n, dur, concurrency, threads, rate, keepalive,
+                      pipeline, tmo, wup, hdrs, body_len, bool(verify), ca_file, label)
+
+
+def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
+               dur: float | None, concurrency: int, threads: int, rate: float | None,
+               keepalive: bool, pipeline: int, tmo: float, wup: float,
+               hdrs: list[tuple[str, str]], body_len: int, verify: bool, ca_file: Any,
+               label: str) -> BenchResult:
+    cfg = BenchConfig(
+        n=n, duration_ns=int(dur * 1e9) if dur is not None else None,
+        concurrency=concurrency, threads=min(threads, concurrency), rate=rate,
+        keepalive=bool(keepalive), pipeline=pipeline,
+        timeout_ns=int(tmo * 1e9) if tmo else None, warmup_ns=int(wup * 1e9),
+        extra={"headers": [f"{k}: {v}" for k, v in hdrs], "body_bytes": max(body_len, 0),
+               "tls": tgt.tls, "verify": verify,
+               "ca_file": os.fspath(ca_file) if ca_file is not None else None},
+    )
+    meta = {
+        "server": raw["server"],
+        "host": tgt.host,
+        "port": tgt.port,
+        "path": tgt.target,
+        "doc_length": raw["doc_length"],
+        "body_bytes_in": raw["body_bytes"],
+        "completed": raw["completed"],
+        "status_classes": raw["status_classes"],
+        "tls_resumed": raw["tls_resumed"],
+        "warmup_requests": raw["warmup_requests"],
+        "first_error": raw["first_error"],
+        "generator": "httpbench",
+    }
+    return BenchResult(
+        url=tgt.url,
+        latency=raw["latency"],
+        duration_ns=int(raw["duration_ns"]),
+        method=method,
+        config=cfg,
+        label=label,
+        responses=raw["responses"],
+        successes=raw["ok"],
+        status_counts=raw["status"],
+        error_counts=raw["errors"],
+        bytes_in=raw["bytes_in"],
+        bytes_out=raw["bytes_out"],
+        latency_uncorrected=raw["latency_uncorrected"] if rate else None,
+        connect=raw["connect"],
+        tls=raw["tls"] if tgt.tls else None,
+        ttfb=raw["ttfb"],
+        processing=raw["processing"],
+        connections=raw["connections_opened"],
+        reconnects=raw["reconnects"],
+        in_flight_at_stop=raw["inflight_at_stop"],
+        interrupted=raw["interrupted"],
+        cpu_user_ns=raw["cpu_user_ns"],
+        cpu_sys_ns=raw["cpu_sys_ns"],
+        start_unix_ns=raw["start_unix_ns"],
+        end_unix_ns=raw["end_unix_ns"],
+        series_responses=tuple(raw["series_ok"]),
+        series_errors=tuple(raw["series_err"]),
+        metadata=meta,
+    )
+
+
+# --------------------------------------------------------------------------
+# ab-style report
+
+
+def _ms(ns: float) -> str:
+    return "nan" if ns is None or math.isnan(ns) else f"{ns / 1e6:.3f}"
+
+
+def _row(name: str, h: Any) -> str:
+    if h is None or hist_count(h) == 0:
+        return f"{name:<12}{'-':>9}{'-':>9}{'-':>8}{'-':>9}{'-':>10}"
+    return (f"{name:<12}{_ms(hist_stat(h, 'min')):>9}{_ms(hist_stat(h, 'mean')):>9}"
+            f"{_ms(hist_stat(h, 'stddev')):>8}{_ms(hist_percentile(h, 50)):>9}"
+            f"{_ms(hist_stat(h, 'max')):>10}")
+
+
+def _percentile_table(h: Any, title: str) -> list[str]:
+    lines = [title]
+    if h is None or hist_count(h) == 0:
+        return lines + ["  (no samples)"]
+    for p in REPORT_PERCENTILES:
+        v = hist_percentile(h, p)
+        tail = " (longest request)" if p == 100 else ""
+        lines.append(f"  {p:>5g}%  {_ms(v):>10}{tail}")
+    return lines
+
+
+def format_spectrum(h: Any, title: str = "Latency distribution (ms)") -> str:
+    """HdrHistogram-style percentile spectrum: value, percentile, count, 1/(1-p)."""
+    lines = [title, f"{'Value':>12} {'Percentile':>12} {'TotalCount':>11} {'1/(1-p)':>12}"]
+    total = hist_count(h) if h is not None else 0
+    if not total:
+        return "\n".join(lines + ["  (no samples)"])
+    for p in SPECTRUM:
+        v = hist_percentile(h, p)
+        cnt = min(total, math.ceil(p / 100 * total)) if p < 100 else total
+        inv = "inf" if p >= 100 else f"{1 / (1 - p / 100):.2f}"
+        lines.append(f"{_ms(v):>12} {p / 100:>12.6f} {cnt:>11} {inv:>12}")
+    lines.append(f"#[Mean = {_ms(hist_stat(h, 'mean'))}, StdDeviation = "
+                 f"{_ms(hist_stat(h, 'stddev'))}]")
+    lines.append(f"#[Max = {_ms(hist_stat(h, 'max'))}, Total count = {total}]")
+    return "\n".join(lines)
+
+
+def format_report(r: BenchResult, latency: bool = False) -> str:
+    """The text report of a run, in the spirit of ApacheBench's."""
+    md = r.metadata
+    cfg = r.config
+    secs = r.duration_ns / 1e9
+    completed = r.responses + r.errors
+    lines = []
+    w = 24
+
+    def kv(k: str, v: Any) -> None:
+        lines.append(f"{k + ':':<{w}}{v}")
+
+    kv("Server Software", md.get("server") or "(none)")
+    kv("Server Hostname", md.get("host", ""))
+    kv("Server Port", md.get("port", ""))
+    if cfg.extra.get("tls"):
+        resumed = md.get("tls_resumed", 0)
+        kv("TLS", f"yes (verify {'on' if cfg.extra.get('verify') else 'OFF'}), "
+                  f"{resumed} of {r.connections} handshakes resumed")
+    lines.append("")
+    kv("Document Path", md.get("path", ""))
+    dl = md.get("doc_length", -1)
+    kv("Document Length", f"{dl} bytes" if dl is not None and dl >= 0 else "(no 2xx response)")
+    lines.append("")
+    kv("Concurrency Level", cfg.concurrency)
+    mode = [f"{cfg.threads} thread{'s' if cfg.threads != 1 else ''}"]
+    mode.append("keep-alive" if cfg.keepalive else "new connection per request")
+    if cfg.pipeline > 1:
+        mode.append(f"pipeline {cfg.pipeline}")
+    if cfg.rate:
+        mode.append(f"constant rate {cfg.rate:g} req/s (latency from intended send time)")
+    else:
+        mode.append("closed loop")
+    kv("Mode", ", ".join(mode))
+    kv("Time taken for tests", f"{secs:.3f} seconds" + ("  (INTERRUPTED)" if r.interrupted else ""))
+    kv("Complete requests", completed)
+    kv("Failed requests", r.errors)
+    if r.errors:
+        parts = [f"{k.capitalize()}: {v}" for k, v in r.error_counts.items() if v]
+        lines.append("   (" + ", ".join(parts) + ")")
+    kv("Non-2xx responses", r.non_2xx)
+    if r.non_2xx:
+        codes = ", ".join(f"{k}: {v}" for k, v in sorted(r.status_counts.items())
+                          if not 200 <= k <= 299)
+        lines.append(f"   ({codes})")
+    if r.in_flight_at_stop or cfg.duration_ns is not None or r.interrupted:
+        kv("In flight at stop", r.in_flight_at_stop)
+    kv("Connections opened", f"{r.connections} (reconnects: {r.reconnects})")
+    kv("Total transferred", f"{r.bytes_in} bytes")
+    kv("HTML transferred", f"{md.get('body_bytes_in', 0)} bytes")
+    kv("Requests per second", f"{r.rps:.2f} [#/sec] (mean, 2xx only)")
+    if r.failures:
+        kv("Failures per second", f"{r.error_rps:.2f} [#/sec] (errors + non-2xx)")
+    if completed:
+        kv("Time per request", f"{cfg.concurrency * secs * 1e3 / completed:.3f} [ms] (mean)")
+        kv("Time per request", f"{secs * 1e3 / completed:.3f} [ms] "
+                               "(mean, across all concurrent requests)")
+    kv("Transfer rate", f"{r.bytes_in_per_s / 1024:.2f} [Kbytes/sec] received")
+    lines.append(f"{'':<{w}}{r.bytes_out_per_s / 1024:.2f} kb/s sent")
+    cpu = r.cpu_user_ns + r.cpu_sys_ns
+    per = f", {cpu / completed / 1e3:.2f} µs/request" if completed else ""
+    kv("Generator CPU", f"user {r.cpu_user_ns / 1e9:.3f} s, sys {r.cpu_sys_ns / 1e9:.3f} s{per}")
+    if md.get("first_error"):
+        kv("First error", md["first_error"])
+    lines.append("")
+    lines.append("Connection Times (ms)")
+    lines.append(f"{'':<12}{'min':>9}{'mean':>9}{'[+/-sd]':>8}{'median':>9}{'max':>10}")
+    lines.append(_row("Connect:", r.connect))
+    if r.tls is not None:
+        lines.append(_row("TLS:", r.tls))
+    lines.append(_row("Processing:", r.processing))
+    lines.append(_row("Waiting:", r.ttfb))
+    lines.append(_row("Total:", r.latency))
+    lines.append("")
+    title = "Percentage of the requests served within a certain time (ms)"
+    if cfg.rate:
+        title += ", from the intended send time"
+    lines += _percentile_table(r.latency, title)
+    if cfg.rate and r.latency_uncorrected is not None:
+        lines.append("")
+        lines += _percentile_table(r.latency_uncorrected,
+                                   "Uncorrected (from the actual send time) (ms)")
+    if latency:
+        lines.append("")
+        lines.append(format_spectrum(r.latency))
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# CLI
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would sys.exit(2) itself
+        raise _UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="httpbench",
+        usage="httpbench URL [options]",
+        description="Load-test URL with httpbench's native load generator (ab/wrk style).",
+    )
+    p.add_argument("url", metavar="URL", help="http:// or https:// URL")
+    p.add_argument("-n", "--requests", type=int, metavar="N", help="number of requests")
+    p.add_argument("-c", "--concurrency", type=int, default=1, metavar="C",
+                   help="connections (default 1)")
+    p.add_argument("-t", "--threads", type=int, default=1, metavar="T",
+                   help="event-loop threads (default 1)")
+    p.add_argument("-d", "--duration", metavar="D",
+                   help="run length, e.g. 10s, 500ms, 2min (default 10s without -n)")
+    p.add_argument("-R", "--rate", type=float, metavar="RPS",
+                   help="constant rate in requests/s (coordinated-omission corrected)")
+    ka = p.add_mutually_exclusive_group()
+    ka.add_argument("-k", "--keepalive", dest="keepalive", action="store_true", default=True,
+                    help="reuse connections (the default)")
+    ka.add_argument("--no-keepalive", dest="keepalive", action="store_false",
+                    help="new connection per request")
+    p.add_argument("-H", "--header", action="append", default=[], metavar="'Name: value'",
+                   help="extra request header (repeatable)")
+    p.add_argument("-X", "--method", default=None, help="request method (default GET; POST with -p)")
+    p.add_argument("-p", "--post-file", metavar="FILE", help="file to send as the request body")
+    p.add_argument("-T", "--content-type", metavar="TYPE", help="Content-Type of the body")
+    p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    p.add_argument("--ca-file", metavar="FILE", help="CA bundle (PEM) to verify the server")
+    p.add_argument("--timeout", metavar="S", default="30s",
+                   help="per-request timeout, e.g. 5s (0 = none; default 30s)")
+    p.add_argument("--pipeline", type=int, default=1, metavar="P",
+                   help="requests in flight per connection (default 1)")
+    p.add_argument("--warmup", metavar="D", default="0",
+                   help="warm-up period not recorded, e.g. 2s")
+    p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
+    p.add_argument("--json", metavar="FILE", help="also save the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    return p
+
+
+def _dur_arg(text: str | None, what: str) -> float | None:
+    if text is None:
+        return None
+    from ._units import parse_duration
+
+    try:
+        return parse_duration(text, default_unit="s", unit="s")
+    except ValueError as exc:
+        raise _UsageError(f"{what}: {exc}") from None
+
+
+def cli_main(argv: list[str]) -> int:
+    """``httpbench URL [options]``; returns the exit code (2 for usage errors)."""
+    p = _parser()
+    if not argv:
+        p.print_usage(sys.stderr)
+        return 2
+    try:
+        a = p.parse_args(argv)
+        try:
+            parse_url(a.url)
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from None
+        duration = _dur_arg(a.duration, "-d")
+        timeout = _dur_arg(a.timeout, "--timeout")
+        warmup = _dur_arg(a.warmup, "--warmup")
+        if a.requests is not None and a.duration is not None:
+            raise _UsageError("give -n or -d, not both")
+        if a.requests is not None and a.requests < 1:
+            raise _UsageError("-n must be >= 1")
+        for flag, v in (("-c", a.concurrency), ("-t", a.threads), ("--pipeline", a.pipeline)):
+            if v < 1:
+                raise _UsageError(f"{flag} must be >= 1")
+        if a.rate is not None and not (a.rate > 0 and math.isfinite(a.rate)):
+            raise _UsageError("-R must be a positive number of requests/s")
+        if a.post_file is not None and not os.path.isfile(a.post_file):
+            raise _UsageError(f"-p {a.post_file}: no such file")
+        headers = []
+        for h in a.header:
+            if ":" not in h:
+                raise _UsageError(f"-H {h!r}: expected 'Name: value'")
+            headers.append(h)
+        if a.content_type:
+            headers.append(f"Content-Type: {a.content_type}")
+        method = a.method or ("POST" if a.post_file else "GET")
+        body = None
+        if a.post_file is not None:
+            import pathlib
+
+            body = pathlib.Path(a.post_file)
+        show = (not a.quiet) and sys.stderr.isatty()
+        kw: dict[str, Any] = dict(
+            n=a.requests, duration=duration, concurrency=a.concurrency, threads=a.threads,
+            rate=a.rate, keepalive=a.keepalive, pipeline=a.pipeline, method=method,
+            headers=headers, body=body, timeout=timeout, verify=not a.insecure,
+            ca_file=a.ca_file, warmup=warmup or 0, progress=show,
+        )
+        try:
+            result = bench(a.url, **kw)
+        except (ValueError, TypeError) as exc:
+            raise _UsageError(str(exc)) from None
+    except _UsageError as exc:
+        p.print_usage(sys.stderr)
+        sys.stderr.write(f"httpbench: error: {exc}\n")
+        return 2
+    except _core.HttpbenchError as exc:
+        sys.stderr.write(f"httpbench: {type(exc).__name__}: {exc}\n")
+        return 1
+    if show:
+        sys.stderr.write("\r\x1b[2K")
+        sys.stderr.flush()
+    sys.stdout.write(format_report(result, latency=a.latency))
+    if a.json:
+        try:
+            result.save(a.json)
+        except OSError as exc:
+            sys.stderr.write(f"httpbench: cannot write {a.json}: {exc.strerror}\n")
+            return 1
+    if result.interrupted:
+        sys.stderr.write("httpbench: interrupted; the report covers the partial run\n")
+        return 130
+    if result.responses == 0 and result.errors:
+        errs = ", ".join(f"{k}: {v}" for k, v in result.error_counts.items() if v)
+        sys.stderr.write(f"httpbench: every request failed ({errs}); "
+                         f"first error: {result.metadata.get('first_error', '')}\n")
+        return 1
+    return 0
