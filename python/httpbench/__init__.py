@@ -15,6 +15,7 @@ from ._core import (
     RequestTimeout,
     TLSError,
 )
+from ._bench import bench
 from ._budget import BudgetExceeded
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._version import __version__
@@ -28,6 +29,7 @@ __all__ = [
     "TLSError",
     "RemoteClosed",
     "Histogram",
+    "bench",
     "BenchResult",
     "MeasureResult",
     "ResultSet",
