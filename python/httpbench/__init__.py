@@ -6,6 +6,9 @@ Python callable (``measure``), with ``httpbench compare`` to put HTTP client
 libraries side by side.
 """
 
+from ._bench import bench
+from ._budget import BudgetExceeded
+from ._client import Client, Headers, Response
 from ._core import (
     ConnectError,
     Histogram,
@@ -15,8 +18,7 @@ from ._core import (
     RequestTimeout,
     TLSError,
 )
-from ._bench import bench
-from ._budget import BudgetExceeded
+from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._version import __version__
 
@@ -29,10 +31,17 @@ __all__ = [
     "TLSError",
     "RemoteClosed",
     "Histogram",
+    "measure",
+    "measure_async",
+    "native_alloc_preload_path",
+    "native_allocs",
     "bench",
     "BenchResult",
     "MeasureResult",
     "ResultSet",
     "load",
     "BudgetExceeded",
+    "Client",
+    "Response",
+    "Headers",
 ]
