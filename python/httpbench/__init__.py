@@ -18,7 +18,6 @@ from ._core import (
     RequestTimeout,
     TLSError,
 )
-from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._version import __version__
 
@@ -31,10 +30,6 @@ __all__ = [
     "TLSError",
     "RemoteClosed",
     "Histogram",
-    "measure",
-    "measure_async",
-    "native_alloc_preload_path",
-    "native_allocs",
     "bench",
     "BenchResult",
     "MeasureResult",
