@@ -18,6 +18,7 @@ from ._core import (
     RequestTimeout,
     TLSError,
 )
+from ._report import compare_results
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._version import __version__
 
@@ -35,6 +36,7 @@ __all__ = [
     "MeasureResult",
     "ResultSet",
     "load",
+    "compare_results",
     "BudgetExceeded",
     "Client",
     "Response",
