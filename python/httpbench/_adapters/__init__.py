@@ -1,0 +1,220 @@
+"""Client adapters: one module per HTTP client, one small interface.
+
+Every adapter is set up with primitives only (base URL, CA file, method,
+path, body bytes or a body file path, a download path, keep-alive) and then
+performs exactly one request per :meth:`Adapter.request` call, reading the
+body completely (or streaming it to the download file). The same rules hold
+for every client so the numbers are comparable: one kept-alive connection
+unless keep-alive is off, TLS verified against the server's CA (never
+disabled), library defaults otherwise — libraries are measured as users get
+them.
+
+``kind`` tells the runner how to drive an adapter: ``"sync"`` (call
+``request()``), ``"async"`` (``await request()`` on one persistent event
+loop; ``asetup``/``aclose`` are coroutines) or ``"process"`` (each request is
+a child process; cost is measured at process level from the children's
+rusage).
+
+A client whose library is not installed raises :class:`AdapterUnavailable`
+from :func:`load_adapter` carrying the pip name, and the runner reports it as
+skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+from typing import ClassVar
+from urllib.parse import urlsplit
+
+__all__ = [
+    "Adapter",
+    "AdapterUnavailable",
+    "ADAPTERS",
+    "DEFAULT_CLIENTS",
+    "CHUNK",
+    "load_adapter",
+    "adapter_status",
+    "available_clients",
+    "library_version",
+]
+
+# Read/write block for adapters whose API needs one (requests' iter_content
+# defaults to 1 byte, which nobody uses for downloads).
+CHUNK = 65536
+
+# client name -> (module, class name)
+ADAPTERS: dict[str, tuple[str, str]] = {
+    "native": ("httpbench._adapters.native", "NativeAdapter"),
+    "http.client": ("httpbench._adapters.http_client", "HttpClientAdapter"),
+    "urllib3": ("httpbench._adapters.urllib3_", "Urllib3Adapter"),
+    "requests": ("httpbench._adapters.requests_", "RequestsAdapter"),
+    "httpx": ("httpbench._adapters.httpx_", "HttpxAdapter"),
+    "httpx-async": ("httpbench._adapters.httpx_", "HttpxAsyncAdapter"),
+    "aiohttp": ("httpbench._adapters.aiohttp_", "AiohttpAdapter"),
+    "pycurl": ("httpbench._adapters.pycurl_", "PycurlAdapter"),
+    "niquests": ("httpbench._adapters.niquests_", "NiquestsAdapter"),
+    "curl": ("httpbench._adapters.curl", "CurlAdapter"),
+    "command": ("httpbench._adapters.command", "CommandAdapter"),
+}
+
+# `httpbench compare` with no --clients: every one of these that is installed
+# ("command" needs an argv, so it only runs when asked for).
+DEFAULT_CLIENTS: tuple[str, ...] = tuple(n for n in ADAPTERS if n != "command")
+
+
+class AdapterUnavailable(Exception):
+    """The client cannot run here (library not installed, binary missing)."""
+
+    def __init__(self, client: str, reason: str, pip_name: str | None = None) -> None:
+        self.client = client
+        self.reason = reason
+        self.pip_name = pip_name
+        hint = f" (pip install {pip_name})" if pip_name else ""
+        super().__init__(f"{client}: {reason}{hint}")
+
+
+class Adapter:
+    """Base class: stores the primitives; subclasses implement the calls.
+
+    Subclass contract: ``_setup()`` builds the client and its connection
+    state; ``request()`` makes one request and sets ``last_status`` (and
+    ``last_body`` for non-downloads) so the runner can verify results after a
+    round; ``close()`` releases everything. Async adapters implement
+    ``_asetup()``, ``async request()`` and ``aclose()`` instead.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "sync"
+    #: distribution to import/version-check; pip name shown when missing
+    dist: ClassVar[str | None] = None
+    pip_name: ClassVar[str | None] = None
+    modules: ClassVar[tuple[str, ...]] = ()
+
+    last_status: int = 0
+    last_body: bytes | None = None
+
+    def configure(
+        self,
+        base_url: str,
+        ca_file: str | None = None,
+        *,
+        method: str = "GET",
+        path: str = "/",
+        body: bytes | None = None,
+        body_file: str | None = None,
+        body_size: int = 0,
+        download_path: str | None = None,
+        keep_alive: bool = True,
+        concurrency: int = 1,
+        timeout: float = 30.0,
+        argv: list[str] | None = None,
+    ) -> None:
+        """Store the request description (primitives only)."""
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be http(s)://..., got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + path
+        parts = urlsplit(self.base_url)
+        self.scheme = parts.scheme
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.tls = parts.scheme == "https"
+        self.ca_file = ca_file
+        self.method = method.upper()
+        self.path = path
+        self.body = body
+        self.body_file = body_file
+        self.body_size = len(body) if body is not None else body_size
+        self.download_path = download_path
+        self.keep_alive = keep_alive
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.argv = list(argv) if argv else None
+        # Keep-alive off is the same header for every client.
+        self.headers: dict[str, str] = {} if keep_alive else {"Connection": "close"}
+
+    def setup(self, base_url: str, ca_file: str | None = None, **params: object) -> None:
+        """Configure and build the client (sync and process adapters)."""
+        self.configure(base_url, ca_file, **params)  # type: ignore[arg-type]
+        self._setup()
+
+    async def asetup(self, base_url: str, ca_file: str | None = None, **params: object) -> None:
+        """Configure and build the client inside the running loop (async adapters)."""
+        self.configure(base_url, ca_file, **params)  # type: ignore[arg-type]
+        await self._asetup()
+
+    def _setup(self) -> None:
+        raise NotImplementedError
+
+    async def _asetup(self) -> None:
+        raise NotImplementedError
+
+    def request(self):  # noqa: ANN201 - a coroutine function on async adapters
+        """Perform one request, reading the whole body (or writing it to disk)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the client (sync and process adapters)."""
+
+    async def aclose(self) -> None:
+        """Release the client (async adapters)."""
+
+    def ssl_context(self):  # noqa: ANN201
+        """A default verifying SSL context trusting the server's CA file."""
+        import ssl
+
+        return ssl.create_default_context(cafile=self.ca_file)
+
+    @classmethod
+    def check(cls) -> None:
+        """Raise :class:`AdapterUnavailable` if this client cannot run here."""
+        for mod in cls.modules:
+            if importlib.util.find_spec(mod) is None:
+                raise AdapterUnavailable(cls.name, f"module {mod!r} not installed", cls.pip_name)
+
+    @classmethod
+    def version(cls) -> str | None:
+        """Version of the client library (``None`` if unknown)."""
+        return library_version(cls.dist) if cls.dist else None
+
+
+def library_version(dist: str) -> str | None:
+    """Installed version of distribution ``dist``, or ``None``."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def load_adapter(name: str) -> type[Adapter]:
+    """The adapter class of client ``name``.
+
+    ``KeyError`` for an unknown name; :class:`AdapterUnavailable` when the
+    client is not installed (checked without importing the library).
+    """
+    try:
+        modname, clsname = ADAPTERS[name]
+    except KeyError:
+        raise KeyError(f"unknown client {name!r}; known: {', '.join(ADAPTERS)}") from None
+    mod = importlib.import_module(modname)
+    cls: type[Adapter] = getattr(mod, clsname)
+    cls.check()
+    return cls
+
+
+def adapter_status(name: str) -> tuple[bool, str | None, str | None]:
+    """``(available, reason, pip_name)`` for client ``name``."""
+    try:
+        load_adapter(name)
+    except AdapterUnavailable as exc:
+        return False, exc.reason, exc.pip_name
+    except KeyError as exc:
+        return False, str(exc.args[0]), None
+    return True, None, None
+
+
+def available_clients(names: tuple[str, ...] | list[str] = DEFAULT_CLIENTS) -> list[str]:
+    """The clients of ``names`` that are installed here."""
+    return [n for n in names if adapter_status(n)[0]]

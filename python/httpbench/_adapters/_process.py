@@ -1,0 +1,65 @@
+"""Shared code of the process-level adapters (curl CLI, any command)."""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from . import Adapter
+
+__all__ = ["ProcessAdapter"]
+
+
+class ProcessAdapter(Adapter):
+    """Each request is one child process (spawned, waited for); exit code 0 means success.
+
+    The runner measures these at process level: wall time per request, the
+    children's CPU (``RUSAGE_CHILDREN``) and their peak RSS.
+    """
+
+    kind = "process"
+    #: read the output file back as ``last_body`` (for verification) after each request
+    capture_body: ClassVar[bool] = False
+
+    def _argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def _setup(self) -> None:
+        self.out_path = self.download_path or self._scratch_out()
+        self.cmd = self._argv()
+        self.devnull = os.open(os.devnull, os.O_RDWR)
+        # stdin/stdout from /dev/null, stderr kept so a failing child says why
+        self.file_actions = [
+            (os.POSIX_SPAWN_DUP2, self.devnull, 0),
+            (os.POSIX_SPAWN_DUP2, self.devnull, 1),
+        ]
+        self.last_rc = 0
+
+    def _scratch_out(self) -> str:
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="httpbench-out-")
+        os.close(fd)
+        self._tmp = path
+        return path
+
+    def request(self) -> None:
+        pid = os.posix_spawnp(self.cmd[0], self.cmd, os.environ, file_actions=self.file_actions)
+        _, status = os.waitpid(pid, 0)
+        rc = os.waitstatus_to_exitcode(status)
+        self.last_rc = rc
+        if rc != 0:
+            raise RuntimeError(f"{self.cmd[0]} exited with {rc}")
+        self.last_status = 200
+        if self.download_path is None and self.capture_body:
+            with open(self.out_path, "rb") as f:
+                self.last_body = f.read()
+
+    def close(self) -> None:
+        os.close(self.devnull)
+        tmp = getattr(self, "_tmp", None)
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -1,0 +1,55 @@
+"""Any executable given as an argv list, one process per request, measured at process level.
+
+Placeholders in the argv strings are filled from the scenario: ``{url}``,
+``{method}``, ``{ca_file}``, ``{out}`` (the download path, or a scratch file),
+``{body_file}`` (the request body as a file), ``{body_size}``. Example:
+``["wget", "-q", "--ca-certificate={ca_file}", "-O", "{out}", "{url}"]``.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from . import AdapterUnavailable
+from ._process import ProcessAdapter
+
+__all__ = ["CommandAdapter"]
+
+
+class CommandAdapter(ProcessAdapter):
+    """Runs ``argv`` (with placeholders filled) per request; exit code 0 is success."""
+
+    name = "command"
+
+    def _argv(self) -> list[str]:
+        if not self.argv:
+            raise ValueError("the command client needs an argv (e.g. commands={'wget': [...]})")
+        exe = shutil.which(self.argv[0])
+        if exe is None:
+            raise AdapterUnavailable(self.name, f"executable {self.argv[0]!r} not found")
+        body_file = self.body_file
+        if body_file is None and self.body is not None:
+            import tempfile
+
+            with tempfile.NamedTemporaryFile(prefix="httpbench-body-", delete=False) as f:
+                f.write(self.body)
+            body_file = self._body_tmp = f.name
+        fields = {
+            "url": self.url, "method": self.method, "ca_file": self.ca_file or "",
+            "out": self.out_path, "body_file": body_file or "", "body_size": str(self.body_size),
+        }
+        try:
+            return [exe] + [a.format(**fields) for a in self.argv[1:]]
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"bad placeholder in command argv {self.argv!r}: {exc}") from None
+
+    def close(self) -> None:
+        super().close()
+        import os
+
+        tmp = getattr(self, "_body_tmp", None)
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -1,0 +1,47 @@
+"""requests: one ``Session`` (keeps the connection alive)."""
+
+from __future__ import annotations
+
+from . import CHUNK, Adapter
+
+__all__ = ["RequestsAdapter"]
+
+
+class RequestsAdapter(Adapter):
+    """``Session.request(...)``; downloads via ``stream=True`` + ``iter_content``."""
+
+    name = "requests"
+    dist = "requests"
+    pip_name = "requests"
+    modules = ("requests",)
+    _lib = "requests"
+
+    def _setup(self) -> None:
+        import importlib
+
+        lib = importlib.import_module(self._lib)
+        self.session = lib.Session()
+        if self.tls and self.ca_file:
+            self.session.verify = self.ca_file
+        self.hdrs = self.headers or None
+
+    def request(self) -> None:
+        s = self.session
+        if self.body_file is not None:
+            with open(self.body_file, "rb") as f:
+                r = s.request(self.method, self.url, data=f, headers=self.hdrs, timeout=self.timeout)
+            self.last_body = r.content
+        elif self.download_path is not None:
+            with s.request(self.method, self.url, headers=self.hdrs, stream=True,
+                           timeout=self.timeout) as r:
+                with open(self.download_path, "wb") as f:
+                    for chunk in r.iter_content(CHUNK):
+                        f.write(chunk)
+        else:
+            r = s.request(self.method, self.url, data=self.body, headers=self.hdrs,
+                          timeout=self.timeout)
+            self.last_body = r.content
+        self.last_status = r.status_code
+
+    def close(self) -> None:
+        self.session.close()

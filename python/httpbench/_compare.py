@@ -1,0 +1,427 @@
+"""``httpbench compare``: put HTTP client libraries side by side (the main job).
+
+``httpbench.compare()`` runs every requested client on every requested
+scenario in isolated worker processes against the embedded server (see
+``_runner``), and returns a :class:`~httpbench.ResultSet`. The CLI prints one
+table per scenario — client | req/s | p50 | p99 | CPU µs/req | Python
+allocs/req | native allocs/req | KiB allocated/req | GC/10k req | peak RSS |
+notes — with medians over the repeats (and the req/s spread), then the
+anomaly notes, and writes ``results.json`` plus PNG plots to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status
+from ._results import MeasureResult, ResultSet
+from ._runner import Runner, RunOptions, median_spread
+from ._scenarios import QUICK_SCENARIOS, SCENARIOS, Scenario, resolve_scenarios
+
+__all__ = ["compare", "cli_main", "format_tables", "summarize"]
+
+QUICK_SCALE = 0.2
+QUICK_REPEAT = 2
+
+COLUMNS = ("client", "req/s", "p50", "p99", "CPU µs/req", "Python allocs/req",
+           "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes")
+
+
+def compare(
+    clients: Sequence[str] | None = None,
+    scenarios: Sequence[str | Scenario] | None = None,
+    repeat: int | None = None,
+    n: int | None = None,
+    quick: bool = False,
+    out: str | os.PathLike[str] | None = None,
+    plots: bool = True,
+    *,
+    commands: dict[str, Sequence[str]] | None = None,
+    native_allocs: bool | None = None,
+    pin: bool = True,
+    timeout: float = 120.0,
+    scale: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    server_factory: Callable[[bool, int], Any] | None = None,
+) -> ResultSet:
+    """Compare HTTP clients on scenarios; returns the :class:`ResultSet`.
+
+    ``clients``: adapter names (default: every installed one of
+    ``DEFAULT_CLIENTS``; names in ``commands`` run that argv per request,
+    placeholders ``{url}``, ``{out}``, ``{ca_file}``, ``{body_file}``);
+    ``scenarios``: names, ``NAME:key=value,...`` specs or :class:`Scenario`
+    objects (default: all built-in scenarios, or the quick set); ``repeat``:
+    interleaved rounds per pair (default 3; 2 with ``quick``); ``n``:
+    requests per round (default: each scenario's duration budget); ``quick``:
+    fewer scenarios and shorter rounds (≤ 30 s in all); ``out``: directory
+    for ``results.json`` and, if ``plots``, PNG figures (None: write
+    nothing). Clients that are not installed are listed in
+    ``result.skipped``; failed workers and anomalies in ``result.notes``.
+    """
+    if repeat is None:
+        repeat = QUICK_REPEAT if quick else 3
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
+    if n is not None and n < 1:
+        raise ValueError("n must be >= 1")
+    commands = {str(k): [str(a) for a in v] for k, v in (commands or {}).items()}
+    for name, argv in commands.items():
+        if not argv:
+            raise ValueError(f"command client {name!r} needs a non-empty argv")
+        if name in ADAPTERS:
+            raise ValueError(f"command client name {name!r} clashes with a built-in client")
+    explicit = clients is not None
+    if clients is None:
+        names = [c for c in DEFAULT_CLIENTS if adapter_status(c)[0]] + list(commands)
+        missing = {c: adapter_status(c) for c in DEFAULT_CLIENTS if not adapter_status(c)[0]}
+    else:
+        names = list(dict.fromkeys(str(c) for c in clients))
+        missing = {}
+        if not names:
+            raise ValueError("no clients given")
+    scs = resolve_scenarios(list(scenarios) if scenarios is not None else None, quick=quick)
+    opts = RunOptions(
+        repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
+        timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
+        progress=progress,
+    )
+    runner = Runner(opts, server_factory=server_factory)
+    rs = runner.run(names, scs)
+    for c, (_, reason, pip) in missing.items():
+        rs = rs.with_skipped(c, f"not installed: {reason}" + (f" (pip install {pip})" if pip else ""))
+    rs = rs.with_metadata(quick=quick, explicit_clients=explicit,
+                          scenario_order=[s.name for s in scs])
+    if out is not None:
+        write_outputs(rs, out, plots=plots, progress=progress)
+    return rs
+
+
+def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Write ``results.json``, ``tables.txt`` and (if possible) PNG plots into ``out``."""
+    d = os.fspath(out)
+    os.makedirs(d, exist_ok=True)
+    written: dict[str, Any] = {"json": os.path.join(d, "results.json")}
+    rs.save(written["json"])
+    with open(os.path.join(d, "tables.txt"), "w", encoding="utf-8") as f:
+        f.write(format_tables(rs))
+    written["tables"] = os.path.join(d, "tables.txt")
+    if plots:
+        try:
+            from ._plot import save_plots
+        except ImportError as exc:
+            written["plots_error"] = f"plots unavailable ({exc})"
+        else:
+            try:
+                written["plots"] = save_plots(rs, d)
+            except Exception as exc:  # plotting must never lose the measured results
+                written["plots_error"] = f"plotting failed: {type(exc).__name__}: {exc}"
+        if "plots_error" in written and progress:
+            progress(written["plots_error"])
+    return written
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _median(values: list[float]) -> float:
+    return median_spread(values)[0]
+
+
+def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
+    """One row per client for ``scenario``: medians over repeats (base units) + note tags."""
+    rows = []
+    for client in rs.clients:
+        reps = [r for r in rs.repeats(client, scenario) if isinstance(r, MeasureResult)]
+        if not reps:
+            continue
+        rate, spread = median_spread([r.calls_per_s for r in reps])
+        kib = [r.alloc_bytes_per_call / 1024 for r in reps]
+        tags: dict[str, int] = {}
+        for note in rs.notes:
+            if note.client == client and note.scenario == scenario:
+                tags[note.kind] = tags.get(note.kind, 0) + 1
+        rows.append({
+            "client": client,
+            "repeats": len(reps),
+            "calls": sum(r.calls for r in reps),
+            "rps": rate,
+            "rps_spread": spread,
+            "p50_ns": _median([r.p50 for r in reps]),
+            "p99_ns": _median([r.p99 for r in reps]),
+            "cpu_us_per_req": _median([r.cpu_ns_per_call / 1e3 for r in reps]),
+            "py_allocs_per_req": _median([r.allocs_per_call for r in reps]),
+            "native_allocs_per_req": _median([r.native_allocs_per_call for r in reps]),
+            "kib_per_req": _median(kib),
+            "gc_per_10k": _median([r.gc_per_10k for r in reps]),
+            "peak_rss_bytes": max((r.peak_rss_bytes or 0) for r in reps) or math.nan,
+            "errors": sum(r.errors for r in reps),
+            "notes": tags,
+        })
+    return rows
+
+
+def _fmt_num(v: float, digits: int = 3) -> str:
+    from ._units import format_count
+
+    return format_count(v, digits)
+
+
+def _fmt_cell(key: str, row: dict[str, Any]) -> str:
+    from ._units import format_bytes, format_duration
+
+    v = row.get(key)
+    if key == "rps":
+        s = _fmt_num(v)
+        sp = row.get("rps_spread")
+        if row.get("repeats", 1) > 1 and sp is not None and not math.isnan(sp):
+            s += f" ±{sp * 50:.0f}%"  # half the min..max range, relative to the median
+        return s
+    if key in ("p50_ns", "p99_ns"):
+        return format_duration(v)
+    if key == "peak_rss_bytes":
+        return format_bytes(v)
+    if key == "notes":
+        tags = row.get("notes") or {}
+        return ", ".join(k + (f"×{c}" if c > 1 else "") for k, c in tags.items()) or ""
+    return _fmt_num(v)
+
+
+_KEYS = ("client", "rps", "p50_ns", "p99_ns", "cpu_us_per_req", "py_allocs_per_req",
+         "native_allocs_per_req", "kib_per_req", "gc_per_10k", "peak_rss_bytes", "notes")
+_RIGHT = set(_KEYS[1:-1])
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    cells = [list(COLUMNS)]
+    for r in rows:
+        cells.append([r["client"]] + [_fmt_cell(k, r) for k in _KEYS[1:]])
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    lines = []
+    for j, row in enumerate(cells):
+        parts = []
+        for i, text in enumerate(row):
+            right = _KEYS[i] in _RIGHT and j > 0
+            parts.append(text.rjust(widths[i]) if right else text.ljust(widths[i]))
+        lines.append(" | ".join(parts).rstrip())
+        if j == 0:
+            lines.append("-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_tables(rs: ResultSet) -> str:
+    """All per-scenario tables, then notes, skipped clients and the run's metadata line."""
+    out: list[str] = []
+    md = rs.metadata
+    order = list(md.get("scenario_order") or rs.scenarios)
+    for s in rs.scenarios:
+        if s not in order:
+            order.append(s)
+    scdefs = md.get("scenarios") or {}
+    for s in order:
+        rows = summarize(rs, s)
+        desc = (scdefs.get(s) or {}).get("description") or (
+            SCENARIOS[s].description if s in SCENARIOS else "")
+        out.append(f"== {s}" + (f" — {desc}" if desc else ""))
+        if rows:
+            reps = max(r["repeats"] for r in rows)
+            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}; "
+                       "±: half the min..max range of req/s)")
+            out.append(_table(rows))
+        else:
+            out.append("   (no results)")
+        out.append("")
+    if rs.notes:
+        out.append("Notes:")
+        seen: set[tuple[Any, ...]] = set()
+        for n in rs.notes:
+            key = (n.kind, n.client, n.scenario)
+            if key in seen:
+                continue
+            seen.add(key)
+            count = sum(1 for m in rs.notes if (m.kind, m.client, m.scenario) == key)
+            more = f" (in {count} rounds)" if count > 1 else ""
+            where = "/".join(x for x in (n.client, n.scenario) if x)
+            out.append(f"  * [{n.kind}] {where + ': ' if where else ''}{n.message}{more}")
+        out.append("")
+    if rs.skipped:
+        out.append("Skipped:")
+        for what, why in rs.skipped.items():
+            out.append(f"  * {what}: {why}")
+        out.append("")
+    bits = [f"Python {md.get('python')}", str(md.get("openssl")), str(md.get("kernel")),
+            f"{md.get('cpus')} CPU(s) {md.get('cpu_model') or ''}".strip(),
+            f"clock {md.get('clock_source')}"]
+    pin = md.get("pinning")
+    if pin:
+        bits.append(f"server on CPU {pin.get('server_cpus')}, workers on CPU {pin.get('worker_cpu')}")
+    if md.get("duration_s") is not None:
+        bits.append(f"took {md['duration_s']:.1f} s")
+    out.append("Run: " + "; ".join(bits))
+    vers = md.get("client_versions") or {}
+    if vers:
+        out.append("Clients: " + "; ".join(f"{k} {v}" for k, v in vers.items() if v))
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="httpbench compare",
+        description="Compare HTTP client libraries against the embedded server: one table per "
+                    "scenario (medians over interleaved repeats), anomaly notes, results JSON "
+                    "and PNG plots.",
+    )
+    ap.add_argument("--clients", help="comma-separated clients (default: every installed one); "
+                    f"known: {', '.join(ADAPTERS)}")
+    ap.add_argument("--scenarios", help="comma-separated scenarios (default: all built-in; "
+                    "NAME:key=value;... defines one, e.g. big:method=POST;path=/sink;body=2m)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="interleaved rounds per client and scenario (default 3; 2 with --quick)")
+    ap.add_argument("--n", type=int, default=None,
+                    help="requests per round (default: a time budget per scenario)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"{len(QUICK_SCENARIOS)} scenarios, short rounds: about 30 s")
+    ap.add_argument("--out", help="output directory (default ./httpbench-results/<timestamp>/)")
+    ap.add_argument("--no-out", action="store_true", help="write no files")
+    ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    ap.add_argument("--json", action="store_true",
+                    help="print the results JSON on stdout instead of the tables")
+    ap.add_argument("--command", action="append", default=[], metavar="NAME=ARGV",
+                    help="add a process-level client running ARGV per request, e.g. "
+                         "'wget=wget -q -O {out} {url}' (placeholders {url} {out} {ca_file} "
+                         "{body_file} {method})")
+    ap.add_argument("--no-native-allocs", action="store_true",
+                    help="do not preload the native malloc counter in workers")
+    ap.add_argument("--no-pin", action="store_true", help="no CPU pinning of server and workers")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds a worker may take for one step before it is killed (120)")
+    ap.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    return ap
+
+
+def _list() -> str:
+    lines = ["Clients:"]
+    for c in ADAPTERS:
+        ok, reason, pip = adapter_status(c)
+        extra = "" if ok else f"  (not available: {reason}" + (f"; pip install {pip}" if pip else "") + ")"
+        if c == "command":
+            extra = "  (any argv, via --command NAME=ARGV)"
+        lines.append(f"  {c}{extra}")
+    lines.append("Scenarios:" + "  (* = --quick)")
+    for name, sc in SCENARIOS.items():
+        mark = "*" if name in QUICK_SCENARIOS else " "
+        lines.append(f" {mark} {name:<22} {sc.description}")
+    return "\n".join(lines) + "\n"
+
+
+class _Progress:
+    """Progress lines on stderr: rewritten in place on a terminal, plain lines otherwise."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.monotonic()
+        self.width = 0
+
+    def __call__(self, msg: str) -> None:
+        text = f"[{time.monotonic() - self.t0:6.1f}s] {msg}"
+        if self.tty and not msg.startswith(("FAILED", "skip")):
+            pad = max(0, self.width - len(text))
+            self.stream.write("\r" + text + " " * pad)
+            self.width = len(text)
+        else:
+            if self.tty and self.width:
+                self.stream.write("\n")
+                self.width = 0
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty and self.width:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _split_scenarios(text: str) -> list[str]:
+    """Split --scenarios: ',' between scenarios; a NAME:k=v spec's keys use ';' or ','."""
+    out: list[str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" in part and ":" not in part and out:
+            out[-1] += "," + part  # a key=value continuing the previous spec
+        else:
+            out.append(part)
+    return [s.replace(";", ",") for s in out]
+
+
+def cli_main(argv: list[str]) -> int:
+    """``httpbench compare ...``; returns the exit code."""
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if args.list:
+        sys.stdout.write(_list())
+        return 0
+    commands: dict[str, list[str]] = {}
+    for spec in args.command:
+        name, eq, cmd = spec.partition("=")
+        if not eq or not name.strip() or not cmd.strip():
+            ap.error(f"--command needs NAME=ARGV, got {spec!r}")
+        commands[name.strip()] = shlex.split(cmd)
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else None
+    if clients is not None and commands:
+        clients += [c for c in commands if c not in clients]
+    scenarios = _split_scenarios(args.scenarios) if args.scenarios else None
+    progress = None if args.quiet else _Progress()
+    t0 = time.monotonic()
+    try:
+        rs = compare(
+            clients=clients, scenarios=scenarios, repeat=args.repeat, n=args.n,
+            quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
+            native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
+            timeout=args.timeout, progress=progress,
+        )
+    except (ValueError, KeyError) as exc:
+        if progress:
+            progress.done()
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        sys.stderr.write(f"httpbench compare: {msg}\n")
+        return 2
+    if progress:
+        progress.done()
+    elapsed = time.monotonic() - t0
+    written: dict[str, Any] = {}
+    if not args.no_out:
+        out = args.out or os.path.join("httpbench-results", time.strftime("%Y%m%d-%H%M%S"))
+        written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
+    if args.json:
+        sys.stdout.write(rs.to_json(indent=1) + "\n")
+    else:
+        sys.stdout.write(format_tables(rs))
+        if written:
+            sys.stdout.write(f"Wrote {written['json']}")
+            plots = written.get("plots")
+            if plots:
+                n = len(plots) if isinstance(plots, (list, tuple, dict)) else 1
+                sys.stdout.write(f" and {n} plot file(s) in {os.path.dirname(written['json'])}")
+            sys.stdout.write("\n")
+        sys.stdout.write(f"compare took {elapsed:.1f} s\n")
+    if not rs.results:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(cli_main(sys.argv[1:]))

@@ -1,0 +1,643 @@
+"""Process isolation for client comparisons.
+
+The embedded server runs in its own process (pinned to one core when the
+machine has two or more); every (client, scenario) runs in a fresh worker
+process (``python -m httpbench._worker``, pinned to another core) that sets
+the adapter up, warms up and then measures one round per command. Rounds are
+interleaved across clients (A B C A B C) so drift in the machine's state hits
+every client alike. Results come back as JSON over a pipe; a worker that
+crashes, hangs (per-reply timeout) or fails is reported with its stderr and
+the run goes on.
+
+Each round is checked against the server's own stats (requests, connections
+accepted, server CPU) and turned into anomaly notes: server saturated, new
+connections where keep-alive was expected, a latency mode near 40 ms (Nagle /
+delayed ACK), errors, a POST answered early that broke the connection,
+responses that failed verification, large run-to-run spread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import select
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._adapters import ADAPTERS, adapter_status, load_adapter
+from ._results import MeasureResult, Note, ResultSet
+from ._scenarios import Scenario
+
+__all__ = [
+    "RunOptions",
+    "Runner",
+    "WorkerFailed",
+    "WorkerProc",
+    "system_metadata",
+    "nagle_fraction",
+    "preload_library",
+]
+
+# Latency band that Nagle + delayed ACK produces on Linux (the 40 ms ACK timer).
+NAGLE_BAND_NS = (38_000_000, 52_000_000)
+NAGLE_MIN_FRACTION = 0.10
+SATURATED_FRACTION = 0.90
+SPREAD_LIMIT = 0.25
+
+
+class WorkerFailed(Exception):
+    """A worker crashed, hung or reported an error; ``stderr`` holds its last output."""
+
+    def __init__(self, message: str, stderr: str = "", kind: str = "worker-failed") -> None:
+        super().__init__(message)
+        self.stderr = stderr
+        self.kind = kind
+
+
+@dataclass
+class RunOptions:
+    """How a comparison runs.
+
+    ``n``: requests per round (None: ``scale`` × the scenario's duration);
+    ``repeat``: rounds per (client, scenario); ``timeout``: seconds a worker
+    may take for one reply (setup or round) before it is killed as hung;
+    ``native_allocs``: preload the malloc counter in workers (None: on when a
+    counter library exists, Linux); ``pin``: CPU pinning server/workers;
+    ``commands``: name -> argv of extra process-level clients.
+    """
+
+    repeat: int = 3
+    n: int | None = None
+    scale: float = 1.0
+    warmup: int = 3
+    timeout: float = 120.0
+    native_allocs: bool | None = None
+    pin: bool = True
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    server_threads: int = 1
+    progress: Callable[[str], None] | None = None
+
+
+# ---------------------------------------------------------------- workers
+
+
+class WorkerProc:
+    """One worker subprocess: JSON commands on stdin, JSON replies on a private pipe."""
+
+    def __init__(self, job: dict[str, Any], env: dict[str, str], timeout: float) -> None:
+        self.job = job
+        self.timeout = timeout
+        self.label = f"{job['client']}/{job['scenario']['name']}"
+        rfd, wfd = os.pipe()
+        self.errfile = tempfile.TemporaryFile(prefix="httpbench-worker-err-")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "httpbench._worker", "--result-fd", str(wfd)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.errfile,
+                pass_fds=(wfd,), env=env, close_fds=True,
+            )
+        finally:
+            os.close(wfd)
+        self.rfd = rfd
+        self.buf = b""
+        self.dead = False
+        self.send(job)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        """Write one command line; a dead worker raises WorkerFailed."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._failed("worker died before taking its command") from None
+
+    def recv(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next reply; WorkerFailed on EOF (crash) or after ``timeout`` s (hang)."""
+        limit = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while b"\n" not in self.buf:
+            left = limit - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise self._failed(f"no answer within {self.timeout if timeout is None else timeout:g} s "
+                                   "(hung); killed", kind="worker-hung")
+            r, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
+            if not r:
+                continue
+            chunk = os.read(self.rfd, 1 << 16)
+            if not chunk:
+                rc = self.proc.wait(timeout=5)
+                raise self._failed(f"worker exited with code {rc} without answering",
+                                   kind="worker-crashed")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line)
+
+    def _failed(self, what: str, kind: str = "worker-failed") -> WorkerFailed:
+        self.dead = True
+        return WorkerFailed(f"{self.label}: {what}", self.stderr_tail(), kind)
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters the worker wrote to stderr."""
+        try:
+            self.errfile.flush()
+            size = self.errfile.seek(0, os.SEEK_END)
+            self.errfile.seek(max(0, size - limit))
+            return self.errfile.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    def kill(self) -> None:
+        """Kill this worker (only this pid)."""
+        self.dead = True
+        with contextlib.suppress(ProcessLookupError, OSError):
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+    def close(self) -> None:
+        """Ask the worker to exit, kill it if it does not within 10 s."""
+        if not self.dead and self.proc.poll() is None:
+            with contextlib.suppress(WorkerFailed):
+                self.send({"cmd": "close"})
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        else:
+            self.kill()
+        with contextlib.suppress(OSError):
+            os.close(self.rfd)
+        self.errfile.close()
+
+
+# ---------------------------------------------------------------- servers
+
+
+def _server_counts(stats: Any) -> dict[str, int | None]:
+    """Requests, connections accepted and server CPU ns from a server stats snapshot."""
+    s = stats if isinstance(stats, dict) else dict(getattr(stats, "__dict__", {}))
+
+    def pick(*names: str) -> int | None:
+        for n in names:
+            v = s.get(n)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return int(v)
+        return None
+
+    cpu = pick("cpu_ns", "server_cpu_ns", "cpu_total_ns")
+    if cpu is None:
+        u, y = pick("cpu_user_ns"), pick("cpu_sys_ns")
+        if u is not None or y is not None:
+            cpu = (u or 0) + (y or 0)
+    return {
+        "requests": pick("requests", "requests_total", "total_requests"),
+        "connections": pick("connections_accepted", "connections", "accepted"),
+        "cpu_ns": cpu,
+    }
+
+
+def _pin_process(pid: int, cpus: set[int]) -> bool:
+    """Pin every thread of ``pid`` to ``cpus`` (threads created later inherit it)."""
+    ok = False
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+            ok = True
+        except OSError:
+            pass
+    return ok
+
+
+def _default_server_factory(tls: bool, threads: int) -> Any:
+    from . import _server
+
+    return _server.start_process(tls=tls, threads=threads)
+
+
+# ---------------------------------------------------------------- metadata
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def system_metadata() -> dict[str, Any]:
+    """Python, OpenSSL, kernel, CPU model, clock source, core count."""
+    cpu_model = None
+    info = _read("/proc/cpuinfo") or ""
+    for line in info.splitlines():
+        if line.lower().startswith(("model name", "hardware", "cpu model")):
+            cpu_model = line.split(":", 1)[1].strip()
+            break
+    try:
+        ncpu = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        ncpu = os.cpu_count() or 1
+    return {
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "python_build": " ".join(platform.python_build()),
+        "openssl": ssl.OPENSSL_VERSION,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "cpu_model": cpu_model or platform.processor() or None,
+        "cpus": ncpu,
+        "clock_source": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        "hostname": platform.node(),
+    }
+
+
+def preload_library() -> str | None:
+    """Path of the native malloc-counting preload library, or None when not built."""
+    try:
+        from . import _measure
+    except ImportError:
+        return None
+    for name in ("preload_library", "preload_path", "native_preload_path"):
+        fn = getattr(_measure, name, None)
+        if callable(fn):
+            try:
+                p = fn()
+            except Exception:
+                return None
+            return p if p and os.path.exists(p) else None
+        if isinstance(fn, str) and os.path.exists(fn):
+            return fn
+    return None
+
+
+# ---------------------------------------------------------------- anomalies
+
+
+def nagle_fraction(hist: Any) -> float:
+    """Fraction of latencies in a *peak* at the 40 ms Nagle/delayed-ACK band, else 0.
+
+    A latency that is merely slow (queueing at high concurrency, a process
+    start per request) spreads over the neighbouring ranges too; the Nagle
+    stall piles requests up just above the 40 ms delayed-ACK timer.
+    """
+    total = inband = near = 0
+    lo, hi = NAGLE_BAND_NS
+    for value, count in hist:
+        total += count
+        if lo <= value <= hi:
+            inband += count
+        elif lo / 3 <= value < lo or hi < value <= hi * 3:
+            near += count
+    if not total or inband < 2 * near:
+        return 0.0
+    return inband / total
+
+
+def round_notes(
+    client: str, sc: Scenario, repeat: int, kind: str, mr: MeasureResult, srv: dict[str, Any],
+    worker_requests: int, verify: dict[str, Any], error_samples: list[str],
+    server_threads: int,
+) -> list[Note]:
+    """Anomaly notes of one measured round."""
+    notes: list[Note] = []
+
+    def note(k: str, msg: str, sev: str = "warning") -> None:
+        notes.append(Note(k, msg, client, sc.name, repeat, sev))
+
+    calls = mr.calls
+    if mr.errors:
+        sample = f" (e.g. {error_samples[0]})" if error_samples else ""
+        note("errors", f"{mr.errors} of {calls} requests failed{sample}", "error")
+    if not verify.get("ok", True):
+        note("bad-response", f"response failed verification: {verify.get('detail')}", "error")
+    cpu, wall = srv.get("cpu_ns"), mr.wall_ns
+    if cpu is not None and wall > 0 and cpu >= SATURATED_FRACTION * wall * server_threads:
+        note("server-saturated",
+             f"server CPU {cpu / wall:.0%} of wall time on {server_threads} thread(s): "
+             "the server, not the client, may be the limit")
+    conns, reqs = srv.get("connections"), srv.get("requests")
+    if reqs is not None and reqs != worker_requests:
+        note("count-mismatch",
+             f"server saw {reqs} requests, the client made {worker_requests} "
+             "(retries or lost requests)", "info" if reqs > worker_requests else "warning")
+    if conns is not None and kind != "process":
+        if sc.keep_alive:
+            allowance = max(2, calls // 100)
+            if conns > allowance:
+                per = conns / max(calls, 1)
+                if per >= 0.5:
+                    msg = (f"{conns} new connections for {calls} requests: a new connection "
+                           "per request although keep-alive was expected")
+                else:
+                    want = ("one kept-alive connection" if sc.concurrency == 1
+                            else f"{sc.concurrency} kept-alive connections")
+                    msg = (f"{conns} new connections for {calls} requests where {want} "
+                           "opened before the round were expected")
+                if sc.is_post and mr.errors:
+                    note("early-answer", "POST answered before its body was read broke the "
+                         f"connection for the next request: {msg}", "error")
+                else:
+                    note("new-connections", msg)
+        elif conns < 0.9 * calls:
+            note("keep-alive-used", f"only {conns} connections for {calls} requests although "
+                 "keep-alive was off", "info")
+    if sc.is_post and mr.errors and sc.keep_alive and not any(n.kind == "early-answer" for n in notes):
+        note("early-answer", f"{mr.errors} POST requests failed on a kept-alive connection: the "
+             "server may have answered before reading the body, breaking the next request",
+             "error")
+    frac = 0.0 if kind == "process" else nagle_fraction(mr.latency)
+    if frac >= NAGLE_MIN_FRACTION:
+        note("nagle-40ms",
+             f"{frac:.0%} of requests took 38-52 ms: the signature of Nagle's algorithm "
+             "meeting delayed ACKs (a request written in pieces without TCP_NODELAY)")
+    return notes
+
+
+def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> list[Note]:
+    """A note when requests/s varies by more than SPREAD_LIMIT across repeats."""
+    rates = [r.calls_per_s for r in rounds if r.calls and r.wall_ns > 0]
+    if len(rates) < 2:
+        return []
+    med = statistics.median(rates)
+    if med <= 0:
+        return []
+    spread = (max(rates) - min(rates)) / med
+    if spread > SPREAD_LIMIT:
+        return [Note("spread", f"requests/s varied {spread:.0%} across {len(rates)} repeats "
+                     f"({min(rates):,.0f} .. {max(rates):,.0f}); treat with care",
+                     client, sc.name, None, "info")]
+    return []
+
+
+# ---------------------------------------------------------------- runner
+
+
+class Runner:
+    """Runs clients × scenarios × repeats in isolated workers and builds a ResultSet.
+
+    ``server_factory(tls, threads)`` returns a started server handle with
+    ``.url``, ``.ca_file``, ``.pid``, ``.stats()`` and ``.stop()`` (default:
+    ``httpbench._server.start_process``).
+    """
+
+    def __init__(self, options: RunOptions | None = None,
+                 server_factory: Callable[[bool, int], Any] | None = None) -> None:
+        self.opt = options or RunOptions()
+        self.server_factory = server_factory or _default_server_factory
+        self.servers: dict[bool, Any] = {}
+        self.notes: list[Note] = []
+        self.skipped: dict[str, str] = {}
+        self.versions: dict[str, str | None] = {}
+        self.failed: set[tuple[str, str]] = set()
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = []
+        if self.opt.pin and len(cpus) >= 2:
+            half = max(1, len(cpus) // 2) if len(cpus) >= 4 else 1
+            self.server_cpus: set[int] | None = set(cpus[:half])
+            self.worker_cpu: int | None = cpus[-1]
+        else:
+            self.server_cpus, self.worker_cpu = None, None
+        self.preload = None
+        if self.opt.native_allocs is not False and sys.platform.startswith("linux"):
+            self.preload = preload_library()
+            if self.preload is None and self.opt.native_allocs:
+                self.notes.append(Note("native-allocs-unavailable",
+                                       "native allocation counter library not found; "
+                                       "native allocs/req not measured", severity="info"))
+
+    def _progress(self, msg: str) -> None:
+        if self.opt.progress is not None:
+            self.opt.progress(msg)
+
+    def _server(self, tls: bool) -> Any:
+        srv = self.servers.get(tls)
+        if srv is None:
+            srv = self.server_factory(tls, self.opt.server_threads)
+            self.servers[tls] = srv
+            if self.server_cpus and getattr(srv, "pid", None):
+                _pin_process(int(srv.pid), self.server_cpus)
+        return srv
+
+    def _stats(self, srv: Any) -> dict[str, int | None]:
+        try:
+            return _server_counts(srv.stats())
+        except Exception:
+            return {"requests": None, "connections": None, "cpu_ns": None}
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                  "ALL_PROXY"):
+            env.pop(k, None)
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.preload:
+            old = env.get("LD_PRELOAD")
+            env["LD_PRELOAD"] = self.preload + (":" + old if old else "")
+        return env
+
+    def _check_clients(self, clients: Sequence[str]) -> list[str]:
+        ok: list[str] = []
+        for c in clients:
+            name = "command" if c in self.opt.commands else c
+            if name not in ADAPTERS:
+                self.skipped[c] = f"unknown client (known: {', '.join(ADAPTERS)})"
+                continue
+            avail, reason, pip_name = adapter_status(name)
+            if not avail:
+                self.skipped[c] = (f"not installed: {reason}"
+                                   + (f" (pip install {pip_name})" if pip_name else ""))
+                self._progress(f"skip {c}: {self.skipped[c]}")
+                continue
+            if name == "command" and c not in self.opt.commands:
+                self.skipped[c] = "the command client needs an argv (commands={name: argv})"
+                continue
+            self.versions[c] = load_adapter(name).version()
+            ok.append(c)
+        return ok
+
+    def run(self, clients: Sequence[str], scenarios: Sequence[Scenario]) -> ResultSet:
+        """Run everything; never raises for a client's failure (it becomes a note)."""
+        t_start = time.time()
+        clients = self._check_clients(clients)
+        results: dict[tuple[str, str, int], MeasureResult] = {}
+        workdir = tempfile.mkdtemp(prefix="httpbench-compare-")
+        total = len(clients) * len(scenarios) * self.opt.repeat
+        done = 0
+        try:
+            for sc in scenarios:
+                if not clients:
+                    break
+                srv = self._server(sc.tls)
+                workers = self._start_workers(clients, sc, srv, workdir)
+                rounds: dict[str, list[MeasureResult]] = {c: [] for c in workers}
+                for rep in range(self.opt.repeat):
+                    for c, w in list(workers.items()):
+                        done += 1
+                        if w.dead:
+                            continue
+                        mr = self._round(c, sc, rep, w, srv)
+                        if mr is not None:
+                            results[(c, sc.name, rep)] = mr
+                            rounds[c].append(mr)
+                            self._progress(
+                                f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
+                                f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
+                for c, w in workers.items():
+                    w.close()
+                    self.notes.extend(spread_notes(c, sc, rounds[c]))
+        finally:
+            self.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        md = system_metadata()
+        md.update({
+            "client_versions": self.versions,
+            "repeat": self.opt.repeat,
+            "n": self.opt.n,
+            "scale": self.opt.scale,
+            "pinning": ({"server_cpus": sorted(self.server_cpus), "worker_cpu": self.worker_cpu}
+                        if self.server_cpus else None),
+            "native_alloc_counter": self.preload,
+            "server_threads": self.opt.server_threads,
+            "scenarios": {sc.name: sc.to_dict() for sc in scenarios},
+            "clients": list(clients),
+            "started_unix_ns": int(t_start * 1e9),
+            "duration_s": round(time.time() - t_start, 3),
+        })
+        return ResultSet(results=results, metadata=md, notes=tuple(self.notes),
+                         skipped=self.skipped)
+
+    def _job(self, client: str, sc: Scenario, srv: Any, workdir: str) -> dict[str, Any]:
+        d = tempfile.mkdtemp(prefix=f"{client.replace('/', '_')}-{sc.name}-", dir=workdir)
+        url = srv.url
+        return {
+            "client": "command" if client in self.opt.commands else client,
+            "label": client,
+            "scenario": sc.to_dict(),
+            "base_url": url,
+            "ca_file": getattr(srv, "ca_file", None) if sc.tls else None,
+            "cpu": self.worker_cpu,
+            "warmup": self.opt.warmup,
+            "workdir": d,
+            "argv": self.opt.commands.get(client),
+        }
+
+    def _start_workers(self, clients: Sequence[str], sc: Scenario, srv: Any,
+                       workdir: str) -> dict[str, WorkerProc]:
+        env = self._env()
+        started: dict[str, WorkerProc] = {}
+        for c in clients:
+            try:
+                started[c] = WorkerProc(self._job(c, sc, srv, workdir), env, self.opt.timeout)
+            except (OSError, WorkerFailed) as exc:
+                self._fail(c, sc, WorkerFailed(str(exc), "", "worker-failed"))
+        ready: dict[str, WorkerProc] = {}
+        for c, w in started.items():
+            try:
+                msg = w.recv()
+            except WorkerFailed as exc:
+                self._fail(c, sc, exc)
+                w.close()
+                continue
+            st = msg.get("status")
+            if st == "ready":
+                ready[c] = w
+                self._progress(f"ready {sc.name} {c}")
+            elif st == "skipped":
+                reason = msg.get("reason", "unavailable")
+                pip = msg.get("pip_name")
+                self.skipped[f"{c}/{sc.name}"] = reason + (f" (pip install {pip})" if pip else "")
+                w.close()
+            else:
+                self._fail(c, sc, WorkerFailed(
+                    f"{c}/{sc.name}: setup failed: {msg.get('error')}",
+                    (msg.get("traceback") or "") + w.stderr_tail(800), "worker-failed"))
+                w.close()
+        return ready
+
+    def _fail(self, client: str, sc: Scenario, exc: WorkerFailed, repeat: int | None = None) -> None:
+        self.failed.add((client, sc.name))
+        tail = exc.stderr.strip().splitlines()[-6:]
+        msg = str(exc) + (("; stderr: " + " | ".join(tail)) if tail else "")
+        self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
+        self._progress(f"FAILED {msg[:300]}")
+
+    def _round(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
+               srv: Any) -> MeasureResult | None:
+        cmd: dict[str, Any] = {"cmd": "run"}
+        if self.opt.n is not None or sc.n is not None:
+            cmd["n"] = self.opt.n if self.opt.n is not None else sc.n
+        else:
+            cmd["duration"] = sc.duration * self.opt.scale
+            cmd["min_n"] = sc.min_n
+        s0 = self._stats(srv)
+        try:
+            w.send(cmd)
+            msg = w.recv()
+        except WorkerFailed as exc:
+            self._fail(client, sc, exc, rep)
+            return None
+        s1 = self._stats(srv)
+        if msg.get("status") != "ok":
+            self._fail(client, sc, WorkerFailed(
+                f"{client}/{sc.name} round {rep + 1}: {msg.get('error')}",
+                msg.get("traceback") or "", "worker-failed"), rep)
+            return None
+        mr = MeasureResult.from_dict(msg["result"])
+        srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
+        md = dict(mr.metadata)
+        md.update({
+            "client": client, "scenario": sc.name, "repeat": rep,
+            "server": srv_delta, "server_threads": self.opt.server_threads,
+            "worker_requests": msg.get("round_requests"),
+            "verify": msg.get("verify"), "error_samples": msg.get("error_samples") or [],
+            "client_version": self.versions.get(client),
+            "kind": ("process" if client in self.opt.commands or client == "curl"
+                     else load_adapter(client).kind),
+        })
+        import dataclasses
+
+        mr = dataclasses.replace(mr, metadata=md)
+        self.notes.extend(round_notes(
+            client, sc, rep, md["kind"], mr, srv_delta, int(msg.get("round_requests") or 0),
+            msg.get("verify") or {}, md["error_samples"], self.opt.server_threads))
+        return mr
+
+    def stop(self) -> None:
+        """Stop the server processes this runner started."""
+        for srv in self.servers.values():
+            with contextlib.suppress(Exception):
+                srv.stop()
+        self.servers.clear()
+
+
+def median_spread(values: Sequence[float]) -> tuple[float, float]:
+    """(median, relative spread (max-min)/median) of finite values; NaNs when none."""
+    v = [x for x in values if x is not None and not math.isnan(x)]
+    if not v:
+        return math.nan, math.nan
+    med = statistics.median(v)
+    if len(v) < 2 or med == 0:
+        return med, 0.0 if len(v) >= 1 else math.nan
+    return med, (max(v) - min(v)) / abs(med)

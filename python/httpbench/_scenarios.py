@@ -1,0 +1,245 @@
+"""Named workloads for ``httpbench compare`` — the seeds' experiments.
+
+A :class:`Scenario` says what one request is (method, path, body, TLS,
+keep-alive) and how many run at once; the runner turns it into primitive
+arguments for a client adapter. The built-in scenarios reproduce what people
+measured by hand:
+
+* ``get-150b`` / ``get-12k`` / ``post-300k-*`` — HttpClient vs
+  HttpURLConnection (2004): small GETs, a 12 KB page, a 300 KB POST streamed
+  from a file (and, for contrast, from memory);
+* ``get-100k`` — the ab runs against Tomcat's 100 KB changelog page;
+* ``download-80k`` / ``download-7m`` / ``download-30m`` — "who downloads a
+  file to disk fastest", body streamed to a file, never held in memory;
+* ``https-get-150b`` — okhttp vs hutool vs RestTemplate over HTTPS (CPU and
+  bytes allocated per request);
+* ``get-150b-new-conn`` — keep-alive off (``Connection: close``), what a new
+  connection per request costs;
+* ``get-150b-concurrent`` — 16 requests in flight: async clients natively,
+  sync clients with one thread (and one connection) each.
+
+User-defined scenarios: ``Scenario(name, method=..., path=..., body_size=...,
+tls=..., concurrency=...)`` or :func:`parse_scenario` for the CLI's
+``name:KEY=VALUE,...`` form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "Scenario",
+    "SCENARIOS",
+    "DEFAULT_SCENARIOS",
+    "QUICK_SCENARIOS",
+    "get_scenario",
+    "parse_scenario",
+    "resolve_scenarios",
+]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One workload: the request every client repeats, and how many at once.
+
+    ``body_size`` > 0 sends a deterministic body of that size (``body_from``
+    ``"mem"``: a bytes object, ``"file"``: streamed from a file on disk);
+    ``download`` streams the response body to a file; ``keep_alive=False``
+    sends ``Connection: close`` so every request opens a connection;
+    ``expect_bytes`` is the response body size checked after each round
+    (``None``: not checked). ``duration`` is the default measuring time of one
+    round in seconds (``n`` requests instead when given), ``min_n`` the fewest
+    requests a round makes.
+    """
+
+    name: str
+    description: str = ""
+    method: str = "GET"
+    path: str = "/bytes/150"
+    body_size: int = 0
+    body_from: str = "mem"
+    download: bool = False
+    tls: bool = False
+    keep_alive: bool = True
+    concurrency: int = 1
+    n: int | None = None
+    duration: float = 0.25
+    min_n: int = 5
+    expect_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise ValueError(f"bad scenario name {self.name!r}: letters, digits, '-', '_', '.'")
+        if self.method.upper() not in _METHODS:
+            raise ValueError(f"scenario {self.name}: method must be one of {', '.join(_METHODS)}")
+        object.__setattr__(self, "method", self.method.upper())
+        if not self.path.startswith("/"):
+            raise ValueError(f"scenario {self.name}: path must start with '/'")
+        if self.body_size < 0:
+            raise ValueError(f"scenario {self.name}: body_size must be >= 0")
+        if self.body_from not in ("mem", "file"):
+            raise ValueError(f"scenario {self.name}: body_from must be 'mem' or 'file'")
+        if self.body_size and self.method in ("GET", "HEAD"):
+            raise ValueError(f"scenario {self.name}: {self.method} cannot carry a body")
+        if not 1 <= self.concurrency <= 1024:
+            raise ValueError(f"scenario {self.name}: concurrency must be 1..1024")
+        if self.n is not None and self.n < 1:
+            raise ValueError(f"scenario {self.name}: n must be >= 1")
+        if not self.duration > 0:
+            raise ValueError(f"scenario {self.name}: duration must be > 0")
+
+    @property
+    def is_post(self) -> bool:
+        """True when the request carries a body."""
+        return self.body_size > 0
+
+    def replace(self, **changes: object) -> Scenario:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form (stored with every result)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Scenario:
+        """Inverse of :meth:`to_dict`; unknown keys are a ``ValueError``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        bad = set(d) - names
+        if bad:
+            raise ValueError(f"unknown scenario field(s): {', '.join(sorted(bad))}")
+        return cls(**d)
+
+
+def _builtin() -> dict[str, Scenario]:
+    s = [
+        Scenario("get-150b", "GET of a ~150-byte body on one kept-alive connection",
+                 path="/bytes/150", expect_bytes=150),
+        Scenario("get-12k", "GET of a 12 KB page on one kept-alive connection",
+                 path="/bytes/12000", expect_bytes=12000),
+        Scenario("get-100k", "GET of a 100 KB page on one kept-alive connection",
+                 path="/bytes/100000", expect_bytes=100000),
+        Scenario("post-300k-file", "POST of 300 KB streamed from a file to /sink",
+                 method="POST", path="/sink", body_size=300_000, body_from="file"),
+        Scenario("post-300k-mem", "POST of 300 KB from memory (bytes) to /sink",
+                 method="POST", path="/sink", body_size=300_000, body_from="mem"),
+        Scenario("download-80k", "download of an 80 KB file, streamed to disk",
+                 path="/bytes/80000", download=True, expect_bytes=80_000),
+        Scenario("download-7m", "download of a 7 MB file, streamed to disk",
+                 path="/bytes/7000000", download=True, expect_bytes=7_000_000, min_n=3),
+        Scenario("download-30m", "download of a 30 MB file, streamed to disk",
+                 path="/bytes/30000000", download=True, expect_bytes=30_000_000,
+                 min_n=2, duration=0.4),
+        Scenario("https-get-150b", "GET of ~150 bytes over HTTPS (verified), kept alive",
+                 path="/bytes/150", tls=True, expect_bytes=150),
+        Scenario("get-150b-new-conn", "GET of ~150 bytes, keep-alive off (a connection per request)",
+                 path="/bytes/150", keep_alive=False, expect_bytes=150),
+        Scenario("get-150b-concurrent", "GET of ~150 bytes, 16 in flight (async natively, sync: threads)",
+                 path="/bytes/150", concurrency=16, expect_bytes=150, min_n=32),
+    ]
+    return {x.name: x for x in s}
+
+
+SCENARIOS: dict[str, Scenario] = _builtin()
+DEFAULT_SCENARIOS: tuple[str, ...] = tuple(SCENARIOS)
+QUICK_SCENARIOS: tuple[str, ...] = ("get-150b", "post-300k-file", "download-7m", "https-get-150b")
+
+
+def get_scenario(name: str) -> Scenario:
+    """The built-in scenario ``name``; ``KeyError`` with the known names otherwise."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
+
+
+_BOOL = {"1": True, "true": True, "yes": True, "on": True,
+         "0": False, "false": False, "no": False, "off": False}
+
+
+def parse_scenario(spec: str) -> Scenario:
+    """A scenario from ``NAME`` (built-in) or ``NAME:key=value,...`` (user-defined).
+
+    Keys: method, path, body (or body_size, bytes; suffix k/m), body_from
+    (mem|file), download, tls, keep_alive, concurrency, n, duration. A
+    built-in NAME with keys is that scenario modified, e.g.
+    ``get-150b:tls=1,n=500``.
+    """
+    name, sep, rest = spec.partition(":")
+    name = name.strip()
+    base = SCENARIOS.get(name)
+    if not sep:
+        if base is None:
+            raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}; "
+                             "or define one as NAME:method=POST,path=/sink,body=300k")
+        return base
+    fields: dict[str, object] = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, val = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq:
+            raise ValueError(f"scenario {name}: expected key=value, got {item!r}")
+        val = val.strip()
+        if key in ("body", "body_size"):
+            fields["body_size"] = _size(val)
+        elif key in ("download", "tls", "keep_alive"):
+            if val.lower() not in _BOOL:
+                raise ValueError(f"scenario {name}: {key} must be a boolean, got {val!r}")
+            fields[key] = _BOOL[val.lower()]
+        elif key in ("concurrency", "n", "min_n"):
+            try:
+                fields[key] = int(val)
+            except ValueError:
+                raise ValueError(f"scenario {name}: {key} must be an integer") from None
+        elif key == "duration":
+            try:
+                fields[key] = float(val)
+            except ValueError:
+                raise ValueError(f"scenario {name}: duration must be a number") from None
+        elif key in ("method", "path", "body_from", "description"):
+            fields[key] = val
+        elif key == "expect_bytes":
+            fields[key] = _size(val)
+        else:
+            raise ValueError(f"scenario {name}: unknown key {key!r}")
+    if base is not None:
+        return base.replace(**fields)
+    if fields.get("body_size") and "method" not in fields:
+        fields["method"] = "POST"
+    return Scenario(name, description=str(fields.pop("description", "user-defined")), **fields)  # type: ignore[arg-type]
+
+
+def _size(val: str) -> int:
+    v = val.lower().strip()
+    mult = 1
+    for suf, m in (("kib", 1024), ("mib", 1 << 20), ("k", 1000), ("m", 1_000_000), ("b", 1)):
+        if v.endswith(suf):
+            v, mult = v[: -len(suf)], m
+            break
+    try:
+        n = int(float(v) * mult)
+    except ValueError:
+        raise ValueError(f"bad size {val!r} (e.g. 300k, 7m, 150)") from None
+    if n < 0:
+        raise ValueError(f"bad size {val!r}")
+    return n
+
+
+def resolve_scenarios(specs: list[str | Scenario] | None, quick: bool = False) -> list[Scenario]:
+    """Scenario objects from names/specs/objects; ``None`` → the default (or quick) set."""
+    if specs is None:
+        return [SCENARIOS[n] for n in (QUICK_SCENARIOS if quick else DEFAULT_SCENARIOS)]
+    out: list[Scenario] = []
+    for s in specs:
+        sc = s if isinstance(s, Scenario) else parse_scenario(str(s))
+        if any(o.name == sc.name for o in out):
+            raise ValueError(f"scenario {sc.name!r} given twice")
+        out.append(sc)
+    if not out:
+        raise ValueError("no scenarios given")
+    return out

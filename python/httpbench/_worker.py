@@ -1,0 +1,446 @@
+"""One compare worker: a fresh process running one (client, scenario).
+
+Started by the runner as ``python -m httpbench._worker --result-fd FD``. The
+first line on stdin is the job (JSON): client, scenario, target URL, CA file,
+CPU to pin to, warm-up count, scratch directory. The worker sets up the
+adapter(s), checks one response against a reference read with
+``http.client``, warms up, and answers ``{"status": "ready", ...}`` on the
+result pipe. Each further stdin line is a command: ``{"cmd": "run", "n": N}``
+or ``{"cmd": "run", "duration": S, "min_n": K}`` measures one round and
+answers ``{"status": "ok", "result": MeasureResult.to_dict(), ...}``;
+``{"cmd": "close"}`` (or EOF) closes the adapter and exits.
+
+Results travel only over the result pipe, so whatever a library prints on
+stdout/stderr cannot corrupt them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import platform
+import random
+import resource
+import ssl
+import sys
+import threading
+import time
+import traceback
+import zlib
+from typing import Any
+
+__all__ = ["main", "payload"]
+
+_MAX_N = 200_000
+_ERR_SAMPLES = 5
+
+
+def payload(size: int, seed: int = 7) -> bytes:
+    """The deterministic request body of ``size`` bytes (same in every worker)."""
+    return random.Random(seed).randbytes(size)
+
+
+class _Errors:
+    """Counts failed requests (the round goes on) and keeps a few samples."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.samples: list[str] = []
+        self.lock = threading.Lock()
+
+    def add(self, exc: BaseException) -> None:
+        with self.lock:
+            self.count += 1
+            if len(self.samples) < _ERR_SAMPLES:
+                self.samples.append(f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _safe_sync(req, errs: _Errors):  # noqa: ANN001, ANN202
+    def call() -> None:
+        try:
+            req()
+        except Exception as exc:  # an error is a counted result, never the end of the round
+            errs.add(exc)
+
+    return call
+
+
+def _safe_async(req, errs: _Errors):  # noqa: ANN001, ANN202
+    async def call() -> None:
+        try:
+            await req()
+        except Exception as exc:
+            errs.add(exc)
+
+    return call
+
+
+def _children_usage() -> tuple[int, int, int]:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int(ru.ru_utime * 1e9), int(ru.ru_stime * 1e9), int(ru.ru_maxrss) * 1024
+
+
+class Worker:
+    """Holds the adapter instances and runs measured rounds."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        from ._adapters import load_adapter
+        from ._scenarios import Scenario
+
+        self.job = job
+        self.client = job["client"]
+        self.sc = Scenario.from_dict(job["scenario"])
+        self.cls = load_adapter(self.client)
+        self.kind = self.cls.kind
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.requests = 0  # every request this worker made (server stats check)
+        self.per_req_ns = 1e6  # running estimate, for duration-based rounds
+        self.adapters: list[Any] = []
+        self.ref_crc: int | None = None
+        self.ref_len: int | None = None
+        self.workdir = job["workdir"]
+
+    # ------------------------------------------------------------ setup
+    def _params(self, i: int) -> dict[str, Any]:
+        sc = self.sc
+        p: dict[str, Any] = {
+            "method": sc.method, "path": sc.path, "keep_alive": sc.keep_alive,
+            "concurrency": sc.concurrency, "timeout": float(self.job.get("timeout", 10.0)),
+            "argv": self.job.get("argv"),
+        }
+        if sc.body_size:
+            if sc.body_from == "file":
+                p["body_file"] = self.body_file
+                p["body_size"] = sc.body_size
+            else:
+                p["body"] = self.body
+        if sc.download:
+            p["download_path"] = os.path.join(self.workdir, f"download-{i}.bin")
+        return p
+
+    def setup(self) -> dict[str, Any]:
+        sc = self.sc
+        if sc.body_size:
+            self.body = payload(sc.body_size)
+            self.body_crc = zlib.crc32(self.body)
+            self.body_file = os.path.join(self.workdir, "body.bin")
+            with open(self.body_file, "wb") as f:
+                f.write(self.body)
+        else:
+            self.body = None
+        if sc.method == "GET" and not sc.body_size:
+            self._reference()
+        base, ca = self.job["base_url"], self.job.get("ca_file")
+        instances = 1 if self.kind == "async" else sc.concurrency
+        if self.kind == "async":
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            a = self.cls()
+            self.loop.run_until_complete(a.asetup(base, ca, **self._params(0)))
+            self.adapters = [a]
+        else:
+            for i in range(instances):
+                a = self.cls()
+                a.setup(base, ca, **self._params(i))
+                self.adapters.append(a)
+        warm = max(int(self.job.get("warmup", 3)), 1)
+        t0 = time.perf_counter_ns()
+        errs = _Errors()
+        for _ in range(warm):
+            if self.kind == "async" and sc.concurrency > 1:
+                # open all the connections the measured rounds will keep alive
+                self._async_batch(self.adapters[0], sc.concurrency, errs)
+            else:
+                for a in self.adapters:
+                    self._one(a, errs)
+        dt = time.perf_counter_ns() - t0
+        self.per_req_ns = max(dt / (warm * max(len(self.adapters), sc.concurrency)), 1000.0)
+        if errs.count:
+            raise RuntimeError(f"warm-up failed: {errs.samples[0]}")
+        ver = self.verify()
+        if not ver["ok"]:
+            raise RuntimeError(f"warm-up response wrong: {ver['detail']}")
+        return {"status": "ready", "client": self.client, "scenario": sc.name,
+                "requests": self.requests, "metadata": self.metadata()}
+
+    def _one(self, a: Any, errs: _Errors) -> None:
+        self.requests += 1
+        try:
+            if self.kind == "async":
+                assert self.loop is not None
+                self.loop.run_until_complete(a.request())
+            else:
+                a.request()
+        except Exception as exc:
+            errs.add(exc)
+
+    def _async_batch(self, a: Any, k: int, errs: _Errors) -> None:
+        assert self.loop is not None
+        call = _safe_async(a.request, errs)
+
+        async def batch() -> None:
+            await asyncio.gather(*(call() for _ in range(k)))
+
+        self.requests += k
+        self.loop.run_until_complete(batch())
+
+    def _reference(self) -> None:
+        """Read the expected response once with http.client (counted in setup requests)."""
+        import http.client
+        from urllib.parse import urlsplit
+
+        u = urlsplit(self.job["base_url"])
+        if u.scheme == "https":
+            ctx = ssl.create_default_context(cafile=self.job.get("ca_file"))
+            conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=30, context=ctx)
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.request("GET", self.sc.path)
+            r = conn.getresponse()
+            crc, n = 0, 0
+            while chunk := r.read(1 << 20):
+                crc = zlib.crc32(chunk, crc)
+                n += len(chunk)
+            self.requests += 1
+            if r.status != 200:
+                raise RuntimeError(f"reference GET {self.sc.path} answered {r.status}")
+            self.ref_crc, self.ref_len = crc, n
+        finally:
+            conn.close()
+
+    # ------------------------------------------------------------ verify
+    def verify(self) -> dict[str, Any]:
+        """Check every instance's last response: status, size, CRC (or the sink's CRC)."""
+        sc = self.sc
+        problems: list[str] = []
+        for i, a in enumerate(self.adapters):
+            where = f"instance {i}: " if len(self.adapters) > 1 else ""
+            if a.last_status != 200:
+                problems.append(f"{where}status {a.last_status}")
+                continue
+            if self.kind == "process" and not getattr(self.cls, "capture_body", False):
+                continue  # an arbitrary command: exit code 0 is all we can check
+            if sc.body_size:
+                try:
+                    got = json.loads(a.last_body)
+                    want_crc = f"{self.body_crc:08x}"
+                    if int(got["bytes"]) != sc.body_size or str(got["crc32"]).lower() != want_crc:
+                        problems.append(f"{where}sink got {got} for {sc.body_size} bytes "
+                                        f"crc32 {want_crc}")
+                except (ValueError, KeyError, TypeError) as exc:
+                    problems.append(f"{where}sink answer unreadable ({exc}): "
+                                    f"{(a.last_body or b'')[:80]!r}")
+                continue
+            if self.ref_crc is None:
+                continue
+            if sc.download:
+                path = a.download_path
+                crc, n = 0, 0
+                with open(path, "rb") as f:
+                    while chunk := f.read(1 << 20):
+                        crc = zlib.crc32(chunk, crc)
+                        n += len(chunk)
+            else:
+                body = a.last_body or b""
+                crc, n = zlib.crc32(body), len(body)
+            if n != self.ref_len or crc != self.ref_crc:
+                problems.append(f"{where}body {n} bytes crc32 {crc:08x}, expected "
+                                f"{self.ref_len} bytes crc32 {self.ref_crc:08x}")
+            elif sc.expect_bytes is not None and n != sc.expect_bytes:
+                problems.append(f"{where}body {n} bytes, scenario expects {sc.expect_bytes}")
+        return {"ok": not problems, "detail": "; ".join(problems[:3])}
+
+    # ------------------------------------------------------------ rounds
+    def round(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        import httpbench
+
+        sc = self.sc
+        if cmd.get("n"):
+            n = int(cmd["n"])
+        else:
+            dur = float(cmd.get("duration") or sc.duration)
+            n = int(dur * 1e9 / self.per_req_ns)
+            n = max(n, int(cmd.get("min_n") or sc.min_n))
+        n = min(n, _MAX_N)
+        if sc.concurrency > 1 and self.kind != "async":
+            n = max(n - n % sc.concurrency, sc.concurrency)
+        errs = _Errors()
+        label = f"{self.client}/{sc.name}"
+        native0 = _native_counters()
+        if self.kind == "async":
+            fn = _safe_async(self.adapters[0].request, errs)
+            mr = httpbench.measure_async(fn, n=n, concurrency=sc.concurrency, warmup=0,
+                                         loop=self.loop, label=label)
+        elif sc.concurrency > 1:
+            mr = self._threaded(n, errs, label)
+        elif self.kind == "process":
+            u0, s0, _ = _children_usage()
+            fn = _safe_sync(self.adapters[0].request, errs)
+            mr = httpbench.measure(fn, n=n, warmup=0, alloc=False, gc=False, label=label)
+            u1, s1, rss = _children_usage()
+            mr = dataclasses.replace(mr, cpu_user_ns=u1 - u0, cpu_sys_ns=s1 - s0,
+                                     cpu_thread_ns=None, peak_rss_bytes=rss)
+        else:
+            fn = _safe_sync(self.adapters[0].request, errs)
+            mr = httpbench.measure(fn, n=n, warmup=0, label=label)
+        native1 = _native_counters()
+        self.requests += n
+        if mr.wall_ns > 0 and mr.calls:
+            self.per_req_ns = max(mr.wall_ns / mr.calls, 1000.0)
+        changes: dict[str, Any] = {"errors": errs.count}
+        if native0 is not None and native1 is not None and self.kind != "process":
+            changes["native_alloc_count"] = native1[0] - native0[0]
+            changes["native_alloc_bytes"] = native1[1] - native0[1]
+        mr = dataclasses.replace(mr, **changes)
+        ver = self.verify()
+        return {"status": "ok", "result": mr.to_dict(), "requests": self.requests,
+                "round_requests": n, "errors": errs.count, "error_samples": errs.samples,
+                "verify": ver}
+
+    def _threaded(self, n: int, errs: _Errors, label: str) -> Any:
+        """Sync client, concurrency k: k threads, each with its own adapter (connection)."""
+        import httpbench
+
+        k = len(self.adapters)
+        per = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        hists = [httpbench.Histogram() for _ in range(k)]
+        start = threading.Barrier(k + 1)
+
+        def body(i: int) -> None:
+            req, rec, clock = self.adapters[i].request, hists[i].record, time.perf_counter_ns
+            start.wait()
+            for _ in range(per[i]):
+                t0 = clock()
+                try:
+                    req()
+                except Exception as exc:
+                    errs.add(exc)
+                rec(clock() - t0)
+
+        threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(k)]
+        for t in threads:
+            t.start()
+
+        def run_all() -> None:
+            start.wait()
+            for t in threads:
+                t.join()
+
+        mr = httpbench.measure(run_all, n=1, warmup=0, label=label)
+        lat = hists[0]
+        for h in hists[1:]:
+            lat.merge(h)
+        return dataclasses.replace(mr, calls=n, latency=lat, concurrency=k,
+                                   overhead_ns_per_call=None, overhead_allocs_per_call=None)
+
+    def metadata(self) -> dict[str, Any]:
+        md: dict[str, Any] = {
+            "pid": os.getpid(),
+            "python": platform.python_version(),
+            "python_impl": platform.python_implementation(),
+            "openssl": ssl.OPENSSL_VERSION,
+            "client_version": self.cls.version(),
+            "kind": self.kind,
+            "instances": len(self.adapters),
+        }
+        try:
+            md["cpus"] = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            pass
+        md["native_alloc_counter"] = _native_counters() is not None
+        return md
+
+    def close(self) -> None:
+        for a in self.adapters:
+            try:
+                if self.kind == "async" and self.loop is not None:
+                    self.loop.run_until_complete(a.aclose())
+                else:
+                    a.close()
+            except Exception:  # closing is best effort; the results are already out
+                pass
+        if self.loop is not None:
+            self.loop.close()
+
+
+def _native_counters() -> tuple[int, int] | None:
+    """(malloc calls, bytes) from the preloaded counter, or None when not preloaded."""
+    try:
+        from ._measure import native_alloc_counters
+    except ImportError:
+        return None
+    try:
+        c = native_alloc_counters()
+    except Exception:
+        return None
+    if c is None:
+        return None
+    if isinstance(c, dict):
+        return int(c.get("count", c.get("calls", 0))), int(c.get("bytes", 0))
+    return int(c[0]), int(c[1])
+
+
+def _send(fd: int, msg: dict[str, Any]) -> None:
+    data = (json.dumps(msg, allow_nan=False, default=str) + "\n").encode()
+    while data:
+        k = os.write(fd, data)
+        data = data[k:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point (``python -m httpbench._worker --result-fd FD``)."""
+    ap = argparse.ArgumentParser(prog="httpbench._worker")
+    ap.add_argument("--result-fd", type=int, required=True)
+    args = ap.parse_args(argv)
+    fd = args.result_fd
+    line = sys.stdin.readline()
+    if not line:
+        return 2
+    job = json.loads(line)
+    cpu = job.get("cpu")
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {int(cpu)})
+        except OSError:
+            pass
+    from ._adapters import AdapterUnavailable
+
+    try:
+        w = Worker(job)
+    except AdapterUnavailable as exc:
+        _send(fd, {"status": "skipped", "reason": exc.reason, "pip_name": exc.pip_name})
+        return 0
+    try:
+        _send(fd, w.setup())
+    except AdapterUnavailable as exc:
+        _send(fd, {"status": "skipped", "reason": exc.reason, "pip_name": exc.pip_name})
+        return 0
+    except Exception as exc:
+        _send(fd, {"status": "error", "stage": "setup", "error": f"{type(exc).__name__}: {exc}",
+                   "traceback": traceback.format_exc()[-3000:], "requests": w.requests})
+        w.close()
+        return 1
+    try:
+        for line in sys.stdin:
+            cmd = json.loads(line)
+            if cmd.get("cmd") == "close":
+                break
+            if cmd.get("cmd") == "run":
+                try:
+                    _send(fd, w.round(cmd))
+                except Exception as exc:
+                    _send(fd, {"status": "error", "stage": "run",
+                               "error": f"{type(exc).__name__}: {exc}",
+                               "traceback": traceback.format_exc()[-3000:],
+                               "requests": w.requests})
+    finally:
+        w.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
