@@ -35,20 +35,45 @@ static const unsigned char val_tab[256] = {
 };
 
 #define IS_WS(c) ((c) == ' ' || (c) == '\t')
+/* The scanners run per header on the load generator's hot path: force them
+ * inline (clang otherwise leaves scan_value and the name dispatch as calls). */
+#define HB_HOT static inline __attribute__((always_inline))
 
-/* First byte at or after p that is not field-content (or end). Whole words
- * free of controls and DEL are skipped at once; a word holding one (often
- * just a TAB) is walked bytewise. */
-static inline const char *scan_value(const char *p, const char *end)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HB_SWAR_LE 1
+#endif
+
+/* Bit 7 of each byte of w that is below `lo` (a byte value <= 0x80) or DEL.
+ * The lowest set bit is always exact (borrows only disturb higher bytes), so
+ * on little-endian ctz/8 is the offset of the first such byte. */
+HB_HOT uint64_t swar_stop(uint64_t w, uint64_t lo)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t lt = (w - lo * ones) & ~w & highs;
+    uint64_t x = w ^ 0x7f7f7f7f7f7f7f7fULL;
+    uint64_t del = (x - ones) & ~x & highs;
+    return lt | del;
+}
+
+/* First byte at or after p that is not field-content (or end): 8 bytes per
+ * step; a TAB (a control byte that is allowed) just resumes the scan. */
+HB_HOT const char *scan_value(const char *p, const char *end)
 {
     for (;;) {
         while (end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
-            uint64_t lt = (w - 0x2020202020202020ULL) & ~w & 0x8080808080808080ULL;
-            uint64_t x = w ^ 0x7f7f7f7f7f7f7f7fULL;
-            uint64_t del = (x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL;
-            if (lt | del) break;
+            uint64_t m = swar_stop(w, 0x20);
+            if (m) {
+#ifdef HB_SWAR_LE
+                p += __builtin_ctzll(m) >> 3;
+                if (*p != '\t') return p;
+                p++;
+                continue;
+#else
+                break;
+#endif
+            }
             p += 8;
         }
         const char *stop = end - p >= 8 ? p + 8 : end;
@@ -58,14 +83,67 @@ static inline const char *scan_value(const char *p, const char *end)
     }
 }
 
-/* Case-insensitive compare against a lowercase literal. OR-ing 0x20 is exact
- * here: only letters (and, for '-', '0', '1', the controls already rejected
- * by the tables) map onto the literal's bytes. */
-static inline int ci_eq(const char *p, const char *lit, size_t n)
+/* End of a request-target: the first SP, control, DEL or end. */
+HB_HOT const char *scan_target(const char *p, const char *end)
 {
+#ifdef HB_SWAR_LE
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t m = swar_stop(w, 0x21);
+        if (m) return p + (__builtin_ctzll(m) >> 3);
+        p += 8;
+    }
+#endif
+    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
+    return p;
+}
+
+/* Case-insensitive compare against a lowercase literal of letters, digits and
+ * '-'. OR-ing 0x20 is exact here: only letters, and controls the tables have
+ * already rejected, map onto the literal's bytes. Compares whole words (two
+ * overlapping loads cover 4..16 bytes) since n and lit are constants. */
+HB_HOT uint64_t load64(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+HB_HOT uint32_t load32(const char *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+HB_HOT int ci_eq(const char *p, const char *lit, size_t n)
+{
+    const uint64_t m8 = 0x2020202020202020ULL;
+    const uint32_t m4 = 0x20202020U;
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 < n; i += 8)
+            if ((load64(p + i) | m8) != load64(lit + i)) return 0;
+        return (load64(p + n - 8) | m8) == load64(lit + n - 8);
+    }
+    if (n >= 4)
+        return (load32(p) | m4) == load32(lit) && (load32(p + n - 4) | m4) == load32(lit + n - 4);
     for (size_t i = 0; i < n; i++)
         if (((unsigned char)p[i] | 0x20) != (unsigned char)lit[i]) return 0;
     return 1;
+}
+
+/* End of a run of tchar bytes, 8 table lookups per step while far from end. */
+HB_HOT const char *scan_token(const char *p, const char *end)
+{
+    while (end - p >= 8) {
+        const unsigned char *u = (const unsigned char *)p;
+        if (!(tok_tab[u[0]] & tok_tab[u[1]] & tok_tab[u[2]] & tok_tab[u[3]] & tok_tab[u[4]] &
+              tok_tab[u[5]] & tok_tab[u[6]] & tok_tab[u[7]]))
+            break;
+        p += 8;
+    }
+    while (p < end && tok_tab[(unsigned char)*p]) p++;
+    return p;
 }
 
 /* Facts gathered from the framing headers while walking the head. */
@@ -134,6 +212,15 @@ static int parse_te(const char *v, size_t n, fr_state *f)
 
 static void parse_connection(const char *v, size_t n, fr_state *f)
 {
+    /* the two values nearly every peer sends */
+    if (n == 10 && ci_eq(v, "keep-alive", 10)) {
+        f->keep_alive = 1;
+        return;
+    }
+    if (n == 5 && ci_eq(v, "close", 5)) {
+        f->close = 1;
+        return;
+    }
     size_t i = 0;
     while (i < n) {
         if (IS_WS(v[i]) || v[i] == ',') {
@@ -149,7 +236,7 @@ static void parse_connection(const char *v, size_t n, fr_state *f)
 }
 
 /* Dispatch on length first: most names are rejected by one compare. */
-static inline int framing_header(const char *name, size_t nl, const char *v, size_t vl,
+HB_HOT int framing_header(const char *name, size_t nl, const char *v, size_t vl,
                                  fr_state *f)
 {
     switch (nl) {
@@ -171,7 +258,7 @@ static inline int framing_header(const char *name, size_t nl, const char *v, siz
 
 /* A line end at p: CRLF or bare LF. Returns bytes of it, 0 if p is not a line
  * end, HB_AGAIN at a CR that ends the input, HB_ERROR for a bare CR. */
-static inline int line_end(const char *p, const char *end)
+HB_HOT int line_end(const char *p, const char *end)
 {
     if (*p == '\n') return 1;
     if (*p != '\r') return 0;
@@ -222,7 +309,7 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
         if (IS_WS(*p)) FAIL(HB_PE_OBS_FOLD);
 
         const char *name = p;
-        while (p < end && tok_tab[(unsigned char)*p]) p++;
+        p = scan_token(p, end);
         if (p == end) return HB_AGAIN;
         if (*p != ':') {
             unsigned char c = (unsigned char)*p;
@@ -239,6 +326,7 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
         if (name_len == 0) FAIL(HB_PE_BAD_HEADER_CHAR);
         if (n >= max) FAIL(HB_PE_TOO_MANY_HEADERS);
         p++;
+        if (p < end && *p == ' ') p++; /* the usual single SP, then any more OWS */
         while (p < end && IS_WS(*p)) p++;
         const char *value = p;
         p = scan_value(p, end);
@@ -377,7 +465,7 @@ static int request_head(const char *buf, const char *end, hb_request_head *out, 
     out->method_len = (size_t)(p - method);
     while (p < end && *p == ' ') p++;
     const char *target = p;
-    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
+    p = scan_target(p, end);
     if (p == end) return HB_AGAIN;
     if (p == target) FAIL(HB_PE_BAD_REQUEST_LINE);
     if (*p == '\r' || *p == '\n') FAIL(HB_PE_BAD_VERSION); /* HTTP/0.9 */

@@ -176,6 +176,56 @@ static void test_header_errors(void)
     CHECK_EQ_INT(req_err("GET / HTTP/1.1\r\nHost\r\n\r\n"), HB_PE_NO_COLON);
 }
 
+/* The word-at-a-time scanners: an odd byte at every offset of long names,
+ * values and targets is found exactly. */
+static void test_scanner_offsets(void)
+{
+    char buf[256];
+    const char *pre = "HTTP/1.1 200 OK\r\nX-Name-Long-Enough-To-Span-Words: ";
+    size_t pl = strlen(pre);
+    int bad = 0;
+    for (size_t i = 0; i < 40; i++) {
+        static const unsigned char odd[] = {0x00, 0x01, 0x08, 0x0b, 0x1f, 0x7f, '\t', 0x80, 0xff};
+        for (size_t k = 0; k < sizeof odd; k++) {
+            memcpy(buf, pre, pl);
+            memset(buf + pl, 'v', 40);
+            buf[pl + i] = (char)odd[k];
+            memcpy(buf + pl + 40, "\r\n\r\n", 4);
+            int rc = resp_n(buf, pl + 44, NULL);
+            int ok = odd[k] == '\t' || odd[k] >= 0x80;
+            if (ok) {
+                /* a TAB at either end is OWS and trimmed */
+                int edge = odd[k] == '\t' && (i == 0 || i == 39);
+                size_t vl = edge ? 39 : 40, vo = edge && i == 0 ? 1 : 0;
+                if (rc != (int)(pl + 44) || hdrs[0].value_len != vl ||
+                    memcmp(hdrs[0].value, buf + pl + vo, vl) != 0)
+                    bad++;
+            } else if (rc != HB_ERROR || rh.error != HB_PE_BAD_HEADER_CHAR) {
+                bad++;
+            }
+        }
+        /* names: a separator at every offset */
+        const char *hp = "HTTP/1.1 200 OK\r\n";
+        size_t hl = strlen(hp);
+        memcpy(buf, hp, hl);
+        memset(buf + hl, 'n', 40);
+        buf[hl + i] = i % 2 ? '@' : '\x01';
+        memcpy(buf + hl + 40, ": v\r\n\r\n", 7);
+        if (resp_n(buf, hl + 47, NULL) != HB_ERROR || rh.error != HB_PE_BAD_HEADER_CHAR) bad++;
+        buf[hl + i] = '-';
+        if (resp_n(buf, hl + 47, NULL) != (int)(hl + 47) || hdrs[0].name_len != 40) bad++;
+        /* request targets: a control byte at every offset */
+        memcpy(buf, "GET /", 5);
+        memset(buf + 5, 't', 40);
+        buf[5 + i] = i % 2 ? '\x7f' : '\x02';
+        memcpy(buf + 45, " HTTP/1.1\r\n\r\n", 13);
+        if (req_n(buf, 58, NULL) != HB_ERROR || qh.error != HB_PE_BAD_REQUEST_LINE) bad++;
+        buf[5 + i] = '%';
+        if (req_n(buf, 58, NULL) != 58 || qh.target_len != 41) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
 static void test_content_length(void)
 {
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
@@ -560,6 +610,7 @@ int main(void)
     test_tolerated();
     test_version_status();
     test_header_errors();
+    test_scanner_offsets();
     test_content_length();
     test_framing();
     test_limits();
