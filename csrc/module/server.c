@@ -1,9 +1,380 @@
-/* server.c - bindings for the server component (not yet implemented). */
+/* server.c - bindings of the embedded server: _core.server_start() returning
+ * a _core.ServerHandle (stop, stats, port, cert_pem), plus the deterministic
+ * content helpers expected_bytes() and crc32(). The server's threads never
+ * touch Python; start, stop and dealloc release the GIL. */
 #include "module.h"
+
+#include <string.h>
+
+#include "hb_server.h"
+
+typedef struct {
+    PyObject_HEAD
+    hb_server *srv;
+} ServerObject;
+
+enum {
+    S_HOST, S_PORT, S_TLS, S_THREADS, S_CERT_FILE, S_KEY_FILE, S_SESSION_RESUMPTION,
+    S_REQUEST_TIMEOUT_MS, S_KEEPALIVE_TIMEOUT_MS, S_MAX_HEAD, S_BACKLOG, S_NARGS
+};
+static const char *const s_names[S_NARGS] = {
+    "host", "port", "tls", "threads", "cert_file", "key_file", "session_resumption",
+    "request_timeout_ms", "keepalive_timeout_ms", "max_head", "backlog",
+};
+
+static int kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                   const char *const *names, int n, PyObject **out)
+{
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    if (nargs) {
+        PyErr_Format(PyExc_TypeError, "%s() takes keyword arguments only", fn);
+        return -1;
+    }
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+        if (!name) return -1;
+        int found = -1;
+        for (int i = 0; i < n; i++)
+            if (strcmp(name, names[i]) == 0) found = i;
+        if (found < 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn,
+                         name);
+            return -1;
+        }
+        out[found] = args[nargs + k] == Py_None ? NULL : args[nargs + k];
+    }
+    return 0;
+}
+
+static int get_int(PyObject *o, int dflt, long lo, long hi, const char *name, int *out)
+{
+    if (!o) {
+        *out = dflt;
+        return 0;
+    }
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s must be in %ld..%ld, got %ld", name, lo, hi, v);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int get_str(PyObject *o, const char **out)
+{
+    *out = NULL;
+    if (!o) return 0;
+    if (!PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "expected str");
+        return -1;
+    }
+    *out = PyUnicode_AsUTF8(o);
+    return *out ? 0 : -1;
+}
+
+static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    hb_modstate *st = hb_state(m);
+    PyObject *a[S_NARGS];
+    if (kw_only("server_start", args, nargs, kwnames, s_names, S_NARGS, a) < 0) return NULL;
+    hb_server_opts o;
+    hb_server_opts_init(&o);
+    int max_head = (int)o.max_head;
+    if (get_str(a[S_HOST], &o.host) < 0 || get_str(a[S_CERT_FILE], &o.cert_file) < 0 ||
+        get_str(a[S_KEY_FILE], &o.key_file) < 0)
+        return NULL;
+    if (!o.host) o.host = "127.0.0.1";
+    if (get_int(a[S_PORT], 0, 0, 65535, "port", &o.port) < 0 ||
+        get_int(a[S_THREADS], 1, 1, HB_SERVER_MAX_THREADS, "threads", &o.threads) < 0 ||
+        get_int(a[S_REQUEST_TIMEOUT_MS], o.request_timeout_ms, 1, 86400000, "request_timeout_ms",
+                &o.request_timeout_ms) < 0 ||
+        get_int(a[S_KEEPALIVE_TIMEOUT_MS], o.keepalive_timeout_ms, 1, 86400000,
+                "keepalive_timeout_ms", &o.keepalive_timeout_ms) < 0 ||
+        get_int(a[S_MAX_HEAD], max_head, 256, 64 << 20, "max_head", &max_head) < 0 ||
+        get_int(a[S_BACKLOG], o.backlog, 1, 1 << 20, "backlog", &o.backlog) < 0)
+        return NULL;
+    o.max_head = (size_t)max_head;
+    if (a[S_TLS]) {
+        int t = PyObject_IsTrue(a[S_TLS]);
+        if (t < 0) return NULL;
+        o.tls = t;
+    }
+    if (a[S_SESSION_RESUMPTION]) {
+        int t = PyObject_IsTrue(a[S_SESSION_RESUMPTION]);
+        if (t < 0) return NULL;
+        o.session_resumption = t;
+    }
+    ServerObject *self = PyObject_New(ServerObject, st->ServerType);
+    if (!self) return NULL;
+    self->srv = NULL;
+    char err[HB_ERR_LEN] = "";
+    int rc;
+    hb_server *srv = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = hb_server_start(&srv, &o, err);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        Py_DECREF(self);
+        return hb_raise(st, rc, err);
+    }
+    self->srv = srv;
+    return (PyObject *)self;
+}
+
+static void server_dealloc(ServerObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    hb_server *srv = self->srv;
+    self->srv = NULL;
+    if (srv) {
+        Py_BEGIN_ALLOW_THREADS
+        hb_server_free(srv);
+        Py_END_ALLOW_THREADS
+    }
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *server_stop(ServerObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    if (nargs) {
+        PyErr_SetString(PyExc_TypeError, "stop() takes no arguments");
+        return NULL;
+    }
+    if (self->srv) {
+        hb_server *srv = self->srv;
+        Py_BEGIN_ALLOW_THREADS
+        hb_server_stop(srv);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static int set_u64(PyObject *d, const char *k, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (!o) return -1;
+    int r = PyDict_SetItemString(d, k, o);
+    Py_DECREF(o);
+    return r;
+}
+
+static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    if (nargs) {
+        PyErr_SetString(PyExc_TypeError, "stats() takes no arguments");
+        return NULL;
+    }
+    hb_server_stats s;
+    hb_server_stats_read(self->srv, &s);
+    PyObject *d = PyDict_New(), *routes = NULL, *status = NULL, *cpu = NULL;
+    if (!d) return NULL;
+    if (!(routes = PyDict_New()) || !(status = PyDict_New()) || !(cpu = PyList_New(s.threads)))
+        goto fail;
+    for (int i = 0; i < HB_ROUTE_COUNT; i++)
+        if (set_u64(routes, hb_server_route_name(i), s.by_route[i]) < 0) goto fail;
+    for (int i = 0; i < 600; i++) {
+        if (!s.by_status[i]) continue;
+        PyObject *k = PyLong_FromLong(i), *v = PyLong_FromUnsignedLongLong(s.by_status[i]);
+        int r = (k && v) ? PyDict_SetItem(status, k, v) : -1;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (r < 0) goto fail;
+    }
+    for (int i = 0; i < s.threads; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(s.thread_cpu_ns[i]);
+        if (!v) goto fail;
+        PyList_SET_ITEM(cpu, i, v);
+    }
+    if (set_u64(d, "requests", s.requests) < 0 || PyDict_SetItemString(d, "by_route", routes) < 0 ||
+        PyDict_SetItemString(d, "by_status", status) < 0 ||
+        set_u64(d, "bytes_in", s.bytes_in) < 0 || set_u64(d, "bytes_out", s.bytes_out) < 0 ||
+        set_u64(d, "connections_accepted", s.connections_accepted) < 0 ||
+        set_u64(d, "connections_closed", s.connections_closed) < 0 ||
+        set_u64(d, "connections_active", s.connections_accepted - s.connections_closed) < 0 ||
+        set_u64(d, "tls_handshakes", s.tls_handshakes) < 0 ||
+        set_u64(d, "tls_resumed", s.tls_resumed) < 0 ||
+        set_u64(d, "tls_handshake_errors", s.tls_handshake_errors) < 0 ||
+        set_u64(d, "idle_timeouts", s.idle_timeouts) < 0 ||
+        set_u64(d, "body_bytes_in", s.body_bytes_in) < 0 ||
+        set_u64(d, "threads", (uint64_t)s.threads) < 0 || set_u64(d, "cpu_ns", s.cpu_ns) < 0 ||
+        PyDict_SetItemString(d, "thread_cpu_ns", cpu) < 0)
+        goto fail;
+    Py_DECREF(routes);
+    Py_DECREF(status);
+    Py_DECREF(cpu);
+    return d;
+fail:
+    Py_XDECREF(routes);
+    Py_XDECREF(status);
+    Py_XDECREF(cpu);
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *server_get_port(ServerObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(hb_server_port(self->srv));
+}
+
+static PyObject *server_get_running(ServerObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(hb_server_running(self->srv));
+}
+
+static PyObject *server_get_cert_pem(ServerObject *self, void *c)
+{
+    (void)c;
+    size_t n;
+    const char *pem = hb_server_cert_pem(self->srv, &n);
+    if (!pem) Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(pem, (Py_ssize_t)n);
+}
+
+static PyMethodDef server_methods[] = {
+    {"stop", (PyCFunction)(void (*)(void))server_stop, METH_FASTCALL,
+     "stop()\n--\n\nStop the workers and close every connection (idempotent)."},
+    {"stats", (PyCFunction)(void (*)(void))server_stats, METH_FASTCALL,
+     "stats()\n--\n\nCounters as a dict, read while the server runs."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef server_getset[] = {
+    {"port", (getter)server_get_port, NULL, "bound TCP port", NULL},
+    {"running", (getter)server_get_running, NULL, "True until stop()", NULL},
+    {"cert_pem", (getter)server_get_cert_pem, NULL, "TLS certificate PEM or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot server_slots[] = {
+    {Py_tp_doc, "A running embedded server (made by _core.server_start)."},
+    {Py_tp_dealloc, server_dealloc},
+    {Py_tp_methods, server_methods},
+    {Py_tp_getset, server_getset},
+    {0, NULL},
+};
+
+static PyType_Spec server_spec = {
+    .name = "httpbench._core.ServerHandle",
+    .basicsize = sizeof(ServerObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = server_slots,
+};
+
+/* expected_bytes(n, offset=0) -> bytes: the server's deterministic content. */
+static PyObject *expected_bytes(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    (void)m;
+    static const char *const names[] = {"n", "offset"};
+    PyObject *a[2] = {NULL, NULL};
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "expected_bytes(n, offset=0)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) a[i] = args[i];
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+        if (!name) return NULL;
+        int found = -1;
+        for (int i = 0; i < 2; i++)
+            if (strcmp(name, names[i]) == 0) found = i;
+        if (found < 0 || a[found]) {
+            PyErr_Format(PyExc_TypeError, "expected_bytes(): bad keyword argument '%s'", name);
+            return NULL;
+        }
+        a[found] = args[nargs + k];
+    }
+    if (!a[0]) {
+        PyErr_SetString(PyExc_TypeError, "expected_bytes() missing n");
+        return NULL;
+    }
+    long long n = PyLong_AsLongLong(a[0]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    long long off = 0;
+    if (a[1]) {
+        off = PyLong_AsLongLong(a[1]);
+        if (off == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (n < 0 || off < 0) {
+        PyErr_SetString(PyExc_ValueError, "n and offset must be >= 0");
+        return NULL;
+    }
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (!b) return NULL;
+    hb_server_fill(PyBytes_AS_STRING(b), (size_t)n, (uint64_t)off);
+    return b;
+}
+
+/* crc32(data, crc=0) -> int, same as zlib.crc32 (used by the sink route). */
+static PyObject *crc32_fn(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32(data, crc=0)");
+        return NULL;
+    }
+    unsigned long crc = 0;
+    if (nargs == 2) {
+        crc = PyLong_AsUnsignedLongMask(args[1]);
+        if (crc == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    uint32_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = hb_crc32((uint32_t)crc, view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(r);
+}
+
+static PyMethodDef server_functions[] = {
+    {"server_start", (PyCFunction)(void (*)(void))server_start, METH_FASTCALL | METH_KEYWORDS,
+     "server_start(*, host, port, tls, threads, cert_file, key_file, session_resumption,\n"
+     "             request_timeout_ms, keepalive_timeout_ms, max_head, backlog)\n--\n\n"
+     "Bind and start the embedded server; returns a ServerHandle."},
+    {"expected_bytes", (PyCFunction)(void (*)(void))expected_bytes, METH_FASTCALL | METH_KEYWORDS,
+     "expected_bytes(n, offset=0)\n--\n\nThe server's deterministic body bytes [offset, "
+     "offset+n)."},
+    {"crc32", (PyCFunction)(void (*)(void))crc32_fn, METH_FASTCALL,
+     "crc32(data, crc=0)\n--\n\nCRC-32 (zlib-compatible)."},
+    {NULL, NULL, 0, NULL},
+};
 
 int hb_mod_server_init(PyObject *m, hb_modstate *st)
 {
-    (void)m;
-    (void)st;
-    return 0;
+    PyObject *tp = PyType_FromModuleAndSpec(m, &server_spec, NULL);
+    if (!tp) return -1;
+    st->ServerType = (PyTypeObject *)tp;
+    if (PyModule_AddObjectRef(m, "ServerHandle", tp) < 0) return -1;
+    if (PyModule_AddFunctions(m, server_functions) < 0) return -1;
+    PyObject *names = PyTuple_New(HB_ROUTE_COUNT);
+    if (!names) return -1;
+    for (int i = 0; i < HB_ROUTE_COUNT; i++) {
+        PyObject *s = PyUnicode_FromString(hb_server_route_name(i));
+        if (!s) {
+            Py_DECREF(names);
+            return -1;
+        }
+        PyTuple_SET_ITEM(names, i, s);
+    }
+    if (PyModule_AddObject(m, "SERVER_ROUTES", names) < 0) {
+        Py_DECREF(names);
+        return -1;
+    }
+    return PyModule_AddStringConstant(m, "SERVER_ALPHABET", HB_SERVER_ALPHABET) < 0 ||
+                   PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_SERVER_PERIOD) < 0
+               ? -1
+               : 0;
 }

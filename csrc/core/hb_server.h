@@ -1,0 +1,116 @@
+/* hb_server.h - the embedded HTTP/1.1 (+TLS) test server.
+ *
+ * N worker threads, each with its own epoll loop and its own SO_REUSEPORT
+ * listener on the same port; connections never move between threads.
+ * Keep-alive, pipelining (answered in order), HTTP/1.0 and 1.1, HEAD,
+ * request bodies by Content-Length or chunked, Expect: 100-continue.
+ * Responses are assembled from static pieces and a shared read-only buffer
+ * of deterministic content with writev; nothing is allocated per request
+ * (connection structs are recycled per worker).
+ *
+ * Deterministic content: byte i of every generated body is
+ *     HB_SERVER_ALPHABET[(i % 65521) % 62]
+ * (65521 is prime, so a dropped or repeated span shows up even when it is a
+ * multiple of 62). hb_server_fill() produces the same bytes for checks.
+ *
+ * Routes (see README "Embedded server"): /, /bytes/{n}, /chunked/{n}?chunk=k,
+ * /sink, /echo, /delay/{ms}, /status/{code}, /drip/{n}?interval_ms=,
+ * /fault/{close-after-headers,close-mid-body,reset,stall/{ms},early-response},
+ * /__stats (JSON, not counted in the stats).
+ *
+ * Stats are per-worker counters written only by their worker and read with
+ * relaxed atomic loads, so hb_server_stats_read never stops the server.
+ */
+#ifndef HB_SERVER_H
+#define HB_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hb_common.h"
+
+#define HB_SERVER_ALPHABET "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#define HB_SERVER_PERIOD 65521
+#define HB_SERVER_MAX_THREADS 64
+
+/* Route ids for the stats (order is the stats order; names via
+ * hb_server_route_name). */
+enum hb_route {
+    HB_ROUTE_ROOT = 0,          /* GET / */
+    HB_ROUTE_BYTES,             /* /bytes/{n} */
+    HB_ROUTE_CHUNKED,           /* /chunked/{n} */
+    HB_ROUTE_SINK,              /* POST|PUT /sink */
+    HB_ROUTE_ECHO,              /* POST|PUT /echo */
+    HB_ROUTE_DELAY,             /* /delay/{ms} */
+    HB_ROUTE_STATUS,            /* /status/{code} */
+    HB_ROUTE_DRIP,              /* /drip/{n} */
+    HB_ROUTE_CLOSE_AFTER_HEADERS, /* /fault/close-after-headers */
+    HB_ROUTE_CLOSE_MID_BODY,    /* /fault/close-mid-body */
+    HB_ROUTE_RESET,             /* /fault/reset */
+    HB_ROUTE_STALL,             /* /fault/stall/{ms} */
+    HB_ROUTE_EARLY_RESPONSE,    /* /fault/early-response */
+    HB_ROUTE_NOT_FOUND,         /* anything else (404, or 405 for a wrong method) */
+    HB_ROUTE_BAD_REQUEST,       /* unparseable request: 400 / 431, then close */
+    HB_ROUTE_TIMEOUT,           /* request not complete within request_timeout: 408, close */
+    HB_ROUTE_COUNT
+};
+
+typedef struct hb_server_opts {
+    const char *host;            /* numeric address or "localhost"; default "127.0.0.1" */
+    int port;                    /* 0 = ephemeral (all workers share the chosen port) */
+    int threads;                 /* worker threads, 1..HB_SERVER_MAX_THREADS; default 1 */
+    int tls;                     /* 1 = HTTPS */
+    const char *cert_file;       /* TLS: PEM cert (chain); NULL = generated self-signed */
+    const char *key_file;        /* TLS: PEM key; NULL = in cert_file */
+    int session_resumption;      /* TLS: default 1 */
+    int request_timeout_ms;      /* a started request (head+body) or a stalled write must
+                                    progress within this; default 10000 */
+    int keepalive_timeout_ms;    /* idle keep-alive connection lifetime; default 30000 */
+    size_t max_head;             /* request head limit -> 431; default 16384 */
+    int backlog;                 /* listen backlog; default 4096 */
+} hb_server_opts;
+
+typedef struct hb_server_stats {
+    uint64_t requests; /* == sum(by_route) == sum(by_status) */
+    uint64_t by_route[HB_ROUTE_COUNT];
+    uint64_t by_status[600]; /* index = status code; [0] = no response (reset) */
+    uint64_t bytes_in, bytes_out; /* on the wire (TLS: plaintext bytes) */
+    uint64_t connections_accepted, connections_closed;
+    uint64_t tls_handshakes, tls_resumed, tls_handshake_errors;
+    uint64_t idle_timeouts; /* keep-alive connections closed for idling (not requests) */
+    uint64_t body_bytes_in; /* request body bytes consumed */
+    int threads;
+    uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
+    uint64_t thread_cpu_ns[HB_SERVER_MAX_THREADS]; /* per worker */
+} hb_server_stats;
+
+typedef struct hb_server hb_server;
+
+void hb_server_opts_init(hb_server_opts *o);
+
+/* Bind, create the TLS context (generating the certificate) and start the
+ * workers. Returns 0 with *out set, or -errno (e.g. -EADDRINUSE),
+ * HB_E_INVALID, HB_E_TLS, HB_E_NOMEM with detail in err. */
+int hb_server_start(hb_server **out, const hb_server_opts *o, char *err);
+/* Signal the workers (an eventfd wakes every loop), join them and close all
+ * connections and listeners. Idempotent; returns within a few ms. */
+void hb_server_stop(hb_server *s);
+/* Stops if needed, then frees. NULL is fine. */
+void hb_server_free(hb_server *s);
+
+int hb_server_port(const hb_server *s);
+int hb_server_running(const hb_server *s);
+/* TLS only: the certificate PEM (NUL-terminated, owned by s), else NULL. */
+const char *hb_server_cert_pem(const hb_server *s, size_t *len);
+
+/* Consistent snapshot of the counters (each counter read atomically; taken
+ * while the server runs). */
+void hb_server_stats_read(const hb_server *s, hb_server_stats *out);
+const char *hb_server_route_name(int route);
+
+/* The deterministic content: n bytes starting at body offset `offset`. */
+void hb_server_fill(void *dst, size_t n, uint64_t offset);
+/* CRC-32 (IEEE, zlib's crc32()): crc = hb_crc32(0, p, n); chainable. */
+uint32_t hb_crc32(uint32_t crc, const void *p, size_t n);
+
+#endif
