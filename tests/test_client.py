@@ -93,8 +93,9 @@ class Conn:
 class RawServer:
     """A threaded socket server; handler(conn) runs per accepted connection."""
 
-    def __init__(self, handler: Callable[[Conn], None]) -> None:
+    def __init__(self, handler: Callable[[Conn], None], ssl_context=None) -> None:
         self.handler = handler
+        self.ssl_context = ssl_context
         self.lsock = socket.socket()
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.lsock.bind(("127.0.0.1", 0))
@@ -108,8 +109,9 @@ class RawServer:
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://{host}:{self.port}{path}"
 
     def _accept(self) -> None:
         while not self.stopping:
@@ -125,6 +127,8 @@ class RawServer:
 
     def _run(self, s: socket.socket) -> None:
         try:
+            if self.ssl_context is not None:
+                s = self.ssl_context.wrap_socket(s, server_side=True)
             self.handler(Conn(s, self))
         except (ConnectionError, BrokenPipeError, TimeoutError, OSError):
             pass

@@ -158,9 +158,10 @@ static int send_request(hb_exchange *x, char *err)
 static int may_hold_head_end(const char *b, size_t from, size_t to)
 {
     from = from >= 3 ? from - 3 : 0;
-    for (size_t i = from; i + 1 < to; i++) {
-        if (b[i] != '\n') continue;
-        if (b[i + 1] == '\n' || (b[i + 1] == '\r' && i + 2 < to && b[i + 2] == '\n')) return 1;
+    const char *p = b + from, *end = b + to;
+    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        if (++p >= end) return 0;
+        if (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')) return 1;
     }
     return 0;
 }
