@@ -15,6 +15,26 @@
 
 #define STACK_HEADERS 256
 
+/* Interned dict keys and constant values, made once at init and kept as one
+ * tuple in the module state (st->spare[HB_PARSER_SPARE]): building the result
+ * dict then costs no string creation or hashing. */
+#define HB_PARSER_SPARE 7
+enum {
+    K_CONSUMED, K_VERSION, K_STATUS, K_REASON, K_HEADERS, K_CONTENT_LENGTH, K_CHUNKED,
+    K_CONNECTION_CLOSE, K_TRANSFER_ENCODING, K_EXPECT_CONTINUE, K_BODY_KIND, K_INTERIM,
+    K_METHOD, K_TARGET, V_HTTP10, V_HTTP11, V_NONE, V_LENGTH, V_CHUNKED, V_CLOSE, N_STRINGS
+};
+static const char *const string_text[N_STRINGS] = {
+    "consumed", "version", "status", "reason", "headers", "content_length", "chunked",
+    "connection_close", "transfer_encoding", "expect_continue", "body_kind", "interim",
+    "method", "target", "HTTP/1.0", "HTTP/1.1", "none", "length", "chunked", "close",
+};
+
+static PyObject *S(hb_modstate *st, int i)
+{
+    return PyTuple_GET_ITEM(st->spare[HB_PARSER_SPARE], i);
+}
+
 typedef struct head_opts {
     Py_buffer buf;
     hb_parse_limits limits;
@@ -80,52 +100,68 @@ static PyObject *headers_list(const hb_header *h, size_t n)
     PyObject *list = PyList_New((Py_ssize_t)n);
     if (!list) return NULL;
     for (size_t i = 0; i < n; i++) {
-        PyObject *t = Py_BuildValue("(y#y#)", h[i].name, (Py_ssize_t)h[i].name_len, h[i].value,
-                                    (Py_ssize_t)h[i].value_len);
+        PyObject *t = PyTuple_New(2);
         if (!t) {
             Py_DECREF(list);
             return NULL;
         }
         PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+        PyObject *k = PyBytes_FromStringAndSize(h[i].name, (Py_ssize_t)h[i].name_len);
+        PyObject *v = k ? PyBytes_FromStringAndSize(h[i].value, (Py_ssize_t)h[i].value_len) : NULL;
+        if (!v) {
+            Py_XDECREF(k);
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, k);
+        PyTuple_SET_ITEM(t, 1, v);
     }
     return list;
 }
 
-static const char *body_kind_name(enum hb_body_kind k)
+static PyObject *body_kind_str(hb_modstate *st, enum hb_body_kind k)
 {
     switch (k) {
-    case HB_BODY_NONE: return "none";
-    case HB_BODY_LENGTH: return "length";
-    case HB_BODY_CHUNKED: return "chunked";
-    case HB_BODY_UNTIL_CLOSE: return "close";
+    case HB_BODY_LENGTH: return S(st, V_LENGTH);
+    case HB_BODY_CHUNKED: return S(st, V_CHUNKED);
+    case HB_BODY_UNTIL_CLOSE: return S(st, V_CLOSE);
+    case HB_BODY_NONE: break;
     }
-    return "none";
+    return S(st, V_NONE);
 }
 
-/* Adds the framing keys shared by both head kinds; steals nothing. */
-static int add_framing(PyObject *d, const hb_framing *f)
+static PyObject *version_str(hb_modstate *st, int minor)
+{
+    if (minor == 0 || minor == 1) return Py_NewRef(S(st, minor ? V_HTTP11 : V_HTTP10));
+    return PyUnicode_FromFormat("HTTP/1.%d", minor);
+}
+
+/* d[key] = v, stealing v (NULL v means an error is already set). */
+static int set_steal(PyObject *d, PyObject *key, PyObject *v)
+{
+    if (!v) return -1;
+    int rc = PyDict_SetItem(d, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int set_bool(PyObject *d, PyObject *key, int b)
+{
+    return PyDict_SetItem(d, key, b ? Py_True : Py_False);
+}
+
+/* Adds the framing keys shared by both head kinds. */
+static int add_framing(hb_modstate *st, PyObject *d, const hb_framing *f)
 {
     PyObject *cl = f->content_length < 0 ? Py_NewRef(Py_None)
                                          : PyLong_FromLongLong((long long)f->content_length);
-    if (!cl) return -1;
-    int rc = PyDict_SetItemString(d, "content_length", cl);
-    Py_DECREF(cl);
-    if (rc < 0) return -1;
-    if (PyDict_SetItemString(d, "chunked", f->chunked ? Py_True : Py_False) < 0) return -1;
-    if (PyDict_SetItemString(d, "connection_close", f->connection_close ? Py_True : Py_False) < 0)
+    if (set_steal(d, S(st, K_CONTENT_LENGTH), cl) < 0 ||
+        set_bool(d, S(st, K_CHUNKED), f->chunked) < 0 ||
+        set_bool(d, S(st, K_CONNECTION_CLOSE), f->connection_close) < 0 ||
+        set_bool(d, S(st, K_TRANSFER_ENCODING), f->transfer_encoding) < 0 ||
+        set_bool(d, S(st, K_EXPECT_CONTINUE), f->expect_continue) < 0)
         return -1;
-    if (PyDict_SetItemString(d, "transfer_encoding", f->transfer_encoding ? Py_True : Py_False) <
-        0)
-        return -1;
-    return PyDict_SetItemString(d, "expect_continue", f->expect_continue ? Py_True : Py_False);
-}
-
-static int set_steal(PyObject *d, const char *key, PyObject *v)
-{
-    if (!v) return -1;
-    int rc = PyDict_SetItemString(d, key, v);
-    Py_DECREF(v);
-    return rc;
+    return 0;
 }
 
 PyDoc_STRVAR(parse_response_head_doc,
@@ -158,17 +194,19 @@ static PyObject *py_parse_response_head(PyObject *m, PyObject *const *args, Py_s
         hb_raise(hb_state(m), r.error, NULL);
         goto out;
     }
+    hb_modstate *st = hb_state(m);
     d = PyDict_New();
     if (!d) goto out;
     enum hb_body_kind kind = hb_response_body_kind(&r, o.head_request);
-    if (set_steal(d, "consumed", PyLong_FromLong(rc)) < 0 ||
-        set_steal(d, "version", PyUnicode_FromFormat("HTTP/1.%d", r.minor_version)) < 0 ||
-        set_steal(d, "status", PyLong_FromLong(r.status)) < 0 ||
-        set_steal(d, "reason", PyUnicode_DecodeLatin1(r.reason, (Py_ssize_t)r.reason_len, NULL)) <
-            0 ||
-        set_steal(d, "headers", headers_list(h, r.num_headers)) < 0 || add_framing(d, &r.framing) ||
-        set_steal(d, "body_kind", PyUnicode_FromString(body_kind_name(kind))) < 0 ||
-        PyDict_SetItemString(d, "interim", hb_response_is_interim(&r) ? Py_True : Py_False) < 0)
+    if (set_steal(d, S(st, K_CONSUMED), PyLong_FromLong(rc)) < 0 ||
+        set_steal(d, S(st, K_VERSION), version_str(st, r.minor_version)) < 0 ||
+        set_steal(d, S(st, K_STATUS), PyLong_FromLong(r.status)) < 0 ||
+        set_steal(d, S(st, K_REASON),
+                  PyUnicode_DecodeLatin1(r.reason, (Py_ssize_t)r.reason_len, NULL)) < 0 ||
+        set_steal(d, S(st, K_HEADERS), headers_list(h, r.num_headers)) < 0 ||
+        add_framing(st, d, &r.framing) < 0 ||
+        PyDict_SetItem(d, S(st, K_BODY_KIND), body_kind_str(st, kind)) < 0 ||
+        set_bool(d, S(st, K_INTERIM), hb_response_is_interim(&r)) < 0)
         Py_CLEAR(d);
 out:
     if (h && h != stack) PyMem_Free(h);
@@ -205,17 +243,18 @@ static PyObject *py_parse_request_head(PyObject *m, PyObject *const *args, Py_ss
         hb_raise(hb_state(m), r.error, NULL);
         goto out;
     }
+    hb_modstate *st = hb_state(m);
     d = PyDict_New();
     if (!d) goto out;
-    if (set_steal(d, "consumed", PyLong_FromLong(rc)) < 0 ||
-        set_steal(d, "method", PyUnicode_DecodeLatin1(r.method, (Py_ssize_t)r.method_len, NULL)) <
-            0 ||
-        set_steal(d, "target", PyUnicode_DecodeLatin1(r.target, (Py_ssize_t)r.target_len, NULL)) <
-            0 ||
-        set_steal(d, "version", PyUnicode_FromFormat("HTTP/1.%d", r.minor_version)) < 0 ||
-        set_steal(d, "headers", headers_list(h, r.num_headers)) < 0 || add_framing(d, &r.framing) ||
-        set_steal(d, "body_kind", PyUnicode_FromString(body_kind_name(hb_request_body_kind(&r)))) <
-            0)
+    if (set_steal(d, S(st, K_CONSUMED), PyLong_FromLong(rc)) < 0 ||
+        set_steal(d, S(st, K_METHOD),
+                  PyUnicode_DecodeLatin1(r.method, (Py_ssize_t)r.method_len, NULL)) < 0 ||
+        set_steal(d, S(st, K_TARGET),
+                  PyUnicode_DecodeLatin1(r.target, (Py_ssize_t)r.target_len, NULL)) < 0 ||
+        set_steal(d, S(st, K_VERSION), version_str(st, r.minor_version)) < 0 ||
+        set_steal(d, S(st, K_HEADERS), headers_list(h, r.num_headers)) < 0 ||
+        add_framing(st, d, &r.framing) < 0 ||
+        PyDict_SetItem(d, S(st, K_BODY_KIND), body_kind_str(st, hb_request_body_kind(&r))) < 0)
         Py_CLEAR(d);
 out:
     if (h && h != stack) PyMem_Free(h);
@@ -378,7 +417,17 @@ static const struct {
 
 int hb_mod_parser_init(PyObject *m, hb_modstate *st)
 {
-    (void)st;
+    PyObject *strings = PyTuple_New(N_STRINGS);
+    if (!strings) return -1;
+    for (int i = 0; i < N_STRINGS; i++) {
+        PyObject *u = PyUnicode_InternFromString(string_text[i]);
+        if (!u) {
+            Py_DECREF(strings);
+            return -1;
+        }
+        PyTuple_SET_ITEM(strings, i, u);
+    }
+    Py_XSETREF(st->spare[HB_PARSER_SPARE], strings);
     if (PyModule_AddFunctions(m, parser_functions) < 0) return -1;
     for (size_t i = 0; i < sizeof pe_codes / sizeof pe_codes[0]; i++)
         if (PyModule_AddIntConstant(m, pe_codes[i].name, pe_codes[i].code) < 0) return -1;
