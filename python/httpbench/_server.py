@@ -1,0 +1,483 @@
+"""The embedded HTTP/HTTPS test server: in-process (``Server``), in a separate
+process (``start_process``) and as the ``httpbench serve`` command.
+
+The server itself is C (``hb_server``): worker threads with their own epoll
+loops, never holding the GIL. Generated bodies are deterministic: byte ``i``
+is ``ALPHABET[(i % 65521) % 62]``; ``expected_bytes(n, offset)`` returns them
+so clients can check downloads byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+from . import _core
+
+__all__ = [
+    "Server",
+    "ServerProcess",
+    "start_process",
+    "expected_bytes",
+    "crc32",
+    "ROUTES",
+    "cli_main",
+]
+
+ROUTES: tuple[str, ...] = tuple(_core.SERVER_ROUTES)
+"""Route names used as keys of ``stats()["by_route"]``."""
+
+
+def expected_bytes(n: int, offset: int = 0) -> bytes:
+    """The server's deterministic body bytes ``[offset, offset + n)``."""
+    return _core.expected_bytes(n, offset)
+
+
+def crc32(data: bytes, crc: int = 0) -> int:
+    """CRC-32 as the ``/sink`` route computes it (same as ``zlib.crc32``)."""
+    return _core.crc32(data, crc)
+
+
+def _url(scheme: str, host: str, port: int) -> str:
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
+
+
+def _ms(seconds: float, name: str) -> int:
+    if seconds <= 0:
+        raise ValueError(f"{name} must be > 0, got {seconds!r}")
+    return max(1, int(round(seconds * 1000)))
+
+
+class Server:
+    """The embedded server running in this process (in C threads, without the GIL).
+
+    ``with Server(tls=True) as srv: ...`` starts it and stops it on exit;
+    ``start()`` and ``stop()`` may be called any number of times. With
+    ``port=0`` an ephemeral port is chosen (``.port``); with ``tls=True`` a
+    self-signed ECDSA P-256 certificate for 127.0.0.1/localhost is generated
+    (unless ``cert_file``/``key_file`` are given) and written to ``.ca_file``
+    so clients can verify against it.
+
+    ``request_timeout``: seconds a started request (head and body) or a
+    stalled response write may take before the server answers 408 / closes.
+    ``keepalive_timeout``: seconds an idle keep-alive connection is kept.
+    ``max_head``: request head limit in bytes (larger heads get 431).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = False,
+        threads: int = 1,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        session_resumption: bool = True,
+        request_timeout: float = 10.0,
+        keepalive_timeout: float = 30.0,
+        max_head: int = 16384,
+        backlog: int = 4096,
+    ) -> None:
+        if not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be 0..65535, got {port!r}")
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads!r}")
+        if key_file is not None and cert_file is None:
+            raise ValueError("key_file needs cert_file")
+        if (cert_file is not None) and not tls:
+            raise ValueError("cert_file/key_file need tls=True")
+        self.host = host
+        self.tls = bool(tls)
+        self.threads = threads
+        self._opts: dict[str, Any] = dict(
+            host=host,
+            port=port,
+            tls=self.tls,
+            threads=threads,
+            cert_file=cert_file,
+            key_file=key_file,
+            session_resumption=bool(session_resumption),
+            request_timeout_ms=_ms(request_timeout, "request_timeout"),
+            keepalive_timeout_ms=_ms(keepalive_timeout, "keepalive_timeout"),
+            max_head=max_head,
+            backlog=backlog,
+        )
+        self._handle: Any = None
+        self._last: Any = None  # the stopped handle, for stats() after stop()
+        self._ca_file: str | None = None
+        self._ca_pem: str | None = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> Server:
+        """Bind and start the workers (no-op when running). Returns self."""
+        with self._lock:
+            if self._handle is not None:
+                return self
+            handle = _core.server_start(**self._opts)
+            try:
+                pem = handle.cert_pem
+                if pem is not None:
+                    fd, path = tempfile.mkstemp(prefix="httpbench-ca-", suffix=".pem")
+                    with os.fdopen(fd, "w") as f:
+                        f.write(pem)
+                    self._ca_file, self._ca_pem = path, pem
+            except BaseException:
+                handle.stop()
+                raise
+            self._handle = handle
+            return self
+
+    def stop(self) -> None:
+        """Stop the workers and close all connections (no-op when stopped)."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                handle.stop()
+                self._last = handle
+            if self._ca_file is not None:
+                try:
+                    os.unlink(self._ca_file)
+                except FileNotFoundError:
+                    pass
+                self._ca_file = None
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+    # -- properties -------------------------------------------------------
+    def _running_handle(self) -> Any:
+        h = self._handle
+        if h is None:
+            raise RuntimeError("server is not running (call start() or use it as a context manager)")
+        return h
+
+    @property
+    def running(self) -> bool:
+        """True between start() and stop()."""
+        return self._handle is not None
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
+        return int(self._running_handle().port)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
+    def url(self) -> str:
+        """Base URL without a trailing slash, e.g. ``http://127.0.0.1:41234``."""
+        return _url(self.scheme, self.host, self.port)
+
+    @property
+    def pid(self) -> int:
+        """The serving process (this one)."""
+        return os.getpid()
+
+    @property
+    def ca_file(self) -> str | None:
+        """Path of the server certificate PEM (TLS only; removed on stop)."""
+        self._running_handle()
+        return self._ca_file
+
+    @property
+    def ca_pem(self) -> str | None:
+        """The server certificate as PEM text (TLS only)."""
+        return self._ca_pem
+
+    def stats(self) -> dict[str, Any]:
+        """Server counters, read without stopping it.
+
+        Keys: ``requests`` (== sum of ``by_route`` == sum of ``by_status``),
+        ``by_route`` {route name: n}, ``by_status`` {code: n} (code 0: closed
+        with a reset instead of a response), ``bytes_in``/``bytes_out``
+        (TLS: plaintext), ``connections_accepted``/``_closed``/``_active``,
+        ``tls_handshakes``, ``tls_resumed``, ``tls_handshake_errors``,
+        ``idle_timeouts``, ``body_bytes_in``, ``threads``, ``cpu_ns`` (the
+        workers' CPU time) and ``thread_cpu_ns`` (per worker). Requests to
+        ``/__stats`` are not counted. After stop(), the final counters.
+        """
+        h = self._handle or self._last
+        if h is None:
+            raise RuntimeError("server was never started")
+        return h.stats()
+
+    def __repr__(self) -> str:
+        state = f"url={self.url!r}" if self.running else "stopped"
+        return f"<httpbench.Server {state} threads={self.threads}>"
+
+
+# -- separate process ---------------------------------------------------
+
+
+class ServerProcess:
+    """The embedded server in a child process (see ``start_process``).
+
+    ``.url``, ``.port``, ``.pid``, ``.ca_file``, ``.ca_pem``, ``.stats()``,
+    ``.stop()``; a context manager. Stats travel over the child's stdin/stdout
+    (not over HTTP), so reading them adds no connection or request.
+    """
+
+    def __init__(self, proc: subprocess.Popen[str], info: dict[str, Any], tls: bool) -> None:
+        self._proc = proc
+        self._lock = threading.Lock()
+        self.tls = tls
+        self.host: str = info["host"]
+        self.port: int = int(info["port"])
+        self.url: str = info["url"]
+        self.ca_file: str | None = info.get("ca_file")
+        self.ca_pem: str | None = info.get("ca_pem")
+        self.threads: int = int(info["threads"])
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self._proc.poll() is None
+
+    def _ask(self, cmd: str) -> str:
+        with self._lock:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"server process {self.pid} has exited")
+            assert self._proc.stdin is not None and self._proc.stdout is not None
+            self._proc.stdin.write(cmd + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"server process {self.pid} closed its pipe")
+            return line
+
+    def stats(self) -> dict[str, Any]:
+        """Same dict as ``Server.stats()`` (status codes as int keys)."""
+        d = json.loads(self._ask("stats"))
+        d["by_status"] = {int(k): v for k, v in d["by_status"].items()}
+        return d
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the child (idempotent); kills it if it does not exit in time."""
+        p = self._proc
+        if p.poll() is None:
+            try:
+                assert p.stdin is not None
+                p.stdin.write("stop\n")
+                p.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout)
+        for f in (p.stdin, p.stdout):
+            try:
+                if f:
+                    f.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            self.stop(timeout=1.0)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<httpbench.ServerProcess pid={self.pid} url={self.url!r}>"
+
+
+def start_process(
+    tls: bool = False,
+    threads: int = 1,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    timeout: float = 15.0,
+    cpu: int | None = None,
+    **options: Any,
+) -> ServerProcess:
+    """Start the embedded server in a fresh Python process and wait until it
+    listens. ``options`` are further ``Server`` keyword arguments
+    (``session_resumption``, ``request_timeout``, ...). ``cpu`` pins the child
+    to one CPU (sched_setaffinity) when given."""
+    cfg = dict(options, tls=tls, threads=threads, host=host, port=port)
+    Server(**cfg)  # validate the arguments here, with a proper traceback
+    cmd = [sys.executable, "-m", "httpbench._server", "--child", json.dumps(cfg)]
+    env = dict(os.environ)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(proc.pid, {cpu})
+    assert proc.stdout is not None
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    line = result[0] if result else ""
+    if not line:
+        proc.kill()
+        _, err = proc.communicate(timeout=5)
+        raise RuntimeError(f"server process failed to start: {err.strip() or 'timed out'}")
+    info = json.loads(line)
+    if "error" in info:
+        proc.wait(5)
+        raise OSError(info.get("errno") or 0, info["error"])
+    return ServerProcess(proc, info, tls)
+
+
+def _child_main(cfg_json: str) -> int:
+    """Body of the child process: serve until "stop" or EOF on stdin."""
+    cfg = json.loads(cfg_json)
+    # The parent stops us via the pipe; a terminal's Ctrl-C to the group
+    # should not kill us before the parent asks.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        srv = Server(**cfg).start()
+    except OSError as exc:
+        print(json.dumps({"error": str(exc), "errno": exc.errno}), flush=True)
+        return 1
+    except Exception as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+    info = {
+        "host": srv.host,
+        "port": srv.port,
+        "url": srv.url,
+        "ca_file": srv.ca_file,
+        "ca_pem": srv.ca_pem,
+        "threads": srv.threads,
+        "pid": os.getpid(),
+    }
+    print(json.dumps(info), flush=True)
+    try:
+        for line in sys.stdin:
+            cmd = line.strip()
+            if cmd == "stats":
+                print(json.dumps(srv.stats()), flush=True)
+            elif cmd == "stop":
+                break
+            else:
+                print(json.dumps({"error": f"unknown command {cmd!r}"}), flush=True)
+    finally:
+        srv.stop()
+    return 0
+
+
+# -- `httpbench serve` --------------------------------------------------
+
+
+def cli_main(argv: list[str]) -> int:
+    """``httpbench serve``: run the server in the foreground until Ctrl-C."""
+    ap = argparse.ArgumentParser(
+        prog="httpbench serve",
+        description="Run the embedded HTTP/HTTPS test server in the foreground (Ctrl-C stops it).",
+    )
+    ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = ephemeral)")
+    ap.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed unless --cert)")
+    ap.add_argument("--threads", type=int, default=1, help="worker threads (default 1)")
+    ap.add_argument("--cert", dest="cert_file", help="PEM certificate (with --tls)")
+    ap.add_argument("--key", dest="key_file", help="PEM private key (with --tls)")
+    ap.add_argument(
+        "--no-session-resumption", action="store_true", help="TLS: full handshakes only"
+    )
+    ap.add_argument(
+        "--request-timeout", type=float, default=10.0, help="seconds per request (default 10)"
+    )
+    ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    try:
+        srv = Server(
+            host=args.host,
+            port=args.port,
+            tls=args.tls,
+            threads=args.threads,
+            cert_file=args.cert_file,
+            key_file=args.key_file,
+            session_resumption=not args.no_session_resumption,
+            request_timeout=args.request_timeout,
+        )
+        srv.start()
+    except (OSError, ValueError, _core.HttpbenchError) as exc:
+        sys.stderr.write(f"httpbench serve: {exc}\n")
+        return 1
+    stop = threading.Event()
+
+    def on_term(signum: int, frame: Any) -> None:
+        stop.set()
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        print(f"httpbench server listening on {srv.url} ({srv.threads} thread(s))", flush=True)
+        if srv.ca_file:
+            print(f"CA certificate: {srv.ca_file}", flush=True)
+        print("routes: / /bytes/N /chunked/N /sink /echo /delay/MS /status/CODE /drip/N "
+              "/fault/... /__stats; Ctrl-C stops", flush=True)
+        deadline = None if args.duration is None else time.monotonic() + args.duration
+        try:
+            while not stop.is_set():
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                stop.wait(0.2)
+        except KeyboardInterrupt:
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        st = srv.stats()
+        srv.stop()
+        print(
+            f"\nstopped: {st['requests']} requests, {st['connections_accepted']} connections, "
+            f"server CPU {st['cpu_ns'] / 1e9:.3f} s",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        raise SystemExit(_child_main(sys.argv[2]))
+    raise SystemExit(cli_main(sys.argv[1:]))
