@@ -52,7 +52,8 @@ __all__ = [
 ]
 
 BASELINE_KEY = "pytest_baseline"  # ResultSet.metadata key of the plugin's own data
-CALIBRATION_WORKLOAD = "hb-calib-1"  # bump when _calibration_workload changes
+CALIBRATION_WORKLOAD = "hb-calib-2"  # bump when _calibration_workload changes
+CALIBRATION_RUNS = 10  # calibration runs before and after each measurement (~5 ms each side)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,11 +92,11 @@ def parse_tolerance(text: str) -> float:
 # --- calibration ------------------------------------------------------------------------------
 
 
-def _calibration_workload() -> int:
+def _calibration_workload(n: int = 2000) -> int:
     # Fixed pure-Python work (dicts, strings, ints, calls): the interpreter-bound kind of cost
     # the measured clients have, so its time tracks the machine's speed for them.
     d: dict[str, int] = {}
-    for i in range(20_000):
+    for i in range(n):
         d[str(i)] = i * 7
     total = 0
     for k, v in d.items():
@@ -103,15 +104,31 @@ def _calibration_workload() -> int:
     return total + len(sorted(d, key=len))
 
 
-def calibrate(repeats: int = 7) -> float:
-    """Seconds the fixed calibration workload takes here (best of ``repeats``)."""
-    best = math.inf
+def _calibration_runs(k: int) -> list[int]:
+    """ns of ``k`` runs of the calibration workload (after one warm-up run)."""
     _calibration_workload()  # warm caches and the allocator
-    for _ in range(repeats):
+    out = []
+    for _ in range(k):
         t0 = time.perf_counter_ns()
         _calibration_workload()
-        best = min(best, time.perf_counter_ns() - t0)
-    return best / 1e9
+        out.append(time.perf_counter_ns() - t0)
+    return out
+
+
+def calibrate(repeats: int = 20) -> float:
+    """Seconds the fixed calibration workload takes here: the median of ``repeats`` short runs.
+
+    Each run is ~0.5 ms. The median (like the p50 it scales) tracks how fast the
+    machine is right now, shared CPUs included; the plugin calibrates right before and
+    after every measurement and uses the median of both sets of runs.
+    """
+    runs = sorted(_calibration_runs(repeats))
+    return runs[len(runs) // 2] / 1e9
+
+
+def _median_s(runs: list[int]) -> float:
+    runs = sorted(runs)
+    return runs[len(runs) // 2] / 1e9
 
 
 # --- records and session ------------------------------------------------------------------------
@@ -246,11 +263,17 @@ class HttpbenchSession:
     def needs_calibration(self) -> bool:
         return bool(self.save_path or self.compare_path)
 
-    def calibration(self) -> float | None:
-        """This session's calibration time (measured once, when first needed)."""
-        if self._calibration is None and self.needs_calibration:
-            self._calibration = calibrate()
-        return self._calibration
+    def calibrated(self, run: Callable[[], Any]) -> tuple[Any, float | None]:
+        """``run()``, with calibration runs right before and after it when baselines are in
+        use: (its result, the calibration time in s, or None)."""
+        if not self.needs_calibration:
+            return run(), None
+        before = _calibration_runs(CALIBRATION_RUNS)
+        result = run()
+        cal = _median_s(before + _calibration_runs(CALIBRATION_RUNS))
+        if self._calibration is None:
+            self._calibration = cal
+        return result, cal
 
     def add(self, rec: Record) -> None:
         self.records.append(rec)
@@ -259,9 +282,8 @@ class HttpbenchSession:
     def for_node(self, nodeid: str) -> list[Record]:
         return self._by_node.get(nodeid, [])
 
-    def scale_for(self, entry: dict[str, Any]) -> float:
+    def scale_for(self, entry: dict[str, Any], now: float | None) -> float:
         """Calibration ratio now/then for a baseline entry (1.0 when either is unknown)."""
-        now = self.calibration()
         then = entry.get("calibration") or (self.baseline.calibration if self.baseline else None)
         if not now or not then:
             return 1.0
@@ -456,24 +478,36 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 class HttpbenchServer:
-    """The embedded test server of the session: HTTP, and HTTPS started on first use."""
+    """The embedded test server of the session: HTTP and HTTPS, each started on first use.
+
+    Starting lazily keeps sessions that only ``measure()`` pure callables free of servers.
+    """
 
     def __init__(self) -> None:
+        self._http: Any = None
+        self._https: Any = None
+
+    def _start(self, tls: bool) -> Any:
         import httpbench
 
-        self._Server = httpbench.Server
-        self._http = self._Server()
-        self._https: Any = None
+        srv = httpbench.Server(tls=tls)
+        enter = getattr(srv, "__enter__", None)
+        return enter() if enter is not None else srv
+
+    def _plain(self) -> Any:
+        if self._http is None:
+            self._http = self._start(False)
+        return self._http
+
+    def _tls(self) -> Any:
+        if self._https is None:
+            self._https = self._start(True)
+        return self._https
 
     @property
     def url(self) -> str:
         """Base URL of the plain-HTTP server (no trailing slash)."""
-        return self._http.url.rstrip("/")
-
-    def _tls(self) -> Any:
-        if self._https is None:
-            self._https = self._Server(tls=True)
-        return self._https
+        return self._plain().url.rstrip("/")
 
     @property
     def https_url(self) -> str:
@@ -493,12 +527,18 @@ class HttpbenchServer:
 
     def stats(self, tls: bool = False) -> Any:
         """Server-side statistics of the HTTP (or HTTPS) server."""
-        return (self._tls() if tls else self._http).stats()
+        return (self._tls() if tls else self._plain()).stats()
 
     def close(self) -> None:
+        """Stop whichever servers were started."""
         for srv in (self._http, self._https):
             if srv is not None:
-                srv.close()
+                exit_ = getattr(srv, "__exit__", None)
+                if exit_ is not None:
+                    exit_(None, None, None)
+                else:
+                    srv.close()
+        self._http = self._https = None
 
 
 class Httpbench:
@@ -556,7 +596,7 @@ class Httpbench:
         tls = bool(kwargs.pop("tls", False))
         url = path_or_url if "://" in path_or_url else self.url(path_or_url, tls=tls)
         if url.startswith("https://") and "ca_file" not in kwargs and "insecure" not in kwargs \
-                and url.startswith(self.server.https_url):
+                and self.server._https is not None and url.startswith(self.server.https_url):
             kwargs["ca_file"] = self.server.ca_file
         return self._run("bench", lambda: httpbench.bench(url, **kwargs), name, kwargs)
 
@@ -583,11 +623,11 @@ class Httpbench:
         key = f"{self._node.nodeid}[{name}]" if name else self._node.nodeid
         opts = self._node.stash.get(MARKER_KEY, {})
         limits = self._node.stash.get(BUDGET_KEY, None)
-        result = run()
+        result, cal = s.calibrated(run)
         metrics = result_metrics(result)
         bounded = kwargs.get("n") is not None
         rec = Record(key=key, nodeid=self._node.nodeid, name=name, kind=kind,
-                     metrics=metrics, bounded=bounded, calibration=s.calibration(), result=result)
+                     metrics=metrics, bounded=bounded, calibration=cal, result=result)
         s.add(rec)
         self.results.append(result)
 
@@ -604,20 +644,28 @@ class Httpbench:
             rec.has_baseline = True
             tol = opts.get("tolerance", s.tolerance)
             repeats = opts.get("repeats", s.repeats)
-            scale = s.scale_for(entry)
-            rows = compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,
-                                   tolerance=tol, bounded=bounded and entry.get("bounded", False))
-            # Timing noise: re-run while a timing metric looks slower, keeping the best of each.
+            both_bounded = bounded and bool(entry.get("bounded", False))
+            scale = s.scale_for(entry, cal)
+
+            def compare() -> list[Any]:
+                return compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,
+                                       tolerance=tol, bounded=both_bounded)
+
+            rows = compare()
+            # Timing noise: re-run while a timing metric looks slower, keeping the best of each
+            # (every run's timings brought to the first run's calibration).
             while rec.runs < repeats and any(r.verdict == "slower" and not r.metric.deterministic
                                              for r in rows):
-                again = result_metrics(run())
+                again, cal_i = s.calibrated(run)
                 rec.runs += 1
-                for m, v in again.items():
-                    if m in metrics and not _is_deterministic(m):
-                        metrics[m] = min(metrics[m], v) if _upper(m) else max(metrics[m], v)
-                rows = compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,
-                                       tolerance=tol,
-                                       bounded=bounded and entry.get("bounded", False))
+                adjust = (cal / cal_i) if cal and cal_i else 1.0
+                for m, v in result_metrics(again).items():
+                    if m in metrics and not _is_deterministic(m) and m != "requests":
+                        if _upper(m):
+                            metrics[m] = min(metrics[m], v * adjust)
+                        else:
+                            metrics[m] = max(metrics[m], v / adjust)
+                rows = compare()
             rec.compare_rows = rows
             rec.regressed = [r.metric.name for r in rows if r.verdict == "slower"]
             rec.improved = [r.metric.name for r in rows if r.verdict == "faster"]
