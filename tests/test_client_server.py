@@ -1,0 +1,143 @@
+"""httpbench.Client against the embedded server (httpbench._server.Server):
+HTTPS with verification, wrong CA, deterministic bodies, a 30 MB download to
+disk byte for byte, request bodies, the server's fault routes, keep-alive as
+the server counts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zlib
+
+import pytest
+from httpbench import Client, RemoteClosed, RequestTimeout, TLSError
+
+_server = pytest.importorskip("httpbench._server")
+Server = _server.Server
+expected_bytes = _server.expected_bytes
+
+
+@pytest.fixture(scope="module")
+def http_srv():
+    with Server() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def https_srv():
+    with Server(tls=True) as s:
+        yield s
+
+
+def test_https_verified_against_server_ca(https_srv):
+    with Client(ca_file=https_srv.ca_file) as c:
+        for n in (0, 1, 150, 12 * 1024, 1_000_003):
+            r = c.get(f"{https_srv.url}/bytes/{n}")
+            assert r.status == 200 and r.body == expected_bytes(n)
+        r = c.get(f"{https_srv.url}/chunked/300000?chunk=4096")
+        assert r.body == expected_bytes(300000) and r.reused
+        assert c.pool_stats()["connects"] == 1
+    assert https_srv.stats()["tls_handshakes"] >= 1
+
+
+def test_https_wrong_ca_is_tls_error(https_srv):
+    with Server(tls=True) as other, Client(ca_file=other.ca_file) as c:
+        with pytest.raises(TLSError, match="(?i)verif"):
+            c.get(f"{https_srv.url}/bytes/10")
+
+
+def test_https_without_ca_is_tls_error(https_srv):
+    with Client() as c, pytest.raises(TLSError):
+        c.get(f"{https_srv.url}/bytes/10")
+
+
+def test_https_localhost_name_verifies(https_srv):
+    with Client(ca_file=https_srv.ca_file) as c:
+        r = c.get(f"https://localhost:{https_srv.port}/bytes/64")
+        assert r.body == expected_bytes(64)
+
+
+def _file_crc(path: str) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def test_download_30mb_byte_exact(http_srv, tmp_path):
+    n = 30 * 1024 * 1024
+    p = tmp_path / "30mb.bin"
+    with Client(timeout=60) as c:
+        r = c.download(f"{http_srv.url}/bytes/{n}", p)
+    assert r.status == 200 and r.size == n and r.body == b""
+    assert os.path.getsize(p) == n
+    assert _file_crc(str(p)) == zlib.crc32(expected_bytes(n))
+
+
+def test_download_chunked_over_tls_byte_exact(https_srv, tmp_path):
+    n = 8 * 1024 * 1024 + 5
+    p = tmp_path / "c.bin"
+    with Client(ca_file=https_srv.ca_file, timeout=60) as c:
+        r = c.download(f"{https_srv.url}/chunked/{n}?chunk=65536", p)
+    assert r.size == n and p.read_bytes() == expected_bytes(n)
+
+
+def test_keepalive_counted_by_server():
+    with Server() as s, Client() as c:
+        for _ in range(50):
+            assert c.get(f"{s.url}/bytes/150").body == expected_bytes(150)
+        st = s.stats()
+        assert st["requests"] == 50 and st["connections_accepted"] == 1
+
+
+def test_upload_to_sink_and_echo(http_srv, tmp_path):
+    data = os.urandom(2_000_000)
+    p = tmp_path / "up.bin"
+    p.write_bytes(data)
+    with Client() as c:
+        r = c.request("POST", f"{http_srv.url}/sink", body=p)
+        info = json.loads(r.body)
+        assert info["bytes"] == len(data) and int(info["crc32"], 16) == zlib.crc32(data)
+        r = c.request("PUT", f"{http_srv.url}/echo", body=data[:100_000])
+        assert r.body == data[:100_000]
+        with open(p, "rb") as f:
+            r = c.request("POST", f"{http_srv.url}/echo", body=f)
+        assert r.body == data
+
+
+@pytest.mark.parametrize(
+    "path", ["/fault/close-mid-body", "/fault/close-after-headers", "/fault/reset"]
+)
+def test_fault_routes_raise_remote_closed(http_srv, path):
+    with Client(timeout=5) as c:
+        with pytest.raises(RemoteClosed):
+            c.get(http_srv.url + path)
+        assert c.get(f"{http_srv.url}/bytes/5").body == expected_bytes(5)
+
+
+@pytest.mark.parametrize("path", ["/fault/stall/3000", "/drip/1000?interval_ms=20"])
+def test_stalling_and_dripping_time_out(http_srv, path):
+    with Client(timeout=0.4) as c:
+        t0 = time.monotonic()
+        with pytest.raises(RequestTimeout):
+            c.get(http_srv.url + path)
+        assert 0.4 <= time.monotonic() - t0 < 3.0
+
+
+def test_early_response_while_uploading(http_srv):
+    with Client(timeout=5) as c:
+        r = c.request("POST", f"{http_srv.url}/fault/early-response", body=b"x" * 5_000_000)
+        assert r.status == 413
+
+
+@pytest.mark.parametrize("code", [204, 304, 404, 500])
+def test_status_routes(http_srv, code):
+    with Client() as c:
+        r = c.get(f"{http_srv.url}/status/{code}")
+        assert r.status == code
+        if code in (204, 304):
+            assert r.body == b""
+        r2 = c.get(f"{http_srv.url}/bytes/3")
+        assert r2.body == expected_bytes(3) and r2.reused
