@@ -441,7 +441,9 @@ int hb_parse_response_head(const char *buf, size_t len, hb_response_head *out,
     size_t max_head, max_hdrs, cap = out->num_headers;
     limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
     int err = 0;
-    int rc = response_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
+    /* len 0 may come with buf NULL, where even NULL + 0 is undefined */
+    int rc = len == 0 ? HB_AGAIN
+                      : response_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
     if (rc == HB_AGAIN && len > max_head) {
         rc = HB_ERROR;
         err = HB_PE_HEAD_TOO_LARGE;
@@ -506,7 +508,9 @@ int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
     size_t max_head, max_hdrs, cap = out->num_headers;
     limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
     int err = 0;
-    int rc = request_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
+    /* len 0 may come with buf NULL, where even NULL + 0 is undefined */
+    int rc = len == 0 ? HB_AGAIN
+                      : request_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
     if (rc == HB_AGAIN && len > max_head) {
         rc = HB_ERROR;
         err = HB_PE_HEAD_TOO_LARGE;

@@ -96,6 +96,17 @@ static void test_basic_response(void)
     CHECK_EQ_INT(hb_response_is_interim(&rh), 0);
     check_prefixes_resp("HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length: 13\r\n\r\n");
     check_prefixes_resp("HTTP/1.0 404 Not Found\nA: b\n\n");
+    /* an empty buffer, even a NULL one, is just incomplete */
+    memset(&rh, 0, sizeof rh);
+    CHECK_EQ_INT(hb_parse_response_head(NULL, 0, &rh, NULL), HB_AGAIN);
+    memset(&qh, 0, sizeof qh);
+    CHECK_EQ_INT(hb_parse_request_head(NULL, 0, &qh, NULL), HB_AGAIN);
+    hb_chunked c;
+    const char *d;
+    size_t dl;
+    hb_chunked_init(&c);
+    CHECK_EQ_INT(hb_chunked_feed(&c, NULL, 0, &d, &dl), 0);
+    CHECK_EQ_INT(dl, 0);
 }
 
 static void test_tolerated(void)
