@@ -1,0 +1,368 @@
+"""Figures (matplotlib, imported lazily, headless-safe).
+
+Every function returns a ``matplotlib.figure.Figure`` built without pyplot, so
+no GUI backend or global state is touched (works on a server without a
+display, in tests and in Jupyter, where a Figure displays itself).
+
+* :func:`plot_percentiles` - HdrHistogram-style latency percentile spectrum
+  (x: percentile on a log ``1/(1-p)`` axis from 0 to 99.999%).
+* :func:`plot_cdf` - latency distribution (CDF, log time axis).
+* :func:`plot_bars` - per-scenario bars per client: CPU µs/request,
+  allocations/request, KiB allocated/request; whiskers span the repeats.
+* :func:`plot_throughput` - bench()'s per-second series.
+* :func:`plot_latency_vs_concurrency` - p50/p99 and req/s over a concurrency sweep.
+
+``plot(obj, kind=...)`` dispatches; ``save_plots(obj, dir)`` writes PNG + SVG.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from . import _units as U
+from ._report import _entries, percentile_spectrum, result_rows
+from ._results import BenchResult, MeasureResult, ResultSet, hist_count
+
+__all__ = [
+    "KINDS",
+    "figure_svg",
+    "plot",
+    "plot_bars",
+    "plot_cdf",
+    "plot_latency_vs_concurrency",
+    "plot_percentiles",
+    "plot_throughput",
+    "save_plots",
+]
+
+KINDS = ("percentiles", "cdf", "bars", "throughput", "concurrency")
+_MAX_X = 1e5  # 99.999th percentile on the 1/(1-p) axis
+
+
+def _figure(figsize: tuple[float, float], nrows: int = 1, ncols: int = 1) -> tuple[Any, Any]:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(
+            "plots need matplotlib: pip install matplotlib (or pip install 'httpbench[plot]')"
+        ) from None
+    fig = Figure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _merge(hists: Sequence[Any]) -> Any:
+    out = hists[0].copy()
+    for h in hists[1:]:
+        out.merge(h)
+    return out
+
+
+def _latency_series(obj: Any, which: str = "latency") -> list[tuple[str, Any]]:
+    """(label, histogram) per series; repeats of a (client, scenario) are merged.
+
+    Constant-rate bench results also contribute their uncorrected histogram.
+    """
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for c, s, _i, r in _entries(obj):
+        groups.setdefault((c, s), []).append(r)
+    scenarios = {s for _, s in groups}
+    out: list[tuple[str, Any]] = []
+    for (c, s), recs in groups.items():
+        label = c if len(scenarios) <= 1 else f"{c} / {s}"
+        hs = [getattr(r, which, None) for r in recs]
+        hs = [h for h in hs if h is not None and hist_count(h)]
+        if not hs:
+            continue
+        us = []
+        if which == "latency" and all(isinstance(r, BenchResult) and r.config.rate for r in recs):
+            us = [r.latency_uncorrected for r in recs
+                  if r.latency_uncorrected is not None and hist_count(r.latency_uncorrected)]
+        out.append((f"{label} (corrected)" if us else label, _merge(hs)))
+        if us:
+            out.append((f"{label} (uncorrected)", _merge(us)))
+    return out
+
+
+def _time_axis(values_ns: Iterable[float]) -> tuple[str, float]:
+    vals = [v for v in values_ns if v is not None and not math.isnan(v) and v > 0]
+    return U.duration_unit(max(vals) if vals else 1.0)
+
+
+def _title(obj: Any, what: str) -> str:
+    if isinstance(obj, BenchResult):
+        return f"{what}: {obj.method} {obj.url}"
+    if isinstance(obj, MeasureResult):
+        return f"{what}: {obj.label}"
+    return what
+
+
+def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = None,
+                     figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
+    """Latency by percentile, HdrHistogram style: x = 1/(1-p) on a log axis
+    (0%, 90%, 99%, ... 99.999%), y = latency. One line per client (repeats merged);
+    constant-rate bench runs also draw the uncorrected latency, dashed.
+    """
+    series = _latency_series(obj, which)
+    if not series:
+        raise ValueError("nothing to plot: no latency samples")
+    unit, factor = _time_axis(h.max for _, h in series)
+    fig, axes = _figure(figsize)
+    ax = axes[0][0]
+    xmax = 10.0
+    for label, h in series:
+        spec = [(v, p) for v, p, _ in percentile_spectrum(h, ticks_per_half=10) if p < 100.0]
+        n = hist_count(h)
+        xs = [1.0 / (1.0 - p / 100.0) for _, p in spec]
+        ys = [v / factor for v, _ in spec]
+        # close the line at the max, placed at the percentile of the last sample
+        xs.append(float(max(n, xs[-1] if xs else 1.0)))
+        ys.append(h.max / factor)
+        xs = [min(x, _MAX_X) for x in xs]
+        xmax = max(xmax, xs[-1])
+        style = "--" if label.endswith("(uncorrected)") else "-"
+        ax.plot(xs, ys, style, label=label, linewidth=1.6, drawstyle="steps-post")
+    ax.set_xscale("log")
+    ticks = [t for t in (1, 10, 100, 1e3, 1e4, 1e5) if t <= max(xmax, 100)]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: len(ticks)])
+    ax.set_xlim(1, max(ticks))
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("percentile")
+    ax.set_ylabel(f"latency ({unit})")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title(title or _title(obj, "Latency by percentile"))
+    ax.legend(loc="upper left", fontsize="small")
+    return fig
+
+
+def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
+             figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
+    """Latency distribution: fraction of requests completed within x (log x axis)."""
+    series = _latency_series(obj, which)
+    if not series:
+        raise ValueError("nothing to plot: no latency samples")
+    unit, factor = _time_axis(h.max for _, h in series)
+    fig, axes = _figure(figsize)
+    ax = axes[0][0]
+    for label, h in series:
+        n = hist_count(h)
+        xs, ys, acc = [], [], 0
+        for _lo, hi, c in h.buckets():
+            acc += c
+            xs.append(max(hi, 1) / factor)
+            ys.append(acc / n)
+        style = "--" if label.endswith("(uncorrected)") else "-"
+        ax.plot(xs, ys, style, label=label, drawstyle="steps-post", linewidth=1.6)
+    ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel(f"latency ({unit}, log scale)")
+    ax.set_ylabel("fraction of requests ≤ latency")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title or _title(obj, "Latency distribution (CDF)"))
+    ax.legend(loc="lower right", fontsize="small")
+    return fig
+
+
+# (row key, axis title, scale, unit label)
+_BAR_METRICS = {
+    "cpu_ns_per_request": ("CPU per request", 1e3, "µs"),
+    "allocs_per_request": ("Python allocations per request", 1.0, "count"),
+    "alloc_bytes_per_request": ("Allocated per request", 1024.0, "KiB"),
+    "native_allocs_per_request": ("Native mallocs per request", 1.0, "count"),
+    "gc_per_10k": ("GC collections per 10k requests", 1.0, "count"),
+    "p50_ns": ("Median latency", 1e3, "µs"),
+    "p99_ns": ("p99 latency", 1e3, "µs"),
+    "rps": ("Requests per second", 1.0, "req/s"),
+}
+
+
+def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allocs_per_request",
+                                                    "alloc_bytes_per_request"),
+              title: str | None = None, figsize: tuple[float, float] | None = None) -> Any:
+    """Grouped bars, one panel per metric: scenarios on x, a bar per client at the
+    median over repeats, whiskers from the smallest to the largest repeat."""
+    rows = result_rows(obj)
+    for m in metrics:
+        if m not in _BAR_METRICS:
+            raise ValueError(f"unknown bar metric {m!r}; one of {list(_BAR_METRICS)}")
+    metrics = [m for m in metrics if any(not _nan(r[m]) for r in rows)]
+    if not metrics:
+        raise ValueError("nothing to plot: none of the metrics was measured")
+    clients = list(dict.fromkeys(r["client"] for r in rows))
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    w = figsize or (max(5.0, 1.6 + 1.2 * len(scenarios) * max(1, len(clients)) / 2) * 1.0,
+                    2.9 * len(metrics))
+    fig, axes = _figure(w, nrows=len(metrics))
+    width = 0.8 / max(1, len(clients))
+    for mi, m in enumerate(metrics):
+        name, scale, unit = _BAR_METRICS[m]
+        ax = axes[mi][0]
+        for ci, c in enumerate(clients):
+            xs, hs, lo, hi = [], [], [], []
+            for si, s in enumerate(scenarios):
+                vals = [r[m] / scale for r in rows
+                        if r["client"] == c and r["scenario"] == s and not _nan(r[m])]
+                if not vals:
+                    continue
+                med = statistics.median(vals)
+                xs.append(si + (ci - (len(clients) - 1) / 2) * width)
+                hs.append(med)
+                lo.append(med - min(vals))
+                hi.append(max(vals) - med)
+            if xs:
+                bars = ax.bar(xs, hs, width * 0.92, yerr=[lo, hi], capsize=3, label=c)
+                ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=2)
+        ax.set_xticks(range(len(scenarios)))
+        ax.set_xticklabels([s or "(run)" for s in scenarios])
+        ax.set_ylabel(unit)
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the value labels
+        ax.set_title(name)
+        ax.grid(True, axis="y", alpha=0.3)
+        if mi == 0:
+            ax.legend(fontsize="small", ncols=min(4, len(clients)))
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _nan(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _bench_results(obj: Any) -> list[tuple[str, BenchResult]]:
+    out = []
+    for c, s, i, r in _entries(obj):
+        if isinstance(r, BenchResult):
+            label = c if not s else f"{c} / {s}"
+            out.append((label + (f" #{i}" if i else ""), r))
+    return out
+
+
+def plot_throughput(obj: Any, *, title: str | None = None,
+                    figsize: tuple[float, float] = (8.0, 4.0)) -> Any:
+    """Successful and failed requests per second over the run (bench's series)."""
+    runs = [(lab, r) for lab, r in _bench_results(obj) if r.series_responses]
+    if not runs:
+        raise ValueError("nothing to plot: no bench() result with a per-second series")
+    fig, axes = _figure(figsize)
+    ax = axes[0][0]
+    for label, r in runs:
+        step = r.series_interval_ns / 1e9
+        xs = [(i + 1) * step for i in range(len(r.series_responses))]
+        ok = [v / step for v in r.series_responses]
+        ax.plot(xs, ok, marker=".", label=f"{label} 2xx")
+        if any(r.series_errors):
+            err = [v / step for v in r.series_errors]
+            ax.plot(xs[: len(err)], err, marker="x", linestyle=":", label=f"{label} failed")
+    ax.set_xlabel("time since start (s)")
+    ax.set_ylabel("requests per second")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title or _title(obj, "Throughput over time"))
+    ax.legend(fontsize="small")
+    return fig
+
+
+def plot_latency_vs_concurrency(obj: Any, *, title: str | None = None,
+                                figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
+    """p50 and p99 latency (left axis) and req/s (right axis) against concurrency,
+    one point per bench() run of a sweep (runs at the same concurrency averaged)."""
+    runs = [r for _, r in _bench_results(obj)]
+    if len({r.config.concurrency for r in runs}) < 2:
+        raise ValueError("latency vs concurrency needs bench() results at >= 2 concurrencies")
+    by: dict[int, list[BenchResult]] = {}
+    for r in runs:
+        by.setdefault(r.config.concurrency, []).append(r)
+    cs = sorted(by)
+    p50 = [statistics.median(r.p50 for r in by[c]) for c in cs]
+    p99 = [statistics.median(r.p99 for r in by[c]) for c in cs]
+    rps = [statistics.median(r.rps for r in by[c]) for c in cs]
+    unit, factor = _time_axis(p99)
+    fig, axes = _figure(figsize)
+    ax = axes[0][0]
+    ax.plot(cs, [v / factor for v in p50], marker="o", label="p50 latency")
+    ax.plot(cs, [v / factor for v in p99], marker="s", label="p99 latency")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(cs)
+    ax.set_xticklabels([str(c) for c in cs])
+    ax.set_xlabel("concurrency (connections)")
+    ax.set_ylabel(f"latency ({unit})")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax2 = ax.twinx()
+    ax2.plot(cs, rps, marker="^", color="tab:green", linestyle="--", label="req/s")
+    ax2.set_ylabel("requests per second")
+    ax2.set_ylim(bottom=0)
+    lines = ax.get_lines() + ax2.get_lines()
+    ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize="small")
+    ax.set_title(title or "Latency and throughput vs concurrency")
+    return fig
+
+
+_DISPATCH = {
+    "percentiles": plot_percentiles,
+    "spectrum": plot_percentiles,
+    "cdf": plot_cdf,
+    "bars": plot_bars,
+    "throughput": plot_throughput,
+    "concurrency": plot_latency_vs_concurrency,
+}
+
+
+def plot(obj: Any, kind: str = "percentiles", **kwargs: Any) -> Any:
+    """A Figure of ``obj`` (record, list of records or ResultSet); ``kind`` is one of
+    percentiles (alias spectrum), cdf, bars, throughput, concurrency."""
+    fn = _DISPATCH.get(kind)
+    if fn is None:
+        raise ValueError(f"unknown plot kind {kind!r}; one of {KINDS}")
+    return fn(obj, **kwargs)
+
+
+def figure_svg(fig: Any) -> str:
+    """The figure as an SVG document string (for inline HTML)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    i = text.find("<svg")
+    return text[i:] if i >= 0 else text
+
+
+def _applicable(obj: Any) -> list[str]:
+    entries = _entries(obj)
+    kinds = ["percentiles", "cdf"]
+    if any(isinstance(r, MeasureResult) for *_, r in entries) or isinstance(obj, ResultSet):
+        kinds.append("bars")
+    benches = [r for *_, r in entries if isinstance(r, BenchResult)]
+    if any(r.series_responses for r in benches):
+        kinds.append("throughput")
+    if len({r.config.concurrency for r in benches}) >= 2:
+        kinds.append("concurrency")
+    return kinds
+
+
+def save_plots(obj: Any, directory: str | os.PathLike[str],
+               formats: Sequence[str] = ("png", "svg"), dpi: int = 120) -> list[str]:
+    """Write every figure that applies to ``obj`` as ``<kind>.<fmt>`` into ``directory``
+    (created if needed); returns the paths written."""
+    d = os.fspath(directory)
+    os.makedirs(d, exist_ok=True)
+    written = []
+    for kind in _applicable(obj):
+        try:
+            fig = plot(obj, kind)
+        except ValueError:  # e.g. bars with no CPU/alloc data: skip, don't fail the batch
+            continue
+        for fmt in formats:
+            path = os.path.join(d, f"{kind}.{fmt}")
+            fig.savefig(path, dpi=dpi)
+            written.append(path)
+    return written
