@@ -520,6 +520,26 @@ def test_trickling_head_times_out():
         stop.set()
 
 
+def test_sigint_interrupts_a_waiting_request():
+    import signal
+
+    def handler(c: Conn) -> None:
+        c.read_request()
+        time.sleep(3)
+
+    main = threading.get_ident()
+    with RawServer(handler) as srv, Client(timeout=10) as c:
+        timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+        t0 = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            c.get(srv.url())
+        timer.join()
+        assert time.monotonic() - t0 < 2.5  # not the 10 s deadline
+        with serve(ok(b"after")) as srv2:  # the client is still usable
+            assert c.get(srv2.url()).body == b"after"
+
+
 def test_timeout_validation():
     with pytest.raises(ValueError):
         Client(timeout=0)

@@ -14,9 +14,10 @@
 /* Free space a memory sink is grown to before an open-ended read. */
 #define SINK_CHUNK (64 * 1024)
 
-static int wait_sock(hb_sock *s, uint64_t dl)
+static int wait_sock(const hb_exchange *x, uint64_t dl)
 {
-    return hb__wait_fd(s->fd, s->want == HB_WANT_WRITE ? POLLOUT : POLLIN, dl);
+    const hb_sock *s = &x->conn->sock;
+    return hb__wait_fd(s->fd, s->want == HB_WANT_WRITE ? POLLOUT : POLLIN, dl, x->eintr_abort);
 }
 
 static int timed_out(const hb_request *r, char *err, const char *what)
@@ -39,7 +40,7 @@ static ssize_t read_some(hb_exchange *x, void *buf, size_t len, char *err, const
             if (err && !err[0]) hb_sock_errstr(s, (int)n, err);
             return n;
         }
-        int rc = wait_sock(s, x->req->deadline_ns);
+        int rc = wait_sock(x, x->req->deadline_ns);
         if (rc == HB_E_TIMEOUT) return timed_out(x->req, err, what);
         if (rc < 0) return rc;
     }
@@ -56,7 +57,7 @@ static int write_iov(hb_exchange *x, struct iovec *iov, int cnt, char *err)
         }
         ssize_t n = hb_sock_writev(s, iov, cnt);
         if (n == HB_AGAIN) {
-            int rc = wait_sock(s, x->req->deadline_ns);
+            int rc = wait_sock(x, x->req->deadline_ns);
             if (rc == HB_E_TIMEOUT) return timed_out(x->req, err, "sending the request");
             if (rc < 0) return rc;
             continue;
@@ -90,7 +91,7 @@ static int send_file_zero_copy(hb_exchange *x, off_t *off, int64_t *left, char *
         }
         if (n == 0) return hb_fail(err, HB_E_INVALID, "request body file ended early");
         if (errno == EAGAIN) {
-            int rc = hb__wait_fd(s->fd, POLLOUT, x->req->deadline_ns);
+            int rc = hb__wait_fd(s->fd, POLLOUT, x->req->deadline_ns, x->eintr_abort);
             if (rc == HB_E_TIMEOUT) return timed_out(x->req, err, "sending the request body");
             if (rc < 0) return rc;
             continue;
@@ -212,7 +213,7 @@ static int read_head(hb_exchange *x, size_t *got, char *err)
         /* Right after sending, nothing can be buffered yet: wait before reading
          * (saves an EAGAIN read per request) unless TLS holds decrypted bytes. */
         if (first && !(c->sock.ssl && SSL_pending(c->sock.ssl) > 0)) {
-            int rc = hb__wait_fd(c->sock.fd, POLLIN, r->deadline_ns);
+            int rc = hb__wait_fd(c->sock.fd, POLLIN, r->deadline_ns, x->eintr_abort);
             if (rc == HB_E_TIMEOUT) return timed_out(r, err, "waiting for the response");
             if (rc < 0) return rc;
         }
@@ -264,6 +265,7 @@ int hb_client_begin(hb_pool *p, const hb_request *r, hb_exchange *x, char *err)
     x->req = r;
     x->retried = 0;
     x->interim = 0;
+    x->eintr_abort = p->opts.eintr_abort;
     x->t_start = r->start_ns;
     x->t_first_byte = x->t_done = 0;
     x->head_buf = NULL;

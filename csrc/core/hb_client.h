@@ -90,6 +90,7 @@ typedef struct hb_exchange {
     int body_done;
     int reused;  /* sent on a pooled connection */
     int retried; /* a stale reused connection was replaced */
+    int eintr_abort; /* from the pool's options */
     unsigned interim; /* 1xx responses skipped */
     /* Phase timestamps (absolute hb_now_ns; connected/tls_done 0 on reuse). */
     uint64_t t_start, t_connected, t_tls_done, t_first_byte, t_done;

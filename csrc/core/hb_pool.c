@@ -11,7 +11,7 @@
 #include "hb_clock.h"
 #include "hb_tls.h"
 
-int hb__wait_fd(int fd, short events, uint64_t deadline_ns)
+int hb__wait_fd(int fd, short events, uint64_t deadline_ns, int eintr_abort)
 {
     for (;;) {
         uint64_t now = hb_now_ns();
@@ -23,6 +23,7 @@ int hb__wait_fd(int fd, short events, uint64_t deadline_ns)
         if (n > 0) return 0; /* POLLERR/POLLHUP too: the next I/O call reports it */
         if (n == 0) continue; /* re-check the clock; ppoll may wake a little early */
         if (errno != EINTR) return -errno;
+        if (eintr_abort) return HB_E_INTERRUPTED;
     }
 }
 
@@ -109,6 +110,13 @@ void hb_pool_set_stale_check(hb_pool *p, int on)
 {
     pthread_mutex_lock(&p->mu);
     p->opts.stale_check = on;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void hb_pool_set_tls(hb_pool *p, struct hb_tls_ctx *tls)
+{
+    pthread_mutex_lock(&p->mu);
+    p->opts.tls = tls;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -204,7 +212,7 @@ static int conn_open(hb_pool *p, hb_conn *c, hb_pool_host *h, uint64_t cdl,
     char as[64];
     int rc = hb_sock_connect(&c->sock, (const struct sockaddr *)&h->addr, h->addrlen, 0, err);
     while (rc == HB_AGAIN) {
-        rc = hb__wait_fd(c->sock.fd, POLLOUT, cdl);
+        rc = hb__wait_fd(c->sock.fd, POLLOUT, cdl, p->opts.eintr_abort);
         if (rc == 0) rc = hb_sock_connect_check(&c->sock);
     }
     if (rc < 0) {
@@ -225,7 +233,8 @@ static int conn_open(hb_pool *p, hb_conn *c, hb_pool_host *h, uint64_t cdl,
     rc = hb_sock_tls_client(&c->sock, p->opts.tls, h->name, err);
     if (rc == 0) {
         while ((rc = hb_sock_handshake(&c->sock, err)) == HB_AGAIN) {
-            rc = hb__wait_fd(c->sock.fd, c->sock.want == HB_WANT_WRITE ? POLLOUT : POLLIN, cdl);
+            rc = hb__wait_fd(c->sock.fd, c->sock.want == HB_WANT_WRITE ? POLLOUT : POLLIN, cdl,
+                             p->opts.eintr_abort);
             if (rc < 0) break;
         }
     }

@@ -46,6 +46,8 @@ typedef struct hb_pool_opts {
     uint64_t idle_timeout_ns; /* 0: HB_POOL_DEFAULT_IDLE_NS; UINT64_MAX: never expire */
     int stale_check;          /* peek at an idle connection before reusing it */
     struct hb_tls_ctx *tls;   /* client context for https targets (not owned); may be NULL */
+    int eintr_abort;          /* a signal interrupting a wait ends it with HB_E_INTERRUPTED
+                                 (so the caller can run signal handlers); else waits resume */
 } hb_pool_opts;
 
 /* The pool key. host is the name as written in the URL (brackets stripped
@@ -116,6 +118,8 @@ void hb_pool_destroy(hb_pool *p);
 void hb_pool_close(hb_pool *p);
 /* Toggle the stale check (e.g. to measure its cost). */
 void hb_pool_set_stale_check(hb_pool *p, int on);
+/* Set the TLS client context used for new https connections (not owned). */
+void hb_pool_set_tls(hb_pool *p, struct hb_tls_ctx *tls);
 void hb_pool_get_stats(hb_pool *p, hb_pool_stats *out);
 
 /* Hand out a connected connection for t: an idle one (unless `fresh`), else a
@@ -130,7 +134,8 @@ int hb_pool_acquire(hb_pool *p, const hb_target *t, int fresh, uint64_t deadline
 void hb_pool_release(hb_pool *p, hb_conn *c, int keep);
 
 /* Wait until fd is ready for `events` (POLLIN/POLLOUT) or deadline_ns:
- * 0, HB_E_TIMEOUT or -errno. EINTR is retried. */
-int hb__wait_fd(int fd, short events, uint64_t deadline_ns);
+ * 0, HB_E_TIMEOUT or -errno. EINTR: HB_E_INTERRUPTED when eintr_abort,
+ * else the wait resumes. */
+int hb__wait_fd(int fd, short events, uint64_t deadline_ns, int eintr_abort);
 
 #endif

@@ -561,7 +561,7 @@ static int ensure_tls(ClientObject *self)
         return -1;
     }
     self->tls = ctx;
-    self->pool.opts.tls = ctx; /* set once, before any https request can read it */
+    hb_pool_set_tls(&self->pool, ctx);
     return 0;
 }
 
@@ -586,6 +586,17 @@ static int sink_grow(hb_sink *s, size_t need, char *err)
     s->buf = PyBytes_AS_STRING(g->obj);
     s->cap = nc;
     return 0;
+}
+
+/* A wait cut short by a signal: run the Python handlers (Ctrl-C raises
+ * KeyboardInterrupt from there); otherwise the usual mapping. */
+static void raise_rc(hb_modstate *st, int rc, const char *err)
+{
+    if (rc == HB_E_INTERRUPTED) {
+        if (PyErr_CheckSignals() < 0) return;
+        err = "request interrupted by a signal";
+    }
+    hb_raise(st, rc, err);
 }
 
 static PyObject *do_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
@@ -687,7 +698,7 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     rc = hb_client_begin(&self->pool, &rq, &x, err);
     PyEval_RestoreThread(ts);
     if (rc < 0) {
-        hb_raise(st, rc, err);
+        raise_rc(st, rc, err);
         goto fail;
     }
 
@@ -776,7 +787,7 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     return resp_obj;
 
 fail_rc:
-    hb_raise(st, rc, err);
+    raise_rc(st, rc, err);
 fail_x:
     hb_client_end(&self->pool, &x);
 fail:
@@ -1047,6 +1058,7 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     po.max_per_host = (unsigned)maxc;
     po.idle_timeout_ns = to_ns(it);
     po.stale_check = stale;
+    po.eintr_abort = 1; /* let Ctrl-C through: the binding runs the handlers */
     int rc = hb_pool_init(&self->pool, &po);
     if (rc < 0) {
         hb_raise(st, rc, NULL);
