@@ -416,6 +416,7 @@ def assert_budget(result: Any, **budget: Any) -> list[Row]:
     Returns the checked rows when every limit holds. A metric the result does
     not carry counts as a failure ("not measured"), never as a pass.
     """
+    __tracebackhide__ = True
     rows = check_budget(result, parse_budget(budget))
     if not all(r.ok for r in rows):
         raise BudgetExceeded(rows, label=getattr(result, "label", None))

@@ -426,8 +426,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        for rec in _session(item.config).for_node(item.nodeid):
+        recs = _session(item.config).for_node(item.nodeid)
+        for rec in recs:
             rec.outcome = report.outcome
+        # A budget the test checked itself (result.assert_budget) shows in the verdict too.
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if recs and exc is not None and type(exc).__name__ == "BudgetExceeded":
+            failed = [r.limit.metric.name for r in getattr(exc, "failed", [])]
+            target = next((r for r in recs if r.result is not None
+                           and getattr(r.result, "label", None) == exc.label), recs[-1])
+            if not target.budget_failed:
+                target.budget_failed = failed
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -562,19 +571,44 @@ class Httpbench:
         """Full URL of ``path`` on the session's server (HTTPS with ``tls=True``)."""
         return self.server.url_for(path, tls=tls)
 
-    def client(self, name: str, **kwargs: Any) -> Any:
-        """A client adapter from ``httpbench._adapters`` (e.g. "requests", "httpx", "native")."""
-        from . import _adapters
+    def client(self, name: str, path: str = "/", *, tls: bool = False, **params: Any) -> Any:
+        """A client adapter (``httpbench._adapters``) set up for ``path`` on the session server.
 
-        factory = getattr(_adapters, "get_adapter", None) or getattr(_adapters, "get", None)
-        if factory is None:
-            raise RuntimeError("httpbench._adapters provides no adapter lookup yet")
-        return factory(name, **kwargs)
+        ``name``: "native", "http.client", "urllib3", "requests", "httpx", "httpx-async",
+        "aiohttp", "pycurl", ... or "package.module:Class". ``params`` go to the
+        adapter's ``setup`` (method, body, keep_alive, ...). Each ``request()`` call makes
+        one request; measure it with ``httpbench.measure(c.request)`` (async adapters:
+        ``httpbench.measure_async(c.request)``, set up on measure_async's default loop).
+        The adapter is closed at the end of the test. A client whose library is not
+        installed skips the test.
+        """
+        from ._adapters import AdapterUnavailable, load_adapter
+
+        try:
+            cls = load_adapter(name)
+        except AdapterUnavailable as exc:
+            pytest.skip(f"httpbench client {exc}")
+        if not path.startswith("/"):
+            path = "/" + path
+        base = self.server.https_url if tls else self.server.url
+        ca_file = self.server.ca_file if tls else None
+        adapter = cls()
+        if adapter.kind == "async":
+            from ._measure import event_loop
+
+            loop = event_loop()
+            loop.run_until_complete(adapter.asetup(base, ca_file, path=path, **params))
+            self._request.addfinalizer(lambda: loop.run_until_complete(adapter.aclose()))
+        else:
+            adapter.setup(base, ca_file, path=path, **params)
+            self._request.addfinalizer(adapter.close)
+        return adapter
 
     def measure(self, fn: Callable[..., Any], *, name: str | None = None, **kwargs: Any) -> Any:
         """``httpbench.measure(fn, **kwargs)``, recorded for this test (see the class doc)."""
         import httpbench
 
+        __tracebackhide__ = True
         return self._run("measure", lambda: httpbench.measure(fn, **kwargs), name, kwargs)
 
     def measure_async(self, coro_fn: Callable[..., Any], *, name: str | None = None,
@@ -582,6 +616,7 @@ class Httpbench:
         """``httpbench.measure_async(coro_fn, **kwargs)``, recorded for this test."""
         import httpbench
 
+        __tracebackhide__ = True
         return self._run("measure", lambda: httpbench.measure_async(coro_fn, **kwargs), name,
                          kwargs)
 
@@ -589,13 +624,14 @@ class Httpbench:
         """``httpbench.bench(url, **kwargs)`` where a path ("/bytes/150") means this server.
 
         ``tls=True`` selects the HTTPS server; an https URL of the session
-        server gets its CA file unless ``ca_file`` is given.
+        server is verified against its CA file unless ``ca_file``/``verify`` are given.
         """
         import httpbench
 
+        __tracebackhide__ = True
         tls = bool(kwargs.pop("tls", False))
         url = path_or_url if "://" in path_or_url else self.url(path_or_url, tls=tls)
-        if url.startswith("https://") and "ca_file" not in kwargs and "insecure" not in kwargs \
+        if url.startswith("https://") and "ca_file" not in kwargs and kwargs.get("verify", True) \
                 and self.server._https is not None and url.startswith(self.server.https_url):
             kwargs["ca_file"] = self.server.ca_file
         return self._run("bench", lambda: httpbench.bench(url, **kwargs), name, kwargs)
@@ -618,6 +654,7 @@ class Httpbench:
             result_metrics,
         )
 
+        __tracebackhide__ = True  # failures point at the test's call, not at the plugin
         s = self._session
         name = self._name(name)
         key = f"{self._node.nodeid}[{name}]" if name else self._node.nodeid
