@@ -1475,14 +1475,16 @@ void hb_server_opts_init(hb_server_opts *o)
     o->backlog = 4096;
 }
 
+/* reuseport: join the SO_REUSEPORT group (workers > 1); listen=0 makes a
+ * bind-only probe. */
 static int make_listener(hb_server *s, const struct sockaddr_storage *ss, socklen_t len,
-                         char *err)
+                         int reuseport, int do_listen, char *err)
 {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return hb_fail(err, -errno, "socket: %s", strerror(errno));
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) ||
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
         int e = errno;
         close(fd);
@@ -1493,7 +1495,7 @@ static int make_listener(hb_server *s, const struct sockaddr_storage *ss, sockle
         close(fd);
         return hb_fail(err, -e, "bind %s:%d: %s", s->host, s->port, strerror(e));
     }
-    if (listen(fd, s->o.backlog) != 0) {
+    if (do_listen && listen(fd, s->o.backlog) != 0) {
         int e = errno;
         close(fd);
         return hb_fail(err, -e, "listen: %s", strerror(e));
@@ -1572,12 +1574,20 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         goto fail;
     }
     s->port = o->port;
+    int reuseport = s->nworkers > 1;
+    if (reuseport && o->port > 0) {
+        /* SO_REUSEPORT would silently share a port someone else listens on
+         * with SO_REUSEPORT too; a plain bind first says EADDRINUSE. (An
+         * ephemeral port is always a fresh one.) */
+        if ((rc = make_listener(s, &ss, slen, 0, 0, err)) < 0) goto fail;
+        close(rc);
+    }
     for (int i = 0; i < s->nworkers; i++) {
         worker *w = &s->w[i];
         w->srv = s;
         w->idx = i;
         w->req_timeout_ns = (uint64_t)o->request_timeout_ms * MS;
-        if ((rc = make_listener(s, &ss, slen, err)) < 0) goto fail;
+        if ((rc = make_listener(s, &ss, slen, reuseport, 1, err)) < 0) goto fail;
         w->lfd = rc;
         if (i == 0) { /* port 0: every later listener joins the chosen port */
             struct sockaddr_storage bound;
