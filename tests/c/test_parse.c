@@ -175,6 +175,8 @@ static void test_header_errors(void)
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\r\n\rZ"), HB_PE_BAD_LINE_ENDING);
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\r\n folded\r\n\r\n"), HB_PE_OBS_FOLD);
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\n\tX: a\r\n\r\n"), HB_PE_OBS_FOLD);
+    CHECK_EQ_INT(resp_err("\r\n\rHTTP/1.1 200 OK\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(req_err("\rGET / HTTP/1.1\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
     /* NUL in a name and in a value (strlen cannot be used here) */
     static const char nul_name[] = "HTTP/1.1 200 OK\r\nX\0Y: a\r\n\r\n";
     CHECK_EQ_INT(resp_n(nul_name, sizeof nul_name - 1, NULL), HB_ERROR);
@@ -322,6 +324,8 @@ static void test_framing(void)
     CHECK_EQ_INT(rh.framing.connection_close, 1);
     CHECK(resp("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n") > 0);
     CHECK_EQ_INT(rh.framing.connection_close, 0);
+    CHECK(resp("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.connection_close, 1);
     CHECK(resp("HTTP/1.1 200 OK\r\nConnection: closed\r\n\r\n") > 0);
     CHECK_EQ_INT(rh.framing.connection_close, 0);
 }
@@ -523,6 +527,7 @@ static void test_chunked(void)
     CHK_CHUNKED("a \t;ext\r\n0123456789\r\n0\r\n\r\n", "0123456789", "");
     CHK_CHUNKED("000003\r\nabc\r\n0\r\nTrailer: v\r\nX-Sum:\r\n\r\n", "abc", "HTTP/1.1");
     CHK_CHUNKED("3\nabc\n0\n\n", "abc", "");
+    CHK_CHUNKED("1;ext\nA\r\n0\r\nX: y\nZ: w\n\n", "A", "tail");
     CHK_CHUNKED("0\r\n\r\n", "", "");
     CHK_CHUNKED("4\r\n\0\r\n\xff\r\n0\r\n\r\n", "\0\r\n\xff", "");
     CHK_CHUNKED("1F\r\n0123456789abcdef0123456789abcde\r\n0\r\n\r\n",
