@@ -22,13 +22,13 @@ enum {
     A_HOST, A_PORT, A_TLS, A_HEAD, A_BODY, A_BODY_FILE, A_METHOD_IS_HEAD, A_N, A_DURATION,
     A_WARMUP, A_CONNECTIONS, A_THREADS, A_PIPELINE, A_RATE, A_KEEPALIVE, A_TIMEOUT, A_VERIFY,
     A_CA_FILE, A_CA_PEM, A_SERVER_NAME, A_SESSION_RESUMPTION, A_ALPN, A_PROGRESS,
-    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_NARGS
+    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_TLS_MAX_VERSION, A_NARGS
 };
 static const char *const arg_names[A_NARGS] = {
     "host",    "port",        "tls",      "head",      "body",      "body_file", "method_is_head",
     "n",       "duration",    "warmup",   "connections", "threads", "pipeline",  "rate",
     "keepalive", "timeout",   "verify",   "ca_file",   "ca_pem",    "server_name",
-    "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size",
+    "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size", "tls_max_version",
 };
 
 static int parse_kwargs(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -304,6 +304,17 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     const char *ca_pem = a[A_CA_PEM] ? get_str(a[A_CA_PEM], "ca_pem") : NULL;
     const char *sni = a[A_SERVER_NAME] ? get_str(a[A_SERVER_NAME], "server_name") : NULL;
     const char *alpn = a[A_ALPN] ? get_str(a[A_ALPN], "alpn") : NULL;
+    const char *tls_max = a[A_TLS_MAX_VERSION] ? get_str(a[A_TLS_MAX_VERSION], "tls_max_version")
+                                               : NULL;
+    int max_version = 0;
+    if (tls_max && strcmp(tls_max, "1.2") == 0) {
+        max_version = HB_TLS_1_2;
+    } else if (tls_max && strcmp(tls_max, "1.3") == 0) {
+        max_version = HB_TLS_1_3;
+    } else if (tls_max) {
+        PyErr_SetString(PyExc_ValueError, "tls_max_version must be '1.2' or '1.3'");
+        return NULL;
+    }
     if (PyErr_Occurred()) return NULL;
 
     cfg.head = PyBytes_AS_STRING(a[A_HEAD]);
@@ -350,6 +361,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         o.ca_pem = ca_pem;
         o.session_resumption = resumption;
         if (alpn) o.alpn = alpn;
+        o.max_version = max_version;
         rc = hb_tls_client_ctx_new(&tctx, &o, err);
         cfg.tls = tctx;
     }

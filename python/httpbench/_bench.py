@@ -210,6 +210,7 @@ def bench(
     progress: bool | Callable[[Progress], Any] | None = False,
     session_resumption: bool = True,
     server_name: str | None = None,
+    tls_max_version: str | None = None,
     label: str = "",
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
@@ -229,7 +230,9 @@ def bench(
     ``verify``/``ca_file``: HTTPS certificate verification (on by default;
     ``verify=False`` is insecure). ``warmup``: seconds of load that are sent but
     not recorded. ``progress``: True for a stderr progress line, or a callable
-    receiving :class:`Progress` snapshots.
+    receiving :class:`Progress` snapshots. ``session_resumption``: offer the
+    last TLS session on new connections; ``server_name``: SNI/verification name
+    (default: the URL's host); ``tls_max_version``: "1.2" or "1.3".
 
     Ctrl-C stops the run within ~100 ms and returns the partial result with
     ``interrupted=True``. Raises ValueError/TypeError for bad arguments,
@@ -324,6 +327,7 @@ def bench(
         pipeline=pipeline, rate=rate or 0.0, keepalive=bool(keepalive), timeout=tmo,
         verify=bool(verify), ca_file=os.fspath(ca_file) if ca_file is not None else None,
         server_name=server_name, session_resumption=bool(session_resumption), progress=cb,
+        tls_max_version=tls_max_version,
     )
     raw = _core.run_bench(**kw)
     return _to_result(tgt, raw, method, n, dur, concurrency, threads, rate, keepalive,
