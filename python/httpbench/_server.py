@@ -447,10 +447,13 @@ def cli_main(argv: list[str]) -> int:
         return 1
     stop = threading.Event()
 
-    def on_term(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         stop.set()
 
-    old_term = signal.signal(signal.SIGTERM, on_term)
+    # Ctrl-C and SIGTERM only set the event, so a signal arriving at any
+    # point (even mid-print) ends in the same clean stop.
+    old_int = signal.signal(signal.SIGINT, on_signal)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
         print(f"httpbench server listening on {srv.url} ({srv.threads} thread(s))", flush=True)
         if srv.ca_file:
@@ -458,14 +461,12 @@ def cli_main(argv: list[str]) -> int:
         print("routes: / /bytes/N /chunked/N /sink /echo /delay/MS /status/CODE /drip/N "
               "/fault/... /__stats; Ctrl-C stops", flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
-        try:
-            while not stop.is_set():
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-                stop.wait(0.2)
-        except KeyboardInterrupt:
-            pass
+        while not stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            stop.wait(0.2)
     finally:
+        signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
         st = srv.stats()
         srv.stop()
