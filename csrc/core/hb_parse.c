@@ -1,8 +1,12 @@
 /* hb_parse.c - HTTP/1.1 head parser and incremental chunked decoder.
  *
  * Single pass over the caller's bytes with 256-entry class tables; no
- * allocation, no strlen, no per-byte calls (helpers are static inline). Header
- * values are scanned 8 bytes at a time (SWAR) since they dominate head size.
+ * allocation, no strlen, no per-byte calls (the scanners are forced inline).
+ * Values and targets are scanned 8 bytes at a time (SWAR + ctz), names 8
+ * table lookups per step, and the framing headers are recognised by length
+ * first, then one or two word compares. Policy (see hb_parse.h): bare LF is a
+ * line end, obs-fold and whitespace before ':' are rejected, ambiguous
+ * request framing is rejected.
  */
 #include "hb_parse.h"
 
