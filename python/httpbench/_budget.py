@@ -560,3 +560,7 @@ class BaselineRegression(AssertionError):
             f"(timing baselines scaled by this machine's calibration ratio {scale:.3f})\n"
             + format_compare_table(self.rows)
         )
+
+
+# Shown as httpbench.BudgetExceeded in tracebacks: the public name users import.
+BudgetExceeded.__module__ = "httpbench"
