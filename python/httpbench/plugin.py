@@ -258,6 +258,7 @@ class HttpbenchSession:
         self.worker_records: list[dict[str, Any]] = []  # from xdist workers (controller)
         self._calibration: float | None = None
         self._by_node: dict[str, list[Record]] = {}
+        self.saved = self.not_saved = 0
 
     @property
     def needs_calibration(self) -> bool:
@@ -291,15 +292,20 @@ class HttpbenchSession:
 
     # files
     def save(self) -> None:
+        """Write the passed tests' measurements to ``save_path`` (a failed test's numbers
+        would make a broken run the baseline)."""
         from . import _results
         from ._version import __version__
 
         recs = self._all_records_json()
         results = {}
         entries = {}
+        self.saved = self.not_saved = 0
         for r in recs:
-            if r["result"] is None:
+            if r["result"] is None or r["outcome"] != "passed":
+                self.not_saved += 1
                 continue
+            self.saved += 1
             results[(r["nodeid"], r["name"] or "-", 0)] = _results.result_from_dict(r["result"])
             entries[r["key"]] = {k: r[k] for k in ("metrics", "kind", "bounded", "calibration",
                                                    "nodeid", "name")}
@@ -478,7 +484,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for r in recs:
         tr.write_line(f"{r['key'].ljust(width)}  {r['figures']}  {r['verdict']}")
     if s.save_path:
-        tr.write_line(f"httpbench: saved {len(recs)} measurement(s) to {s.save_path}")
+        skipped = f" ({s.not_saved} of failed or skipped tests not saved)" if s.not_saved else ""
+        tr.write_line(f"httpbench: saved {s.saved} measurement(s) to {s.save_path}{skipped}")
     if s.json_path:
         tr.write_line(f"httpbench: summary written to {s.json_path}")
 
@@ -662,7 +669,8 @@ class Httpbench:
         limits = self._node.stash.get(BUDGET_KEY, None)
         result, cal = s.calibrated(run)
         metrics = result_metrics(result)
-        bounded = kwargs.get("n") is not None
+        # A fixed count (not also cut short by a duration) makes request counts comparable.
+        bounded = kwargs.get("n") is not None and kwargs.get("duration") is None
         rec = Record(key=key, nodeid=self._node.nodeid, name=name, kind=kind,
                      metrics=metrics, bounded=bounded, calibration=cal, result=result)
         s.add(rec)
