@@ -986,6 +986,7 @@ static int handle_body(conn *c)
 {
     size_t avail = c->rlen - c->rpos;
     if (c->body_chunked) {
+        size_t before = avail;
         while (avail && !c->chunked.done && out_room(c)) {
             const char *data;
             size_t dl;
@@ -1002,7 +1003,7 @@ static int handle_body(conn *c)
             c->rpos += (size_t)used;
             avail -= (size_t)used;
         }
-        if (!c->chunked.done) return 0;
+        if (!c->chunked.done) return avail < before ? 1 : 0;
     } else {
         size_t take = avail < c->body_left ? avail : (size_t)c->body_left;
         if (take) body_data(c, c->rbuf + c->rpos, take);
@@ -1231,6 +1232,8 @@ static void conn_run(conn *c)
             int r = process_input(c);
             if (r < 0 || r > 0) continue;
         }
+        /* reading may move the read buffer, which queued echo data points into */
+        if (has_output(c)) continue;
         if (c->peer_eof) {
             /* a complete request before the FIN was answered above */
             conn_free(c, 0);
