@@ -337,7 +337,9 @@ class HttpbenchSession:
     def _all_records_json(self) -> list[dict[str, Any]]:
         comparing = self.baseline is not None
         own = [r.to_json(self.fail_faster, comparing) for r in self.records]
-        return own + self.worker_records
+        if self.worker_records:  # xdist: workers finish in any order
+            return sorted(own + self.worker_records, key=lambda r: r["key"])
+        return own
 
 
 SESSION_KEY = pytest.StashKey[HttpbenchSession]()
@@ -647,7 +649,11 @@ class Httpbench:
     def _name(self, name: str | None) -> str:
         """The measurement's name within the test: given, or "" / "#1", "#2"... by order."""
         if name:
-            return str(name)
+            name = str(name)
+            if any(r.name == name for r in self._session.for_node(self._node.nodeid)):
+                raise ValueError(f"measurement name {name!r} is used twice in this test; "
+                                 "names key the baseline, give each measurement its own")
+            return name
         n = len(self._session.for_node(self._node.nodeid))
         return "" if n == 0 else f"#{n}"
 
