@@ -1084,20 +1084,23 @@ static void client_dealloc(PyObject *o)
 
 static PyMethodDef client_methods[] = {
     {"get", (PyCFunction)(void (*)(void))client_get, METH_FASTCALL | METH_KEYWORDS,
-     "get(url, headers=None) -> Response\n--\n\nGET url; the body is read into memory."},
+     "get($self, /, url, headers=None)\n--\n\nGET url -> Response; the body is read into memory."},
     {"head", (PyCFunction)(void (*)(void))client_head, METH_FASTCALL | METH_KEYWORDS,
-     "head(url, headers=None) -> Response\n--\n\nHEAD url (the response has no body)."},
+     "head($self, /, url, headers=None)\n--\n\nHEAD url -> Response (without a body)."},
     {"request", (PyCFunction)(void (*)(void))client_request, METH_FASTCALL | METH_KEYWORDS,
-     "request(method, url, *, body=None, headers=None) -> Response\n--\n\n"
-     "Send any method. body: bytes-like, a file object or a path (streamed; "
-     "Content-Length when the size is known, chunked otherwise)."},
+     "request($self, /, method, url, *, body=None, headers=None)\n--\n\n"
+     "Send any method -> Response. body: bytes-like, a file object or a path "
+     "(streamed; Content-Length when the size is known, chunked otherwise)."},
     {"download", (PyCFunction)(void (*)(void))client_download, METH_FASTCALL | METH_KEYWORDS,
-     "download(url, path, *, headers=None) -> Response\n--\n\n"
-     "GET url streaming the body into the file at path (never held in memory); "
-     "the Response's body is b'' and .size the bytes written. On error the file is removed."},
-    {"close", client_close, METH_NOARGS, "Close all pooled connections; the client is unusable."},
+     "download($self, /, url, path, *, headers=None)\n--\n\n"
+     "GET url -> Response, streaming the body into the file at path (never held in "
+     "memory); the Response's body is b'' and .size the bytes written. On error the "
+     "file is removed."},
+    {"close", client_close, METH_NOARGS,
+     "close($self, /)\n--\n\nClose all pooled connections; later requests raise ValueError."},
     {"pool_stats", client_pool_stats, METH_NOARGS,
-     "pool_stats() -> dict: connects, reuses, stale_dropped, expired, open, idle."},
+     "pool_stats($self, /)\n--\n\nPool counters: connects (connection attempts), reuses, "
+     "stale_dropped, expired, and open/idle connections now."},
     {"__enter__", client_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))client_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
