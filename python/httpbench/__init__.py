@@ -20,6 +20,7 @@ from ._core import (
 )
 from ._report import compare_results
 from ._results import BenchResult, MeasureResult, ResultSet, load
+from ._server import Server, ServerProcess, expected_bytes, start_process
 from ._version import __version__
 
 __all__ = [
@@ -41,4 +42,8 @@ __all__ = [
     "Client",
     "Response",
     "Headers",
+    "Server",
+    "ServerProcess",
+    "start_process",
+    "expected_bytes",
 ]
