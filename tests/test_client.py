@@ -336,6 +336,28 @@ def test_byte_at_a_time(client, kind):
         assert srv.connections == (2 if kind == "close" else 1)
 
 
+def test_chunked_overrides_content_length_and_closes(client):
+    resp = (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\n\r\n")
+    with serve(resp) as srv:
+        assert client.get(srv.url()).body == b"hello"
+        assert client.get(srv.url()).body == b"hello"
+        assert srv.connections == 2  # TE + CL: never trusted for reuse
+
+
+def test_non_chunked_transfer_coding_reads_until_close(client):
+    with serve(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nraw-gzip-bytes",
+               close=True) as srv:
+        r = client.get(srv.url())
+        assert r.body == b"raw-gzip-bytes" and r.headers["transfer-encoding"] == "gzip"
+
+
+def test_too_many_headers_is_protocol_error(client):
+    extra = b"".join(b"X-%d: v\r\n" % i for i in range(200))
+    with serve(ok(b"x", extra)) as srv, pytest.raises(ProtocolError):
+        client.get(srv.url())
+
+
 def test_large_headers_and_duplicates(client):
     extra = b"".join(b"X-Big-%d: %s\r\n" % (i, b"v" * 400) for i in range(100))
     extra += b"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\n"
