@@ -1,6 +1,7 @@
 #include "hb_loop.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -145,14 +146,29 @@ void hb_timer_stop(hb_loop *l, hb_timer *t)
         sift_down(l, i);
 }
 
+/* Set once when epoll_pwait2 is missing; every loop then uses epoll_wait. */
+static _Atomic int no_pwait2;
+
 int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
 {
     uint64_t now = hb_now_ns();
     uint64_t next = hb_loop_next_deadline(l);
     uint64_t wait = max_wait_ns;
     if (next != UINT64_MAX) wait = next > now ? (next - now < wait ? next - now : wait) : 0;
-    struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
-    int n = epoll_pwait2(l->epfd, l->events, l->max_events, &ts, NULL);
+    int n = 0;
+    if (!no_pwait2) {
+        struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
+        n = epoll_pwait2(l->epfd, l->events, l->max_events, &ts, NULL);
+        if (n < 0 && errno == ENOSYS) {
+            /* Kernel < 5.11 or valgrind: fall back to ms timeouts, rounded up
+             * so a timer never fires early. */
+            no_pwait2 = 1;
+        }
+    }
+    if (no_pwait2) {
+        uint64_t ms = (wait + 999999) / 1000000;
+        n = epoll_wait(l->epfd, l->events, l->max_events, ms > 60000 ? 60000 : (int)ms);
+    }
     if (n < 0) {
         if (errno != EINTR) return -errno;
         n = 0;
