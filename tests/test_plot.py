@@ -143,7 +143,29 @@ def test_unknown_kind_and_empty_data():
         empty.plot()
 
 
+def test_figures_display_in_jupyter_without_pyplot():
+    fig = make_measure().plot()
+    assert fig._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plotting_never_imports_pyplot_or_needs_a_display(tmp_path):
+    import subprocess
+
+    code = (
+        "import sys, httpbench\n"
+        "h = httpbench.Histogram()\n"
+        "[h.record(v) for v in range(1000, 100000, 7)]\n"
+        "r = httpbench.MeasureResult(label='x', calls=1, wall_ns=1, latency=h)\n"
+        f"r.plot().savefig({str(tmp_path / 'x.png')!r})\n"
+        "assert 'matplotlib.pyplot' not in sys.modules\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("DISPLAY", "MPLBACKEND")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+    assert (tmp_path / "x.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_missing_matplotlib_is_a_clear_import_error(monkeypatch):
+    monkeypatch.setattr(PL, "_FIGURE_CLASS", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match="pip install matplotlib"):
         make_measure().plot()

@@ -44,14 +44,34 @@ KINDS = ("percentiles", "cdf", "bars", "throughput", "concurrency")
 _MAX_X = 1e5  # 99.999th percentile on the 1/(1-p) axis
 
 
+_FIGURE_CLASS: Any = None
+
+
+def _figure_class() -> Any:
+    """A Figure subclass that shows itself in Jupyter without pyplot (``_repr_png_``)."""
+    global _FIGURE_CLASS
+    if _FIGURE_CLASS is None:
+        try:
+            from matplotlib.figure import Figure
+        except ImportError:
+            raise ImportError(
+                "plots need matplotlib: pip install matplotlib (or pip install 'httpbench[plot]')"
+            ) from None
+
+        class HttpbenchFigure(Figure):
+            """A matplotlib Figure; renders as PNG in Jupyter even when pyplot is unused."""
+
+            def _repr_png_(self) -> bytes:
+                buf = io.BytesIO()
+                self.savefig(buf, format="png", dpi=100)
+                return buf.getvalue()
+
+        _FIGURE_CLASS = HttpbenchFigure
+    return _FIGURE_CLASS
+
+
 def _figure(figsize: tuple[float, float], nrows: int = 1, ncols: int = 1) -> tuple[Any, Any]:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ImportError(
-            "plots need matplotlib: pip install matplotlib (or pip install 'httpbench[plot]')"
-        ) from None
-    fig = Figure(figsize=figsize, layout="constrained")
+    fig = _figure_class()(figsize=figsize, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
 
@@ -128,7 +148,9 @@ def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = No
         style = "--" if label.endswith("(uncorrected)") else "-"
         ax.plot(xs, ys, style, label=label, linewidth=1.6, drawstyle="steps-post")
     ax.set_xscale("log")
-    ticks = [t for t in (1, 10, 100, 1e3, 1e4, 1e5) if t <= max(xmax, 100)]
+    # ticks up to the first decade at or beyond the last sample (at least 99%)
+    top = next((t for t in (100, 1e3, 1e4, 1e5) if t >= xmax * 0.999), 1e5)
+    ticks = [t for t in (1, 10, 100, 1e3, 1e4, 1e5) if t <= top]
     ax.set_xticks(ticks)
     ax.set_xticklabels(["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: len(ticks)])
     ax.set_xlim(1, max(ticks))

@@ -45,6 +45,8 @@ __all__ = [
     "mann_whitney_u",
     "mimebundle",
     "percentile_spectrum",
+    "progress_bar",
+    "interactive",
     "result_rows",
     "to_dataframe",
     "welch_t_test",
@@ -1048,6 +1050,94 @@ def mimebundle(obj: Any) -> dict[str, str]:
     if svg:
         parts.append(f'<div class="httpbench-plot">{svg}</div>')
     return {"text/plain": text, "text/html": "\n".join(parts)}
+
+
+# --------------------------------------------------------------------------
+# progress bars
+
+
+def interactive() -> bool:
+    """True in a Jupyter kernel or on a terminal, False under CI or with output redirected."""
+    if os.environ.get("CI") or os.environ.get("HTTPBENCH_NO_PROGRESS"):
+        return False
+    ip_mod = sys.modules.get("IPython")
+    if ip_mod is not None:
+        try:
+            ip = ip_mod.get_ipython()
+        except AttributeError:
+            ip = None
+        if ip is not None and "IPKernelApp" in getattr(ip, "config", {}):
+            return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class ProgressBar:
+    """A tqdm.auto progress bar (a widget in Jupyter, a line on a terminal) usable
+    as ``bench(..., progress=bar)`` (it takes bench's Progress snapshots) or as a
+    message callback (``compare(progress=bar)``). Disabled - a no-op - when not
+    interactive or when tqdm is not installed.
+    """
+
+    def __init__(self, desc: str = "", total: float | None = None,
+                 enable: bool | None = None) -> None:
+        self.desc = desc
+        self._bar: Any = None
+        self._total = total
+        self.enabled = interactive() if enable is None else bool(enable)
+        if self.enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                self.enabled = False
+            else:
+                self._tqdm = tqdm
+
+    def _ensure(self, total: float | None, unit: str) -> Any:
+        if self._bar is None and self.enabled:
+            self._bar = self._tqdm(total=total if total is not None else self._total,
+                                   desc=self.desc, unit=unit, leave=True, dynamic_ncols=True)
+        return self._bar
+
+    def __call__(self, p: Any) -> None:
+        if not self.enabled:
+            return
+        if isinstance(p, str):
+            bar = self._ensure(None, "it")
+            bar.set_postfix_str(p[-60:], refresh=True)
+            return
+        if getattr(p, "warming_up", False):
+            bar = self._ensure(p.total or p.duration_s, "req" if p.total else "s")
+            bar.set_postfix_str("warming up", refresh=True)
+            return
+        if getattr(p, "total", None):
+            bar = self._ensure(p.total, "req")
+            bar.n = min(p.completed, p.total)
+        else:
+            bar = self._ensure(getattr(p, "duration_s", None), "s")
+            bar.n = round(p.elapsed_s, 1)
+        bar.set_postfix(ok=p.ok, failed=p.failed, refresh=False)
+        bar.refresh()
+
+    def close(self) -> None:
+        """Finish the bar (idempotent)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def progress_bar(desc: str = "", total: float | None = None,
+                 enable: bool | None = None) -> ProgressBar:
+    """A :class:`ProgressBar` (tqdm.auto; off when not interactive)."""
+    return ProgressBar(desc, total, enable)
 
 
 # --------------------------------------------------------------------------
