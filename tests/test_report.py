@@ -324,3 +324,32 @@ def test_cli_report_errors_and_export(tmp_path, capsys):
     out = tmp_path / "lat.hgrm"
     assert _cli.main(["report", str(good), "--export-hdr", str(out)]) == 0
     assert out.read_text().startswith("       Value")
+
+
+# ---------------------------------------------------------------- progress bars
+
+
+def test_progress_bar_follows_bench_snapshots(capsys):
+    pytest.importorskip("tqdm")
+    from httpbench._bench import Progress
+
+    bar = P.progress_bar("GET /", enable=True)
+    bar(Progress(0, 0, 0, 0, 0.0, True, 100, None))
+    bar(Progress(40, 38, 2, 1000, 0.5, False, 100, None))
+    assert bar._bar.total == 100 and bar._bar.n == 40
+    bar("worker 1 done")  # compare-style messages are accepted too
+    bar.close(make_bench(config=R.BenchConfig(n=100), responses=90, successes=90,
+                         error_counts={"read": 10}, status_counts={200: 90}))
+    err = capsys.readouterr().err
+    assert "GET /" in err and "100/100" in err
+    bar.close()  # idempotent
+
+
+def test_progress_bar_is_off_when_not_interactive(monkeypatch, capsys):
+    monkeypatch.setenv("CI", "true")
+    assert not P.interactive()
+    bar = P.progress_bar("x")
+    assert not bar.enabled
+    bar("message")
+    bar.close()
+    assert capsys.readouterr().err == ""

@@ -1121,9 +1121,17 @@ class ProgressBar:
         bar.set_postfix(ok=p.ok, failed=p.failed, refresh=False)
         bar.refresh()
 
-    def close(self) -> None:
-        """Finish the bar (idempotent)."""
+    def close(self, result: Any = None) -> None:
+        """Finish the bar (idempotent); given the run's BenchResult, show its final count."""
         if self._bar is not None:
+            if isinstance(result, BenchResult):
+                if result.config.n:
+                    self._bar.n = result.responses + result.errors
+                else:
+                    self._bar.n = round(result.duration_ns / 1e9, 1)
+                self._bar.set_postfix(ok=result.successes, failed=result.failures,
+                                      refresh=False)
+                self._bar.refresh()
             self._bar.close()
             self._bar = None
 
