@@ -18,6 +18,7 @@ from ._core import (
     RequestTimeout,
     TLSError,
 )
+from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
 from ._report import compare_results
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._server import Server, ServerProcess, expected_bytes, start_process
@@ -32,6 +33,10 @@ __all__ = [
     "TLSError",
     "RemoteClosed",
     "Histogram",
+    "measure",
+    "measure_async",
+    "native_alloc_preload_path",
+    "native_allocs",
     "bench",
     "BenchResult",
     "MeasureResult",

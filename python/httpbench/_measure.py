@@ -1,0 +1,472 @@
+"""``measure()`` / ``measure_async()``: per-call latency, CPU, allocation and GC cost.
+
+The timing loop runs in C (``_core._measure_loop``): it calls ``fn`` through
+vectorcall, timestamps every call with CLOCK_MONOTONIC and records a
+latency histogram; Ctrl-C is checked between samples only. Allocation hooks
+(``PyMem_SetAllocator`` wrappers of the RAW, MEM and OBJ domains) and a
+``gc.callbacks`` entry are armed for the measured span only, and disarmed
+(also when ``fn`` raises) before the exception propagates.
+
+Figures are reported raw, with the harness's own cost measured on a no-op
+callable in the same process beside them: ``overhead_ns_per_call`` (not
+subtracted from latencies) and ``overhead_allocs_per_call`` (subtracted from
+the allocation counts, which therefore are "attributed to fn").
+
+Native (C-library) allocations are only visible when the process was started
+with the preloadable counter: ``LD_PRELOAD=$(python -c "import httpbench;
+print(httpbench.native_alloc_preload_path())")``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import glob
+import os
+import platform
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from . import _core
+from ._results import MeasureResult
+
+__all__ = [
+    "measure",
+    "measure_async",
+    "native_alloc_preload_path",
+    "native_allocs",
+    "event_loop",
+    "system_metadata",
+]
+
+_CALIBRATION_CALLS = 5000
+_DOMAINS = ("raw", "mem", "obj")
+
+
+# --------------------------------------------------------------------------
+# argument handling
+
+
+def _budget(n: int | None, duration: float | None) -> tuple[int | None, int | None]:
+    if n is None and duration is None:
+        duration = 1.0
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"n must be an int, not {type(n).__name__}")
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+    dur_ns = None
+    if duration is not None:
+        duration = float(duration)
+        if not duration > 0 or duration != duration or duration == float("inf"):
+            raise ValueError(f"duration must be a positive number of seconds, got {duration}")
+        dur_ns = max(1, int(duration * 1e9))
+    return n, dur_ns
+
+
+def _warmup(warmup: int | float | None, n: int | None,
+            dur_ns: int | None) -> tuple[int, int]:
+    """(calls, ns) of warm-up: int = calls, float = seconds, None = automatic."""
+    if warmup is None:
+        calls = 10 if n is None else max(1, min(10, n // 10))
+        return calls, (dur_ns // 10 if dur_ns else 0)
+    if isinstance(warmup, bool):
+        raise TypeError("warmup must be an int (calls), a float (seconds) or None")
+    if isinstance(warmup, int):
+        if warmup < 0:
+            raise ValueError("warmup must be >= 0")
+        return warmup, 0
+    if isinstance(warmup, float):
+        if not warmup >= 0:
+            raise ValueError("warmup must be >= 0")
+        return (0, int(warmup * 1e9)) if warmup > 0 else (0, 0)
+    raise TypeError("warmup must be an int (calls), a float (seconds) or None")
+
+
+def _noop_for(nargs: int) -> Callable[..., None]:
+    """A no-op with exactly ``nargs`` positional parameters (same call shape as fn)."""
+    params = ", ".join(f"a{i}" for i in range(nargs))
+    ns: dict[str, Any] = {}
+    exec(f"def _noop({params}):\n    return None\n", ns)  # noqa: S102 - fixed template
+    return ns["_noop"]
+
+
+# --------------------------------------------------------------------------
+# peak RSS (reset at the start of a run when the kernel allows it)
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM (Linux >= 4.0)
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_bytes(fallback_kb: int) -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(fallback_kb) * 1024
+
+
+# --------------------------------------------------------------------------
+# metadata
+
+
+def _read_first(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+_META: dict[str, Any] | None = None
+
+
+def system_metadata() -> dict[str, Any]:
+    """Python version, clock source, CPU model, kernel (cached; a fresh dict each call)."""
+    global _META
+    if _META is None:
+        _META = {
+            "python": sys.version.split()[0],
+            "python_implementation": platform.python_implementation(),
+            "clock": "CLOCK_MONOTONIC",
+            "clock_source": _read_first(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+            "cpu_model": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "kernel": platform.release(),
+            "platform": platform.platform(),
+        }
+    return dict(_META)
+
+
+# --------------------------------------------------------------------------
+# native allocation counter (LD_PRELOAD)
+
+
+def native_alloc_preload_path() -> str:
+    """Path of the preloadable malloc-counting library shipped in the package.
+
+    Start a worker process with ``LD_PRELOAD=<this path>`` to make
+    :func:`native_allocs` and ``MeasureResult.native_alloc_*`` available there.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "_mcount*.so")))
+    if not found:
+        raise FileNotFoundError("httpbench._mcount was not built with this installation")
+    return found[0]
+
+
+def native_allocs() -> dict[str, int] | None:
+    """Process-wide malloc counters of the preloaded library since process start:
+    ``{"count", "bytes", "frees"}``; None when the process was not started with it."""
+    try:
+        fn = ctypes.CDLL(None).hb_mcount_read
+    except AttributeError:
+        return None
+    arr = (ctypes.c_uint64 * 3)()
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    fn(arr, 3)
+    return {"count": int(arr[0]), "bytes": int(arr[1]), "frees": int(arr[2])}
+
+
+# --------------------------------------------------------------------------
+# turning raw C figures into a MeasureResult
+
+
+def _per_call(raw: dict[str, Any], calls: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for d in _DOMAINS:
+        t = raw.get(f"alloc_{d}")
+        if t is not None and calls:
+            out[f"{d}_count"] = t[0] / calls
+            out[f"{d}_bytes"] = t[1] / calls
+    nat = raw.get("native")
+    if nat is not None and calls:
+        out["native_count"] = nat[0] / calls
+        out["native_bytes"] = nat[1] / calls
+    return out
+
+
+def _build(raw: dict[str, Any], cal: dict[str, Any] | None, *, label: str, alloc: bool,
+           gc: bool, concurrency: int, rss_reset: bool, extra_meta: dict[str, Any]) -> MeasureResult:
+    calls = int(raw["calls"])
+    meta = system_metadata()
+    meta.update(extra_meta)
+    oh = _per_call(cal, int(cal["calls"])) if cal else {}
+    overhead_ns = None
+    if cal and cal["calls"]:
+        overhead_ns = float(cal["latency"].mean)
+        meta["overhead_loop_ns_per_call"] = cal["wall_ns"] / cal["calls"]
+        meta["calibration_calls"] = int(cal["calls"])
+
+    kw: dict[str, Any] = {}
+    python_mallocs = None
+    if alloc:
+        counts, sizes, raw_counts, raw_sizes = {}, {}, {}, {}
+        net = 0
+        for d in _DOMAINS:
+            n, b, frees = raw[f"alloc_{d}"]
+            raw_counts[d], raw_sizes[d] = int(n), int(b)
+            counts[d] = max(0, round(n - oh.get(f"{d}_count", 0.0) * calls))
+            sizes[d] = max(0, round(b - oh.get(f"{d}_bytes", 0.0) * calls))
+            net += int(n) - int(frees)
+        nested = raw["alloc_raw_nested"]
+        python_mallocs = raw_counts["raw"] + int(nested[0])
+        kw.update(alloc_counts=counts, alloc_bytes=sizes, alloc_net_count=net,
+                  overhead_allocs_per_call=sum(oh.get(f"{d}_count", 0.0) for d in _DOMAINS))
+        meta["alloc_scope"] = ("Python heap (PyMem RAW/MEM/OBJ domains, all threads) during the "
+                               "measured span, calibrated harness allocations subtracted")
+        meta["alloc_counts_uncorrected"] = raw_counts
+        meta["alloc_bytes_uncorrected"] = raw_sizes
+        meta["alloc_raw_fallback_count"] = int(nested[0])  # pymalloc -> RAW, counted once
+        meta["alloc_net_scope"] = "allocations minus frees over the span (all domains)"
+        meta["overhead_allocs_per_call_by_domain"] = {
+            d: oh.get(f"{d}_count", 0.0) for d in _DOMAINS}
+    if gc:
+        kw.update(gc_collections=tuple(raw["gc_collections"]), gc_pause_ns=int(raw["gc_pause_ns"]))
+    nat = raw.get("native")
+    if nat is not None:
+        total_n, total_b = int(nat[0]), int(nat[1])
+        meta["native_malloc_total"] = {"count": total_n, "bytes": total_b, "frees": int(nat[2])}
+        native_n = total_n - round(oh.get("native_count", 0.0) * calls)
+        native_b = total_b - round(oh.get("native_bytes", 0.0) * calls)
+        if python_mallocs is not None:
+            # Python's RAW allocator is malloc: take those calls out, leaving C libraries.
+            native_n -= python_mallocs
+            native_b -= raw_sizes["raw"] + int(raw["alloc_raw_nested"][1])
+            meta["native_scope"] = ("malloc-family calls by native code (C libraries), i.e. "
+                                    "all mallocs minus Python's own RAW-allocator calls and "
+                                    "the calibrated harness")
+        else:
+            meta["native_scope"] = ("all malloc-family calls in the process, including "
+                                    "Python's own (alloc=False), calibrated harness subtracted")
+        kw.update(native_alloc_count=max(0, native_n), native_alloc_bytes=max(0, native_b))
+    meta["peak_rss_scope"] = "this run (warm-up + span)" if rss_reset else "process lifetime"
+    return MeasureResult(
+        label=label,
+        calls=calls,
+        wall_ns=int(raw["wall_ns"]),
+        latency=raw["latency"],
+        cpu_user_ns=int(raw["cpu_user_ns"]),
+        cpu_sys_ns=int(raw["cpu_sys_ns"]),
+        cpu_thread_ns=int(raw["cpu_thread_ns"]),
+        peak_rss_bytes=_peak_rss_bytes(raw["maxrss_kb"]),
+        overhead_ns_per_call=overhead_ns,
+        concurrency=concurrency,
+        start_unix_ns=int(raw["start_unix_ns"]),
+        end_unix_ns=int(raw["end_unix_ns"]),
+        metadata=meta,
+        **kw,
+    )
+
+
+def _label_of(fn: Any, label: str | None) -> str:
+    if label is not None:
+        return str(label)
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+# --------------------------------------------------------------------------
+# measure()
+
+
+def measure(
+    fn: Callable[..., Any],
+    *,
+    n: int | None = None,
+    duration: float | None = None,
+    warmup: int | float | None = None,
+    args: Sequence[Any] = (),
+    alloc: bool = True,
+    gc: bool = True,
+    label: str | None = None,
+    calibrate: bool = True,
+) -> MeasureResult:
+    """Call ``fn(*args)`` repeatedly from a C loop and report what each call costs.
+
+    ``n`` calls and/or ``duration`` seconds (whichever ends first; neither: 1 s).
+    ``warmup``: calls (int) or seconds (float) run first and not measured;
+    None: min(10, n // 10) calls (at least 1). ``alloc``/``gc``: track Python
+    allocations / GC collections during the measured span. ``calibrate``:
+    measure a no-op with the same call shape first, for the harness overhead.
+
+    Exceptions raised by ``fn`` (and KeyboardInterrupt) stop the run and
+    propagate with their traceback; hooks are disarmed first.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+    args = tuple(args)
+    n, dur_ns = _budget(n, duration)
+    wn, wns = _warmup(warmup, n, dur_ns)
+    alloc, gc = bool(alloc), bool(gc)
+    cal = None
+    if calibrate:
+        noop = _noop_for(len(args))
+        cal = _core._measure_loop(noop, args, _CALIBRATION_CALLS, None, 200, 0, alloc, gc)
+    rss_reset = _reset_peak_rss()
+    raw = _core._measure_loop(fn, args, n, dur_ns, wn, wns, alloc, gc)
+    return _build(raw, cal, label=_label_of(fn, label), alloc=alloc, gc=gc, concurrency=1,
+                  rss_reset=rss_reset, extra_meta={"mode": "sync", "warmup_calls": wn,
+                                                   "warmup_ns": wns})
+
+
+# --------------------------------------------------------------------------
+# measure_async()
+
+_LOOPS: dict[str, asyncio.AbstractEventLoop] = {}
+
+
+def event_loop(uvloop: bool = False) -> asyncio.AbstractEventLoop:
+    """The persistent event loop ``measure_async`` uses by default (one per kind).
+
+    Create loop-bound clients (an ``aiohttp.ClientSession``...) on it, e.g.
+    ``event_loop().run_until_complete(make_session())``.
+    """
+    kind = "uvloop" if uvloop else "asyncio"
+    loop = _LOOPS.get(kind)
+    if loop is None or loop.is_closed():
+        if uvloop:
+            try:
+                import uvloop as _uv  # type: ignore[import-not-found]
+            except ImportError as e:
+                raise ImportError("measure_async(uvloop=True) needs the uvloop package") from e
+            loop = _uv.new_event_loop()
+        else:
+            loop = asyncio.new_event_loop()
+        _LOOPS[kind] = loop
+    return loop
+
+
+async def _drive(coro_fn: Callable[..., Awaitable[Any]], args: tuple, rec: Any,
+                 concurrency: int, tasks: list) -> None:
+    async def worker() -> None:
+        begin, end = rec.begin, rec.end
+        while True:
+            t0 = begin()
+            if t0 is None:
+                return
+            await coro_fn(*args)
+            end(t0)
+
+    tasks.extend(asyncio.ensure_future(worker()) for _ in range(concurrency))
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+    for t in tasks:
+        if t.done() and not t.cancelled() and t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+
+
+def _run_async(loop: asyncio.AbstractEventLoop, coro_fn: Callable[..., Awaitable[Any]],
+               args: tuple, rec: Any, concurrency: int) -> None:
+    tasks: list = []
+    try:
+        loop.run_until_complete(_drive(coro_fn, args, rec, concurrency, tasks))
+    finally:
+        left = [t for t in tasks if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+
+def measure_async(
+    coro_fn: Callable[..., Awaitable[Any]],
+    *,
+    n: int | None = None,
+    duration: float | None = None,
+    concurrency: int = 1,
+    warmup: int | float | None = None,
+    loop: asyncio.AbstractEventLoop | None = None,
+    uvloop: bool = False,
+    args: Sequence[Any] = (),
+    alloc: bool = True,
+    gc: bool = True,
+    label: str | None = None,
+    calibrate: bool = True,
+) -> MeasureResult:
+    """Await ``coro_fn(*args)`` ``n`` times (or for ``duration`` s) with
+    ``concurrency`` coroutines in flight on one persistent event loop.
+
+    Each request is timed in C (``_core._Recorder``: begin/end timestamps and
+    the histogram never leave C). ``loop``: the loop to drive (default: the
+    persistent :func:`event_loop`; uvloop's with ``uvloop=True``). Must be
+    called from synchronous code (no running loop in this thread). Latency is
+    per request; ``calls`` counts completed requests; allocation/GC/CPU
+    figures cover the event loop's work during the span.
+    """
+    if not callable(coro_fn):
+        raise TypeError(f"coro_fn must be callable, not {type(coro_fn).__name__}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("measure_async() drives its own event loop; call it outside a "
+                           "running loop (or use measure() around a synchronous client)")
+    args = tuple(args)
+    n, dur_ns = _budget(n, duration)
+    wn, wns = _warmup(warmup, n, dur_ns)
+    alloc, gc = bool(alloc), bool(gc)
+    if loop is None:
+        loop = event_loop(uvloop)
+    elif loop.is_closed():
+        raise ValueError("loop is closed")
+
+    def span(fn: Callable[..., Awaitable[Any]], rec_n: int | None, rec_dur: int | None,
+             accounting: bool) -> dict[str, Any] | None:
+        rec = _core._Recorder(rec_n, rec_dur, accounting)
+        if not accounting:
+            _run_async(loop, fn, args, rec, concurrency)
+            return None
+        _core._acct_start(alloc, gc)
+        try:
+            _run_async(loop, fn, args, rec, concurrency)
+        finally:
+            out = _core._acct_stop()
+        out["calls"] = rec.completed
+        out["latency"] = rec.histogram()
+        return out
+
+    cal = None
+    if calibrate:
+        async def _noop(*_a: Any) -> None:
+            return None
+
+        span(_noop, 200, None, False)
+        cal = span(_noop, 2000, None, True)
+    if wn or wns:
+        span(coro_fn, wn or None, wns or None, False)
+    rss_reset = _reset_peak_rss()
+    raw = span(coro_fn, n, dur_ns, True)
+    assert raw is not None
+    return _build(raw, cal, label=_label_of(coro_fn, label), alloc=alloc, gc=gc,
+                  concurrency=concurrency, rss_reset=rss_reset,
+                  extra_meta={"mode": "async", "event_loop": type(loop).__module__ + "." +
+                              type(loop).__name__, "warmup_calls": wn, "warmup_ns": wns})
