@@ -141,3 +141,33 @@ def test_status_routes(http_srv, code):
             assert r.body == b""
         r2 = c.get(f"{http_srv.url}/bytes/3")
         assert r2.body == expected_bytes(3) and r2.reused
+
+
+def test_close_while_other_threads_request(http_srv):
+    import threading
+
+    c = Client(timeout=5)
+    per_thread: list[list[str]] = [[] for _ in range(4)]
+
+    def run(out: list[str]) -> None:
+        for _ in range(5000):
+            try:
+                body = c.get(f"{http_srv.url}/bytes/1000").body
+                out.append("ok" if body == expected_bytes(1000) else "bad body")
+            except ValueError as e:
+                out.append("closed" if "closed" in str(e) else repr(e))
+            if out[-1] != "ok":
+                return
+
+    ts = [threading.Thread(target=run, args=(o,)) for o in per_thread]
+    for t in ts:
+        t.start()
+    time.sleep(0.2)
+    c.close()
+    for t in ts:
+        t.join(30)
+    for out in per_thread:
+        # All done, or ok until the one clear "closed" error.
+        assert out == ["ok"] * 5000 or (out[-1] == "closed" and set(out[:-1]) <= {"ok"})
+    assert any(out[-1] == "closed" for out in per_thread)
+    assert c.pool_stats()["open"] == 0
