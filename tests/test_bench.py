@@ -322,3 +322,41 @@ def test_bad_arguments(kw, exc):
 def test_unresolvable_host():
     with pytest.raises(httpbench.ConnectError):
         bench("http://no-such-host.invalid/", n=1)
+
+
+def test_https_file_body_and_pipelining(tls_server, tmp_path):
+    # TLS file bodies go through pread + SSL_write in chunks
+    f = tmp_path / "big.bin"
+    f.write_bytes(b"\x01\x02\x03" * 400_000)  # 1.2 MB
+    before = tls_server.stats()
+    r = bench(tls_server.url + "/sink", n=5, method="POST", body=f, concurrency=2,
+              ca_file=tls_server.ca_file)
+    after = _settled(tls_server)
+    assert r.successes == 5, r.error_counts
+    assert _delta(before, after, "body_bytes_in") == 5 * 1_200_000
+    r = bench(tls_server.url + "/", n=300, pipeline=4, concurrency=2, ca_file=tls_server.ca_file)
+    assert r.successes == 300 and r.connections == 2
+
+
+def test_large_file_body_plain(server, tmp_path):
+    # 6 MB per request: sendfile hits a full socket buffer and resumes
+    f = tmp_path / "big.bin"
+    f.write_bytes(bytes(range(251)) * 24_000)
+    size = f.stat().st_size
+    before = server.stats()
+    r = bench(server.url + "/sink", n=4, method="PUT", body=f, concurrency=2)
+    after = _settled(server)
+    assert r.successes == 4
+    assert _delta(before, after, "body_bytes_in") == 4 * size
+    assert r.bytes_out == _delta(before, after, "bytes_in")
+
+
+def test_head_and_rate_without_keepalive(server):
+    r = bench(server.url + "/bytes/100", n=10, method="HEAD")
+    assert r.successes == 10 and r.metadata["body_bytes_in"] == 0
+    before = server.stats()
+    r = bench(server.url + "/", n=20, rate=400, keepalive=False, concurrency=2)
+    after = _settled(server)
+    assert r.successes == 20 and r.connections == 20
+    assert _delta(before, after, "connections_accepted") == 20
+    assert r.latency_uncorrected.count == 20

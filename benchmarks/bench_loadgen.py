@@ -1,0 +1,245 @@
+"""Load generators side by side: httpbench vs wrk vs h2load.
+
+Targets: nginx (1 worker, access_log off, a 150-byte file; HTTP and HTTPS on a
+temporary config) and the embedded server (its own process, /bytes/150).
+Configurations: -t1 -c16 over HTTP and HTTPS, and -t1 -c1 over HTTP. Runs are
+interleaved (round-robin over target x config x tool, `--rounds` times) so
+machine noise hits every tool alike; the table shows medians.
+
+Figures per run: requests/s (successful responses / measured seconds) and the
+generator's CPU per request (user + sys / requests): for wrk and h2load from
+wait4() rusage of their process, for httpbench from the engine threads' own
+rusage (RUSAGE_THREAD; the Python interpreter around it is not counted).
+Goal (issue 4): httpbench CPU/request <= 0.8x wrk's and req/s >= wrk's.
+
+    python benchmarks/bench_loadgen.py [--duration 5] [--rounds 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpbench
+from httpbench._server import start_process
+
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+master_process off;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  server {{
+    listen 127.0.0.1:{http_port};
+    listen 127.0.0.1:{https_port} ssl;
+    ssl_certificate {d}/cert.pem;
+    ssl_certificate_key {d}/key.pem;
+    root {d}/html;
+  }}
+}}
+"""
+
+HB_RUNNER = """
+import json, sys
+import httpbench
+r = httpbench.bench(sys.argv[1], duration=float(sys.argv[2]), concurrency=int(sys.argv[3]),
+                    threads=1, verify=False)
+print(json.dumps({"ok": r.successes, "done": r.responses + r.errors, "errors": r.errors,
+                  "non2xx": r.non_2xx, "duration_s": r.duration_ns / 1e9,
+                  "cpu_ns": r.cpu_user_ns + r.cpu_sys_ns}))
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def run_with_rusage(cmd: list[str], timeout: float) -> tuple[str, float]:
+    """Run cmd; return (stdout+stderr, user+sys CPU seconds of the child)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout
+    out_chunks = []
+    # wait4 gives the child's own rusage (not the sum of all our children).
+    import threading
+
+    reader = threading.Thread(target=lambda: out_chunks.append(p.stdout.read()), daemon=True)
+    reader.start()
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            p.kill()
+        time.sleep(0.01)
+    reader.join(5)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return "".join(out_chunks), ru.ru_utime + ru.ru_stime
+
+
+def run_wrk(url: str, conns: int, dur: float) -> dict:
+    out, cpu = run_with_rusage(["wrk", "-t1", f"-c{conns}", f"-d{dur:g}s", url], dur + 30)
+    m = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
+    if not m:
+        raise RuntimeError(f"wrk output not understood:\n{out}")
+    n = int(m.group(1))
+    secs = float(m.group(2)) / (1000 if m.group(3) == "ms" else 1)
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    nb = int(bad.group(1)) if bad else 0
+    return {"ok": n - nb, "done": n, "duration_s": secs, "cpu_s": cpu}
+
+
+def run_h2load(url: str, conns: int, dur: float) -> dict:
+    out, cpu = run_with_rusage(
+        ["h2load", "--h1", "-t1", f"-c{conns}", "-D", f"{dur:g}", url], dur + 30)
+    m = re.search(r"finished in ([\d.]+)(m?s)", out)
+    r = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded", out)
+    s2 = re.search(r"status codes: (\d+) 2xx", out)
+    if not (m and r):
+        raise RuntimeError(f"h2load output not understood:\n{out}")
+    secs = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+    ok = int(s2.group(1)) if s2 else int(r.group(4))
+    return {"ok": ok, "done": int(r.group(3)), "duration_s": secs, "cpu_s": cpu}
+
+
+def run_httpbench(url: str, conns: int, dur: float) -> dict:
+    p = subprocess.run([sys.executable, "-c", HB_RUNNER, url, str(dur), str(conns)],
+                       capture_output=True, text=True, timeout=dur + 60)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr)
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    return {"ok": d["ok"], "done": d["done"], "duration_s": d["duration_s"],
+            "cpu_s": d["cpu_ns"] / 1e9}
+
+
+TOOLS = {"httpbench": run_httpbench, "wrk": run_wrk, "h2load": run_h2load}
+
+
+def start_nginx(d: str) -> tuple[subprocess.Popen, int, int]:
+    os.makedirs(os.path.join(d, "html"), exist_ok=True)
+    with open(os.path.join(d, "html", "150b"), "wb") as f:
+        f.write(b"x" * 150)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{d}/key.pem",
+                    "-out", f"{d}/cert.pem", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    hp, sp = free_port(), free_port()
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(d=d, http_port=hp, https_port=sp))
+    p = subprocess.Popen(["nginx", "-c", conf, "-p", d], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            import socket
+
+            socket.create_connection(("127.0.0.1", hp), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return p, hp, sp
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per run")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tools", default="httpbench,wrk,h2load")
+    ap.add_argument("--targets", default="nginx,embedded")
+    ap.add_argument("--json", help="write all runs as JSON")
+    a = ap.parse_args(argv)
+    tools = [t for t in a.tools.split(",") if t]
+    for t in tools:
+        if t != "httpbench" and not shutil.which(t):
+            print(f"# {t} not installed; skipped", file=sys.stderr)
+    tools = [t for t in tools if t == "httpbench" or shutil.which(t)]
+
+    tmp = tempfile.mkdtemp(prefix="hb-loadgen-")
+    ngx = None
+    servers = []
+    targets: dict[str, dict[str, str]] = {}
+    try:
+        if "nginx" in a.targets and shutil.which("nginx"):
+            ngx, hp, sp = start_nginx(tmp)
+            targets["nginx"] = {"http": f"http://127.0.0.1:{hp}/150b",
+                                "https": f"https://127.0.0.1:{sp}/150b"}
+        if "embedded" in a.targets:
+            s1 = start_process(tls=False)
+            s2 = start_process(tls=True)
+            servers += [s1, s2]
+            targets["embedded"] = {"http": s1.url + "/bytes/150", "https": s2.url + "/bytes/150"}
+        configs = [("http", 16), ("https", 16), ("http", 1)]
+        runs: list[dict] = []
+        for rnd in range(a.rounds):
+            for tname, urls in targets.items():
+                for scheme, conns in configs:
+                    for tool in tools:
+                        r = TOOLS[tool](urls[scheme], conns, a.duration)
+                        r.update(round=rnd, target=tname, scheme=scheme, conns=conns, tool=tool,
+                                 rps=r["ok"] / r["duration_s"],
+                                 cpu_us_per_req=r["cpu_s"] * 1e6 / max(r["done"], 1))
+                        runs.append(r)
+                        print(f"# round {rnd} {tname:8} {scheme:5} c{conns:<3} {tool:9} "
+                              f"{r['rps']:>10.0f} req/s {r['cpu_us_per_req']:6.2f} us/req",
+                              file=sys.stderr, flush=True)
+    finally:
+        if ngx is not None:
+            ngx.terminate()
+            ngx.wait(10)
+        for s in servers:
+            s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\nhttpbench {httpbench.__version__} load generator vs wrk/h2load; "
+          f"{a.rounds} rounds x {a.duration:g} s, medians; -t1\n")
+    print("| target | scheme | conns | tool | req/s | CPU µs/req | req/s vs wrk | CPU vs wrk |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
+    for tname in targets:
+        for scheme, conns in configs:
+            med = {}
+            for tool in tools:
+                rs = [r for r in runs if (r["target"], r["scheme"], r["conns"], r["tool"]) ==
+                      (tname, scheme, conns, tool)]
+                med[tool] = (statistics.median(r["rps"] for r in rs),
+                             statistics.median(r["cpu_us_per_req"] for r in rs))
+            for tool in tools:
+                rps, cpu = med[tool]
+                if "wrk" in med:
+                    rr = f"{rps / med['wrk'][0]:.2f}x"
+                    cr = f"{cpu / med['wrk'][1]:.2f}x"
+                else:
+                    rr = cr = "-"
+                print(f"| {tname} | {scheme} | {conns} | {tool} | {rps:,.0f} | {cpu:.2f} | "
+                      f"{rr} | {cr} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(runs, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
