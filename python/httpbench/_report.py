@@ -911,8 +911,28 @@ class Comparison:
         return self.format("text")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/plain": self.format("text"),
-                "text/markdown": self.format("md")}
+        rows = [[c.client, c.scenario, c.title, _cell(c.baseline, _CMP_METRICS[c.metric][1]),
+                 _cell(c.current, _CMP_METRICS[c.metric][1]), U.format_change(c.change),
+                 "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.verdict]
+                for c in self.changes]
+        head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
+        colour = {"slower": "#c0392b", "worse": "#c0392b", "faster": "#1e8449",
+                  "better": "#1e8449"}
+        out = ['<table class="httpbench">', "<tr>" + "".join(
+            f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+        for r in rows:
+            style = colour.get(r[-1])
+            cells = [f'<td style="text-align:{"left" if j < 3 else "right"}">'
+                     f"{html.escape(v)}</td>" for j, v in enumerate(r[:-1])]
+            verdict = html.escape(r[-1])
+            if style:
+                verdict = f'<b style="color:{style}">{verdict}</b>'
+            out.append("<tr>" + "".join(cells) + f"<td>{verdict}</td></tr>")
+        out.append("</table>")
+        out.append(f"<p>{len(self.regressions)} regressions, {len(self.improvements)} "
+                   f"improvements (alpha={self.alpha:g}, changes under "
+                   f"{self.min_change:.0%} ignored)</p>")
+        return {"text/plain": self.format("text"), "text/html": "\n".join(out)}
 
 
 def _as_set(obj: Any) -> ResultSet:
