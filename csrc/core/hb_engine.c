@@ -609,7 +609,9 @@ static int process(econn *c, uint64_t now)
             }
             hb_response_head h;
             memset(&h, 0, sizeof h);
-            h.headers = th->hdrs;
+            /* Header pairs are only needed once (the Server header); after
+             * that the parser just counts them and derives the framing. */
+            h.headers = th->have_server ? NULL : th->hdrs;
             h.num_headers = MAX_HEADERS;
             hb_parse_limits lim = {c->rcap, MAX_HEADERS};
             int pr = hb_parse_response_head(p, avail, &h, &lim);
