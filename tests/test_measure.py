@@ -42,6 +42,7 @@ def test_exactly_k_allocations_per_call(k: int) -> None:
     assert r.alloc_bytes["obj"] == 16 * k * r.calls
     # Every block was freed again when the call returned.
     assert r.alloc_net_count == 0
+    assert r.alloc_net_bytes == 0
     assert r.overhead_allocs_per_call == 0.0
     assert r.metadata["alloc_counts_uncorrected"]["obj"] == k * r.calls
     assert hooks_disarmed()
@@ -55,7 +56,10 @@ def test_net_retained_allocations() -> None:
 
     r = httpbench.measure(retain, n=5_000, warmup=0)
     assert len(keep) == 5_001
-    assert r.alloc_net_count == 5_000
+    # 5000 objects plus the item array, which grew (moved) during the span.
+    assert r.alloc_net_count == 5_001
+    assert 16 * 5_000 < r.alloc_net_bytes <= 16 * 5_000 + 8 * 7_000
+    assert r.metadata["alloc_net_change_count"] == 5_000
     assert r.alloc_counts["obj"] == 5_000
     assert r.alloc_counts["mem"] >= 1  # the list's item array grew
 
@@ -240,3 +244,45 @@ def test_histogram_matches_calls() -> None:
     assert isinstance(r.latency, httpbench.Histogram)
     assert r.latency.count == 5000
     assert r.latency.min > 0
+
+
+def test_retained_table_grows_and_frees_are_matched() -> None:
+    keep: list = []
+
+    def retain_many() -> None:
+        keep.extend([object() for _ in range(200_000)])
+
+    r = httpbench.measure(retain_many, n=1, warmup=0)
+    assert r.alloc_net_count >= 200_000  # the objects (plus list arrays)
+    assert r.alloc_net_bytes >= 16 * 200_000
+    keep.clear()
+
+    def churn() -> None:
+        tmp = [object() for _ in range(100_000)]
+        del tmp
+
+    r = httpbench.measure(churn, n=3, warmup=0)
+    assert r.alloc_net_count == 0 and r.alloc_net_bytes == 0
+    assert r.alloc_counts["obj"] >= 300_000
+
+
+def test_other_threads_allocating_during_measure() -> None:
+    import threading
+
+    stop = threading.Event()
+
+    def background() -> None:
+        while not stop.is_set():
+            os.getcwd()  # RAW allocations from another thread
+            [object() for _ in range(50)]
+
+    t = threading.Thread(target=background)
+    t.start()
+    try:
+        r = httpbench.measure(make_allocator(2), n=20_000)
+    finally:
+        stop.set()
+        t.join(10)
+    # Process-wide accounting: at least fn's own allocations, hooks disarmed after.
+    assert r.alloc_counts["obj"] >= 2 * r.calls
+    assert hooks_disarmed()

@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "hb_clock.h"
@@ -73,60 +74,192 @@ static inline int is_armed(void)
     return atomic_load_explicit(&armed, RLX);
 }
 
+/* Live blocks allocated during the span (pointer -> size), so "retained
+ * after the run" is exact: an open-addressing table with linear probing and
+ * backward-shift deletion, in mmap'ed memory (never through the hooked
+ * allocators). gtab serves MEM/OBJ (GIL held); rtab serves RAW calls from
+ * any thread under a spinlock. Frees of blocks from before the span miss. */
+typedef struct {
+    uintptr_t key;
+    uint64_t size;
+} slot;
+typedef struct {
+    slot *s;
+    int bits;
+    int overflow; /* could not grow: retained figures unknown */
+    uint64_t used, bytes;
+} ptab;
+
+#define PTAB_MAX_BITS 22 /* 4M live blocks (64 MiB) at most */
+static ptab gtab, rtab;
+static atomic_flag rtab_lock = ATOMIC_FLAG_INIT;
+
+static inline uint64_t ptab_home(const ptab *t, uintptr_t key)
+{
+    return ((uint64_t)key * 0x9E3779B97F4A7C15ull) >> (64 - t->bits);
+}
+
+static int ptab_alloc(ptab *t, int bits)
+{
+    void *m = mmap(NULL, sizeof(slot) << bits, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return -1;
+    t->s = m;
+    t->bits = bits;
+    return 0;
+}
+
+static void ptab_put(ptab *t, uintptr_t key, uint64_t size);
+
+static void ptab_grow(ptab *t)
+{
+    ptab old = *t;
+    if (old.bits >= PTAB_MAX_BITS || ptab_alloc(t, old.bits + 1) < 0) {
+        *t = old;
+        t->overflow = 1;
+        return;
+    }
+    t->used = 0;
+    t->bytes = 0;
+    for (uint64_t i = 0; i < (1ull << old.bits); i++)
+        if (old.s[i].key) ptab_put(t, old.s[i].key, old.s[i].size);
+    munmap(old.s, sizeof(slot) << old.bits);
+}
+
+static void ptab_put(ptab *t, uintptr_t key, uint64_t size)
+{
+    if (t->overflow || t->s == NULL) return;
+    if ((t->used + 1) * 2 > (1ull << t->bits)) {
+        ptab_grow(t);
+        if (t->overflow) return;
+    }
+    uint64_t mask = (1ull << t->bits) - 1, i = ptab_home(t, key);
+    while (t->s[i].key && t->s[i].key != key) i = (i + 1) & mask;
+    if (t->s[i].key == key) {
+        t->bytes -= t->s[i].size; /* stale entry (freed while untracked) */
+    } else {
+        t->s[i].key = key;
+        t->used++;
+    }
+    t->s[i].size = size;
+    t->bytes += size;
+}
+
+static void ptab_del(ptab *t, uintptr_t key)
+{
+    if (t->used == 0) return;
+    uint64_t mask = (1ull << t->bits) - 1, i = ptab_home(t, key);
+    while (t->s[i].key != key) {
+        if (t->s[i].key == 0) return; /* not allocated during the span */
+        i = (i + 1) & mask;
+    }
+    t->bytes -= t->s[i].size;
+    t->used--;
+    /* Backward-shift deletion keeps probe chains intact without tombstones. */
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (t->s[j].key == 0) break;
+        uint64_t k = ptab_home(t, t->s[j].key);
+        int movable = (j > i) ? (k <= i || k > j) : (k <= i && k > j);
+        if (movable) {
+            t->s[i] = t->s[j];
+            i = j;
+        }
+    }
+    t->s[i].key = 0;
+    t->s[i].size = 0;
+}
+
+static void ptab_reset(ptab *t, int bits)
+{
+    if (t->s == NULL) {
+        if (ptab_alloc(t, bits) < 0) {
+            t->overflow = 1;
+            return;
+        }
+    } else if (t->used) {
+        memset(t->s, 0, sizeof(slot) << t->bits);
+    }
+    t->used = 0;
+    t->bytes = 0;
+    t->overflow = 0;
+}
+
+static inline void rtab_lock_acquire(void)
+{
+    while (atomic_flag_test_and_set_explicit(&rtab_lock, memory_order_acquire)) {
+    }
+}
+static inline void rtab_lock_release(void)
+{
+    atomic_flag_clear_explicit(&rtab_lock, memory_order_release);
+}
+
 static inline int raw_is_nested(void)
 {
     return atomic_load_explicit(&nest_depth, RLX) > 0 &&
            atomic_load_explicit(&nest_owner, RLX) == (unsigned long)pthread_self();
 }
 
-static inline void raw_count(size_t bytes)
+/* One RAW allocation p of bytes (and the free of old, if any, for realloc). */
+static inline void raw_count(void *p, size_t bytes, void *old)
 {
     if (raw_is_nested()) {
-        gctr[D_RAW].n++; /* the nesting thread holds the GIL */
+        /* pymalloc's fallback: the MEM/OBJ hook tracks this block; count it
+         * apart. The nesting thread holds the GIL. */
+        gctr[D_RAW].n++;
         gctr[D_RAW].bytes += bytes;
-    } else {
-        atomic_fetch_add_explicit(&raw_n, 1, RLX);
-        atomic_fetch_add_explicit(&raw_bytes, bytes, RLX);
+        if (old) gctr[D_RAW].frees++;
+        return;
     }
+    atomic_fetch_add_explicit(&raw_n, 1, RLX);
+    atomic_fetch_add_explicit(&raw_bytes, bytes, RLX);
+    if (old) atomic_fetch_add_explicit(&raw_frees, 1, RLX);
+    rtab_lock_acquire();
+    if (old) ptab_del(&rtab, (uintptr_t)old);
+    ptab_put(&rtab, (uintptr_t)p, bytes);
+    rtab_lock_release();
 }
 
-static inline void raw_count_free(void)
+static inline void raw_count_free(void *ptr)
 {
-    if (raw_is_nested())
+    if (raw_is_nested()) {
         gctr[D_RAW].frees++;
-    else
-        atomic_fetch_add_explicit(&raw_frees, 1, RLX);
+        return;
+    }
+    atomic_fetch_add_explicit(&raw_frees, 1, RLX);
+    rtab_lock_acquire();
+    ptab_del(&rtab, (uintptr_t)ptr);
+    rtab_lock_release();
 }
 
 static void *raw_malloc(void *ctx, size_t size)
 {
     layer *L = ctx;
     void *p = L->orig.malloc(L->orig.ctx, size);
-    if (counting(L) && p) raw_count(size);
+    if (counting(L) && p) raw_count(p, size, NULL);
     return p;
 }
 static void *raw_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     layer *L = ctx;
     void *p = L->orig.calloc(L->orig.ctx, nelem, elsize);
-    if (counting(L) && p) raw_count(nelem * elsize);
+    if (counting(L) && p) raw_count(p, nelem * elsize, NULL);
     return p;
 }
 static void *raw_realloc(void *ctx, void *ptr, size_t size)
 {
     layer *L = ctx;
     void *p = L->orig.realloc(L->orig.ctx, ptr, size);
-    if (counting(L) && p) {
-        raw_count(size);
-        if (ptr) raw_count_free();
-    }
+    if (counting(L) && p) raw_count(p, size, ptr);
     return p;
 }
 static void raw_free(void *ctx, void *ptr)
 {
     layer *L = ctx;
     L->orig.free(L->orig.ctx, ptr);
-    if (counting(L) && ptr) raw_count_free();
+    if (counting(L) && ptr) raw_count_free(ptr);
 }
 
 static inline void nest_enter(void)
@@ -150,6 +283,7 @@ static void *gil_malloc(void *ctx, size_t size)
     if (p) {
         gctr[L->domain].n++;
         gctr[L->domain].bytes += size;
+        ptab_put(&gtab, (uintptr_t)p, size);
     }
     return p;
 }
@@ -163,6 +297,7 @@ static void *gil_calloc(void *ctx, size_t nelem, size_t elsize)
     if (p) {
         gctr[L->domain].n++;
         gctr[L->domain].bytes += nelem * elsize;
+        ptab_put(&gtab, (uintptr_t)p, nelem * elsize);
     }
     return p;
 }
@@ -176,7 +311,11 @@ static void *gil_realloc(void *ctx, void *ptr, size_t size)
     if (p) {
         gctr[L->domain].n++;
         gctr[L->domain].bytes += size;
-        if (ptr) gctr[L->domain].frees++;
+        if (ptr) {
+            gctr[L->domain].frees++;
+            ptab_del(&gtab, (uintptr_t)ptr);
+        }
+        ptab_put(&gtab, (uintptr_t)p, size);
     }
     return p;
 }
@@ -190,7 +329,10 @@ static void gil_free(void *ctx, void *ptr)
     nest_enter();
     L->orig.free(L->orig.ctx, ptr);
     nest_exit();
-    if (ptr) gctr[L->domain].frees++;
+    if (ptr) {
+        gctr[L->domain].frees++;
+        ptab_del(&gtab, (uintptr_t)ptr);
+    }
 }
 
 static const PyMemAllocatorDomain domains[ND] = {PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM,
@@ -241,6 +383,10 @@ static void alloc_zero(void)
     atomic_store(&raw_n, 0);
     atomic_store(&raw_bytes, 0);
     atomic_store(&raw_frees, 0);
+    ptab_reset(&gtab, 16);
+    rtab_lock_acquire();
+    ptab_reset(&rtab, 10);
+    rtab_lock_release();
 }
 
 /* ---- native (preloaded malloc counter) ---- */
@@ -382,6 +528,10 @@ static PyObject *span_stop(int discard)
     gil_ctr g[ND];
     memcpy(g, gctr, sizeof g);
     uint64_t rn = atomic_load(&raw_n), rb = atomic_load(&raw_bytes), rf = atomic_load(&raw_frees);
+    rtab_lock_acquire();
+    uint64_t live_n = gtab.used + rtab.used, live_b = gtab.bytes + rtab.bytes;
+    int live_ok = !gtab.overflow && !rtab.overflow;
+    rtab_lock_release();
     uint64_t gcc[3] = {gc_count[0], gc_count[1], gc_count[2]}, gcp = gc_pause_ns;
 
     if (s->gc_registered) {
@@ -429,6 +579,11 @@ static PyObject *span_stop(int discard)
         PUT("alloc_obj", Py_BuildValue("(KKK)", g[D_OBJ].n, g[D_OBJ].bytes, g[D_OBJ].frees));
         PUT("alloc_raw_nested",
             Py_BuildValue("(KKK)", g[D_RAW].n, g[D_RAW].bytes, g[D_RAW].frees));
+        /* Blocks allocated during the span and still alive at its end. */
+        if (live_ok)
+            PUT("alloc_retained", Py_BuildValue("(KK)", live_n, live_b));
+        else
+            PUT("alloc_retained", Py_NewRef(Py_None));
     }
     if (s->gc) {
         PUT("gc_collections", Py_BuildValue("(KKK)", gcc[0], gcc[1], gcc[2]));

@@ -234,14 +234,19 @@ def _build(raw: dict[str, Any], cal: dict[str, Any] | None, *, label: str, alloc
             net += int(n) - int(frees)
         nested = raw["alloc_raw_nested"]
         python_mallocs = raw_counts["raw"] + int(nested[0])
-        kw.update(alloc_counts=counts, alloc_bytes=sizes, alloc_net_count=net,
+        kept = raw.get("alloc_retained")
+        kw.update(alloc_counts=counts, alloc_bytes=sizes,
+                  alloc_net_count=None if kept is None else int(kept[0]),
+                  alloc_net_bytes=None if kept is None else int(kept[1]),
                   overhead_allocs_per_call=sum(oh.get(f"{d}_count", 0.0) for d in _DOMAINS))
         meta["alloc_scope"] = ("Python heap (PyMem RAW/MEM/OBJ domains, all threads) during the "
                                "measured span, calibrated harness allocations subtracted")
         meta["alloc_counts_uncorrected"] = raw_counts
         meta["alloc_bytes_uncorrected"] = raw_sizes
         meta["alloc_raw_fallback_count"] = int(nested[0])  # pymalloc -> RAW, counted once
-        meta["alloc_net_scope"] = "allocations minus frees over the span (all domains)"
+        meta["alloc_net_scope"] = ("blocks allocated during the measured span and still alive at "
+                                   "its end (count, bytes), all domains, harness not subtracted")
+        meta["alloc_net_change_count"] = net  # allocations minus frees, incl. older blocks
         meta["overhead_allocs_per_call_by_domain"] = {
             d: oh.get(f"{d}_count", 0.0) for d in _DOMAINS}
     if gc:
