@@ -360,3 +360,10 @@ def test_head_and_rate_without_keepalive(server):
     assert r.successes == 20 and r.connections == 20
     assert _delta(before, after, "connections_accepted") == 20
     assert r.latency_uncorrected.count == 20
+
+
+def test_large_responses(server):
+    r = bench(server.url + "/bytes/5000000", n=5, concurrency=2)
+    assert r.successes == 5 and r.metadata["body_bytes_in"] == 25_000_000
+    r = bench(server.url + "/chunked/3000000?chunk=70000", n=3, pipeline=2)
+    assert r.successes == 3 and r.metadata["body_bytes_in"] == 9_000_000
