@@ -14,7 +14,7 @@ pytest.importorskip("matplotlib")
 
 def _png(fig):
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=60)
+    fig.savefig(buf, format="png", dpi=40)
     data = buf.getvalue()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
     return data
@@ -26,7 +26,7 @@ def _set():
         for c, base in (("requests", 400_000), ("httpx", 520_000), ("native", 60_000)):
             for s, k in (("get-150b", 1), ("get-12k", 2)):
                 rng = random.Random(rep * 7 + len(c) + k)
-                lat = hist(int(base * k * rng.lognormvariate(0, 0.4)) for _ in range(2000))
+                lat = hist(int(base * k * rng.lognormvariate(0, 0.4)) for _ in range(800))
                 rs = rs.with_result(c, s, rep, make_measure(
                     c, latency=lat, cpu_user_ns=(base // 2) * 1000 * k + rep * 1000, cpu_sys_ns=0,
                     alloc_counts={"obj": (base // 1000) * 1000}, alloc_bytes={"obj": base * k}))
@@ -122,7 +122,7 @@ def test_throughput_and_concurrency_plots():
 
 
 def test_save_plots_writes_png_and_svg(tmp_path):
-    written = PL.save_plots(_set().select(client=["requests", "native"]), tmp_path / "figs",
+    written = PL.save_plots(_set().select(client="native", scenario="get-150b"), tmp_path / "figs",
                             dpi=50)
     names = sorted(p.rsplit("/", 1)[1] for p in written)
     assert names == ["bars.png", "bars.svg", "cdf.png", "cdf.svg",
@@ -169,3 +169,15 @@ def test_missing_matplotlib_is_a_clear_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match="pip install matplotlib"):
         make_measure().plot()
+
+
+def test_multi_scenario_sets_get_one_panel_per_scenario():
+    rs = _set()
+    for fn in (PL.plot_percentiles, PL.plot_cdf):
+        fig = fn(rs)
+        _png(fig)
+        visible = [ax for ax in fig.axes if ax.get_visible()]
+        assert [ax.get_title() for ax in visible] == ["get-150b", "get-12k"]
+        for ax in visible:
+            assert sorted(ln.get_label() for ln in ax.get_lines()) == ["httpx", "native",
+                                                                        "requests"]

@@ -122,18 +122,31 @@ def _title(obj: Any, what: str) -> str:
     return what
 
 
-def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = None,
-                     figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
-    """Latency by percentile, HdrHistogram style: x = 1/(1-p) on a log axis
-    (0%, 90%, 99%, ... 99.999%), y = latency. One line per client (repeats merged);
-    constant-rate bench runs also draw the uncorrected latency, dashed.
-    """
-    series = _latency_series(obj, which)
-    if not series:
+def _panels(obj: Any) -> list[tuple[str | None, Any]]:
+    """One panel per scenario for a multi-scenario ResultSet, else one panel."""
+    if isinstance(obj, ResultSet) and len(obj.scenarios) > 1:
+        return [(sc, obj.select(scenario=sc)) for sc in obj.scenarios]
+    return [(None, obj)]
+
+
+def _grid(obj: Any, which: str, figsize: tuple[float, float]) -> tuple[Any, list]:
+    panels = [(t, _latency_series(o, which)) for t, o in _panels(obj)]
+    panels = [(t, s) for t, s in panels if s]
+    if not panels:
         raise ValueError("nothing to plot: no latency samples")
+    ncols = 1 if len(panels) == 1 else 2
+    nrows = math.ceil(len(panels) / ncols)
+    w, h = figsize
+    fig, axes = _figure((w * (1 if ncols == 1 else 1.6), h * (1 if nrows == 1 else 0.8 * nrows)),
+                        nrows, ncols)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    return fig, list(zip(flat, panels, strict=False))
+
+
+def _draw_percentiles(ax: Any, series: list[tuple[str, Any]]) -> None:
     unit, factor = _time_axis(h.max for _, h in series)
-    fig, axes = _figure(figsize)
-    ax = axes[0][0]
     xmax = 10.0
     for label, h in series:
         spec = [(v, p) for v, p, _ in percentile_spectrum(h, ticks_per_half=10) if p < 100.0]
@@ -158,20 +171,28 @@ def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = No
     ax.set_xlabel("percentile")
     ax.set_ylabel(f"latency ({unit})")
     ax.grid(True, which="major", alpha=0.3)
-    ax.set_title(title or _title(obj, "Latency by percentile"))
     ax.legend(loc="upper left", fontsize="small")
+
+
+def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = None,
+                     figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
+    """Latency by percentile, HdrHistogram style: x = 1/(1-p) on a log axis
+    (0%, 90%, 99%, ... 99.999%), y = latency. One line per client (repeats merged),
+    one panel per scenario; constant-rate bench runs also draw the uncorrected
+    latency, dashed.
+    """
+    fig, panels = _grid(obj, which, figsize)
+    for ax, (ptitle, series) in panels:
+        _draw_percentiles(ax, series)
+        ax.set_title(ptitle if ptitle is not None
+                     else (title or _title(obj, "Latency by percentile")))
+    if len(panels) > 1:
+        fig.suptitle(title or "Latency by percentile")
     return fig
 
 
-def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
-             figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
-    """Latency distribution: fraction of requests completed within x (log x axis)."""
-    series = _latency_series(obj, which)
-    if not series:
-        raise ValueError("nothing to plot: no latency samples")
+def _draw_cdf(ax: Any, series: list[tuple[str, Any]]) -> None:
     unit, factor = _time_axis(h.max for _, h in series)
-    fig, axes = _figure(figsize)
-    ax = axes[0][0]
     for label, h in series:
         n = hist_count(h)
         xs, ys, acc = [], [], 0
@@ -189,8 +210,20 @@ def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
     ax.set_xlabel(f"latency ({unit}, log scale)")
     ax.set_ylabel("fraction of requests ≤ latency")
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title or _title(obj, "Latency distribution (CDF)"))
     ax.legend(loc="lower right", fontsize="small")
+
+
+def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
+             figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
+    """Latency distribution: fraction of requests completed within x (log x axis),
+    one panel per scenario."""
+    fig, panels = _grid(obj, which, figsize)
+    for ax, (ptitle, series) in panels:
+        _draw_cdf(ax, series)
+        ax.set_title(ptitle if ptitle is not None
+                     else (title or _title(obj, "Latency distribution (CDF)")))
+    if len(panels) > 1:
+        fig.suptitle(title or "Latency distribution (CDF)")
     return fig
 
 
