@@ -54,14 +54,15 @@ def run_subprocess(pytester, *args):
 
 
 def summary_lines(result):
-    """The lines of the httpbench terminal-summary section."""
+    """The measurement lines of the httpbench terminal-summary section."""
     out = result.stdout.lines
     start = next(i for i, ln in enumerate(out) if re.match(r"^=+ httpbench =+$", ln))
     lines = []
     for ln in out[start + 1:]:
         if ln.startswith("=="):
             break
-        lines.append(ln)
+        if not ln.startswith("httpbench: "):  # the saved/written notes after the lines
+            lines.append(ln)
     return lines
 
 
@@ -187,9 +188,12 @@ def test_compare_fails_on_slower_and_on_more_allocations(pytester, tmp_path, mon
 
     # Slower: a 2 ms sleep per call against a baseline of ~µs calls; allocations unchanged.
     monkeypatch.setenv("HB_DELAY", "0.002")
+    summary = tmp_path / "s.json"
     res = run(pytester, f"--httpbench-compare={base}", "--httpbench-tolerance=100%",
-              "--httpbench-repeats=2", "-k", "test_work")
+              "--httpbench-repeats=2", "-k", "test_work", f"--httpbench-json={summary}")
     res.assert_outcomes(failed=1, deselected=1)
+    (row,) = json.loads(summary.read_text())["measurements"]
+    assert row["runs"] == 2  # re-measured once before the regression counted
     out = res.stdout.str()
     assert "BaselineRegression: test_w.py::test_work vs baseline: regressed: p50" in out
     res.stdout.re_match_lines([r"E\s+p50\s+[\d.]+ (ns|µs)\s+[\d.]+ (ns|µs)\s+[\d.]+ ms\s+\+\d+"
@@ -302,9 +306,17 @@ def test_client_adapter(httpbench, tls):
     c = httpbench.client("http.client", "/bytes/150", tls=tls)
     r = httpbench.measure(c.request, n=50)
     assert r.calls == 50 and c.last_status == 200 and len(c.last_body) == 150
+
+
+def test_async_client_adapter(httpbench, httpbench_server):
+    c = httpbench.client("httpx-async", "/bytes/150", tls=True)  # skips if httpx is missing
+    before = httpbench_server.stats(tls=True)["requests"]
+    r = httpbench.measure_async(c.request, n=40, concurrency=4, warmup=0)
+    assert r.calls == 40 and c.last_status == 200 and len(c.last_body) == 150
+    assert httpbench_server.stats(tls=True)["requests"] - before == 40
 ''')
     res = run(pytester, f"--httpbench-save={tmp_path / 'b.json'}")
-    res.assert_outcomes(passed=5)
+    res.assert_outcomes(passed=6)
     lines = summary_lines(res)
     http = next(ln for ln in lines if ln.startswith("test_srv.py::test_bench_http "))
     assert re.search(r"req/s [\d.]+k? .*errors 0 .*PASS$", http.rstrip()), http
@@ -323,3 +335,48 @@ def test_readme_example_runs(pytester):
     res = run(pytester)
     res.assert_outcomes(passed=3)
     assert len(summary_lines(res)) == 3
+
+
+def test_marker_tolerance_and_repeats(pytester, tmp_path, monkeypatch):
+    pytester.makepyfile(test_m='''
+import os
+import time
+
+import pytest
+
+DELAY = float(os.environ.get("HB_DELAY", "0"))
+
+
+def work():
+    if DELAY:
+        time.sleep(DELAY)
+
+
+@pytest.mark.httpbench(tolerance="10000000%", repeats=1)
+def test_lenient(httpbench):
+    httpbench.measure(work, n=50)
+
+
+@pytest.mark.httpbench(repeats=1)
+def test_strict_once(httpbench):
+    httpbench.measure(work, n=50)
+
+
+@pytest.mark.httpbench(repeats=0)
+def test_bad_repeats(httpbench):
+    httpbench.measure(work, n=50)
+''')
+    base = tmp_path / "base.json"
+    run(pytester, f"--httpbench-save={base}", "-k", "not bad").assert_outcomes(
+        passed=2, deselected=1)
+    monkeypatch.setenv("HB_DELAY", "0.002")
+    summary = tmp_path / "s.json"
+    res = run(pytester, f"--httpbench-compare={base}", "--httpbench-repeats=3",
+              f"--httpbench-json={summary}")
+    # 1000x slower: within the lenient marker's tolerance; the strict test fails after one run.
+    res.assert_outcomes(passed=1, failed=1, errors=1)
+    assert "repeats must be a positive integer, not 0" in res.stdout.str()
+    rows = {m["key"]: m for m in json.loads(summary.read_text())["measurements"]}
+    assert rows["test_m.py::test_lenient"]["verdict"] == "PASS"
+    assert rows["test_m.py::test_strict_once"]["runs"] == 1
+    assert rows["test_m.py::test_strict_once"]["regressed"][0] == "p50"
