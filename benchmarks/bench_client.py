@@ -16,6 +16,7 @@ http.client's. Run:
     python benchmarks/bench_client.py                 # embedded server (separate process)
     python benchmarks/bench_client.py --server nginx  # nginx, 1 worker, sendfile on
     python benchmarks/bench_client.py -n 20000 --rounds 5 --json out.json
+    python benchmarks/bench_client.py --tls           # the same over verified HTTPS
 """
 
 from __future__ import annotations
@@ -42,14 +43,18 @@ DL_SIZE = 30 * 1024 * 1024
 class Server:
     """A target server in another process with base URL and payload paths."""
 
-    def __init__(self, kind: str, tmp: str) -> None:
+    def __init__(self, kind: str, tmp: str, tls: bool = False) -> None:
         self.kind = kind
         self.proc = None
         self.handle = None
+        self.ca_file = None
+        if tls and kind != "embedded":
+            raise SystemExit("--tls needs --server embedded")
         if kind == "embedded":
             from httpbench._server import start_process
 
-            self.handle = start_process(threads=1)
+            self.handle = start_process(threads=1, tls=tls)
+            self.ca_file = self.handle.ca_file
             self.base = self.handle.url.rstrip("/")
             self.paths = {k: f"/bytes/{n}" for k, n in SIZES.items()}
             self.dl_path = f"/bytes/{DL_SIZE}"
@@ -109,20 +114,22 @@ class Server:
 # Each factory returns (get, close): get() performs one GET and returns the body.
 
 
-def native_factory(url: str, stale_check: bool = True):
-    c = httpbench.Client(timeout=10, stale_check=stale_check)
+def native_factory(url: str, ca: str | None, stale_check: bool = True):
+    c = httpbench.Client(timeout=10, stale_check=stale_check, ca_file=ca)
     return (lambda: c.get(url).body), c.close
 
 
-def native_nostale_factory(url: str):
-    return native_factory(url, stale_check=False)
+def native_nostale_factory(url: str, ca: str | None):
+    return native_factory(url, ca, stale_check=False)
 
 
-def pycurl_factory(url: str):
+def pycurl_factory(url: str, ca: str | None):
     import pycurl
 
     h = pycurl.Curl()
     h.setopt(pycurl.URL, url)
+    if ca:
+        h.setopt(pycurl.CAINFO, ca)
 
     def get() -> bytes:
         b = io.BytesIO()
@@ -133,9 +140,15 @@ def pycurl_factory(url: str):
     return get, h.close
 
 
-def http_client_factory(url: str):
+def http_client_factory(url: str, ca: str | None):
     u = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    if ca:
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=ca)
+        conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=10, context=ctx)
+    else:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
     path = u.path
 
     def get() -> bytes:
@@ -145,11 +158,16 @@ def http_client_factory(url: str):
     return get, conn.close
 
 
-def urllib3_factory(url: str):
+def urllib3_factory(url: str, ca: str | None):
     import urllib3
 
     u = urllib.parse.urlsplit(url)
-    pool = urllib3.HTTPConnectionPool(u.hostname, u.port, maxsize=1, retries=False, timeout=10)
+    if ca:
+        pool = urllib3.HTTPSConnectionPool(u.hostname, u.port, maxsize=1, retries=False,
+                                           timeout=10, ca_certs=ca)
+    else:
+        pool = urllib3.HTTPConnectionPool(u.hostname, u.port, maxsize=1, retries=False,
+                                          timeout=10)
     path = u.path
 
     def get() -> bytes:
@@ -175,7 +193,7 @@ def bench_gets(server: Server, n: int, rounds: int, warmup: int) -> dict:
         clients = {}
         for name, factory in GET_CLIENTS.items():
             try:
-                get, close = factory(url)
+                get, close = factory(url, server.ca_file)
             except ImportError as e:
                 print(f"  skipping {name}: {e}", file=sys.stderr)
                 continue
@@ -186,8 +204,10 @@ def bench_gets(server: Server, n: int, rounds: int, warmup: int) -> dict:
             for _ in range(warmup):
                 get()
             clients[name] = (get, close, [0.0, 0.0, 0])
-        for _ in range(rounds):
-            for _name, (get, _close, acc) in clients.items():
+        order = list(clients.values())
+        for rnd in range(rounds):
+            # Rotate who goes first so drifting background load hits all alike.
+            for get, _close, acc in order[rnd % len(order):] + order[: rnd % len(order)]:
                 c0, t0 = time.process_time(), time.perf_counter()
                 for _ in range(per_round):
                     get()
@@ -210,30 +230,39 @@ def bench_gets(server: Server, n: int, rounds: int, warmup: int) -> dict:
 # ------------------------------------------------------------------ downloads
 
 
-def dl_native(url: str, path: str) -> None:
-    with httpbench.Client(timeout=60) as c:
+def dl_native(url: str, path: str, ca: str | None) -> None:
+    with httpbench.Client(timeout=60, ca_file=ca) as c:
         r = c.download(url, path)
         assert r.status == 200
 
 
-def dl_curl(url: str, path: str) -> None:
-    subprocess.run(["curl", "-s", "-f", "-o", path, url], check=True)
+def dl_curl(url: str, path: str, ca: str | None) -> None:
+    extra = ["--cacert", ca] if ca else []
+    subprocess.run(["curl", "-s", "-f", *extra, "-o", path, url], check=True)
 
 
-def dl_pycurl(url: str, path: str) -> None:
+def dl_pycurl(url: str, path: str, ca: str | None) -> None:
     import pycurl
 
     h = pycurl.Curl()
     with open(path, "wb") as f:
         h.setopt(pycurl.URL, url)
+        if ca:
+            h.setopt(pycurl.CAINFO, ca)
         h.setopt(pycurl.WRITEDATA, f)
         h.perform()
     h.close()
 
 
-def dl_http_client(url: str, path: str) -> None:
+def dl_http_client(url: str, path: str, ca: str | None) -> None:
     u = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    if ca:
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=ca)
+        conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=60, context=ctx)
+    else:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     conn.request("GET", u.path)
     r = conn.getresponse()
     with open(path, "wb") as f:
@@ -255,7 +284,7 @@ def bench_download(server: Server, repeats: int, tmp: str) -> dict:
                 os.unlink(path)
             t0 = time.perf_counter()
             try:
-                fn(url, path)
+                fn(url, path, server.ca_file)
             except (ImportError, FileNotFoundError) as e:
                 print(f"  skipping {name}: {e}", file=sys.stderr)
                 times[name] = []
@@ -279,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--dl-repeats", type=int, default=5)
     ap.add_argument("--skip-download", action="store_true")
+    ap.add_argument("--tls", action="store_true", help="HTTPS (embedded server, verified)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args(argv)
     kind = a.server
@@ -290,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             kind = "nginx"
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(kind, tmp)
+        server = Server(kind, tmp, tls=a.tls)
         try:
             print(f"server: {kind} at {server.base}; {a.n} sequential keep-alive GETs per client "
                   f"and size, {a.rounds} interleaved rounds")
@@ -317,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"server": kind, "n": a.n, "rounds": a.rounds, "get": gets,
+            json.dump({"server": kind, "tls": a.tls, "n": a.n, "rounds": a.rounds, "get": gets,
                        "download": dl}, f, indent=2)
     return 0
 
