@@ -344,6 +344,14 @@ static void do_handshake(econn *c)
     uint64_t now = hb_now_ns();
     if (!c->conn_warm) hb_hist_record(&th->r.tls, now - c->hs_start);
     if (hb_sock_session_reused(&c->s)) th->r.tls_resumed++;
+    if (!th->r.tls_info[0]) {
+        size_t alen = 0;
+        const char *alpn = hb_sock_alpn(&c->s, &alen);
+        const char *ver = hb_sock_tls_version(&c->s);
+        snprintf(th->r.tls_info, sizeof th->r.tls_info, "%s,%s%s%.*s", ver ? ver : "?",
+                 SSL_get_cipher_name(c->s.ssl), alpn ? "," : "", alpn ? (int)alen : 0,
+                 alpn ? alpn : "");
+    }
     conn_ready(c);
 }
 
@@ -1169,6 +1177,7 @@ int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err)
         }
         if (!r->server[0] && x->server[0]) memcpy(r->server, x->server, sizeof r->server);
         if (r->doc_length < 0) r->doc_length = x->doc_length;
+        if (!r->tls_info[0] && x->tls_info[0]) memcpy(r->tls_info, x->tls_info, sizeof r->tls_info);
         if (!r->first_error[0] && x->first_error[0])
             memcpy(r->first_error, x->first_error, sizeof r->first_error);
         hb_hist_merge(&r->latency, &x->latency, NULL);

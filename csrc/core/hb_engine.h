@@ -139,6 +139,7 @@ typedef struct hb_engine_result {
     char server[HB_ENG_SERVER_LEN];
     int64_t doc_length;
     char first_error[HB_ERR_LEN]; /* detail of the first error seen */
+    char tls_info[HB_ENG_SERVER_LEN]; /* first handshake: "TLSv1.3,TLS_AES_256_GCM_SHA384,http/1.1" */
 } hb_engine_result;
 
 typedef struct hb_engine hb_engine;

@@ -164,6 +164,9 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
     if (set_item(d, "server", PyUnicode_DecodeUTF8(r->server, (Py_ssize_t)strlen(r->server),
                                                    "replace")) < 0)
         goto fail;
+    if (set_item(d, "tls_info", PyUnicode_DecodeUTF8(r->tls_info, (Py_ssize_t)strlen(r->tls_info),
+                                                     "replace")) < 0)
+        goto fail;
     if (set_item(d, "first_error",
                  PyUnicode_DecodeUTF8(r->first_error, (Py_ssize_t)strlen(r->first_error),
                                       "replace")) < 0)

@@ -360,6 +360,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         "tls_resumed": raw["tls_resumed"],
         "warmup_requests": raw["warmup_requests"],
         "first_error": raw["first_error"],
+        "tls_info": raw["tls_info"],
         "generator": "httpbench",
     }
     return BenchResult(
@@ -455,6 +456,8 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     kv("Server Port", md.get("port", ""))
     if cfg.extra.get("tls"):
         resumed = md.get("tls_resumed", 0)
+        if md.get("tls_info"):
+            kv("SSL/TLS Protocol", md["tls_info"])
         kv("TLS", f"yes (verify {'on' if cfg.extra.get('verify') else 'OFF'}), "
                   f"{resumed} of {r.connections} handshakes resumed")
     lines.append("")
