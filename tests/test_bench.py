@@ -231,6 +231,7 @@ def test_https_verified_and_tls_error(tls_server):
     after = _settled(tls_server)
     assert r.successes == 40 and r.errors == 0
     assert r.tls is not None and r.tls.count == 2
+    assert r.metadata["tls_info"].startswith("TLSv1.") and "http/1.1" in r.metadata["tls_info"]
     assert _delta(before, after, "requests") == 40
     assert _delta(before, after, "bytes_out") == r.bytes_in
     # keep-alive off: every request a new handshake, resumption on by default
