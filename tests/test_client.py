@@ -562,6 +562,33 @@ def test_sigint_interrupts_a_waiting_request():
             assert c.get(srv2.url()).body == b"after"
 
 
+def test_connect_timeout_on_full_backlog():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(0)  # never accepted: once the queue is full, SYNs are dropped
+    port = ls.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(3):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            fillers.append(s)
+        time.sleep(0.1)
+        with Client(timeout=5, connect_timeout=0.3) as c:
+            t0 = time.monotonic()
+            with pytest.raises(RequestTimeout, match="connect"):
+                c.get(f"http://127.0.0.1:{port}/")
+            assert 0.3 <= time.monotonic() - t0 < 3.0  # the connect bound, not the 5 s
+    finally:
+        for s in fillers:
+            s.close()
+        ls.close()
+
+
 def test_timeout_validation():
     with pytest.raises(ValueError):
         Client(timeout=0)
