@@ -368,3 +368,13 @@ def test_large_responses(server):
     assert r.successes == 5 and r.metadata["body_bytes_in"] == 25_000_000
     r = bench(server.url + "/chunked/3000000?chunk=70000", n=3, pipeline=2)
     assert r.successes == 3 and r.metadata["body_bytes_in"] == 9_000_000
+
+
+def test_rate_with_warmup(server):
+    before = server.stats()
+    r = bench(server.url + "/", n=40, rate=1000, warmup=0.05, concurrency=2)
+    after = _settled(server)
+    assert r.successes == 40 and r.latency.count == 40 and r.latency_uncorrected.count == 40
+    # 0.05 s at 1000/s: the first 50 slots are warm-up
+    assert r.metadata["warmup_requests"] == 50
+    assert _delta(before, after, "requests") == 90
