@@ -365,17 +365,24 @@ def test_strict_once(httpbench):
 @pytest.mark.httpbench(repeats=0)
 def test_bad_repeats(httpbench):
     httpbench.measure(work, n=50)
+
+
+@pytest.mark.httpbench(tolerance="a lot")
+def test_bad_tolerance(httpbench):
+    httpbench.measure(work, n=50)
 ''')
     base = tmp_path / "base.json"
     run(pytester, f"--httpbench-save={base}", "-k", "not bad").assert_outcomes(
-        passed=2, deselected=1)
+        passed=2, deselected=2)
     monkeypatch.setenv("HB_DELAY", "0.002")
     summary = tmp_path / "s.json"
     res = run(pytester, f"--httpbench-compare={base}", "--httpbench-repeats=3",
               f"--httpbench-json={summary}")
     # 1000x slower: within the lenient marker's tolerance; the strict test fails after one run.
-    res.assert_outcomes(passed=1, failed=1, errors=1)
+    res.assert_outcomes(passed=1, failed=1, errors=2)
     assert "repeats must be a positive integer, not 0" in res.stdout.str()
+    assert "test_bad_tolerance: @pytest.mark.httpbench: tolerance='a lot': expected a " \
+        "percentage like '10%'" in res.stdout.str()
     rows = {m["key"]: m for m in json.loads(summary.read_text())["measurements"]}
     assert rows["test_m.py::test_lenient"]["verdict"] == "PASS"
     assert rows["test_m.py::test_strict_once"]["runs"] == 1

@@ -76,16 +76,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the httpbench summary (one entry per measurement) to PATH")
 
 
-def parse_tolerance(text: str) -> float:
-    """``"10%"`` -> 0.1, ``"0.1"`` -> 0.1; UsageError on anything else."""
+def parse_tolerance(text: Any, where: str = "--httpbench-tolerance") -> float:
+    """``"10%"`` -> 0.1, ``"0.1"`` -> 0.1; UsageError (naming ``where``) on anything else."""
     s = str(text).strip()
     try:
         value = float(s[:-1]) / 100 if s.endswith("%") else float(s)
     except ValueError:
-        raise pytest.UsageError(
-            f"--httpbench-tolerance={text!r}: expected a percentage like '10%'") from None
+        raise pytest.UsageError(f"{where}={text!r}: expected a percentage like '10%'") from None
     if not math.isfinite(value) or value < 0:
-        raise pytest.UsageError(f"--httpbench-tolerance={text!r}: must be a positive percentage")
+        raise pytest.UsageError(f"{where}={text!r}: must be a positive percentage")
     return value
 
 
@@ -400,7 +399,7 @@ def _marker_options(item: pytest.Item) -> tuple[Any, dict[str, Any]]:
             raise pytest.UsageError(f"{where}(budget=...): {exc}") from None
     opts: dict[str, Any] = {}
     if marker.kwargs.get("tolerance") is not None:
-        opts["tolerance"] = parse_tolerance(marker.kwargs["tolerance"])
+        opts["tolerance"] = parse_tolerance(marker.kwargs["tolerance"], f"{where}: tolerance")
     if marker.kwargs.get("repeats") is not None:
         rep = marker.kwargs["repeats"]
         if isinstance(rep, bool) or not isinstance(rep, int) or rep < 1:
