@@ -274,16 +274,24 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
                 lo.append(med - min(vals))
                 hi.append(max(vals) - med)
             if xs:
-                bars = ax.bar(xs, hs, width * 0.92, yerr=[lo, hi], capsize=3, label=c)
-                ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=2)
+                ax.bar(xs, hs, width * 0.92, yerr=[lo, hi], capsize=3, label=c)
+                for x, hgt, up in zip(xs, hs, hi, strict=True):  # value above the whisker
+                    ax.annotate(U.format_count(hgt), (x, hgt + up), xytext=(0, 2),
+                                textcoords="offset points", ha="center", va="bottom",
+                                fontsize=7)
         ax.set_xticks(range(len(scenarios)))
         ax.set_xticklabels([s or "(run)" for s in scenarios])
         ax.set_ylabel(unit)
-        ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the value labels
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the value labels
         ax.set_title(name)
         ax.grid(True, axis="y", alpha=0.3)
-        if mi == 0:
-            ax.legend(fontsize="small", ncols=min(4, len(clients)))
+    # one legend for all panels, above them (never over a bar)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    try:
+        fig.legend(handles, labels, loc="outside upper center", fontsize="small",
+                   ncols=min(5, len(clients)))
+    except ValueError:  # matplotlib < 3.7 has no "outside" placement
+        axes[0][0].legend(handles, labels, fontsize="small", ncols=min(5, len(clients)))
     if title:
         fig.suptitle(title)
     return fig
