@@ -24,7 +24,8 @@
  * Errors (begin/read_body): HB_E_TIMEOUT, HB_E_CONNECT / -errno on connect,
  * HB_E_TLS*, HB_PE_* (protocol; detail names the reason), HB_E_CLOSED (closed
  * before the head or during the body: a truncated body is never a success),
- * -errno for other socket errors, HB_E_INVALID. After an error from begin
+ * -errno for other socket errors, HB_E_INVALID, HB_E_INTERRUPTED (a signal
+ * cut a wait short and the pool has eintr_abort set). After an error from begin
  * there is nothing to end; after an error from read_body call end anyway (it
  * discards the connection).
  */
