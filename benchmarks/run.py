@@ -1,0 +1,609 @@
+#!/usr/bin/env python3
+"""The performance suite: every benchmark against its peers, in one command.
+
+    python benchmarks/run.py              # full suite (~15-20 min on 2 cores)
+    python benchmarks/run.py --quick      # short runs (~5 min), same tables
+    python benchmarks/run.py --only loadgen,server
+    python benchmarks/run.py --list
+
+Each per-area script in benchmarks/ runs as a subprocess with ``--json`` (the
+scripts interleave their contenders A B A B ... themselves); this script reads
+the JSON, computes medians with min-max over the rounds and the ratio to each
+peer, checks the goals of issue 10 (pass/miss per goal), and writes
+``benchmarks/results/<date>.md`` and ``.json`` (``<date>-quick.*`` for
+``--quick``) with machine metadata and how busy the machine was during each
+benchmark (CPU used by anything other than the benchmark's own processes).
+
+Peers: wrk, nginx, h2load, curl (Debian) and pycurl (PyPI); a missing one is
+named with its install command before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from _peers import (  # noqa: E402
+    SystemCpu,
+    find_peer,
+    install_hint,
+    machine_metadata,
+    summarize,
+)
+
+RESULTS = os.path.join(HERE, "results")
+
+
+# ---------------------------------------------------------------------------
+# records
+
+
+@dataclasses.dataclass
+class Row:
+    """One contender's figure in one case: median, min, max over the rounds."""
+
+    case: str
+    contender: str
+    metric: str
+    unit: str
+    median: float
+    min: float
+    max: float
+    n: int
+    ratios: dict[str, float] = dataclasses.field(default_factory=dict)  # peer -> ours/peer
+
+
+@dataclasses.dataclass
+class Goal:
+    """A goal check: ``measured <op> target``; ``passed`` None when not measured."""
+
+    area: str
+    goal: str
+    measured: float | None
+    op: str
+    target: float
+    detail: str = ""
+    primary: bool = True  # an issue-10 goal (False: a per-area issue's or informational)
+    unit: str = "×"  # of measured and target: "×" for ratios
+
+    @property
+    def passed(self) -> bool | None:
+        if self.measured is None or (isinstance(self.measured, float) and
+                                     math.isnan(self.measured)):
+            return None
+        m, t = self.measured, self.target
+        return {"<=": m <= t, ">=": m >= t, "<": m < t, "==": m == t}[self.op]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["passed"] = self.passed
+        return d
+
+
+@dataclasses.dataclass
+class Analysis:
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    goals: list[Goal] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def _row(case: str, contender: str, metric: str, unit: str, values: list[float]) -> Row:
+    s = summarize(values)
+    return Row(case, contender, metric, unit, s["median"], s["min"], s["max"], s["n"])
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(b) else float("nan")
+
+
+# ---------------------------------------------------------------------------
+# analyzers: per-area JSON -> rows + goals
+
+
+def analyze_loadgen(data: Any, quick: bool) -> Analysis:
+    """bench_loadgen.py --json: a list of runs {target, scheme, conns, tool, round, rps, ...}."""
+    an = Analysis()
+    groups: dict[tuple[str, str, int], dict[str, list[dict]]] = {}
+    for r in data:
+        groups.setdefault((r["target"], r["scheme"], int(r["conns"])), {}).setdefault(
+            r["tool"], []).append(r)
+    for (target, scheme, conns), tools in groups.items():
+        case = f"{target} {scheme.upper()} -t1 -c{conns}"
+        med: dict[tuple[str, str], float] = {}
+        for tool, runs in tools.items():
+            for metric, key, unit in (("req/s", "rps", "req/s"),
+                                      ("CPU/req", "cpu_us_per_req", "µs")):
+                row = _row(case, tool, metric, unit, [x[key] for x in runs])
+                med[(tool, key)] = row.median
+                an.rows.append(row)
+        for row in an.rows:
+            if row.case != case or row.contender != "httpbench":
+                continue
+            key = "rps" if row.metric == "req/s" else "cpu_us_per_req"
+            for peer in tools:
+                if peer != "httpbench":
+                    row.ratios[peer] = _ratio(row.median, med[(peer, key)])
+        if "httpbench" in tools and "wrk" in tools:
+            cpu_r = _ratio(med[("httpbench", "cpu_us_per_req")], med[("wrk", "cpu_us_per_req")])
+            rps_r = _ratio(med[("httpbench", "rps")], med[("wrk", "rps")])
+            primary = conns == 16
+            label = f"generator vs wrk, {case}"
+            an.goals.append(Goal("load generator", f"CPU/request ≤ 0.8× wrk ({case})", cpu_r,
+                                 "<=", 0.8, label, primary))
+            an.goals.append(Goal("load generator", f"requests/s ≥ wrk ({case})", rps_r, ">=",
+                                 1.0, label, primary))
+    an.notes.append("httpbench's CPU is its engine threads' own rusage (RUSAGE_THREAD); wrk's "
+                    "and h2load's the whole process's (wait4). -c1 goals are informational "
+                    "(issue 4 states the goals at -c16).")
+    return an
+
+
+def analyze_server(data: Any, quick: bool) -> Analysis:
+    """bench_server.py --json: {"runs": {"<server>/<bytes>": [{rps, cpu_us_per_req}]}}."""
+    an = Analysis()
+    by_size: dict[str, dict[str, list[dict]]] = {}
+    for key, runs in data["runs"].items():
+        name, size = key.rsplit("/", 1)
+        by_size.setdefault(size, {})[name] = runs
+    for size, servers in by_size.items():
+        case = f"wrk -t1 -c16, {int(size):,} B"
+        med: dict[tuple[str, str], float] = {}
+        rows = []
+        for name, runs in servers.items():
+            for metric, key, unit in (("CPU/req", "cpu_us_per_req", "µs"), ("req/s", "rps",
+                                                                             "req/s")):
+                row = _row(case, name, metric, unit, [x[key] for x in runs])
+                med[(name, key)] = row.median
+                rows.append(row)
+            if name == "embedded" and runs and "thread_cpu_us_per_req" in runs[0]:
+                rows.append(_row(case, "embedded (worker threads)", "CPU/req", "µs",
+                                 [x["thread_cpu_us_per_req"] for x in runs]))
+        nginxes = [n for n in servers if n.startswith("nginx")]
+        for row in rows:
+            if row.contender == "embedded":
+                key = "rps" if row.metric == "req/s" else "cpu_us_per_req"
+                for ng in nginxes:
+                    row.ratios[ng] = _ratio(row.median, med[(ng, key)])
+        an.rows += rows
+        if "embedded" in servers and nginxes:
+            ref = min(nginxes, key=lambda n: med[(n, "cpu_us_per_req")])
+            cpu_r = _ratio(med[("embedded", "cpu_us_per_req")], med[(ref, "cpu_us_per_req")])
+            rps_r = _ratio(med[("embedded", "rps")], med[(ref, "rps")])
+            an.goals.append(Goal("embedded server", f"CPU/request ≤ 0.8× nginx ({size} B)",
+                                 cpu_r, "<=", 0.8, f"vs the cheaper nginx: {ref}"))
+            an.goals.append(Goal("embedded server", f"requests/s ≥ nginx ({size} B, issue 3)",
+                                 rps_r, ">=", 1.0, f"vs {ref}", primary=False))
+    an.notes.append("Server CPU: utime+stime of the server process over the wrk run "
+                    "(/proc/<pid>/stat), divided by the requests wrk completed; server on CPU 0, "
+                    "wrk on CPU 1. nginx-static: open_file_cache + sendfile; nginx-return: "
+                    "`return 200` from memory (12 KB stays a file).")
+    return an
+
+
+def analyze_client(data: Any, quick: bool) -> Analysis:
+    """bench_client.py --json: {"get": {size: {client: {...}}}, "download": {client: {...}}}."""
+    an = Analysis()
+    peers = ("pycurl", "http.client", "urllib3")
+    for size, clients in data.get("get", {}).items():
+        case = f"sequential keep-alive GET {size} ({data.get('server', '?')} server)"
+        rows = []
+        for name, r in clients.items():
+            # The script reports totals over its interleaved rounds: one value per figure.
+            cpu = r.get("cpu_us_per_req_rounds") or [r["cpu_us_per_req"]]
+            rps = r.get("req_per_s_rounds") or [r["req_per_s"]]
+            rows.append(_row(case, name, "CPU/req", "µs", cpu))
+            rows.append(_row(case, name, "req/s", "req/s", rps))
+            if "latency_us_p50" in r:
+                rows.append(_row(case, name, "latency p50", "µs", [r["latency_us_p50"]]))
+        med = {(x.contender, x.metric): x.median for x in rows}
+        for row in rows:
+            if row.contender.startswith("native"):
+                for p in peers:
+                    if (p, row.metric) in med:
+                        row.ratios[p] = _ratio(row.median, med[(p, row.metric)])
+        an.rows += rows
+        if ("native", "CPU/req") in med:
+            an.goals.append(Goal("native Client", f"CPU/request ≤ 0.5× pycurl (GET {size})",
+                                 _ratio(med[("native", "CPU/req")],
+                                        med.get(("pycurl", "CPU/req"), float("nan"))),
+                                 "<=", 0.5, "process CPU (server in another process)"))
+    dl = data.get("download") or {}
+    if dl:
+        case = "30 MB download to disk"
+        rows = []
+        for name, r in dl.items():
+            vals = r.get("MB_per_s_repeats") or [r["median_MB_per_s"]]
+            row = _row(case, name, "MB/s", "MB/s", vals)
+            if len(vals) == 1:
+                row.min = r.get("median_MB_per_s", row.min)
+                row.max = r.get("best_MB_per_s", row.max)
+            rows.append(row)
+        med = {x.contender: x.median for x in rows}
+        for row in rows:
+            if row.contender == "native":
+                for p in med:
+                    if p != "native":
+                        row.ratios[p] = _ratio(row.median, med[p])
+        an.rows += rows
+        if "native" in med:
+            an.goals.append(Goal("native Client", "30 MB download ≥ 1.2× http.client",
+                                 _ratio(med["native"], med.get("http.client", float("nan"))),
+                                 ">=", 1.2, "median MB/s of interleaved repeats"))
+    an.notes.append(f"{data.get('n', '?')} GETs per client and size in {data.get('rounds', '?')} "
+                    "interleaved rounds; the script reports totals over the rounds (one value, "
+                    "no min–max); the download row's min–max is median–best.")
+    return an
+
+
+def analyze_measure(data: Any, quick: bool) -> Analysis:
+    """bench_measure.py --json: {"loop": {...}, "urllib3": {...}}."""
+    an = Analysis()
+    lp, u3 = data.get("loop", {}), data.get("urllib3", {})
+    if lp:
+        case = "no-op callable, ns/call"
+        py = _row(case, "Python for + perf_counter_ns", "loop", "ns",
+                  [lp["python_loop_ns_per_call"]])
+        c = _row(case, "measure() C loop", "loop", "ns", [lp["c_loop_ns_per_call"]])
+        ca = _row(case, "measure() C loop + alloc/GC", "loop", "ns",
+                  [lp["c_loop_accounting_ns_per_call"]])
+        c.ratios["Python loop"] = lp["ratio_c_vs_python"]
+        ca.ratios["Python loop"] = lp["ratio_c_accounting_vs_python"]
+        an.rows += [py, c, ca]
+        an.goals.append(Goal("measure()", "loop overhead ≤ 0.5× Python perf_counter_ns loop",
+                             lp["ratio_c_vs_python"], "<=", 0.5, "no-op callable"))
+    if u3:
+        case = "urllib3 GET vs embedded server, ns/call"
+        off = _row(case, "accounting off", "wall", "ns", [u3["get_off_ns_per_call"]])
+        on = _row(case, "alloc+GC accounting", "wall", "ns", [u3["get_on_ns_per_call"]])
+        tm = _row(case, "tracemalloc", "wall", "ns", [u3["get_tracemalloc_ns_per_call"]])
+        on.ratios["off"] = u3["factor_accounting"]
+        tm.ratios["off"] = u3["factor_tracemalloc"]
+        an.rows += [off, on, tm]
+        an.goals.append(Goal("measure()", "allocation accounting slow-down ≤ 1.10×",
+                             u3["factor_accounting"], "<=", 1.10,
+                             f"tracemalloc in the same run: {u3['factor_tracemalloc']:.2f}×"))
+    an.notes.append("The script reports medians of its interleaved rounds only (no min–max).")
+    return an
+
+
+def analyze_engine_mem(data: Any, quick: bool) -> Analysis:
+    """bench_engine_mem.py --json."""
+    an = Analysis()
+    for scheme in ("http", "https"):
+        al = data.get(f"allocs_{scheme}")
+        if not al:
+            continue
+        case = f"bench() heap allocations, {scheme.upper()}"
+        for which in ("short", "long"):
+            an.rows.append(_row(case, f"{al[which]['n']:,} requests", "mallocs", "",
+                                [al[which]["allocs"]]))
+        an.rows.append(_row(case, "per extra request", "mallocs", "",
+                            [al["allocs_per_request"]]))
+        if scheme == "http":
+            an.goals.append(Goal("load generator", "0 heap allocations per request (HTTP)",
+                                 al["allocs_per_request"], "==", 0.0,
+                                 f"{al['short']['allocs']} mallocs in {al['short']['n']:,} "
+                                 f"requests vs {al['long']['allocs']} in {al['long']['n']:,}", unit=""))
+        else:
+            an.goals.append(Goal("load generator", "heap allocations per request (HTTPS)",
+                                 al["allocs_per_request"], "<=", 4.5,
+                                 "includes OpenSSL's record-layer allocations", primary=False,
+                                 unit=""))
+    rs = data.get("rss")
+    if rs:
+        case = "RSS after a run"
+        for which in ("small", "large"):
+            r = rs[which]
+            an.rows.append(_row(case, f"{r['n']:,} requests", "peak RSS", "MB",
+                                [r["peak_rss"] / 1e6]))
+        small, large = rs["small"]["n"], rs["large"]["n"]
+        scope = f"{small:.0e} vs {large:.0e} requests".replace("e+0", "e")
+        if quick or large < 10_000_000:
+            scope += " (QUICK: goal is stated for 1e5 vs 1e7)"
+        an.goals.append(Goal("load generator", "RSS growth < 1 MB from 10^5 to 10^7 requests",
+                             rs["peak_rss_growth"] / 1e6, "<", 1.0, f"peak RSS, {scope}",
+                                 unit=" MB"))
+    return an
+
+
+_PARSE_LINE = re.compile(r"^\s+(C|Py)\s+(.+?)\s+([\d.]+) ns/op")
+
+
+def analyze_parse(text: str, quick: bool) -> Analysis:
+    """bench_parse.py has no --json: parse its printed lines "  C  name  12.3 ns/op"."""
+    an = Analysis()
+    base = None
+    for line in text.splitlines():
+        m = _PARSE_LINE.match(line)
+        if not m:
+            continue
+        level, name, ns = m.group(1), m.group(2), float(m.group(3))
+        row = _row(f"parse a ~150 B response head ({level})", name, "time", "ns", [ns])
+        if level == "Py":
+            if base is None:
+                base = ns
+            elif base:
+                row.ratios["httpbench"] = ns / base
+        an.rows.append(row)
+    an.notes.append("Best of the script's repeats (it prints no spread). No goal in issue 10.")
+    return an
+
+
+# ---------------------------------------------------------------------------
+# the benchmarks
+
+
+@dataclasses.dataclass
+class Bench:
+    name: str
+    script: str
+    full: list[str]
+    quick: list[str]
+    smoke: list[str]
+    analyze: Callable[[Any, bool], Analysis]
+    peers: tuple[str, ...] = ()
+    json_out: bool = True
+    timeout: float = 1200.0
+
+
+BENCHES = [
+    Bench("loadgen", "bench_loadgen.py", ["--duration", "5", "--rounds", "3"],
+          ["--duration", "2", "--rounds", "2"], ["--duration", "1", "--rounds", "1"],
+          analyze_loadgen, ("wrk", "h2load", "nginx")),
+    Bench("server", "bench_server.py", ["--duration", "10", "--rounds", "3"],
+          ["--duration", "2", "--rounds", "2"], ["--duration", "1", "--rounds", "1"],
+          analyze_server, ("wrk", "nginx")),
+    Bench("client", "bench_client.py", ["-n", "20000", "--rounds", "5", "--dl-repeats", "5"],
+          ["-n", "5000", "--rounds", "3", "--dl-repeats", "3"],
+          ["-n", "300", "--rounds", "1", "--dl-repeats", "1", "--warmup", "10"], analyze_client,
+          ("pycurl", "curl")),
+    Bench("measure", "bench_measure.py", [],
+          ["--rounds", "3", "--noop-n", "100000", "--get-n", "500"],
+          ["--rounds", "1", "--noop-n", "10000", "--get-n", "50"], analyze_measure),
+    Bench("engine_mem", "bench_engine_mem.py", [], ["--quick"],
+          ["--quick", "--small", "2000", "--large", "10000", "--alloc-long", "5000"],
+          analyze_engine_mem,
+          timeout=2400.0),
+    Bench("parse", "bench_parse.py", [], ["--iters", "50000", "--repeat", "3"], ["--iters", "2000", "--repeat", "1"], analyze_parse,
+          json_out=False, timeout=600.0),
+]
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_bench(b: Bench, mode: str, tmp: str) -> dict[str, Any]:
+    """Run one script; its raw data, analysis, timing and the machine's other load."""
+    out: dict[str, Any] = {"name": b.name, "script": f"benchmarks/{b.script}"}
+    path = os.path.join(HERE, b.script)
+    if not os.path.exists(path):
+        out["error"] = f"benchmarks/{b.script} does not exist"
+        return out
+    args = {"full": b.full, "quick": b.quick, "smoke": b.smoke}[mode]
+    argv = [sys.executable, path, *args]
+    jpath = os.path.join(tmp, f"{b.name}.json")
+    if b.json_out:
+        argv += ["--json", jpath]
+    out["command"] = " ".join(["python", f"benchmarks/{b.script}", *argv[2:]]).replace(
+        jpath, "OUT.json")
+    print(f"\n=== {b.name}: {out['command']}", flush=True)
+    c0 = _children_cpu()
+    t0 = time.monotonic()
+    with SystemCpu() as sc:
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=b.timeout,
+                               cwd=os.path.dirname(HERE))
+        except subprocess.TimeoutExpired as e:
+            out["error"] = f"timed out after {b.timeout:.0f} s"
+            out["stdout"] = (e.stdout or b"")[-20000:].decode(errors="replace") \
+                if isinstance(e.stdout, bytes) else (e.stdout or "")[-20000:]
+            return out
+    own = _children_cpu() - c0
+    out["seconds"] = time.monotonic() - t0
+    out["machine_busy_cores"] = sc.busy_seconds / sc.wall if sc.wall else None
+    # CPU of everything else on the machine while this benchmark ran (cores).
+    out["other_load_cores"] = max(0.0, (sc.busy_seconds - own) / sc.wall) if sc.wall else None
+    out["stdout"] = p.stdout[-20000:]
+    out["stderr"] = p.stderr[-5000:]
+    print(p.stdout.rstrip()[-4000:], flush=True)
+    if p.returncode != 0:
+        out["error"] = f"exit status {p.returncode}: {p.stderr.strip()[-2000:]}"
+        print(f"!!! {b.name} failed: {out['error']}", flush=True)
+        return out
+    try:
+        if b.json_out:
+            with open(jpath) as f:
+                data = json.load(f)
+            out["data"] = data
+        else:
+            data = p.stdout
+        an = b.analyze(data, mode != "full")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        out["error"] = f"could not read its results: {type(e).__name__}: {e}"
+        print(f"!!! {b.name}: {out['error']}", flush=True)
+        return out
+    out["rows"] = [dataclasses.asdict(r) for r in an.rows]
+    out["goals"] = [g.to_dict() for g in an.goals]
+    out["notes"] = an.notes
+    return out
+
+
+# ---------------------------------------------------------------------------
+# report
+
+
+def _fmt(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 0.01:
+        return f"{v:.2f}"
+    return f"{v:.2g}"
+
+
+def _verdict(p: bool | None) -> str:
+    return {True: "PASS", False: "MISS", None: "no data"}[p]
+
+
+def _last_line(text: str) -> str:
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return (lines[-1] if lines else "?")[:200].replace("|", "/")
+
+
+def goal_table(results: list[dict[str, Any]], primary_only: bool = False) -> list[str]:
+    lines = ["| area | goal | measured | target | result | detail |",
+             "|---|---|---:|---:|:---:|---|"]
+    for r in results:
+        for g in r.get("goals", []):
+            if primary_only and not g["primary"]:
+                continue
+            m, unit = g["measured"], g["unit"]
+            ms = _fmt(m) + unit if m is not None else "–"
+            flag = "" if g["primary"] else " †"
+            lines.append(f"| {g['area']} | {g['goal']}{flag} | {ms} | {g['op']} {_fmt(g['target'])}"
+                         f"{unit} | {_verdict(g['passed'])} | {g['detail']} |")
+        if "error" in r:
+            lines.append(f"| {r['name']} | (benchmark did not run) | – | – | no data | "
+                         f"{_last_line(r['error'])} |")
+    return lines
+
+
+def render_md(doc: dict[str, Any]) -> str:
+    meta = doc["metadata"]
+    L = [f"# httpbench performance suite — {doc['date']}{'' if doc['mode'] == 'full' else ' (' + doc['mode'] + ')'}",
+         "",
+         f"Command: `{doc['command']}` — {doc['seconds'] / 60:.1f} min, "
+         f"git {meta.get('git_commit')}, httpbench {meta.get('httpbench')}.",
+         "",
+         f"Machine: {meta['cpu_model']} × {meta['cpu_count']} cores, Linux {meta['kernel']}, "
+         f"Python {meta['python']}, {meta['openssl_python']}; load average at start "
+         f"{', '.join(f'{x:.2f}' for x in meta['loadavg'] or [])}.",
+         "",
+         "Peers: " + "; ".join(f"{k}: {v or 'MISSING'}" for k, v in meta["peers"].items()) + ".",
+         ""]
+    busy = [(r["name"], r.get("other_load_cores")) for r in doc["benchmarks"]
+            if r.get("other_load_cores") is not None]
+    if busy:
+        L += ["Other load while each benchmark ran (CPU cores used by processes outside the "
+              "suite, of " f"{meta['cpu_count']}): "
+              + ", ".join(f"{n} {v:.2f}" for n, v in busy) + "."
+              + (" **The machine was busy: ratios are side by side in the same conditions, "
+                 "absolute figures are lower than on an idle machine.**"
+                 if any(v > 0.3 for _, v in busy) else ""), ""]
+    L += ["## Goals (issue 10)", "", *goal_table(doc["benchmarks"]), "",
+          "† not one of issue 10's goals: a per-area issue's goal or informational. Ratios are "
+          "ours ÷ peer's, computed from the medians.", ""]
+    for r in doc["benchmarks"]:
+        L += [f"## {r['name']}", "", f"`{r.get('command', r['script'])}`"
+              + (f" — {r['seconds']:.0f} s" if "seconds" in r else ""), ""]
+        if "error" in r:
+            L += [f"**Did not run:** {r['error']}", ""]
+            continue
+        L += ["| case | contender | metric | median | min–max | n | ratio (ours ÷ peer) |",
+              "|---|---|---|---:|---:|---:|---|"]
+        for row in r["rows"]:
+            unit = f" {row['unit']}" if row["unit"] else ""
+            rng = (f"{_fmt(row['min'])}–{_fmt(row['max'])}" if row["n"] > 1 or
+                   row["min"] != row["max"] else "")
+            ratios = ", ".join(f"{_fmt(v)}× {k}" for k, v in row["ratios"].items())
+            L.append(f"| {row['case']} | {row['contender']} | {row['metric']} | "
+                     f"{_fmt(row['median'])}{unit} | {rng} | {row['n']} | {ratios} |")
+        L.append("")
+        for n in r.get("notes", []):
+            L.append(f"* {n}")
+        L.append("")
+    return "\n".join(L)
+
+
+def check_peers(benches: list[Bench]) -> list[str]:
+    missing = sorted({p for b in benches for p in b.peers if find_peer(p) is None})
+    return [f"missing peer {p}: install with `{install_hint(p)}`" for p in missing]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="short runs (~5 min)")
+    ap.add_argument("--only", help="comma-separated benchmark names (see --list)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="sub-second runs to check the plumbing (figures meaningless; no files)")
+    ap.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    ap.add_argument("--out", default=None,
+                    help=f"results directory (default: {os.path.relpath(RESULTS)}; "
+                         "--smoke writes only with --out)")
+    ap.add_argument("--no-write", action="store_true", help="print only, write no files")
+    a = ap.parse_args(argv)
+    if a.list:
+        for b in BENCHES:
+            print(f"{b.name:<11} benchmarks/{b.script} {' '.join(b.full)}")
+        return 0
+    benches = BENCHES
+    if a.only:
+        names = [n.strip() for n in a.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in {b.name for b in BENCHES}]
+        if unknown:
+            ap.error(f"unknown benchmark(s) {', '.join(unknown)}; "
+                     f"known: {', '.join(b.name for b in BENCHES)}")
+        benches = [b for b in BENCHES if b.name in names]
+    missing = check_peers(benches)
+    for m in missing:
+        print(m, file=sys.stderr)
+    if missing:
+        print("the benchmarks needing them will report what they could not measure",
+              file=sys.stderr)
+    mode = "smoke" if a.smoke else "quick" if a.quick else "full"
+    if a.smoke and a.out is None:
+        a.no_write = True
+    a.out = a.out or RESULTS
+    cmd = "python benchmarks/run.py" + (f" --{mode}" if mode != "full" else "") + (
+        f" --only {a.only}" if a.only else "")
+    t0 = time.monotonic()
+    meta = machine_metadata()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="hb-suite-") as tmp:
+        for b in benches:
+            results.append(run_bench(b, mode, tmp))
+    date = time.strftime("%Y-%m-%d", time.gmtime())
+    doc = {"schema": 1, "date": date, "mode": mode, "quick": mode != "full", "command": cmd,
+           "seconds": time.monotonic() - t0, "metadata": meta,
+           "loadavg_end": list(os.getloadavg()), "missing_peers": missing,
+           "benchmarks": results}
+    md = render_md(doc)
+    print("\n" + "\n".join(goal_table(results)))
+    if not a.no_write:
+        os.makedirs(a.out, exist_ok=True)
+        stem = os.path.join(a.out, date + (f"-{mode}" if mode != "full" else "")
+                            + (f"-{a.only.replace(',', '+')}" if a.only else ""))
+        with open(stem + ".json", "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+        with open(stem + ".md", "w") as f:
+            f.write(md)
+        print(f"\nwrote {stem}.md and {stem}.json")
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
