@@ -331,6 +331,35 @@ def test_expect_100_continue(srv):
         while not data.endswith(b"}"):
             data += s.recv(4096)
     assert f'"crc32": "{zlib.crc32(body):08x}"'.encode() in data
+    # echo: 100 before the echo head, after an earlier pipelined answer;
+    # wrong-method echo gets 100 too (the body is read), after the first answer
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"GET /bytes/2 HTTP/1.1\r\nHost: x\r\n\r\n"
+                  b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+        data = b""
+        while b"100 Continue\r\n\r\nHTTP/1.1 200" not in data:
+            data += s.recv(4096)
+        s.sendall(b"abc"
+                  b"GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nExpect: 100-continue\r\n"
+                  b"Connection: close\r\n\r\n")
+        time.sleep(0.05)
+        s.sendall(b"z")
+        data += raw_read_all(s)
+    first, _, rest = data.partition(b"\r\n\r\n01")
+    assert first.startswith(b"HTTP/1.1 200 OK") and rest.startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+    assert b"\r\n\r\nabcHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 405 " in rest
+    # HTTP/1.0 never gets a 1xx
+    r = raw_exchange(srv.port, b"POST /sink HTTP/1.0\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nhi")
+    assert r.startswith(b"HTTP/1.1 200 OK") and b"100 Continue" not in r
+
+
+def raw_read_all(s: socket.socket) -> bytes:
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
 
 
 # ---- fault routes and timing routes -----------------------------------------

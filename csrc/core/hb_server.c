@@ -132,7 +132,7 @@ typedef struct conn {
     uint64_t linger_until;
     uint8_t phase, rd_ready, wr_ready, peer_eof;
     uint8_t close_after, ka10, head_only, uncounted;
-    uint8_t body_mode, body_chunked, echo_chunked, after, wait_kind, responded;
+    uint8_t body_mode, body_chunked, echo_chunked, after, wait_kind, responded, send_continue;
     int route, status, minor;
     uint64_t body_left; /* Content-Length bytes still to consume */
     hb_chunked chunked;
@@ -772,6 +772,8 @@ static void dispatch(conn *c, const hb_request_head *h)
         ADD(c->w->st.by_route[route], 1);
     }
 
+    int early = c->status == 200 && route == HB_ROUTE_EARLY_RESPONSE;
+    if (c->send_continue && !early) OUT_LIT(c, "HTTP/1.1 100 Continue\r\n\r\n");
     /* Routes that answer before (or while) the body is read. */
     if (c->status == 200 && route == HB_ROUTE_ECHO) {
         if (c->body_chunked && c->minor >= 1) {
@@ -930,24 +932,11 @@ static int handle_head(conn *c)
     c->body_bytes = 0;
     c->crc = 0;
     c->echo_chunked = 0;
-    dispatch(c, &h);
     int has_body = c->body_chunked || c->body_left > 0;
-    if (has_body && h.framing.expect_continue && c->rpos == c->rlen &&
-        c->route != HB_ROUTE_EARLY_RESPONSE) {
-        /* 100 goes out before the final response; echo queued its head already */
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (c->niov == 0 || c->route != HB_ROUTE_ECHO) {
-            out_bytes(c, cont, sizeof cont - 1);
-        } else { /* put it in front of the queued echo head */
-            memmove(c->iov + c->iov_first + 1, c->iov + c->iov_first,
-                    (size_t)c->niov * sizeof c->iov[0]);
-            memcpy(c->obuf + c->olen, cont, sizeof cont - 1);
-            c->iov[c->iov_first].iov_base = c->obuf + c->olen;
-            c->iov[c->iov_first].iov_len = sizeof cont - 1;
-            c->niov++;
-            c->olen += sizeof cont - 1;
-        }
-    }
+    /* 1xx only to HTTP/1.1 clients still waiting for it (no body bytes yet) */
+    c->send_continue =
+        (uint8_t)(has_body && h.framing.expect_continue && c->rpos == c->rlen && c->minor >= 1);
+    dispatch(c, &h);
     if (c->route == HB_ROUTE_EARLY_RESPONSE && c->status == 200) {
         request_done(c);
         c->phase = PH_HEAD;
