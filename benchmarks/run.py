@@ -452,8 +452,8 @@ def _fmt(v: float | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     a = abs(v)
-    if a == 0:
-        return "0"
+    if float(v).is_integer():
+        return f"{int(v):,}"
     if a >= 1000:
         return f"{v:,.0f}"
     if a >= 100:
@@ -539,6 +539,56 @@ def render_md(doc: dict[str, Any]) -> str:
     return "\n".join(L)
 
 
+README = os.path.join(os.path.dirname(HERE), "README.md")
+MARK_START, MARK_END = "<!-- perf-summary:start -->", "<!-- perf-summary:end -->"
+
+
+def latest_results(directory: str = RESULTS) -> str | None:
+    """The newest full-suite results JSON (a quick one if there is no full one)."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+    except OSError:
+        return None
+    full = [n for n in names if re.fullmatch(r"\d{4}-\d{2}-\d{2}\.json", n)]
+    pick = full or [n for n in names if "-quick" in n and "+" not in n]
+    return os.path.join(directory, pick[-1]) if pick else None
+
+
+def readme_summary(doc: dict[str, Any], path: str) -> str:
+    """The README's summary block: issue-10 goals with the measured ratios."""
+    meta = doc["metadata"]
+    rel = os.path.relpath(os.path.splitext(path)[0] + ".md", os.path.dirname(HERE))
+    busy = [r.get("other_load_cores") or 0.0 for r in doc["benchmarks"]]
+    lines = [
+        f"Latest run: {doc['date']}, `{doc['command']}` ({doc['seconds'] / 60:.0f} min), "
+        f"{meta['cpu_model']} × {meta['cpu_count']}, Linux {meta['kernel']}, "
+        f"Python {meta['python']}, git {meta.get('git_commit')}; other load on the machine "
+        f"up to {max(busy, default=0):.1f} cores. Full tables (medians, min–max, every peer): "
+        f"[{rel}]({rel}).",
+        "",
+        *goal_table(doc["benchmarks"]),
+        "",
+        "† not an issue-10 goal (a per-area issue's, or informational).",
+    ]
+    return "\n".join(lines)
+
+
+def update_readme(results_path: str, readme: str = README) -> None:
+    """Replace the block between the perf-summary markers in README.md (nothing else)."""
+    with open(results_path) as f:
+        doc = json.load(f)
+    block = readme_summary(doc, results_path)
+    with open(readme) as f:
+        text = f.read()
+    i, j = text.find(MARK_START), text.find(MARK_END)
+    if i < 0 or j < i:
+        raise SystemExit(f"{readme} has no {MARK_START} ... {MARK_END} block to update")
+    text = text[: i + len(MARK_START)] + "\n" + block + "\n" + text[j:]
+    with open(readme, "w") as f:
+        f.write(text)
+    print(f"updated the performance summary in {readme} from {results_path}")
+
+
 def check_peers(benches: list[Bench]) -> list[str]:
     missing = sorted({p for b in benches for p in b.peers if find_peer(p) is None})
     return [f"missing peer {p}: install with `{install_hint(p)}`" for p in missing]
@@ -555,7 +605,16 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"results directory (default: {os.path.relpath(RESULTS)}; "
                          "--smoke writes only with --out)")
     ap.add_argument("--no-write", action="store_true", help="print only, write no files")
+    ap.add_argument("--update-readme", nargs="?", const="latest", metavar="RESULTS.json",
+                    help="only rewrite README's performance summary from a results file "
+                         "(default: the latest full run)")
     a = ap.parse_args(argv)
+    if a.update_readme:
+        path = latest_results() if a.update_readme == "latest" else a.update_readme
+        if path is None:
+            ap.error("no results in benchmarks/results/ yet: run the suite first")
+        update_readme(path)
+        return 0
     if a.list:
         for b in BENCHES:
             print(f"{b.name:<11} benchmarks/{b.script} {' '.join(b.full)}")
