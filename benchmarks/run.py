@@ -194,33 +194,53 @@ def analyze_server(data: Any, quick: bool) -> Analysis:
     return an
 
 
+def _client_section(an: Analysis, case: str, label: str, clients: dict[str, Any],
+                    peers: tuple[str, ...]) -> None:
+    rows = []
+    for name, r in clients.items():
+        # Per-round lists when the script gives them; else its total over the rounds.
+        cpu = r.get("cpu_us_per_req_rounds") or [r["cpu_us_per_req"]]
+        rps = r.get("req_per_s_rounds") or [r["req_per_s"]]
+        rows.append(_row(case, name, "CPU/req", "µs", cpu))
+        rows.append(_row(case, name, "req/s", "req/s", rps))
+        for q in ("p50", "p99"):
+            lat = r.get(f"latency_us_{q}_rounds") or (
+                [r[f"latency_us_{q}"]] if f"latency_us_{q}" in r else None)
+            if lat:
+                rows.append(_row(case, name, f"latency {q}", "µs", lat))
+    med = {(x.contender, x.metric): x.median for x in rows}
+    for row in rows:
+        if row.contender.startswith("native"):
+            for p in peers:
+                if (p, row.metric) in med:
+                    row.ratios[p] = _ratio(row.median, med[(p, row.metric)])
+    an.rows += rows
+    if ("native", "CPU/req") in med:
+        an.goals.append(Goal("native Client", f"CPU/request ≤ 0.5× pycurl ({label})",
+                             _ratio(med[("native", "CPU/req")],
+                                    med.get(("pycurl", "CPU/req"), float("nan"))),
+                             "<=", 0.5, "process CPU (server in another process)"))
+
+
 def analyze_client(data: Any, quick: bool) -> Analysis:
-    """bench_client.py --json: {"get": {size: {client: {...}}}, "download": {client: {...}}}."""
+    """bench_client.py --json.
+
+    Reads ``{"server", "n", "rounds", "get": {size: {client: {"cpu_us_per_req",
+    "req_per_s"}}}, "download": {client: {"median_MB_per_s", "best_MB_per_s"}}}``
+    and, when present, per-round lists ``cpu_us_per_req_rounds``,
+    ``req_per_s_rounds``, latency ``latency_us_p50``/``latency_us_p99`` (or
+    ``..._rounds``), ``"post": {label: {client: {...}}}`` (same fields; POST
+    300 KB from a file) and ``MB_per_s_repeats`` for the download.
+    """
     an = Analysis()
     peers = ("pycurl", "http.client", "urllib3")
+    where = f"{data.get('server', '?')} server"
     for size, clients in data.get("get", {}).items():
-        case = f"sequential keep-alive GET {size} ({data.get('server', '?')} server)"
-        rows = []
-        for name, r in clients.items():
-            # The script reports totals over its interleaved rounds: one value per figure.
-            cpu = r.get("cpu_us_per_req_rounds") or [r["cpu_us_per_req"]]
-            rps = r.get("req_per_s_rounds") or [r["req_per_s"]]
-            rows.append(_row(case, name, "CPU/req", "µs", cpu))
-            rows.append(_row(case, name, "req/s", "req/s", rps))
-            if "latency_us_p50" in r:
-                rows.append(_row(case, name, "latency p50", "µs", [r["latency_us_p50"]]))
-        med = {(x.contender, x.metric): x.median for x in rows}
-        for row in rows:
-            if row.contender.startswith("native"):
-                for p in peers:
-                    if (p, row.metric) in med:
-                        row.ratios[p] = _ratio(row.median, med[(p, row.metric)])
-        an.rows += rows
-        if ("native", "CPU/req") in med:
-            an.goals.append(Goal("native Client", f"CPU/request ≤ 0.5× pycurl (GET {size})",
-                                 _ratio(med[("native", "CPU/req")],
-                                        med.get(("pycurl", "CPU/req"), float("nan"))),
-                                 "<=", 0.5, "process CPU (server in another process)"))
+        _client_section(an, f"sequential keep-alive GET {size} ({where})", f"GET {size}",
+                        clients, peers)
+    for label, clients in (data.get("post") or {}).items():
+        _client_section(an, f"sequential POST {label} ({where})", f"POST {label}", clients,
+                        peers)
     dl = data.get("download") or {}
     if dl:
         case = "30 MB download to disk"
@@ -228,9 +248,8 @@ def analyze_client(data: Any, quick: bool) -> Analysis:
         for name, r in dl.items():
             vals = r.get("MB_per_s_repeats") or [r["median_MB_per_s"]]
             row = _row(case, name, "MB/s", "MB/s", vals)
-            if len(vals) == 1:
-                row.min = r.get("median_MB_per_s", row.min)
-                row.max = r.get("best_MB_per_s", row.max)
+            if len(vals) == 1 and "best_MB_per_s" in r:
+                row.max = r["best_MB_per_s"]  # the script gives median and best only
             rows.append(row)
         med = {x.contender: x.median for x in rows}
         for row in rows:
@@ -243,23 +262,37 @@ def analyze_client(data: Any, quick: bool) -> Analysis:
             an.goals.append(Goal("native Client", "30 MB download ≥ 1.2× http.client",
                                  _ratio(med["native"], med.get("http.client", float("nan"))),
                                  ">=", 1.2, "median MB/s of interleaved repeats"))
-    an.notes.append(f"{data.get('n', '?')} GETs per client and size in {data.get('rounds', '?')} "
-                    "interleaved rounds; the script reports totals over the rounds (one value, "
-                    "no min–max); the download row's min–max is median–best.")
+    first = next(iter(data.get("get", {}).values()), {})
+    if first and "cpu_us_per_req_rounds" not in next(iter(first.values()), {}):
+        an.notes.append(f"{data.get('n', '?')} GETs per client and size in "
+                        f"{data.get('rounds', '?')} interleaved rounds; the script reports "
+                        "totals over the rounds (one value, no min–max).")
+    if dl and "MB_per_s_repeats" not in next(iter(dl.values())):
+        an.notes.append("Download: the script reports median and best MB/s only (shown as "
+                        "median and max; no min).")
+    if not data.get("post"):
+        an.notes.append("Not measured by bench_client.py yet: POST 300 KB from a file.")
     return an
 
 
 def analyze_measure(data: Any, quick: bool) -> Analysis:
-    """bench_measure.py --json: {"loop": {...}, "urllib3": {...}}."""
+    """bench_measure.py --json: {"loop": {...}, "urllib3": {...}}.
+
+    Per-round lists are used when present: ``loop["rounds"] = {"python": [...],
+    "c": [...], "c_accounting": [...]}`` and ``urllib3["rounds"] = {"off": [...],
+    "on": [...], "tracemalloc": [...]}`` (ns per call).
+    """
     an = Analysis()
     lp, u3 = data.get("loop", {}), data.get("urllib3", {})
     if lp:
         case = "no-op callable, ns/call"
+        rr = lp.get("rounds") or {}
         py = _row(case, "Python for + perf_counter_ns", "loop", "ns",
-                  [lp["python_loop_ns_per_call"]])
-        c = _row(case, "measure() C loop", "loop", "ns", [lp["c_loop_ns_per_call"]])
+                  rr.get("python") or [lp["python_loop_ns_per_call"]])
+        c = _row(case, "measure() C loop", "loop", "ns",
+                 rr.get("c") or [lp["c_loop_ns_per_call"]])
         ca = _row(case, "measure() C loop + alloc/GC", "loop", "ns",
-                  [lp["c_loop_accounting_ns_per_call"]])
+                  rr.get("c_accounting") or [lp["c_loop_accounting_ns_per_call"]])
         c.ratios["Python loop"] = lp["ratio_c_vs_python"]
         ca.ratios["Python loop"] = lp["ratio_c_accounting_vs_python"]
         an.rows += [py, c, ca]
@@ -267,16 +300,28 @@ def analyze_measure(data: Any, quick: bool) -> Analysis:
                              lp["ratio_c_vs_python"], "<=", 0.5, "no-op callable"))
     if u3:
         case = "urllib3 GET vs embedded server, ns/call"
-        off = _row(case, "accounting off", "wall", "ns", [u3["get_off_ns_per_call"]])
-        on = _row(case, "alloc+GC accounting", "wall", "ns", [u3["get_on_ns_per_call"]])
-        tm = _row(case, "tracemalloc", "wall", "ns", [u3["get_tracemalloc_ns_per_call"]])
+        rr = u3.get("rounds") or {}
+        off = _row(case, "accounting off", "wall", "ns",
+                   rr.get("off") or [u3["get_off_ns_per_call"]])
+        on = _row(case, "alloc+GC accounting", "wall", "ns",
+                  rr.get("on") or [u3["get_on_ns_per_call"]])
+        tm = _row(case, "tracemalloc", "wall", "ns",
+                  rr.get("tracemalloc") or [u3["get_tracemalloc_ns_per_call"]])
         on.ratios["off"] = u3["factor_accounting"]
         tm.ratios["off"] = u3["factor_tracemalloc"]
         an.rows += [off, on, tm]
+        if "cpu_factor_accounting" in u3:
+            an.rows.append(_row(case, "alloc+GC accounting", "CPU factor", "×",
+                                [u3["cpu_factor_accounting"]]))
+            an.rows.append(_row(case, "tracemalloc", "CPU factor", "×",
+                                [u3["cpu_factor_tracemalloc"]]))
         an.goals.append(Goal("measure()", "allocation accounting slow-down ≤ 1.10×",
                              u3["factor_accounting"], "<=", 1.10,
-                             f"tracemalloc in the same run: {u3['factor_tracemalloc']:.2f}×"))
-    an.notes.append("The script reports medians of its interleaved rounds only (no min–max).")
+                             f"urllib3 GET; tracemalloc in the same run: "
+                             f"{u3['factor_tracemalloc']:.2f}×"))
+        if not rr:
+            an.notes.append("The script reports medians of its interleaved rounds only "
+                            "(no min–max).")
     return an
 
 
