@@ -353,3 +353,15 @@ def test_progress_bar_is_off_when_not_interactive(monkeypatch, capsys):
     bar("message")
     bar.close()
     assert capsys.readouterr().err == ""
+
+
+def test_cli_report_plot_dir(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "b.json"
+    make_bench().save(path)
+    figs = tmp_path / "figs"
+    assert _cli.main(["report", str(path), "--plot", str(figs)]) == 0
+    assert sorted(p.name for p in figs.iterdir()) == [
+        "cdf.png", "cdf.svg", "percentiles.png", "percentiles.svg",
+        "throughput.png", "throughput.svg"]
+    assert "wrote 6 files" in capsys.readouterr().err
