@@ -9,6 +9,7 @@ libraries side by side.
 from ._bench import bench
 from ._budget import BudgetExceeded
 from ._client import Client, Headers, Response
+from ._compare import compare
 from ._core import (
     ConnectError,
     Histogram,
@@ -38,6 +39,7 @@ __all__ = [
     "native_alloc_preload_path",
     "native_allocs",
     "bench",
+    "compare",
     "BenchResult",
     "MeasureResult",
     "ResultSet",

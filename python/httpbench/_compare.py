@@ -47,6 +47,7 @@ def compare(
     native_allocs: bool | None = None,
     pin: bool = True,
     timeout: float = 120.0,
+    warmup: int = 3,
     scale: float | None = None,
     progress: Callable[[str], None] | None = None,
     server_factory: Callable[[bool, int], Any] | None = None,
@@ -62,7 +63,12 @@ def compare(
     requests per round (default: each scenario's duration budget); ``quick``:
     fewer scenarios and shorter rounds (≤ 30 s in all); ``out``: directory
     for ``results.json`` and, if ``plots``, PNG figures (None: write
-    nothing). Clients that are not installed are listed in
+    nothing). Keywords: ``native_allocs`` (preload the malloc counter; None:
+    when available on Linux), ``pin`` (CPU pinning), ``timeout`` (seconds per
+    worker step before it counts as hung), ``warmup`` (requests per worker
+    before measuring), ``scale`` (factor on round durations), ``progress``
+    (callable receiving progress lines), ``server_factory`` (``(tls, threads)
+    -> handle``; default ``httpbench._server.start_process``). Clients that are not installed are listed in
     ``result.skipped``; failed workers and anomalies in ``result.notes``.
     """
     if repeat is None:
@@ -90,7 +96,7 @@ def compare(
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
-        progress=progress,
+        progress=progress, warmup=warmup,
     )
     runner = Runner(opts, server_factory=server_factory)
     rs = runner.run(names, scs)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._adapters import ADAPTERS, adapter_status, load_adapter
+from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._results import MeasureResult, Note, ResultSet
 from ._scenarios import Scenario
 
@@ -52,6 +52,7 @@ __all__ = [
 # Latency band that Nagle + delayed ACK produces on Linux (the 40 ms ACK timer).
 NAGLE_BAND_NS = (38_000_000, 52_000_000)
 NAGLE_MIN_FRACTION = 0.10
+NAGLE_MAX_BYTES = 1 << 20
 SATURATED_FRACTION = 0.90
 SPREAD_LIMIT = 0.25
 
@@ -112,6 +113,8 @@ class WorkerProc:
         self.rfd = rfd
         self.buf = b""
         self.dead = False
+        self.closing = False
+        self.info: dict[str, Any] = {}
         self.send(job)
 
     def send(self, msg: dict[str, Any]) -> None:
@@ -166,14 +169,22 @@ class WorkerProc:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
 
-    def close(self) -> None:
-        """Ask the worker to exit, kill it if it does not within 10 s."""
+    def request_close(self) -> None:
+        """Ask the worker to exit (without waiting; see :meth:`close`)."""
+        if self.closing:
+            return
+        self.closing = True
         if not self.dead and self.proc.poll() is None:
             with contextlib.suppress(WorkerFailed):
                 self.send({"cmd": "close"})
-            with contextlib.suppress(OSError):
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+
+    def close(self) -> None:
+        """Ask the worker to exit, kill it if it does not within 10 s."""
+        self.request_close()
+        if not self.dead:
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -182,7 +193,8 @@ class WorkerProc:
             self.kill()
         with contextlib.suppress(OSError):
             os.close(self.rfd)
-        self.errfile.close()
+        with contextlib.suppress(OSError, ValueError):
+            self.errfile.close()
 
 
 # ---------------------------------------------------------------- servers
@@ -273,20 +285,14 @@ def system_metadata() -> dict[str, Any]:
 def preload_library() -> str | None:
     """Path of the native malloc-counting preload library, or None when not built."""
     try:
-        from . import _measure
+        from ._measure import native_alloc_preload_path
     except ImportError:
         return None
-    for name in ("preload_library", "preload_path", "native_preload_path"):
-        fn = getattr(_measure, name, None)
-        if callable(fn):
-            try:
-                p = fn()
-            except Exception:
-                return None
-            return p if p and os.path.exists(p) else None
-        if isinstance(fn, str) and os.path.exists(fn):
-            return fn
-    return None
+    try:
+        p = native_alloc_preload_path()
+    except (OSError, RuntimeError):
+        return None
+    return p if p and os.path.exists(p) else None
 
 
 # ---------------------------------------------------------------- anomalies
@@ -364,7 +370,10 @@ def round_notes(
         note("early-answer", f"{mr.errors} POST requests failed on a kept-alive connection: the "
              "server may have answered before reading the body, breaking the next request",
              "error")
-    frac = 0.0 if kind == "process" else nagle_fraction(mr.latency)
+    # Only where 40 ms cannot be plain transfer time or process start-up, and with
+    # enough samples to call it a mode.
+    small = (sc.expect_bytes or 0) + sc.body_size <= NAGLE_MAX_BYTES and not sc.download
+    frac = nagle_fraction(mr.latency) if kind != "process" and small and calls >= 10 else 0.0
     if frac >= NAGLE_MIN_FRACTION:
         note("nagle-40ms",
              f"{frac:.0%} of requests took 38-52 ms: the signature of Nagle's algorithm "
@@ -461,7 +470,7 @@ class Runner:
         ok: list[str] = []
         for c in clients:
             name = "command" if c in self.opt.commands else c
-            if name not in ADAPTERS:
+            if name not in ADAPTERS and not is_custom(name):
                 self.skipped[c] = f"unknown client (known: {', '.join(ADAPTERS)})"
                 continue
             avail, reason, pip_name = adapter_status(name)
@@ -504,6 +513,8 @@ class Runner:
                             self._progress(
                                 f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
                                 f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
+                for w in workers.values():  # all exit in parallel
+                    w.request_close()
                 for c, w in workers.items():
                     w.close()
                     self.notes.extend(spread_notes(c, sc, rounds[c]))
@@ -562,6 +573,8 @@ class Runner:
                 continue
             st = msg.get("status")
             if st == "ready":
+                w.info = dict(msg.get("metadata") or {})
+                w.info["setup_requests"] = msg.get("requests")
                 ready[c] = w
                 self._progress(f"ready {sc.name} {c}")
             elif st == "skipped":
@@ -613,8 +626,8 @@ class Runner:
             "worker_requests": msg.get("round_requests"),
             "verify": msg.get("verify"), "error_samples": msg.get("error_samples") or [],
             "client_version": self.versions.get(client),
-            "kind": ("process" if client in self.opt.commands or client == "curl"
-                     else load_adapter(client).kind),
+            "kind": w.info.get("kind", "sync"),
+            "worker": w.info,
         })
         import dataclasses
 

@@ -146,6 +146,14 @@ class Worker:
                 a = self.cls()
                 a.setup(base, ca, **self._params(i))
                 self.adapters.append(a)
+        # Pin only now: imports and set-up of all workers may use every core, the
+        # warm-up and the measured rounds run where the runner wants the client.
+        cpu = self.job.get("cpu")
+        if cpu is not None and hasattr(os, "sched_setaffinity"):
+            try:
+                os.sched_setaffinity(0, {int(cpu)})
+            except OSError:
+                pass
         warm = max(int(self.job.get("warmup", 3)), 1)
         t0 = time.perf_counter_ns()
         errs = _Errors()
@@ -270,38 +278,34 @@ class Worker:
             n = max(n - n % sc.concurrency, sc.concurrency)
         errs = _Errors()
         label = f"{self.client}/{sc.name}"
-        native0 = _native_counters()
+        proc = self.kind == "process"
+        if proc:
+            u0, s0, _ = _children_usage()
         if self.kind == "async":
             fn = _safe_async(self.adapters[0].request, errs)
             mr = httpbench.measure_async(fn, n=n, concurrency=sc.concurrency, warmup=0,
                                          loop=self.loop, label=label)
         elif sc.concurrency > 1:
-            mr = self._threaded(n, errs, label)
-        elif self.kind == "process":
-            u0, s0, _ = _children_usage()
-            fn = _safe_sync(self.adapters[0].request, errs)
-            mr = httpbench.measure(fn, n=n, warmup=0, alloc=False, gc=False, label=label)
-            u1, s1, rss = _children_usage()
-            mr = dataclasses.replace(mr, cpu_user_ns=u1 - u0, cpu_sys_ns=s1 - s0,
-                                     cpu_thread_ns=None, peak_rss_bytes=rss)
+            mr = self._threaded(n, errs, label, python_heap=not proc)
         else:
             fn = _safe_sync(self.adapters[0].request, errs)
-            mr = httpbench.measure(fn, n=n, warmup=0, label=label)
-        native1 = _native_counters()
+            mr = httpbench.measure(fn, n=n, warmup=0, alloc=not proc, gc=not proc, label=label)
+        if proc:
+            # the children did the work: their CPU and peak RSS; no Python/native heap figures
+            u1, s1, rss = _children_usage()
+            mr = dataclasses.replace(mr, cpu_user_ns=u1 - u0, cpu_sys_ns=s1 - s0,
+                                     cpu_thread_ns=None, peak_rss_bytes=rss,
+                                     native_alloc_count=None, native_alloc_bytes=None)
         self.requests += n
         if mr.wall_ns > 0 and mr.calls:
             self.per_req_ns = max(mr.wall_ns / mr.calls, 1000.0)
-        changes: dict[str, Any] = {"errors": errs.count}
-        if native0 is not None and native1 is not None and self.kind != "process":
-            changes["native_alloc_count"] = native1[0] - native0[0]
-            changes["native_alloc_bytes"] = native1[1] - native0[1]
-        mr = dataclasses.replace(mr, **changes)
+        mr = dataclasses.replace(mr, errors=errs.count)
         ver = self.verify()
         return {"status": "ok", "result": mr.to_dict(), "requests": self.requests,
                 "round_requests": n, "errors": errs.count, "error_samples": errs.samples,
                 "verify": ver}
 
-    def _threaded(self, n: int, errs: _Errors, label: str) -> Any:
+    def _threaded(self, n: int, errs: _Errors, label: str, python_heap: bool = True) -> Any:
         """Sync client, concurrency k: k threads, each with its own adapter (connection)."""
         import httpbench
 
@@ -330,7 +334,8 @@ class Worker:
             for t in threads:
                 t.join()
 
-        mr = httpbench.measure(run_all, n=1, warmup=0, label=label)
+        mr = httpbench.measure(run_all, n=1, warmup=0, alloc=python_heap, gc=python_heap,
+                               label=label)
         lat = hists[0]
         for h in hists[1:]:
             lat.merge(h)
@@ -367,21 +372,16 @@ class Worker:
             self.loop.close()
 
 
-def _native_counters() -> tuple[int, int] | None:
-    """(malloc calls, bytes) from the preloaded counter, or None when not preloaded."""
+def _native_counters() -> dict[str, int] | None:
+    """The preloaded malloc counter's totals, or None when this process runs without it."""
     try:
-        from ._measure import native_alloc_counters
+        from ._measure import native_allocs
     except ImportError:
         return None
     try:
-        c = native_alloc_counters()
+        return native_allocs()
     except Exception:
         return None
-    if c is None:
-        return None
-    if isinstance(c, dict):
-        return int(c.get("count", c.get("calls", 0))), int(c.get("bytes", 0))
-    return int(c[0]), int(c[1])
 
 
 def _send(fd: int, msg: dict[str, Any]) -> None:
@@ -401,12 +401,6 @@ def main(argv: list[str] | None = None) -> int:
     if not line:
         return 2
     job = json.loads(line)
-    cpu = job.get("cpu")
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        try:
-            os.sched_setaffinity(0, {int(cpu)})
-        except OSError:
-            pass
     from ._adapters import AdapterUnavailable
 
     try:

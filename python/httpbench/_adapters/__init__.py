@@ -15,6 +15,9 @@ loop; ``asetup``/``aclose`` are coroutines) or ``"process"`` (each request is
 a child process; cost is measured at process level from the children's
 rusage).
 
+Your own client: subclass :class:`Adapter` in an importable module and pass
+``"package.module:ClassName"`` as the client name.
+
 A client whose library is not installed raises :class:`AdapterUnavailable`
 from :func:`load_adapter` carrying the pip name, and the runner reports it as
 skipped.
@@ -23,7 +26,6 @@ skipped.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -35,6 +37,7 @@ __all__ = [
     "DEFAULT_CLIENTS",
     "CHUNK",
     "load_adapter",
+    "is_custom",
     "adapter_status",
     "available_clients",
     "library_version",
@@ -182,6 +185,8 @@ class Adapter:
 
 def library_version(dist: str) -> str | None:
     """Installed version of distribution ``dist``, or ``None``."""
+    import importlib.metadata  # slow to import: only when versions are asked for
+
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -194,14 +199,31 @@ def load_adapter(name: str) -> type[Adapter]:
     ``KeyError`` for an unknown name; :class:`AdapterUnavailable` when the
     client is not installed (checked without importing the library).
     """
-    try:
+    if name in ADAPTERS:
         modname, clsname = ADAPTERS[name]
-    except KeyError:
-        raise KeyError(f"unknown client {name!r}; known: {', '.join(ADAPTERS)}") from None
-    mod = importlib.import_module(modname)
-    cls: type[Adapter] = getattr(mod, clsname)
+    elif is_custom(name):
+        modname, _, clsname = name.partition(":")
+    else:
+        raise KeyError(f"unknown client {name!r}; known: {', '.join(ADAPTERS)} "
+                       "(or module:Class of your own Adapter subclass)")
+    try:
+        mod = importlib.import_module(modname)
+    except ImportError as exc:
+        if name in ADAPTERS:
+            raise
+        raise AdapterUnavailable(name, f"cannot import {modname!r}: {exc}") from None
+    cls = getattr(mod, clsname, None)
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+        raise KeyError(f"{name!r}: {clsname!r} is not an httpbench Adapter subclass in {modname}")
     cls.check()
     return cls
+
+
+def is_custom(name: str) -> bool:
+    """True for a ``package.module:Class`` client name (a user's own adapter)."""
+    mod, sep, cls = name.partition(":")
+    return bool(sep and mod and cls.isidentifier()
+                and all(p.isidentifier() for p in mod.split(".")))
 
 
 def adapter_status(name: str) -> tuple[bool, str | None, str | None]:

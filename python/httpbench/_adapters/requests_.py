@@ -21,25 +21,27 @@ class RequestsAdapter(Adapter):
 
         lib = importlib.import_module(self._lib)
         self.session = lib.Session()
-        if self.tls and self.ca_file:
-            self.session.verify = self.ca_file
+        # verify per request: REQUESTS_CA_BUNDLE in the environment would override
+        # a Session.verify path (requests merges the environment first)
+        self.verify = self.ca_file if self.tls and self.ca_file else True
         self.hdrs = self.headers or None
 
     def request(self) -> None:
         s = self.session
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:
-                r = s.request(self.method, self.url, data=f, headers=self.hdrs, timeout=self.timeout)
+                r = s.request(self.method, self.url, data=f, headers=self.hdrs, timeout=self.timeout,
+                              verify=self.verify)
             self.last_body = r.content
         elif self.download_path is not None:
             with s.request(self.method, self.url, headers=self.hdrs, stream=True,
-                           timeout=self.timeout) as r:
+                           timeout=self.timeout, verify=self.verify) as r:
                 with open(self.download_path, "wb") as f:
                     for chunk in r.iter_content(CHUNK):
                         f.write(chunk)
         else:
             r = s.request(self.method, self.url, data=self.body, headers=self.hdrs,
-                          timeout=self.timeout)
+                          timeout=self.timeout, verify=self.verify)
             self.last_body = r.content
         self.last_status = r.status_code
 
