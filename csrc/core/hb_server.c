@@ -281,6 +281,7 @@ static int64_t parse_num(const char *p, size_t n)
 /* Query parameter `name` as a number: 1 found (in *out), 0 absent, -1 bad. */
 static int qnum(const char *q, size_t qn, const char *name, int64_t *out)
 {
+    if (!q) return 0; /* no query string */
     size_t nl = strlen(name);
     const char *end = q + qn;
     while (q < end) {
