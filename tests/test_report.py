@@ -365,3 +365,35 @@ def test_cli_report_plot_dir(tmp_path, capsys):
         "cdf.png", "cdf.svg", "percentiles.png", "percentiles.svg",
         "throughput.png", "throughput.svg"]
     assert "wrote 6 files" in capsys.readouterr().err
+
+
+def test_interval_log_of_a_result_set(tmp_path):
+    hdrh_log = pytest.importorskip("hdrh.log")
+    from hdrh.histogram import HdrHistogram
+
+    rs = make_set()
+    path = tmp_path / "all.hlog"
+    assert P.export_hdr_log(rs, path) == len(rs)
+    text = path.read_text()
+    assert "#[requests/get-150b#0]" in text and "#[native/load#0]" in text
+    reader = hdrh_log.HistogramLogReader(str(path), HdrHistogram(1, 3_600_000_000_000, 3))
+    counts = []
+    while True:
+        h = reader.get_next_interval_histogram()
+        if h is None:
+            break
+        counts.append(h.get_total_count())
+    assert counts == [r.latency.count for _, r in rs]
+    tagged = P.hdr_interval_log([(0.0, 1.0, make_measure().latency, "a b,c")], tags=True)
+    assert tagged.splitlines()[-1].startswith("Tag=a_b_c,0.000,1.000,")
+
+
+def test_cli_export_hgrm_merges_repeats(tmp_path, capsys):
+    path = tmp_path / "s.json"
+    make_set().save(path)
+    out = tmp_path / "x.hgrm"
+    assert _cli.main(["report", str(path), "--export-hdr", str(out)]) == 0
+    assert "requests/get-150b, 2 repeat(s) merged" in capsys.readouterr().err
+    total = int([ln for ln in out.read_text().splitlines() if ln.startswith("#[Max")][0]
+                .split("=")[-1].strip(" ]"))
+    assert total == sum(r.latency.count for r in make_set().repeats("requests", "get-150b"))

@@ -39,6 +39,7 @@ __all__ = [
     "cli_main",
     "compare_results",
     "export_histogram",
+    "export_hdr_log",
     "format_result",
     "hdr_hgrm",
     "hdr_interval_log",
@@ -604,14 +605,17 @@ def hdr_compressed(h: Any) -> bytes:
     return struct.pack(">ii", _V2_COMPRESSION_COOKIE, len(data)) + data
 
 
-def hdr_interval_log(intervals: Sequence[tuple[float, float, Any]],
+def hdr_interval_log(intervals: Sequence[tuple[Any, ...]],
                      start_unix_s: float | None = None, max_unit_ns: float = 1e6,
-                     comment: str = "httpbench") -> str:
+                     comment: str = "httpbench", tags: bool = False) -> str:
     """An HdrHistogram interval log (format 1.3, V2 compressed histograms).
 
-    ``intervals``: (start_s, length_s, histogram) with start relative to
+    ``intervals``: (start_s, length_s, histogram[, name]) with start relative to
     ``start_unix_s``. Interval_Max is in ms (``max_unit_ns``) as jHiccup and
-    HistogramLogProcessor expect; histogram values stay in ns.
+    HistogramLogProcessor expect; histogram values stay in ns. A ``name`` is
+    written as a ``#[name]`` comment before its line, or with ``tags=True`` as
+    the line's ``Tag=name,`` prefix (format 1.3 tags: the Java tools read them,
+    python ``hdrh`` does not).
     """
     import time as _time
 
@@ -621,11 +625,41 @@ def hdr_interval_log(intervals: Sequence[tuple[float, float, Any]],
         out.append(f"#[StartTime: {start_unix_s:.3f} (seconds since epoch), {stamp}]")
         out.append(f"#[BaseTime: {start_unix_s:.3f} (seconds since epoch)]")
     out.append('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"')
-    for start, length, h in intervals:
+    for item in intervals:
+        start, length, h = item[:3]
+        name = item[3] if len(item) > 3 else None
         mx = hist_stat(h, "max") / max_unit_ns if hist_count(h) else 0.0
         b64 = base64.b64encode(hdr_compressed(h)).decode("ascii")
-        out.append(f"{start:.3f},{length:.3f},{mx:.3f},{b64}")
+        prefix = ""
+        if name:
+            tag = "".join(ch if ch.isalnum() or ch in "-_./#:" else "_" for ch in str(name))
+            if tags:
+                prefix = f"Tag={tag},"
+            else:
+                out.append(f"#[{tag}]")
+        out.append(f"{prefix}{start:.3f},{length:.3f},{mx:.3f},{b64}")
     return "\n".join(out) + "\n"
+
+
+def export_hdr_log(obj: Any, path: str | os.PathLike[str], tags: bool = False,
+                   which: str = "latency") -> int:
+    """Write every record of ``obj`` (a record, list or ResultSet) as one interval
+    of an HdrHistogram interval log, in run order, named ``client/scenario#repeat``
+    (see :func:`hdr_interval_log`); returns the number of intervals written."""
+    entries = [(c, sc, i, r) for c, sc, i, r in _entries(obj)
+               if getattr(r, which, None) is not None]
+    if not entries:
+        raise ValueError(f"nothing to export: no {which!r} histogram")
+    t0 = min((r.start_unix_ns for *_, r in entries if r.start_unix_ns), default=0)
+    intervals = []
+    for c, sc, i, r in entries:
+        dur = getattr(r, "duration_ns", None) or getattr(r, "wall_ns", 0)
+        start = (r.start_unix_ns - t0) / 1e9 if r.start_unix_ns and t0 else 0.0
+        name = c + (f"/{sc}" if sc else "") + f"#{i}"
+        intervals.append((start, dur / 1e9, getattr(r, which), name))
+    with open(os.fspath(path), "w", encoding="ascii") as f:
+        f.write(hdr_interval_log(intervals, t0 / 1e9 if t0 else None, tags=tags))
+    return len(intervals)
 
 
 def export_histogram(h: Any, path: str | os.PathLike[str], fmt: str | None = None,
@@ -1188,8 +1222,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a significant regression is found")
     p.add_argument("--export-hdr", metavar="FILE",
-                   help="write the (first) record's latency histogram for HdrHistogram "
-                        "tools (.hgrm: percentile text, else interval log)")
+                   help="write latency histograms for HdrHistogram tools: an interval "
+                        "log with one interval per record, or for a .hgrm path the "
+                        "percentile text of the first client/scenario (repeats merged)")
     return p
 
 
@@ -1225,12 +1260,18 @@ def cli_main(argv: Sequence[str]) -> int:
             sys.stdout.write(format_result(rec, args.format))
     if args.export_hdr:
         rec = records[-1]
-        first = next(iter(_entries(rec)))[3]
-        fmt = export_histogram(first.latency, args.export_hdr,
-                               start_unix_ns=first.start_unix_ns,
-                               duration_ns=getattr(first, "duration_ns", 0)
-                               or getattr(first, "wall_ns", 0))
-        sys.stderr.write(f"wrote {args.export_hdr} ({fmt})\n")
+        if args.export_hdr.endswith(".hgrm"):
+            c, sc, _i, first = next(iter(_entries(rec)))
+            hists = [r.latency for cc, ss, _, r in _entries(rec) if (cc, ss) == (c, sc)]
+            merged = hists[0].copy()
+            for h in hists[1:]:
+                merged.merge(h)
+            export_histogram(merged, args.export_hdr, fmt="hgrm")
+            sys.stderr.write(f"wrote {args.export_hdr} (hgrm of {c}"
+                             f"{'/' + sc if sc else ''}, {len(hists)} repeat(s) merged)\n")
+        else:
+            n = export_hdr_log(rec, args.export_hdr)
+            sys.stderr.write(f"wrote {args.export_hdr} (interval log, {n} intervals)\n")
     if args.plot:
         try:
             from ._plot import save_plots
