@@ -47,6 +47,11 @@ Statistics
     ``interleave(contenders, rounds)`` calls each contender once per round
     in order A B C A B C ... and returns ``{name: [result per round]}``.
 
+Syscalls
+    ``strace_counts(argv) -> (output, {syscall: calls})`` runs a command under
+    ``strace -f -c`` (all threads) and returns its output and the counts;
+    compare two run lengths to get syscalls per request.
+
 Metadata
     ``machine_metadata()``: CPU model and count, kernel, Python, OpenSSL
     (Python's and the CLI's), load average, httpbench version and git
@@ -95,6 +100,7 @@ __all__ = [
     "interleave",
     "machine_metadata",
     "free_port",
+    "strace_counts",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -590,6 +596,29 @@ def run_h2load(url: str, *, threads: int = 1, connections: int = 16, duration: f
     d = parse_h2load(text)
     return LoadResult("h2load", url, d["requests"], d["seconds"], d["req_per_s"], d["errors"],
                       d["non_2xx"], cpu, d["latency"], text)
+
+
+def strace_counts(argv: Sequence[str], timeout: float = 120) -> tuple[str, dict[str, int]]:
+    """Run argv under ``strace -f -c``; (its stdout+stderr, {syscall: calls}, "total" included)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        raise MissingPeer("syscall counts need strace: apt-get install -y strace")
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as tf:
+        p = subprocess.run([strace, "-f", "-c", "-qq", "-o", tf.name, *argv],
+                           capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited with {p.returncode} under strace:\n"
+                               f"{p.stdout}{p.stderr}")
+        counts: dict[str, int] = {}
+        for line in tf.read().splitlines():
+            parts = line.split()
+            # "% time seconds usecs/call calls [errors] syscall"; the total line ends "total"
+            if len(parts) >= 5 and parts[-1] != "syscall" and parts[0][0].isdigit():
+                try:
+                    counts[parts[-1]] = int(parts[3])
+                except ValueError:
+                    continue
+    return p.stdout + p.stderr, counts
 
 
 # ---------------------------------------------------------------------------

@@ -38,10 +38,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from _peers import (  # noqa: E402
+    Nginx,
     SystemCpu,
     find_peer,
     install_hint,
     machine_metadata,
+    parse_wrk,
+    strace_counts,
     summarize,
 )
 
@@ -389,6 +392,83 @@ def analyze_parse(text: str, quick: bool) -> Analysis:
 
 
 # ---------------------------------------------------------------------------
+# built in: syscalls per request (strace -f -c), httpbench vs wrk on nginx
+
+_HB_STRACE = (
+    "import sys, httpbench\n"
+    "ca = sys.argv[3] if len(sys.argv) > 3 else None\n"
+    "r = httpbench.bench(sys.argv[1], n=int(sys.argv[2]), concurrency=16, threads=1,"
+    " ca_file=ca)\n"
+    "print('ok', r.successes, 'errors', r.errors)\n"
+)
+
+
+def bench_syscalls(mode: str) -> dict[str, Any]:
+    """Syscalls per request of each generator: the difference of a long and a short
+    run under ``strace -f -c`` divided by the extra requests (start-up cancels out)."""
+    short_d, long_d = (1, 3) if mode == "smoke" else (1, 4)
+    short_n, long_n = (2000, 6000) if mode == "smoke" else (5000, 25000)
+    out: dict[str, Any] = {"server": "nginx", "concurrency": 16, "threads": 1}
+    with Nginx(tls=True) as ng:
+        out["nginx_config"] = ng.config
+        for scheme, url, ca in (("http", ng.url + "/150b", None),
+                                ("https", ng.https_url + "/150b", ng.ca_file)):
+            res: dict[str, Any] = {}
+            runs = []
+            for d in (short_d, long_d):
+                text, c = strace_counts(["wrk", "-t1", "-c16", f"-d{d}s", url])
+                runs.append((parse_wrk(text)["requests"], c))
+            res["wrk"] = runs
+            runs = []
+            for n in (short_n, long_n):
+                argv = [sys.executable, "-c", _HB_STRACE, url, str(n)] + ([ca] if ca else [])
+                text, c = strace_counts(argv, timeout=300)
+                m = re.search(r"ok (\d+) errors (\d+)", text)
+                if not m or int(m.group(2)):
+                    raise RuntimeError(f"httpbench run under strace failed: {text[-2000:]}")
+                runs.append((int(m.group(1)), c))
+            res["httpbench"] = runs
+            per: dict[str, dict[str, float]] = {}
+            for tool, ((r0, c0), (r1, c1)) in res.items():
+                extra = r1 - r0
+                names = set(c0) | set(c1)
+                if extra >= 0.3 * r1:
+                    per[tool] = {k: (c1.get(k, 0) - c0.get(k, 0)) / extra for k in names}
+                else:  # the runs' lengths came out too close: the long run's average
+                    per[tool] = {k: c1.get(k, 0) / r1 for k in names}
+                    out.setdefault("notes", []).append(
+                        f"{scheme} {tool}: runs of {r0} and {r1} requests; long run's average")
+            out[scheme] = {"runs": {t: [{"requests": r, "calls": c} for r, c in v]
+                                    for t, v in res.items()}, "per_request": per}
+    return out
+
+
+def analyze_syscalls(data: Any, quick: bool) -> Analysis:
+    an = Analysis()
+    for scheme in ("http", "https"):
+        sec = data.get(scheme)
+        if not sec:
+            continue
+        case = f"nginx {scheme.upper()} -t1 -c16, syscalls/request"
+        per = sec["per_request"]
+        wrk_tot = per.get("wrk", {}).get("total", float("nan"))
+        for tool in ("httpbench", "wrk"):
+            p = per.get(tool, {})
+            row = _row(case, tool, "total", "", [p.get("total", float("nan"))])
+            if tool == "httpbench":
+                row.ratios["wrk"] = _ratio(row.median, wrk_tot)
+            an.rows.append(row)
+            top = sorted(((v, k) for k, v in p.items() if k != "total" and v >= 0.05),
+                         reverse=True)[:6]
+            for v, k in top:
+                an.rows.append(_row(case, tool, k, "", [v]))
+    an.notes.append("(calls in a long run − calls in a short run) ÷ extra requests, strace -f -c "
+                    "(all threads; strace slows both tools alike, which changes epoll batching "
+                    "a little). Diagnostic for the CPU/request goals; no goal of its own.")
+    return an
+
+
+# ---------------------------------------------------------------------------
 # the benchmarks
 
 
@@ -403,6 +483,7 @@ class Bench:
     peers: tuple[str, ...] = ()
     json_out: bool = True
     timeout: float = 1200.0
+    func: Callable[[str], Any] | None = None  # built in: called with the mode, returns data
 
 
 BENCHES = [
@@ -425,6 +506,8 @@ BENCHES = [
           timeout=2400.0),
     Bench("parse", "bench_parse.py", [], ["--iters", "50000", "--repeat", "3"], ["--iters", "2000", "--repeat", "1"], analyze_parse,
           json_out=False, timeout=600.0),
+    Bench("syscalls", "(built in: strace -f -c)", [], [], [], analyze_syscalls,
+          ("wrk", "nginx"), func=bench_syscalls),
 ]
 
 
@@ -433,9 +516,41 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _run_builtin(b: Bench, mode: str, out: dict[str, Any]) -> dict[str, Any]:
+    assert b.func is not None
+    out["script"] = "benchmarks/run.py"
+    out["command"] = f"python benchmarks/run.py --only {b.name}" + (
+        f" --{mode}" if mode != "full" else "")
+    print(f"\n=== {b.name}: {b.script}", flush=True)
+    c0 = _children_cpu()
+    t0 = time.monotonic()
+    try:
+        with SystemCpu() as sc:
+            data = b.func(mode)
+        an = b.analyze(data, mode != "full")
+    except Exception as e:  # noqa: BLE001 - report it, run the other benchmarks
+        out["error"] = f"{type(e).__name__}: {e}"
+        print(f"!!! {b.name} failed: {out['error']}", flush=True)
+        return out
+    own = _children_cpu() - c0
+    out["seconds"] = time.monotonic() - t0
+    out["machine_busy_cores"] = sc.busy_seconds / sc.wall if sc.wall else None
+    out["other_load_cores"] = max(0.0, (sc.busy_seconds - own) / sc.wall) if sc.wall else None
+    out["data"] = data
+    out["rows"] = [dataclasses.asdict(r) for r in an.rows]
+    out["goals"] = [g.to_dict() for g in an.goals]
+    out["notes"] = an.notes
+    for row in an.rows:
+        print(f"  {row.case:<40} {row.contender:<10} {row.metric:<14} {_fmt(row.median):>8}",
+              flush=True)
+    return out
+
+
 def run_bench(b: Bench, mode: str, tmp: str) -> dict[str, Any]:
     """Run one script; its raw data, analysis, timing and the machine's other load."""
     out: dict[str, Any] = {"name": b.name, "script": f"benchmarks/{b.script}"}
+    if b.func is not None:
+        return _run_builtin(b, mode, out)
     path = os.path.join(HERE, b.script)
     if not os.path.exists(path):
         out["error"] = f"benchmarks/{b.script} does not exist"
