@@ -976,3 +976,44 @@ def test_download_30mb_raw_server(client, tmp_path):
             while chunk := f.read(1 << 20):
                 h.update(chunk)
         assert h.digest() == hashlib.sha256(block * (n // len(block))).digest()
+
+
+def test_download_large_truncated_raises_and_removes_file(client, tmp_path):
+    # Large enough for the splice(2) path.
+    p = tmp_path / "big.bin"
+    resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n" + b"y" * 700_000
+    with serve(resp, close=True) as srv:
+        with pytest.raises(RemoteClosed, match="700000 of 2000000"):
+            client.download(srv.url(), p)
+    assert not p.exists()
+
+
+def test_download_trickling_times_out(tmp_path):
+    stop = threading.Event()
+
+    def handler(c: Conn) -> None:
+        c.read_request()
+        c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n" + b"z" * 300_000)
+        while not stop.is_set():
+            c.send(b"z" * 100)
+            time.sleep(0.02)
+
+    p = tmp_path / "slow.bin"
+    with RawServer(handler) as srv, Client(timeout=0.5) as c:
+        t0 = time.monotonic()
+        with pytest.raises(RequestTimeout):
+            c.download(srv.url(), p)
+        took = time.monotonic() - t0
+        stop.set()
+    assert 0.5 <= took < 3.0
+    assert not p.exists()
+
+
+def test_download_then_reuse_connection(client, tmp_path):
+    data = os.urandom(1_500_000)
+    with serve(ok(data), ok(b"small")) as srv:
+        r = client.download(srv.url(), tmp_path / "a.bin")
+        assert r.size == len(data) and (tmp_path / "a.bin").read_bytes() == data
+        r = client.get(srv.url())  # the spliced connection ended exactly at the body's end
+        assert r.body == b"small" and r.reused
+        assert srv.connections == 1
