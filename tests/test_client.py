@@ -424,16 +424,46 @@ MALFORMED = {
     "no_colon": b"HTTP/1.1 200 OK\r\nNoColonHere\r\nContent-Length: 0\r\n\r\n",
     "control_char": b"HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 0\r\n\r\n",
     "head_too_large": b"HTTP/1.1 200 OK\r\n" + b"X-Huge: " + b"h" * 70000 + b"\r\n\r\n",
+    "space_before_colon": b"HTTP/1.1 200 OK\r\nX-Sp : v\r\nContent-Length: 0\r\n\r\n",
+    "obs_fold": b"HTTP/1.1 200 OK\r\nX-A: a\r\n  folded\r\nContent-Length: 0\r\n\r\n",
+    "bare_cr": b"HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 0\r\n\r\n",
+    "nul_in_header": b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 0\r\n\r\n",
+    "chunk_size_overflow": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"ffffffffffffffffffff\r\nx\r\n0\r\n\r\n",
+}
+
+
+# The parser's distinct reason for each case (ProtocolError.code).
+MALFORMED_CODE = {
+    "bad_status": "PE_BAD_STATUS",
+    "bad_version": "PE_BAD_VERSION",
+    "not_http": "PE_BAD_VERSION",
+    "bad_content_length": "PE_BAD_CONTENT_LENGTH",
+    "negative_content_length": "PE_BAD_CONTENT_LENGTH",
+    "dup_content_length": "PE_DUP_CONTENT_LENGTH",
+    "bad_chunk_size": "PE_BAD_CHUNK_SIZE",
+    "bad_chunk_end": "PE_BAD_CHUNK",
+    "no_colon": "PE_NO_COLON",
+    "control_char": "PE_BAD_HEADER_CHAR",
+    "head_too_large": "PE_HEAD_TOO_LARGE",
+    "space_before_colon": "PE_SPACE_BEFORE_COLON",
+    "obs_fold": "PE_OBS_FOLD",
+    "bare_cr": "PE_BAD_LINE_ENDING",
+    "nul_in_header": "PE_BAD_HEADER_CHAR",
+    "chunk_size_overflow": "PE_CHUNK_SIZE_OVERFLOW",
 }
 
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 def test_malformed_raises_protocol_error(client, name):
+    from httpbench import _core
+
     with serve(MALFORMED[name]) as srv:
         with pytest.raises(ProtocolError) as ei:
             client.get(srv.url())
         assert isinstance(ei.value, HttpbenchError)
-        assert str(ei.value)
+        assert ei.value.code == getattr(_core, MALFORMED_CODE[name])
+        assert str(ei.value).startswith("malformed")
         # The broken connection is never pooled; the client stays usable.
         assert client.pool_stats()["idle"] == 0
 
