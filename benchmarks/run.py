@@ -30,6 +30,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -532,8 +533,39 @@ BENCHES = [
 
 
 def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+    """CPU seconds of this process and its waited-for descendants (the suite's own)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
+    return total
+
+
+def _stream(argv: list[str], timeout: float) -> tuple[int | None, str, str]:
+    """Run argv, echoing its output live (indented) while capturing it.
+    (exit status or None on timeout, stdout, stderr)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=os.path.dirname(HERE), bufsize=1)
+    bufs: dict[str, list[str]] = {"out": [], "err": []}
+
+    def pump(stream: Any, key: str) -> None:
+        for line in stream:
+            bufs[key].append(line)
+            print("    " + line.rstrip(), flush=True)
+
+    readers = [threading.Thread(target=pump, args=(p.stdout, "out"), daemon=True),
+               threading.Thread(target=pump, args=(p.stderr, "err"), daemon=True)]
+    for t in readers:
+        t.start()
+    try:
+        rc: int | None = p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        rc = None
+    for t in readers:
+        t.join(5)
+    return rc, "".join(bufs["out"]), "".join(bufs["err"])
 
 
 def _run_builtin(b: Bench, mode: str, out: dict[str, Any]) -> dict[str, Any]:
@@ -586,24 +618,20 @@ def run_bench(b: Bench, mode: str, tmp: str) -> dict[str, Any]:
     c0 = _children_cpu()
     t0 = time.monotonic()
     with SystemCpu() as sc:
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=b.timeout,
-                               cwd=os.path.dirname(HERE))
-        except subprocess.TimeoutExpired as e:
-            out["error"] = f"timed out after {b.timeout:.0f} s"
-            out["stdout"] = (e.stdout or b"")[-20000:].decode(errors="replace") \
-                if isinstance(e.stdout, bytes) else (e.stdout or "")[-20000:]
-            return out
+        rc, stdout, stderr = _stream(argv, b.timeout)
+    if rc is None:
+        out["error"] = f"timed out after {b.timeout:.0f} s"
+        out["stdout"], out["stderr"] = stdout[-20000:], stderr[-5000:]
+        return out
     own = _children_cpu() - c0
     out["seconds"] = time.monotonic() - t0
     out["machine_busy_cores"] = sc.busy_seconds / sc.wall if sc.wall else None
     # CPU of everything else on the machine while this benchmark ran (cores).
     out["other_load_cores"] = max(0.0, (sc.busy_seconds - own) / sc.wall) if sc.wall else None
-    out["stdout"] = p.stdout[-20000:]
-    out["stderr"] = p.stderr[-5000:]
-    print(p.stdout.rstrip()[-4000:], flush=True)
-    if p.returncode != 0:
-        out["error"] = f"exit status {p.returncode}: {p.stderr.strip()[-2000:]}"
+    out["stdout"] = stdout[-20000:]
+    out["stderr"] = stderr[-5000:]
+    if rc != 0:
+        out["error"] = f"exit status {rc}: {stderr.strip()[-2000:]}"
         print(f"!!! {b.name} failed: {out['error']}", flush=True)
         return out
     try:
@@ -612,7 +640,7 @@ def run_bench(b: Bench, mode: str, tmp: str) -> dict[str, Any]:
                 data = json.load(f)
             out["data"] = data
         else:
-            data = p.stdout
+            data = stdout
         an = b.analyze(data, mode != "full")
     except (OSError, ValueError, KeyError, TypeError) as e:
         out["error"] = f"could not read its results: {type(e).__name__}: {e}"
