@@ -118,7 +118,7 @@ def alloc_check(url: str, short: int, long: int, conc: int, threads: int,
 def rss_check(url: str, small: int, large: int, conc: int, threads: int) -> dict[str, Any]:
     """Peak/current RSS after bench(n=small) vs bench(n=large), each in a fresh process."""
     s = _worker(RSS_WORKER, [url, small, conc, threads], None, 600)
-    timeout = max(600.0, large / 20_000)  # generous: 20k req/s would still finish
+    timeout = max(900.0, large / 10_000)  # generous: 10k req/s would still finish
     lg = _worker(RSS_WORKER, [url, large, conc, threads], None, timeout)
     return {
         "url": url, "concurrency": conc, "threads": threads, "small": s, "large": lg,
