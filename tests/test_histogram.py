@@ -104,6 +104,7 @@ def test_edge_values() -> None:
     h.record(5)  # below lowest: shares the first bucket with 0
     assert h.min == 0 and h.max == 5
     assert h.percentile(100) == 5
+    assert h.percentile(0) == 0  # p0 is the exact minimum, not the bucket's top
     assert len(list(h)) == 1
     assert h.saturated == 0
     h.record(5_000_000)  # above highest: clamped AND counted

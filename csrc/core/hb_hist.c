@@ -217,6 +217,15 @@ static inline void add_at(hb_hist *h, uint64_t v, int32_t idx, uint64_t n)
     h->max_index = idx > h->max_index ? idx : h->max_index;
 }
 
+/* Bulk adds keep the total <= INT64_MAX (so every count fits the signed
+ * varint encoding and sums never wrap); only absurd record_n/corrected
+ * inputs get there, and they are clamped rather than wrapped. */
+static inline uint64_t room_for(const hb_hist *h, uint64_t n)
+{
+    uint64_t room = (uint64_t)INT64_MAX - h->total;
+    return n < room ? n : room;
+}
+
 void hb_hist_record(hb_hist *h, uint64_t value)
 {
     uint64_t sat = value > h->cfg.highest;
@@ -227,6 +236,7 @@ void hb_hist_record(hb_hist *h, uint64_t value)
 
 void hb_hist_record_n(hb_hist *h, uint64_t value, uint64_t n)
 {
+    n = room_for(h, n);
     if (n == 0) return;
     uint64_t sat = value > h->cfg.highest;
     value = sat ? h->cfg.highest : value;
@@ -246,9 +256,11 @@ void hb_hist_record_corrected(hb_hist *h, uint64_t value, uint64_t interval)
     if (value - interval > highest) {
         /* Terms above highest are clamped and counted as saturated. */
         uint64_t keep = s > highest ? 0 : (highest - s) / interval + 1;
-        uint64_t above = k - keep;
-        h->saturated += above;
-        add_at(h, highest, index_of(h, highest), above);
+        uint64_t above = room_for(h, k - keep);
+        if (above) {
+            h->saturated += above;
+            add_at(h, highest, index_of(h, highest), above);
+        }
         k = keep;
     }
     uint64_t x = s;
@@ -258,7 +270,8 @@ void hb_hist_record_corrected(hb_hist *h, uint64_t value, uint64_t interval)
         uint64_t hi = value_of_index(h, idx) + width_of_index(h, idx) - 1;
         uint64_t last = x + (k - 1) * interval;
         uint64_t top = hi < last ? hi : last;
-        uint64_t n = (top - x) / interval + 1;
+        uint64_t n = room_for(h, (top - x) / interval + 1);
+        if (n == 0) break;
         add_at(h, x, idx, n);
         uint64_t vmax = x + (n - 1) * interval;
         h->max = vmax > h->max ? vmax : h->max;
@@ -276,6 +289,8 @@ int hb_hist_merge(hb_hist *dst, const hb_hist *src, char *err)
                        dst->cfg.sigfigs, (unsigned long long)src->cfg.lowest,
                        (unsigned long long)src->cfg.highest, src->cfg.sigfigs);
     if (src->total == 0) return 0;
+    if (src->total > (uint64_t)INT64_MAX - dst->total)
+        return hb_fail(err, HB_E_INVALID, "histogram merge: total count would overflow");
     for (int32_t i = 0; i <= src->max_index; i++) dst->counts[i] += src->counts[i];
     dst->total += src->total;
     dst->saturated += src->saturated;
@@ -339,6 +354,7 @@ uint64_t hb_hist_value_at_percentile(const hb_hist *h, double p)
     if (h->total == 0) return 0;
     if (!(p > 0.0)) p = 0.0; /* also NaN */
     if (p > 100.0) p = 100.0;
+    if (p == 0.0) return h->min; /* the 0th percentile is the minimum, exactly */
     /* The 1e-12 shave keeps e.g. 99.9% of 1000 at rank 999, not 1000 from fp noise. */
     double x = p / 100.0 * (double)h->total * (1.0 - 1e-12);
     uint64_t target = (uint64_t)ceil(x);
@@ -536,6 +552,8 @@ static int decode_body(hb_hist *h, const header *hd, const uint8_t *buf, size_t 
     if (idx != hd->ncounts)
         return hb_fail(err, HB_E_INVALID, "histogram decode: %llu of %llu buckets present",
                        (unsigned long long)idx, (unsigned long long)hd->ncounts);
+    if (hd->total > (uint64_t)INT64_MAX)
+        return hb_fail(err, HB_E_INVALID, "histogram decode: total count too large");
     if (sum != hd->total)
         return hb_fail(err, HB_E_INVALID, "histogram decode: counts sum to %llu, header says %llu",
                        (unsigned long long)sum, (unsigned long long)hd->total);

@@ -12,6 +12,8 @@
  *    allocates (record, merge, reset, percentiles, iteration, encode).
  *  - One histogram is owned by one thread: record is plain (no locks, no
  *    atomics). Engine threads each own one and hb_hist_merge() at the end.
+ *  - The total count is kept <= INT64_MAX: bulk adds (record_n, corrected)
+ *    beyond that are clamped, a merge that would pass it fails.
  *  - Values above `highest` are clamped to `highest` AND counted in
  *    `saturated`, so a clamped maximum is never silently reported as exact.
  *  - min/max are the exact (clamped) recorded values; percentiles return the
@@ -117,7 +119,7 @@ double hb_hist_stddev(const hb_hist *h); /* population stddev; 0 when empty */
 /* Value at percentile p (0..100; clamped into range): the smallest recorded
  * bucket such that at least ceil(p/100 * count) values are <= it (at least
  * one), reported as that bucket's highest equivalent value, clamped into
- * [min, max]. 0 when empty. */
+ * [min, max]; p == 0 gives min exactly. 0 when empty. */
 uint64_t hb_hist_value_at_percentile(const hb_hist *h, double p);
 
 /* Bucket arithmetic (exposed for tests and plotting). */

@@ -396,8 +396,77 @@ static void test_stddev(void)
     hb_hist_free(&h);
 }
 
+/* Every configuration shape: extreme values stay inside the counts array
+ * (ASan watches), round-trip through the encoding, and report sane stats. */
+static void test_config_sweep(void)
+{
+    static const uint64_t lows[] = {1, 7, 1000, 1ull << 20, 1ull << 40};
+    static const uint64_t highs[] = {0, 1000000, 3600000000000ull, 1ull << 62};
+    char err[HB_ERR_LEN];
+    int bad = 0, configs = 0;
+    for (int sig = 1; sig <= 5; sig++)
+        for (size_t li = 0; li < sizeof lows / sizeof lows[0]; li++)
+            for (size_t hi = 0; hi < sizeof highs / sizeof highs[0]; hi++) {
+                if (sig >= 4 && highs[hi] == (1ull << 62)) continue; /* 50+ MB each: slow */
+                hb_hist_config c = {lows[li], highs[hi] ? highs[hi] : 2 * lows[li], sig};
+                hb_hist h, d;
+                if (hb_hist_init(&h, &c, err) != 0) continue; /* e.g. highest < 2*lowest */
+                configs++;
+                uint64_t vals[] = {0, 1, c.lowest - 1, c.lowest, c.lowest + 1, c.highest / 2,
+                                   c.highest - 1, c.highest, c.highest + 1, UINT64_MAX};
+                for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+                    hb_hist_record(&h, vals[k]);
+                    hb_hist_record_corrected(&h, vals[k], c.lowest + 1);
+                }
+                if (hb_hist_max(&h) != c.highest || hb_hist_min(&h) != 0) bad++;
+                if (hb_hist_value_at_percentile(&h, 100) != c.highest) bad++;
+                if (hb_hist_value_at_percentile(&h, 0) != 0) bad++;
+                if (hb_hist_saturated(&h) < 2) bad++;
+                size_t cap = hb_hist_encoded_max(&h);
+                uint8_t *buf = malloc(cap);
+                int64_t n = hb_hist_encode(&h, buf, cap, err);
+                if (n <= 0 || hb_hist_decode(&d, buf, (size_t)n, err) != 0) {
+                    bad++;
+                } else {
+                    if (hb_hist_count(&d) != hb_hist_count(&h) ||
+                        memcmp(d.counts, h.counts, (size_t)h.counts_len * 8) != 0)
+                        bad++;
+                    hb_hist_free(&d);
+                }
+                free(buf);
+                hb_hist_free(&h);
+            }
+    CHECK(configs > 50);
+    CHECK_EQ_INT(bad, 0);
+}
+
+static void test_count_overflow_clamped(void)
+{
+    char err[HB_ERR_LEN];
+    hb_hist h, o;
+    hb_hist_config c = {1, 2, 1};
+    CHECK_EQ_INT(hb_hist_init(&h, &c, err), 0);
+    hb_hist_record_corrected(&h, UINT64_MAX, 2); /* ~9.2e18 missing samples */
+    hb_hist_record_n(&h, 1, UINT64_MAX);
+    CHECK(hb_hist_count(&h) == (uint64_t)INT64_MAX);
+    CHECK_EQ_INT(hb_hist_max(&h), 2);
+    CHECK_EQ_INT(hb_hist_init_copy(&o, &h, err), 0);
+    CHECK_EQ_INT(hb_hist_merge(&h, &o, err), HB_E_INVALID);
+    uint8_t buf[256];
+    int64_t n = hb_hist_encode(&h, buf, sizeof buf, err);
+    CHECK(n > 0);
+    hb_hist d;
+    CHECK_EQ_INT(hb_hist_decode(&d, buf, (size_t)n, err), 0);
+    CHECK(hb_hist_count(&d) == (uint64_t)INT64_MAX);
+    hb_hist_free(&d);
+    hb_hist_free(&o);
+    hb_hist_free(&h);
+}
+
 int main(void)
 {
+    test_count_overflow_clamped();
+    test_config_sweep();
     test_config();
     test_edges();
     test_buckets();
