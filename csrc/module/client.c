@@ -44,18 +44,20 @@ typedef struct {
     double timeout, connect_timeout, idle_timeout; /* as given (-1: None) */
 } ClientObject;
 
+/* Variable-size: the final response head as received is stored inline
+ * (ob_size bytes at `head`), so a response costs one allocation, not two. */
 typedef struct {
-    PyObject_HEAD
+    PyObject_VAR_HEAD
     int status;
     int minor;
     int reused;
-    Py_ssize_t reason_off, reason_len; /* within raw_head */
-    PyObject *raw_head; /* bytes: the final response head as received */
-    PyObject *body;     /* bytes */
+    Py_ssize_t reason_off, reason_len; /* within head */
+    PyObject *body;                    /* bytes */
     PyObject *url;
     PyObject *headers; /* cached Headers, built on first access */
     unsigned long long size;
     uint64_t t_start, t_connected, t_tls_done, t_first_byte, t_done;
+    char head[1];
 } ResponseObject;
 
 /* ------------------------------------------------------------------ Response */
@@ -64,7 +66,6 @@ static void resp_dealloc(PyObject *o)
 {
     ResponseObject *r = (ResponseObject *)o;
     PyTypeObject *tp = Py_TYPE(o);
-    Py_XDECREF(r->raw_head);
     Py_XDECREF(r->body);
     Py_XDECREF(r->url);
     Py_XDECREF(r->headers);
@@ -76,7 +77,7 @@ static PyObject *resp_reason(PyObject *o, void *c)
 {
     (void)c;
     ResponseObject *r = (ResponseObject *)o;
-    return PyUnicode_DecodeLatin1(PyBytes_AS_STRING(r->raw_head) + r->reason_off, r->reason_len,
+    return PyUnicode_DecodeLatin1(r->head + r->reason_off, r->reason_len,
                                   NULL);
 }
 
@@ -96,8 +97,7 @@ static PyObject *resp_headers(PyObject *o, void *c)
     memset(&h, 0, sizeof h);
     h.headers = hs;
     h.num_headers = HB_CLIENT_MAX_HEADERS;
-    const char *b = PyBytes_AS_STRING(r->raw_head);
-    int n = hb_parse_response_head(b, (size_t)PyBytes_GET_SIZE(r->raw_head), &h, NULL);
+    int n = hb_parse_response_head(r->head, (size_t)Py_SIZE(r), &h, NULL);
     if (n < 0) { /* cannot happen: it parsed before */
         PyErr_SetString(PyExc_RuntimeError, "stored response head no longer parses");
         return NULL;
@@ -208,7 +208,8 @@ static PyType_Slot resp_slots[] = {
 
 static PyType_Spec resp_spec = {
     .name = "httpbench.Response",
-    .basicsize = sizeof(ResponseObject),
+    .basicsize = offsetof(ResponseObject, head),
+    .itemsize = 1,
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = resp_slots,
 };
@@ -702,7 +703,8 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
         goto fail;
     }
 
-    ResponseObject *r = (ResponseObject *)st->ResponseType->tp_alloc(st->ResponseType, 0);
+    ResponseObject *r =
+        (ResponseObject *)st->ResponseType->tp_alloc(st->ResponseType, (Py_ssize_t)x.head_len);
     resp_obj = (PyObject *)r;
     if (!r) goto fail_x;
     r->status = x.resp.status;
@@ -711,8 +713,7 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     r->reason_off = x.resp.reason ? (Py_ssize_t)(x.resp.reason - x.head_buf) : 0;
     r->reason_len = (Py_ssize_t)x.resp.reason_len;
     r->url = Py_NewRef(url);
-    r->raw_head = PyBytes_FromStringAndSize(x.head_buf, (Py_ssize_t)x.head_len);
-    if (!r->raw_head) goto fail_x;
+    memcpy(r->head, x.head_buf, x.head_len);
 
     hb_sink sink = {NULL, 0, 0, -1, NULL, NULL};
     grow_ctx g = {NULL, NULL};
