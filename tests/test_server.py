@@ -618,3 +618,17 @@ def test_cli_serve_tls_prints_ca():
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_ipv6_and_localhost():
+    with httpbench.Server(host="localhost") as s:
+        assert s.url.startswith("http://localhost:")
+        assert requests.get(s.url + "/bytes/4", timeout=10).content == b"0123"
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    with httpbench.Server(host="::1", tls=True) as s:
+        assert s.url == f"https://[::1]:{s.port}"
+        r = requests.get(s.url + "/bytes/4", verify=s.ca_file, timeout=10)  # IP:::1 SAN
+        assert r.content == b"0123"
