@@ -200,6 +200,12 @@ def test_validation_errors() -> None:
     with pytest.raises(TypeError):
         httpbench.measure(f, n=10, warmup="x")  # type: ignore[arg-type]
 
+    async def coro() -> None:
+        return None
+
+    with pytest.raises(TypeError, match="measure_async"):
+        httpbench.measure(coro, n=1)
+
     def nested() -> None:
         httpbench.measure(f, n=1)
 

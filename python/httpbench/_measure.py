@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import glob
+import inspect
 import os
 import platform
 import sys
@@ -322,6 +323,9 @@ def measure(
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+    if inspect.iscoroutinefunction(fn):
+        raise TypeError("fn is a coroutine function: measure_async() awaits it, measure() "
+                        "would only create coroutine objects")
     args = tuple(args)
     n, dur_ns = _budget(n, duration)
     wn, wns = _warmup(warmup, n, dur_ns)
