@@ -625,7 +625,8 @@ def test_ipv6_and_localhost():
         assert s.url.startswith("http://localhost:")
         assert requests.get(s.url + "/bytes/4", timeout=10).content == b"0123"
     try:
-        socket.socket(socket.AF_INET6).bind(("::1", 0))
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
     except OSError:
         pytest.skip("no IPv6 loopback")
     with httpbench.Server(host="::1", tls=True) as s:
