@@ -63,6 +63,7 @@ def bench_loop(rounds: int, n: int) -> dict[str, float]:
         "c_loop_accounting_ns_per_call": med["c_accounting"],
         "ratio_c_vs_python": med["c"] / med["python"],
         "ratio_c_accounting_vs_python": med["c_accounting"] / med["python"],
+        "rounds": res,
     }
 
 
@@ -112,6 +113,8 @@ def bench_urllib3(rounds: int, n: int) -> dict[str, float]:
             "cpu_factor_tracemalloc": cmed["tracemalloc"] / cmed["off"],
             "python_allocs_per_get": allocs,
             "gc_per_10k_gets": gcs,
+            "rounds": per_call,
+            "cpu_rounds": cpu,
         }
     finally:
         srv.stop()
