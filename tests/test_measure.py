@@ -292,3 +292,27 @@ def test_other_threads_allocating_during_measure() -> None:
     # Process-wide accounting: at least fn's own allocations, hooks disarmed after.
     assert r.alloc_counts["obj"] >= 2 * r.calls
     assert hooks_disarmed()
+
+
+def test_fork_during_span_child_not_armed() -> None:
+    import subprocess
+    import sys
+
+    def spawn() -> None:
+        subprocess.run([sys.executable, "-c", "pass"], check=True, timeout=30)
+
+    r = httpbench.measure(spawn, n=3, warmup=0)
+    assert r.calls == 3
+    assert hooks_disarmed()
+
+    if hasattr(os, "fork"):
+        def fork_child() -> None:
+            pid = os.fork()
+            if pid == 0:  # child: allocate freely, hooks must be disarmed here
+                installed, armed, *_ = _core._alloc_hooks_state()
+                os._exit(0 if armed == 0 else 3)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+
+        r = httpbench.measure(fork_child, n=2, warmup=0)
+        assert r.calls == 2

@@ -338,6 +338,15 @@ static void gil_free(void *ctx, void *ptr)
 static const PyMemAllocatorDomain domains[ND] = {PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM,
                                                  PYMEM_DOMAIN_OBJ};
 
+/* A child forked during a span (fn ran subprocess...) must not count, nor
+ * wait on a table lock a thread of the parent held at fork time. */
+static void after_fork_child(void)
+{
+    atomic_store(&armed, 0);
+    atomic_flag_clear(&rtab_lock);
+    atomic_store(&nest_depth, 0);
+}
+
 /* 1 when our active layer is the top allocator of every domain. */
 static int hooks_on_top(void)
 {
@@ -359,6 +368,10 @@ static int hooks_ensure(void)
         PyErr_SetString(PyExc_RuntimeError,
                         "allocation hooks were displaced too often (tracemalloc start/stop "
                         "cycles); use alloc=False");
+        return -1;
+    }
+    if (nlayers == 0 && pthread_atfork(NULL, NULL, after_fork_child) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
         return -1;
     }
     int id = nlayers++;
