@@ -171,3 +171,38 @@ def test_close_while_other_threads_request(http_srv):
         assert out == ["ok"] * 5000 or (out[-1] == "closed" and set(out[:-1]) <= {"ok"})
     assert any(out[-1] == "closed" for out in per_thread)
     assert c.pool_stats()["open"] == 0
+
+
+def test_no_c_malloc_per_request_in_steady_state():
+    """Under the preloaded malloc counter: 2000 keep-alive GETs of 150 B cost
+    no malloc at all (the Response and body are small pymalloc objects; the
+    pool reuses the connection and its buffer)."""
+    import subprocess
+    import sys
+
+    try:
+        from httpbench import native_alloc_preload_path
+
+        lib = native_alloc_preload_path()
+    except (ImportError, FileNotFoundError):
+        pytest.skip("malloc counter library not built")
+    code = """
+import sys, httpbench
+from httpbench import native_allocs
+c = httpbench.Client()
+url = sys.argv[1] + "/bytes/150"
+for _ in range(200):
+    c.get(url)
+a = native_allocs()
+for _ in range(2000):
+    r = c.get(url)
+b = native_allocs()
+print(b["count"] - a["count"], len(r.body))
+"""
+    with _server.start_process() as srv:
+        out = subprocess.run([sys.executable, "-c", code, srv.url], capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ, LD_PRELOAD=lib))
+    assert out.returncode == 0, out.stderr
+    mallocs, size = map(int, out.stdout.split())
+    assert size == 150
+    assert mallocs <= 20, f"{mallocs} mallocs over 2000 requests"
