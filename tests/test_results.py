@@ -134,6 +134,13 @@ def test_records_are_frozen_and_validated():
         make_bench(successes=501)
     with pytest.raises(ValueError):
         make_measure(gc_collections=(1, 2))
+    with pytest.raises(ValueError, match="calls must be >= 0"):
+        make_measure(calls=-1)
+    with pytest.raises(ValueError, match="bytes_in must be >= 0"):
+        make_bench(bytes_in=-5)
+    with pytest.raises(ValueError, match="error_counts"):
+        make_bench(error_counts={"read": -1})
+    assert make_measure(alloc_net_bytes=-4096).alloc_net_bytes == -4096  # net can be freed
     with pytest.raises(TypeError):
         R.ResultSet({("a", "b", 0): "not a result"})
     with pytest.raises(ValueError):

@@ -235,6 +235,14 @@ def _int_tuple(v: Any, where: str) -> tuple[int, ...]:
     return tuple(_as_int(x, f"{where}[{i}]") for i, x in enumerate(v))
 
 
+def _check_counts(rec: Any, names: Iterable[str]) -> None:
+    """Counts, sizes and durations are never negative (None = not measured)."""
+    for name in names:
+        v = getattr(rec, name)
+        if v is not None and v < 0:
+            raise ValueError(f"{type(rec).__name__}.{name} must be >= 0, got {v!r}")
+
+
 def _per(total: float | None, n: int) -> float:
     """total / n, NaN when either is missing or n is 0 (never a fake 0 or inf)."""
     if total is None or not n:
@@ -467,6 +475,13 @@ class BenchResult(_RecordMixin):
         object.__setattr__(self, "metadata", dict(self.metadata))
         if not self.label:
             object.__setattr__(self, "label", self.url)
+        _check_counts(self, (
+            "duration_ns", "responses", "successes", "bytes_in", "bytes_out", "connections",
+            "reconnects", "in_flight_at_stop", "cpu_user_ns", "cpu_sys_ns",
+            "series_interval_ns"))
+        for k, v in self.error_counts.items():
+            if v < 0:
+                raise ValueError(f"BenchResult.error_counts[{k!r}] must be >= 0, got {v}")
         if self.successes > self.responses:
             raise ValueError(
                 f"successes ({self.successes}) cannot exceed responses ({self.responses})"
@@ -685,6 +700,10 @@ class MeasureResult(_RecordMixin):
                 m = {k: 0 for k in ALLOC_DOMAINS}
                 m.update({str(k).lower(): int(n) for k, n in dict(v).items()})
                 object.__setattr__(self, name, m)
+        _check_counts(self, (
+            "calls", "wall_ns", "cpu_user_ns", "cpu_sys_ns", "cpu_thread_ns",
+            "native_alloc_count", "native_alloc_bytes", "gc_pause_ns", "peak_rss_bytes",
+            "concurrency", "errors"))
         if self.gc_collections is not None:
             g = tuple(int(x) for x in self.gc_collections)
             if len(g) != 3:
