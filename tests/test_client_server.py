@@ -206,3 +206,28 @@ print(b["count"] - a["count"], len(r.body))
     mallocs, size = map(int, out.stdout.split())
     assert size == 150
     assert mallocs <= 20, f"{mallocs} mallocs over 2000 requests"
+
+
+def test_threads_share_one_https_client(https_srv):
+    import threading
+
+    with Client(ca_file=https_srv.ca_file, max_connections_per_host=4) as c:
+        errors: list[BaseException] = []
+        counts = [0] * 4
+
+        def run(i: int) -> None:
+            try:
+                for _ in range(40):
+                    assert c.get(f"{https_srv.url}/bytes/2000").body == expected_bytes(2000)
+                    counts[i] += 1
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        assert not errors and counts == [40] * 4
+        st = c.pool_stats()
+        assert 1 <= st["connects"] <= 4 and st["open"] <= 4
