@@ -1047,3 +1047,12 @@ def test_download_then_reuse_connection(client, tmp_path):
         r = client.get(srv.url())  # the spliced connection ended exactly at the body's end
         assert r.body == b"small" and r.reused
         assert srv.connections == 1
+
+
+def test_download_close_delimited(client, tmp_path):
+    data = os.urandom(1_200_000)
+    with serve(b"HTTP/1.1 200 OK\r\n\r\n" + data, close=True) as srv:
+        r = client.download(srv.url(), tmp_path / "cd.bin")
+        assert r.size == len(data) and (tmp_path / "cd.bin").read_bytes() == data
+        r = client.download(srv.url(), tmp_path / "cd2.bin")
+        assert not r.reused and (tmp_path / "cd2.bin").read_bytes() == data

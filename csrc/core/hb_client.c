@@ -376,12 +376,13 @@ static int closed_in_body(hb_exchange *x, char *err)
 /* Plain socket to file without passing through user space: socket -> pipe
  * -> file with splice(2). Returns HB_AGAIN before moving any byte when splice
  * does not apply (the caller then copies), else 0 or an error. */
-static int splice_length(hb_exchange *x, hb_sink *s, char *err)
+static int splice_body(hb_exchange *x, hb_sink *s, int until_close, char *err)
 {
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0) return HB_AGAIN;
     (void)fcntl(pfd[1], F_SETPIPE_SZ, SPLICE_PIPE); /* best effort: fewer, larger moves */
     int sfd = x->conn->sock.fd, rc = 0, first = 1;
+    if (until_close) x->remaining = UINT64_MAX; /* counts down harmlessly until EOF */
     while (x->remaining > 0) {
         /* The first move fits the connection buffer, where the fallback puts it. */
         size_t cap = first ? x->conn->rcap : SPLICE_PIPE;
@@ -400,7 +401,7 @@ static int splice_length(hb_exchange *x, hb_sink *s, char *err)
             break;
         }
         if (n == 0) {
-            rc = closed_in_body(x, err);
+            rc = until_close ? 0 : closed_in_body(x, err);
             break;
         }
         /* Drain the pipe into the file before the next read. */
@@ -438,6 +439,7 @@ static int splice_length(hb_exchange *x, hb_sink *s, char *err)
 out:
     close(pfd[0]);
     close(pfd[1]);
+    if (until_close) x->remaining = 0;
     return rc;
 }
 
@@ -452,7 +454,7 @@ static int read_length(hb_exchange *x, hb_sink *s, char *err)
     c->rpos += k;
     x->remaining -= k;
     if (s->fd >= 0 && c->sock.ssl == NULL && x->remaining >= SPLICE_MIN) {
-        rc = splice_length(x, s, err);
+        rc = splice_body(x, s, 0, err);
         if (rc != HB_AGAIN) return rc;
         if (c->rlen > c->rpos) { /* bytes the pipe held when splice to the file failed */
             size_t held = c->rlen - c->rpos;
@@ -497,6 +499,14 @@ static int read_until_close(hb_exchange *x, hb_sink *s, char *err)
     if (c->rlen > c->rpos && (rc = deliver(x, s, c->rbuf + c->rpos, c->rlen - c->rpos, err)) < 0)
         return rc;
     c->rpos = c->rlen = 0;
+    if (s->fd >= 0 && c->sock.ssl == NULL) {
+        rc = splice_body(x, s, 1, err);
+        if (rc != HB_AGAIN) return rc;
+        if (c->rlen > c->rpos) { /* bytes the pipe held when splice to the file failed */
+            if ((rc = deliver(x, s, c->rbuf + c->rpos, c->rlen - c->rpos, err)) < 0) return rc;
+            c->rpos = c->rlen = 0;
+        }
+    }
     for (;;) {
         char *dst;
         size_t room;
