@@ -262,14 +262,16 @@ static void raw_free(void *ctx, void *ptr)
     if (counting(L) && ptr) raw_count_free(ptr);
 }
 
+/* Only the GIL holder writes nest_depth/nest_owner (other threads just read
+ * them), so plain relaxed loads and stores do: no locked instructions. */
 static inline void nest_enter(void)
 {
     atomic_store_explicit(&nest_owner, (unsigned long)pthread_self(), RLX);
-    atomic_fetch_add_explicit(&nest_depth, 1, RLX);
+    atomic_store_explicit(&nest_depth, atomic_load_explicit(&nest_depth, RLX) + 1, RLX);
 }
 static inline void nest_exit(void)
 {
-    atomic_fetch_sub_explicit(&nest_depth, 1, RLX);
+    atomic_store_explicit(&nest_depth, atomic_load_explicit(&nest_depth, RLX) - 1, RLX);
 }
 
 /* MEM and OBJ hooks (called with the GIL held). */
@@ -396,9 +398,10 @@ static void alloc_zero(void)
     atomic_store(&raw_n, 0);
     atomic_store(&raw_bytes, 0);
     atomic_store(&raw_frees, 0);
-    ptab_reset(&gtab, 16);
+    /* Small first tables stay in cache for churn-heavy calls; they grow. */
+    ptab_reset(&gtab, 10);
     rtab_lock_acquire();
-    ptab_reset(&rtab, 10);
+    ptab_reset(&rtab, 8);
     rtab_lock_release();
 }
 
