@@ -264,3 +264,19 @@ def test_compare_argument_errors():
         httpbench.compare(clients=["http.client"], scenarios=["get-150b", "get-150b"])
     with pytest.raises(ValueError):
         httpbench.compare(clients=["http.client"], commands={"curl": ["curl"]})
+
+
+def test_early_answer_post_reported_and_echo_verified():
+    rs = httpbench.compare(
+        clients=["http.client", "urllib3"],
+        scenarios=["early:method=POST,path=/fault/early-response?status=200,body=300k,n=5",
+                   "echo:method=POST,path=/echo,body=100k,n=5"],
+        repeat=1, plots=False, timeout=60,
+    )
+    for c in ("http.client", "urllib3"):
+        early = [n for n in _notes(rs, c, "early") if n.kind == "early-answer"]
+        assert len(early) == 1 and "5 of 5 POSTs" in early[0].message
+        assert rs.get(c, "early", 0).metadata["server"]["early_answers"] == 5
+        echo = rs.get(c, "echo", 0)
+        assert echo.metadata["verify"]["ok"] and echo.errors == 0
+        assert _notes(rs, c, "echo") == []

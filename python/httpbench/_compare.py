@@ -126,7 +126,7 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
             written["plots_error"] = f"plots unavailable ({exc})"
         else:
             try:
-                written["plots"] = save_plots(rs, d)
+                written["plots"] = save_plots(rs, d, formats=("png",))
             except Exception as exc:  # plotting must never lose the measured results
                 written["plots_error"] = f"plotting failed: {type(exc).__name__}: {exc}"
         if "plots_error" in written and progress:
@@ -407,11 +407,14 @@ def cli_main(argv: list[str]) -> int:
         return 2
     if progress:
         progress.done()
-    elapsed = time.monotonic() - t0
     written: dict[str, Any] = {}
     if not args.no_out:
         out = args.out or os.path.join("httpbench-results", time.strftime("%Y%m%d-%H%M%S"))
+        if progress:
+            progress("writing results" + ("" if args.no_plots else " and plots"))
+            progress.done()
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
+    elapsed = time.monotonic() - t0
     if args.json:
         sys.stdout.write(rs.to_json(indent=1) + "\n")
     else:

@@ -30,6 +30,7 @@ import threading
 import time
 import traceback
 import zlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["main", "payload"]
@@ -232,6 +233,15 @@ class Worker:
                 continue
             if self.kind == "process" and not getattr(self.cls, "capture_body", False):
                 continue  # an arbitrary command: exit code 0 is all we can check
+            if sc.body_size and sc.path.startswith("/echo"):
+                body = a.last_body or b""
+                if body != self.body:
+                    problems.append(f"{where}echo returned {len(body)} bytes crc32 "
+                                    f"{zlib.crc32(body):08x}, sent {sc.body_size} bytes "
+                                    f"crc32 {self.body_crc:08x}")
+                continue
+            if sc.body_size and not sc.path.startswith("/sink"):
+                continue  # another route: the status is what we can check
             if sc.body_size:
                 try:
                     got = json.loads(a.last_body)
@@ -391,14 +401,10 @@ def _send(fd: int, msg: dict[str, Any]) -> None:
         data = data[k:]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Worker entry point (``python -m httpbench._worker --result-fd FD``)."""
-    ap = argparse.ArgumentParser(prog="httpbench._worker")
-    ap.add_argument("--result-fd", type=int, required=True)
-    args = ap.parse_args(argv)
-    fd = args.result_fd
-    line = sys.stdin.readline()
-    if not line:
+def serve(lines: Iterator[bytes], send: Callable[[dict[str, Any]], None]) -> int:
+    """Run one worker: the first line is the job, then one command per line."""
+    line = next(lines, b"")
+    if not line.strip():
         return 2
     job = json.loads(line)
     from ._adapters import AdapterUnavailable
@@ -406,34 +412,146 @@ def main(argv: list[str] | None = None) -> int:
     try:
         w = Worker(job)
     except AdapterUnavailable as exc:
-        _send(fd, {"status": "skipped", "reason": exc.reason, "pip_name": exc.pip_name})
-        return 0
-    try:
-        _send(fd, w.setup())
-    except AdapterUnavailable as exc:
-        _send(fd, {"status": "skipped", "reason": exc.reason, "pip_name": exc.pip_name})
+        send({"status": "skipped", "reason": exc.reason, "pip_name": exc.pip_name})
         return 0
     except Exception as exc:
-        _send(fd, {"status": "error", "stage": "setup", "error": f"{type(exc).__name__}: {exc}",
-                   "traceback": traceback.format_exc()[-3000:], "requests": w.requests})
+        send({"status": "error", "stage": "load", "error": f"{type(exc).__name__}: {exc}",
+              "traceback": traceback.format_exc()[-3000:], "requests": 0})
+        return 1
+    try:
+        send(w.setup())
+    except AdapterUnavailable as exc:
+        send({"status": "skipped", "reason": exc.reason, "pip_name": exc.pip_name})
+        w.close()
+        return 0
+    except Exception as exc:
+        send({"status": "error", "stage": "setup", "error": f"{type(exc).__name__}: {exc}",
+              "traceback": traceback.format_exc()[-3000:], "requests": w.requests})
         w.close()
         return 1
     try:
-        for line in sys.stdin:
+        for line in lines:
             cmd = json.loads(line)
             if cmd.get("cmd") == "close":
                 break
             if cmd.get("cmd") == "run":
                 try:
-                    _send(fd, w.round(cmd))
+                    send(w.round(cmd))
                 except Exception as exc:
-                    _send(fd, {"status": "error", "stage": "run",
-                               "error": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc()[-3000:],
-                               "requests": w.requests})
+                    send({"status": "error", "stage": "run",
+                          "error": f"{type(exc).__name__}: {exc}",
+                          "traceback": traceback.format_exc()[-3000:], "requests": w.requests})
     finally:
         w.close()
     return 0
+
+
+# ---------------------------------------------------------------- zygote
+#
+# Starting a Python interpreter and importing httpbench costs ~0.3 s of CPU
+# per worker. The runner therefore starts one "zygote" (python -m
+# httpbench._worker --zygote) with the workers' environment (LD_PRELOAD of the
+# malloc counter, PYTHONPATH); it imports what every worker needs and forks a
+# fresh worker per request. Each worker still is a new process that imported
+# nothing but httpbench and the standard library; its client library is
+# imported after the fork. Control protocol (a Unix socket): the runner sends
+# "spawn\n" with two file descriptors (the worker's socket and its stderr
+# file) and gets "<pid>\n" back; "status <pid>\n" answers "<exit code>" or
+# "running".
+
+
+def _zygote(ctl_fd: int) -> int:
+    import signal
+    import socket
+
+    ctl = socket.socket(fileno=ctl_fd)
+    exited: dict[int, int] = {}
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            exited[pid] = os.waitstatus_to_exitcode(st)
+
+    # modules every worker uses, imported once here
+    from . import _adapters, _measure, _results, _scenarios  # noqa: F401
+
+    buf = b""
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctl, 4096, 4)
+        except OSError:
+            return 0
+        if not msg:
+            return 0
+        buf += msg
+        while b"\n" in buf:
+            line, _, buf = buf.partition(b"\n")
+            word = line.decode().split()
+            if not word:
+                continue
+            if word[0] == "spawn" and len(fds) == 2:
+                sock_fd, err_fd = fds
+                fds = []
+                pid = os.fork()
+                if pid == 0:  # the worker
+                    code = 70
+                    try:
+                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                        ctl.close()
+                        null = os.open(os.devnull, os.O_RDWR)
+                        os.dup2(null, 0)
+                        os.dup2(null, 1)
+                        os.dup2(err_fd, 2)
+                        os.close(null)
+                        os.close(err_fd)
+                        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+                        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+                        sock = socket.socket(fileno=sock_fd)
+                        rfile = sock.makefile("rb")
+
+                        def send(m: dict[str, Any], _s: Any = sock) -> None:
+                            _s.sendall((json.dumps(m, allow_nan=False, default=str)
+                                        + "\n").encode())
+
+                        code = serve(iter(rfile), send)
+                    except BaseException:
+                        traceback.print_exc()
+                    finally:
+                        sys.stderr.flush()
+                        os._exit(code)
+                os.close(sock_fd)
+                os.close(err_fd)
+                ctl.sendall(f"{pid}\n".encode())
+            elif word[0] == "status" and len(word) == 2:
+                reap()
+                pid = int(word[1])
+                ctl.sendall(f"{exited[pid] if pid in exited else 'running'}\n".encode())
+            for fd in fds:
+                os.close(fd)
+            fds = []
+        reap()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point: ``--result-fd FD`` (job and commands on stdin) or ``--zygote``."""
+    ap = argparse.ArgumentParser(prog="httpbench._worker")
+    ap.add_argument("--result-fd", type=int)
+    ap.add_argument("--zygote", action="store_true")
+    ap.add_argument("--control-fd", type=int)
+    args = ap.parse_args(argv)
+    if args.zygote:
+        if args.control_fd is None:
+            ap.error("--zygote needs --control-fd")
+        return _zygote(args.control_fd)
+    if args.result_fd is None:
+        ap.error("--result-fd is required")
+    fd = args.result_fd
+    return serve(iter(sys.stdin.buffer), lambda m: _send(fd, m))
 
 
 if __name__ == "__main__":
