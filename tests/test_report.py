@@ -113,6 +113,11 @@ def test_mimebundle_has_html_table_svg_and_text():
         assert set(mb) == {"text/plain", "text/html"}
         assert "<table" in mb["text/html"] and "<svg" in mb["text/html"]
         assert mb["text/plain"] == rec.summary("text")
+    html = make_measure()._repr_mimebundle_()["text/html"]
+    assert ">Python allocs/call</td>" in html and ">81</td>" in html
+    html = make_set()._repr_mimebundle_()["text/html"]
+    assert "<h4>get-150b</h4>" in html and ">requests</td>" in html
+    assert "run-to-run spread 30%" in html
 
 
 # ---------------------------------------------------------------- HdrHistogram export

@@ -326,8 +326,9 @@ _BENCH_COLS = [
 ]
 
 
-def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str, str]],
-                 first: str = "client") -> str:
+def _group_cells(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
+                 first: str = "client") -> tuple[list[str], list[list[str]], bool]:
+    """Headers and cells of a per-client table (medians over repeats ± half range)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(r[first], []).append(r)
@@ -346,7 +347,13 @@ def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str
         if has_notes:
             cells.append(rs[0]["notes"])
         out.append(cells)
-    return _render(headers, out, fmt, left_last=has_notes)
+    return headers, out, has_notes
+
+
+def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str, str]],
+                 first: str = "client") -> str:
+    headers, cells, has_notes = _group_cells(rows, cols, first)
+    return _render(headers, cells, fmt, left_last=has_notes)
 
 
 def _isnan(v: Any) -> bool:
@@ -376,7 +383,7 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _measure_table(r: MeasureResult, fmt: str) -> str:
+def _measure_rows(r: MeasureResult) -> list[list[str]]:
     rows: list[list[str]] = [
         ["calls", U.format_count(r.calls)],
         ["wall time", U.format_duration(r.wall_ns)],
@@ -406,8 +413,12 @@ def _measure_table(r: MeasureResult, fmt: str) -> str:
         rows.append(["peak RSS", U.format_bytes(r.peak_rss_bytes)])
     if r.overhead_ns_per_call is not None:
         rows.append(["harness overhead/call", U.format_duration(r.overhead_ns_per_call)])
+    return rows
+
+
+def _measure_table(r: MeasureResult, fmt: str) -> str:
     title = f"measure: {r.label}"
-    body = _render(["metric", "value"], rows, fmt, left=1)
+    body = _render(["metric", "value"], _measure_rows(r), fmt, left=1)
     return (f"**{title}**\n\n" if fmt == "md" else f"{title}\n") + body + "\n"
 
 
@@ -1056,19 +1067,28 @@ def _change(key: tuple[str, str], metric: str, bv: tuple[float, ...], cv: tuple[
 # Jupyter
 
 
-def _html_table(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
-                first: str = "client") -> str:
-    text = _group_table(rows, "md", cols, first)
-    lines = [ln for i, ln in enumerate(text.splitlines()) if i != 1]
-    out = ['<table class="httpbench">']
-    for i, ln in enumerate(lines):
-        cells = [c.strip().replace("\\|", "|") for c in ln.strip().strip("|").split(" | ")]
-        tag = "th" if i == 0 else "td"
+def _html_grid(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1,
+               left_last: bool = False) -> str:
+    n = len(headers)
+
+    def align(j: int) -> str:
+        return "left" if j < left or (left_last and j == n - 1) else "right"
+
+    out = ['<table class="httpbench">', "<tr>" + "".join(
+        f'<th style="text-align:{align(j)};white-space:nowrap">{html.escape(h)}</th>'
+        for j, h in enumerate(headers)) + "</tr>"]
+    for r in rows:
         out.append("<tr>" + "".join(
-            f'<{tag} style="text-align:{"left" if j == 0 else "right"}">{html.escape(c)}</{tag}>'
-            for j, c in enumerate(cells)) + "</tr>")
+            f'<td style="text-align:{align(j)};white-space:nowrap">{html.escape(c)}</td>'
+            for j, c in enumerate(r)) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
+
+
+def _html_table(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
+                first: str = "client") -> str:
+    headers, cells, has_notes = _group_cells(rows, cols, first)
+    return _html_grid(headers, cells, left_last=has_notes)
 
 
 def _svg(obj: Any) -> str:
@@ -1097,6 +1117,9 @@ def mimebundle(obj: Any) -> dict[str, str]:
         if obj.notes:
             parts.append("<ul>" + "".join(f"<li>{html.escape(str(n))}</li>" for n in obj.notes)
                          + "</ul>")
+    elif isinstance(obj, MeasureResult):
+        parts.append(f"<b>measure: {html.escape(obj.label)}</b>")
+        parts.append(_html_grid(["metric", "value"], _measure_rows(obj)))
     else:
         cols = _BENCH_COLS if rows and rows[0]["kind"] == "bench" else _MEASURE_COLS
         parts.append(_html_table(rows, cols, first="client"))
