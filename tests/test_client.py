@@ -1056,3 +1056,15 @@ def test_download_close_delimited(client, tmp_path):
         assert r.size == len(data) and (tmp_path / "cd.bin").read_bytes() == data
         r = client.download(srv.url(), tmp_path / "cd2.bin")
         assert not r.reused and (tmp_path / "cd2.bin").read_bytes() == data
+
+
+def test_stalled_pipe_body_times_out():
+    r_fd, w_fd = os.pipe()
+    os.write(w_fd, b"some bytes, then nothing")
+    with RawServer(echo_handler) as srv, Client(timeout=0.4) as c, \
+            os.fdopen(r_fd, "rb", buffering=0) as rf:
+        t0 = time.monotonic()
+        with pytest.raises(RequestTimeout, match="request body"):
+            c.request("POST", srv.url(), body=rf)
+        assert 0.4 <= time.monotonic() - t0 < 3.0
+    os.close(w_fd)

@@ -125,9 +125,14 @@ static int send_fd_body(hb_exchange *x, char *err)
             if (left == 0) return 0;
             if ((int64_t)want > left) want = (size_t)left;
         }
+        if (off < 0) { /* a pipe or socket may stall: it counts against the deadline */
+            rc = hb__wait_fd(r->body_fd, POLLIN, r->deadline_ns, x->eintr_abort);
+            if (rc == HB_E_TIMEOUT) return timed_out(r, err, "reading the request body");
+            if (rc < 0) return rc;
+        }
         ssize_t n = off >= 0 ? pread(r->body_fd, buf, want, off) : read(r->body_fd, buf, want);
         if (n < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR || errno == EAGAIN) continue;
             return hb_fail(err, -errno, "reading the request body: %s", strerror(errno));
         }
         if (off >= 0) off += n;
@@ -631,6 +636,8 @@ void hb_client_end(hb_pool *p, hb_exchange *x)
 {
     if (!x->conn) return;
     if (!x->t_done) x->t_done = hb_now_ns();
-    hb_pool_release(p, x->conn, x->keep_alive && x->body_done);
+    /* Decrypted bytes still inside OpenSSL belong to no request: never reuse. */
+    int tls_leftover = x->conn->sock.ssl && SSL_pending(x->conn->sock.ssl) > 0;
+    hb_pool_release(p, x->conn, x->keep_alive && x->body_done && !tls_leftover);
     x->conn = NULL;
 }
