@@ -89,8 +89,9 @@ def test_text_and_markdown_tables():
     assert "pycurl: not installed" in text
     md = rs.summary("md")
     assert "## get-150b" in md and "| requests |" in md and "|:---|---:|" in md
-    js = json.loads(rs.summary("json"))
+    js = json.loads(rs.summary("json"), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert len(js) == 5 and js[0]["client"] == "requests"
+    assert js[0]["native_allocs_per_request"] is None  # not measured -> null, not NaN
     with pytest.raises(ValueError):
         rs.summary("html")
     assert str(make_measure()).startswith("measure: requests")

@@ -427,7 +427,9 @@ def format_result(obj: Any, fmt: str = "text") -> str:
     if fmt not in ("text", "md", "json"):
         raise ValueError(f"unknown format {fmt!r}; use text, md or json")
     if fmt == "json":
-        return json.dumps(result_rows(obj), indent=1, allow_nan=True, default=str) + "\n"
+        rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                 for k, v in r.items()} for r in result_rows(obj)]
+        return json.dumps(rows, indent=1, allow_nan=False, default=str) + "\n"  # NaN -> null
     if isinstance(obj, ResultSet):
         return format_resultset(obj, fmt)
     if isinstance(obj, BenchResult):
