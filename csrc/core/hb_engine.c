@@ -60,6 +60,7 @@ typedef struct econn {
     uint64_t conn_start, hs_start;
     int conn_warm; /* connection opened during warm-up: do not record its times */
     int read_wants_write, write_blocked;
+    int et; /* plain socket, edge-triggered: registered once, never modified */
     /* read side */
     char *rbuf;
     size_t rcap, rlen, rpos;
@@ -243,7 +244,7 @@ static inline req_slot *ring_at(econn *c, uint32_t i)
 
 static void update_interest(econn *c)
 {
-    if (c->io.fd < 0) return;
+    if (c->io.fd < 0 || c->et) return;
     uint32_t ev;
     if (c->state == C_CONNECTING) {
         ev = EPOLLOUT;
@@ -274,6 +275,7 @@ static void conn_close(econn *c)
     c->rstate = R_HEAD;
     c->have_first = 0;
     c->read_wants_write = c->write_blocked = 0;
+    c->et = 0;
     c->wleft = 0;
     c->nstarted = 0;
     c->closing = 0;
@@ -309,7 +311,13 @@ static void start_connect(econn *c, uint64_t now)
         fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
         return;
     }
-    int arc = hb_loop_add(&th->loop, &c->io, c->s.fd, EPOLLOUT);
+    /* Plain sockets are edge-triggered for both directions from the start, so
+     * epoll_ctl runs once per connection, and there is no level-triggered
+     * re-poll of every ready socket on each epoll_wait. TLS stays
+     * level-triggered (OpenSSL's buffering makes "drained" hard to know). */
+    c->et = e->cfg.tls == NULL;
+    int arc = hb_loop_add(&th->loop, &c->io, c->s.fd,
+                          c->et ? (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) : EPOLLOUT);
     if (arc < 0) {
         fail_all(c, HB_ENG_ERR_CONNECT, arc, "epoll_ctl");
         return;
@@ -714,7 +722,8 @@ static void on_eof(econn *c, uint64_t now)
     fill(c, now);
 }
 
-static void do_read(econn *c)
+/* events: what epoll reported (0 when called for another reason). */
+static void do_read(econn *c, uint32_t events)
 {
     ethread *th = c->th;
     hb_engine *e = th->e;
@@ -723,7 +732,8 @@ static void do_read(econn *c)
             fail_all(c, HB_ENG_ERR_PROTOCOL, HB_PE_HEAD_TOO_LARGE, "read buffer full");
             return;
         }
-        ssize_t n = hb_sock_read(&c->s, c->rbuf + c->rlen, c->rcap - c->rlen);
+        size_t space = c->rcap - c->rlen;
+        ssize_t n = hb_sock_read(&c->s, c->rbuf + c->rlen, space);
         if (n == HB_AGAIN) {
             int want_w = c->s.want == HB_WANT_WRITE;
             if (want_w != c->read_wants_write) {
@@ -767,8 +777,17 @@ static void do_read(econn *c)
             return;
         }
         fill(c, now);
+        if (c->state != C_OPEN) return;
+        /* Edge-triggered: a short read means the data is drained (TCP hands
+         * over everything queued up to len); a full one may have left more.
+         * A FIN that came with the data raises no further edge, so when epoll
+         * said RDHUP/HUP/ERR keep reading until EOF or EAGAIN. */
+        if (c->et) {
+            if ((size_t)n < space && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+            continue;
+        }
         /* OpenSSL may hold decrypted or read-ahead bytes epoll cannot see. */
-        if (!(c->s.ssl && c->state == C_OPEN && SSL_has_pending(c->s.ssl))) return;
+        if (!(c->s.ssl && SSL_has_pending(c->s.ssl))) return;
     }
 }
 
@@ -797,7 +816,8 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
             flush(c);
             if (c->state != C_OPEN) return;
         }
-        if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) || c->read_wants_write) do_read(c);
+        if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) || c->read_wants_write)
+            do_read(c, events);
         return;
     default: return;
     }

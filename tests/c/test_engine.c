@@ -134,6 +134,12 @@ static int mserve(mini *m, mconn *c)
             wr(c->fd, CLOSE_RESP, sizeof CLOSE_RESP - 1);
             mclose(m, c, 0);
             return 1;
+        } else if (!strncmp(path, "/partial ", 9)) {
+            /* head + part of the body + FIN in one go: EOF must still be seen */
+            static const char P[] = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc";
+            wr(c->fd, P, sizeof P - 1);
+            mclose(m, c, 0);
+            return 1;
         } else if (!strncmp(path, "/eof ", 5)) {
             mclose(m, c, 0);
             return 1;
@@ -361,6 +367,7 @@ static void test_errors(void)
         const char *path;
         int type;
     } cases[] = {{"/eof", HB_ENG_ERR_CLOSED},
+                 {"/partial", HB_ENG_ERR_CLOSED},
                  {"/reset", HB_ENG_ERR_READ},
                  {"/garbage", HB_ENG_ERR_PROTOCOL},
                  {"/stall", HB_ENG_ERR_TIMEOUT}};
