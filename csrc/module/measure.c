@@ -802,7 +802,7 @@ static PyObject *native_counters(PyObject *m, PyObject *Py_UNUSED(ignored))
 typedef struct {
     PyObject_HEAD
     hb_hist h;
-    uint64_t n, issued, completed, deadline;
+    uint64_t n, issued, completed, deadline, dur_ns;
     int record;
 } RecObject;
 
@@ -831,7 +831,8 @@ static PyObject *rec_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
     }
     self->n = n;
     self->record = record;
-    self->deadline = deadline_of(dur);
+    self->dur_ns = dur;
+    self->deadline = UINT64_MAX; /* the clock starts at the first begin() */
     return (PyObject *)self;
 }
 
@@ -849,6 +850,8 @@ static PyObject *rec_begin(PyObject *o, PyObject *Py_UNUSED(ignored))
 {
     RecObject *r = (RecObject *)o;
     uint64_t now = hb_now_ns();
+    if (r->issued == 0 && r->dur_ns)
+        r->deadline = r->dur_ns > UINT64_MAX - now ? UINT64_MAX : now + r->dur_ns;
     if (r->issued >= r->n || now >= r->deadline) Py_RETURN_NONE;
     r->issued++;
     return PyLong_FromUnsignedLongLong(now);
