@@ -238,6 +238,11 @@ def test_https_verified_and_tls_error(tls_server):
     r = bench(tls_server.url + "/", n=10, keepalive=False, ca_file=tls_server.ca_file)
     assert r.successes == 10 and r.tls.count == 10 and r.connections == 10
     assert r.metadata["tls_resumed"] >= 1
+    r = bench(tls_server.url + "/", n=6, keepalive=False, ca_file=tls_server.ca_file,
+              session_resumption=False)
+    assert r.successes == 6 and r.metadata["tls_resumed"] == 0
+    r = bench(tls_server.url + "/", n=3, ca_file=tls_server.ca_file, tls_max_version="1.2")
+    assert r.successes == 3 and r.metadata["tls_info"].startswith("TLSv1.2")
     # without the CA the certificate cannot be verified: one TLS error per request
     r = bench(tls_server.url + "/", n=4)
     assert r.error_counts["tls"] == 4 and r.responses == 0
