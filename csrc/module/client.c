@@ -591,13 +591,18 @@ static int sink_grow(hb_sink *s, size_t need, char *err)
 
 /* A wait cut short by a signal: run the Python handlers (Ctrl-C raises
  * KeyboardInterrupt from there); otherwise the usual mapping. */
-static void raise_rc(hb_modstate *st, int rc, const char *err)
+static void raise_rc(hb_modstate *st, int rc, const char *err, const char *method, size_t mlen,
+                     const char *url, Py_ssize_t ulen)
 {
     if (rc == HB_E_INTERRUPTED) {
         if (PyErr_CheckSignals() < 0) return;
         err = "request interrupted by a signal";
     }
-    hb_raise(st, rc, err);
+    /* Name the request: errors from a benchmark loop must say which one. */
+    char text[HB_ERR_LEN + 256];
+    PyOS_snprintf(text, sizeof text, "%s (%.*s %.*s)", err && err[0] ? err : hb_strerror(rc),
+                  (int)mlen, method, (int)(ulen > 200 ? 200 : ulen), url);
+    hb_raise(st, rc, text);
 }
 
 static PyObject *do_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
@@ -699,7 +704,7 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     rc = hb_client_begin(&self->pool, &rq, &x, err);
     PyEval_RestoreThread(ts);
     if (rc < 0) {
-        raise_rc(st, rc, err);
+        raise_rc(st, rc, err, method, mlen, u, ulen);
         goto fail;
     }
 
@@ -788,7 +793,7 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     return resp_obj;
 
 fail_rc:
-    raise_rc(st, rc, err);
+    raise_rc(st, rc, err, method, mlen, u, ulen);
 fail_x:
     hb_client_end(&self->pool, &x);
 fail:
