@@ -59,6 +59,10 @@ class _Errors:
                 self.samples.append(f"{type(exc).__name__}: {exc}"[:300])
 
 
+def _noop() -> None:
+    pass
+
+
 def _safe_sync(req, errs: _Errors):  # noqa: ANN001, ANN202
     def call() -> None:
         try:
@@ -103,6 +107,7 @@ class Worker:
         self.ref_crc: int | None = None
         self.ref_len: int | None = None
         self.workdir = job["workdir"]
+        self._thread_overhead: tuple[dict[str, float], dict[str, float]] | None = None
 
     # ------------------------------------------------------------ setup
     def _params(self, i: int) -> dict[str, Any]:
@@ -316,16 +321,50 @@ class Worker:
                 "verify": ver}
 
     def _threaded(self, n: int, errs: _Errors, label: str, python_heap: bool = True) -> Any:
-        """Sync client, concurrency k: k threads, each with its own adapter (connection)."""
+        """Sync client, concurrency k: k threads, each with its own adapter (connection).
+
+        The whole span is one measure() call; per-request latencies are timed
+        in the threads. The harness's own Python allocations (the timestamps)
+        are measured once on no-op requests and subtracted, like measure()'s
+        calibration.
+        """
         import httpbench
 
-        k = len(self.adapters)
+        reqs = [a.request for a in self.adapters]
+        mr, lat = self._thread_span(reqs, n, errs, label, python_heap)
+        changes: dict[str, Any] = {"calls": n, "latency": lat, "concurrency": len(reqs),
+                                   "overhead_ns_per_call": None,
+                                   "overhead_allocs_per_call": None}
+        if python_heap and mr.alloc_counts is not None and mr.alloc_bytes is not None:
+            if self._thread_overhead is None:
+                noop_n = 50 * len(reqs)
+                cal, _ = self._thread_span([_noop] * len(reqs), noop_n, _Errors(), "noop", True)
+                self._thread_overhead = (
+                    {d: v / noop_n for d, v in (cal.alloc_counts or {}).items()},
+                    {d: v / noop_n for d, v in (cal.alloc_bytes or {}).items()})
+            oc, ob = self._thread_overhead
+            changes["alloc_counts"] = {d: max(0, round(v - oc.get(d, 0.0) * n))
+                                       for d, v in mr.alloc_counts.items()}
+            changes["alloc_bytes"] = {d: max(0, round(v - ob.get(d, 0.0) * n))
+                                      for d, v in mr.alloc_bytes.items()}
+            changes["overhead_allocs_per_call"] = sum(oc.values())
+            md = dict(mr.metadata)
+            md["threaded_harness_allocs_per_call"] = sum(oc.values())
+            changes["metadata"] = md
+        del httpbench
+        return dataclasses.replace(mr, **changes)
+
+    def _thread_span(self, reqs: list[Any], n: int, errs: _Errors, label: str,
+                     python_heap: bool) -> tuple[Any, Any]:
+        import httpbench
+
+        k = len(reqs)
         per = [n // k + (1 if i < n % k else 0) for i in range(k)]
         hists = [httpbench.Histogram() for _ in range(k)]
         start = threading.Barrier(k + 1)
 
         def body(i: int) -> None:
-            req, rec, clock = self.adapters[i].request, hists[i].record, time.perf_counter_ns
+            req, rec, clock = reqs[i], hists[i].record, time.perf_counter_ns
             start.wait()
             for _ in range(per[i]):
                 t0 = clock()
@@ -345,12 +384,11 @@ class Worker:
                 t.join()
 
         mr = httpbench.measure(run_all, n=1, warmup=0, alloc=python_heap, gc=python_heap,
-                               label=label)
+                               calibrate=False, label=label)
         lat = hists[0]
         for h in hists[1:]:
             lat.merge(h)
-        return dataclasses.replace(mr, calls=n, latency=lat, concurrency=k,
-                                   overhead_ns_per_call=None, overhead_allocs_per_call=None)
+        return mr, lat
 
     def metadata(self) -> dict[str, Any]:
         md: dict[str, Any] = {
