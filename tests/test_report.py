@@ -403,3 +403,15 @@ def test_cli_export_hgrm_merges_repeats(tmp_path, capsys):
     total = int([ln for ln in out.read_text().splitlines() if ln.startswith("#[Max")][0]
                 .split("=")[-1].strip(" ]"))
     assert total == sum(r.latency.count for r in make_set().repeats("requests", "get-150b"))
+
+
+def test_comparison_from_zero_baseline_is_valid_json():
+    base = R.ResultSet({("a", "s", i): make_measure("a", errors=0) for i in range(3)})
+    cur = R.ResultSet({("a", "s", i): make_measure("a", errors=5) for i in range(3)})
+    cmp = httpbench.compare_results(base, cur)
+    c = cmp.get("a", "s", "errors")
+    assert c.change == math.inf and c.verdict == "worse"
+    doc = json.loads(cmp.format("json"))
+    assert [x for x in doc["changes"] if x["metric"] == "errors"][0]["change"] is None
+    row = [ln for ln in cmp.format("text").splitlines() if " errors " in ln][0]
+    assert "from 0" in row and row.endswith("worse")

@@ -844,6 +844,11 @@ _CMP_METRICS: dict[str, tuple[str, str, bool, tuple[str, str]]] = {
     "errors": ("errors", "count", False, ("better", "worse")),
 }
 NO_CHANGE = "no significant change"
+
+
+def _fmt_change(rel: float) -> str:
+    return "from 0" if rel == math.inf else U.format_change(rel)
+
 NOT_TESTED = "not tested"
 
 
@@ -882,7 +887,7 @@ class Change:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN as None)."""
         def f(x: float) -> float | None:
-            return None if x is None or math.isnan(x) else x
+            return None if x is None or not math.isfinite(x) else x
         return {
             "client": self.client, "scenario": self.scenario, "metric": self.metric,
             "baseline": [f(x) for x in self.baseline], "current": [f(x) for x in self.current],
@@ -933,13 +938,13 @@ class Comparison:
     def format(self, fmt: str = "text") -> str:
         """A table: client, scenario, metric, baseline, current, change, p, verdict."""
         if fmt == "json":
-            return json.dumps(self.to_dict(), indent=1) + "\n"
+            return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
         rows = []
         for c in self.changes:
             kind = _CMP_METRICS[c.metric][1]
             rows.append([
                 c.client, c.scenario, c.title, _cell(c.baseline, kind), _cell(c.current, kind),
-                U.format_change(c.change),
+                _fmt_change(c.change),
                 "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.verdict,
             ])
         head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
@@ -959,7 +964,7 @@ class Comparison:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         rows = [[c.client, c.scenario, c.title, _cell(c.baseline, _CMP_METRICS[c.metric][1]),
-                 _cell(c.current, _CMP_METRICS[c.metric][1]), U.format_change(c.change),
+                 _cell(c.current, _CMP_METRICS[c.metric][1]), _fmt_change(c.change),
                  "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.verdict]
                 for c in self.changes]
         head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
