@@ -173,3 +173,18 @@ def test_httpx_async_against_embedded_server(server, concurrency: int) -> None:
         loop.run_until_complete(client.aclose())
     assert r.calls == 100
     assert after - before == 103
+
+
+def test_uvloop_persistent_loop() -> None:
+    uvloop = pytest.importorskip("uvloop")
+    kinds = set()
+
+    async def which() -> None:
+        kinds.add(type(asyncio.get_running_loop()))
+        await asyncio.sleep(0)
+
+    r = httpbench.measure_async(which, n=100, concurrency=4, uvloop=True)
+    assert r.calls == 100
+    assert kinds == {uvloop.Loop}
+    assert _measure.event_loop(uvloop=True) is _measure.event_loop(uvloop=True)
+    assert "uvloop" in r.metadata["event_loop"]
