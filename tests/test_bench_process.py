@@ -255,3 +255,33 @@ def test_cli_unreachable():
     assert "Failed requests:        3" in p.stdout
     p = _cli("http://no-such-host.invalid/", "-n", "1")
     assert p.returncode == 1 and "cannot resolve" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_progress_line_on_a_tty(server):
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "httpbench", server.url + "/", "-d", "0.8s"],
+                           stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60)
+        os.close(slave)
+        slave = -1
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert p.returncode == 0
+    assert b"req/s" in err and b"failed" in err  # the \r-rewritten progress line
+    assert "Complete requests:" in p.stdout
+    # not a TTY: no progress line at all
+    q = _cli(server.url + "/", "-d", "0.5s")
+    assert q.returncode == 0 and "req/s" not in q.stderr
