@@ -283,3 +283,16 @@ def test_no_pickle_in_files(tmp_path):
     assert doc["format"] == "httpbench-results"
     assert doc["schema_version"] == R.SCHEMA_VERSION
     assert doc["record"]["kind"] == "ResultSet"
+
+
+def test_fields_added_later_round_trip():
+    @dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)
+    class Later(R.MeasureResult):
+        new_count: int = 0
+        new_series: tuple = ()
+
+    rec = Later(**{f.name: getattr(make_measure(), f.name)
+                   for f in dataclasses.fields(R.MeasureResult)}, new_count=7, new_series=(1, 2))
+    back = Later.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert back.new_count == 7 and back.new_series == (1, 2)
+    assert back == rec

@@ -271,6 +271,14 @@ def _num_json(v: float | None) -> float | None:
     return v if v is None or math.isfinite(v) else None
 
 
+def _passthrough(cls: Any, d: Mapping[str, Any], kw: dict[str, Any]) -> None:
+    """Fields added later by other components (with defaults) round-trip as plain JSON."""
+    for f in dataclasses.fields(cls):
+        if f.name not in kw and f.name in d:
+            v = d[f.name]
+            kw[f.name] = tuple(v) if isinstance(v, list) else v
+
+
 class _RecordMixin:
     """Shared behaviour: equality through the JSON form, short repr, save, Jupyter."""
 
@@ -630,6 +638,7 @@ class BenchResult(_RecordMixin):
         ):
             if name in d:
                 kw[name] = _as_int(d[name], f"{w}.{name}")
+        _passthrough(cls, d, kw)
         return cls(**kw)
 
 
@@ -853,6 +862,7 @@ class MeasureResult(_RecordMixin):
             kw[name] = _as_int(d.get(name), f"{w}.{name}", optional=True)
         for name in ("overhead_ns_per_call", "overhead_allocs_per_call"):
             kw[name] = _as_float(d.get(name), f"{w}.{name}", optional=True)
+        _passthrough(cls, d, kw)
         return cls(**kw)
 
 
