@@ -450,11 +450,11 @@ static void body_release(body_src *bs)
 static int body_from_fd(body_src *bs, int fd, off_t pos)
 {
     struct stat stb;
+    bs->fd = fd; /* first, so body_release closes an fd we opened even on error */
     if (fstat(fd, &stb) < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    bs->fd = fd;
     if (S_ISREG(stb.st_mode) && pos >= 0) {
         bs->off = pos;
         bs->len = stb.st_size > pos ? (int64_t)(stb.st_size - pos) : 0;
@@ -631,7 +631,7 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     int dl_fd = -1, dl_created = 0;
     char *dl_buf = NULL;
     PyObject *dl_enc = NULL;
-    if (body_prepare(body, &bs) < 0) goto fail_nobody;
+    if (body_prepare(body, &bs) < 0) goto fail; /* releases what it got so far */
 
     int flags = 0;
     if (ob_put(&b, method, mlen) < 0 || OB_LIT(&b, " ") < 0) goto fail;
@@ -798,7 +798,6 @@ fail_x:
     hb_client_end(&self->pool, &x);
 fail:
     body_release(&bs);
-fail_nobody:
     if (b.heap) PyMem_Free(b.p);
     Py_XDECREF(resp_obj);
     Py_XDECREF(bodyobj);
