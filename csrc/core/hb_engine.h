@@ -3,10 +3,13 @@
  * T threads, each with its own hb_loop and C/T connections (connection i goes
  * to thread i % T). Everything a run needs is allocated by hb_engine_new():
  * read buffers, pipelining rings, histograms, counters, the per-second series;
- * the per-request path does not allocate (plain sockets; a TLS connection's
- * SSL object is allocated by OpenSSL per *connection*), takes no locks, and
- * costs one write + one read syscall per request in steady state (epoll
- * interest changes only when a write would block).
+ * the per-request path does not allocate (a TLS connection's SSL object is
+ * allocated by OpenSSL per *connection*; OpenSSL 3.0's record layer also
+ * allocates a little per record, outside our control), takes no locks, and
+ * costs one write + one read syscall per request in steady state: plain
+ * sockets are registered edge-triggered once per connection (no epoll_ctl
+ * per request); TLS sockets are level-triggered and change interest only
+ * when a write would block.
  *
  * Modes
  *  - Closed loop: each connection keeps `pipeline` requests in flight. With
