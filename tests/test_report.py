@@ -305,6 +305,12 @@ def test_cli_report_formats(tmp_path, capsys):
     assert len(json.loads(capsys.readouterr().out)) == 5
 
 
+def test_cli_report_reads_a_compare_out_directory(tmp_path, capsys):
+    make_set().save(tmp_path / "results.json")
+    assert _cli.main(["report", str(tmp_path), "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 5
+
+
 def test_cli_report_baseline_and_regression_exit(tmp_path, capsys):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     _set(1.0, 5).save(a)

@@ -1241,7 +1241,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="httpbench report",
         description="Print saved httpbench results, compare them with a baseline, plot them.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="results JSON file(s)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="results JSON file(s), or `httpbench compare --out` directories")
     p.add_argument("--format", choices=("text", "md", "json"), default="text")
     p.add_argument("--plot", metavar="DIR", help="write PNG and SVG figures into DIR")
     p.add_argument("--baseline", metavar="FILE",
@@ -1268,6 +1269,8 @@ def cli_main(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     records = []
     for f in [*([args.baseline] if args.baseline else []), *args.files]:
+        if os.path.isdir(f):  # a `httpbench compare --out` directory
+            f = os.path.join(f, "results.json")
         try:
             records.append(load(f))
         except (OSError, ValueError) as exc:
