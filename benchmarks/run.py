@@ -334,7 +334,17 @@ def analyze_measure(data: Any, quick: bool) -> Analysis:
         on.ratios["off"] = u3["factor_accounting"]
         tm.ratios["off"] = u3["factor_tracemalloc"]
         an.rows += [off, on, tm]
-        if "cpu_factor_accounting" in u3:
+        cr = u3.get("cpu_rounds") or {}
+        if cr:
+            for key, name, fkey in (("off", "accounting off", None),
+                                    ("on", "alloc+GC accounting", "cpu_factor_accounting"),
+                                    ("tracemalloc", "tracemalloc", "cpu_factor_tracemalloc")):
+                if cr.get(key):
+                    row = _row(case, name, "thread CPU", "ns", cr[key])
+                    if fkey and fkey in u3:
+                        row.ratios["off"] = u3[fkey]
+                    an.rows.append(row)
+        elif "cpu_factor_accounting" in u3:
             an.rows.append(_row(case, "alloc+GC accounting", "CPU factor", "×",
                                 [u3["cpu_factor_accounting"]]))
             an.rows.append(_row(case, "tracemalloc", "CPU factor", "×",
