@@ -383,3 +383,12 @@ def test_rate_with_warmup(server):
     # 0.05 s at 1000/s: the first 50 slots are warm-up
     assert r.metadata["warmup_requests"] == 50
     assert _delta(before, after, "requests") == 90
+
+
+def test_progress_true_writes_stderr(server, capsys):
+    r = bench(server.url + "/", n=200, progress=True)
+    assert r.successes == 200
+    err = capsys.readouterr().err
+    assert "requests" in err and "\r" in err
+    with pytest.raises(TypeError):
+        bench(server.url + "/", n=1, progress="yes")
