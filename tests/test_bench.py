@@ -386,8 +386,8 @@ def test_rate_with_warmup(server):
 
 
 def test_progress_true_writes_stderr(server, capsys):
-    r = bench(server.url + "/", n=200, progress=True)
-    assert r.successes == 200
+    r = bench(server.url + "/", duration=0.5, progress=True)
+    assert r.successes > 0
     err = capsys.readouterr().err
     assert "requests" in err and "\r" in err
     with pytest.raises(TypeError):
