@@ -71,6 +71,68 @@ static void test_loop_timers(void)
     hb_loop_free(&l);
 }
 
+/* Random start/re-arm/stop against a reference: the heap always yields the
+ * earliest armed deadline and fires each armed timer exactly once. */
+static int heap_fired[64];
+
+static void hcb(hb_loop *l, hb_timer *t, uint64_t now)
+{
+    (void)l;
+    (void)now;
+    heap_fired[t->deadline % 64]++;
+}
+
+static void test_loop_heap_random(void)
+{
+    hb_loop l;
+    char err[HB_ERR_LEN];
+    CHECK_EQ_INT(hb_loop_init(&l, 4, 64, err), 0);
+    hb_timer t[64];
+    uint64_t ref[64]; /* 0 = not armed, else deadline */
+    for (int i = 0; i < 64; i++) {
+        hb_timer_init(&t[i], hcb);
+        ref[i] = 0;
+    }
+    unsigned seed = 12345;
+    int bad = 0;
+    for (int step = 0; step < 20000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        int i = (int)((seed >> 8) % 64);
+        int op = (int)((seed >> 20) % 3);
+        if (op < 2) {
+            /* deadline encodes the index in its low 6 bits */
+            uint64_t d = ((uint64_t)((seed >> 4) % 100000) + 1) * 64 + (uint64_t)i;
+            if (hb_timer_start(&l, &t[i], d) != 0) bad++;
+            ref[i] = d;
+        } else {
+            hb_timer_stop(&l, &t[i]);
+            ref[i] = 0;
+        }
+        uint64_t min = UINT64_MAX;
+        size_t armed = 0;
+        for (int k = 0; k < 64; k++) {
+            if (ref[k] && ref[k] < min) min = ref[k];
+            if (ref[k]) armed++;
+            if (!!ref[k] != hb_timer_armed(&t[k])) bad++;
+        }
+        if (hb_loop_next_deadline(&l) != min || l.heap_len != armed) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* all deadlines are in the past (tiny numbers): one run fires each once */
+    memset(heap_fired, 0, sizeof heap_fired);
+    size_t armed = l.heap_len;
+    CHECK(hb_loop_run_once(&l, 0) >= 0);
+    int total = 0;
+    for (int k = 0; k < 64; k++) {
+        total += heap_fired[k];
+        if (heap_fired[k] != (ref[k] ? 1 : 0)) bad++;
+    }
+    CHECK_EQ_INT(total, (long long)armed);
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(l.heap_len, 0);
+    hb_loop_free(&l);
+}
+
 /* ---- a tiny server ---- */
 
 typedef struct mini {
@@ -433,6 +495,7 @@ static void test_rate_and_duration(void)
 int main(void)
 {
     test_loop_timers();
+    test_loop_heap_random();
     test_build_head();
     test_exact_n();
     test_errors();
