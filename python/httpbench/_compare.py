@@ -427,6 +427,8 @@ def cli_main(argv: list[str]) -> int:
                 sys.stdout.write(f" and {n} plot file(s) in {os.path.dirname(written['json'])}")
             sys.stdout.write("\n")
         sys.stdout.write(f"compare took {elapsed:.1f} s\n")
+    if rs.metadata.get("interrupted"):
+        return 130  # Ctrl-C: partial results were printed and saved
     if not rs.results:
         return 1
     return 0

@@ -224,8 +224,15 @@ class WorkerProc:
             if self.zygote is not None:
                 try:
                     rc = self.zygote.status(self.pid)
-                except OSError:
-                    rc = None
+                except (OSError, ValueError):
+                    # the zygote is gone (e.g. Ctrl-C reached it): probe the pid itself
+                    try:
+                        os.kill(self.pid, 0)
+                        rc = None
+                    except ProcessLookupError:
+                        rc = -1  # exited, code unknown
+                    except OSError:
+                        rc = None
             else:
                 assert self.proc is not None
                 rc = self.proc.poll()
@@ -647,30 +654,40 @@ class Runner:
         workdir = tempfile.mkdtemp(prefix="httpbench-compare-")
         total = len(clients) * len(scenarios) * self.opt.repeat
         done = 0
+        interrupted = False
         try:
             for sc in scenarios:
                 if not clients:
                     break
                 srv = self._server(sc.tls)
-                workers = self._start_workers(clients, sc, srv, workdir)
-                rounds: dict[str, list[MeasureResult]] = {c: [] for c in workers}
-                for rep in range(self.opt.repeat):
-                    for c, w in list(workers.items()):
-                        done += 1
-                        if w.dead:
-                            continue
-                        mr = self._round(c, sc, rep, w, srv)
-                        if mr is not None:
-                            results[(c, sc.name, rep)] = mr
-                            rounds[c].append(mr)
-                            self._progress(
-                                f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
-                                f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
-                for w in workers.values():  # all exit in parallel
-                    w.request_close()
-                for c, w in workers.items():
-                    w.close()
-                    self.notes.extend(spread_notes(c, sc, rounds[c]))
+                workers: dict[str, WorkerProc] = {}
+                try:
+                    workers = self._start_workers(clients, sc, srv, workdir)
+                    rounds: dict[str, list[MeasureResult]] = {c: [] for c in workers}
+                    for rep in range(self.opt.repeat):
+                        for c, w in list(workers.items()):
+                            done += 1
+                            if w.dead:
+                                continue
+                            mr = self._round(c, sc, rep, w, srv)
+                            if mr is not None:
+                                results[(c, sc.name, rep)] = mr
+                                rounds[c].append(mr)
+                                self._progress(
+                                    f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
+                                    f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
+                    for c in workers:
+                        self.notes.extend(spread_notes(c, sc, rounds[c]))
+                finally:
+                    for w in workers.values():  # all exit in parallel
+                        w.request_close()
+                    for w in workers.values():
+                        w.close()
+        except KeyboardInterrupt:
+            # Ctrl-C: keep what was measured, say so, stop everything we started
+            interrupted = True
+            self.notes.append(Note("interrupted", f"stopped by the user after {len(results)} "
+                                   "rounds; the results are partial", severity="warning"))
         finally:
             self.stop()
             shutil.rmtree(workdir, ignore_errors=True)
@@ -688,6 +705,7 @@ class Runner:
             "clients": list(clients),
             "started_unix_ns": int(t_start * 1e9),
             "duration_s": round(time.time() - t_start, 3),
+            "interrupted": interrupted,
         })
         return ResultSet(results=results, metadata=md, notes=tuple(self.notes),
                          skipped=self.skipped)

@@ -161,6 +161,8 @@ class Worker:
             except OSError:
                 pass
         warm = max(int(self.job.get("warmup", 3)), 1)
+        if (sc.expect_bytes or 0) + sc.body_size >= 5_000_000:
+            warm = 1  # a multi-megabyte transfer warms everything up in one go
         t0 = time.perf_counter_ns()
         errs = _Errors()
         for _ in range(warm):
