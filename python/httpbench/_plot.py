@@ -289,9 +289,9 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
     handles, labels = axes[0][0].get_legend_handles_labels()
     try:
         fig.legend(handles, labels, loc="outside upper center", fontsize="small",
-                   ncols=min(5, len(clients)))
+                   ncol=min(5, len(clients)))
     except ValueError:  # matplotlib < 3.7 has no "outside" placement
-        axes[0][0].legend(handles, labels, fontsize="small", ncols=min(5, len(clients)))
+        axes[0][0].legend(handles, labels, fontsize="small", ncol=min(5, len(clients)))
     if title:
         fig.suptitle(title)
     return fig
