@@ -188,3 +188,26 @@ def test_uvloop_persistent_loop() -> None:
     assert kinds == {uvloop.Loop}
     assert _measure.event_loop(uvloop=True) is _measure.event_loop(uvloop=True)
     assert "uvloop" in r.metadata["event_loop"]
+
+
+def test_keyboard_interrupt_leaves_loop_usable() -> None:
+    import os
+    import signal
+
+    n = 0
+
+    async def interrupt_on_50() -> None:
+        nonlocal n
+        n += 1
+        if n == 50:
+            os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(0)
+
+    with pytest.raises(KeyboardInterrupt):
+        httpbench.measure_async(interrupt_on_50, n=100_000, concurrency=4, warmup=0)
+    assert n < 200
+    assert disarmed()
+    loop = _measure.event_loop()
+    assert [t for t in asyncio.all_tasks(loop) if not t.done()] == []
+    r = httpbench.measure_async(interrupt_on_50, n=100, concurrency=4)
+    assert r.calls == 100

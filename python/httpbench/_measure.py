@@ -390,17 +390,46 @@ async def _drive(coro_fn: Callable[..., Awaitable[Any]], args: tuple, rec: Any,
             raise t.exception()  # type: ignore[misc]
 
 
-def _run_async(loop: asyncio.AbstractEventLoop, coro_fn: Callable[..., Awaitable[Any]],
-               args: tuple, rec: Any, concurrency: int) -> None:
-    tasks: list = []
-    try:
-        loop.run_until_complete(_drive(coro_fn, args, rec, concurrency, tasks))
-    finally:
+def _retrieve(t: asyncio.Future) -> None:
+    """Mark a finished task's exception as retrieved (no "never retrieved" noise)."""
+    if t.done() and not t.cancelled():
+        t.exception()
+
+
+async def _reap(left: list) -> None:
+    if left:
+        await asyncio.gather(*left, return_exceptions=True)
+
+
+def _settle(loop: asyncio.AbstractEventLoop, tasks: list) -> None:
+    """Cancel and reap what an interrupted run left, and consume the stale
+    loop.stop() a KeyboardInterrupt leaves queued, so the persistent loop
+    stays usable for the next run."""
+    for _ in range(5):
         left = [t for t in tasks if not t.done()]
         for t in left:
             t.cancel()
-        if left:
-            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        try:
+            loop.run_until_complete(_reap(left))
+        except RuntimeError:  # "Event loop stopped before Future completed": go again
+            continue
+        if all(t.done() for t in tasks):
+            break
+    for t in tasks:
+        _retrieve(t)
+
+
+def _run_async(loop: asyncio.AbstractEventLoop, coro_fn: Callable[..., Awaitable[Any]],
+               args: tuple, rec: Any, concurrency: int) -> None:
+    tasks: list = []
+    drive = loop.create_task(_drive(coro_fn, args, rec, concurrency, tasks))
+    clean = False
+    try:
+        loop.run_until_complete(drive)
+        clean = True
+    finally:
+        if not clean:
+            _settle(loop, [drive, *tasks])
 
 
 def measure_async(
