@@ -237,12 +237,29 @@ def test_cli_tables_json_and_files(tmp_path, capsys):
     assert all(r["repeats"] == 2 and r["calls"] == 10 and r["rps"] > 0 for r in rows)
     assert (out / "tables.txt").read_text() == format_tables(rs)
 
-    rc = cli_main(["--clients", "http.client", "--scenarios", "get-12k", "--repeat", "1",
-                   "--n", "3", "--json", "--no-out", "-q"])
+    first = rs.get("http.client", "get-150b", 0)
+    from httpbench._runner import preload_library
+
+    if preload_library() is not None:  # on by default on Linux when the counter is built
+        assert first.native_alloc_count is not None
+        assert rs.metadata["native_alloc_counter"] == preload_library()
+
+    argv = ["--clients", "http.client", "--scenarios", "get-12k", "--repeat", "1", "--n", "3",
+            "--json", "--no-out", "-q", "--no-native-allocs", "--no-zygote"]
+    if "curl" in INSTALLED:
+        argv += ["--command", "curlcmd=curl -sS --fail -o {out} {url}"]
+    rc = cli_main(argv)
     cap = capsys.readouterr()
     assert rc == 0
     doc = json.loads(cap.out)
     assert doc["format"] == "httpbench-results" and doc["record"]["kind"] == "ResultSet"
+    rs = httpbench.ResultSet.from_dict(doc["record"])
+    r = rs.get("http.client", "get-12k", 0)
+    assert r.native_alloc_count is None and r.calls == 3
+    if "curl" in INSTALLED:
+        c = rs.get("curlcmd", "get-12k", 0)
+        assert c.metadata["kind"] == "process" and c.cpu_ns > 0 and c.alloc_counts is None
+        assert c.metadata["server"]["requests"] == 3 == c.metadata["server"]["connections"]
 
 
 def test_cli_bad_arguments(capsys):

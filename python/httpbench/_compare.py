@@ -48,6 +48,7 @@ def compare(
     pin: bool = True,
     timeout: float = 120.0,
     warmup: int = 3,
+    zygote: bool = True,
     scale: float | None = None,
     progress: Callable[[str], None] | None = None,
     server_factory: Callable[[bool, int], Any] | None = None,
@@ -66,7 +67,8 @@ def compare(
     nothing). Keywords: ``native_allocs`` (preload the malloc counter; None:
     when available on Linux), ``pin`` (CPU pinning), ``timeout`` (seconds per
     worker step before it counts as hung), ``warmup`` (requests per worker
-    before measuring), ``scale`` (factor on round durations), ``progress``
+    before measuring), ``zygote`` (fork workers from a pre-imported process;
+    False: a new interpreter per worker), ``scale`` (factor on round durations), ``progress``
     (callable receiving progress lines), ``server_factory`` (``(tls, threads)
     -> handle``; default ``httpbench._server.start_process``). Clients that are not installed are listed in
     ``result.skipped``; failed workers and anomalies in ``result.notes``.
@@ -96,7 +98,7 @@ def compare(
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
-        progress=progress, warmup=warmup,
+        progress=progress, warmup=warmup, zygote=zygote,
     )
     runner = Runner(opts, server_factory=server_factory)
     rs = runner.run(names, scs)
@@ -309,6 +311,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-native-allocs", action="store_true",
                     help="do not preload the native malloc counter in workers")
     ap.add_argument("--no-pin", action="store_true", help="no CPU pinning of server and workers")
+    ap.add_argument("--no-zygote", action="store_true",
+                    help="start every worker as a new interpreter (slower) instead of forking "
+                         "it from a pre-imported one")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds a worker may take for one step before it is killed (120)")
     ap.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
@@ -397,7 +402,7 @@ def cli_main(argv: list[str]) -> int:
             clients=clients, scenarios=scenarios, repeat=args.repeat, n=args.n,
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
-            timeout=args.timeout, progress=progress,
+            timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
         )
     except (ValueError, KeyError) as exc:
         if progress:
