@@ -113,9 +113,9 @@ def test_busy_loop_cpu_time() -> None:
 
 def test_sleep_1ms_percentiles() -> None:
     r = httpbench.measure(time.sleep, args=(0.001,), n=200, warmup=5)
-    assert 1_000_000 <= r.p50 <= 5_000_000
+    assert 1_000_000 <= r.p50 <= 10_000_000  # ≈ 1 ms; generous for a loaded machine
     assert r.latency.min >= 1_000_000
-    assert r.p90 <= 20_000_000
+    assert r.p90 <= 50_000_000
     # Sleeping costs far less CPU than wall time.
     assert r.cpu_thread_ns < r.wall_ns / 2
     assert r.latency.count == r.calls == 200
