@@ -34,6 +34,14 @@ class ProcessAdapter(Adapter):
             (os.POSIX_SPAWN_DUP2, self.devnull, 1),
         ]
         self.last_rc = 0
+        # the children are measured as users run them: without our malloc counter
+        self.env = dict(os.environ)
+        pre = [p for p in self.env.get("LD_PRELOAD", "").split(":")
+               if p and "_mcount" not in os.path.basename(p)]
+        if pre:
+            self.env["LD_PRELOAD"] = ":".join(pre)
+        else:
+            self.env.pop("LD_PRELOAD", None)
 
     def _scratch_out(self) -> str:
         import tempfile
@@ -44,7 +52,7 @@ class ProcessAdapter(Adapter):
         return path
 
     def request(self) -> None:
-        pid = os.posix_spawnp(self.cmd[0], self.cmd, os.environ, file_actions=self.file_actions)
+        pid = os.posix_spawnp(self.cmd[0], self.cmd, self.env, file_actions=self.file_actions)
         _, status = os.waitpid(pid, 0)
         rc = os.waitstatus_to_exitcode(status)
         self.last_rc = rc
