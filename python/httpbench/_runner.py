@@ -642,7 +642,12 @@ class Runner:
             if name == "command" and c not in self.opt.commands:
                 self.skipped[c] = "the command client needs an argv (commands={name: argv})"
                 continue
-            self.versions[c] = load_adapter(name).version()
+            if name == "command":
+                argv = self.opt.commands[c]
+                self.versions[c] = "command: " + " ".join([shutil.which(argv[0]) or argv[0],
+                                                           *argv[1:]])
+            else:
+                self.versions[c] = load_adapter(name).version()
             ok.append(c)
         return ok
 
