@@ -20,7 +20,14 @@ from httpbench._server import expected_bytes
 def check_alive_and_consistent(srv) -> dict:
     r = requests.get(srv.url + "/bytes/1234", timeout=10)
     assert r.status_code == 200 and r.content == expected_bytes(1234)
-    st = srv.stats()
+    # the counters add up once the server has seen every connection end
+    # (an abandoned /delay or body still counts for a moment after the client left)
+    deadline = time.monotonic() + 3
+    while True:
+        st = srv.stats()
+        if st["requests"] == sum(st["by_status"].values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert st["requests"] == sum(st["by_route"].values()) == sum(st["by_status"].values())
     return st
 
@@ -354,3 +361,19 @@ def test_random_mutations_never_break_the_server():
         check_alive_and_consistent(srv)
         st = srv.stats()
         assert st["connections_accepted"] == 301
+
+
+def test_abandoned_requests_count_as_no_response(srv):
+    before = srv.stats()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabcde")
+        s.shutdown(socket.SHUT_WR)
+        assert read_until_close(s) == b""  # no answer to half a body
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"GET /delay/100 HTTP/1.1\r\nHost: x\r\n\r\n")  # and leave
+    after = check_alive_and_consistent(srv)
+    assert after["by_status"].get(0, 0) - before["by_status"].get(0, 0) == 1  # the sink
+    assert after["by_route"]["sink"] - before["by_route"]["sink"] == 1
+    assert after["by_route"]["delay"] - before["by_route"]["delay"] == 1
+    # the delayed answer is still written (into a closed socket): status 200
+    assert after["by_status"][200] - before["by_status"].get(200, 0) == 2  # + the liveness GET

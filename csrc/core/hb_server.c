@@ -132,6 +132,7 @@ typedef struct conn {
     uint64_t linger_until;
     uint8_t phase, rd_ready, wr_ready, peer_eof;
     uint8_t close_after, ka10, head_only, uncounted;
+    uint8_t status_owed; /* route counted, status not yet: conn_free counts it as 0 */
     uint8_t body_mode, body_chunked, echo_chunked, after, wait_kind, responded, send_continue;
     int route, status, minor;
     uint64_t body_left; /* Content-Length bytes still to consume */
@@ -368,6 +369,7 @@ static void out_content(conn *c, uint64_t off, size_t n)
 static void count_status(conn *c, int status)
 {
     if (c->uncounted) return;
+    c->status_owed = 0;
     ADD(c->w->st.by_status[status >= 0 && status < 600 ? status : 0], 1);
 }
 
@@ -514,6 +516,11 @@ static void conn_free(conn *c, int abort_it)
 {
     worker *w = c->w;
     timer_cancel(c);
+    /* a counted request that never got its response (peer gone mid-body,
+     * server stopping during a delay) is a "no response" status 0, so
+     * requests == sum(by_status) holds once connections are done */
+    if (c->status_owed) ADD(w->st.by_status[0], 1);
+    c->status_owed = 0;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -649,7 +656,10 @@ static void out_body(conn *c, uint64_t n)
 /* route < 0: the request was already counted at dispatch. */
 static void respond_error_close(conn *c, int route, int status, const char *msg)
 {
-    if (route >= 0 && !c->uncounted) ADD(c->w->st.by_route[route], 1);
+    if (route >= 0 && !c->uncounted) {
+        ADD(c->w->st.by_route[route], 1);
+        c->status_owed = 1;
+    }
     c->close_after = 1;
     c->head_only = 0;
     respond_text(c, status, msg, strlen(msg));
@@ -771,6 +781,7 @@ static void dispatch(conn *c, const hb_request_head *h)
     if (c->status != 200) c->body_mode = BM_DISCARD;
     if (!c->uncounted) {
         ADD(c->w->st.by_route[route], 1);
+        c->status_owed = 1;
     }
 
     int early = c->status == 200 && route == HB_ROUTE_EARLY_RESPONSE;
@@ -1111,7 +1122,10 @@ static int after_action(conn *c)
     int a = c->after;
     c->after = AF_NONE;
     switch (a) {
-    case AF_CLOSE: conn_free(c, 0); return 1;
+    case AF_CLOSE: /* FIN now, and drain so unread input never turns it into an RST */
+        begin_linger(c);
+        linger_read(c);
+        return 1;
     case AF_RESET: conn_free(c, 1); return 1;
     case AF_STALL:
         c->phase = PH_WAIT;

@@ -73,7 +73,8 @@ typedef struct hb_server_opts {
 typedef struct hb_server_stats {
     uint64_t requests; /* == sum(by_route) == sum(by_status) */
     uint64_t by_route[HB_ROUTE_COUNT];
-    uint64_t by_status[600]; /* index = status code; [0] = no response (reset) */
+    uint64_t by_status[600]; /* index = status code; [0] = no response (reset route,
+                                or the connection ended before the response) */
     uint64_t bytes_in, bytes_out; /* on the wire (TLS: plaintext bytes) */
     uint64_t connections_accepted, connections_closed;
     uint64_t tls_handshakes, tls_resumed, tls_handshake_errors;

@@ -216,8 +216,8 @@ class Server:
         """Server counters, read without stopping it.
 
         Keys: ``requests`` (== sum of ``by_route`` == sum of ``by_status``),
-        ``by_route`` {route name: n}, ``by_status`` {code: n} (code 0: closed
-        with a reset instead of a response), ``bytes_in``/``bytes_out``
+        ``by_route`` {route name: n}, ``by_status`` {code: n} (code 0: no
+        response - the reset route, or the client left before the answer), ``bytes_in``/``bytes_out``
         (TLS: plaintext), ``connections_accepted``/``_closed``/``_active``,
         ``tls_handshakes``, ``tls_resumed``, ``tls_handshake_errors``,
         ``idle_timeouts``, ``body_bytes_in``, ``threads``, ``cpu_ns`` (the
