@@ -633,3 +633,15 @@ def test_ipv6_and_localhost():
         assert s.url == f"https://[::1]:{s.port}"
         r = requests.get(s.url + "/bytes/4", verify=s.ca_file, timeout=10)  # IP:::1 SAN
         assert r.content == b"0123"
+
+
+def test_cli_serve_port_in_use_is_a_clear_error():
+    with httpbench.Server() as s:
+        exe = [sys.executable, "-c", "import sys; from httpbench._cli import main; sys.exit(main())"]
+        r = subprocess.run(exe + ["serve", "--port", str(s.port)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 1 and "httpbench serve:" in r.stderr and "in use" in r.stderr
+    p = httpbench.start_process()
+    p.stop()
+    with pytest.raises(RuntimeError):
+        p.stats()
