@@ -341,14 +341,14 @@ def start_process(
     cfg = dict(options, tls=tls, threads=threads, host=host, port=port)
     Server(**cfg)  # validate the arguments here, with a proper traceback
     cmd = [sys.executable, "-m", "httpbench._server", "--child", json.dumps(cfg)]
-    env = dict(os.environ)
+    # stderr to a file, not a pipe: nobody drains it while the child runs
+    errf = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=errf,
         text=True,
-        env=env,
     )
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(proc.pid, {cpu})
@@ -360,8 +360,12 @@ def start_process(
     line = result[0] if result else ""
     if not line:
         proc.kill()
-        _, err = proc.communicate(timeout=5)
-        raise RuntimeError(f"server process failed to start: {err.strip() or 'timed out'}")
+        proc.wait(5)
+        errf.seek(0)
+        err = errf.read().strip()
+        errf.close()
+        raise RuntimeError(f"server process failed to start: {err or 'timed out'}")
+    errf.close()  # the child keeps its own descriptor
     info = json.loads(line)
     if "error" in info:
         proc.wait(5)
