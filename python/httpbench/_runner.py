@@ -781,8 +781,13 @@ class Runner:
         else:
             cmd["duration"] = sc.duration * self.opt.scale
             cmd["min_n"] = sc.min_n
-        s0 = self._stats(srv)
         try:
+            w.send({"cmd": "rewarm"})
+            warm = w.recv()
+            if warm.get("status") != "ok":
+                raise WorkerFailed(f"{client}/{sc.name} re-warm-up: {warm.get('error')}",
+                                   warm.get("traceback") or "", "worker-failed")
+            s0 = self._stats(srv)  # after the re-warm-up: the round alone is checked
             w.send(cmd)
             msg = w.recv()
         except WorkerFailed as exc:

@@ -280,19 +280,41 @@ class Worker:
         return {"ok": not problems, "detail": "; ".join(problems[:3])}
 
     # ------------------------------------------------------------ rounds
+    def rewarm(self) -> dict[str, Any]:
+        """One unmeasured request per connection before a round.
+
+        Other clients' rounds ran in between: this re-opens connections a pool
+        expired while idle and re-warms caches, so the round measures steady
+        state. Skipped for multi-megabyte transfers (their own cost dwarfs it).
+        """
+        sc = self.sc
+        if (sc.expect_bytes or 0) + sc.body_size >= 1_000_000 or self.kind == "process":
+            return {"status": "ok", "requests": 0}
+        before = self.requests
+        errs = _Errors()
+        if self.kind == "async" and sc.concurrency > 1:
+            self._async_batch(self.adapters[0], sc.concurrency, errs)
+        else:
+            for a in self.adapters:
+                self._one(a, errs)
+        return {"status": "ok", "requests": self.requests - before, "errors": errs.count}
+
     def round(self, cmd: dict[str, Any]) -> dict[str, Any]:
         import httpbench
 
         sc = self.sc
+        dur: float | None = None
         if cmd.get("n"):
             n = int(cmd["n"])
+            if sc.concurrency > 1 and self.kind != "async":
+                n = max(n - n % sc.concurrency, sc.concurrency)
         else:
-            dur = float(cmd.get("duration") or sc.duration)
-            n = int(dur * 1e9 / self.per_req_ns)
-            n = max(n, int(cmd.get("min_n") or sc.min_n))
-        n = min(n, _MAX_N)
-        if sc.concurrency > 1 and self.kind != "async":
-            n = max(n - n % sc.concurrency, sc.concurrency)
+            # a time budget: measure() stops at it (stretched so slow requests still
+            # make min_n), so a pessimistic warm-up estimate never shortens a round
+            n = _MAX_N
+            min_n = int(cmd.get("min_n") or sc.min_n)
+            base = float(cmd.get("duration") or sc.duration)
+            dur = max(base, min(min_n * self.per_req_ns / 1e9, 3 * base))
         errs = _Errors()
         label = f"{self.client}/{sc.name}"
         proc = self.kind == "process"
@@ -300,13 +322,15 @@ class Worker:
             u0, s0, _ = _children_usage()
         if self.kind == "async":
             fn = _safe_async(self.adapters[0].request, errs)
-            mr = httpbench.measure_async(fn, n=n, concurrency=sc.concurrency, warmup=0,
-                                         loop=self.loop, label=label)
+            mr = httpbench.measure_async(fn, n=n, duration=dur, concurrency=sc.concurrency,
+                                         warmup=0, loop=self.loop, label=label)
         elif sc.concurrency > 1:
-            mr = self._threaded(n, errs, label, python_heap=not proc)
+            mr = self._threaded(n, dur, errs, label, python_heap=not proc)
         else:
             fn = _safe_sync(self.adapters[0].request, errs)
-            mr = httpbench.measure(fn, n=n, warmup=0, alloc=not proc, gc=not proc, label=label)
+            mr = httpbench.measure(fn, n=n, duration=dur, warmup=0, alloc=not proc,
+                                   gc=not proc, label=label)
+        n = mr.calls
         if proc:
             # the children did the work: their CPU and peak RSS; no Python/native heap figures
             u1, s1, rss = _children_usage()
@@ -322,7 +346,8 @@ class Worker:
                 "round_requests": n, "errors": errs.count, "error_samples": errs.samples,
                 "verify": ver}
 
-    def _threaded(self, n: int, errs: _Errors, label: str, python_heap: bool = True) -> Any:
+    def _threaded(self, n: int, dur: float | None, errs: _Errors, label: str,
+                  python_heap: bool = True) -> Any:
         """Sync client, concurrency k: k threads, each with its own adapter (connection).
 
         The whole span is one measure() call; per-request latencies are timed
@@ -333,14 +358,15 @@ class Worker:
         import httpbench
 
         reqs = [a.request for a in self.adapters]
-        mr, lat = self._thread_span(reqs, n, errs, label, python_heap)
+        mr, lat, n = self._thread_span(reqs, n, dur, errs, label, python_heap)
         changes: dict[str, Any] = {"calls": n, "latency": lat, "concurrency": len(reqs),
                                    "overhead_ns_per_call": None,
                                    "overhead_allocs_per_call": None}
         if python_heap and mr.alloc_counts is not None and mr.alloc_bytes is not None:
             if self._thread_overhead is None:
                 noop_n = 50 * len(reqs)
-                cal, _ = self._thread_span([_noop] * len(reqs), noop_n, _Errors(), "noop", True)
+                cal, _, _ = self._thread_span([_noop] * len(reqs), noop_n, 3600.0, _Errors(),
+                                              "noop", True)
                 self._thread_overhead = (
                     {d: v / noop_n for d, v in (cal.alloc_counts or {}).items()},
                     {d: v / noop_n for d, v in (cal.alloc_bytes or {}).items()})
@@ -356,31 +382,42 @@ class Worker:
         del httpbench
         return dataclasses.replace(mr, **changes)
 
-    def _thread_span(self, reqs: list[Any], n: int, errs: _Errors, label: str,
-                     python_heap: bool) -> tuple[Any, Any]:
+    def _thread_span(self, reqs: list[Any], n: int, dur: float | None, errs: _Errors,
+                     label: str, python_heap: bool) -> tuple[Any, Any, int]:
+        """k threads, each making up to n/k requests (until the deadline, if any)."""
         import httpbench
 
         k = len(reqs)
         per = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        done = [0] * k
         hists = [httpbench.Histogram() for _ in range(k)]
         start = threading.Barrier(k + 1)
+        span_ns = int(dur * 1e9) if dur is not None else 1 << 62
+        t_start = [0]
 
         def body(i: int) -> None:
             req, rec, clock = reqs[i], hists[i].record, time.perf_counter_ns
             start.wait()
+            end = t_start[0] + span_ns
+            count = 0
             for _ in range(per[i]):
                 t0 = clock()
+                if t0 >= end:
+                    break
                 try:
                     req()
                 except Exception as exc:
                     errs.add(exc)
                 rec(clock() - t0)
+                count += 1
+            done[i] = count
 
         threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(k)]
         for t in threads:
             t.start()
 
         def run_all() -> None:
+            t_start[0] = time.perf_counter_ns()
             start.wait()
             for t in threads:
                 t.join()
@@ -390,7 +427,7 @@ class Worker:
         lat = hists[0]
         for h in hists[1:]:
             lat.merge(h)
-        return mr, lat
+        return mr, lat, sum(done)
 
     def metadata(self) -> dict[str, Any]:
         md: dict[str, Any] = {
@@ -474,6 +511,9 @@ def serve(lines: Iterator[bytes], send: Callable[[dict[str, Any]], None]) -> int
             cmd = json.loads(line)
             if cmd.get("cmd") == "close":
                 break
+            if cmd.get("cmd") == "rewarm":
+                send(w.rewarm())
+                continue
             if cmd.get("cmd") == "run":
                 try:
                     send(w.round(cmd))
