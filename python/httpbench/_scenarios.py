@@ -68,7 +68,7 @@ class Scenario:
     keep_alive: bool = True
     concurrency: int = 1
     n: int | None = None
-    duration: float = 0.35
+    duration: float = 0.25
     min_n: int = 5
     expect_bytes: int | None = None
 
@@ -134,7 +134,7 @@ def _builtin() -> dict[str, Scenario]:
                  path="/bytes/7000000", download=True, expect_bytes=7_000_000, min_n=3),
         Scenario("download-30m", "download of a 30 MB file, streamed to disk",
                  path="/bytes/30000000", download=True, expect_bytes=30_000_000,
-                 min_n=2, duration=0.5),
+                 min_n=2, duration=0.4),
         Scenario("https-get-150b", "GET of ~150 bytes over HTTPS (verified), kept alive",
                  path="/bytes/150", tls=True, expect_bytes=150),
         Scenario("get-150b-new-conn", "GET of ~150 bytes, keep-alive off (a connection per request)",
