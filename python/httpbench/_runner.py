@@ -752,6 +752,8 @@ class Runner:
             if st == "ready":
                 w.info = dict(msg.get("metadata") or {})
                 w.info["setup_requests"] = msg.get("requests")
+                if w.info.get("client_version"):  # from the library the worker loaded
+                    self.versions[c] = w.info["client_version"]
                 ready[c] = w
                 self._progress(f"ready {sc.name} {c}")
             elif st == "skipped":

@@ -436,6 +436,7 @@ class Worker:
             "python_impl": platform.python_implementation(),
             "openssl": ssl.OPENSSL_VERSION,
             "client_version": self.cls.version(),
+            "loaded_versions": _loaded_versions(),
             "kind": self.kind,
             "instances": len(self.adapters),
         }
@@ -457,6 +458,25 @@ class Worker:
                 pass
         if self.loop is not None:
             self.loop.close()
+
+
+_STACK = ("urllib3", "requests", "httpx", "httpcore", "h11", "anyio", "aiohttp", "yarl",
+          "multidict", "pycurl", "niquests", "certifi", "idna", "charset_normalizer", "ssl")
+
+
+def _loaded_versions() -> dict[str, str]:
+    """Versions of the HTTP stack modules this worker actually imported."""
+    out: dict[str, str] = {}
+    for name in _STACK:
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        v = getattr(mod, "__version__", None) or getattr(mod, "OPENSSL_VERSION", None)
+        if name == "pycurl":
+            v = getattr(mod, "version", v)
+        if isinstance(v, str):
+            out[name] = v
+    return out
 
 
 def _native_counters() -> dict[str, int] | None:

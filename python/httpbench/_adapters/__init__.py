@@ -179,8 +179,22 @@ class Adapter:
 
     @classmethod
     def version(cls) -> str | None:
-        """Version of the client library (``None`` if unknown)."""
-        return library_version(cls.dist) if cls.dist else None
+        """Version of the client library (``None`` if unknown).
+
+        The imported module's ``__version__`` wins over the distribution's
+        metadata: another package can replace a library's files (niquests'
+        urllib3-future installs itself as ``urllib3``), and the table must say
+        what actually ran. The module is not imported here (see the worker).
+        """
+        import sys
+
+        mod = sys.modules.get(cls.modules[0]) if cls.modules else None
+        modver = getattr(mod, "__version__", None) if mod is not None else None
+        distver = library_version(cls.dist) if cls.dist else None
+        if isinstance(modver, str) and distver and modver != distver:
+            return (f"{modver} (the loaded module; the '{cls.dist}' distribution says "
+                    f"{distver}: another package replaced its files)")
+        return modver if isinstance(modver, str) else distver
 
 
 def library_version(dist: str) -> str | None:
