@@ -110,7 +110,7 @@ HELPERS = textwrap.dedent('''
 def helpers(tmp_path, monkeypatch):
     (tmp_path / "hb_test_adapters.py").write_text(HELPERS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    old = __import__("os").environ.get("PYTHONPATH")
+    old = os.environ.get("PYTHONPATH")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path) + (":" + old if old else ""))
     return "hb_test_adapters"
 
