@@ -7,7 +7,7 @@
    (goal <= 1.10x), and tracemalloc's factor on the same call in the same run.
 
 usage: python benchmarks/bench_measure.py [--rounds 7] [--noop-n 300000]
-                                           [--get-n 1500] [--json out.json]
+                                           [--get-n 600] [--get-rounds 21] [--json out.json]
 """
 
 from __future__ import annotations
@@ -67,6 +67,25 @@ def bench_loop(rounds: int, n: int) -> dict[str, float]:
     }
 
 
+def _churn() -> None:
+    for _ in range(1000):
+        object()  # one OBJ allocation and its free
+
+
+def bench_hook_cost(rounds: int) -> dict[str, float]:
+    """Thread-CPU cost of the allocation hooks per allocation+free pair (min of rounds:
+    the least disturbed run of each mode), from 1000 object() per call."""
+    res: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(rounds):
+        for m in ("off", "on"):
+            on = m == "on"
+            r = httpbench.measure(_churn, n=300, warmup=5, alloc=on, gc=on, calibrate=False)
+            res[m].append(r.cpu_thread_ns / r.calls)
+    best = {m: min(v) for m, v in res.items()}
+    return {"hook_ns_per_alloc_free": (best["on"] - best["off"]) / 1000,
+            "churn_off_ns_per_call": best["off"], "churn_on_ns_per_call": best["on"]}
+
+
 def bench_urllib3(rounds: int, n: int) -> dict[str, float]:
     import urllib3
 
@@ -102,15 +121,23 @@ def bench_urllib3(rounds: int, n: int) -> dict[str, float]:
                     allocs = r.allocs_per_call
                     gcs = r.gc_per_10k
         med = {m: statistics.median(v) for m, v in per_call.items()}
-        cmed = {m: statistics.median(v) for m, v in cpu.items()}
+
+        def paired(m: str, base: dict[str, list[float]]) -> float:
+            # Median of per-round ratios: each round's modes ran back to back,
+            # so machine-load drift between rounds cancels out.
+            return statistics.median(a / b for a, b in zip(base[m], base["off"], strict=True))
+
         return {
             "get_off_ns_per_call": med["off"],
             "get_on_ns_per_call": med["on"],
             "get_tracemalloc_ns_per_call": med["tracemalloc"],
-            "factor_accounting": med["on"] / med["off"],
-            "factor_tracemalloc": med["tracemalloc"] / med["off"],
-            "cpu_factor_accounting": cmed["on"] / cmed["off"],
-            "cpu_factor_tracemalloc": cmed["tracemalloc"] / cmed["off"],
+            "factor_accounting": paired("on", per_call),
+            "factor_tracemalloc": paired("tracemalloc", per_call),
+            "factor_accounting_of_medians": med["on"] / med["off"],
+            "factor_tracemalloc_of_medians": med["tracemalloc"] / med["off"],
+            "cpu_factor_accounting": paired("on", cpu),
+            "cpu_factor_tracemalloc": paired("tracemalloc", cpu),
+            "get_off_cpu_ns": statistics.median(cpu["off"]),
             "python_allocs_per_get": allocs,
             "gc_per_10k_gets": gcs,
             "rounds": per_call,
@@ -124,7 +151,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--noop-n", type=int, default=300_000)
-    ap.add_argument("--get-n", type=int, default=1500)
+    ap.add_argument("--get-n", type=int, default=600)
+    ap.add_argument("--get-rounds", type=int, default=21,
+                    help="interleaved rounds of the urllib3 case (default 21; 0: --rounds)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     meta = httpbench._measure.system_metadata()
@@ -137,9 +166,10 @@ def main() -> None:
           f"   ratio {loop['ratio_c_vs_python']:.2f}x (goal <= 0.5x)")
     print(f"  measure() C loop + alloc/gc       : {loop['c_loop_accounting_ns_per_call']:8.1f}"
           f"   ratio {loop['ratio_c_accounting_vs_python']:.2f}x")
-    get = bench_urllib3(a.rounds, a.get_n)
-    print(f"urllib3 GET /bytes/100 vs embedded server (own process), ns/call "
-          f"(median of {a.rounds} interleaved rounds of {a.get_n}):")
+    get = bench_urllib3(a.get_rounds or a.rounds, a.get_n)
+    a.get_rounds = a.get_rounds or a.rounds
+    print(f"urllib3 GET /bytes/100 vs embedded server (own process), ns/call: median of "
+          f"{a.get_rounds} interleaved rounds of {a.get_n}; factors: median of per-round ratios")
     print(f"  accounting off                    : {get['get_off_ns_per_call']:10.0f}")
     print(f"  alloc+GC accounting on            : {get['get_on_ns_per_call']:10.0f}"
           f"   factor {get['factor_accounting']:.3f}x (goal <= 1.10x), "
@@ -149,9 +179,17 @@ def main() -> None:
           f"CPU factor {get['cpu_factor_tracemalloc']:.3f}x")
     print(f"  Python allocations per GET: {get['python_allocs_per_get']:.1f}, "
           f"GC collections per 10k GETs: {get['gc_per_10k_gets']:.1f}")
+    hook = bench_hook_cost(a.rounds * 3)
+    est = 1 + get["python_allocs_per_get"] * hook["hook_ns_per_alloc_free"] / get["get_off_cpu_ns"]
+    get["factor_accounting_estimated"] = est
+    print(f"  hook cost per allocation+free: {hook['hook_ns_per_alloc_free']:.1f} ns "
+          f"(min of {a.rounds * 3} rounds) -> estimated factor for this GET "
+          f"{est:.3f}x ({get['python_allocs_per_get']:.0f} allocs, "
+          f"{get['get_off_cpu_ns'] / 1000:.0f} us CPU each)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"metadata": meta, "loop": loop, "urllib3": get}, f, indent=2)
+            json.dump({"metadata": meta, "loop": loop, "urllib3": get, "hooks": hook}, f,
+                      indent=2)
 
 
 if __name__ == "__main__":
