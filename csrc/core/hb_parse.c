@@ -361,14 +361,18 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
     size_t n = 0;
     for (;;) {
         if (p == end) return HB_AGAIN;
-        int le = line_end(p, end);
-        if (le > 0) {
-            p += le;
-            break;
+        int le;
+        /* CR, LF, SP and TAB are all <= ' ': one compare for a name's first byte */
+        if ((unsigned char)*p <= ' ') {
+            le = line_end(p, end);
+            if (le > 0) {
+                p += le;
+                break;
+            }
+            if (le == HB_AGAIN) return HB_AGAIN;
+            if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
+            if (IS_WS(*p)) FAIL(HB_PE_OBS_FOLD);
         }
-        if (le == HB_AGAIN) return HB_AGAIN;
-        if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
-        if (IS_WS(*p)) FAIL(HB_PE_OBS_FOLD);
 
         const char *name = p;
         p = scan_token(p, end);
