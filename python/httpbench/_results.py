@@ -288,6 +288,15 @@ class _RecordMixin:
     def to_dict(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    @classmethod
+    def _from_dict_doc(cls, d: Any) -> dict[str, Any]:
+        """``d`` as a dict whose ``kind`` tag, if any, is this class's; ValueError otherwise."""
+        w = cls.KIND
+        d = _as_dict(d, w)
+        if d.get("kind", w) != w:
+            raise ValueError(f"expected kind {w!r}, got {d.get('kind')!r}")
+        return d
+
     def __eq__(self, other: object) -> bool:
         # Histograms have no value equality of their own; their encodings do.
         if type(other) is not type(self):
@@ -332,6 +341,50 @@ class _RecordMixin:
             return self.summary("text")
         except Exception:  # never let a formatting bug hide the object
             return repr(self)
+
+
+class _ResultMixin(_RecordMixin):
+    """What BenchResult and MeasureResult share: latency percentiles, budgets, to_dict."""
+
+    __slots__ = ()
+
+    latency: Any  # the main latency histogram (a dataclass field of each subclass)
+
+    def _field_to_json(self, name: str, v: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @property
+    def p50(self) -> float:
+        """Median of the ``latency`` histogram, ns."""
+        return hist_percentile(self.latency, 50)
+
+    @property
+    def p90(self) -> float:
+        """90th percentile of the ``latency`` histogram, ns."""
+        return hist_percentile(self.latency, 90)
+
+    @property
+    def p99(self) -> float:
+        """99th percentile of the ``latency`` histogram, ns."""
+        return hist_percentile(self.latency, 99)
+
+    @property
+    def p999(self) -> float:
+        """99.9th percentile of the ``latency`` histogram, ns."""
+        return hist_percentile(self.latency, 99.9)
+
+    def assert_budget(self, **budget: Any) -> list[Any]:
+        """Raise ``httpbench.BudgetExceeded`` unless every limit holds (see ``httpbench._budget``)."""
+        from ._budget import assert_budget
+
+        return assert_budget(self, **budget)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``kind`` tag, histograms base64-encoded, times in ns)."""
+        d: dict[str, Any] = {"kind": self.KIND}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            d[f.name] = self._field_to_json(f.name, getattr(self, f.name))
+        return d
 
 
 # --------------------------------------------------------------------------
@@ -405,7 +458,7 @@ _BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "pro
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
-class BenchResult(_RecordMixin):
+class BenchResult(_ResultMixin):
     """One run of the native load generator. Times in ns, sizes in bytes.
 
     Counting rules: ``responses`` = complete responses received (any status);
@@ -549,26 +602,6 @@ class BenchResult(_RecordMixin):
         return _per(self.cpu_ns, self.responses + self.errors)
 
     # latency
-    @property
-    def p50(self) -> float:
-        """Median total latency, ns."""
-        return hist_percentile(self.latency, 50)
-
-    @property
-    def p90(self) -> float:
-        """90th percentile total latency, ns."""
-        return hist_percentile(self.latency, 90)
-
-    @property
-    def p99(self) -> float:
-        """99th percentile total latency, ns."""
-        return hist_percentile(self.latency, 99)
-
-    @property
-    def p999(self) -> float:
-        """99.9th percentile total latency, ns."""
-        return hist_percentile(self.latency, 99.9)
-
     def percentiles(
         self, ps: Iterable[float] = DEFAULT_PERCENTILES, which: str = "latency"
     ) -> dict[float, float]:
@@ -577,12 +610,6 @@ class BenchResult(_RecordMixin):
             raise ValueError(f"unknown histogram {which!r}; one of {_BENCH_HISTS}")
         return _percentiles(getattr(self, which), ps)
 
-    def assert_budget(self, **budget: Any) -> list[Any]:
-        """Raise ``httpbench.BudgetExceeded`` unless every limit holds (see ``httpbench._budget``)."""
-        from ._budget import assert_budget
-
-        return assert_budget(self, **budget)
-
     def __repr__(self) -> str:
         return (
             f"<BenchResult {self.method} {self.url} {self.successes}/{self.responses} ok, "
@@ -590,31 +617,24 @@ class BenchResult(_RecordMixin):
             f"p99={self.p99:.0f}ns{' interrupted' if self.interrupted else ''}>"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (``kind`` tag, histograms base64-encoded, times in ns)."""
-        d: dict[str, Any] = {"kind": self.KIND}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if f.name in _BENCH_HISTS:
-                v = _hist_to_json(v)
-            elif f.name == "config":
-                v = v.to_dict()
-            elif f.name == "status_counts":
-                v = {str(k): n for k, n in sorted(v.items())}
-            elif f.name in ("series_responses", "series_errors"):
-                v = list(v)
-            elif f.name in ("metadata", "error_counts"):
-                v = _jsonable(v)
-            d[f.name] = v
-        return d
+    def _field_to_json(self, name: str, v: Any) -> Any:
+        if name in _BENCH_HISTS:
+            return _hist_to_json(v)
+        if name == "config":
+            return v.to_dict()
+        if name == "status_counts":
+            return {str(k): n for k, n in sorted(v.items())}
+        if name in ("series_responses", "series_errors"):
+            return list(v)
+        if name in ("metadata", "error_counts"):
+            return _jsonable(v)
+        return v
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchResult:
         """Inverse of :meth:`to_dict`; ValueError on missing or malformed fields."""
         w = cls.KIND
-        d = _as_dict(d, w)
-        if d.get("kind", w) != w:
-            raise ValueError(f"expected kind {w!r}, got {d.get('kind')!r}")
+        d = cls._from_dict_doc(d)
         kw: dict[str, Any] = {
             "url": str(_req(d, "url", w)),
             "latency": _hist_from_json(_req(d, "latency", w), f"{w}.latency"),
@@ -647,7 +667,7 @@ class BenchResult(_RecordMixin):
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
-class MeasureResult(_RecordMixin):
+class MeasureResult(_ResultMixin):
     """One run of ``measure()`` / ``measure_async()``. Times in ns, sizes in bytes.
 
     Totals over the measured span (warm-up excluded): ``calls`` completed calls,
@@ -782,35 +802,9 @@ class MeasureResult(_RecordMixin):
         """GC collections (all generations) per 10,000 calls (NaN when not tracked)."""
         return _per(None if self.gc_total is None else self.gc_total * 10_000, self.calls)
 
-    @property
-    def p50(self) -> float:
-        """Median call latency, ns."""
-        return hist_percentile(self.latency, 50)
-
-    @property
-    def p90(self) -> float:
-        """90th percentile call latency, ns."""
-        return hist_percentile(self.latency, 90)
-
-    @property
-    def p99(self) -> float:
-        """99th percentile call latency, ns."""
-        return hist_percentile(self.latency, 99)
-
-    @property
-    def p999(self) -> float:
-        """99.9th percentile call latency, ns."""
-        return hist_percentile(self.latency, 99.9)
-
     def percentiles(self, ps: Iterable[float] = DEFAULT_PERCENTILES) -> dict[float, float]:
         """``{p: latency_ns}`` of the call latency histogram."""
         return _percentiles(self.latency, ps)
-
-    def assert_budget(self, **budget: Any) -> list[Any]:
-        """Raise ``httpbench.BudgetExceeded`` unless every limit holds (see ``httpbench._budget``)."""
-        from ._budget import assert_budget
-
-        return assert_budget(self, **budget)
 
     def __repr__(self) -> str:
         return (
@@ -818,29 +812,22 @@ class MeasureResult(_RecordMixin):
             f"p50={self.p50:.0f}ns p99={self.p99:.0f}ns cpu/call={self.cpu_ns_per_call:.0f}ns>"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (``kind`` tag, histogram base64-encoded, times in ns)."""
-        d: dict[str, Any] = {"kind": self.KIND}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if f.name == "latency":
-                v = _hist_to_json(v)
-            elif f.name == "gc_collections" and v is not None:
-                v = list(v)
-            elif f.name in ("overhead_ns_per_call", "overhead_allocs_per_call"):
-                v = _num_json(v)
-            elif f.name == "metadata":
-                v = _jsonable(v)
-            d[f.name] = v
-        return d
+    def _field_to_json(self, name: str, v: Any) -> Any:
+        if name == "latency":
+            return _hist_to_json(v)
+        if name == "gc_collections" and v is not None:
+            return list(v)
+        if name in ("overhead_ns_per_call", "overhead_allocs_per_call"):
+            return _num_json(v)
+        if name == "metadata":
+            return _jsonable(v)
+        return v
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MeasureResult:
         """Inverse of :meth:`to_dict`; ValueError on missing or malformed fields."""
         w = cls.KIND
-        d = _as_dict(d, w)
-        if d.get("kind", w) != w:
-            raise ValueError(f"expected kind {w!r}, got {d.get('kind')!r}")
+        d = cls._from_dict_doc(d)
         kw: dict[str, Any] = {
             "label": str(_req(d, "label", w)),
             "calls": _as_int(_req(d, "calls", w), f"{w}.calls"),
@@ -1070,9 +1057,7 @@ class ResultSet(_RecordMixin):
     def from_dict(cls, d: Mapping[str, Any]) -> ResultSet:
         """Inverse of :meth:`to_dict`; ValueError on malformed data."""
         w = cls.KIND
-        d = _as_dict(d, w)
-        if d.get("kind", w) != w:
-            raise ValueError(f"expected kind {w!r}, got {d.get('kind')!r}")
+        d = cls._from_dict_doc(d)
         entries = d.get("results") or []
         if not isinstance(entries, list):
             raise ValueError(f"{w}.results: expected a list")
