@@ -31,32 +31,6 @@ static const char *const arg_names[A_NARGS] = {
     "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size", "tls_max_version",
 };
 
-static int parse_kwargs(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                        PyObject **out)
-{
-    for (int i = 0; i < A_NARGS; i++) out[i] = NULL;
-    if (nargs != 0) {
-        PyErr_SetString(PyExc_TypeError, "run_bench() takes keyword arguments only");
-        return -1;
-    }
-    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nk; k++) {
-        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
-        if (!name) return -1;
-        int found = -1;
-        for (int i = 0; i < A_NARGS; i++)
-            if (strcmp(name, arg_names[i]) == 0) found = i;
-        if (found < 0) {
-            PyErr_Format(PyExc_TypeError, "run_bench() got an unexpected keyword argument '%s'",
-                         name);
-            return -1;
-        }
-        PyObject *v = args[nargs + k];
-        out[found] = v == Py_None ? NULL : v;
-    }
-    return 0;
-}
-
 static int get_u64(PyObject *o, uint64_t dflt, const char *name, uint64_t *out)
 {
     if (!o) {
@@ -252,7 +226,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
 {
     hb_modstate *st = hb_state(m);
     PyObject *a[A_NARGS];
-    if (parse_kwargs(args, nargs, kwnames, a) < 0) return NULL;
+    if (hb_kw_only("run_bench", args, nargs, kwnames, arg_names, A_NARGS, a) < 0) return NULL;
 
     hb_engine_config cfg;
     hb_engine_config_init(&cfg);

@@ -3,6 +3,7 @@
 #include "module.h"
 
 #include <errno.h>
+#include <string.h>
 
 hb_modstate *hb_state(PyObject *module)
 {
@@ -79,6 +80,31 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
     }
     PyErr_SetString(exc, text);
     return NULL;
+}
+
+int hb_kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                   const char *const *names, int n, PyObject **out)
+{
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    if (nargs) {
+        PyErr_Format(PyExc_TypeError, "%s() takes keyword arguments only", fn);
+        return -1;
+    }
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+        if (!name) return -1;
+        int found = -1;
+        for (int i = 0; i < n; i++)
+            if (strcmp(name, names[i]) == 0) found = i;
+        if (found < 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn,
+                         name);
+            return -1;
+        }
+        out[found] = args[nargs + k] == Py_None ? NULL : args[nargs + k];
+    }
+    return 0;
 }
 
 static PyObject *new_exc(PyObject *m, const char *name, const char *doc, PyObject *bases)

@@ -40,6 +40,12 @@ hb_modstate *hb_state_from_type(PyTypeObject *tp);
  * returns NULL. `detail` (may be NULL or empty) is the core's err text. */
 PyObject *hb_raise(hb_modstate *st, int rc, const char *detail);
 
+/* Keyword-only METH_FASTCALL|METH_KEYWORDS arguments: out[i] gets the value
+ * passed for names[i] (borrowed; NULL when absent or None). TypeError for
+ * positional or unknown arguments, naming fn. Returns 0 or -1. */
+int hb_kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+               const char *const *names, int n, PyObject **out);
+
 /* Component init hooks: add types/functions to the module, return 0 or -1. */
 int hb_mod_parser_init(PyObject *m, hb_modstate *st);
 int hb_mod_hist_init(PyObject *m, hb_modstate *st);

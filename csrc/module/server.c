@@ -22,31 +22,6 @@ static const char *const s_names[S_NARGS] = {
     "request_timeout_ms", "keepalive_timeout_ms", "max_head", "backlog",
 };
 
-static int kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                   const char *const *names, int n, PyObject **out)
-{
-    for (int i = 0; i < n; i++) out[i] = NULL;
-    if (nargs) {
-        PyErr_Format(PyExc_TypeError, "%s() takes keyword arguments only", fn);
-        return -1;
-    }
-    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nk; k++) {
-        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
-        if (!name) return -1;
-        int found = -1;
-        for (int i = 0; i < n; i++)
-            if (strcmp(name, names[i]) == 0) found = i;
-        if (found < 0) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn,
-                         name);
-            return -1;
-        }
-        out[found] = args[nargs + k] == Py_None ? NULL : args[nargs + k];
-    }
-    return 0;
-}
-
 static int get_int(PyObject *o, int dflt, long lo, long hi, const char *name, int *out)
 {
     if (!o) {
@@ -80,7 +55,7 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
 {
     hb_modstate *st = hb_state(m);
     PyObject *a[S_NARGS];
-    if (kw_only("server_start", args, nargs, kwnames, s_names, S_NARGS, a) < 0) return NULL;
+    if (hb_kw_only("server_start", args, nargs, kwnames, s_names, S_NARGS, a) < 0) return NULL;
     hb_server_opts o;
     hb_server_opts_init(&o);
     int max_head = (int)o.max_head;
