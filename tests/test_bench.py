@@ -411,3 +411,63 @@ def test_progress_true_writes_stderr(server, capsys):
     assert "requests" in err and "\r" in err
     with pytest.raises(TypeError):
         bench(server.url + "/", n=1, progress="yes")
+
+
+def _scripted_server(responses):
+    """Keep-alive raw server answering request k with responses[k % len]; one connection."""
+
+    def handler(c):
+        k = 0
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            buf = buf.split(b"\r\n\r\n", 1)[1]
+            c.sendall(responses[k % len(responses)])
+            k += 1
+
+    return _raw_server(handler)
+
+
+def test_heads_that_differ_late_are_parsed_each_time():
+    # The engine reuses the parse of a byte-identical previous head; heads of
+    # the same length that differ only in the status digits, a length digit or
+    # the framing must each be parsed, and an identical one must count alike.
+    ok5 = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    seq = [
+        ok5,
+        b"HTTP/1.1 503 OK\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nhello!!",
+        ok5,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        ok5,
+        b"HTTP/1.1 204 OK\r\nContent-Length: 5\r\n\r\n",  # 204: no body whatever CL says
+    ]
+    port, close = _scripted_server(seq)
+    try:
+        r = bench(f"http://127.0.0.1:{port}/", n=8 * 25)
+    finally:
+        close()
+    assert r.errors == 0, r.error_counts
+    assert r.status_counts == {200: 6 * 25, 503: 25, 204: 25}
+    assert r.successes == 7 * 25
+    assert r.bytes_in == 25 * sum(len(x) for x in seq)
+    assert r.connections == 1
+
+
+def test_malformed_head_after_a_cached_one():
+    # A head that shares the remembered head's first bytes but then goes wrong
+    # is a protocol error, not a copy of the previous answer.
+    ok5 = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    bad = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nno colon here\r\n\r\nhello"
+    port, close = _scripted_server([ok5, ok5, bad])
+    try:
+        r = bench(f"http://127.0.0.1:{port}/", n=3)
+    finally:
+        close()
+    assert r.successes == 2
+    assert r.error_counts["protocol"] == 1 and r.errors == 1
