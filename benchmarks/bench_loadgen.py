@@ -1,10 +1,18 @@
-"""Load generators side by side: httpbench vs wrk vs h2load.
+"""Load generators side by side: httpbench vs wrk vs h2load (and a floor).
 
 Targets: nginx (1 worker, access_log off, a 150-byte file; HTTP and HTTPS on a
-temporary config) and the embedded server (its own process, /bytes/150).
-Configurations: -t1 -c16 over HTTP and HTTPS, and -t1 -c1 over HTTP. Runs are
-interleaved (round-robin over target x config x tool, `--rounds` times) so
-machine noise hits every tool alike; the table shows medians.
+temporary config, benchmarks/_peers.Nginx) and the embedded server (its own
+process, /bytes/150). Configurations: -t1 -c16 and -t1 -c1, each over HTTP
+and HTTPS. Runs are interleaved (round-robin over target x config x tool,
+`--rounds` times) so machine noise hits every tool alike; the table shows
+medians.
+
+"floor" is benchmarks/floor_loadgen.c, compiled on the fly: a C client that
+does nothing per request but one send() of a prebuilt request and one recv()
+counted against the known response length (no parsing, no per-request clock,
+no histograms). Its CPU per request is the kernel's loopback cost plus almost
+nothing, i.e. the least any generator can spend on this machine; "CPU vs
+floor" shows how much httpbench adds to it.
 
 Figures per run: requests/s (successful responses / measured seconds) and the
 generator's CPU per request (user + sys / requests): for wrk and h2load from
@@ -31,31 +39,10 @@ import time
 import httpbench
 from httpbench._server import start_process
 
-NGINX_CONF = """
-worker_processes 1;
-daemon off;
-master_process off;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  keepalive_requests 100000000;
-  keepalive_timeout 300s;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{
-    listen 127.0.0.1:{http_port};
-    listen 127.0.0.1:{https_port} ssl;
-    ssl_certificate {d}/cert.pem;
-    ssl_certificate_key {d}/key.pem;
-    root {d}/html;
-  }}
-}}
-"""
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peers import Nginx  # noqa: E402
+
+FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_loadgen.c")
 
 HB_RUNNER = """
 import json, sys
@@ -66,16 +53,6 @@ print(json.dumps({"ok": r.successes, "done": r.responses + r.errors, "errors": r
                   "non2xx": r.non_2xx, "duration_s": r.duration_ns / 1e9,
                   "cpu_ns": r.cpu_user_ns + r.cpu_sys_ns}))
 """
-
-
-def free_port() -> int:
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def run_with_rusage(cmd: list[str], timeout: float) -> tuple[str, float]:
@@ -135,64 +112,81 @@ def run_httpbench(url: str, conns: int, dur: float) -> dict:
             "cpu_s": d["cpu_ns"] / 1e9}
 
 
-TOOLS = {"httpbench": run_httpbench, "wrk": run_wrk, "h2load": run_h2load}
 
 
-def start_nginx(d: str) -> tuple[subprocess.Popen, int, int]:
-    os.makedirs(os.path.join(d, "html"), exist_ok=True)
-    with open(os.path.join(d, "html", "150b"), "wb") as f:
-        f.write(b"x" * 150)
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{d}/key.pem",
-                    "-out", f"{d}/cert.pem", "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True)
-    hp, sp = free_port(), free_port()
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(d=d, http_port=hp, https_port=sp))
-    p = subprocess.Popen(["nginx", "-c", conf, "-p", d], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            import socket
+def build_floor(tmp: str) -> str | None:
+    """Compile floor_loadgen.c into tmp; None (with a note) when it cannot be built."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    exe = os.path.join(tmp, "floor_loadgen")
+    if cc is None:
+        print("# floor: no C compiler; skipped", file=sys.stderr)
+        return None
+    p = subprocess.run([cc, "-O2", "-std=c11", "-o", exe, FLOOR_SRC, "-lssl", "-lcrypto"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"# floor: build failed; skipped\n{p.stderr}", file=sys.stderr)
+        return None
+    return exe
 
-            socket.create_connection(("127.0.0.1", hp), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    return p, hp, sp
+
+FLOOR_EXE: str | None = None
+
+
+def run_floor(url: str, conns: int, dur: float) -> dict:
+    m = re.match(r"(https?)://([\d.]+):(\d+)(/.*)$", url)
+    if not m or FLOOR_EXE is None:
+        raise RuntimeError(f"floor cannot run {url}")
+    argv = [FLOOR_EXE, m.group(2), m.group(3), m.group(4), str(conns), f"{dur:g}"]
+    if m.group(1) == "https":
+        argv.append("tls")
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=dur + 60)
+    if p.returncode != 0:
+        raise RuntimeError(f"floor_loadgen failed: {p.stderr.strip()}")
+    d = json.loads(p.stdout)
+    return {"ok": d["requests"], "done": d["requests"], "duration_s": d["seconds"],
+            "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"], "cpu_user_s": d["cpu_user_s"],
+            "cpu_sys_s": d["cpu_sys_s"]}
+
+
+TOOLS = {"httpbench": run_httpbench, "wrk": run_wrk, "h2load": run_h2load, "floor": run_floor}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tools", default="httpbench,wrk,h2load")
+    ap.add_argument("--tools", default="httpbench,wrk,h2load,floor")
     ap.add_argument("--targets", default="nginx,embedded")
     ap.add_argument("--json", help="write all runs as JSON")
     a = ap.parse_args(argv)
     tools = [t for t in a.tools.split(",") if t]
+    unknown = [t for t in tools if t not in TOOLS]
+    if unknown:
+        ap.error(f"unknown tool(s): {', '.join(unknown)} (known: {', '.join(TOOLS)})")
     for t in tools:
-        if t != "httpbench" and not shutil.which(t):
+        if t in ("wrk", "h2load") and not shutil.which(t):
             print(f"# {t} not installed; skipped", file=sys.stderr)
-    tools = [t for t in tools if t == "httpbench" or shutil.which(t)]
+    tools = [t for t in tools if t not in ("wrk", "h2load") or shutil.which(t)]
 
     tmp = tempfile.mkdtemp(prefix="hb-loadgen-")
+    global FLOOR_EXE
+    if "floor" in tools:
+        FLOOR_EXE = build_floor(tmp)
+        if FLOOR_EXE is None:
+            tools.remove("floor")
     ngx = None
     servers = []
     targets: dict[str, dict[str, str]] = {}
     try:
         if "nginx" in a.targets and shutil.which("nginx"):
-            ngx, hp, sp = start_nginx(tmp)
-            targets["nginx"] = {"http": f"http://127.0.0.1:{hp}/150b",
-                                "https": f"https://127.0.0.1:{sp}/150b"}
+            ngx = Nginx(tls=True).start()
+            targets["nginx"] = {"http": ngx.url + "/150b", "https": ngx.https_url + "/150b"}
         if "embedded" in a.targets:
             s1 = start_process(tls=False)
             s2 = start_process(tls=True)
             servers += [s1, s2]
             targets["embedded"] = {"http": s1.url + "/bytes/150", "https": s2.url + "/bytes/150"}
-        configs = [("http", 16), ("https", 16), ("http", 1)]
+        configs = [("http", 16), ("https", 16), ("http", 1), ("https", 1)]
         runs: list[dict] = []
         for rnd in range(a.rounds):
             for tname, urls in targets.items():
@@ -208,16 +202,16 @@ def main(argv: list[str] | None = None) -> int:
                               file=sys.stderr, flush=True)
     finally:
         if ngx is not None:
-            ngx.terminate()
-            ngx.wait(10)
+            ngx.stop()
         for s in servers:
             s.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"\nhttpbench {httpbench.__version__} load generator vs wrk/h2load; "
           f"{a.rounds} rounds x {a.duration:g} s, medians; -t1\n")
-    print("| target | scheme | conns | tool | req/s | CPU µs/req | req/s vs wrk | CPU vs wrk |")
-    print("|---|---|---|---|---:|---:|---:|---:|")
+    print("| target | scheme | conns | tool | req/s | CPU µs/req | req/s vs wrk | CPU vs wrk "
+          "| CPU vs floor |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|")
     for tname in targets:
         for scheme, conns in configs:
             med = {}
@@ -233,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                     cr = f"{cpu / med['wrk'][1]:.2f}x"
                 else:
                     rr = cr = "-"
+                fr = f"{cpu / med['floor'][1]:.2f}x" if "floor" in med else "-"
                 print(f"| {tname} | {scheme} | {conns} | {tool} | {rps:,.0f} | {cpu:.2f} | "
-                      f"{rr} | {cr} |")
+                      f"{rr} | {cr} | {fr} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f, indent=1)
