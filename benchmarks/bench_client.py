@@ -6,7 +6,14 @@
    so this process's CPU is the client's). The clients are interleaved in
    rounds (native, pycurl, http.client, urllib3, native, ...) so background
    load hits them alike; totals are summed over the rounds.
-2. A 30 MB download to disk: httpbench.Client.download vs the curl CLI,
+   Per client also the per-call latency p50/p99 (perf_counter_ns around
+   each call) and the per-round figures (in --json).
+2. Sequential keep-alive POSTs of a 300 KB body streamed from a file (native
+   Client with a path body, pycurl READDATA, http.client and urllib3 with the
+   open file) to the embedded server's /sink, which answers the byte count
+   and CRC32 - checked for every client before timing - or to nginx's
+   `return 200` location (nginx reads and discards the body).
+3. A 30 MB download to disk: httpbench.Client.download vs the curl CLI,
    pycurl (WRITEDATA=file) and http.client (shutil.copyfileobj), interleaved,
    best and median MB/s of the repeats.
 
@@ -22,10 +29,13 @@ http.client's. Run:
 from __future__ import annotations
 
 import argparse
+import array
 import http.client
 import io
 import json
+import math
 import os
+import pathlib
 import shutil
 import statistics
 import subprocess
@@ -33,11 +43,13 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import zlib
 
 import httpbench
 
 SIZES = {"150B": 150, "12KiB": 12 * 1024}
 DL_SIZE = 30 * 1024 * 1024
+POST_SIZE = 300 * 1024
 
 
 class Server:
@@ -58,6 +70,7 @@ class Server:
             self.base = self.handle.url.rstrip("/")
             self.paths = {k: f"/bytes/{n}" for k, n in SIZES.items()}
             self.dl_path = f"/bytes/{DL_SIZE}"
+            self.sink_path = "/sink"
         elif kind == "nginx":
             nginx = shutil.which("nginx") or "/usr/sbin/nginx"
             www = os.path.join(tmp, "www")
@@ -82,13 +95,17 @@ class Server:
                     f"error_log {tmp}/logs/e.log;\n"
                     "events { worker_connections 1024; }\n"
                     "http { access_log off; sendfile on; keepalive_requests 10000000;\n"
-                    "  keepalive_timeout 300s;\n"
-                    f"  server {{ listen 127.0.0.1:{port}; root {www}; }} }}\n"
+                    "  keepalive_timeout 300s; client_max_body_size 10m;\n"
+                    "  client_body_buffer_size 1m;\n"
+                    f"  server {{ listen 127.0.0.1:{port}; root {www};\n"
+                    '    location = /sink { return 200 "ok"; }\n'
+                    "    location = /nginx_status { stub_status; } } }\n"
                 )
             self.proc = subprocess.Popen([nginx, "-c", conf, "-p", tmp])
             self.base = f"http://127.0.0.1:{port}"
             self.paths = {k: f"/{k}" for k in SIZES}
             self.dl_path = "/dl"
+            self.sink_path = "/sink"
             deadline = time.monotonic() + 10
             while True:
                 try:
@@ -101,6 +118,24 @@ class Server:
                     time.sleep(0.05)
         else:
             raise SystemExit(f"unknown server {kind!r}")
+
+    def accepts(self) -> int:
+        """Connections the server has accepted so far (not counting our own probe)."""
+        if self.handle is not None:
+            return int(self.handle.stats()["connections_accepted"])
+        conn = http.client.HTTPConnection("127.0.0.1", int(self.base.rsplit(":", 1)[1]),
+                                          timeout=5)
+        try:
+            conn.request("GET", "/nginx_status", headers={"Connection": "close"})
+            text = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        # "Active connections: 1\nserver accepts handled requests\n 5 5 9\n...";
+        # the count includes every probe so far, this one too.
+        self._probes += 1
+        return int(text.splitlines()[2].split()[0]) - self._probes
+
+    _probes = 0
 
     def stop(self) -> None:
         if self.handle is not None:
@@ -185,9 +220,76 @@ GET_CLIENTS = {
 }
 
 
+def _percentile(sorted_ns: list[int], q: float) -> float:
+    """Nearest-rank percentile of sorted samples, in microseconds."""
+    if not sorted_ns:
+        return float("nan")
+    k = max(0, min(len(sorted_ns) - 1, math.ceil(q / 100 * len(sorted_ns)) - 1))
+    return sorted_ns[k] / 1000
+
+
+def run_interleaved(clients: dict, n: int, rounds: int, warmup: int,
+                    accepts=None) -> dict:
+    """Time ``clients`` ({name: (call, close)}) in interleaved rounds.
+
+    Per client: totals (req/s, process CPU µs/request), the same per round,
+    and per-call latency p50/p99 (perf_counter_ns around each call, over all
+    rounds). ``accepts()`` (the server's accepted-connection count, read
+    outside the timed loops) gives ``new_connections``: connections the client
+    opened during its timed requests - 0 when keep-alive held. Every client
+    is closed afterwards.
+    """
+    per_round = max(1, n // rounds)
+    state = {}
+    for name, (call, close) in clients.items():
+        for _ in range(warmup):
+            call()
+        state[name] = {"call": call, "close": close, "wall": [], "cpu": [],
+                       "lat": array.array("q", bytes(8 * per_round * rounds)), "k": 0,
+                       "conns": 0}
+    names = list(state)
+    pc = time.perf_counter_ns
+    for rnd in range(rounds):
+        # Rotate who goes first so drifting background load hits all alike.
+        for name in names[rnd % len(names):] + names[: rnd % len(names)]:
+            st = state[name]
+            call, lat, k = st["call"], st["lat"], st["k"]
+            a0 = accepts() if accepts else 0
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(per_round):
+                s0 = pc()
+                call()
+                lat[k] = pc() - s0
+                k += 1
+            t1, c1 = time.perf_counter(), time.process_time()
+            st["conns"] += (accepts() - a0) if accepts else 0
+            st["k"] = k
+            st["wall"].append(t1 - t0)
+            st["cpu"].append(c1 - c0)
+    res = {}
+    for name, st in state.items():
+        st["close"]()
+        count = per_round * rounds
+        lat = sorted(st["lat"][: st["k"]])
+        res[name] = {
+            "requests": count,
+            "req_per_s": count / sum(st["wall"]),
+            "cpu_us_per_req": sum(st["cpu"]) / count * 1e6,
+            "req_per_s_rounds": [per_round / w for w in st["wall"]],
+            "cpu_us_per_req_rounds": [c / per_round * 1e6 for c in st["cpu"]],
+            "latency_us_p50": _percentile(lat, 50),
+            "latency_us_p99": _percentile(lat, 99),
+        }
+        if accepts:
+            res[name]["new_connections"] = st["conns"]
+            if st["conns"]:
+                print(f"  warning: {name} opened {st['conns']} new connections during its "
+                      f"{count} timed requests (keep-alive broken?)", file=sys.stderr)
+    return res
+
+
 def bench_gets(server: Server, n: int, rounds: int, warmup: int) -> dict:
     out: dict = {}
-    per_round = max(1, n // rounds)
     for size, path in server.paths.items():
         url = server.base + path
         clients = {}
@@ -201,30 +303,149 @@ def bench_gets(server: Server, n: int, rounds: int, warmup: int) -> dict:
             if len(body) != SIZES[size]:
                 raise SystemExit(f"{name}: GET {url} returned {len(body)} bytes, "
                                  f"expected {SIZES[size]}")
-            for _ in range(warmup):
-                get()
-            clients[name] = (get, close, [0.0, 0.0, 0])
-        order = list(clients.values())
-        for rnd in range(rounds):
-            # Rotate who goes first so drifting background load hits all alike.
-            for get, _close, acc in order[rnd % len(order):] + order[: rnd % len(order)]:
-                c0, t0 = time.process_time(), time.perf_counter()
-                for _ in range(per_round):
-                    get()
-                t1, c1 = time.perf_counter(), time.process_time()
-                acc[0] += t1 - t0
-                acc[1] += c1 - c0
-                acc[2] += per_round
-        res = {}
-        for name, (_get, close, (wall, cpu, count)) in clients.items():
-            close()
-            res[name] = {
-                "requests": count,
-                "req_per_s": count / wall,
-                "cpu_us_per_req": cpu / count * 1e6,
-            }
-        out[size] = res
+            clients[name] = (get, close)
+        out[size] = run_interleaved(clients, n, rounds, warmup, server.accepts)
     return out
+
+
+# ------------------------------------------------------------------ POST clients
+# Each factory gets (url, body file path, size, ca) and returns (post, close):
+# post() sends the file as the body of one keep-alive POST and returns
+# (status, response body). The file is streamed by every client, never read
+# into memory first.
+
+
+def native_post_factory(url: str, path: str, size: int, ca: str | None):
+    c = httpbench.Client(timeout=10, ca_file=ca)
+    body = pathlib.Path(path)  # a path body: opened per request, sendfile on plain HTTP
+
+    def post():
+        r = c.request("POST", url, body=body)
+        return r.status, r.body
+
+    return post, c.close
+
+
+def pycurl_post_factory(url: str, path: str, size: int, ca: str | None):
+    import pycurl
+
+    h = pycurl.Curl()
+    h.setopt(pycurl.URL, url)
+    h.setopt(pycurl.POST, 1)
+    h.setopt(pycurl.POSTFIELDSIZE_LARGE, size)
+    # libcurl would send "Expect: 100-continue" and wait for the interim answer.
+    h.setopt(pycurl.HTTPHEADER, ["Expect:", "Content-Type: application/octet-stream"])
+    if ca:
+        h.setopt(pycurl.CAINFO, ca)
+    f = open(path, "rb")  # noqa: SIM115 - closed by close()
+
+    def post():
+        f.seek(0)
+        b = io.BytesIO()
+        h.setopt(pycurl.READDATA, f)
+        h.setopt(pycurl.WRITEDATA, b)
+        h.perform()
+        return h.getinfo(pycurl.RESPONSE_CODE), b.getvalue()
+
+    def close():
+        h.close()
+        f.close()
+
+    return post, close
+
+
+def http_client_post_factory(url: str, path: str, size: int, ca: str | None):
+    u = urllib.parse.urlsplit(url)
+    if ca:
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=ca)
+        conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=10, context=ctx)
+    else:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    f = open(path, "rb")  # noqa: SIM115 - closed by close()
+    hdrs = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+
+    def post():
+        f.seek(0)
+        conn.request("POST", u.path, body=f, headers=hdrs)
+        r = conn.getresponse()
+        return r.status, r.read()
+
+    def close():
+        conn.close()
+        f.close()
+
+    return post, close
+
+
+def urllib3_post_factory(url: str, path: str, size: int, ca: str | None):
+    import urllib3
+
+    u = urllib.parse.urlsplit(url)
+    kw = {"maxsize": 1, "retries": False, "timeout": 10}
+    pool = (urllib3.HTTPSConnectionPool(u.hostname, u.port, ca_certs=ca, **kw) if ca else
+            urllib3.HTTPConnectionPool(u.hostname, u.port, **kw))
+    f = open(path, "rb")  # noqa: SIM115 - closed by close()
+    hdrs = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+
+    def post():
+        f.seek(0)
+        r = pool.request("POST", u.path, body=f, headers=hdrs)
+        return r.status, r.data
+
+    def close():
+        pool.close()
+        f.close()
+
+    return post, close
+
+
+POST_CLIENTS = {
+    "native": native_post_factory,
+    "pycurl": pycurl_post_factory,
+    "http.client": http_client_post_factory,
+    "urllib3": urllib3_post_factory,
+}
+
+
+def bench_posts(server: Server, n: int, rounds: int, warmup: int, tmp: str) -> dict:
+    """POST_SIZE bytes from a file to the server's sink, every client checked first."""
+    path = os.path.join(tmp, "post-body.bin")
+    data = bytes(range(256)) * (POST_SIZE // 256) + bytes(POST_SIZE % 256)
+    with open(path, "wb") as f:
+        f.write(data)
+    want_crc = f"{zlib.crc32(data):08x}"
+    url = server.base + server.sink_path
+    clients = {}
+    for name, factory in POST_CLIENTS.items():
+        try:
+            post, close = factory(url, path, POST_SIZE, server.ca_file)
+        except ImportError as e:
+            print(f"  skipping {name}: {e}", file=sys.stderr)
+            continue
+        a0 = server.accepts()
+        for _ in range(3):
+            status, body = post()
+            if status != 200:
+                raise SystemExit(f"{name}: POST {url} answered {status}")
+            if server.kind == "embedded":
+                got = json.loads(body)
+                if got != {"bytes": POST_SIZE, "crc32": want_crc}:
+                    raise SystemExit(f"{name}: the sink received {got}, expected {POST_SIZE} "
+                                     f"bytes with CRC {want_crc}")
+        if server.accepts() - a0 != 1:
+            raise SystemExit(f"{name}: 3 POSTs took {server.accepts() - a0} connections, "
+                             "expected 1 (keep-alive)")
+
+        def checked(post=post, name=name):
+            status, _ = post()
+            if status != 200:
+                raise SystemExit(f"{name}: POST answered {status}")
+
+        clients[name] = (checked, close)
+    label = f"{POST_SIZE // 1024}KB"
+    return {label: run_interleaved(clients, n, rounds, warmup, server.accepts)}
 
 
 # ------------------------------------------------------------------ downloads
@@ -294,9 +515,20 @@ def bench_download(server: Server, repeats: int, tmp: str) -> dict:
     mb = DL_SIZE / 1e6
     return {
         name: {"best_MB_per_s": mb / min(ts), "median_MB_per_s": mb / statistics.median(ts),
-               "repeats": len(ts)}
+               "repeats": len(ts), "MB_per_s_repeats": [mb / t for t in ts]}
         for name, ts in times.items() if ts
     }
+
+
+def print_table(title: str, res: dict) -> None:
+    print(f"\n{title}:")
+    print(f"  {'client':<26}{'req/s':>10}{'CPU us/req':>12}{'CPU vs pycurl':>15}"
+          f"{'p50 us':>9}{'p99 us':>9}")
+    ref = res.get("pycurl", {}).get("cpu_us_per_req")
+    for name, r in res.items():
+        ratio = f"{r['cpu_us_per_req'] / ref:.2f}x" if ref else "-"
+        print(f"  {name:<26}{r['req_per_s']:>10.0f}{r['cpu_us_per_req']:>12.1f}{ratio:>15}"
+              f"{r['latency_us_p50']:>9.1f}{r['latency_us_p99']:>9.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server", choices=["embedded", "nginx"], default=None,
                     help="target (default: embedded if available, else nginx)")
     ap.add_argument("-n", type=int, default=20000, help="GETs per client and size")
+    ap.add_argument("--post-n", type=int, default=5000,
+                    help="300 KB POSTs per client (0: skip)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--dl-repeats", type=int, default=5)
@@ -326,13 +560,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"and size, {a.rounds} interleaved rounds")
             gets = bench_gets(server, a.n, a.rounds, a.warmup)
             for size, res in gets.items():
-                print(f"\nGET {size}:")
-                print(f"  {'client':<26}{'req/s':>10}{'CPU us/req':>12}{'CPU vs pycurl':>15}")
-                ref = res.get("pycurl", {}).get("cpu_us_per_req")
-                for name, r in res.items():
-                    ratio = f"{r['cpu_us_per_req'] / ref:.2f}x" if ref else "-"
-                    print(f"  {name:<26}{r['req_per_s']:>10.0f}{r['cpu_us_per_req']:>12.1f}"
-                          f"{ratio:>15}")
+                print_table(f"GET {size}", res)
+            posts = {}
+            if a.post_n > 0:
+                posts = bench_posts(server, a.post_n, a.rounds, min(a.warmup, a.post_n), tmp)
+                for label, res in posts.items():
+                    print_table(f"POST {label} from a file ({a.post_n} per client)", res)
             dl = {}
             if not a.skip_download:
                 dl = bench_download(server, a.dl_repeats, tmp)
@@ -347,8 +580,9 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"server": kind, "tls": a.tls, "n": a.n, "rounds": a.rounds, "get": gets,
-                       "download": dl}, f, indent=2)
+            json.dump({"server": kind, "tls": a.tls, "n": a.n, "post_n": a.post_n,
+                       "rounds": a.rounds, "get": gets, "post": posts, "download": dl}, f,
+                      indent=2)
     return 0
 
 
