@@ -20,6 +20,14 @@ completed. For the embedded server the workers' own thread CPU (the server's
 stats) is printed too. wrk and the server are pinned to different CPUs when
 there are at least two (--no-pin to disable).
 
+"floor" (--floor, on by default when a C compiler is found) is
+benchmarks/floor_server.c built on the fly: a server that does nothing per
+request but find the blank line of the request head and write the same
+prebuilt response bytes. Its CPU per request is the kernel's loopback cost
+plus almost nothing - the least any server can spend here - so it shows
+whether a ratio to nginx is reachable at all and how much the embedded server
+adds to the floor.
+
 Goal (issue 3): embedded CPU/request <= 0.8x nginx's and req/s >= nginx's.
 """
 
@@ -152,6 +160,73 @@ class Embedded:
         self.p.stop()
 
 
+FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_server.c")
+
+
+class Floor:
+    """benchmarks/floor_server.c, one process per payload size, pinned like the others."""
+
+    def __init__(self, exe: str, cpu: int | None) -> None:
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.ports: dict[int, int] = {}
+        self.cur = PAYLOADS[0]
+        for n in PAYLOADS:
+            port = free_port()
+            cmd = [exe, str(port), str(n)]
+            if cpu is not None:
+                cmd = ["taskset", "-c", str(cpu)] + cmd
+            self.procs[n] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.PIPE)
+            self.ports[n] = port
+        import urllib.request
+
+        for n, port in self.ports.items():
+            for _ in range(100):
+                try:
+                    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/bytes/{n}",
+                                                  timeout=1).read()
+                    if body != expected_bytes(n):
+                        raise RuntimeError("floor_server serves the wrong bytes")
+                    break
+                except OSError:
+                    if self.procs[n].poll() is not None:
+                        raise RuntimeError("floor_server failed: " +
+                                           self.procs[n].stderr.read().decode()) from None
+                    time.sleep(0.05)
+            else:
+                raise RuntimeError("floor_server did not come up")
+
+    def url_for(self, n: int) -> str:
+        self.cur = n
+        return f"http://127.0.0.1:{self.ports[n]}"
+
+    def cpu_ns(self) -> int:
+        return cpu_ticks(self.procs[self.cur].pid) * 1_000_000_000 // CLK_TCK
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def build_floor(tmp: str) -> str | None:
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        print("floor: no C compiler; skipped", file=sys.stderr)
+        return None
+    exe = os.path.join(tmp, "floor_server")
+    p = subprocess.run([cc, "-O2", "-std=c11", "-o", exe, FLOOR_SRC], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        print(f"floor: build failed; skipped\n{p.stderr}", file=sys.stderr)
+        return None
+    return exe
+
+
 def run_wrk(url: str, duration: float, cpu: int | None) -> tuple[int, float]:
     cmd = ["wrk", "-t1", "-c16", f"-d{duration:g}s", url]
     if cpu is not None:
@@ -167,9 +242,10 @@ def run_wrk(url: str, duration: float, cpu: int | None) -> tuple[int, float]:
 
 
 def measure(server, path: str, duration: float, cpu: int | None) -> dict:
+    base = server.url_for(int(path.rsplit("/", 1)[1])) if isinstance(server, Floor) else server.url
     c0 = server.cpu_ns()
     t0 = server.thread_cpu_ns() if isinstance(server, Embedded) else None
-    n, rps = run_wrk(server.url + path, duration, cpu)
+    n, rps = run_wrk(base + path, duration, cpu)
     c1 = server.cpu_ns()
     res = {"requests": n, "rps": rps, "cpu_us_per_req": (c1 - c0) / 1000 / n}
     if t0 is not None:
@@ -183,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nginx", choices=("static", "return", "both"), default="both")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and wrk to CPUs")
+    ap.add_argument("--no-floor", action="store_true", help="do not run floor_server.c")
     ap.add_argument("--json", help="write all runs to this file")
     args = ap.parse_args(argv)
     for tool in ("wrk", "nginx"):
@@ -193,9 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     srv_cpu, wrk_cpu = (0, 1) if pin else (None, None)
     modes = ["static", "return"] if args.nginx == "both" else [args.nginx]
     servers: dict[str, object] = {"embedded": Embedded(srv_cpu)}
+    tmp = tempfile.mkdtemp(prefix="hb-floor-")
     try:
         for m in modes:
             servers[f"nginx-{m}"] = Nginx(m, srv_cpu)
+        exe = None if args.no_floor else build_floor(tmp)
+        if exe:
+            servers["floor"] = Floor(exe, srv_cpu)
         runs: dict[tuple[str, int], list[dict]] = {}
         names = list(servers)
         for r in range(args.rounds):
@@ -209,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s in servers.values():
             s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     def med(name: str, n: int, key: str) -> float:
         return statistics.median(x[key] for x in runs[(name, n)])
@@ -224,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                 extra = f"   (worker threads: {med(name, n, 'thread_cpu_us_per_req'):.2f})"
             print(f"{n:>7}B {name:<14} {med(name, n, 'rps'):>10.0f} "
                   f"{med(name, n, 'cpu_us_per_req'):>11.2f}{extra}")
-        ref = min((k for k in servers if k != "embedded"),
+        ref = min((k for k in servers if k.startswith("nginx")),
                   key=lambda k: med(k, n, "cpu_us_per_req"))
         cpu_ratio = med("embedded", n, "cpu_us_per_req") / med(ref, n, "cpu_us_per_req")
         rps_ratio = med("embedded", n, "rps") / med(ref, n, "rps")
@@ -232,6 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'':>8} embedded/{ref}: CPU/req x{cpu_ratio:.2f} (goal <= 0.80), "
               f"req/s x{rps_ratio:.2f} (goal >= 1.00) {'OK' if ok else 'MISSED'}")
         summary[n] = {"reference": ref, "cpu_ratio": cpu_ratio, "rps_ratio": rps_ratio}
+        if "floor" in servers:
+            fl = med("floor", n, "cpu_us_per_req")
+            summary[n]["floor_vs_nginx"] = fl / med(ref, n, "cpu_us_per_req")
+            summary[n]["embedded_vs_floor"] = med("embedded", n, "cpu_us_per_req") / fl
+            print(f"{'':>8} floor/{ref}: CPU/req x{summary[n]['floor_vs_nginx']:.2f}; "
+                  f"embedded/floor: x{summary[n]['embedded_vs_floor']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": {f"{k[0]}/{k[1]}": v for k, v in runs.items()},

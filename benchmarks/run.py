@@ -214,17 +214,30 @@ def analyze_server(data: Any, quick: bool) -> Analysis:
         for row in rows:
             if row.contender == "embedded":
                 key = "rps" if row.metric == "req/s" else "cpu_us_per_req"
-                for ng in nginxes:
+                for ng in nginxes + (["floor"] if "floor" in servers else []):
                     row.ratios[ng] = _ratio(row.median, med[(ng, key)])
         an.rows += rows
         if "embedded" in servers and nginxes:
             ref = min(nginxes, key=lambda n: med[(n, "cpu_us_per_req")])
             cpu_r = _ratio(med[("embedded", "cpu_us_per_req")], med[(ref, "cpu_us_per_req")])
             rps_r = _ratio(med[("embedded", "rps")], med[(ref, "rps")])
+            detail = f"vs the cheaper nginx: {ref}; " + _round_ratios(
+                servers["embedded"], servers[ref], "cpu_us_per_req")
+            if "floor" in servers:
+                fl = med[("floor", "cpu_us_per_req")]
+                detail += (f"; floor {_ratio(fl, med[(ref, 'cpu_us_per_req')]):.2f}× {ref}, "
+                           f"embedded {_ratio(med[('embedded', 'cpu_us_per_req')], fl):.2f}× "
+                           "floor")
             an.goals.append(Goal("embedded server", f"CPU/request ≤ 0.8× nginx ({size} B)",
-                                 cpu_r, "<=", 0.8, f"vs the cheaper nginx: {ref}; " +
-                                 _round_ratios(servers["embedded"], servers[ref],
-                                               "cpu_us_per_req")))
+                                 cpu_r, "<=", 0.8, detail))
+            if "floor" in servers:
+                an.goals.append(Goal(
+                    "embedded server", f"floor (find blank line + write) CPU/request ≤ 0.8× "
+                    f"nginx ({size} B)", _ratio(med[("floor", "cpu_us_per_req")],
+                                                med[(ref, "cpu_us_per_req")]),
+                    "<=", 0.8, f"is the goal reachable at all? vs {ref}; " +
+                    _round_ratios(servers["floor"], servers[ref], "cpu_us_per_req"),
+                    primary=False))
             an.goals.append(Goal("embedded server", f"requests/s ≥ nginx ({size} B, issue 3)",
                                  rps_r, ">=", 1.0, f"vs {ref}; " +
                                  _round_ratios(servers["embedded"], servers[ref], "rps"),
@@ -233,6 +246,11 @@ def analyze_server(data: Any, quick: bool) -> Analysis:
                     "(/proc/<pid>/stat), divided by the requests wrk completed; server on CPU 0, "
                     "wrk on CPU 1. nginx-static: open_file_cache + sendfile; nginx-return: "
                     "`return 200` from memory (12 KB stays a file).")
+    if any("floor" in servers for servers in by_size.values()):
+        an.notes.append("floor = benchmarks/floor_server.c: finds the blank line of each request "
+                        "head and writes the same prebuilt response bytes, nothing else; its "
+                        "CPU/request is the kernel's loopback cost for a server here, the least "
+                        "any server can spend.")
     return an
 
 
