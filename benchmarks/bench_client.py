@@ -7,22 +7,32 @@
    rounds (native, pycurl, http.client, urllib3, native, ...) so background
    load hits them alike; totals are summed over the rounds.
    Per client also the per-call latency p50/p99 (perf_counter_ns around
-   each call) and the per-round figures (in --json).
-2. Sequential keep-alive POSTs of a 300 KB body streamed from a file (native
-   Client with a path body, pycurl READDATA, http.client and urllib3 with the
-   open file) to the embedded server's /sink, which answers the byte count
-   and CRC32 - checked for every client before timing - or to nginx's
-   `return 200` location (nginx reads and discards the body).
+   each call, over all rounds), the per-round figures (--json:
+   cpu_us_per_req_rounds, req_per_s_rounds) and new_connections: connections
+   the server accepted during the client's timed requests (read from the
+   server's counters between rounds; 0 = keep-alive held throughout).
+2. Sequential keep-alive POSTs of a 300 KB (300 * 1024 B) body streamed from a
+   file written once into the temp dir (native Client with a path body -
+   sendfile on plain HTTP; pycurl READDATA + POSTFIELDSIZE_LARGE, no
+   "Expect: 100-continue"; http.client and urllib3 with the open file and
+   Content-Length), same rounds, latency and CPU figures as the GETs; every
+   response's status must be 200. Before timing, each client sends 3 POSTs
+   that must take exactly one connection; the embedded server's /sink
+   answers the byte count and CRC32 of each body, which must match the file.
+   nginx (`location = /sink { return 200 "ok"; }`) discards the body, so
+   there the check is 200 + keep-alive (a short or long body would break the
+   framing of the next request on the connection).
 3. A 30 MB download to disk: httpbench.Client.download vs the curl CLI,
    pycurl (WRITEDATA=file) and http.client (shutil.copyfileobj), interleaved,
    best and median MB/s of the repeats.
 
-Goals (issue 5): native CPU/request <= 0.5x pycurl's; download MB/s >= 1.2x
-http.client's. Run:
+Goals (issues 5 and 10): native CPU/request <= 0.5x pycurl's (GET and POST);
+download MB/s >= 1.2x http.client's. benchmarks/run.py (analyze_client) reads
+the --json output. Run:
 
     python benchmarks/bench_client.py                 # embedded server (separate process)
     python benchmarks/bench_client.py --server nginx  # nginx, 1 worker, sendfile on
-    python benchmarks/bench_client.py -n 20000 --rounds 5 --json out.json
+    python benchmarks/bench_client.py -n 20000 --rounds 5 --json out.json  # 5000 POSTs
     python benchmarks/bench_client.py --tls           # the same over verified HTTPS
 """
 
@@ -536,8 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server", choices=["embedded", "nginx"], default=None,
                     help="target (default: embedded if available, else nginx)")
     ap.add_argument("-n", type=int, default=20000, help="GETs per client and size")
-    ap.add_argument("--post-n", type=int, default=5000,
-                    help="300 KB POSTs per client (0: skip)")
+    ap.add_argument("--post-n", type=int, default=None,
+                    help="300 KB POSTs per client (default: n / 4; 0: skip)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--dl-repeats", type=int, default=5)
@@ -545,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tls", action="store_true", help="HTTPS (embedded server, verified)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args(argv)
+    if a.post_n is None:
+        a.post_n = max(1, a.n // 4)
     kind = a.server
     if kind is None:
         try:
