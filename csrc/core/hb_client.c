@@ -115,6 +115,8 @@ static int send_fd_body(hb_exchange *x, char *err)
     char *buf = x->conn->rbuf; /* empty while sending: the response has not started */
     size_t cap = x->conn->rcap - 16;
     int rc;
+    /* TLS: whole 16 KiB records per chunk, no short record at each chunk's end. */
+    if (x->conn->sock.ssl && cap >= 16384) cap -= cap % 16384;
     if (left >= 0 && off >= 0 && x->conn->sock.ssl == NULL) {
         rc = send_file_zero_copy(x, &off, &left, err);
         if (rc != HB_AGAIN) return rc;
