@@ -96,3 +96,64 @@ def test_child_without_preload_reports_none() -> None:
                          timeout=60, env=env, cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "null"
+
+
+MIXED_CHILD = textwrap.dedent(
+    """
+    import ctypes, json
+    import httpbench
+    api = ctypes.pythonapi
+    for f in ("PyMem_Malloc", "PyMem_RawMalloc", "PyObject_Malloc"):
+        getattr(api, f).restype = ctypes.c_void_p
+        getattr(api, f).argtypes = [ctypes.c_size_t]
+    for f in ("PyMem_Free", "PyMem_RawFree", "PyObject_Free"):
+        getattr(api, f).argtypes = [ctypes.c_void_p]
+    api.PyMem_Realloc.restype = ctypes.c_void_p
+    api.PyMem_Realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    g = ctypes.CDLL(None)
+    libc = ctypes.CDLL("libc.so.6")
+    libc.strdup.restype = ctypes.c_void_p
+    libc.strdup.argtypes = [ctypes.c_char_p]
+    g.free.argtypes = [ctypes.c_void_p]
+
+    def zero_sized():      # CPython asks malloc for 1 byte for each of these
+        api.PyMem_Free(api.PyMem_Malloc(0))
+        api.PyMem_RawFree(api.PyMem_RawMalloc(0))
+        api.PyObject_Free(api.PyObject_Malloc(0))
+
+    def python_only():     # small (pymalloc), large (RAW fallback), growing realloc
+        x = [bytearray(100), bytearray(5000), "a" * 3000, {i: i for i in range(40)}]
+        p = api.PyMem_Malloc(100)
+        p = api.PyMem_Realloc(p, 2000)
+        p = api.PyMem_Realloc(p, 9000)
+        api.PyMem_Free(p)
+        return x
+
+    def mixed():           # the two above plus 3 C-library mallocs of 6 bytes
+        zero_sized()
+        python_only()
+        for _ in range(3):
+            g.free(libc.strdup(b"hello"))
+
+    out = {}
+    for fn in (zero_sized, python_only, mixed):
+        r = httpbench.measure(fn, n=400, warmup=10)
+        out[fn.__name__] = [r.calls, r.native_alloc_count, r.native_alloc_bytes,
+                            r.metadata.get("native_alloc_unclamped")]
+    print(json.dumps(out))
+    """
+)
+
+
+def test_native_count_and_bytes_agree_with_python_allocations() -> None:
+    # Python's own allocations - zero-sized ones, which CPython turns into
+    # 1-byte mallocs, pymalloc fallbacks and reallocs included - are not
+    # native: count AND bytes are exactly those of the C library calls.
+    env = dict(os.environ, LD_PRELOAD=httpbench.native_alloc_preload_path())
+    out = subprocess.run([sys.executable, "-c", MIXED_CHILD], capture_output=True, text=True,
+                         timeout=60, env=env, cwd="/")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["zero_sized"] == [400, 0, 0, None]
+    assert d["python_only"] == [400, 0, 0, None]
+    assert d["mixed"] == [400, 3 * 400, 6 * 3 * 400, None]

@@ -202,9 +202,13 @@ static inline int raw_is_nested(void)
            atomic_load_explicit(&nest_owner, RLX) == (unsigned long)pthread_self();
 }
 
-/* One RAW allocation p of bytes (and the free of old, if any, for realloc). */
+/* One RAW allocation p of bytes (and the free of old, if any, for realloc).
+ * Bytes are what reaches malloc: CPython's RAW allocator turns a 0-byte
+ * request into 1 byte, and the preloaded malloc counter sees that 1 (the
+ * native figure is the preload's minus these, so both must agree). */
 static inline void raw_count(void *p, size_t bytes, void *old)
 {
+    if (bytes == 0) bytes = 1;
     if (raw_is_nested()) {
         /* pymalloc's fallback: the MEM/OBJ hook tracks this block; count it
          * apart. The nesting thread holds the GIL. */

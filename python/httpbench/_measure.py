@@ -205,8 +205,16 @@ def _per_call(raw: dict[str, Any], calls: int) -> dict[str, float]:
             out[f"{d}_bytes"] = t[1] / calls
     nat = raw.get("native")
     if nat is not None and calls:
-        out["native_count"] = nat[0] / calls
-        out["native_bytes"] = nat[1] / calls
+        n, b = nat[0], nat[1]
+        if raw.get("alloc_raw") is not None:
+            # Only what native code itself allocates: Python's RAW-allocator calls
+            # (direct and pymalloc's fallbacks) are malloc calls too; _build takes
+            # the measured span's out the same way, so they are not taken out twice.
+            nested = raw["alloc_raw_nested"]
+            n -= raw["alloc_raw"][0] + nested[0]
+            b -= raw["alloc_raw"][1] + nested[1]
+        out["native_count"] = n / calls
+        out["native_bytes"] = b / calls
     return out
 
 
@@ -268,6 +276,9 @@ def _build(raw: dict[str, Any], cal: dict[str, Any] | None, *, label: str, alloc
         else:
             meta["native_scope"] = ("all malloc-family calls in the process, including "
                                     "Python's own (alloc=False), calibrated harness subtracted")
+        if native_n < 0 or native_b < 0:
+            # Fewer than the calibrated harness alone: noise from other threads.
+            meta["native_alloc_unclamped"] = {"count": native_n, "bytes": native_b}
         kw.update(native_alloc_count=max(0, native_n), native_alloc_bytes=max(0, native_b))
     meta["peak_rss_scope"] = "this run (warm-up + span)" if rss_reset else "process lifetime"
     return MeasureResult(
