@@ -4,15 +4,30 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hb_clock.h"
 
+/* The timerfd fired: drain its expiration count (EAGAIN when a re-arm already
+ * reset it). Its deadline has passed, so run_once re-arms it when needed. */
+static void on_tfd(hb_loop *l, hb_io *io, uint32_t events)
+{
+    (void)events;
+    uint64_t ticks;
+    if (read(io->fd, &ticks, sizeof ticks) < 0 && errno != EAGAIN) {
+        /* Unusable: stop using it; waits fall back to epoll_pwait2 timeouts. */
+        (void)hb_loop_del(l, io);
+        l->tfd_armed = 0;
+    }
+}
+
 int hb_loop_init(hb_loop *l, int max_events, size_t max_timers, char *err)
 {
     memset(l, 0, sizeof *l);
     l->epfd = -1;
+    hb_io_init(&l->tio, on_tfd);
     if (max_events < 1) max_events = 64;
     if (max_timers < 1) max_timers = 1;
     l->events = calloc((size_t)max_events, sizeof *l->events);
@@ -29,12 +44,17 @@ int hb_loop_init(hb_loop *l, int max_events, size_t max_timers, char *err)
         hb_loop_free(l);
         return hb_fail(err, -e, "epoll_create1: %s", strerror(e));
     }
+    /* Optional: without a timerfd every wait is an epoll_pwait2 timeout. */
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (tfd >= 0 && hb_loop_add(l, &l->tio, tfd, EPOLLIN | EPOLLET) != 0) close(tfd);
     l->now = hb_now_ns();
     return 0;
 }
 
 void hb_loop_free(hb_loop *l)
 {
+    if (l->tio.fd >= 0) close(l->tio.fd);
+    hb_io_forget(&l->tio);
     if (l->epfd >= 0) close(l->epfd);
     l->epfd = -1;
     free(l->events);
@@ -149,32 +169,56 @@ void hb_timer_stop(hb_loop *l, hb_timer *t)
 /* Set once when epoll_pwait2 is missing; every loop then uses epoll_wait. */
 static _Atomic int no_pwait2;
 
+/* Make the timerfd fire no later than deadline (it may fire earlier: the
+ * caller just loops). 0, or -1 when the timerfd cannot be used for it. */
+static int tfd_arm(hb_loop *l, uint64_t now, uint64_t deadline)
+{
+    if (l->tio.fd < 0) return -1;
+    if (l->tfd_armed > now && l->tfd_armed <= deadline) return 0; /* already covered */
+    if (deadline - now < HB_LOOP_TFD_MIN_NS) return -1; /* not worth a syscall */
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    its.it_value.tv_sec = (time_t)(deadline / 1000000000ull);
+    its.it_value.tv_nsec = (long)(deadline % 1000000000ull);
+    if (timerfd_settime(l->tio.fd, TFD_TIMER_ABSTIME, &its, NULL) != 0) return -1;
+    l->tfd_armed = deadline;
+    return 0;
+}
+
+/* One epoll wait of at most wait ns, through epoll_pwait2's timeout. */
+static int wait_timeout(hb_loop *l, uint64_t wait)
+{
+    if (!no_pwait2) {
+        struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
+        int n = epoll_pwait2(l->epfd, l->events, l->max_events, &ts, NULL);
+        if (n >= 0 || errno != ENOSYS) return n;
+        /* Kernel < 5.11 or valgrind: fall back to ms timeouts, rounded up
+         * so a timer never fires early. */
+        no_pwait2 = 1;
+    }
+    uint64_t ms = (wait + 999999) / 1000000;
+    return epoll_wait(l->epfd, l->events, l->max_events, ms > 60000 ? 60000 : (int)ms);
+}
+
 int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
 {
     uint64_t now = hb_now_ns();
     uint64_t next = hb_loop_next_deadline(l);
     uint64_t wait = max_wait_ns;
     if (next != UINT64_MAX) wait = next > now ? (next - now < wait ? next - now : wait) : 0;
-    int n = 0;
-    if (!no_pwait2) {
-        struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
-        n = epoll_pwait2(l->epfd, l->events, l->max_events, &ts, NULL);
-        if (n < 0 && errno == ENOSYS) {
-            /* Kernel < 5.11 or valgrind: fall back to ms timeouts, rounded up
-             * so a timer never fires early. */
-            no_pwait2 = 1;
-        }
-    }
-    if (no_pwait2) {
-        uint64_t ms = (wait + 999999) / 1000000;
-        n = epoll_wait(l->epfd, l->events, l->max_events, ms > 60000 ? 60000 : (int)ms);
-    }
+    int n;
+    if (wait && wait <= UINT64_MAX - now && tfd_arm(l, now, now + wait) == 0)
+        n = epoll_wait(l->epfd, l->events, l->max_events, -1);
+    else
+        n = wait_timeout(l, wait);
     if (n < 0) {
         if (errno != EINTR) return -errno;
         n = 0;
     }
+    int dispatched = n;
     for (int i = 0; i < n; i++) {
         hb_io *io = l->events[i].data.ptr;
+        if (io == &l->tio) dispatched--; /* the loop's own, not a caller's */
         /* A callback earlier in this batch may have closed this watcher. */
         if (io->fd >= 0) io->fn(l, io, l->events[i].events);
     }
@@ -185,5 +229,5 @@ int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
         hb_timer_stop(l, t);
         t->fn(l, t, now);
     }
-    return n;
+    return dispatched;
 }

@@ -71,6 +71,69 @@ static void test_loop_timers(void)
     hb_loop_free(&l);
 }
 
+/* Far deadlines go on the timerfd (the wait itself has no timeout): a timer
+ * fires at its deadline, never early, and one armed sooner than the timerfd's
+ * current deadline still fires first (the timerfd is re-armed earlier). */
+static uint64_t fired_at[2];
+
+static void fcb(hb_loop *l, hb_timer *t, uint64_t now)
+{
+    (void)l;
+    fired_at[t->deadline & 1] = now;
+}
+
+static void drain_cb(hb_loop *l, hb_io *io, uint32_t events)
+{
+    (void)l;
+    (void)events;
+    char b;
+    CHECK_EQ_INT(read(io->fd, &b, 1), 1);
+}
+
+static void test_loop_timerfd(void)
+{
+    hb_loop l;
+    char err[HB_ERR_LEN];
+    CHECK_EQ_INT(hb_loop_init(&l, 4, 4, err), 0);
+    CHECK(l.tio.fd >= 0);
+    hb_timer far, near;
+    hb_timer_init(&far, fcb);
+    hb_timer_init(&near, fcb);
+    fired_at[0] = fired_at[1] = 0;
+    uint64_t t0 = hb_now_ns();
+    uint64_t dfar = ((t0 + 400000000ull) | 1), dnear = ((t0 + 30000000ull) & ~1ull);
+    CHECK_EQ_INT(hb_timer_start(&l, &far, dfar), 0);
+    /* A 10 ms bound arms the timerfd 10 ms out: the wait ends there, nothing fires. */
+    CHECK_EQ_INT(hb_loop_run_once(&l, 10000000), 0);
+    CHECK(hb_now_ns() - t0 >= 10000000);
+    CHECK(fired_at[0] == 0 && fired_at[1] == 0);
+    /* Unbounded, with a byte ready on a pipe: the timerfd is armed at the far
+     * deadline and the wait returns at once for the pipe. */
+    int pfd[2];
+    CHECK_EQ_INT(pipe(pfd), 0);
+    CHECK_EQ_INT(write(pfd[1], "x", 1), 1);
+    hb_io pio;
+    hb_io_init(&pio, drain_cb);
+    CHECK_EQ_INT(hb_loop_add(&l, &pio, pfd[0], EPOLLIN), 0);
+    CHECK_EQ_INT(hb_loop_run_once(&l, UINT64_MAX), 1);
+    CHECK_EQ_INT((long long)l.tfd_armed, (long long)dfar);
+    /* near is sooner than the armed timerfd: it must still fire first, on time. */
+    CHECK_EQ_INT(hb_timer_start(&l, &near, dnear), 0);
+    int waits = 0;
+    while (!fired_at[0] && waits++ < 100) CHECK(hb_loop_run_once(&l, UINT64_MAX) >= 0);
+    CHECK(fired_at[0] >= dnear);
+    CHECK(fired_at[1] == 0);
+    CHECK(hb_timer_armed(&far));
+    while (!fired_at[1] && waits++ < 100) CHECK(hb_loop_run_once(&l, UINT64_MAX) >= 0);
+    CHECK(fired_at[1] >= dfar);
+    CHECK_EQ_INT(l.heap_len, 0);
+    CHECK(waits < 10); /* one wait per deadline, not a poll loop */
+    hb_loop_free(&l);
+    close(pfd[0]);
+    close(pfd[1]);
+    CHECK_EQ_INT(l.tio.fd, -1);
+}
+
 /* Random start/re-arm/stop against a reference: the heap always yields the
  * earliest armed deadline and fires each armed timer exactly once. */
 static int heap_fired[64];
@@ -496,6 +559,7 @@ int main(void)
 {
     test_loop_timers();
     test_loop_heap_random();
+    test_loop_timerfd();
     test_build_head();
     test_exact_n();
     test_errors();
