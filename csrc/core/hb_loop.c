@@ -10,24 +10,11 @@
 
 #include "hb_clock.h"
 
-/* The timerfd fired: drain its expiration count (EAGAIN when a re-arm already
- * reset it). Its deadline has passed, so run_once re-arms it when needed. */
-static void on_tfd(hb_loop *l, hb_io *io, uint32_t events)
-{
-    (void)events;
-    uint64_t ticks;
-    if (read(io->fd, &ticks, sizeof ticks) < 0 && errno != EAGAIN) {
-        /* Unusable: stop using it; waits fall back to epoll_pwait2 timeouts. */
-        (void)hb_loop_del(l, io);
-        l->tfd_armed = 0;
-    }
-}
-
 int hb_loop_init(hb_loop *l, int max_events, size_t max_timers, char *err)
 {
     memset(l, 0, sizeof *l);
     l->epfd = -1;
-    hb_io_init(&l->tio, on_tfd);
+    l->waiter.tfd = -1;
     if (max_events < 1) max_events = 64;
     if (max_timers < 1) max_timers = 1;
     l->events = calloc((size_t)max_events, sizeof *l->events);
@@ -44,17 +31,14 @@ int hb_loop_init(hb_loop *l, int max_events, size_t max_timers, char *err)
         hb_loop_free(l);
         return hb_fail(err, -e, "epoll_create1: %s", strerror(e));
     }
-    /* Optional: without a timerfd every wait is an epoll_pwait2 timeout. */
-    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (tfd >= 0 && hb_loop_add(l, &l->tio, tfd, EPOLLIN | EPOLLET) != 0) close(tfd);
+    hb_waiter_init(&l->waiter, l->epfd, &l->waiter);
     l->now = hb_now_ns();
     return 0;
 }
 
 void hb_loop_free(hb_loop *l)
 {
-    if (l->tio.fd >= 0) close(l->tio.fd);
-    hb_io_forget(&l->tio);
+    hb_waiter_free(&l->waiter);
     if (l->epfd >= 0) close(l->epfd);
     l->epfd = -1;
     free(l->events);
@@ -166,51 +150,78 @@ void hb_timer_stop(hb_loop *l, hb_timer *t)
         sift_down(l, i);
 }
 
-/* Set once when epoll_pwait2 is missing; every loop then uses epoll_wait. */
-static _Atomic int no_pwait2;
+/* ---- hb_waiter ---- */
 
-/* Make the timerfd fire no later than deadline (it may fire earlier: the
- * caller just loops). 0, or -1 when the timerfd cannot be used for it. */
-static int tfd_arm(hb_loop *l, uint64_t now, uint64_t deadline)
+void hb_waiter_init(hb_waiter *w, int epfd, void *tag)
 {
-    if (l->tio.fd < 0) return -1;
-    if (l->tfd_armed > now && l->tfd_armed <= deadline) return 0; /* already covered */
-    if (deadline - now < HB_LOOP_TFD_MIN_NS) return -1; /* not worth a syscall */
+    w->armed = 0;
+    w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (w->tfd < 0) return;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.ptr = tag};
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->tfd, &ev) != 0) {
+        close(w->tfd);
+        w->tfd = -1;
+    }
+}
+
+void hb_waiter_fired(hb_waiter *w)
+{
+    uint64_t ticks;
+    /* EAGAIN: a re-arm already reset the count. Anything else: stop using it
+     * (closing it also removes it from the epoll set). */
+    if (w->tfd >= 0 && read(w->tfd, &ticks, sizeof ticks) < 0 && errno != EAGAIN) hb_waiter_free(w);
+}
+
+void hb_waiter_free(hb_waiter *w)
+{
+    if (w->tfd >= 0) close(w->tfd);
+    w->tfd = -1;
+    w->armed = 0;
+}
+
+/* Make the timerfd fire no later than deadline. 0, or -1 when it is not used. */
+static int tfd_arm(hb_waiter *w, uint64_t now, uint64_t deadline)
+{
+    if (w->tfd < 0) return -1;
+    if (w->armed > now && w->armed <= deadline) return 0;     /* already covered */
+    if (deadline - now < HB_WAIT_TFD_MIN_NS) return -1; /* not worth a syscall */
     struct itimerspec its;
     memset(&its, 0, sizeof its);
     its.it_value.tv_sec = (time_t)(deadline / 1000000000ull);
     its.it_value.tv_nsec = (long)(deadline % 1000000000ull);
-    if (timerfd_settime(l->tio.fd, TFD_TIMER_ABSTIME, &its, NULL) != 0) return -1;
-    l->tfd_armed = deadline;
+    if (timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) return -1;
+    w->armed = deadline;
     return 0;
 }
 
-/* One epoll wait of at most wait ns, through epoll_pwait2's timeout. */
-static int wait_timeout(hb_loop *l, uint64_t wait)
+/* Set once when epoll_pwait2 is missing (kernel < 5.11, valgrind). */
+static _Atomic int no_pwait2;
+
+int hb_waiter_wait(hb_waiter *w, int epfd, struct epoll_event *ev, int max, uint64_t now,
+                   uint64_t until)
 {
+    if (until == UINT64_MAX) return epoll_wait(epfd, ev, max, -1);
+    uint64_t wait = until > now ? until - now : 0;
+    if (wait && tfd_arm(w, now, until) == 0) return epoll_wait(epfd, ev, max, -1);
     if (!no_pwait2) {
         struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
-        int n = epoll_pwait2(l->epfd, l->events, l->max_events, &ts, NULL);
+        int n = epoll_pwait2(epfd, ev, max, &ts, NULL);
         if (n >= 0 || errno != ENOSYS) return n;
-        /* Kernel < 5.11 or valgrind: fall back to ms timeouts, rounded up
-         * so a timer never fires early. */
+        /* Fall back to ms timeouts, rounded up so a timer never fires early. */
         no_pwait2 = 1;
     }
     uint64_t ms = (wait + 999999) / 1000000;
-    return epoll_wait(l->epfd, l->events, l->max_events, ms > 60000 ? 60000 : (int)ms);
+    return epoll_wait(epfd, ev, max, ms > 60000 ? 60000 : (int)ms);
 }
+
+/* ---- the loop ---- */
 
 int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
 {
     uint64_t now = hb_now_ns();
-    uint64_t next = hb_loop_next_deadline(l);
-    uint64_t wait = max_wait_ns;
-    if (next != UINT64_MAX) wait = next > now ? (next - now < wait ? next - now : wait) : 0;
-    int n;
-    if (wait && wait <= UINT64_MAX - now && tfd_arm(l, now, now + wait) == 0)
-        n = epoll_wait(l->epfd, l->events, l->max_events, -1);
-    else
-        n = wait_timeout(l, wait);
+    uint64_t until = hb_loop_next_deadline(l);
+    if (max_wait_ns <= UINT64_MAX - now && now + max_wait_ns < until) until = now + max_wait_ns;
+    int n = hb_waiter_wait(&l->waiter, l->epfd, l->events, l->max_events, now, until);
     if (n < 0) {
         if (errno != EINTR) return -errno;
         n = 0;
@@ -218,7 +229,11 @@ int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
     int dispatched = n;
     for (int i = 0; i < n; i++) {
         hb_io *io = l->events[i].data.ptr;
-        if (io == &l->tio) dispatched--; /* the loop's own, not a caller's */
+        if ((void *)io == (void *)&l->waiter) {
+            hb_waiter_fired(&l->waiter);
+            dispatched--; /* the loop's own, not a caller's I/O event */
+            continue;
+        }
         /* A callback earlier in this batch may have closed this watcher. */
         if (io->fd >= 0) io->fn(l, io, l->events[i].events);
     }

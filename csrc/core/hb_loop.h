@@ -7,11 +7,7 @@
  * a fixed capacity, so starting/stopping a timer never allocates (O(log n)).
  * Epoll is level-triggered; interest is changed only when it differs from the
  * current one (hb_loop_mod is a no-op otherwise), so callers can keep
- * epoll_ctl off their per-request path. Waits use epoll_pwait2 (ns timeouts)
- * when the next deadline is near; a farther one is put on a timerfd (re-armed
- * only when it must fire sooner) and the loop waits with no timeout, so a
- * busy loop that sleeps often does not arm and cancel a kernel hrtimer on
- * every wait (~3% of a load generator's CPU per request on loopback).
+ * epoll_ctl off their per-request path. Waits go through hb_waiter (below).
  *
  * Return codes per hb_common.h: 0 / -errno / HB_E_NOMEM / HB_E_INVALID.
  */
@@ -45,20 +41,42 @@ struct hb_timer {
     hb_timer_fn fn;
 };
 
+/* A wait for epoll events until a deadline (the loop's, and the embedded
+ * server's workers'). A deadline at least HB_WAIT_TFD_MIN_NS away goes on a
+ * timerfd registered in the epoll set (re-armed only when it must fire
+ * sooner; firing early is harmless, the caller just loops) and the wait
+ * itself has no timeout, so a loop that sleeps often does not arm and cancel
+ * a kernel hrtimer on every wait (~3-6% of a load generator's CPU per
+ * request on loopback). A nearer deadline the timerfd does not cover uses
+ * epoll_pwait2's ns timeout (epoll_wait's ms, rounded up, without it). */
+typedef struct hb_waiter {
+    int tfd;        /* -1: none (every deadline is a wait timeout) */
+    uint64_t armed; /* when the timerfd fires (hb_now_ns time); 0 = not armed */
+} hb_waiter;
+
+#define HB_WAIT_TFD_MIN_NS 2000000ull
+
+/* Create the timerfd and add it to epfd with data.ptr = tag (edge-triggered).
+ * Never fails: without a timerfd waits fall back to timeouts. */
+void hb_waiter_init(hb_waiter *w, int epfd, void *tag);
+/* The tag's event arrived: drain the timerfd. */
+void hb_waiter_fired(hb_waiter *w);
+void hb_waiter_free(hb_waiter *w);
+/* epoll_wait on epfd until an event or `until` (UINT64_MAX: no deadline);
+ * now = hb_now_ns(). Returns the event count (the timerfd's own included)
+ * or -1 with errno. */
+int hb_waiter_wait(hb_waiter *w, int epfd, struct epoll_event *ev, int max, uint64_t now,
+                   uint64_t until);
+
 struct hb_loop {
     int epfd;
     int max_events;
     struct epoll_event *events;
     hb_timer **heap;
     size_t heap_len, heap_cap;
-    uint64_t now;       /* updated after every wait */
-    hb_io tio;          /* the timerfd's watcher (tio.fd = -1: none, pwait2 only) */
-    uint64_t tfd_armed; /* when the timerfd fires (hb_now_ns time); 0 = not armed */
+    uint64_t now;     /* updated after every wait */
+    hb_waiter waiter; /* its timerfd's events carry &waiter as data.ptr */
 };
-
-/* A wait shorter than this that the armed timerfd does not cover uses
- * epoll_pwait2's timeout rather than a timerfd_settime. */
-#define HB_LOOP_TFD_MIN_NS 2000000ull
 
 /* max_events: epoll_wait batch size; max_timers: heap capacity (armed timers
  * at once). Allocates once. 0 or -errno / HB_E_NOMEM with detail in err. */

@@ -30,6 +30,7 @@
 #include <openssl/ssl.h>
 
 #include "hb_clock.h"
+#include "hb_loop.h"
 #include "hb_parse.h"
 #include "hb_sock.h"
 #include "hb_tls.h"
@@ -164,6 +165,7 @@ typedef struct worker {
     int has_cpu_clock;
     uint64_t final_cpu_ns;
     int epfd, lfd;
+    hb_waiter waiter; /* its timerfd's events carry &WAITER_TAG */
     int listen_paused;
     conn *conns;
     conn *free;
@@ -199,7 +201,7 @@ struct hb_server {
     worker *w;
 };
 
-static char STOP_TAG, LISTEN_TAG;
+static char STOP_TAG, LISTEN_TAG, WAITER_TAG;
 
 static const char *route_names[HB_ROUTE_COUNT] = {
     "root", "bytes", "chunked", "sink", "echo", "delay", "status", "drip",
@@ -1458,27 +1460,15 @@ static void sweep(worker *w)
     w->next_sweep = now + SWEEP_NS;
 }
 
-/* Set once when epoll_pwait2 is missing (kernel < 5.11, valgrind). */
-static int no_pwait2;
-
-/* Wait for events until the next timer or sweep. epoll_pwait2's ns timeout
- * keeps /delay/{ms} within microseconds; epoll_wait's ms timeout (rounded
- * up, so timers never fire early) is the fallback. */
+/* Wait for events until the next timer or sweep (hb_waiter: a timerfd for
+ * far deadlines, epoll_pwait2's ns timeout for near ones, so /delay/{ms}
+ * fires within microseconds). */
 static int wait_events(worker *w, struct epoll_event *ev, int max)
 {
     uint64_t until = UINT64_MAX;
     if (w->heap_len) until = w->heap[0]->timer_at;
     if ((w->conns || w->listen_paused) && w->next_sweep < until) until = w->next_sweep;
-    uint64_t now = hb_now_ns();
-    uint64_t wait = until == UINT64_MAX ? 60000 * MS : (until > now ? until - now : 0);
-    if (wait > 60000 * MS) wait = 60000 * MS;
-    if (!__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
-        struct timespec ts = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
-        int n = epoll_pwait2(w->epfd, ev, max, &ts, NULL);
-        if (!(n < 0 && errno == ENOSYS)) return n;
-        __atomic_store_n(&no_pwait2, 1, __ATOMIC_RELAXED);
-    }
-    return epoll_wait(w->epfd, ev, max, (int)((wait + MS - 1) / MS));
+    return hb_waiter_wait(&w->waiter, w->epfd, ev, max, hb_now_ns(), until);
 }
 
 static void *worker_main(void *arg)
@@ -1506,6 +1496,10 @@ static void *worker_main(void *arg)
             }
             if (p == &LISTEN_TAG) {
                 accept_all(w);
+                continue;
+            }
+            if (p == &WAITER_TAG) {
+                hb_waiter_fired(&w->waiter);
                 continue;
             }
             conn *c = p;
@@ -1579,6 +1573,7 @@ static void server_cleanup(hb_server *s)
     for (int i = 0; i < s->nworkers; i++) {
         worker *w = &s->w[i];
         if (w->lfd >= 0) close(w->lfd);
+        hb_waiter_free(&w->waiter);
         if (w->epfd >= 0) close(w->epfd);
         w->lfd = w->epfd = -1;
         conn *c = w->free;
@@ -1626,7 +1621,10 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         free(s);
         return hb_fail(err, HB_E_NOMEM, "out of memory");
     }
-    for (int i = 0; i < s->nworkers; i++) s->w[i].lfd = s->w[i].epfd = -1;
+    for (int i = 0; i < s->nworkers; i++) {
+        s->w[i].lfd = s->w[i].epfd = -1;
+        s->w[i].waiter.tfd = -1;
+    }
     int rc;
     struct sockaddr_storage ss;
     socklen_t slen;
@@ -1687,6 +1685,7 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
             rc = hb_fail(err, -errno, "epoll_ctl: %s", strerror(errno));
             goto fail;
         }
+        hb_waiter_init(&w->waiter, w->epfd, &WAITER_TAG);
     }
     s->running = 1;
     for (int i = 0; i < s->nworkers; i++) {

@@ -95,7 +95,7 @@ static void test_loop_timerfd(void)
     hb_loop l;
     char err[HB_ERR_LEN];
     CHECK_EQ_INT(hb_loop_init(&l, 4, 4, err), 0);
-    CHECK(l.tio.fd >= 0);
+    CHECK(l.waiter.tfd >= 0);
     hb_timer far, near;
     hb_timer_init(&far, fcb);
     hb_timer_init(&near, fcb);
@@ -116,7 +116,7 @@ static void test_loop_timerfd(void)
     hb_io_init(&pio, drain_cb);
     CHECK_EQ_INT(hb_loop_add(&l, &pio, pfd[0], EPOLLIN), 0);
     CHECK_EQ_INT(hb_loop_run_once(&l, UINT64_MAX), 1);
-    CHECK_EQ_INT((long long)l.tfd_armed, (long long)dfar);
+    CHECK_EQ_INT((long long)l.waiter.armed, (long long)dfar);
     /* near is sooner than the armed timerfd: it must still fire first, on time. */
     CHECK_EQ_INT(hb_timer_start(&l, &near, dnear), 0);
     int waits = 0;
@@ -131,7 +131,7 @@ static void test_loop_timerfd(void)
     hb_loop_free(&l);
     close(pfd[0]);
     close(pfd[1]);
-    CHECK_EQ_INT(l.tio.fd, -1);
+    CHECK_EQ_INT(l.waiter.tfd, -1);
 }
 
 /* Random start/re-arm/stop against a reference: the heap always yields the
