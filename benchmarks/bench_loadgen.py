@@ -157,8 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tools", default="httpbench,wrk,h2load,floor")
     ap.add_argument("--targets", default="nginx,embedded")
+    ap.add_argument("--configs", default="http:16,https:16,http:1,https:1",
+                    help="scheme:connections pairs to run (default: all four)")
     ap.add_argument("--json", help="write all runs as JSON")
     a = ap.parse_args(argv)
+    try:
+        configs = [(sc, int(cn)) for sc, cn in (c.split(":") for c in a.configs.split(",") if c)]
+    except ValueError:
+        ap.error(f"--configs: expected scheme:connections pairs, got {a.configs!r}")
+    if not configs or any(sc not in ("http", "https") or cn < 1 for sc, cn in configs):
+        ap.error(f"--configs: schemes are http/https and connections >= 1, got {a.configs!r}")
     tools = [t for t in a.tools.split(",") if t]
     unknown = [t for t in tools if t not in TOOLS]
     if unknown:
@@ -186,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
             s2 = start_process(tls=True)
             servers += [s1, s2]
             targets["embedded"] = {"http": s1.url + "/bytes/150", "https": s2.url + "/bytes/150"}
-        configs = [("http", 16), ("https", 16), ("http", 1), ("https", 1)]
         runs: list[dict] = []
         for rnd in range(a.rounds):
             for tname, urls in targets.items():
