@@ -82,6 +82,18 @@ def test_exact_accounting_no_keepalive(server):
     assert _delta(before, after, "bytes_in") == r.bytes_out
 
 
+def test_connect_time_is_each_connects_own(server):
+    # 64 connections opened back to back at the start: each one's connect time
+    # is its own handshake, not the time to start the ones before it (which
+    # made the mean ~30x a single connect on loopback). The reference is a
+    # connect per request, one at a time, in the same run.
+    ref = bench(server.url + "/", n=64, concurrency=1, keepalive=False)
+    r = bench(server.url + "/", n=64, concurrency=64)
+    assert r.connect.count == 64 and ref.connect.count == 64
+    assert r.connections == 64 and r.successes == 64
+    assert r.connect.percentile(50) < 10 * ref.connect.percentile(50)
+
+
 def test_pipelining_and_rate_exact(server):
     before = server.stats()
     r = bench(server.url + "/", n=500, concurrency=2, pipeline=8)

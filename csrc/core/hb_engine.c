@@ -60,6 +60,7 @@ typedef struct econn {
     uint32_t gidx;
     int opened_before;
     uint64_t conn_start, hs_start;
+    uint64_t conn_end; /* when connect() was seen complete at once, else 0 */
     int conn_warm; /* connection opened during warm-up: do not record its times */
     int read_wants_write, write_blocked;
     int et; /* plain socket, edge-triggered: registered once, never modified */
@@ -308,14 +309,16 @@ static void fail_all(econn *c, int type, int rc, const char *detail)
     defer_fill(c);
 }
 
-static void start_connect(econn *c, uint64_t now)
+/* Stamps its own start: a caller's clock may predate connects started just
+ * before this one. */
+static void start_connect(econn *c)
 {
     ethread *th = c->th;
     hb_engine *e = th->e;
     char err[HB_ERR_LEN];
     err[0] = 0;
-    c->conn_start = now;
-    c->conn_warm = now < e->measure_ns;
+    c->conn_start = hb_now_ns();
+    c->conn_warm = c->conn_start < e->measure_ns;
     int rc = hb_sock_connect(&c->s, (const struct sockaddr *)&e->cfg.addr, e->cfg.addrlen, 0, err);
     if (rc < 0 && rc != HB_AGAIN) {
         fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
@@ -334,7 +337,11 @@ static void start_connect(econn *c, uint64_t now)
     }
     c->state = C_CONNECTING;
     /* Even when connect() completed at once, let the loop report
-     * writability: one code path, and no recursion from here. */
+     * writability: one code path, and no recursion from here. But stamp the
+     * end now: the loop reports it only after the connects started after
+     * this one (16 back-to-back loopback connects read ~0.7 ms each
+     * otherwise, instead of ~0.03 ms). */
+    c->conn_end = (rc == 0 || hb_sock_connect_done(&c->s)) ? hb_now_ns() : 0;
 }
 
 static void conn_ready(econn *c)
@@ -378,7 +385,8 @@ static void on_connected(econn *c)
     ethread *th = c->th;
     hb_engine *e = th->e;
     uint64_t now = hb_now_ns();
-    if (!c->conn_warm) hb_hist_record(&th->r.connect, now - c->conn_start);
+    if (!c->conn_warm)
+        hb_hist_record(&th->r.connect, (c->conn_end ? c->conn_end : now) - c->conn_start);
     th->r.connections_opened++;
     if (c->opened_before && e->cfg.keepalive) th->r.reconnects++;
     c->opened_before = 1;
@@ -460,7 +468,7 @@ static void fill(econn *c, uint64_t now)
         }
     }
     if (c->state == C_IDLE) {
-        if (c->rcount) start_connect(c, now);
+        if (c->rcount) start_connect(c);
     } else if (c->wleft && (c->rcount != before || !c->write_blocked)) {
         flush(c);
     }
@@ -906,7 +914,9 @@ static void *thread_main(void *arg)
 
     uint64_t now = hb_now_ns();
     on_tick(&th->loop, &th->tick, now);
-    for (uint32_t i = 0; i < th->nconns; i++) fill(&th->conns[i], now);
+    /* A fresh clock per connection: starting one (connect, first write) takes
+     * time that must not count against the next one's first request. */
+    for (uint32_t i = 0; i < th->nconns; i++) fill(&th->conns[i], hb_now_ns());
     while (!thread_should_end(th, hb_now_ns())) {
         uint64_t wait = STOP_POLL_NS;
         if (!e->cfg.n) {

@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,6 +405,12 @@ int hb_sock_connect_check(hb_sock *s)
         return -errno;
     }
     return 0;
+}
+
+int hb_sock_connect_done(const hb_sock *s)
+{
+    struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP));
 }
 
 /* ---- addresses ---- */

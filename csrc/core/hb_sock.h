@@ -71,6 +71,10 @@ int hb_sock_connect(hb_sock *s, const struct sockaddr *sa, socklen_t salen, int 
 /* After writability: 0 connected, HB_AGAIN still in progress, or -errno
  * (e.g. -ECONNREFUSED) from SO_ERROR. */
 int hb_sock_connect_check(hb_sock *s);
+/* Has an in-progress connect finished (either way)? A zero-timeout poll: 1
+ * yes, 0 not yet (or poll failed: the caller waits for writability as usual).
+ * On loopback the handshake completes inside connect() itself. */
+int hb_sock_connect_done(const hb_sock *s);
 
 /* Wrap an already connected fd (e.g. from accept4); makes it non-blocking and
  * sets TCP_NODELAY unless HB_SOCK_NAGLE. Returns 0 or -errno. */
