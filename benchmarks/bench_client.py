@@ -22,9 +22,16 @@
    nginx (`location = /sink { return 200 "ok"; }`) discards the body, so
    there the check is 200 + keep-alive (a short or long body would break the
    framing of the next request on the connection).
+   "floor" (GETs only) is benchmarks/floor_loadgen.c at one connection,
+   interleaved with the clients (--floor-seconds per round): a C client that
+   does one send() and one recv() per request and nothing else - what the
+   kernel's loopback path and the wake-ups of a sequential client cost on
+   this machine, the least any client can spend. A CPU goal below
+   floor/pycurl is out of reach here.
 3. A 30 MB download to disk: httpbench.Client.download vs the curl CLI,
-   pycurl (WRITEDATA=file) and http.client (shutil.copyfileobj), interleaved,
-   best and median MB/s of the repeats.
+   pycurl (WRITEDATA=file) and http.client (shutil.copyfileobj), interleaved
+   (who goes first rotates; sync(2) before each, outside the timing), best
+   and median MB/s of the repeats.
 
 Goals (issues 5 and 10): native CPU/request <= 0.5x pycurl's (GET and POST);
 download MB/s >= 1.2x http.client's. benchmarks/run.py (analyze_client) reads
@@ -56,6 +63,9 @@ import urllib.parse
 import zlib
 
 import httpbench
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_loadgen  # noqa: E402  (floor_loadgen's build and run)
 
 SIZES = {"150B": 150, "12KiB": 12 * 1024}
 DL_SIZE = 30 * 1024 * 1024
@@ -239,7 +249,7 @@ def _percentile(sorted_ns: list[int], q: float) -> float:
 
 
 def run_interleaved(clients: dict, n: int, rounds: int, warmup: int,
-                    accepts=None) -> dict:
+                    accepts=None, extra: dict | None = None) -> dict:
     """Time ``clients`` ({name: (call, close)}) in interleaved rounds.
 
     Per client: totals (req/s, process CPU µs/request), the same per round,
@@ -247,7 +257,9 @@ def run_interleaved(clients: dict, n: int, rounds: int, warmup: int,
     rounds). ``accepts()`` (the server's accepted-connection count, read
     outside the timed loops) gives ``new_connections``: connections the client
     opened during its timed requests - 0 when keep-alive held. Every client
-    is closed afterwards.
+    is closed afterwards. ``extra`` ({name: run_round}) are contenders timed
+    by themselves (a subprocess): run_round() -> (requests, wall s, CPU s);
+    they take their turn in the rotation and get the same figures but latency.
     """
     per_round = max(1, n // rounds)
     state = {}
@@ -257,11 +269,19 @@ def run_interleaved(clients: dict, n: int, rounds: int, warmup: int,
         state[name] = {"call": call, "close": close, "wall": [], "cpu": [],
                        "lat": array.array("q", bytes(8 * per_round * rounds)), "k": 0,
                        "conns": 0}
-    names = list(state)
+    extra = extra or {}
+    ext = {name: {"n": [], "wall": [], "cpu": []} for name in extra}
+    names = list(state) + list(extra)
     pc = time.perf_counter_ns
     for rnd in range(rounds):
         # Rotate who goes first so drifting background load hits all alike.
         for name in names[rnd % len(names):] + names[: rnd % len(names)]:
+            if name in extra:
+                k, w, c = extra[name]()
+                ext[name]["n"].append(k)
+                ext[name]["wall"].append(w)
+                ext[name]["cpu"].append(c)
+                continue
             st = state[name]
             call, lat, k = st["call"], st["lat"], st["k"]
             a0 = accepts() if accepts else 0
@@ -295,10 +315,27 @@ def run_interleaved(clients: dict, n: int, rounds: int, warmup: int,
             if st["conns"]:
                 print(f"  warning: {name} opened {st['conns']} new connections during its "
                       f"{count} timed requests (keep-alive broken?)", file=sys.stderr)
+    for name, e in ext.items():
+        res[name] = {
+            "requests": sum(e["n"]),
+            "req_per_s": sum(e["n"]) / sum(e["wall"]),
+            "cpu_us_per_req": sum(e["cpu"]) / sum(e["n"]) * 1e6,
+            "req_per_s_rounds": [k / w for k, w in zip(e["n"], e["wall"], strict=True)],
+            "cpu_us_per_req_rounds": [c / k * 1e6 for k, c in zip(e["n"], e["cpu"], strict=True)],
+        }
     return res
 
 
-def bench_gets(server: Server, n: int, rounds: int, warmup: int) -> dict:
+def floor_round(url: str, seconds: float):
+    """A run_interleaved extra: floor_loadgen -c1 for ``seconds`` against url."""
+    def run() -> tuple[int, float, float]:
+        r = bench_loadgen.run_floor(url, 1, seconds)
+        return r["done"], r["duration_s"], r["cpu_s"]
+    return run
+
+
+def bench_gets(server: Server, n: int, rounds: int, warmup: int,
+               floor_seconds: float = 0) -> dict:
     out: dict = {}
     for size, path in server.paths.items():
         url = server.base + path
@@ -314,7 +351,10 @@ def bench_gets(server: Server, n: int, rounds: int, warmup: int) -> dict:
                 raise SystemExit(f"{name}: GET {url} returned {len(body)} bytes, "
                                  f"expected {SIZES[size]}")
             clients[name] = (get, close)
-        out[size] = run_interleaved(clients, n, rounds, warmup, server.accepts)
+        extra = {}
+        if floor_seconds > 0 and bench_loadgen.FLOOR_EXE:
+            extra["floor"] = floor_round(url, floor_seconds)
+        out[size] = run_interleaved(clients, n, rounds, warmup, server.accepts, extra)
     return out
 
 
@@ -509,10 +549,16 @@ def bench_download(server: Server, repeats: int, tmp: str) -> dict:
     url = server.base + server.dl_path
     path = os.path.join(tmp, "download.bin")
     times: dict[str, list[float]] = {k: [] for k in DL_CLIENTS}
-    for _ in range(repeats):
-        for name, fn in DL_CLIENTS.items():
+    names = list(DL_CLIENTS)
+    for rep in range(repeats):
+        # Rotate who goes first, and start each download with no dirty pages
+        # of the previous one still being written back (the one after a 30 MB
+        # write otherwise pays for it: native, always first, read 270-1500 MB/s).
+        for name in names[rep % len(names):] + names[: rep % len(names)]:
+            fn = DL_CLIENTS[name]
             if os.path.exists(path):
                 os.unlink(path)
+            os.sync()
             t0 = time.perf_counter()
             try:
                 fn(url, path, server.ca_file)
@@ -537,8 +583,9 @@ def print_table(title: str, res: dict) -> None:
     ref = res.get("pycurl", {}).get("cpu_us_per_req")
     for name, r in res.items():
         ratio = f"{r['cpu_us_per_req'] / ref:.2f}x" if ref else "-"
-        print(f"  {name:<26}{r['req_per_s']:>10.0f}{r['cpu_us_per_req']:>12.1f}{ratio:>15}"
-              f"{r['latency_us_p50']:>9.1f}{r['latency_us_p99']:>9.1f}")
+        lat = (f"{r['latency_us_p50']:>9.1f}{r['latency_us_p99']:>9.1f}"
+               if "latency_us_p50" in r else f"{'-':>9}{'-':>9}")
+        print(f"  {name:<26}{r['req_per_s']:>10.0f}{r['cpu_us_per_req']:>12.1f}{ratio:>15}{lat}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -550,7 +597,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="300 KB POSTs per client (default: n / 4; 0: skip)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     ap.add_argument("--warmup", type=int, default=500)
-    ap.add_argument("--dl-repeats", type=int, default=5)
+    ap.add_argument("--dl-repeats", type=int, default=9)
+    ap.add_argument("--floor-seconds", type=float, default=0.5,
+                    help="floor_loadgen -c1 per GET round (0: no floor)")
     ap.add_argument("--skip-download", action="store_true")
     ap.add_argument("--tls", action="store_true", help="HTTPS (embedded server, verified)")
     ap.add_argument("--json", help="write the figures here")
@@ -570,7 +619,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"server: {kind} at {server.base}; {a.n} sequential keep-alive GETs per client "
                   f"and size, {a.rounds} interleaved rounds")
-            gets = bench_gets(server, a.n, a.rounds, a.warmup)
+            if a.floor_seconds > 0 and kind == "embedded":
+                bench_loadgen.FLOOR_EXE = bench_loadgen.build_floor(tmp)
+            gets = bench_gets(server, a.n, a.rounds, a.warmup, a.floor_seconds)
             for size, res in gets.items():
                 print_table(f"GET {size}", res)
             posts = {}
