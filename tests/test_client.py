@@ -1009,7 +1009,7 @@ def test_download_30mb_raw_server(client, tmp_path):
 
 
 def test_download_large_truncated_raises_and_removes_file(client, tmp_path):
-    # Large enough for the splice(2) path.
+    # Truncated well past the first read of the body.
     p = tmp_path / "big.bin"
     resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n" + b"y" * 700_000
     with serve(resp, close=True) as srv:
@@ -1044,7 +1044,7 @@ def test_download_then_reuse_connection(client, tmp_path):
     with serve(ok(data), ok(b"small")) as srv:
         r = client.download(srv.url(), tmp_path / "a.bin")
         assert r.size == len(data) and (tmp_path / "a.bin").read_bytes() == data
-        r = client.get(srv.url())  # the spliced connection ended exactly at the body's end
+        r = client.get(srv.url())  # the connection ended exactly at the body's end
         assert r.body == b"small" and r.reused
         assert srv.connections == 1
 

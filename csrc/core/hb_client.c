@@ -2,7 +2,6 @@
 #include "hb_client.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -14,9 +13,6 @@
 
 /* Free space a memory sink is grown to before an open-ended read. */
 #define SINK_CHUNK (64 * 1024)
-/* Downloads to a file over plain TCP at least this large use splice(2). */
-#define SPLICE_MIN (256 * 1024)
-#define SPLICE_PIPE (1024 * 1024)
 
 static int wait_sock(const hb_exchange *x, uint64_t dl)
 {
@@ -380,76 +376,6 @@ static int closed_in_body(hb_exchange *x, char *err)
                    (unsigned long long)x->body_bytes);
 }
 
-/* Plain socket to file without passing through user space: socket -> pipe
- * -> file with splice(2). Returns HB_AGAIN before moving any byte when splice
- * does not apply (the caller then copies), else 0 or an error. */
-static int splice_body(hb_exchange *x, hb_sink *s, int until_close, char *err)
-{
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0) return HB_AGAIN;
-    (void)fcntl(pfd[1], F_SETPIPE_SZ, SPLICE_PIPE); /* best effort: fewer, larger moves */
-    int sfd = x->conn->sock.fd, rc = 0, first = 1;
-    if (until_close) x->remaining = UINT64_MAX; /* counts down harmlessly until EOF */
-    while (x->remaining > 0) {
-        /* The first move fits the connection buffer, where the fallback puts it. */
-        size_t cap = first ? x->conn->rcap : SPLICE_PIPE;
-        size_t want = x->remaining > cap ? cap : (size_t)x->remaining;
-        ssize_t n = splice(sfd, NULL, pfd[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN) {
-                rc = hb__wait_fd(sfd, POLLIN, x->req->deadline_ns, x->eintr_abort);
-                if (rc == HB_E_TIMEOUT) rc = timed_out(x->req, err, "reading the response body");
-                if (rc < 0) break;
-                continue;
-            }
-            rc = (first && (errno == EINVAL || errno == ENOSYS)) ? HB_AGAIN : -errno;
-            if (rc != HB_AGAIN) hb_fail(err, rc, "reading the response body: %s", strerror(errno));
-            break;
-        }
-        if (n == 0) {
-            rc = until_close ? 0 : closed_in_body(x, err);
-            break;
-        }
-        /* Drain the pipe into the file before the next read. */
-        size_t left = (size_t)n;
-        while (left > 0) {
-            ssize_t m = splice(pfd[0], NULL, s->fd, NULL, left, SPLICE_F_MOVE);
-            if (m < 0 && errno == EINTR) continue;
-            if (m <= 0) {
-                if (first && m < 0 && errno == EINVAL) {
-                    /* The file takes no splice (e.g. O_APPEND): hand what the pipe
-                     * holds to the copy loop via the connection buffer. */
-                    ssize_t r = left <= x->conn->rcap ? read(pfd[0], x->conn->rbuf, left) : -1;
-                    if (r == (ssize_t)left) {
-                        x->conn->rpos = 0;
-                        x->conn->rlen = left;
-                        x->remaining -= left;
-                        rc = HB_AGAIN;
-                        goto out;
-                    }
-                }
-                rc = hb_fail(err, m < 0 ? -errno : HB_E_INVALID, "writing the body to the file: %s",
-                             m < 0 ? strerror(errno) : "short write");
-                goto out;
-            }
-            left -= (size_t)m;
-        }
-        first = 0;
-        x->remaining -= (uint64_t)n;
-        x->body_bytes += (uint64_t)n;
-        if (hb_now_ns() >= x->req->deadline_ns) {
-            rc = timed_out(x->req, err, "reading the response body");
-            break;
-        }
-    }
-out:
-    close(pfd[0]);
-    close(pfd[1]);
-    if (until_close) x->remaining = 0;
-    return rc;
-}
-
 static int read_length(hb_exchange *x, hb_sink *s, char *err)
 {
     hb_conn *c = x->conn;
@@ -460,15 +386,6 @@ static int read_length(hb_exchange *x, hb_sink *s, char *err)
     if (k && (rc = deliver(x, s, c->rbuf + c->rpos, k, err)) < 0) return rc;
     c->rpos += k;
     x->remaining -= k;
-    if (s->fd >= 0 && c->sock.ssl == NULL && x->remaining >= SPLICE_MIN) {
-        rc = splice_body(x, s, 0, err);
-        if (rc != HB_AGAIN) return rc;
-        if (c->rlen > c->rpos) { /* bytes the pipe held when splice to the file failed */
-            size_t held = c->rlen - c->rpos;
-            if ((rc = deliver(x, s, c->rbuf + c->rpos, held, err)) < 0) return rc;
-            c->rpos = c->rlen = 0;
-        }
-    }
     while (x->remaining > 0) {
         char *dst;
         size_t room;
@@ -506,14 +423,6 @@ static int read_until_close(hb_exchange *x, hb_sink *s, char *err)
     if (c->rlen > c->rpos && (rc = deliver(x, s, c->rbuf + c->rpos, c->rlen - c->rpos, err)) < 0)
         return rc;
     c->rpos = c->rlen = 0;
-    if (s->fd >= 0 && c->sock.ssl == NULL) {
-        rc = splice_body(x, s, 1, err);
-        if (rc != HB_AGAIN) return rc;
-        if (c->rlen > c->rpos) { /* bytes the pipe held when splice to the file failed */
-            if ((rc = deliver(x, s, c->rbuf + c->rpos, c->rlen - c->rpos, err)) < 0) return rc;
-            c->rpos = c->rlen = 0;
-        }
-    }
     for (;;) {
         char *dst;
         size_t room;

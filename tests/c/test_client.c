@@ -1,7 +1,7 @@
 /* test_client.c - hb_pool + hb_client against a scripted in-test server
  * thread: keep-alive reuse, chunked decoded in place into a growing sink,
  * stale connection retry (and none for POST), deadline, truncation, protocol
- * errors, splice download to a file. */
+ * errors, a download to a file. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
