@@ -1099,6 +1099,7 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
             cn->next_slot = cn->gidx;
             hb_io_init(&cn->io, on_io);
             hb_timer_init(&cn->timer, on_timer);
+            cn->timer.precise = c->rate > 0; /* scheduled sends go out on time */
             hb_sock_init(&cn->s);
             cn->rcap = rcap;
             cn->rbuf = malloc(rcap);

@@ -15,6 +15,7 @@ int hb_loop_init(hb_loop *l, int max_events, size_t max_timers, char *err)
     memset(l, 0, sizeof *l);
     l->epfd = -1;
     l->waiter.tfd = -1;
+    l->early_ns = 50000;
     if (max_events < 1) max_events = 64;
     if (max_timers < 1) max_timers = 1;
     l->events = calloc((size_t)max_events, sizeof *l->events);
@@ -220,8 +221,23 @@ int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
 {
     uint64_t now = hb_now_ns();
     uint64_t until = hb_loop_next_deadline(l);
-    if (max_wait_ns <= UINT64_MAX - now && now + max_wait_ns < until) until = now + max_wait_ns;
+    int precise = l->heap_len && l->heap[0]->precise && until > now;
+    if (precise) until = until - now > l->early_ns ? until - l->early_ns : now; /* poll the rest */
+    if (max_wait_ns <= UINT64_MAX - now && now + max_wait_ns < until) {
+        until = now + max_wait_ns;
+        precise = 0;
+    }
     int n = hb_waiter_wait(&l->waiter, l->epfd, l->events, l->max_events, now, until);
+    if (precise && n == 0 && until > now) {
+        /* A timed-out sleep: how late did the kernel wake us? */
+        uint64_t woke = hb_now_ns();
+        uint64_t late = woke > until ? woke - until : 0;
+        if (late > HB_LOOP_EARLY_MAX_NS) late = HB_LOOP_EARLY_MAX_NS;
+        if (late > l->early_ns)
+            l->early_ns += (late - l->early_ns) / 4;
+        else
+            l->early_ns -= (l->early_ns - late) / 16;
+    }
     if (n < 0) {
         if (errno != EINTR) return -errno;
         n = 0;

@@ -39,6 +39,7 @@ struct hb_timer {
     uint64_t deadline; /* hb_now_ns() time */
     size_t slot;       /* heap index + 1; 0 = not armed */
     hb_timer_fn fn;
+    int precise; /* fire on time, not when the kernel wakes us (see hb_loop) */
 };
 
 /* A wait for epoll events until a deadline (the loop's, and the embedded
@@ -76,7 +77,15 @@ struct hb_loop {
     size_t heap_len, heap_cap;
     uint64_t now;     /* updated after every wait */
     hb_waiter waiter; /* its timerfd's events carry &waiter as data.ptr */
+    /* Precise timers: the loop's wait ends early_ns before one is due and the
+     * rest is polled (zero-timeout waits, I/O still dispatched as it comes),
+     * because a sleeping thread wakes 30-100 us late on a VM. early_ns
+     * follows the observed wake-up lateness (up at once, down slowly),
+     * capped at HB_LOOP_EARLY_MAX_NS. */
+    uint64_t early_ns;
 };
+
+#define HB_LOOP_EARLY_MAX_NS 150000ull
 
 /* max_events: epoll_wait batch size; max_timers: heap capacity (armed timers
  * at once). Allocates once. 0 or -errno / HB_E_NOMEM with detail in err. */
@@ -108,6 +117,7 @@ static inline void hb_timer_init(hb_timer *t, hb_timer_fn fn)
     t->deadline = 0;
     t->slot = 0;
     t->fn = fn;
+    t->precise = 0;
 }
 static inline int hb_timer_armed(const hb_timer *t)
 {

@@ -134,6 +134,44 @@ static void test_loop_timerfd(void)
     CHECK_EQ_INT(l.waiter.tfd, -1);
 }
 
+/* A precise timer never fires before its deadline, the loop polls (returns
+ * without sleeping) in its last early_ns, and early_ns stays in range. */
+static uint64_t pfired;
+
+static void pcb(hb_loop *l, hb_timer *t, uint64_t now)
+{
+    (void)l;
+    (void)t;
+    pfired = now;
+}
+
+static void test_loop_precise_timer(void)
+{
+    hb_loop l;
+    char err[HB_ERR_LEN];
+    CHECK_EQ_INT(hb_loop_init(&l, 4, 4, err), 0);
+    hb_timer t;
+    int total = 0;
+    for (int k = 0; k < 20; k++) {
+        hb_timer_init(&t, pcb);
+        t.precise = 1;
+        pfired = 0;
+        uint64_t d = hb_now_ns() + 3000000ull;
+        CHECK_EQ_INT(hb_timer_start(&l, &t, d), 0);
+        int calls = 0;
+        while (!pfired && calls < 1000000) {
+            CHECK(hb_loop_run_once(&l, UINT64_MAX) >= 0);
+            calls++;
+        }
+        CHECK(pfired >= d);
+        CHECK(l.early_ns <= HB_LOOP_EARLY_MAX_NS);
+        total += calls;
+    }
+    /* A wake-up later than early_ns fires in the same call; others poll. */
+    CHECK(total > 20);
+    hb_loop_free(&l);
+}
+
 /* Random start/re-arm/stop against a reference: the heap always yields the
  * earliest armed deadline and fires each armed timer exactly once. */
 static int heap_fired[64];
@@ -560,6 +598,7 @@ int main(void)
     test_loop_timers();
     test_loop_heap_random();
     test_loop_timerfd();
+    test_loop_precise_timer();
     test_build_head();
     test_exact_n();
     test_errors();
