@@ -47,8 +47,8 @@ struct hb_timer {
  * timerfd registered in the epoll set (re-armed only when it must fire
  * sooner; firing early is harmless, the caller just loops) and the wait
  * itself has no timeout, so a loop that sleeps often does not arm and cancel
- * a kernel hrtimer on every wait (~3-6% of a load generator's CPU per
- * request on loopback). A nearer deadline the timerfd does not cover uses
+ * a kernel hrtimer on every wait (engine vs nginx at -c16: 7.72 -> 7.21 us
+ * of CPU per request). A nearer deadline the timerfd does not cover uses
  * epoll_pwait2's ns timeout (epoll_wait's ms, rounded up, without it). */
 typedef struct hb_waiter {
     int tfd;        /* -1: none (every deadline is a wait timeout) */
@@ -80,7 +80,7 @@ struct hb_loop {
     /* Precise timers: the loop's wait ends early_ns before one is due and the
      * rest is polled (zero-timeout waits, I/O still dispatched as it comes),
      * because a sleeping thread wakes 30-100 us late on a VM. early_ns
-     * follows the observed wake-up lateness (up at once, down slowly),
+     * follows the observed wake-up lateness (up by a quarter of the excess, down by a sixteenth),
      * capped at HB_LOOP_EARLY_MAX_NS. */
     uint64_t early_ns;
 };
