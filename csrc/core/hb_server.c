@@ -134,6 +134,7 @@ typedef struct conn {
     uint64_t wr_deadline;
     uint64_t linger_until;
     uint8_t phase, rd_ready, wr_ready, peer_eof;
+    uint8_t rdhup; /* epoll said RDHUP/HUP/ERR: the FIN may already be queued behind data */
     uint8_t close_after, ka10, head_only, uncounted;
     uint8_t status_owed; /* route counted, status not yet: conn_free counts it as 0 */
     uint8_t body_mode, body_chunked, echo_chunked, after, wait_kind, responded, send_continue;
@@ -1150,8 +1151,10 @@ static int read_more(conn *c)
         if (c->phase == PH_HEAD && c->rlen == 0 && !c->req_deadline)
             c->req_deadline = c->w->now + (uint64_t)srv->o.request_timeout_ms * MS;
         c->rlen += (size_t)n;
-        /* a short plain read drained the socket; epoll (ET) reports new data */
-        if ((size_t)n < space && !c->sock.ssl) c->rd_ready = 0;
+        /* a short plain read drained the socket; epoll (ET) reports new data -
+         * unless the event that woke us already carried the FIN (data and FIN
+         * arriving together make one edge): then read on until EOF */
+        if ((size_t)n < space && !c->sock.ssl && !c->rdhup) c->rd_ready = 0;
         return 1;
     }
     if (n == 0) {
@@ -1508,6 +1511,7 @@ static void *worker_main(void *arg)
                 c->rd_ready = c->wr_ready = 1; /* TLS may want either way */
             } else {
                 if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->rd_ready = 1;
+                if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->rdhup = 1;
                 if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) c->wr_ready = 1;
             }
             conn_run(c);
