@@ -374,9 +374,7 @@ def test_data_and_fin_in_one_wakeup_close_without_waiting_for_the_timeout(srv):
             time.sleep(0.02)  # accepted and registered: the next bytes are one event
             s.sendall(b"POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabcde")
             s.shutdown(socket.SHUT_WR)
-            t0 = time.monotonic()
-            assert read_until_close(s) == b""
-            assert time.monotonic() - t0 < 0.5  # request_timeout is 0.6 s
+            assert read_until_close(s) == b""  # a 408 after 0.6 s before the fix
     after = check_alive_and_consistent(srv)
     assert after["by_status"].get(0, 0) - before["by_status"].get(0, 0) == 20
     assert after["by_status"].get(408, 0) == before["by_status"].get(408, 0)
