@@ -66,6 +66,8 @@ import httpbench
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_loadgen  # noqa: E402  (floor_loadgen's build and run)
+from _peers import _children  # noqa: E402
+from httpbench._runner import _pin_process  # noqa: E402
 
 SIZES = {"150B": 150, "12KiB": 12 * 1024}
 DL_SIZE = 30 * 1024 * 1024
@@ -160,13 +162,7 @@ class Server:
     def pids(self) -> list[int]:
         """The server's processes (nginx: master and workers)."""
         root = self.handle.pid if self.handle is not None else self.proc.pid
-        out = [root]
-        try:
-            with open(f"/proc/{root}/task/{root}/children") as f:
-                out += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-        return out
+        return [root, *_children(root)]
 
     def stop(self) -> None:
         if self.handle is not None:
@@ -516,21 +512,9 @@ def pin(server: Server) -> str:
     ~1,500 MB/s by where the scheduler put them)."""
     if (os.cpu_count() or 1) < 2 or not hasattr(os, "sched_setaffinity"):
         return "not pinned (fewer than 2 CPUs)"
-    def set_all(pid: int, cpu: int) -> None:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            return
-        for tid in tids:
-            try:
-                os.sched_setaffinity(int(tid), {cpu})
-            except OSError:  # the thread has just exited
-                pass
-
     for pid in server.pids():
-        set_all(pid, 0)
-    os.sched_setaffinity(0, {1})
-    set_all(os.getpid(), 1)
+        _pin_process(pid, {0})
+    _pin_process(os.getpid(), {1})
     return "server on CPU 0, clients on CPU 1"
 
 
