@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUZZ = os.path.join(ROOT, "csrc", "fuzz")
 CORE = os.path.join(ROOT, "csrc", "core")
 SECONDS = int(os.environ.get("HTTPBENCH_FUZZ_SECONDS", "20"))

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORE = os.path.join(ROOT, "csrc", "core")
 CDIR = os.path.join(ROOT, "tests", "c")
 BUILD = os.path.join(CDIR, "build")

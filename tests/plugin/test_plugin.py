@@ -327,7 +327,7 @@ def test_async_client_adapter(httpbench, httpbench_server):
 
 
 def test_readme_example_runs(pytester):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## pytest plugin"):]
     example = section[section.index("```python\n") + 10:section.index("\n```\n")]
     assert example.startswith("# test_perf.py")
