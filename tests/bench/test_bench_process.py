@@ -121,18 +121,6 @@ def _run_counted(shim: str, url: str, n: int, ca: str = "-") -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def server():
-    with httpbench.Server() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def tls_server():
-    with httpbench.Server(tls=True) as s:
-        yield s
-
-
 def test_no_allocation_per_request_plain(shim, server):
     short = _run_counted(shim, server.url + "/bytes/200", 500)
     long = _run_counted(shim, server.url + "/bytes/200", 20000)

@@ -111,11 +111,8 @@ def test_explicit_loop_and_duration() -> None:
     finally:
         loop.close()
 
-
-@pytest.fixture(scope="module")
-def server():
-    with httpbench.Server() as srv:
-        yield srv
+# exact deltas of the server's counters: no other module's traffic may land in them
+pytestmark = pytest.mark.own_server
 
 
 def _requests(srv) -> int:
