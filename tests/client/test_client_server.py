@@ -161,6 +161,7 @@ def test_close_while_other_threads_request(server):
     assert c.pool_stats()["open"] == 0
 
 
+@pytest.mark.slow
 def test_no_c_malloc_per_request_in_steady_state():
     """Under the preloaded malloc counter: 2000 keep-alive GETs of 150 B cost
     no malloc at all (the Response and body are small pymalloc objects; the

@@ -23,6 +23,7 @@ CFLAGS = [
 TESTS = sorted(glob.glob(os.path.join(CDIR, "test_*.c")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("src", TESTS, ids=[os.path.basename(t)[:-2] for t in TESTS])
 def test_c_unit(src: str) -> None:
     if not os.path.isdir(CORE):

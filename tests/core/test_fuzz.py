@@ -18,6 +18,7 @@ CORE = os.path.join(ROOT, "csrc", "core")
 SECONDS = int(os.environ.get("HTTPBENCH_FUZZ_SECONDS", "20"))
 
 
+@pytest.mark.slow
 def test_fuzz_parse(tmp_path):
     src = os.path.join(FUZZ, "fuzz_parse.c")
     if not os.path.exists(src):

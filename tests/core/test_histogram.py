@@ -41,6 +41,7 @@ def samples() -> dict[str, list[int]]:
     return distributions()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dist", ["uniform", "lognormal", "exponential", "bimodal"])
 @pytest.mark.parametrize("sigfigs", [2, 3])
 def test_percentiles_within_configured_precision(samples, dist: str, sigfigs: int) -> None:

@@ -151,6 +151,7 @@ def test_aiohttp_against_embedded_server(server, concurrency: int) -> None:
     assert r.p50 > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 8])
 def test_httpx_async_against_embedded_server(server, concurrency: int) -> None:
     httpx = pytest.importorskip("httpx")

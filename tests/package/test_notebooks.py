@@ -34,6 +34,7 @@ def test_notebook_outputs_are_stripped(path):
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_notebook_executes(path, tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")

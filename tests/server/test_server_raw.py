@@ -215,6 +215,7 @@ def test_thousand_pipelined_requests_in_order(srv):
     assert after["connections_accepted"] - before["connections_accepted"] == 2
 
 
+@pytest.mark.slow
 def test_five_thousand_concurrent_connections():
     n = 5000
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -287,6 +288,7 @@ VALID = [
 ]
 
 
+@pytest.mark.slow
 def test_random_mutations_never_break_the_server():
     """Valid requests, mutated (bytes flipped, inserted, deleted, spliced),
     pipelined, split at random points, half-closed or abandoned: the server
