@@ -23,8 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/ssl.h>
-
 #include "hb_clock.h"
 #include "hb_loop.h"
 #include "hb_parse.h"
@@ -369,14 +367,7 @@ static void do_handshake(econn *c)
     uint64_t now = hb_now_ns();
     if (!c->conn_warm) hb_hist_record(&th->r.tls, now - c->hs_start);
     if (hb_sock_session_reused(&c->s)) th->r.tls_resumed++;
-    if (!th->r.tls_info[0]) {
-        size_t alen = 0;
-        const char *alpn = hb_sock_alpn(&c->s, &alen);
-        const char *ver = hb_sock_tls_version(&c->s);
-        snprintf(th->r.tls_info, sizeof th->r.tls_info, "%s,%s%s%.*s", ver ? ver : "?",
-                 SSL_get_cipher_name(c->s.ssl), alpn ? "," : "", alpn ? (int)alen : 0,
-                 alpn ? alpn : "");
-    }
+    if (!th->r.tls_info[0]) hb_sock_describe(&c->s, th->r.tls_info, sizeof th->r.tls_info);
     conn_ready(c);
 }
 
@@ -399,7 +390,7 @@ static void on_connected(econn *c)
             return;
         }
         /* One read syscall per batch of records instead of header + body reads. */
-        SSL_set_read_ahead(c->s.ssl, 1);
+        hb_sock_tls_read_ahead(&c->s);
         c->state = C_HANDSHAKE;
         c->hs_start = now;
         do_handshake(c);
@@ -831,7 +822,7 @@ static void do_read(econn *c, uint32_t events)
             continue;
         }
         /* OpenSSL may hold decrypted or read-ahead bytes epoll cannot see. */
-        if (!(c->s.ssl && SSL_has_pending(c->s.ssl))) return;
+        if (!hb_sock_has_buffered(&c->s)) return;
     }
 }
 
