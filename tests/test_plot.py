@@ -5,7 +5,7 @@ import random
 import sys
 
 import pytest
-from httpbench import _plot as PL
+from httpbench import plot as PL
 from httpbench import _results as R
 from test_results import hist, make_bench, make_measure
 

@@ -3,7 +3,7 @@ available) survive JSON, DataFrames, tables and plots."""
 
 import httpbench
 import pytest
-from httpbench import _report as P
+from httpbench import report as P
 from httpbench import _units as U
 
 

@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import platform
 import random
 import resource
 import ssl
@@ -32,6 +31,8 @@ import traceback
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from ._metadata import system_metadata
 
 __all__ = ["main", "payload"]
 
@@ -430,17 +431,16 @@ class Worker:
         return mr, lat, sum(done)
 
     def metadata(self) -> dict[str, Any]:
+        machine = system_metadata()
         md: dict[str, Any] = {
             "pid": os.getpid(),
-            "python": platform.python_version(),
-            "python_impl": platform.python_implementation(),
-            "openssl": ssl.OPENSSL_VERSION,
+            **{k: machine[k] for k in ("python", "python_implementation", "openssl")},
             "client_version": self.cls.version(),
             "loaded_versions": _loaded_versions(),
             "kind": self.kind,
             "instances": len(self.adapters),
         }
-        try:
+        try:  # the CPUs this worker may run on (it may be pinned), not a count
             md["cpus"] = sorted(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             pass

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -294,6 +293,7 @@ class HttpbenchSession:
         """Write the passed tests' measurements to ``save_path`` (a failed test's numbers
         would make a broken run the baseline)."""
         from . import _results
+        from ._metadata import system_metadata
         from ._version import __version__
 
         recs = self._all_records_json()
@@ -309,9 +309,9 @@ class HttpbenchSession:
             entries[r["key"]] = {k: r[k] for k in ("metrics", "kind", "bounded", "calibration",
                                                    "nodeid", "name")}
         meta = {
+            **system_metadata(),
             "source": "pytest --httpbench-save",
             "httpbench_version": __version__,
-            "python": sys.version.split()[0],
             BASELINE_KEY: {
                 "workload": CALIBRATION_WORKLOAD,
                 "calibration": self._calibration,
@@ -658,13 +658,8 @@ class Httpbench:
 
     def _run(self, kind: str, run: Callable[[], Any], name: str | None,
              kwargs: dict[str, Any]) -> Any:
-        from ._budget import (
-            BaselineRegression,
-            BudgetExceeded,
-            check_budget,
-            compare_metrics,
-            result_metrics,
-        )
+        from ._baseline import BaselineRegression, compare_metrics
+        from ._budget import BudgetExceeded, check_budget, result_metrics
 
         __tracebackhide__ = True  # failures point at the test's call, not at the plugin
         s = self._session
