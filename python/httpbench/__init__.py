@@ -8,6 +8,7 @@ modules ``httpbench.report`` and ``httpbench.plot`` to present them.
 """
 
 from . import plot, report
+from ._adapters import Adapter, AdapterUnavailable
 from ._baseline import BaselineRegression
 from ._bench import Progress, bench
 from ._budget import BudgetError, BudgetExceeded
@@ -46,6 +47,8 @@ __all__ = [
     "native_allocs",
     "bench",
     "compare",
+    "Adapter",
+    "AdapterUnavailable",
     "BenchResult",
     "MeasureResult",
     "ResultSet",
