@@ -94,7 +94,8 @@ int hb_url_split(const char *url, size_t len, hb_url *u, char *err)
                             "(percent-encode them)");
     }
     size_t a = i;
-    while (i < len && url[i] != '/' && url[i] != '?' && url[i] != '#') i++;
+    while (i < len && url[i] != '/' && url[i] != '?' && url[i] != '#')
+        i++;
     size_t aend = i;
 
     /* Userinfo ends at the authority's last '@' (a password may hold one). */
@@ -119,8 +120,8 @@ int hb_url_split(const char *url, size_t len, hb_url *u, char *err)
         const char *rb = memchr(url + p, ']', aend - p);
         if (!rb) return url_fail(err, url, len, "invalid IPv6 host");
         for (const char *c = url + p + 1; c < rb; c++)
-            if (!(*c == ':' || *c == '.' || (*c >= '0' && *c <= '9') ||
-                  (*c >= 'a' && *c <= 'f') || (*c >= 'A' && *c <= 'F')))
+            if (!(*c == ':' || *c == '.' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') ||
+                  (*c >= 'A' && *c <= 'F')))
                 return url_fail(err, url, len, "invalid IPv6 host");
         u->host = url + p + 1;
         u->host_len = (size_t)(rb - u->host);
@@ -128,7 +129,8 @@ int hb_url_split(const char *url, size_t len, hb_url *u, char *err)
         if (p < aend && url[p] != ':') return url_fail(err, url, len, "invalid IPv6 host");
         if (u->host_len == 0) return url_fail(err, url, len, "no host");
     } else {
-        while (p < aend && url[p] != ':') p++;
+        while (p < aend && url[p] != ':')
+            p++;
         u->host = url + hs;
         u->host_len = p - hs;
         if (u->host_len == 0) return url_fail(err, url, len, "no host");
@@ -151,7 +153,8 @@ int hb_url_split(const char *url, size_t len, hb_url *u, char *err)
         }
     }
     size_t pe = i;
-    while (pe < len && url[pe] != '#') pe++;
+    while (pe < len && url[pe] != '#')
+        pe++;
     u->target = url + i;
     u->target_len = pe - i;
     u->target_slash = u->target_len == 0 || url[i] == '?';

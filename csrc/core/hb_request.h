@@ -27,7 +27,7 @@
 #include "hb_parse.h"
 
 typedef struct hb_url {
-    int tls; /* https */
+    int tls;          /* https */
     const char *host; /* without the IPv6 brackets */
     size_t host_len;
     int port; /* as given, else the scheme's default */

@@ -41,8 +41,8 @@ static int inside(const char *base, size_t len, const char *p, size_t n)
 
 static int is_b64(char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '/' || c == '=';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/' || c == '=';
 }
 
 static void check_url(const char *url, size_t len, const hb_url *u)
@@ -72,7 +72,8 @@ static void check_url(const char *url, size_t len, const hb_url *u)
         int n = hb_url_basic_auth(u, auth, need, NULL);
         REQUIRE(n > 6 && (size_t)n < need && auth[n] == '\0' && (n - 6) % 4 == 0);
         REQUIRE(memcmp(auth, "Basic ", 6) == 0);
-        for (int i = 6; i < n; i++) REQUIRE(is_b64(auth[i]));
+        for (int i = 6; i < n; i++)
+            REQUIRE(is_b64(auth[i]));
         REQUIRE(hb_url_basic_auth(u, auth, need - 1, NULL) == HB_E_INVALID);
     }
 }
@@ -118,8 +119,10 @@ static void check_head(const hb_head_spec *s, const char *h, size_t n)
         /* The parser trims optional whitespace around values. */
         const char *v = a->value;
         size_t vl = a->value_len;
-        while (vl && is_ows(v[0])) v++, vl--;
-        while (vl && is_ows(v[vl - 1])) vl--;
+        while (vl && is_ows(v[0]))
+            v++, vl--;
+        while (vl && is_ows(v[vl - 1]))
+            vl--;
         REQUIRE(b->value_len == vl && memcmp(b->value, v, vl) == 0);
     }
     if (s->body_len >= 0) REQUIRE(r.framing.content_length == s->body_len);
@@ -156,8 +159,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_url(url, ulen, &u);
 
     static const int64_t lens[4] = {HB_REQ_NO_BODY, HB_REQ_CHUNKED, 0, 12345};
-    hb_head_spec s = {method, mlen, &u, in_hdrs, nh, lens[knobs & 3], !(knobs & 4),
-                      (knobs & 8) ? "fuzz/1" : NULL};
+    hb_head_spec s = {.method = method,
+                      .method_len = mlen,
+                      .url = &u,
+                      .headers = in_hdrs,
+                      .num_headers = nh,
+                      .body_len = lens[knobs & 3],
+                      .keepalive = !(knobs & 4),
+                      .user_agent = (knobs & 8) ? "fuzz/1" : NULL};
     size_t bound = hb_build_head_bound(&s);
     if (bound > BUF_CAP) return 0;
     err[0] = '\0';

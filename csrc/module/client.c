@@ -218,17 +218,12 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
         PyErr_SetString(PyExc_ValueError, "the client is closed");
         return NULL;
     }
-    if (!PyUnicode_Check(url)) {
-        PyErr_Format(PyExc_TypeError, "url must be str, not %.100s", Py_TYPE(url)->tp_name);
-        return NULL;
-    }
+    const char *u;
     Py_ssize_t ulen;
-    const char *u = PyUnicode_AsUTF8AndSize(url, &ulen);
-    if (!u) return NULL;
     hb_url up;
+    if (hb_py_url(st, url, &up, &u, &ulen) < 0) return NULL;
     char err[HB_ERR_LEN];
-    int rc = hb_url_split(u, (size_t)ulen, &up, err);
-    if (rc < 0) return hb_raise(st, rc, err);
+    int rc;
     if (up.tls && ensure_tls(self) < 0) return NULL;
 
     char stackbuf[HEAD_STACK];
@@ -505,8 +500,8 @@ static int client_set_stale(PyObject *o, PyObject *v, void *c)
         PyErr_SetString(PyExc_AttributeError, "cannot delete stale_check");
         return -1;
     }
-    int on = PyObject_IsTrue(v);
-    if (on < 0) return -1;
+    int on;
+    if (hb_arg_bool(v, 1, &on) < 0) return -1;
     hb_pool_set_stale_check(&((ClientObject *)o)->pool, on);
     return 0;
 }

@@ -77,6 +77,12 @@ int hb_arg_str(PyObject *o, const char *name, const char **out, Py_ssize_t *len)
 Py_ssize_t hb_py_headers(PyObject *headers, hb_header *stack, size_t cap, hb_header **out,
                          PyObject **keep);
 
+/* request.c: split a str URL (TypeError / ValueError otherwise); *text and
+ * *len are its UTF-8, which u points into (valid while url lives). 0 or -1. */
+struct hb_url;
+int hb_py_url(hb_modstate *st, PyObject *url, struct hb_url *u, const char **text,
+              Py_ssize_t *len);
+
 /* response.c: a new Response for the exchange's final head (copied), or NULL
  * with an exception; finish sets the timings, size and body (stolen) once
  * the body is read. */

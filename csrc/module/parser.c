@@ -69,9 +69,7 @@ static int parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
             else
                 o->limits.max_headers = (size_t)v;
         } else if (allow_head && PyUnicode_CompareWithASCIIString(key, "head_request") == 0) {
-            int t = PyObject_IsTrue(val);
-            if (t < 0) return -1;
-            o->head_request = t;
+            if (hb_arg_bool(val, 0, &o->head_request) < 0) return -1;
         } else {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname,
                          key);

@@ -77,8 +77,7 @@ Py_ssize_t hb_py_headers(PyObject *headers, hb_header *stack, size_t cap, hb_hea
                                 "headers must be a mapping or an iterable of (name, value) pairs");
                 goto fail;
             }
-            if (entry(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), &hs[i]) < 0)
-                goto fail;
+            if (entry(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), &hs[i]) < 0) goto fail;
         }
     }
     *out = hs;
@@ -90,19 +89,29 @@ fail:
     return -1;
 }
 
+int hb_py_url(hb_modstate *st, PyObject *url, hb_url *u, const char **text, Py_ssize_t *len)
+{
+    if (!PyUnicode_Check(url)) {
+        PyErr_Format(PyExc_TypeError, "url must be str, not %.100s", Py_TYPE(url)->tp_name);
+        return -1;
+    }
+    *text = PyUnicode_AsUTF8AndSize(url, len);
+    if (!*text) return -1;
+    char err[HB_ERR_LEN];
+    int rc = hb_url_split(*text, (size_t)*len, u, err);
+    if (rc < 0) {
+        hb_raise(st, rc, err);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *split_url(PyObject *m, PyObject *arg)
 {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "url must be str, not %.100s", Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    Py_ssize_t len;
-    const char *s = PyUnicode_AsUTF8AndSize(arg, &len);
-    if (!s) return NULL;
     hb_url u;
-    char err[HB_ERR_LEN];
-    int rc = hb_url_split(s, (size_t)len, &u, err);
-    if (rc < 0) return hb_raise(hb_state(m), rc, err);
+    const char *s;
+    Py_ssize_t len;
+    if (hb_py_url(hb_state(m), arg, &u, &s, &len) < 0) return NULL;
     PyObject *target = PyUnicode_New((Py_ssize_t)hb_url_target_len(&u), 127);
     if (!target) return NULL;
     hb_url_target(&u, (char *)PyUnicode_DATA(target), hb_url_target_len(&u) + 1, NULL);
@@ -133,25 +142,22 @@ static PyObject *build_request_head(PyObject *m, PyObject *const *args, Py_ssize
         return NULL;
     }
     hb_modstate *st = hb_state(m);
-    const char *method, *url, *ua = NULL;
+    const char *method, *url, *ua;
     Py_ssize_t mlen, ulen;
-    long long body_len;
     int keepalive;
+    hb_url u;
     if (hb_arg_str(args[0], "method", &method, &mlen) < 0 ||
-        hb_arg_str(args[1], "url", &url, &ulen) < 0 ||
-        hb_arg_str(args[5] == Py_None ? NULL : args[5], "user_agent", &ua, NULL) < 0 ||
-        hb_arg_bool(args[4], 1, &keepalive) < 0)
+        hb_arg_str(args[5], "user_agent", &ua, NULL) < 0 || hb_arg_bool(args[4], 1, &keepalive) < 0)
         return NULL;
-    if (!method || !url) {
-        PyErr_SetString(PyExc_TypeError, "method and url are required");
+    if (!method) {
+        PyErr_SetString(PyExc_TypeError, "method is required");
         return NULL;
     }
-    body_len = PyLong_AsLongLong(args[3]);
+    long long body_len = PyLong_AsLongLong(args[3]);
     if (body_len == -1 && PyErr_Occurred()) return NULL;
+    if (hb_py_url(st, args[1], &u, &url, &ulen) < 0) return NULL;
     char err[HB_ERR_LEN];
-    hb_url u;
-    int rc = hb_url_split(url, (size_t)ulen, &u, err);
-    if (rc < 0) return hb_raise(st, rc, err);
+    int rc;
     hb_header stack[32], *hs;
     PyObject *keep;
     Py_ssize_t nh = hb_py_headers(args[2], stack, 32, &hs, &keep);

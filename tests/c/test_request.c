@@ -177,8 +177,7 @@ static void test_url_errors(void)
 }
 
 static int head(const char *method, const char *url, const hb_header *hs, size_t nh,
-                int64_t body_len, int keepalive, const char *ua, char *buf, size_t cap,
-                char *err)
+                int64_t body_len, int keepalive, const char *ua, char *buf, size_t cap, char *err)
 {
     hb_url u;
     int rc = split(url, &u, err);
@@ -195,14 +194,15 @@ static int head(const char *method, const char *url, const hb_header *hs, size_t
 static void test_head_basic(void)
 {
     char buf[1024], err[HB_ERR_LEN];
-    int n = head("GET", "http://h:8080/x?q=1", NULL, 0, HB_REQ_NO_BODY, 1, NULL, buf, sizeof buf,
-                 err);
+    int n =
+        head("GET", "http://h:8080/x?q=1", NULL, 0, HB_REQ_NO_BODY, 1, NULL, buf, sizeof buf, err);
     CHECK_STR(buf, (size_t)n, "GET /x?q=1 HTTP/1.1\r\nHost: h:8080\r\n\r\n");
     CHECK(buf[n] == '\0');
     /* Body length, Connection: close (what the engine's builder did). */
     n = head("POST", "http://h:1/a?b=1", NULL, 0, 3, 0, NULL, buf, sizeof buf, err);
-    CHECK_STR(buf, (size_t)n,
-              "POST /a?b=1 HTTP/1.1\r\nHost: h:1\r\nContent-Length: 3\r\nConnection: close\r\n\r\n");
+    CHECK_STR(
+        buf, (size_t)n,
+        "POST /a?b=1 HTTP/1.1\r\nHost: h:1\r\nContent-Length: 3\r\nConnection: close\r\n\r\n");
     /* POST/PUT/PATCH without a body get Content-Length: 0 (any case). */
     n = head("put", "http://h/", NULL, 0, HB_REQ_NO_BODY, 1, NULL, buf, sizeof buf, err);
     CHECK_STR(buf, (size_t)n, "put / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
@@ -226,8 +226,7 @@ static void test_head_headers(void)
 {
     char buf[1024], err[HB_ERR_LEN];
     hb_header hs[] = {H("X-A", "1"), H("x-b", "two\twords"), H("Empty", "")};
-    int n = head("GET", "http://h/", hs, 3, HB_REQ_NO_BODY, 1, "httpbench/1", buf, sizeof buf,
-                 err);
+    int n = head("GET", "http://h/", hs, 3, HB_REQ_NO_BODY, 1, "httpbench/1", buf, sizeof buf, err);
     CHECK_STR(buf, (size_t)n,
               "GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-b: two\twords\r\nEmpty: \r\n"
               "User-Agent: httpbench/1\r\n\r\n");
@@ -266,8 +265,8 @@ static void test_head_errors(void)
                              H("X\x80", "v")};
     for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++)
         head_err("GET", &bad_names[i], 1, "invalid header name");
-    hb_header bad_values[] = {H("X", "a\r\nInjected: 1"), H("X", "a\nb"), H("X", "a\rb"),
-                              {"X", 1, "a\0b", 3}, H("X", "a\x7f"), H("X", "\x01")};
+    hb_header bad_values[] = {H("X", "a\r\nInjected: 1"), H("X", "a\nb"),  H("X", "a\rb"),
+                              {"X", 1, "a\0b", 3},        H("X", "a\x7f"), H("X", "\x01")};
     for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++)
         head_err("GET", &bad_values[i], 1, "has a control character (CR/LF/NUL) in its value");
     hb_header cl[] = {H("content-length", "5"), H("Transfer-Encoding", "chunked")};
@@ -284,9 +283,9 @@ static void test_head_errors(void)
         CHECK_EQ_INT(head("GET", "http://u:p@h/", NULL, 0, 7, 0, "ua", buf, (size_t)cap, err),
                      HB_E_INVALID);
     CHECK(strstr(err, "request head too large") != NULL);
-    CHECK_EQ_INT(head("GET", "http://h/", NULL, 0, HB_REQ_NO_BODY, 1, "a\r\nb", buf, sizeof buf,
-                      err),
-                 HB_E_INVALID);
+    CHECK_EQ_INT(
+        head("GET", "http://h/", NULL, 0, HB_REQ_NO_BODY, 1, "a\r\nb", buf, sizeof buf, err),
+        HB_E_INVALID);
     /* Bad URLs are reported by the splitter. */
     CHECK_EQ_INT(head("GET", "http://h/a\r\nX: y", NULL, 0, -1, 1, NULL, buf, sizeof buf, err),
                  HB_E_INVALID);
@@ -301,7 +300,8 @@ static void test_methods(void)
     CHECK(!hb_method_is_head("head", 4));
     CHECK(!hb_method_is_head("GET", 3));
     const char *idem[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
-    for (size_t i = 0; i < 6; i++) CHECK(hb_method_idempotent(idem[i], strlen(idem[i])));
+    for (size_t i = 0; i < 6; i++)
+        CHECK(hb_method_idempotent(idem[i], strlen(idem[i])));
     CHECK(!hb_method_idempotent("POST", 4));
     CHECK(!hb_method_idempotent("PATCH", 5));
     CHECK(!hb_method_idempotent("GETX", 4));
