@@ -1,8 +1,9 @@
 """The native load generator from Python: ``bench()``, the ``httpbench URL`` CLI
 and its ab-style report.
 
-``bench()`` validates and pre-serializes the request here (URL parsing, headers,
-body), then hands everything to ``_core.run_bench``, which runs the C engine
+``bench()`` checks its arguments and has the core split the URL and serialize
+the request head (``_core.split_url``/``build_request_head``, the same code the
+native Client uses), then hands everything to ``_core.run_bench``, which runs the C engine
 (csrc/core/hb_engine.c) without the GIL and returns raw counters and
 histograms; they become a :class:`~httpbench.BenchResult`.
 """
@@ -10,7 +11,6 @@ histograms; they become a :class:`~httpbench.BenchResult`.
 from __future__ import annotations
 
 import argparse
-import base64
 import math
 import os
 import sys
@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urlsplit
 
 from . import _core
 from ._metadata import system_metadata
@@ -60,42 +59,10 @@ class Target:
 
 def parse_url(url: str) -> Target:
     """Parse an ``http://`` or ``https://`` URL; ValueError with a clear message otherwise."""
-    if not isinstance(url, str) or not url.strip():
+    if not isinstance(url, str):
         raise ValueError("URL must be a non-empty string such as http://127.0.0.1:8080/")
     url = url.strip()
-    if "://" not in url:
-        raise ValueError(f"invalid URL {url!r}: missing scheme; use http://host[:port]/path")
-    if any(c in url for c in "\r\n\t ") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
-        raise ValueError(f"invalid URL {url!r}: contains whitespace or control characters")
-    try:
-        u = urlsplit(url)
-        port = u.port
-    except ValueError as exc:
-        raise ValueError(f"invalid URL {url!r}: {exc}") from None
-    scheme = u.scheme.lower()
-    if scheme not in ("http", "https"):
-        raise ValueError(f"invalid URL {url!r}: scheme must be http or https, not {u.scheme!r}")
-    host = u.hostname or ""
-    if not host:
-        raise ValueError(f"invalid URL {url!r}: no host")
-    default = 443 if scheme == "https" else 80
-    if port is None:
-        port = default
-    if not 1 <= port <= 65535:
-        raise ValueError(f"invalid URL {url!r}: port must be in 1..65535")
-    target = u.path or "/"
-    if not target.startswith("/"):
-        target = "/" + target
-    if u.query:
-        target += "?" + u.query
-    hh = f"[{host}]" if ":" in host else host
-    if port != default:
-        hh += f":{port}"
-    auth = None
-    if u.username is not None:
-        cred = f"{unquote(u.username)}:{unquote(u.password or '')}".encode()
-        auth = "Basic " + base64.b64encode(cred).decode("ascii")
-    return Target(url, scheme, host, port, target, hh, auth)
+    return Target(url, *_core.split_url(url))
 
 
 class Progress(NamedTuple):
@@ -127,15 +94,8 @@ def _norm_headers(headers: Any) -> list[tuple[str, str]]:
             else:
                 k, v = h
                 items.append((k, v))
-    out = []
-    for k, v in items:
-        k, v = str(k).strip(), str(v).strip()
-        if not k or any(c in k for c in " \t:\r\n") or any(ord(c) < 0x21 for c in k):
-            raise ValueError(f"invalid header name {k!r}")
-        if "\r" in v or "\n" in v or "\0" in v:
-            raise ValueError(f"header {k!r}: value must not contain CR, LF or NUL")
-        out.append((k, v))
-    return out
+    # Names and values are checked where the head is built (_core.build_request_head).
+    return [(str(k).strip(), str(v).strip()) for k, v in items]
 
 
 def _seconds(v: Any, name: str, allow_none: bool = True) -> float | None:
@@ -257,24 +217,16 @@ def bench(
         rate = float(rate)
     if not keepalive and pipeline > 1:
         raise ValueError("pipelining needs keep-alive connections")
-    if not isinstance(method, str) or not method or not method.isascii() or any(
-        not (c.isalnum() or c in "!#$%&'*+-.^_`|~") for c in method
-    ):
+    if not isinstance(method, str):
         raise ValueError(f"invalid method {method!r}")
     tmo = _seconds(timeout, "timeout") or 0.0
     wup = _seconds(warmup, "warmup") or 0.0
 
     hdrs = _norm_headers(headers)
-    lower = {k.lower() for k, _ in hdrs}
-    for bad in ("content-length", "transfer-encoding"):
-        if bad in lower:
-            raise ValueError(f"{bad} is set from the body; do not pass it as a header")
-    if not keepalive and "connection" in lower:
-        raise ValueError("keepalive=False sends 'Connection: close'; do not pass Connection")
 
     body_bytes: bytes | None = None
     body_file: str | None = None
-    body_len = -1
+    body_len = -1  # no body: the core adds Content-Length: 0 where a method expects one
     if body is not None:
         if isinstance(body, str):
             body_bytes = body.encode()
@@ -291,19 +243,11 @@ def bench(
             raise TypeError("body must be bytes, str or a path (os.PathLike)")
         if body_bytes is not None:
             body_len = len(body_bytes)
-    elif method.upper() in ("POST", "PUT", "PATCH"):
-        body_len = 0  # servers may insist on a length for these
 
-    extra = "".join(f"{k}: {v}\r\n" for k, v in hdrs)
-    if tgt.authorization and "authorization" not in lower:
-        extra += f"Authorization: {tgt.authorization}\r\n"
-    if "user-agent" not in lower:
-        from ._version import __version__
+    from ._version import __version__
 
-        extra += f"User-Agent: httpbench/{__version__}\r\n"
-    host_header = None if "host" in lower else tgt.host_header
-    head = _core.build_head(method, tgt.target, host_header, extra or None, body_len,
-                            bool(keepalive))
+    head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive),
+                                    f"httpbench/{__version__}")
 
     if progress is True:
         progress = _stderr_progress()
