@@ -47,13 +47,24 @@ Statistics
     ``interleave(contenders, rounds)`` calls each contender once per round
     in order A B C A B C ... and returns ``{name: [result per round]}``.
 
+Processes
+    ``children(pid)`` lists a process's child processes (from /proc);
+    ``pin_process(pid, cpus)`` pins every thread of a process to a CPU set
+    (threads it starts later inherit it).
+
+Floor programs
+    ``build_floor(src, tmp, libs)`` compiles ``floor_loadgen.c`` / ``floor_server.c``
+    (None when no compiler or OpenSSL headers); ``run_floor(exe, url, conns,
+    seconds)`` runs the floor load generator and returns its requests, seconds
+    and CPU.
+
 Syscalls
     ``strace_counts(argv) -> (output, {syscall: calls})`` runs a command under
     ``strace -f -c`` (all threads) and returns its output and the counts;
     compare two run lengths to get syscalls per request.
 
 Metadata
-    ``machine_metadata()``: CPU model and count, kernel, Python, OpenSSL
+    ``machine_metadata()``: CPU model and count, kernel, clock source, Python, OpenSSL
     (Python's and the CLI's), load average, httpbench version and git
     commit, peer versions, UTC time.
 
@@ -63,6 +74,7 @@ Everything binds to 127.0.0.1 only, uses ephemeral ports, and has timeouts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import re
@@ -101,6 +113,12 @@ __all__ = [
     "machine_metadata",
     "free_port",
     "strace_counts",
+    "children",
+    "pin_process",
+    "FLOOR_LOADGEN_SRC",
+    "FLOOR_SERVER_SRC",
+    "build_floor",
+    "run_floor",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -333,7 +351,7 @@ class Nginx:
         """The worker processes' pids (children of the master)."""
         if self.proc is None:
             return []
-        return _children(self.proc.pid)
+        return children(self.proc.pid)
 
     def pids(self) -> list[int]:
         """Master and workers, for :class:`CpuMeter` (the master is idle under load)."""
@@ -374,7 +392,8 @@ def _payload(size: int) -> bytes:
     return pattern * reps + pattern[:rest]
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
+    """Child processes of ``pid`` (over all its threads), from /proc."""
     out: list[int] = []
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -386,6 +405,66 @@ def _children(pid: int) -> list[int]:
     except OSError:
         pass
     return out
+
+
+def pin_process(pid: int, cpus: set[int]) -> bool:
+    """Pin every thread of ``pid`` to ``cpus`` (threads created later inherit it).
+
+    True when at least one thread could be pinned."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    ok = False
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+            ok = True
+        except OSError:
+            pass  # a thread that exited meanwhile
+    return ok
+
+
+# ---------------------------------------------------------------------------
+# floor programs
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FLOOR_LOADGEN_SRC = os.path.join(HERE, "floor_loadgen.c")
+FLOOR_SERVER_SRC = os.path.join(HERE, "floor_server.c")
+
+
+def build_floor(src: str, tmp: str, libs: Sequence[str] = ()) -> str | None:
+    """Compile a floor program into ``tmp`` (linked with ``libs``, e.g. ``["-lssl",
+    "-lcrypto"]``); None, with a note on stderr, when it cannot be built."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    name = os.path.splitext(os.path.basename(src))[0]
+    exe = os.path.join(tmp, name)
+    if cc is None:
+        print(f"# {name}: no C compiler; skipped", file=sys.stderr)
+        return None
+    p = subprocess.run([cc, "-O2", "-std=c11", "-o", exe, src, *libs],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"# {name}: build failed; skipped\n{p.stderr}", file=sys.stderr)
+        return None
+    return exe
+
+
+def run_floor(exe: str, url: str, conns: int, seconds: float) -> dict[str, Any]:
+    """Run the floor load generator against ``url``: requests, seconds and CPU of the run."""
+    m = re.match(r"(https?)://([\d.]+):(\d+)(/.*)$", url)
+    if not m:
+        raise RuntimeError(f"floor cannot run {url}")
+    argv = [exe, m.group(2), m.group(3), m.group(4), str(conns), f"{seconds:g}"]
+    if m.group(1) == "https":
+        argv.append("tls")
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+    if p.returncode != 0:
+        raise RuntimeError(f"floor_loadgen failed: {p.stderr.strip()}")
+    d = json.loads(p.stdout)
+    return {"ok": d["requests"], "done": d["requests"], "duration_s": d["seconds"],
+            "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"], "cpu_user_s": d["cpu_user_s"],
+            "cpu_sys_s": d["cpu_sys_s"]}
 
 
 # ---------------------------------------------------------------------------
@@ -661,6 +740,14 @@ def _cpu_model() -> str:
     return platform.processor() or "?"
 
 
+def _clock_source() -> str | None:
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def _git_commit() -> str | None:
     try:
         p = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
@@ -694,6 +781,7 @@ def machine_metadata() -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "kernel": platform.release(),
+        "clock_source": _clock_source(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),

@@ -33,9 +33,9 @@
    (who goes first rotates; sync(2) before each, outside the timing), best
    and median MB/s of the repeats.
 
-Goals (issues 5 and 10): native CPU/request <= 0.5x pycurl's (GET and POST);
-download MB/s >= 1.2x http.client's. benchmarks/run.py (analyze_client) reads
-the --json output. Run:
+Goals (benchmarks/goals.py): native CPU/request <= 0.5x pycurl's (GET and
+POST); download MB/s >= 1.2x http.client's. benchmarks/run.py reads the --json
+output. Run:
 
     python benchmarks/bench_client.py                 # embedded server (separate process)
     python benchmarks/bench_client.py --server nginx  # nginx, 1 worker, sendfile on
@@ -65,9 +65,13 @@ import zlib
 import httpbench
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_loadgen  # noqa: E402  (floor_loadgen's build and run)
-from _peers import _children  # noqa: E402
-from httpbench._runner import _pin_process  # noqa: E402
+from _peers import (  # noqa: E402
+    FLOOR_LOADGEN_SRC,
+    build_floor,
+    children,
+    pin_process,
+    run_floor,
+)
 
 SIZES = {"150B": 150, "12KiB": 12 * 1024}
 DL_SIZE = 30 * 1024 * 1024
@@ -85,9 +89,7 @@ class Server:
         if tls and kind != "embedded":
             raise SystemExit("--tls needs --server embedded")
         if kind == "embedded":
-            from httpbench._server import start_process
-
-            self.handle = start_process(threads=1, tls=tls)
+            self.handle = httpbench.start_process(threads=1, tls=tls)
             self.ca_file = self.handle.ca_file
             self.base = self.handle.url.rstrip("/")
             self.paths = {k: f"/bytes/{n}" for k, n in SIZES.items()}
@@ -162,7 +164,7 @@ class Server:
     def pids(self) -> list[int]:
         """The server's processes (nginx: master and workers)."""
         root = self.handle.pid if self.handle is not None else self.proc.pid
-        return [root, *_children(root)]
+        return [root, *children(root)]
 
     def stop(self) -> None:
         if self.handle is not None:
@@ -333,10 +335,14 @@ def run_interleaved(clients: dict, n: int, rounds: int, warmup: int,
     return res
 
 
+FLOOR_EXE: str | None = None
+
+
 def floor_round(url: str, seconds: float):
     """A run_interleaved extra: floor_loadgen -c1 for ``seconds`` against url."""
     def run() -> tuple[int, float, float]:
-        r = bench_loadgen.run_floor(url, 1, seconds)
+        assert FLOOR_EXE is not None
+        r = run_floor(FLOOR_EXE, url, 1, seconds)
         return r["done"], r["duration_s"], r["cpu_s"]
     return run
 
@@ -359,7 +365,7 @@ def bench_gets(server: Server, n: int, rounds: int, warmup: int,
                                  f"expected {SIZES[size]}")
             clients[name] = (get, close)
         extra = {}
-        if floor_seconds > 0 and bench_loadgen.FLOOR_EXE:
+        if floor_seconds > 0 and FLOOR_EXE:
             extra["floor"] = floor_round(url, floor_seconds)
         out[size] = run_interleaved(clients, n, rounds, warmup, server.accepts, extra)
     return out
@@ -513,8 +519,8 @@ def pin(server: Server) -> str:
     if (os.cpu_count() or 1) < 2 or not hasattr(os, "sched_setaffinity"):
         return "not pinned (fewer than 2 CPUs)"
     for pid in server.pids():
-        _pin_process(pid, {0})
-    _pin_process(os.getpid(), {1})
+        pin_process(pid, {0})
+    pin_process(os.getpid(), {1})
     return "server on CPU 0, clients on CPU 1"
 
 
@@ -611,7 +617,7 @@ def print_table(title: str, res: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", choices=["embedded", "nginx"], default=None,
-                    help="target (default: embedded if available, else nginx)")
+                    help="target (default: embedded)")
     ap.add_argument("-n", type=int, default=20000, help="GETs per client and size")
     ap.add_argument("--post-n", type=int, default=None,
                     help="300 KB POSTs per client (default: n / 4; 0: skip)")
@@ -626,16 +632,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not pin the server to CPU 0 and the clients to CPU 1")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args(argv)
+    global FLOOR_EXE
     if a.post_n is None:
         a.post_n = max(1, a.n // 4)
-    kind = a.server
-    if kind is None:
-        try:
-            from httpbench._server import start_process  # noqa: F401
-
-            kind = "embedded"
-        except ImportError:
-            kind = "nginx"
+    kind = a.server or "embedded"
     with tempfile.TemporaryDirectory() as tmp:
         server = Server(kind, tmp, tls=a.tls)
         try:
@@ -643,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"server: {kind} at {server.base}; {a.n} sequential keep-alive GETs per client "
                   f"and size, {a.rounds} interleaved rounds; {pinning}")
             if a.floor_seconds > 0 and kind == "embedded":
-                bench_loadgen.FLOOR_EXE = bench_loadgen.build_floor(tmp)
+                FLOOR_EXE = build_floor(FLOOR_LOADGEN_SRC, tmp, ["-lssl", "-lcrypto"])
             gets = bench_gets(server, a.n, a.rounds, a.warmup, a.floor_seconds)
             for size, res in gets.items():
                 print_table(f"GET {size}", res)

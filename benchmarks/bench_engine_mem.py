@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _peers import Nginx, machine_metadata  # noqa: E402
-from httpbench._measure import native_alloc_preload_path  # noqa: E402
+from httpbench import native_alloc_preload_path, start_process  # noqa: E402
 
 GOAL_ALLOCS_PER_REQ = 0.0
 GOAL_RSS_GROWTH_BYTES = 1_000_000
@@ -46,7 +46,7 @@ ALLOC_WORKER = textwrap.dedent(
     """
     import json, sys
     import httpbench
-    from httpbench._measure import native_allocs
+    from httpbench import native_allocs
     url, n, conc, threads, ca = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     kw = {"ca_file": ca} if ca != "-" else {}
     if native_allocs() is None:
@@ -170,15 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             http_url = ng.url + "/150b"
             https_url, ca = (ng.https_url + "/150b", ng.ca_file) if not a.no_tls else (None, None)
         else:
-            from httpbench._server import start_process
-
             srv = start_process(threads=1)
             http_url = srv.url.rstrip("/") + "/bytes/150"
             https_url, ca = None, None
         tls_srv = None
         if a.server == "embedded" and not a.no_tls:
-            from httpbench._server import start_process
-
             tls_srv = start_process(tls=True, threads=1)
             https_url, ca = tls_srv.url.rstrip("/") + "/bytes/150", tls_srv.ca_file
         try:

@@ -18,7 +18,7 @@ Figures per run: requests/s (successful responses / measured seconds) and the
 generator's CPU per request (user + sys / requests): for wrk and h2load from
 wait4() rusage of their process, for httpbench from the engine threads' own
 rusage (RUSAGE_THREAD; the Python interpreter around it is not counted).
-Goal (issue 4): httpbench CPU/request <= 0.8x wrk's and req/s >= wrk's.
+Goals (benchmarks/goals.py): httpbench CPU/request <= 0.8x wrk's and req/s >= wrk's.
 
     python benchmarks/bench_loadgen.py [--duration 5] [--rounds 3] [--json out.json]
 """
@@ -37,12 +37,11 @@ import tempfile
 import time
 
 import httpbench
-from httpbench._server import start_process
+from httpbench import start_process
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import Nginx  # noqa: E402
-
-FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_loadgen.c")
+import _peers  # noqa: E402
+from _peers import FLOOR_LOADGEN_SRC, Nginx, build_floor  # noqa: E402
 
 HB_RUNNER = """
 import json, sys
@@ -114,38 +113,13 @@ def run_httpbench(url: str, conns: int, dur: float) -> dict:
 
 
 
-def build_floor(tmp: str) -> str | None:
-    """Compile floor_loadgen.c into tmp; None (with a note) when it cannot be built."""
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    exe = os.path.join(tmp, "floor_loadgen")
-    if cc is None:
-        print("# floor: no C compiler; skipped", file=sys.stderr)
-        return None
-    p = subprocess.run([cc, "-O2", "-std=c11", "-o", exe, FLOOR_SRC, "-lssl", "-lcrypto"],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        print(f"# floor: build failed; skipped\n{p.stderr}", file=sys.stderr)
-        return None
-    return exe
+def run_floor(url: str, conns: int, dur: float) -> dict:
+    if FLOOR_EXE is None:
+        raise RuntimeError("floor_loadgen is not built")
+    return _peers.run_floor(FLOOR_EXE, url, conns, dur)
 
 
 FLOOR_EXE: str | None = None
-
-
-def run_floor(url: str, conns: int, dur: float) -> dict:
-    m = re.match(r"(https?)://([\d.]+):(\d+)(/.*)$", url)
-    if not m or FLOOR_EXE is None:
-        raise RuntimeError(f"floor cannot run {url}")
-    argv = [FLOOR_EXE, m.group(2), m.group(3), m.group(4), str(conns), f"{dur:g}"]
-    if m.group(1) == "https":
-        argv.append("tls")
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=dur + 60)
-    if p.returncode != 0:
-        raise RuntimeError(f"floor_loadgen failed: {p.stderr.strip()}")
-    d = json.loads(p.stdout)
-    return {"ok": d["requests"], "done": d["requests"], "duration_s": d["seconds"],
-            "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"], "cpu_user_s": d["cpu_user_s"],
-            "cpu_sys_s": d["cpu_sys_s"]}
 
 
 TOOLS = {"httpbench": run_httpbench, "wrk": run_wrk, "h2load": run_h2load, "floor": run_floor}
@@ -179,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="hb-loadgen-")
     global FLOOR_EXE
     if "floor" in tools:
-        FLOOR_EXE = build_floor(tmp)
+        FLOOR_EXE = build_floor(FLOOR_LOADGEN_SRC, tmp, ["-lssl", "-lcrypto"])
         if FLOOR_EXE is None:
             tools.remove("floor")
     ngx = None

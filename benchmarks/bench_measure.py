@@ -15,13 +15,18 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
 
 import httpbench
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peers import machine_metadata  # noqa: E402
 
 
 def python_loop(fn: Callable[[], object], n: int) -> float:
@@ -156,7 +161,7 @@ def main() -> None:
                     help="interleaved rounds of the urllib3 case (default 21; 0: --rounds)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    meta = httpbench._measure.system_metadata()
+    meta = machine_metadata()
     print(f"python {meta['python']}, clock source {meta['clock_source']}, "
           f"cpu {meta['cpu_model']} x{meta['cpu_count']}, kernel {meta['kernel']}")
     loop = bench_loop(a.rounds, a.noop_n)

@@ -28,7 +28,7 @@ plus almost nothing - the least any server can spend here - so it shows
 whether a ratio to nginx is reachable at all and how much the embedded server
 adds to the floor.
 
-Goal (issue 3): embedded CPU/request <= 0.8x nginx's and req/s >= nginx's.
+Goals (benchmarks/goals.py): embedded CPU/request <= 0.8x nginx's and req/s >= nginx's.
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ import sys
 import tempfile
 import time
 
-from httpbench._server import expected_bytes, start_process
+from httpbench import expected_bytes, start_process
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peers import FLOOR_SERVER_SRC, build_floor  # noqa: E402
 
 PAYLOADS = (150, 12288)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -160,9 +163,6 @@ class Embedded:
         self.p.stop()
 
 
-FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_server.c")
-
-
 class Floor:
     """benchmarks/floor_server.c, one process per payload size, pinned like the others."""
 
@@ -213,20 +213,6 @@ class Floor:
                 p.wait()
 
 
-def build_floor(tmp: str) -> str | None:
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        print("floor: no C compiler; skipped", file=sys.stderr)
-        return None
-    exe = os.path.join(tmp, "floor_server")
-    p = subprocess.run([cc, "-O2", "-std=c11", "-o", exe, FLOOR_SRC], capture_output=True,
-                       text=True)
-    if p.returncode != 0:
-        print(f"floor: build failed; skipped\n{p.stderr}", file=sys.stderr)
-        return None
-    return exe
-
-
 def run_wrk(url: str, duration: float, cpu: int | None) -> tuple[int, float]:
     cmd = ["wrk", "-t1", "-c16", f"-d{duration:g}s", url]
     if cpu is not None:
@@ -274,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for m in modes:
             servers[f"nginx-{m}"] = Nginx(m, srv_cpu)
-        exe = None if args.no_floor else build_floor(tmp)
+        exe = None if args.no_floor else build_floor(FLOOR_SERVER_SRC, tmp)
         if exe:
             servers["floor"] = Floor(exe, srv_cpu)
         runs: dict[tuple[str, int], list[dict]] = {}

@@ -5,14 +5,15 @@
     python benchmarks/run.py --quick      # short runs (~5 min), same tables
     python benchmarks/run.py --only loadgen,server
     python benchmarks/run.py --list
+    python benchmarks/run.py --render benchmarks/results/DATE.json   # no run: re-render
 
-Each per-area script in benchmarks/ runs as a subprocess with ``--json`` (the
-scripts interleave their contenders A B A B ... themselves); this script reads
-the JSON, computes medians with min-max over the rounds and the ratio to each
-peer, checks the goals of issue 10 (pass/miss per goal), and writes
+Each script in benchmarks/ runs as a subprocess with ``--json`` (the scripts
+interleave their contenders A B A B ... themselves). This script turns their
+output into rows (median, min-max over the rounds, ratio to every peer),
+checks the goals of benchmarks/goals.py, and writes
 ``benchmarks/results/<date>.md`` and ``.json`` (``<date>-quick.*`` for
 ``--quick``) with machine metadata and how busy the machine was during each
-benchmark (CPU used by anything other than the benchmark's own processes).
+benchmark, and docs/performance.md from a full run.
 
 Peers: wrk, nginx, h2load, curl (Debian) and pycurl (PyPI); a missing one is
 named with its install command before anything runs.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import json
 import math
 import os
@@ -48,18 +50,19 @@ from _peers import (  # noqa: E402
     strace_counts,
     summarize,
 )
+from goals import BENCHMARKS, GOALS, Benchmark, Goal  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
+PERFORMANCE_MD = os.path.join(os.path.dirname(HERE), "docs", "performance.md")
+SCHEMA = 2  # 2: goals computed from benchmarks/goals.py (1: by per-script code)
 
 
 # ---------------------------------------------------------------------------
-# records
+# rows: one contender's figure in one case, over the rounds
 
 
 @dataclasses.dataclass
 class Row:
-    """One contender's figure in one case: median, min, max over the rounds."""
-
     case: str
     contender: str
     metric: str
@@ -68,46 +71,13 @@ class Row:
     min: float
     max: float
     n: int
+    values: list[float] = dataclasses.field(default_factory=list)
     ratios: dict[str, float] = dataclasses.field(default_factory=dict)  # peer -> ours/peer
 
 
-@dataclasses.dataclass
-class Goal:
-    """A goal check: ``measured <op> target``; ``passed`` None when not measured."""
-
-    area: str
-    goal: str
-    measured: float | None
-    op: str
-    target: float
-    detail: str = ""
-    primary: bool = True  # an issue-10 goal (False: a per-area issue's or informational)
-    unit: str = "×"  # of measured and target: "×" for ratios
-
-    @property
-    def passed(self) -> bool | None:
-        if self.measured is None or (isinstance(self.measured, float) and
-                                     math.isnan(self.measured)):
-            return None
-        m, t = self.measured, self.target
-        return {"<=": m <= t, ">=": m >= t, "<": m < t, "==": m == t}[self.op]
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["passed"] = self.passed
-        return d
-
-
-@dataclasses.dataclass
-class Analysis:
-    rows: list[Row] = dataclasses.field(default_factory=list)
-    goals: list[Goal] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)
-
-
-def _row(case: str, contender: str, metric: str, unit: str, values: list[float]) -> Row:
-    s = summarize(values)
-    return Row(case, contender, metric, unit, s["median"], s["min"], s["max"], s["n"])
+def _row(case: str, contender: str, metric: str, unit: str, values: list[float]) -> dict:
+    return {"case": case, "contender": contender, "metric": metric, "unit": unit,
+            "values": [float(v) for v in values]}
 
 
 def _ratio(a: float, b: float) -> float:
@@ -115,365 +85,270 @@ def _ratio(a: float, b: float) -> float:
 
 
 # ---------------------------------------------------------------------------
-# analyzers: per-area JSON -> rows + goals
+# readers: a script's own --json (or stdout) -> rows. A script that writes
+# {"rows": [...], "notes": [...]} needs no reader.
 
 
-def _round_ratios(ours: list[dict], peer: list[dict], key: str) -> str:
-    """'per-round ratios a–b (n rounds)' from runs paired by their "round" (else by order)."""
-    if all("round" in x for x in ours + peer):
-        by = {x["round"]: x[key] for x in peer}
-        pairs = [(x[key], by[x["round"]]) for x in ours if x["round"] in by]
-    else:
-        pairs = [(a[key], b[key]) for a, b in zip(ours, peer, strict=False)]
-    rs = [a / b for a, b in pairs if b]
-    if len(rs) < 2:
-        return f"{len(rs)} round"
-    return f"per-round ratios {min(rs):.2f}–{max(rs):.2f} ({len(rs)} rounds)"
-
-
-def analyze_loadgen(data: Any, quick: bool) -> Analysis:
-    """bench_loadgen.py --json: a list of runs {target, scheme, conns, tool, round, rps, ...}."""
-    an = Analysis()
+def read_loadgen(data: Any) -> tuple[list[dict], list[str]]:
+    """bench_loadgen.py: a list of runs {target, scheme, conns, tool, round, rps, ...}."""
     groups: dict[tuple[str, str, int], dict[str, list[dict]]] = {}
     for r in data:
         groups.setdefault((r["target"], r["scheme"], int(r["conns"])), {}).setdefault(
             r["tool"], []).append(r)
+    rows = []
     for (target, scheme, conns), tools in groups.items():
         case = f"{target} {scheme.upper()} -t1 -c{conns}"
-        med: dict[tuple[str, str], float] = {}
         for tool, runs in tools.items():
-            for metric, key, unit in (("req/s", "rps", "req/s"),
-                                      ("CPU/req", "cpu_us_per_req", "µs")):
-                row = _row(case, tool, metric, unit, [x[key] for x in runs])
-                med[(tool, key)] = row.median
-                an.rows.append(row)
-        for row in an.rows:
-            if row.case != case or row.contender != "httpbench":
-                continue
-            key = "rps" if row.metric == "req/s" else "cpu_us_per_req"
-            for peer in tools:
-                if peer != "httpbench":
-                    row.ratios[peer] = _ratio(row.median, med[(peer, key)])
-        if "httpbench" in tools and "wrk" in tools:
-            cpu_r = _ratio(med[("httpbench", "cpu_us_per_req")], med[("wrk", "cpu_us_per_req")])
-            rps_r = _ratio(med[("httpbench", "rps")], med[("wrk", "rps")])
-            primary = conns == 16
-            detail = _round_ratios(tools["httpbench"], tools["wrk"], "cpu_us_per_req")
-            if "floor" in tools:
-                fl = med[("floor", "cpu_us_per_req")]
-                detail += (f"; floor {_ratio(fl, med[('wrk', 'cpu_us_per_req')]):.2f}× wrk, "
-                           f"httpbench {_ratio(med[('httpbench', 'cpu_us_per_req')], fl):.2f}× "
-                           "floor")
-            an.goals.append(Goal("load generator", f"CPU/request ≤ 0.8× wrk ({case})", cpu_r,
-                                 "<=", 0.8, detail, primary))
-            an.goals.append(Goal("load generator", f"requests/s ≥ wrk ({case})", rps_r, ">=",
-                                 1.0, _round_ratios(tools["httpbench"], tools["wrk"], "rps"),
-                                 primary))
-            if "floor" in tools:
-                an.goals.append(Goal(
-                    "load generator", f"floor (send+recv only) CPU/request ≤ 0.8× wrk ({case})",
-                    _ratio(med[("floor", "cpu_us_per_req")], med[("wrk", "cpu_us_per_req")]),
-                    "<=", 0.8, "is the goal reachable at all? " +
-                    _round_ratios(tools["floor"], tools["wrk"], "cpu_us_per_req"),
-                    primary=False))
-    an.notes.append("httpbench's CPU is its engine threads' own rusage (RUSAGE_THREAD); wrk's "
-                    "and h2load's the whole process's (wait4). Checked: the httpbench process's "
-                    "CPU over the run span is within ~2% of its engine threads' (the Python "
-                    "start-up, ~0.27 s CPU, is outside the span). -c1 goals are informational "
-                    "(issue 4 states the goals at -c16).")
-    if any("floor" in tools for tools in groups.values()):
-        an.notes.append("floor = benchmarks/floor_loadgen.c: one send() of a prebuilt request "
-                        "and one recv() per request, counted against the known response length; "
-                        "no parsing, timing or histograms. Its CPU/request is what the kernel's "
-                        "loopback TCP path costs a client here, the least any generator can "
-                        "spend; a goal below floor/wrk is out of reach on this machine.")
-    return an
+            runs = sorted(runs, key=lambda x: x.get("round", 0))
+            rows.append(_row(case, tool, "req/s", "req/s", [x["rps"] for x in runs]))
+            rows.append(_row(case, tool, "CPU/req", "µs", [x["cpu_us_per_req"] for x in runs]))
+    return rows, []
 
 
-def analyze_server(data: Any, quick: bool) -> Analysis:
-    """bench_server.py --json: {"runs": {"<server>/<bytes>": [{rps, cpu_us_per_req}]}}."""
-    an = Analysis()
-    by_size: dict[str, dict[str, list[dict]]] = {}
+def read_server(data: Any) -> tuple[list[dict], list[str]]:
+    """bench_server.py: {"runs": {"<server>/<bytes>": [{rps, cpu_us_per_req, ...}]}}."""
+    rows = []
     for key, runs in data["runs"].items():
         name, size = key.rsplit("/", 1)
-        by_size.setdefault(size, {})[name] = runs
-    for size, servers in by_size.items():
         case = f"wrk -t1 -c16, {int(size):,} B"
-        med: dict[tuple[str, str], float] = {}
-        rows = []
-        for name, runs in servers.items():
-            for metric, key, unit in (("CPU/req", "cpu_us_per_req", "µs"), ("req/s", "rps",
-                                                                             "req/s")):
-                row = _row(case, name, metric, unit, [x[key] for x in runs])
-                med[(name, key)] = row.median
-                rows.append(row)
-            if name == "embedded" and runs and "thread_cpu_us_per_req" in runs[0]:
-                rows.append(_row(case, "embedded (worker threads)", "CPU/req", "µs",
-                                 [x["thread_cpu_us_per_req"] for x in runs]))
-        nginxes = [n for n in servers if n.startswith("nginx")]
-        for row in rows:
-            if row.contender == "embedded":
-                key = "rps" if row.metric == "req/s" else "cpu_us_per_req"
-                for ng in nginxes + (["floor"] if "floor" in servers else []):
-                    row.ratios[ng] = _ratio(row.median, med[(ng, key)])
-        an.rows += rows
-        if "embedded" in servers and nginxes:
-            ref = min(nginxes, key=lambda n: med[(n, "cpu_us_per_req")])
-            cpu_r = _ratio(med[("embedded", "cpu_us_per_req")], med[(ref, "cpu_us_per_req")])
-            rps_r = _ratio(med[("embedded", "rps")], med[(ref, "rps")])
-            detail = f"vs the cheaper nginx: {ref}; " + _round_ratios(
-                servers["embedded"], servers[ref], "cpu_us_per_req")
-            if "floor" in servers:
-                fl = med[("floor", "cpu_us_per_req")]
-                detail += (f"; floor {_ratio(fl, med[(ref, 'cpu_us_per_req')]):.2f}× {ref}, "
-                           f"embedded {_ratio(med[('embedded', 'cpu_us_per_req')], fl):.2f}× "
-                           "floor")
-            an.goals.append(Goal("embedded server", f"CPU/request ≤ 0.8× nginx ({size} B)",
-                                 cpu_r, "<=", 0.8, detail))
-            if "floor" in servers:
-                an.goals.append(Goal(
-                    "embedded server", f"floor (find blank line + write) CPU/request ≤ 0.8× "
-                    f"nginx ({size} B)", _ratio(med[("floor", "cpu_us_per_req")],
-                                                med[(ref, "cpu_us_per_req")]),
-                    "<=", 0.8, f"is the goal reachable at all? vs {ref}; " +
-                    _round_ratios(servers["floor"], servers[ref], "cpu_us_per_req"),
-                    primary=False))
-            an.goals.append(Goal("embedded server", f"requests/s ≥ nginx ({size} B, issue 3)",
-                                 rps_r, ">=", 1.0, f"vs {ref}; " +
-                                 _round_ratios(servers["embedded"], servers[ref], "rps"),
-                                 primary=False))
-    an.notes.append("Server CPU: utime+stime of the server process over the wrk run "
-                    "(/proc/<pid>/stat), divided by the requests wrk completed; server on CPU 0, "
-                    "wrk on CPU 1. nginx-static: open_file_cache + sendfile; nginx-return: "
-                    "`return 200` from memory (12 KB stays a file).")
-    if any("floor" in servers for servers in by_size.values()):
-        an.notes.append("floor = benchmarks/floor_server.c: finds the blank line of each request "
-                        "head and writes the same prebuilt response bytes, nothing else; its "
-                        "CPU/request is the kernel's loopback cost for a server here, the least "
-                        "any server can spend.")
-    return an
+        rows.append(_row(case, name, "CPU/req", "µs", [x["cpu_us_per_req"] for x in runs]))
+        rows.append(_row(case, name, "req/s", "req/s", [x["rps"] for x in runs]))
+        if name == "embedded" and runs and "thread_cpu_us_per_req" in runs[0]:
+            rows.append(_row(case, "embedded (worker threads)", "CPU/req", "µs",
+                             [x["thread_cpu_us_per_req"] for x in runs]))
+    return rows, []
 
 
-def _client_section(an: Analysis, case: str, label: str, clients: dict[str, Any],
-                    peers: tuple[str, ...]) -> None:
+def _client_rows(case: str, clients: dict[str, Any]) -> list[dict]:
     rows = []
     for name, r in clients.items():
-        # Per-round lists when the script gives them; else its total over the rounds.
-        cpu = r.get("cpu_us_per_req_rounds") or [r["cpu_us_per_req"]]
-        rps = r.get("req_per_s_rounds") or [r["req_per_s"]]
-        rows.append(_row(case, name, "CPU/req", "µs", cpu))
-        rows.append(_row(case, name, "req/s", "req/s", rps))
+        # per-round lists when the script gives them; else its total over the rounds
+        rows.append(_row(case, name, "CPU/req", "µs",
+                         r.get("cpu_us_per_req_rounds") or [r["cpu_us_per_req"]]))
+        rows.append(_row(case, name, "req/s", "req/s",
+                         r.get("req_per_s_rounds") or [r["req_per_s"]]))
         for q in ("p50", "p99"):
             lat = r.get(f"latency_us_{q}_rounds") or (
                 [r[f"latency_us_{q}"]] if f"latency_us_{q}" in r else None)
             if lat:
                 rows.append(_row(case, name, f"latency {q}", "µs", lat))
-    med = {(x.contender, x.metric): x.median for x in rows}
-    for row in rows:
-        if row.contender.startswith("native"):
-            for p in peers:
-                if (p, row.metric) in med:
-                    row.ratios[p] = _ratio(row.median, med[(p, row.metric)])
-    an.rows += rows
-    if ("native", "CPU/req") in med:
-        pyc = med.get(("pycurl", "CPU/req"), float("nan"))
-        detail = "process CPU (server in another process)"
-        fl = med.get(("floor", "CPU/req"))
-        if fl:
-            detail += (f"; floor {_ratio(fl, pyc):.2f}× pycurl, native "
-                       f"{_ratio(med[('native', 'CPU/req')], fl):.2f}× floor")
-        an.goals.append(Goal("native Client", f"CPU/request ≤ 0.5× pycurl ({label})",
-                             _ratio(med[("native", "CPU/req")], pyc), "<=", 0.5, detail))
-        if fl:
-            an.goals.append(Goal(
-                "native Client", f"floor (C send+recv only) CPU/request ≤ 0.5× pycurl ({label})",
-                _ratio(fl, pyc), "<=", 0.5, "is the goal reachable at all? floor_loadgen -c1, "
-                "interleaved with the clients", primary=False))
+    return rows
 
 
-def analyze_client(data: Any, quick: bool) -> Analysis:
-    """bench_client.py --json.
-
-    Reads ``{"server", "n", "rounds", "get": {size: {client: {"cpu_us_per_req",
-    "req_per_s"}}}, "download": {client: {"median_MB_per_s", "best_MB_per_s"}}}``
-    and, when present, per-round lists ``cpu_us_per_req_rounds``,
-    ``req_per_s_rounds``, latency ``latency_us_p50``/``latency_us_p99`` (or
-    ``..._rounds``), ``"post": {label: {client: {...}}}`` (same fields; POST
-    300 KB from a file) and ``MB_per_s_repeats`` for the download.
-    """
-    an = Analysis()
-    peers = ("pycurl", "http.client", "urllib3")
+def read_client(data: Any) -> tuple[list[dict], list[str]]:
+    """bench_client.py: {"server", "get": {size: {client: {...}}}, "post": {label: ...},
+    "download": {client: {"median_MB_per_s", "best_MB_per_s", "MB_per_s_repeats"}}}."""
+    rows: list[dict] = []
+    notes: list[str] = []
     where = f"{data.get('server', '?')} server"
     for size, clients in data.get("get", {}).items():
-        _client_section(an, f"sequential keep-alive GET {size} ({where})", f"GET {size}",
-                        clients, peers)
+        rows += _client_rows(f"sequential keep-alive GET {size} ({where})", clients)
     for label, clients in (data.get("post") or {}).items():
-        _client_section(an, f"sequential POST {label} ({where})", f"POST {label}", clients,
-                        peers)
-    dl = data.get("download") or {}
-    if dl:
-        case = "30 MB download to disk"
-        rows = []
-        for name, r in dl.items():
-            vals = r.get("MB_per_s_repeats") or [r["median_MB_per_s"]]
-            row = _row(case, name, "MB/s", "MB/s", vals)
-            if len(vals) == 1 and "best_MB_per_s" in r:
-                row.max = r["best_MB_per_s"]  # the script gives median and best only
-            rows.append(row)
-        med = {x.contender: x.median for x in rows}
-        for row in rows:
-            if row.contender == "native":
-                for p in med:
-                    if p != "native":
-                        row.ratios[p] = _ratio(row.median, med[p])
-        an.rows += rows
-        if "native" in med:
-            an.goals.append(Goal("native Client", "30 MB download ≥ 1.2× http.client",
-                                 _ratio(med["native"], med.get("http.client", float("nan"))),
-                                 ">=", 1.2, "median MB/s of interleaved repeats"))
+        rows += _client_rows(f"sequential POST {label} ({where})", clients)
+    for name, r in (data.get("download") or {}).items():
+        row = _row("30 MB download to disk", name, "MB/s", "MB/s",
+                   r.get("MB_per_s_repeats") or [r["median_MB_per_s"]])
+        rows.append(row)
     first = next(iter(data.get("get", {}).values()), {})
     if first and "cpu_us_per_req_rounds" not in next(iter(first.values()), {}):
-        an.notes.append(f"{data.get('n', '?')} GETs per client and size in "
-                        f"{data.get('rounds', '?')} interleaved rounds; the script reports "
-                        "totals over the rounds (one value, no min–max).")
-    if dl and "MB_per_s_repeats" not in next(iter(dl.values())):
-        an.notes.append("Download: the script reports median and best MB/s only (shown as "
-                        "median and max; no min).")
-    if any("floor" in c for c in data.get("get", {}).values()):
-        an.notes.append("Client floor = benchmarks/floor_loadgen.c at one connection: one send() "
-                        "and one recv() per request, nothing else (C, no Python). Its "
-                        "CPU/request is what a sequential client's loopback round trip costs "
-                        "here, wake-ups included; a goal below floor/pycurl is out of reach on "
-                        "this machine.")
+        notes.append(f"{data.get('n', '?')} GETs per client and size in "
+                     f"{data.get('rounds', '?')} interleaved rounds; the script reports totals "
+                     "over the rounds (one value, no min–max).")
     if not data.get("post"):
-        an.notes.append("Not measured by bench_client.py yet: POST 300 KB from a file.")
-    return an
+        notes.append("Not measured in this run: POST 300 KB from a file.")
+    return rows, notes
 
 
-def analyze_measure(data: Any, quick: bool) -> Analysis:
-    """bench_measure.py --json: {"loop": {...}, "urllib3": {...}}.
-
-    Per-round lists are used when present: ``loop["rounds"] = {"python": [...],
-    "c": [...], "c_accounting": [...]}`` and ``urllib3["rounds"] = {"off": [...],
-    "on": [...], "tracemalloc": [...]}`` (ns per call).
-    """
-    an = Analysis()
+def read_measure(data: Any) -> tuple[list[dict], list[str]]:
+    """bench_measure.py: {"loop": {..., "rounds"}, "urllib3": {..., "rounds", "cpu_rounds"}}."""
+    rows: list[dict] = []
+    notes: list[str] = []
     lp, u3 = data.get("loop", {}), data.get("urllib3", {})
     if lp:
-        case = "no-op callable, ns/call"
-        rr = lp.get("rounds") or {}
-        py = _row(case, "Python for + perf_counter_ns", "loop", "ns",
-                  rr.get("python") or [lp["python_loop_ns_per_call"]])
-        c = _row(case, "measure() C loop", "loop", "ns",
-                 rr.get("c") or [lp["c_loop_ns_per_call"]])
-        ca = _row(case, "measure() C loop + alloc/GC", "loop", "ns",
-                  rr.get("c_accounting") or [lp["c_loop_accounting_ns_per_call"]])
-        c.ratios["Python loop"] = lp["ratio_c_vs_python"]
-        ca.ratios["Python loop"] = lp["ratio_c_accounting_vs_python"]
-        an.rows += [py, c, ca]
-        an.goals.append(Goal("measure()", "loop overhead ≤ 0.5× Python perf_counter_ns loop",
-                             lp["ratio_c_vs_python"], "<=", 0.5, "no-op callable"))
+        case, rr = "no-op callable, ns/call", lp.get("rounds") or {}
+        rows += [
+            _row(case, "Python for + perf_counter_ns", "loop", "ns",
+                 rr.get("python") or [lp["python_loop_ns_per_call"]]),
+            _row(case, "measure() C loop", "loop", "ns", rr.get("c") or [lp["c_loop_ns_per_call"]]),
+            _row(case, "measure() C loop + alloc/GC", "loop", "ns",
+                 rr.get("c_accounting") or [lp["c_loop_accounting_ns_per_call"]]),
+        ]
     if u3:
-        case = "urllib3 GET vs embedded server, ns/call"
-        rr = u3.get("rounds") or {}
-        off = _row(case, "accounting off", "wall", "ns",
-                   rr.get("off") or [u3["get_off_ns_per_call"]])
-        on = _row(case, "alloc+GC accounting", "wall", "ns",
-                  rr.get("on") or [u3["get_on_ns_per_call"]])
-        tm = _row(case, "tracemalloc", "wall", "ns",
-                  rr.get("tracemalloc") or [u3["get_tracemalloc_ns_per_call"]])
-        on.ratios["off"] = u3["factor_accounting"]
-        tm.ratios["off"] = u3["factor_tracemalloc"]
-        an.rows += [off, on, tm]
-        cr = u3.get("cpu_rounds") or {}
-        if cr:
-            for key, name, fkey in (("off", "accounting off", None),
-                                    ("on", "alloc+GC accounting", "cpu_factor_accounting"),
-                                    ("tracemalloc", "tracemalloc", "cpu_factor_tracemalloc")):
-                if cr.get(key):
-                    row = _row(case, name, "thread CPU", "ns", cr[key])
-                    if fkey and fkey in u3:
-                        row.ratios["off"] = u3[fkey]
-                    an.rows.append(row)
-        elif "cpu_factor_accounting" in u3:
-            an.rows.append(_row(case, "alloc+GC accounting", "CPU factor", "×",
-                                [u3["cpu_factor_accounting"]]))
-            an.rows.append(_row(case, "tracemalloc", "CPU factor", "×",
-                                [u3["cpu_factor_tracemalloc"]]))
-        an.goals.append(Goal("measure()", "allocation accounting slow-down ≤ 1.10×",
-                             u3["factor_accounting"], "<=", 1.10,
-                             f"urllib3 GET, median of per-round ratios; tracemalloc in the "
-                             f"same run: {u3['factor_tracemalloc']:.2f}×" +
-                             (f"; estimated from the hook cost per allocation: "
-                              f"{u3['factor_accounting_estimated']:.3f}×"
-                              if "factor_accounting_estimated" in u3 else "")))
+        case, rr = "urllib3 GET vs embedded server, ns/call", u3.get("rounds") or {}
+        rows += [
+            _row(case, "accounting off", "wall", "ns", rr.get("off") or [u3["get_off_ns_per_call"]]),
+            _row(case, "alloc+GC accounting", "wall", "ns",
+                 rr.get("on") or [u3["get_on_ns_per_call"]]),
+            _row(case, "tracemalloc", "wall", "ns",
+                 rr.get("tracemalloc") or [u3["get_tracemalloc_ns_per_call"]]),
+            # the script's slow-downs: medians of the per-round ratios
+            _row(case, "alloc+GC accounting", "slow-down", "×", [u3["factor_accounting"]]),
+            _row(case, "tracemalloc", "slow-down", "×", [u3["factor_tracemalloc"]]),
+        ]
+        if "factor_accounting_estimated" in u3:
+            rows.append(_row(case, "alloc+GC accounting (hook cost estimate)", "slow-down", "×",
+                             [u3["factor_accounting_estimated"]]))
+        for key, name in (("off", "accounting off"), ("on", "alloc+GC accounting"),
+                          ("tracemalloc", "tracemalloc")):
+            if (u3.get("cpu_rounds") or {}).get(key):
+                rows.append(_row(case, name, "thread CPU", "ns", u3["cpu_rounds"][key]))
         if not rr:
-            an.notes.append("The script reports medians of its interleaved rounds only "
-                            "(no min–max).")
-    return an
+            notes.append("The script reports medians of its interleaved rounds only "
+                         "(no min–max).")
+    return rows, notes
 
 
-def analyze_engine_mem(data: Any, quick: bool) -> Analysis:
-    """bench_engine_mem.py --json."""
-    an = Analysis()
+def read_engine_mem(data: Any) -> tuple[list[dict], list[str]]:
+    """bench_engine_mem.py: allocations of a short and a long run, and RSS after runs."""
+    rows: list[dict] = []
+    notes: list[str] = []
     for scheme in ("http", "https"):
         al = data.get(f"allocs_{scheme}")
-        if not al:
-            continue
-        case = f"bench() heap allocations, {scheme.upper()}"
-        for which in ("short", "long"):
-            an.rows.append(_row(case, f"{al[which]['n']:,} requests", "mallocs", "",
-                                [al[which]["allocs"]]))
-        an.rows.append(_row(case, "per extra request", "mallocs", "",
-                            [al["allocs_per_request"]]))
-        if scheme == "http":
-            an.goals.append(Goal("load generator", "0 heap allocations per request (HTTP)",
-                                 al["allocs_per_request"], "==", 0.0,
-                                 f"{al['short']['allocs']} mallocs in {al['short']['n']:,} "
-                                 f"requests vs {al['long']['allocs']} in {al['long']['n']:,}", unit=""))
-        else:
-            an.goals.append(Goal("load generator", "heap allocations per request (HTTPS)",
-                                 al["allocs_per_request"], "<=", 4.5,
-                                 "includes OpenSSL's record-layer allocations", primary=False,
-                                 unit=""))
+        if al:
+            case = f"bench() heap allocations, {scheme.upper()}"
+            for which in ("short", "long"):
+                rows.append(_row(case, f"{which} run", "requests", "", [al[which]["n"]]))
+                rows.append(_row(case, f"{which} run", "mallocs", "", [al[which]["allocs"]]))
+            rows.append(_row(case, "per extra request", "mallocs", "", [al["allocs_per_request"]]))
     rs = data.get("rss")
     if rs:
         case = "RSS after a run"
-        for which in ("small", "large"):
-            r = rs[which]
-            an.rows.append(_row(case, f"{r['n']:,} requests", "peak RSS", "MB",
-                                [r["peak_rss"] / 1e6]))
-        small, large = rs["small"]["n"], rs["large"]["n"]
-        scope = f"{small:.0e} vs {large:.0e} requests".replace("e+0", "e")
-        if quick or large < 10_000_000:
-            scope += " (QUICK: goal is stated for 1e5 vs 1e7)"
-        an.goals.append(Goal("load generator", "RSS growth < 1 MB from 10^5 to 10^7 requests",
-                             rs["peak_rss_growth"] / 1e6, "<", 1.0, f"peak RSS, {scope}",
-                                 unit=" MB"))
-    return an
+        for which, label in (("small", "short run"), ("large", "long run")):
+            rows.append(_row(case, label, "requests", "", [rs[which]["n"]]))
+            rows.append(_row(case, label, "peak RSS", "MB", [rs[which]["peak_rss"] / 1e6]))
+        rows.append(_row(case, "growth", "peak RSS", "MB", [rs["peak_rss_growth"] / 1e6]))
+        if rs["large"]["n"] < 10_000_000:
+            notes.append(f"Short RSS run: {rs['large']['n']:,} requests in the long run; the "
+                         "goal is stated for 10^5 vs 10^7.")
+    return rows, notes
 
 
-_PARSE_LINE = re.compile(r"^\s+(C|Py)\s+(.+?)\s+([\d.]+) ns/op")
+_PARSE_LINE = re.compile(r"^\s+C\s+(.+?)\s+([\d.]+) ns/op")
 
 
-def analyze_parse(text: str, quick: bool) -> Analysis:
-    """bench_parse.py has no --json: parse its printed lines "  C  name  12.3 ns/op"."""
-    an = Analysis()
-    base = None
+def read_parse(text: str) -> tuple[list[dict], list[str]]:
+    """bench_parse.py prints "  C  name  12.3 ns/op" lines."""
+    rows = []
     for line in text.splitlines():
         m = _PARSE_LINE.match(line)
-        if not m:
+        if m:
+            rows.append(_row("parse a ~150 B response head (C)", m.group(1), "time", "ns",
+                             [float(m.group(2))]))
+    return rows, []
+
+
+def read_syscalls(data: Any) -> tuple[list[dict], list[str]]:
+    rows = []
+    for scheme in ("http", "https"):
+        sec = data.get(scheme)
+        if not sec:
             continue
-        level, name, ns = m.group(1), m.group(2), float(m.group(3))
-        row = _row(f"parse a ~150 B response head ({level})", name, "time", "ns", [ns])
-        if level == "Py":
-            if base is None:
-                base = ns
-            elif base:
-                row.ratios["httpbench"] = ns / base
-        an.rows.append(row)
-    an.notes.append("Best of the script's repeats (it prints no spread). No goal in issue 10.")
-    return an
+        case = f"nginx {scheme.upper()} -t1 -c16, syscalls/request"
+        for tool in ("httpbench", "wrk"):
+            p = sec["per_request"].get(tool, {})
+            rows.append(_row(case, tool, "total", "", [p.get("total", float("nan"))]))
+            top = sorted(((v, k) for k, v in p.items() if k != "total" and v >= 0.05),
+                         reverse=True)[:6]
+            rows += [_row(case, tool, k, "", [v]) for v, k in top]
+    return rows, list(data.get("notes", []))
+
+
+def read_standard(data: Any) -> tuple[list[dict], list[str]]:
+    """The common form: {"rows": [{case, contender, metric, unit, values}], "notes": [...]}."""
+    return list(data["rows"]), list(data.get("notes", []))
+
+
+READERS: dict[str, Callable[[Any], tuple[list[dict], list[str]]]] = {
+    "loadgen": read_loadgen, "server": read_server, "client": read_client,
+    "measure": read_measure, "engine_mem": read_engine_mem, "parse": read_parse,
+    "syscalls": read_syscalls,
+}
+
+
+# ---------------------------------------------------------------------------
+# analysis: rows + goals.py -> medians, ratios, verdicts (the same for every benchmark)
+
+
+def make_rows(raw: list[dict], ours: str) -> list[Row]:
+    rows = []
+    for r in raw:
+        s = summarize(r["values"])
+        rows.append(Row(r["case"], r["contender"], r["metric"], r.get("unit", ""), s["median"],
+                        s["min"], s["max"], s["n"], s["values"]))
+    if ours:
+        by = {(r.case, r.contender, r.metric): r for r in rows}
+        for r in rows:
+            if fnmatch.fnmatchcase(r.contender, ours):
+                for (case, peer, metric), p in by.items():
+                    if (case, metric) == (r.case, r.metric) and not fnmatch.fnmatchcase(peer, ours):
+                        r.ratios[peer] = _ratio(r.median, p.median)
+    return rows
+
+
+def _per_round(a: list[float], b: list[float]) -> str:
+    """'per-round ratios a–b (n rounds)' from values paired by round ('' for one round)."""
+    rs = [x / y for x, y in zip(a, b, strict=False) if y]
+    if len(rs) < 2:
+        return ""
+    return f"per-round ratios {min(rs):.2f}–{max(rs):.2f} ({len(rs)} rounds)"
+
+
+def _fill(detail: str, case: str, by: dict[tuple[str, str, str], Row]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        row = by.get((case, m.group(1), m.group(2)))
+        return _fmt(row.median) if row else "?"
+    return re.sub(r"\{([^{}|]+)\|([^{}]+)\}", sub, detail)
+
+
+def check_goal(g: Goal, case: str, by: dict[tuple[str, str, str], Row]) -> list[dict[str, Any]]:
+    """The goal's verdict in ``case`` ([] when the case lacks its figures)."""
+    out = []
+    if fnmatch.fnmatchcase(case, g.case) and (case, g.ours, g.metric) in by:
+        ours = by[(case, g.ours, g.metric)]
+        parts = [_fill(g.detail, case, by)] if g.detail else []
+        peer_name = ""
+        if g.peer:
+            peers = [r for (c, n, m), r in by.items()
+                     if c == case and m == g.metric and fnmatch.fnmatchcase(n, g.peer)]
+            if not peers:
+                return []
+            if len(peers) > 1:  # the harder reference: the peer spending least CPU/request
+                def cpu(r: Row, case: str = case) -> float:
+                    c = by.get((case, r.contender, "CPU/req"))
+                    return c.median if c else math.inf
+                peers.sort(key=cpu)
+                parts.append(f"vs {peers[0].contender}, the cheapest of {g.peer}")
+            peer = peers[0]
+            peer_name = peer.contender
+            measured = _ratio(ours.median, peer.median)
+            parts.append(_per_round(ours.values, peer.values))
+            floor = by.get((case, g.floor, g.metric)) if g.floor else None
+            if floor is not None:
+                parts.append(f"floor {_ratio(floor.median, peer.median):.2f}× {peer_name}, "
+                             f"{g.ours} {_ratio(ours.median, floor.median):.2f}× floor")
+        else:
+            measured = ours.median
+        label = g.goal.format(case=case, peer=peer_name or g.peer)
+        passed = None
+        if not math.isnan(measured):
+            m, t = measured, g.target
+            passed = {"<=": m <= t, ">=": m >= t, "<": m < t, ">": m > t, "==": m == t}[g.op]
+        out.append({"area": g.area, "goal": label, "measured": measured, "op": g.op,
+                    "target": g.target, "detail": "; ".join(p for p in parts if p),
+                    "primary": g.primary, "unit": g.unit, "passed": passed})
+    return out
+
+
+def analyze(b: Benchmark, data: Any) -> dict[str, Any]:
+    """rows, goals and notes of one benchmark's output (a JSON-ready dict)."""
+    raw, notes = (READERS.get(b.name) or read_standard)(data)
+    rows = make_rows(raw, b.ours)
+    by = {(r.case, r.contender, r.metric): r for r in rows}
+    goals = [v for case in dict.fromkeys(r.case for r in rows)
+             for g in GOALS if g.bench == b.name for v in check_goal(g, case, by)]
+    present = {r.contender for r in rows}
+    notes = [text for need, text in b.notes if not need or need in present] + notes
+    return {"rows": [dataclasses.asdict(r) for r in rows], "goals": goals, "notes": notes}
 
 
 # ---------------------------------------------------------------------------
@@ -528,73 +403,8 @@ def bench_syscalls(mode: str) -> dict[str, Any]:
     return out
 
 
-def analyze_syscalls(data: Any, quick: bool) -> Analysis:
-    an = Analysis()
-    for scheme in ("http", "https"):
-        sec = data.get(scheme)
-        if not sec:
-            continue
-        case = f"nginx {scheme.upper()} -t1 -c16, syscalls/request"
-        per = sec["per_request"]
-        wrk_tot = per.get("wrk", {}).get("total", float("nan"))
-        for tool in ("httpbench", "wrk"):
-            p = per.get(tool, {})
-            row = _row(case, tool, "total", "", [p.get("total", float("nan"))])
-            if tool == "httpbench":
-                row.ratios["wrk"] = _ratio(row.median, wrk_tot)
-            an.rows.append(row)
-            top = sorted(((v, k) for k, v in p.items() if k != "total" and v >= 0.05),
-                         reverse=True)[:6]
-            for v, k in top:
-                an.rows.append(_row(case, tool, k, "", [v]))
-    an.notes.append("(calls in a long run − calls in a short run) ÷ extra requests, strace -f -c "
-                    "(all threads; strace slows both tools alike, which changes epoll batching "
-                    "a little). Diagnostic for the CPU/request goals; no goal of its own.")
-    return an
 
-
-# ---------------------------------------------------------------------------
-# the benchmarks
-
-
-@dataclasses.dataclass
-class Bench:
-    name: str
-    script: str
-    full: list[str]
-    quick: list[str]
-    smoke: list[str]
-    analyze: Callable[[Any, bool], Analysis]
-    peers: tuple[str, ...] = ()
-    json_out: bool = True
-    timeout: float = 1200.0
-    func: Callable[[str], Any] | None = None  # built in: called with the mode, returns data
-
-
-BENCHES = [
-    Bench("loadgen", "bench_loadgen.py", ["--duration", "5", "--rounds", "3"],
-          ["--duration", "2", "--rounds", "2"], ["--duration", "1", "--rounds", "1"],
-          analyze_loadgen, ("wrk", "h2load", "nginx")),
-    Bench("server", "bench_server.py", ["--duration", "10", "--rounds", "3"],
-          ["--duration", "2", "--rounds", "2"], ["--duration", "1", "--rounds", "1"],
-          analyze_server, ("wrk", "nginx")),
-    Bench("client", "bench_client.py", ["-n", "20000", "--rounds", "5", "--dl-repeats", "9"],
-          ["-n", "5000", "--rounds", "3", "--dl-repeats", "3"],
-          ["-n", "300", "--rounds", "1", "--dl-repeats", "1", "--warmup", "10",
-           "--floor-seconds", "0.1"], analyze_client,
-          ("pycurl", "curl")),
-    Bench("measure", "bench_measure.py", [],
-          ["--rounds", "3", "--noop-n", "100000", "--get-n", "500"],
-          ["--rounds", "1", "--noop-n", "10000", "--get-n", "50"], analyze_measure),
-    Bench("engine_mem", "bench_engine_mem.py", [], ["--quick"],
-          ["--quick", "--small", "2000", "--large", "10000", "--alloc-long", "5000"],
-          analyze_engine_mem,
-          timeout=2400.0),
-    Bench("parse", "bench_parse.py", [], ["--iters", "50000", "--repeat", "3"], ["--iters", "2000", "--repeat", "1"], analyze_parse,
-          json_out=False, timeout=600.0),
-    Bench("syscalls", "(built in: strace -f -c)", [], [], [], analyze_syscalls,
-          ("wrk", "nginx"), func=bench_syscalls),
-]
+BUILTINS: dict[str, Callable[[str], Any]] = {"syscalls": bench_syscalls}
 
 
 def _children_cpu() -> float:
@@ -633,8 +443,11 @@ def _stream(argv: list[str], timeout: float) -> tuple[int | None, str, str]:
     return rc, "".join(bufs["out"]), "".join(bufs["err"])
 
 
-def _run_builtin(b: Bench, mode: str, out: dict[str, Any]) -> dict[str, Any]:
-    assert b.func is not None
+# ---------------------------------------------------------------------------
+# running
+
+
+def _run_builtin(b: Benchmark, mode: str, out: dict[str, Any]) -> dict[str, Any]:
     out["script"] = "benchmarks/run.py"
     out["command"] = f"python benchmarks/run.py --only {b.name}" + (
         f" --{mode}" if mode != "full" else "")
@@ -643,8 +456,8 @@ def _run_builtin(b: Bench, mode: str, out: dict[str, Any]) -> dict[str, Any]:
     t0 = time.monotonic()
     try:
         with SystemCpu() as sc:
-            data = b.func(mode)
-        an = b.analyze(data, mode != "full")
+            data = BUILTINS[b.name](mode)
+        an = analyze(b, data)
     except Exception as e:  # noqa: BLE001 - report it, run the other benchmarks
         out["error"] = f"{type(e).__name__}: {e}"
         print(f"!!! {b.name} failed: {out['error']}", flush=True)
@@ -654,19 +467,14 @@ def _run_builtin(b: Bench, mode: str, out: dict[str, Any]) -> dict[str, Any]:
     out["machine_busy_cores"] = sc.busy_seconds / sc.wall if sc.wall else None
     out["other_load_cores"] = max(0.0, (sc.busy_seconds - own) / sc.wall) if sc.wall else None
     out["data"] = data
-    out["rows"] = [dataclasses.asdict(r) for r in an.rows]
-    out["goals"] = [g.to_dict() for g in an.goals]
-    out["notes"] = an.notes
-    for row in an.rows:
-        print(f"  {row.case:<40} {row.contender:<10} {row.metric:<14} {_fmt(row.median):>8}",
-              flush=True)
+    out.update(an)
     return out
 
 
-def run_bench(b: Bench, mode: str, tmp: str) -> dict[str, Any]:
+def run_bench(b: Benchmark, mode: str, tmp: str) -> dict[str, Any]:
     """Run one script; its raw data, analysis, timing and the machine's other load."""
     out: dict[str, Any] = {"name": b.name, "script": f"benchmarks/{b.script}"}
-    if b.func is not None:
+    if b.builtin:
         return _run_builtin(b, mode, out)
     path = os.path.join(HERE, b.script)
     if not os.path.exists(path):
@@ -703,17 +511,13 @@ def run_bench(b: Bench, mode: str, tmp: str) -> dict[str, Any]:
         if b.json_out:
             with open(jpath) as f:
                 data = json.load(f)
-            out["data"] = data
         else:
             data = stdout
-        an = b.analyze(data, mode != "full")
+        out["data"] = data
+        out.update(analyze(b, data))
     except (OSError, ValueError, KeyError, TypeError) as e:
         out["error"] = f"could not read its results: {type(e).__name__}: {e}"
         print(f"!!! {b.name}: {out['error']}", flush=True)
-        return out
-    out["rows"] = [dataclasses.asdict(r) for r in an.rows]
-    out["goals"] = [g.to_dict() for g in an.goals]
-    out["notes"] = an.notes
     return out
 
 
@@ -797,11 +601,9 @@ def case_tables(rows: list[dict[str, Any]]) -> list[str]:
     return L
 
 
-def render_md(doc: dict[str, Any]) -> str:
+def _render_header(doc: dict[str, Any]) -> list[str]:
     meta = doc["metadata"]
-    L = [f"# httpbench performance suite — {doc['date']}{'' if doc['mode'] == 'full' else ' (' + doc['mode'] + ')'}",
-         "",
-         f"Command: `{doc['command']}` — {doc['seconds'] / 60:.1f} min, "
+    L = [f"Command: `{doc['command']}` — {doc['seconds'] / 60:.1f} min, "
          f"git {meta.get('git_commit')}, httpbench {meta.get('httpbench')}.",
          "",
          f"Machine: {meta['cpu_model']} × {meta['cpu_count']} cores, Linux {meta['kernel']}, "
@@ -814,30 +616,71 @@ def render_md(doc: dict[str, Any]) -> str:
             if r.get("other_load_cores") is not None]
     if busy:
         L += ["Other load while each benchmark ran (CPU cores used by processes outside the "
-              "suite, of " f"{meta['cpu_count']}): "
+              f"suite, of {meta['cpu_count']}): "
               + ", ".join(f"{n} {v:.2f}" for n, v in busy) + "."
               + (" **The machine was busy: ratios are side by side in the same conditions, "
                  "absolute figures are lower than on an idle machine.**"
                  if any(v > 0.3 for _, v in busy) else ""), ""]
-    L += ["## Goals (issue 10)", "", *goal_table(doc["benchmarks"]), "",
-          "† not one of issue 10's goals: a per-area issue's goal or informational. Ratios are "
-          "ours ÷ peer's, computed from the medians.", ""]
+    return L
+
+
+def _render_body(doc: dict[str, Any], level: str = "##") -> list[str]:
+    L = [f"{level} Goals", "", *goal_table(doc["benchmarks"]), "",
+         "† informational, not one of the project's goals. Ratios are ours ÷ peer's, computed "
+         "from the medians.", ""]
     for r in doc["benchmarks"]:
-        L += [f"## {r['name']}", "", f"`{r.get('command', r['script'])}`"
+        L += [f"{level} {r['name']}", "", f"`{r.get('command', r['script'])}`"
               + (f" — {r['seconds']:.0f} s" if "seconds" in r else ""), ""]
         if "error" in r:
             L += [f"**Did not run:** {r['error']}", ""]
             continue
         L += case_tables(r["rows"])
         L.append("")
-        for n in r.get("notes", []):
-            L.append(f"* {n}")
+        L += [f"* {n}" for n in r.get("notes", [])]
         L.append("")
+    return L
+
+
+def render_md(doc: dict[str, Any]) -> str:
+    """benchmarks/results/<date>.md."""
+    mode = "" if doc["mode"] == "full" else f" ({doc['mode']})"
+    return "\n".join([f"# httpbench performance suite — {doc['date']}{mode}", "",
+                      *_render_header(doc), *_render_body(doc)])
+
+
+def render_performance(doc: dict[str, Any], results_path: str) -> str:
+    """docs/performance.md: the goals and every table of one run, generated."""
+    rel = os.path.relpath(results_path, os.path.dirname(PERFORMANCE_MD))
+    L = ["# Performance",
+         "",
+         "<!-- Generated by benchmarks/run.py; edit benchmarks/goals.py or run.py, not this "
+         "file. -->",
+         "",
+         "Every benchmark runs its contenders side by side, interleaved A B A B ..., on the "
+         "same machine in the same minutes, and reports medians with min–max over the rounds "
+         "and the ratio of ours to every peer. A *floor* contender (a C program doing only the "
+         "unavoidable syscalls) shows how far a figure is from what the machine allows. What "
+         "each figure means, how it is measured and what was tried is in "
+         "[design.md](design.md).",
+         "",
+         "    python benchmarks/run.py                  # full suite (~15-20 min on 2 cores)",
+         "    python benchmarks/run.py --quick          # short runs (~5 min)",
+         "    python benchmarks/run.py --only loadgen,server   # see --list",
+         "    python benchmarks/run.py --render benchmarks/results/DATE.json  # this page, no run",
+         "",
+         "Peers: `apt-get install -y wrk nginx-light nghttp2-client curl` and `pip install "
+         "pycurl` (the suite names any that is missing). nginx is started by the scripts "
+         "themselves (1 worker, `access_log off`, a temporary config on 127.0.0.1). Goals are "
+         "rows of `benchmarks/goals.py`; adding a benchmark is a script plus rows there.",
+         "",
+         f"## Latest run: {doc['date']}",
+         "",
+         f"Results: [{os.path.basename(results_path)}]({rel}) (every run's raw figures) and "
+         f"[the same tables]({os.path.splitext(rel)[0]}.md).",
+         "",
+         *_render_header(doc),
+         *_render_body(doc, "###")]
     return "\n".join(L)
-
-
-README = os.path.join(os.path.dirname(HERE), "README.md")
-MARK_START, MARK_END = "<!-- perf-summary:start -->", "<!-- perf-summary:end -->"
 
 
 def latest_results(directory: str = RESULTS) -> str | None:
@@ -851,42 +694,38 @@ def latest_results(directory: str = RESULTS) -> str | None:
     return os.path.join(directory, pick[-1]) if pick else None
 
 
-def readme_summary(doc: dict[str, Any], path: str) -> str:
-    """The README's summary block: issue-10 goals with the measured ratios."""
-    meta = doc["metadata"]
-    rel = os.path.relpath(os.path.splitext(path)[0] + ".md", os.path.dirname(HERE))
-    busy = [r.get("other_load_cores") or 0.0 for r in doc["benchmarks"]]
-    lines = [
-        f"Latest run: {doc['date']}, `{doc['command']}` ({doc['seconds'] / 60:.0f} min), "
-        f"{meta['cpu_model']} × {meta['cpu_count']}, Linux {meta['kernel']}, "
-        f"Python {meta['python']}, git {meta.get('git_commit')}; other load on the machine "
-        f"up to {max(busy, default=0):.1f} cores. Full tables (medians, min–max, every peer): "
-        f"[{rel}]({rel}).",
-        "",
-        *goal_table(doc["benchmarks"]),
-        "",
-        "† not an issue-10 goal (a per-area issue's, or informational).",
-    ]
-    return "\n".join(lines)
+def reanalyze(doc: dict[str, Any]) -> dict[str, Any]:
+    """Rows, goals and notes of a saved run recomputed from its raw output with the current
+    goals.py (a benchmark whose raw output was not kept keeps its saved analysis)."""
+    by_name = {b.name: b for b in BENCHMARKS}
+    out = dict(doc, benchmarks=[])
+    for r in doc["benchmarks"]:
+        r = dict(r)
+        b = by_name.get(r["name"])
+        raw = r.get("data", r.get("stdout") if b is not None and not b.json_out else None)
+        if b is not None and raw is not None and "error" not in r:
+            r.update(analyze(b, raw))
+        out["benchmarks"].append(r)
+    out["schema"] = SCHEMA
+    return out
 
 
-def update_readme(results_path: str, readme: str = README) -> None:
-    """Replace the block between the perf-summary markers in README.md (nothing else)."""
-    with open(results_path) as f:
-        doc = json.load(f)
-    block = readme_summary(doc, results_path)
-    with open(readme) as f:
-        text = f.read()
-    i, j = text.find(MARK_START), text.find(MARK_END)
-    if i < 0 or j < i:
-        raise SystemExit(f"{readme} has no {MARK_START} ... {MARK_END} block to update")
-    text = text[: i + len(MARK_START)] + "\n" + block + "\n" + text[j:]
-    with open(readme, "w") as f:
-        f.write(text)
-    print(f"updated the performance summary in {readme} from {results_path}")
+def render(path: str, performance: bool = True) -> None:
+    """Write <results>.md (and docs/performance.md) from a saved results JSON; runs nothing."""
+    with open(path) as f:
+        doc = reanalyze(json.load(f))
+    stem = os.path.splitext(path)[0]
+    with open(stem + ".md", "w") as f:
+        f.write(render_md(doc))
+    print(f"wrote {stem}.md")
+    if performance:
+        os.makedirs(os.path.dirname(PERFORMANCE_MD), exist_ok=True)
+        with open(PERFORMANCE_MD, "w") as f:
+            f.write(render_performance(doc, path))
+        print(f"wrote {os.path.relpath(PERFORMANCE_MD)}")
 
 
-def check_peers(benches: list[Bench]) -> list[str]:
+def check_peers(benches: list[Benchmark]) -> list[str]:
     missing = sorted({p for b in benches for p in b.peers if find_peer(p) is None})
     return [f"missing peer {p}: install with `{install_hint(p)}`" for p in missing]
 
@@ -902,28 +741,28 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"results directory (default: {os.path.relpath(RESULTS)}; "
                          "--smoke writes only with --out)")
     ap.add_argument("--no-write", action="store_true", help="print only, write no files")
-    ap.add_argument("--update-readme", nargs="?", const="latest", metavar="RESULTS.json",
-                    help="only rewrite README's performance summary from a results file "
-                         "(default: the latest full run)")
+    ap.add_argument("--render", metavar="RESULTS.json", nargs="?", const="latest",
+                    help="run nothing: rewrite RESULTS.md and docs/performance.md from a saved "
+                         "results file (default: the latest full run)")
     a = ap.parse_args(argv)
-    if a.update_readme:
-        path = latest_results() if a.update_readme == "latest" else a.update_readme
+    if a.render:
+        path = latest_results() if a.render == "latest" else a.render
         if path is None:
             ap.error("no results in benchmarks/results/ yet: run the suite first")
-        update_readme(path)
+        render(path)
         return 0
     if a.list:
-        for b in BENCHES:
+        for b in BENCHMARKS:
             print(f"{b.name:<11} benchmarks/{b.script} {' '.join(b.full)}")
         return 0
-    benches = BENCHES
+    benches = BENCHMARKS
     if a.only:
         names = [n.strip() for n in a.only.split(",") if n.strip()]
-        unknown = [n for n in names if n not in {b.name for b in BENCHES}]
+        unknown = [n for n in names if n not in {b.name for b in BENCHMARKS}]
         if unknown:
             ap.error(f"unknown benchmark(s) {', '.join(unknown)}; "
-                     f"known: {', '.join(b.name for b in BENCHES)}")
-        benches = [b for b in BENCHES if b.name in names]
+                     f"known: {', '.join(b.name for b in BENCHMARKS)}")
+        benches = [b for b in BENCHMARKS if b.name in names]
     missing = check_peers(benches)
     for m in missing:
         print(m, file=sys.stderr)
@@ -943,11 +782,10 @@ def main(argv: list[str] | None = None) -> int:
         for b in benches:
             results.append(run_bench(b, mode, tmp))
     date = time.strftime("%Y-%m-%d", time.gmtime())
-    doc = {"schema": 1, "date": date, "mode": mode, "quick": mode != "full", "command": cmd,
-           "seconds": time.monotonic() - t0, "metadata": meta,
+    doc = {"schema": SCHEMA, "date": date, "mode": mode, "quick": mode != "full",
+           "command": cmd, "seconds": time.monotonic() - t0, "metadata": meta,
            "loadavg_end": list(os.getloadavg()), "missing_peers": missing,
            "benchmarks": results}
-    md = render_md(doc)
     print("\n" + "\n".join(goal_table(results)))
     if not a.no_write:
         os.makedirs(a.out, exist_ok=True)
@@ -955,9 +793,8 @@ def main(argv: list[str] | None = None) -> int:
                             + (f"-{a.only.replace(',', '+')}" if a.only else ""))
         with open(stem + ".json", "w") as f:
             json.dump(doc, f, indent=1, default=str)
-        with open(stem + ".md", "w") as f:
-            f.write(md)
-        print(f"\nwrote {stem}.md and {stem}.json")
+        # the docs page shows complete full runs only
+        render(stem + ".json", performance=mode == "full" and not a.only)
     return 1 if any("error" in r for r in results) else 0
 
 

@@ -2,7 +2,6 @@
 #include "hb_client.h"
 
 #include <errno.h>
-#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include "hb_clock.h"
+#include "hb_internal.h"
 
 /* Free space a memory sink is grown to before an open-ended read. */
 #define SINK_CHUNK (64 * 1024)
@@ -219,7 +219,7 @@ static int read_head(hb_exchange *x, size_t *got, char *err)
         }
         /* Right after sending, nothing can be buffered yet: wait before reading
          * (saves an EAGAIN read per request) unless TLS holds decrypted bytes. */
-        if (first && !(c->sock.ssl && SSL_pending(c->sock.ssl) > 0)) {
+        if (first && !hb_sock_pending(&c->sock)) {
             int rc = hb__wait_fd(c->sock.fd, POLLIN, r->deadline_ns, x->eintr_abort);
             if (rc == HB_E_TIMEOUT) return timed_out(r, err, "waiting for the response");
             if (rc < 0) return rc;
@@ -548,7 +548,7 @@ void hb_client_end(hb_pool *p, hb_exchange *x)
     if (!x->conn) return;
     if (!x->t_done) x->t_done = hb_now_ns();
     /* Decrypted bytes still inside OpenSSL belong to no request: never reuse. */
-    int tls_leftover = x->conn->sock.ssl && SSL_pending(x->conn->sock.ssl) > 0;
+    int tls_leftover = hb_sock_pending(&x->conn->sock) > 0;
     hb_pool_release(p, x->conn, x->keep_alive && x->body_done && !tls_leftover);
     x->conn = NULL;
 }

@@ -1,4 +1,4 @@
-/* hb_clock.h - monotonic nanoseconds and CPU time. Header-only. */
+/* hb_clock.h - monotonic nanoseconds and thread CPU time. Header-only. */
 #ifndef HB_CLOCK_H
 #define HB_CLOCK_H
 
@@ -21,11 +21,6 @@ static inline uint64_t hb_now_ns(void)
 static inline uint64_t hb_thread_cpu_ns(void)
 {
     return hb_clock_ns_of(CLOCK_THREAD_CPUTIME_ID);
-}
-/* CPU time of the whole process (all threads, user + sys). */
-static inline uint64_t hb_process_cpu_ns(void)
-{
-    return hb_clock_ns_of(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 #endif

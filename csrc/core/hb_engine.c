@@ -23,8 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/ssl.h>
-
 #include "hb_clock.h"
 #include "hb_loop.h"
 #include "hb_parse.h"
@@ -152,46 +150,6 @@ void hb_engine_config_init(hb_engine_config *c)
     c->pipeline = 1;
     c->keepalive = 1;
     c->duration_ns = 10 * NS_PER_S;
-}
-
-/* ---- request serialization ---- */
-
-static int has_crlf(const char *s)
-{
-    return s && strpbrk(s, "\r\n") != NULL;
-}
-
-int hb_engine_build_head(char *buf, size_t cap, const char *method, const char *target,
-                         const char *host_header, const char *extra, int64_t body_len,
-                         int keepalive, char *err)
-{
-    if (!method || !*method || !target || !*target)
-        return hb_fail(err, HB_E_INVALID, "method and target are required");
-    if (has_crlf(method) || has_crlf(target) || has_crlf(host_header) || strchr(method, ' ') ||
-        strchr(target, ' '))
-        return hb_fail(err, HB_E_INVALID, "method, target and host must not contain CR, LF or SP");
-    if (extra && *extra) {
-        size_t n = strlen(extra);
-        if (n < 2 || extra[n - 2] != '\r' || extra[n - 1] != '\n')
-            return hb_fail(err, HB_E_INVALID, "extra headers must end with CRLF");
-    }
-    int n = snprintf(buf, cap, "%s %s HTTP/1.1\r\n", method, target);
-    size_t len = n > 0 ? (size_t)n : 0;
-#define APPEND(...)                                                                                \
-    do {                                                                                           \
-        if (len >= cap) return hb_fail(err, HB_E_INVALID, "request head too large");            \
-        int k_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                      \
-        if (k_ < 0) return hb_fail(err, HB_E_INVALID, "request head formatting failed");         \
-        len += (size_t)k_;                                                                         \
-    } while (0)
-    if (host_header) APPEND("Host: %s\r\n", host_header);
-    if (extra) APPEND("%s", extra);
-    if (body_len >= 0) APPEND("Content-Length: %lld\r\n", (long long)body_len);
-    if (!keepalive) APPEND("Connection: close\r\n");
-    APPEND("\r\n");
-#undef APPEND
-    if (len >= cap) return hb_fail(err, HB_E_INVALID, "request head too large");
-    return (int)len;
 }
 
 /* ---- accounting ---- */
@@ -369,14 +327,7 @@ static void do_handshake(econn *c)
     uint64_t now = hb_now_ns();
     if (!c->conn_warm) hb_hist_record(&th->r.tls, now - c->hs_start);
     if (hb_sock_session_reused(&c->s)) th->r.tls_resumed++;
-    if (!th->r.tls_info[0]) {
-        size_t alen = 0;
-        const char *alpn = hb_sock_alpn(&c->s, &alen);
-        const char *ver = hb_sock_tls_version(&c->s);
-        snprintf(th->r.tls_info, sizeof th->r.tls_info, "%s,%s%s%.*s", ver ? ver : "?",
-                 SSL_get_cipher_name(c->s.ssl), alpn ? "," : "", alpn ? (int)alen : 0,
-                 alpn ? alpn : "");
-    }
+    if (!th->r.tls_info[0]) hb_sock_describe(&c->s, th->r.tls_info, sizeof th->r.tls_info);
     conn_ready(c);
 }
 
@@ -399,7 +350,7 @@ static void on_connected(econn *c)
             return;
         }
         /* One read syscall per batch of records instead of header + body reads. */
-        SSL_set_read_ahead(c->s.ssl, 1);
+        hb_sock_tls_read_ahead(&c->s);
         c->state = C_HANDSHAKE;
         c->hs_start = now;
         do_handshake(c);
@@ -831,7 +782,7 @@ static void do_read(econn *c, uint32_t events)
             continue;
         }
         /* OpenSSL may hold decrypted or read-ahead bytes epoll cannot see. */
-        if (!(c->s.ssl && SSL_has_pending(c->s.ssl))) return;
+        if (!hb_sock_has_buffered(&c->s)) return;
     }
 }
 

@@ -59,12 +59,6 @@ static int layout(const hb_hist_config *cfg, hb_hist *h, char *err)
     return 0;
 }
 
-int hb_hist_config_check(const hb_hist_config *cfg, char *err)
-{
-    hb_hist tmp;
-    return layout(cfg, &tmp, err);
-}
-
 size_t hb_hist_counts_size(const hb_hist_config *cfg)
 {
     hb_hist tmp;

@@ -70,9 +70,6 @@ typedef struct hb_hist {
 /* The default configuration (1 ns .. 1 h, 3 digits). */
 hb_hist_config hb_hist_default_config(void);
 
-/* Validate a configuration: 0 or HB_E_INVALID with the reason in err. */
-int hb_hist_config_check(const hb_hist_config *cfg, char *err);
-
 /* Bytes of counts storage a configuration needs (0 when the config is invalid). */
 size_t hb_hist_counts_size(const hb_hist_config *cfg);
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "hb_clock.h"
+#include "hb_internal.h"
 #include "hb_tls.h"
 
 int hb__wait_fd(int fd, short events, uint64_t deadline_ns, int eintr_abort)
@@ -20,7 +21,7 @@ int hb__wait_fd(int fd, short events, uint64_t deadline_ns, int eintr_abort)
         struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
         struct pollfd pfd = {.fd = fd, .events = events, .revents = 0};
         int n = ppoll(&pfd, 1, &ts, NULL);
-        if (n > 0) return 0; /* POLLERR/POLLHUP too: the next I/O call reports it */
+        if (n > 0) return 0;  /* POLLERR/POLLHUP too: the next I/O call reports it */
         if (n == 0) continue; /* re-check the clock; ppoll may wake a little early */
         if (errno != EINTR) return -errno;
         if (eintr_abort) return HB_E_INTERRUPTED;
@@ -127,7 +128,8 @@ void hb_pool_get_stats(hb_pool *p, hb_pool_stats *out)
     out->open = out->idle = 0;
     for (hb_pool_host *h = p->hosts; h; h = h->next) {
         out->open += h->nopen;
-        for (hb_conn *c = h->idle; c; c = c->next) out->idle++;
+        for (hb_conn *c = h->idle; c; c = c->next)
+            out->idle++;
     }
     pthread_mutex_unlock(&p->mu);
 }
@@ -206,8 +208,8 @@ static hb_conn *conn_new(hb_pool *p)
 }
 
 /* Connect (and handshake) c to h, outside the mutex. */
-static int conn_open(hb_pool *p, hb_conn *c, hb_pool_host *h, uint64_t cdl,
-                     hb_conn_times *times, char *err)
+static int conn_open(hb_pool *p, hb_conn *c, hb_pool_host *h, uint64_t cdl, hb_conn_times *times,
+                     char *err)
 {
     char as[64];
     int rc = hb_sock_connect(&c->sock, (const struct sockaddr *)&h->addr, h->addrlen, 0, err);
@@ -256,8 +258,8 @@ static int conn_open(hb_pool *p, hb_conn *c, hb_pool_host *h, uint64_t cdl,
 }
 
 int hb_pool_acquire(hb_pool *p, const hb_target *t, int fresh, uint64_t deadline_ns,
-                    uint64_t connect_deadline_ns, hb_conn **out, int *reused,
-                    hb_conn_times *times, char *err)
+                    uint64_t connect_deadline_ns, hb_conn **out, int *reused, hb_conn_times *times,
+                    char *err)
 {
     hb_pool_host *h = NULL;
     int rc;

@@ -127,15 +127,10 @@ void hb_pool_get_stats(hb_pool *p, hb_pool_stats *out);
  * must be <= deadline_ns; both absolute hb_now_ns). *reused tells which. On
  * a new connection, times (may be NULL) gets the phase timestamps. */
 int hb_pool_acquire(hb_pool *p, const hb_target *t, int fresh, uint64_t deadline_ns,
-                    uint64_t connect_deadline_ns, hb_conn **out, int *reused,
-                    hb_conn_times *times, char *err);
+                    uint64_t connect_deadline_ns, hb_conn **out, int *reused, hb_conn_times *times,
+                    char *err);
 /* Return c. keep: the exchange ended cleanly and the connection may be
  * reused (ignored when unread bytes remain or the pool is closed). */
 void hb_pool_release(hb_pool *p, hb_conn *c, int keep);
-
-/* Wait until fd is ready for `events` (POLLIN/POLLOUT) or deadline_ns:
- * 0, HB_E_TIMEOUT or -errno. EINTR: HB_E_INTERRUPTED when eintr_abort,
- * else the wait resumes. */
-int hb__wait_fd(int fd, short events, uint64_t deadline_ns, int eintr_abort);
 
 #endif

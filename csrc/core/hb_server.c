@@ -27,8 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/ssl.h>
-
 #include "hb_clock.h"
 #include "hb_loop.h"
 #include "hb_parse.h"

@@ -18,6 +18,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "hb_internal.h"
 #include "hb_tls.h"
 
 /* Largest TLS record payload: small iovecs are coalesced up to this. */
@@ -106,9 +107,14 @@ static int tls_result(hb_sock *s, int r, int saved_errno)
 {
     int e = SSL_get_error(s->ssl, r);
     switch (e) {
-    case SSL_ERROR_WANT_READ: s->want = HB_WANT_READ; return HB_AGAIN;
-    case SSL_ERROR_WANT_WRITE: s->want = HB_WANT_WRITE; return HB_AGAIN;
-    case SSL_ERROR_ZERO_RETURN: return TLS_EOF;
+    case SSL_ERROR_WANT_READ:
+        s->want = HB_WANT_READ;
+        return HB_AGAIN;
+    case SSL_ERROR_WANT_WRITE:
+        s->want = HB_WANT_WRITE;
+        return HB_AGAIN;
+    case SSL_ERROR_ZERO_RETURN:
+        return TLS_EOF;
     case SSL_ERROR_SYSCALL:
         s->tls_err = ERR_get_error();
         ERR_clear_error();
@@ -156,7 +162,8 @@ static ssize_t tls_write(hb_sock *s, const void *buf, size_t len)
 static ssize_t tls_writev(hb_sock *s, const struct iovec *iov, int iovcnt)
 {
     int i = 0;
-    while (i < iovcnt && iov[i].iov_len == 0) i++;
+    while (i < iovcnt && iov[i].iov_len == 0)
+        i++;
     if (i == iovcnt) return 0;
     if (iov[i].iov_len >= TLS_COALESCE || i == iovcnt - 1)
         return tls_write(s, iov[i].iov_base, iov[i].iov_len);
@@ -200,8 +207,7 @@ static int tls_shutdown(hb_sock *s)
     return 0;
 }
 
-const hb_sock_ops hb_sock_tls_ops = {tls_read, tls_write, tls_writev, tls_handshake,
-                                     tls_shutdown};
+const hb_sock_ops hb_sock_tls_ops = {tls_read, tls_write, tls_writev, tls_handshake, tls_shutdown};
 
 static int is_ip_literal(const char *host)
 {
@@ -213,11 +219,11 @@ static int tls_attach(hb_sock *s, hb_tls_ctx *ctx, char *err)
 {
     if (s->fd < 0) return hb_fail(err, HB_E_INVALID, "TLS on a closed socket");
     if (s->ssl) return hb_fail(err, HB_E_INVALID, "TLS already attached");
-    SSL *ssl = SSL_new(hb_tls_ctx_ssl(ctx));
-    if (!ssl) return hb_tls_fail(err, HB_E_NOMEM, "SSL_new");
+    SSL *ssl = SSL_new(hb__tls_ctx_ssl(ctx));
+    if (!ssl) return hb__tls_fail(err, HB_E_NOMEM, "SSL_new");
     if (SSL_set_fd(ssl, s->fd) != 1) {
         SSL_free(ssl);
-        return hb_tls_fail(err, HB_E_TLS, "SSL_set_fd");
+        return hb__tls_fail(err, HB_E_TLS, "SSL_set_fd");
     }
     s->ssl = ssl;
     s->tls = ctx;
@@ -251,14 +257,14 @@ int hb_sock_tls_client(hb_sock *s, hb_tls_ctx *ctx, const char *host, char *err)
         h[n] = 0;
         int ip = is_ip_literal(h);
         if (!ip && SSL_set_tlsext_host_name(s->ssl, h) != 1) {
-            rc = hb_tls_fail(err, HB_E_TLS, "setting SNI");
+            rc = hb__tls_fail(err, HB_E_TLS, "setting SNI");
             goto fail;
         }
         if (!hb_tls_ctx_insecure(ctx)) {
             X509_VERIFY_PARAM *p = SSL_get0_param(s->ssl);
             int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(p, h) : SSL_set1_host(s->ssl, h);
             if (ok != 1) {
-                rc = hb_tls_fail(err, HB_E_TLS, "setting verify host");
+                rc = hb__tls_fail(err, HB_E_TLS, "setting verify host");
                 goto fail;
             }
         }
@@ -304,6 +310,35 @@ const char *hb_sock_tls_version(const hb_sock *s)
 int hb_sock_session_reused(const hb_sock *s)
 {
     return s->ssl ? SSL_session_reused(s->ssl) : 0;
+}
+
+void hb_sock_tls_read_ahead(hb_sock *s)
+{
+    if (s->ssl) SSL_set_read_ahead(s->ssl, 1);
+}
+
+size_t hb_sock_pending(const hb_sock *s)
+{
+    int n = s->ssl ? SSL_pending(s->ssl) : 0;
+    return n > 0 ? (size_t)n : 0;
+}
+
+int hb_sock_has_buffered(const hb_sock *s)
+{
+    return s->ssl && SSL_has_pending(s->ssl);
+}
+
+char *hb_sock_describe(const hb_sock *s, char *buf, size_t n)
+{
+    if (n == 0) return buf;
+    buf[0] = 0;
+    if (!s->ssl) return buf;
+    size_t alen = 0;
+    const char *alpn = hb_sock_alpn(s, &alen);
+    const char *ver = hb_sock_tls_version(s);
+    snprintf(buf, n, "%s,%s%s%.*s", ver ? ver : "?", SSL_get_cipher_name(s->ssl), alpn ? "," : "",
+             alpn ? (int)alen : 0, alpn ? alpn : "");
+    return buf;
 }
 
 int hb_sock_errstr(const hb_sock *s, int rc, char *err)
@@ -483,43 +518,4 @@ int hb_resolve_host(const char *host, int port, struct sockaddr_storage *out, so
     else
         return hb_fail(err, HB_E_CONNECT, "%s: unsupported address family", h);
     return 0;
-}
-
-int hb_resolve(const char *hostport, int default_port, struct sockaddr_storage *out,
-               socklen_t *outlen, char *err)
-{
-    char host[256];
-    const char *port_s = NULL;
-    size_t n = strlen(hostport);
-    if (n == 0 || n >= sizeof host) return hb_fail(err, HB_E_INVALID, "bad address '%s'", hostport);
-    if (hostport[0] == '[') {
-        const char *end = strchr(hostport, ']');
-        if (!end) return hb_fail(err, HB_E_INVALID, "bad address '%s': missing ']'", hostport);
-        memcpy(host, hostport + 1, (size_t)(end - hostport - 1));
-        host[end - hostport - 1] = 0;
-        if (end[1] == ':')
-            port_s = end + 2;
-        else if (end[1] != 0)
-            return hb_fail(err, HB_E_INVALID, "bad address '%s'", hostport);
-    } else {
-        const char *c = strchr(hostport, ':');
-        if (c && strchr(c + 1, ':') == NULL) { /* exactly one ':' -> host:port */
-            memcpy(host, hostport, (size_t)(c - hostport));
-            host[c - hostport] = 0;
-            port_s = c + 1;
-        } else {
-            memcpy(host, hostport, n + 1); /* no port, or a bare IPv6 literal */
-        }
-    }
-    int port = default_port;
-    if (port_s) {
-        char *e;
-        errno = 0;
-        long p = strtol(port_s, &e, 10);
-        if (!*port_s || *e || errno || p < 0 || p > 65535)
-            return hb_fail(err, HB_E_INVALID, "bad port in '%s'", hostport);
-        port = (int)p;
-    }
-    if (!host[0]) return hb_fail(err, HB_E_INVALID, "bad address '%s': empty host", hostport);
-    return hb_resolve_host(host, port, out, outlen, err);
 }

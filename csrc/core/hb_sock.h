@@ -66,8 +66,7 @@ void hb_sock_init(hb_sock *s);
  * Returns 0 when connected at once (loopback can do that), HB_AGAIN when in
  * progress (wait for writability, then hb_sock_connect_check), or -errno.
  * TCP_NODELAY is set unless flags has HB_SOCK_NAGLE. On error s->fd is -1. */
-int hb_sock_connect(hb_sock *s, const struct sockaddr *sa, socklen_t salen, int flags,
-                    char *err);
+int hb_sock_connect(hb_sock *s, const struct sockaddr *sa, socklen_t salen, int flags, char *err);
 /* After writability: 0 connected, HB_AGAIN still in progress, or -errno
  * (e.g. -ECONNREFUSED) from SO_ERROR. */
 int hb_sock_connect_check(hb_sock *s);
@@ -117,25 +116,42 @@ void hb_sock_close(hb_sock *s);
  * for dropping a broken connection without TIME_WAIT. */
 void hb_sock_abort(hb_sock *s);
 
+/* Let OpenSSL read as many records per read syscall as the kernel holds,
+ * instead of a header and then a body read per record. Call after
+ * hb_sock_tls_client/server, before the handshake; no-op on plain sockets.
+ * Bytes read ahead are invisible to poll/epoll: see hb_sock_has_buffered. */
+void hb_sock_tls_read_ahead(hb_sock *s);
+
+/* Decrypted application bytes OpenSSL holds for the next read, i.e. bytes
+ * hb_sock_read returns without touching the socket. 0 for plain sockets
+ * (their unread bytes sit in the kernel, where poll sees them). */
+size_t hb_sock_pending(const hb_sock *s);
+/* 1 when OpenSSL holds unread input of any kind - decrypted bytes or raw
+ * read-ahead records not yet decrypted - so a read may succeed although
+ * poll/epoll report nothing; 0 otherwise and for plain sockets. */
+int hb_sock_has_buffered(const hb_sock *s);
+
 /* Negotiated ALPN protocol ("http/1.1") or NULL; *len set. TLS 1.x version
  * string ("TLSv1.3") or NULL for plain; 1 if the TLS session was resumed. */
 const char *hb_sock_alpn(const hb_sock *s, size_t *len);
 const char *hb_sock_tls_version(const hb_sock *s);
 int hb_sock_session_reused(const hb_sock *s);
+/* One line for reports: "version,cipher" plus ",alpn" when ALPN was
+ * negotiated, e.g. "TLSv1.3,TLS_AES_256_GCM_SHA384,http/1.1" ("?" for an
+ * unknown version). Written into buf (truncated to n - 1 characters,
+ * NUL-terminated when n > 0); "" for plain sockets. Returns buf. */
+char *hb_sock_describe(const hb_sock *s, char *buf, size_t n);
 
 /* Fill err with the detail of a code returned by this socket (OpenSSL reason
  * for HB_E_TLS, verify reason for HB_E_TLS_VERIFY, strerror otherwise).
  * Returns rc. */
 int hb_sock_errstr(const hb_sock *s, int rc, char *err);
 
-/* Resolve "host:port", "[v6]:port", "host" (default_port used) or a numeric
- * address into *out. Numeric addresses and "localhost" never hit DNS
- * ("localhost" -> 127.0.0.1). Other names use getaddrinfo (blocking; call it
- * off the hot path). Returns 0, HB_E_INVALID (bad syntax/port) or
- * HB_E_CONNECT (resolution failed), with detail in err. */
-int hb_resolve(const char *hostport, int default_port, struct sockaddr_storage *out,
-               socklen_t *outlen, char *err);
-/* Same, host and port separately (host may be "[::1]" or "::1"). */
+/* Resolve host ("example.com", "127.0.0.1", "::1" or "[::1]") and port into
+ * *out. Numeric addresses and "localhost" never hit DNS ("localhost" ->
+ * 127.0.0.1). Other names use getaddrinfo (blocking; call it off the hot
+ * path). Returns 0, HB_E_INVALID (bad host syntax or port) or HB_E_CONNECT
+ * (resolution failed), with detail in err. */
 int hb_resolve_host(const char *host, int port, struct sockaddr_storage *out, socklen_t *outlen,
                     char *err);
 /* "127.0.0.1:8080" / "[::1]:8080" into buf; returns buf. */

@@ -3,7 +3,6 @@
 #include "hb_tls.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,21 +17,23 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "hb_internal.h"
+
 struct hb_tls_ctx {
     SSL_CTX *ctx;
     int is_server;
     int insecure;
     int session_resumption;
-    pthread_mutex_t lock; /* guards session */
-    SSL_SESSION *session; /* client: most recent resumable session */
+    pthread_mutex_t lock;   /* guards session */
+    SSL_SESSION *session;   /* client: most recent resumable session */
     uintptr_t session_host; /* hash of the host it was made for */
-    char *cert_pem;       /* server: leaf certificate PEM */
+    char *cert_pem;         /* server: leaf certificate PEM */
     size_t cert_pem_len;
 };
 
 static const unsigned char ALPN_HTTP11[] = "\x08http/1.1";
 
-int hb_tls_fail(char *err, int rc, const char *prefix)
+int hb__tls_fail(char *err, int rc, const char *prefix)
 {
     unsigned long e = ERR_get_error();
     char reason[160] = "";
@@ -62,7 +63,7 @@ static hb_tls_ctx *ctx_alloc(const SSL_METHOD *m, char *err)
     }
     c->ctx = SSL_CTX_new(m);
     if (!c->ctx) {
-        hb_tls_fail(err, HB_E_TLS, "SSL_CTX_new");
+        hb__tls_fail(err, HB_E_TLS, "SSL_CTX_new");
         free(c);
         return NULL;
     }
@@ -120,7 +121,7 @@ static int on_new_session(SSL *ssl, SSL_SESSION *orig)
 static int load_ca_pem(hb_tls_ctx *c, const char *pem, char *err)
 {
     BIO *b = BIO_new_mem_buf(pem, -1);
-    if (!b) return hb_tls_fail(err, HB_E_NOMEM, "BIO_new_mem_buf");
+    if (!b) return hb__tls_fail(err, HB_E_NOMEM, "BIO_new_mem_buf");
     X509_STORE *store = SSL_CTX_get_cert_store(c->ctx);
     int n = 0;
     X509 *x;
@@ -128,7 +129,7 @@ static int load_ca_pem(hb_tls_ctx *c, const char *pem, char *err)
         if (!X509_STORE_add_cert(store, x)) {
             X509_free(x);
             BIO_free(b);
-            return hb_tls_fail(err, HB_E_TLS, "X509_STORE_add_cert");
+            return hb__tls_fail(err, HB_E_TLS, "X509_STORE_add_cert");
         }
         X509_free(x);
         n++;
@@ -164,13 +165,13 @@ int hb_tls_client_ctx_new(hb_tls_ctx **out, const hb_tls_client_opts *o, char *e
                 goto fail;
             }
             if (!SSL_CTX_load_verify_locations(c->ctx, o->ca_file, NULL)) {
-                rc = hb_tls_fail(err, HB_E_TLS, "loading CA file");
+                rc = hb__tls_fail(err, HB_E_TLS, "loading CA file");
                 goto fail;
             }
         }
         if (o->ca_pem && (rc = load_ca_pem(c, o->ca_pem, err)) < 0) goto fail;
         if (!o->ca_file && !o->ca_pem && !SSL_CTX_set_default_verify_paths(c->ctx)) {
-            rc = hb_tls_fail(err, HB_E_TLS, "loading system CAs");
+            rc = hb__tls_fail(err, HB_E_TLS, "loading system CAs");
             goto fail;
         }
     }
@@ -185,7 +186,7 @@ int hb_tls_client_ctx_new(hb_tls_ctx **out, const hb_tls_client_opts *o, char *e
         wire[0] = (unsigned char)n;
         memcpy(wire + 1, alpn, n);
         if (SSL_CTX_set_alpn_protos(c->ctx, wire, (unsigned)(n + 1)) != 0) {
-            rc = hb_tls_fail(err, HB_E_TLS, "SSL_CTX_set_alpn_protos");
+            rc = hb__tls_fail(err, HB_E_TLS, "SSL_CTX_set_alpn_protos");
             goto fail;
         }
     }
@@ -204,10 +205,11 @@ fail:
     return rc;
 }
 
-uintptr_t hb__tls_host_key(const char *host)
+static uintptr_t tls_host_key(const char *host)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (const char *p = host ? host : ""; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (const char *p = host ? host : ""; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
     return (uintptr_t)(h | 1); /* never 0 */
 }
 
@@ -216,7 +218,7 @@ int hb__tls_ctx_apply_client(hb_tls_ctx *c, SSL *ssl, const char *host)
     /* The host's key rides in the SSL's app data so on_new_session can tag
      * the session: a session is only offered again to the same host, since
      * a resumed handshake skips certificate verification. */
-    uintptr_t key = hb__tls_host_key(host);
+    uintptr_t key = tls_host_key(host);
     SSL_set_app_data(ssl, (void *)key);
     if (!c->session_resumption) return 0;
     pthread_mutex_lock(&c->lock);
@@ -226,15 +228,6 @@ int hb__tls_ctx_apply_client(hb_tls_ctx *c, SSL *ssl, const char *host)
     pthread_mutex_unlock(&c->lock);
     if (!ok) ERR_clear_error(); /* not fatal: a full handshake follows */
     return 0;
-}
-
-void hb_tls_ctx_forget_session(hb_tls_ctx *c)
-{
-    pthread_mutex_lock(&c->lock);
-    SSL_SESSION *old = c->session;
-    c->session = NULL;
-    pthread_mutex_unlock(&c->lock);
-    if (old) SSL_SESSION_free(old);
 }
 
 /* ---- server ---- */
@@ -270,11 +263,11 @@ static int add_ext(X509 *x, int nid, const char *value)
 static int make_self_signed(EVP_PKEY **pkey_out, X509 **x_out, char *err)
 {
     EVP_PKEY *pkey = EVP_EC_gen("P-256");
-    if (!pkey) return hb_tls_fail(err, HB_E_TLS, "generating P-256 key");
+    if (!pkey) return hb__tls_fail(err, HB_E_TLS, "generating P-256 key");
     X509 *x = X509_new();
     if (!x) {
         EVP_PKEY_free(pkey);
-        return hb_tls_fail(err, HB_E_NOMEM, "X509_new");
+        return hb__tls_fail(err, HB_E_NOMEM, "X509_new");
     }
     unsigned char serial[16];
     int rc = HB_E_TLS;
@@ -290,8 +283,8 @@ static int make_self_signed(EVP_PKEY **pkey_out, X509 **x_out, char *err)
     if (!X509_gmtime_adj(X509_getm_notAfter(x), 30L * 24 * 3600)) goto fail;
     if (!X509_set_pubkey(x, pkey)) goto fail;
     X509_NAME *name = X509_get_subject_name(x);
-    if (!X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"httpbench",
-                                    -1, -1, 0) ||
+    if (!X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"httpbench", -1,
+                                    -1, 0) ||
         !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost",
                                     -1, -1, 0))
         goto fail;
@@ -308,7 +301,7 @@ static int make_self_signed(EVP_PKEY **pkey_out, X509 **x_out, char *err)
     *x_out = x;
     return 0;
 fail:
-    rc = hb_tls_fail(err, rc, "generating self-signed certificate");
+    rc = hb__tls_fail(err, rc, "generating self-signed certificate");
     X509_free(x);
     EVP_PKEY_free(pkey);
     return rc;
@@ -317,10 +310,10 @@ fail:
 static int store_cert_pem(hb_tls_ctx *c, X509 *x, char *err)
 {
     BIO *b = BIO_new(BIO_s_mem());
-    if (!b) return hb_tls_fail(err, HB_E_NOMEM, "BIO_new");
+    if (!b) return hb__tls_fail(err, HB_E_NOMEM, "BIO_new");
     if (!PEM_write_bio_X509(b, x)) {
         BIO_free(b);
-        return hb_tls_fail(err, HB_E_TLS, "PEM_write_bio_X509");
+        return hb__tls_fail(err, HB_E_TLS, "PEM_write_bio_X509");
     }
     char *data;
     long n = BIO_get_mem_data(b, &data);
@@ -358,27 +351,28 @@ int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *e
             goto fail;
         }
         if (SSL_CTX_use_certificate_chain_file(c->ctx, o->cert_file) != 1) {
-            rc = hb_tls_fail(err, HB_E_TLS, "loading certificate");
+            rc = hb__tls_fail(err, HB_E_TLS, "loading certificate");
             goto fail;
         }
         if (SSL_CTX_use_PrivateKey_file(c->ctx, key, SSL_FILETYPE_PEM) != 1) {
-            rc = hb_tls_fail(err, HB_E_TLS, "loading private key");
+            rc = hb__tls_fail(err, HB_E_TLS, "loading private key");
             goto fail;
         }
     } else {
         EVP_PKEY *pkey = NULL;
         X509 *x = NULL;
         if ((rc = make_self_signed(&pkey, &x, err)) < 0) goto fail;
-        int ok = SSL_CTX_use_certificate(c->ctx, x) == 1 && SSL_CTX_use_PrivateKey(c->ctx, pkey) == 1;
+        int ok =
+            SSL_CTX_use_certificate(c->ctx, x) == 1 && SSL_CTX_use_PrivateKey(c->ctx, pkey) == 1;
         EVP_PKEY_free(pkey);
         X509_free(x);
         if (!ok) {
-            rc = hb_tls_fail(err, HB_E_TLS, "installing generated certificate");
+            rc = hb__tls_fail(err, HB_E_TLS, "installing generated certificate");
             goto fail;
         }
     }
     if (SSL_CTX_check_private_key(c->ctx) != 1) {
-        rc = hb_tls_fail(err, HB_E_TLS, "certificate and private key do not match");
+        rc = hb__tls_fail(err, HB_E_TLS, "certificate and private key do not match");
         goto fail;
     }
     if ((rc = store_cert_pem(c, SSL_CTX_get0_certificate(c->ctx), err)) < 0) goto fail;
@@ -405,26 +399,6 @@ const char *hb_tls_ctx_cert_pem(const hb_tls_ctx *c, size_t *len)
     return c->cert_pem;
 }
 
-int hb_tls_ctx_write_cert(const hb_tls_ctx *c, const char *path, char *err)
-{
-    if (!c->cert_pem) return hb_fail(err, HB_E_INVALID, "not a server context");
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return hb_fail(err, -errno, "open %s: %s", path, strerror(errno));
-    size_t off = 0;
-    while (off < c->cert_pem_len) {
-        ssize_t w = write(fd, c->cert_pem + off, c->cert_pem_len - off);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            return hb_fail(err, -e, "write %s: %s", path, strerror(e));
-        }
-        off += (size_t)w;
-    }
-    if (close(fd) != 0) return hb_fail(err, -errno, "close %s: %s", path, strerror(errno));
-    return 0;
-}
-
 int hb_tls_ctx_is_server(const hb_tls_ctx *c)
 {
     return c->is_server;
@@ -433,7 +407,7 @@ int hb_tls_ctx_insecure(const hb_tls_ctx *c)
 {
     return c->insecure;
 }
-struct ssl_ctx_st *hb_tls_ctx_ssl(hb_tls_ctx *c)
+struct ssl_ctx_st *hb__tls_ctx_ssl(hb_tls_ctx *c)
 {
     return c->ctx;
 }

@@ -20,8 +20,6 @@
 
 #include "hb_common.h"
 
-struct ssl_ctx_st; /* OpenSSL SSL_CTX */
-
 typedef struct hb_tls_ctx hb_tls_ctx;
 
 /* TLS protocol versions for min/max (0 = default: 1.2 .. 1.3). */
@@ -38,8 +36,8 @@ typedef struct hb_tls_client_opts {
 } hb_tls_client_opts;
 
 typedef struct hb_tls_server_opts {
-    const char *cert_file; /* PEM certificate (chain); NULL: generate a self-signed */
-    const char *key_file;  /* PEM private key; NULL with cert_file: key in cert_file */
+    const char *cert_file;  /* PEM certificate (chain); NULL: generate a self-signed */
+    const char *key_file;   /* PEM private key; NULL with cert_file: key in cert_file */
     int session_resumption; /* default 1: session cache + tickets; 0: full handshakes */
     int min_version, max_version;
 } hb_tls_server_opts;
@@ -60,22 +58,9 @@ void hb_tls_ctx_free(hb_tls_ctx *c);
 /* PEM text of the server's leaf certificate (NUL-terminated, owned by ctx);
  * NULL for client contexts. */
 const char *hb_tls_ctx_cert_pem(const hb_tls_ctx *c, size_t *len);
-/* Write the certificate PEM to path (mode 0644). Returns 0 or -errno. */
-int hb_tls_ctx_write_cert(const hb_tls_ctx *c, const char *path, char *err);
 
+/* 1 for a server context; 1 when certificate and host checks are off. */
 int hb_tls_ctx_is_server(const hb_tls_ctx *c);
 int hb_tls_ctx_insecure(const hb_tls_ctx *c);
-/* The underlying SSL_CTX, for callers that need more OpenSSL knobs. */
-struct ssl_ctx_st *hb_tls_ctx_ssl(hb_tls_ctx *c);
-/* Drop the cached client session (next handshake is a full one). */
-void hb_tls_ctx_forget_session(hb_tls_ctx *c);
-
-/* Drain OpenSSL's thread-local error queue into err ("prefix: reason");
- * returns rc. */
-int hb_tls_fail(char *err, int rc, const char *prefix);
-
-/* Internal, used by hb_sock.c. */
-struct ssl_st;
-int hb__tls_ctx_apply_client(hb_tls_ctx *c, struct ssl_st *ssl, const char *host);
 
 #endif

@@ -1,11 +1,13 @@
 /* test_sock.c - hb_sock / hb_tls over real loopback TCP: plain I/O, EOF,
- * refused connects, TLS handshakes with verification, ALPN, resumption. */
+ * refused connects, TLS handshakes with verification, ALPN, resumption,
+ * bytes buffered inside OpenSSL and the TLS description. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,8 +29,8 @@ static int listener(struct sockaddr_storage *addr, socklen_t *len)
 }
 
 /* Connect a client hb_sock and accept the server side as another hb_sock. */
-static int pair(int lfd, const struct sockaddr_storage *addr, socklen_t len, int flags,
-                hb_sock *c, hb_sock *s)
+static int pair(int lfd, const struct sockaddr_storage *addr, socklen_t len, int flags, hb_sock *c,
+                hb_sock *s)
 {
     char err[HB_ERR_LEN];
     int rc = hb_sock_connect(c, (const struct sockaddr *)addr, len, flags, err);
@@ -80,20 +82,19 @@ static void test_resolve(void)
     struct sockaddr_storage ss;
     socklen_t len;
     char err[HB_ERR_LEN], buf[64];
-    CHECK_EQ_INT(hb_resolve("127.0.0.1:8080", 80, &ss, &len, err), 0);
+    CHECK_EQ_INT(hb_resolve_host("127.0.0.1", 8080, &ss, &len, err), 0);
     CHECK(strcmp(hb_sockaddr_str((struct sockaddr *)&ss, buf, sizeof buf), "127.0.0.1:8080") == 0);
-    CHECK_EQ_INT(hb_resolve("localhost", 443, &ss, &len, err), 0);
+    CHECK_EQ_INT(hb_resolve_host("localhost", 443, &ss, &len, err), 0);
     CHECK(strcmp(hb_sockaddr_str((struct sockaddr *)&ss, buf, sizeof buf), "127.0.0.1:443") == 0);
-    CHECK_EQ_INT(hb_resolve("[::1]:9", 80, &ss, &len, err), 0);
+    CHECK_EQ_INT(hb_resolve_host("[::1]", 9, &ss, &len, err), 0);
     CHECK_EQ_INT(ss.ss_family, AF_INET6);
     CHECK(strcmp(hb_sockaddr_str((struct sockaddr *)&ss, buf, sizeof buf), "[::1]:9") == 0);
-    CHECK_EQ_INT(hb_resolve("::1", 80, &ss, &len, err), 0);
+    CHECK_EQ_INT(hb_resolve_host("::1", 80, &ss, &len, err), 0);
     CHECK_EQ_INT(len, sizeof(struct sockaddr_in6));
-    CHECK_EQ_INT(hb_resolve("127.0.0.1:99999", 80, &ss, &len, err), HB_E_INVALID);
-    CHECK_EQ_INT(hb_resolve("127.0.0.1:x", 80, &ss, &len, err), HB_E_INVALID);
-    CHECK_EQ_INT(hb_resolve("[::1", 80, &ss, &len, err), HB_E_INVALID);
-    CHECK_EQ_INT(hb_resolve(":80", 80, &ss, &len, err), HB_E_INVALID);
-    CHECK_EQ_INT(hb_resolve("no-such-host.invalid:80", 80, &ss, &len, err), HB_E_CONNECT);
+    CHECK_EQ_INT(hb_resolve_host("127.0.0.1", 99999, &ss, &len, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_resolve_host("127.0.0.1", -1, &ss, &len, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_resolve_host("", 80, &ss, &len, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_resolve_host("no-such-host.invalid", 80, &ss, &len, err), HB_E_CONNECT);
 }
 
 static void test_plain(void)
@@ -269,11 +270,11 @@ static void test_tls(void)
     so.cert_file = "/nonexistent/cert.pem";
     CHECK_EQ_INT(hb_tls_server_ctx_new(&bad, &so, err), HB_E_INVALID);
 
-    /* PEM export to a file, then load it as a CA file. */
+    /* The exported PEM, written to a file, loads as a CA file. */
     char path[] = "/tmp/hb_test_sock_XXXXXX";
     int tfd = mkstemp(path);
+    CHECK(tfd >= 0 && write(tfd, pem, pem_len) == (ssize_t)pem_len);
     close(tfd);
-    CHECK_EQ_INT(hb_tls_ctx_write_cert(sctx, path, err), 0);
     hb_tls_client_opts_init(&co);
     co.ca_file = path;
     CHECK_EQ_INT(hb_tls_client_ctx_new(&bad, &co, err), 0);
@@ -291,10 +292,124 @@ static void test_tls(void)
     hb_tls_ctx_free(sctx);
 }
 
+/* Wait until the kernel holds at least n unread bytes for fd. */
+static int wait_queued(int fd, int n)
+{
+    for (int i = 0; i < 200; i++) {
+        int q = 0;
+        if (ioctl(fd, FIONREAD, &q) != 0) return -1;
+        if (q >= n) return q;
+        usleep(1000);
+    }
+    return -1;
+}
+
+static int fd_readable(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* What the engine and the client ask of a socket besides I/O: bytes held
+ * inside OpenSSL (which poll cannot see) and the one-line TLS description. */
+static void test_buffered_and_describe(void)
+{
+    char err[HB_ERR_LEN] = "", buf[256], d[128];
+    struct sockaddr_storage addr;
+    socklen_t len;
+    int lfd = listener(&addr, &len);
+    hb_sock c, s;
+    int src;
+
+    /* Plain: unread bytes stay in the kernel, nothing is buffered above it. */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    hb_sock_tls_read_ahead(&c); /* no-op */
+    CHECK_EQ_INT(hb_sock_write(&s, "0123456789", 10), 10);
+    CHECK_EQ_INT(wait_queued(c.fd, 10), 10);
+    CHECK_EQ_INT(read_some(&c, buf, 4), 4);
+    CHECK_EQ_INT(hb_sock_pending(&c), 0);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 0);
+    CHECK(fd_readable(c.fd));
+    CHECK(strcmp(hb_sock_describe(&c, d, sizeof d), "") == 0);
+    d[0] = 'x';
+    CHECK(hb_sock_describe(&c, d, 0) == d && d[0] == 'x'); /* n == 0: nothing written */
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+
+    hb_tls_ctx *sctx = NULL, *cctx = NULL, *noalpn = NULL;
+    CHECK_EQ_INT(hb_tls_server_ctx_new(&sctx, NULL, err), 0);
+    hb_tls_client_opts co;
+    hb_tls_client_opts_init(&co);
+    co.ca_pem = hb_tls_ctx_cert_pem(sctx, NULL);
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&cctx, &co, err), 0);
+
+    /* TLS with read-ahead: a partly read record leaves decrypted bytes. */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, "localhost", err), 0);
+    hb_sock_tls_read_ahead(&c);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    CHECK_EQ_INT(src, 0);
+    CHECK_EQ_INT(hb_sock_pending(&c), 0);
+    char rec[100];
+    memset(rec, 'r', sizeof rec);
+    CHECK_EQ_INT(hb_sock_write(&s, rec, sizeof rec), sizeof rec);
+    CHECK_EQ_INT(read_some(&c, buf, 10), 10); /* also takes the session tickets */
+    CHECK_EQ_INT(hb_sock_pending(&c), 90);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 1);
+    CHECK_EQ_INT(hb_sock_read(&c, buf, sizeof buf), 90);
+    CHECK_EQ_INT(hb_sock_pending(&c), 0);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 0);
+
+    /* Two records in the kernel: read-ahead pulls in both with the first
+     * read, so the second is buffered (not yet decrypted: pending stays 0)
+     * while poll sees nothing left on the socket. */
+    CHECK_EQ_INT(hb_sock_write(&s, rec, 50), 50);
+    CHECK_EQ_INT(hb_sock_write(&s, rec, 60), 60);
+    CHECK(wait_queued(c.fd, 110) >= 110);
+    CHECK_EQ_INT(hb_sock_read(&c, buf, 50), 50);
+    CHECK_EQ_INT(hb_sock_pending(&c), 0);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 1);
+    CHECK(!fd_readable(c.fd));
+    CHECK_EQ_INT(hb_sock_read(&c, buf, sizeof buf), 60);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 0);
+
+    hb_sock_describe(&c, d, sizeof d);
+    CHECK(strncmp(d, "TLSv1.3,TLS_", 12) == 0);
+    CHECK(strlen(d) > 21 && strcmp(d + strlen(d) - 9, ",http/1.1") == 0);
+    CHECK(strcmp(hb_sock_describe(&c, d, 8), "TLSv1.3") == 0); /* truncated */
+    hb_sock_describe(&s, d, sizeof d);
+    CHECK(strncmp(d, "TLSv1.3,TLS_", 12) == 0);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+
+    /* Without ALPN the description ends at the cipher. */
+    hb_tls_client_opts_init(&co);
+    co.insecure = 1;
+    co.alpn = "";
+    co.max_version = HB_TLS_1_2;
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&noalpn, &co, err), 0);
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, noalpn, NULL, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    hb_sock_describe(&c, d, sizeof d);
+    CHECK(strncmp(d, "TLSv1.2,", 8) == 0);
+    CHECK(strchr(d + 8, ',') == NULL && strlen(d) > 8);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+
+    hb_tls_ctx_free(noalpn);
+    hb_tls_ctx_free(cctx);
+    hb_tls_ctx_free(sctx);
+    close(lfd);
+}
+
 int main(void)
 {
     test_resolve();
     test_plain();
     test_tls();
+    test_buffered_and_describe();
     HB_TEST_MAIN_END();
 }

@@ -1,0 +1,166 @@
+"""The benchmarks and the goals they check: data only, read by benchmarks/run.py.
+
+Adding a benchmark is a script plus rows here: one ``Benchmark`` row (how to
+run it in each mode) and any number of ``Goal`` rows. A script whose ``--json``
+output is ``{"rows": [{"case", "contender", "metric", "unit", "values"}],
+"notes": [...]}`` needs nothing else; run.py turns the rows into medians with
+min-max, ratios of ``ours`` to every other contender, and goal verdicts.
+
+A goal compares ``ours`` with ``peer`` in every case of its benchmark that
+matches ``case`` (a glob): measured = median(ours) / median(peer) on
+``metric`` (a ratio, unit "×"), or, without a peer, the median itself. When
+``peer`` is a glob matching several contenders, the one with the least CPU per
+request is taken (the harder reference). ``floor`` names the contender that
+shows what the machine allows (a C program doing only the unavoidable
+syscalls); the verdict line then says how far ours and the peer are from it.
+``{case}`` and ``{peer}`` in the goal text are filled in; ``{contender|metric}``
+in the detail is replaced by that row's median in the same case.
+``primary`` False marks an informational goal (shown with †).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+    """A script of benchmarks/ and its arguments per mode (full, --quick, --smoke)."""
+
+    name: str
+    script: str
+    full: tuple[str, ...]
+    quick: tuple[str, ...]
+    smoke: tuple[str, ...]
+    peers: tuple[str, ...] = ()  # programs it compares against (checked before running)
+    ours: str = ""  # glob of the contenders whose rows get ratios to the others
+    json_out: bool = True  # False: run.py reads the script's stdout
+    timeout: float = 1200.0
+    builtin: bool = False  # run by run.py itself (no script)
+    notes: tuple[tuple[str, str], ...] = ()  # (contender that must be present or "", text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Goal:
+    bench: str
+    area: str
+    goal: str
+    metric: str
+    op: str  # <=, <, >=, >, ==
+    target: float
+    ours: str
+    peer: str = ""
+    case: str = "*"
+    floor: str = ""
+    primary: bool = True
+    detail: str = ""
+    unit: str = "×"
+
+
+FLOOR_LOADGEN = ("floor = benchmarks/floor_loadgen.c: one send() of a prebuilt request and one "
+                 "recv() per request, counted against the known response length; no parsing, "
+                 "timing or histograms. Its CPU/request is what the kernel's loopback TCP path "
+                 "costs a client here, the least any generator can spend; a goal below "
+                 "floor/peer is out of reach on this machine.")
+
+BENCHMARKS = [
+    Benchmark("loadgen", "bench_loadgen.py", ("--duration", "5", "--rounds", "3"),
+              ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
+              peers=("wrk", "h2load", "nginx"), ours="httpbench",
+              notes=(("", "httpbench's CPU is its engine threads' own rusage (RUSAGE_THREAD); "
+                          "wrk's and h2load's the whole process's (wait4). The httpbench "
+                          "process's CPU over the run span is within ~2% of its engine threads' "
+                          "(the Python start-up, ~0.27 s CPU, is outside the span). The goals "
+                          "are stated at -c16; -c1 figures are informational."),
+                     ("floor", FLOOR_LOADGEN))),
+    Benchmark("server", "bench_server.py", ("--duration", "10", "--rounds", "3"),
+              ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
+              peers=("wrk", "nginx"), ours="embedded*",
+              notes=(("", "Server CPU: utime+stime of the server process over the wrk run "
+                          "(/proc/<pid>/stat), divided by the requests wrk completed; server on "
+                          "CPU 0, wrk on CPU 1. nginx-static: open_file_cache + sendfile; "
+                          "nginx-return: `return 200` from memory (12 KB stays a file)."),
+                     ("floor", "floor = benchmarks/floor_server.c: finds the blank line of each "
+                               "request head and writes the same prebuilt response bytes, "
+                               "nothing else; its CPU/request is the kernel's loopback cost for "
+                               "a server here, the least any server can spend."))),
+    Benchmark("client", "bench_client.py", ("-n", "20000", "--rounds", "5", "--dl-repeats", "9"),
+              ("-n", "5000", "--rounds", "3", "--dl-repeats", "3"),
+              ("-n", "300", "--rounds", "1", "--dl-repeats", "1", "--warmup", "10",
+               "--floor-seconds", "0.1"),
+              peers=("pycurl", "curl"), ours="native*",
+              notes=(("floor", "Client floor = benchmarks/floor_loadgen.c at one connection: "
+                               "one send() and one recv() per request, nothing else (C, no "
+                               "Python). Its CPU/request is what a sequential client's loopback "
+                               "round trip costs here, wake-ups included; a goal below "
+                               "floor/pycurl is out of reach on this machine."),)),
+    Benchmark("measure", "bench_measure.py", (),
+              ("--rounds", "3", "--noop-n", "100000", "--get-n", "500"),
+              ("--rounds", "1", "--noop-n", "10000", "--get-n", "50"), ours="measure()*"),
+    Benchmark("engine_mem", "bench_engine_mem.py", (), ("--quick",),
+              ("--quick", "--small", "2000", "--large", "10000", "--alloc-long", "5000"),
+              timeout=2400.0),
+    Benchmark("parse", "bench_parse.py", (), ("--iters", "50000", "--repeat", "3"),
+              ("--iters", "2000", "--repeat", "1"), json_out=False, timeout=600.0,
+              notes=(("", "Best of the script's repeats (it prints no spread). No goal: a "
+                          "diagnostic of the C parser."),)),
+    Benchmark("syscalls", "(built in: strace -f -c)", (), (), (), peers=("wrk", "nginx"),
+              ours="httpbench", builtin=True,
+              notes=(("", "(calls in a long run − calls in a short run) ÷ extra requests, "
+                          "strace -f -c (all threads; strace slows both tools alike, which "
+                          "changes epoll batching a little). Diagnostic for the CPU/request "
+                          "goals; no goal of its own."),)),
+]
+
+REACHABLE = "is the goal reachable at all? (the floor against the same peer)"
+
+GOALS = [
+    # load generator vs wrk: at -c16 the goals; at -c1 the same figures, informational
+    *(g for conns, primary in (("* -c16", True), ("* -c1", False)) for g in (
+        Goal("loadgen", "load generator", "CPU/request ≤ 0.8× wrk ({case})", "CPU/req", "<=",
+             0.8, "httpbench", "wrk", conns, floor="floor", primary=primary),
+        Goal("loadgen", "load generator", "requests/s ≥ wrk ({case})", "req/s", ">=", 1.0,
+             "httpbench", "wrk", conns, primary=primary),
+        Goal("loadgen", "load generator",
+             "floor (send+recv only) CPU/request ≤ 0.8× wrk ({case})", "CPU/req", "<=", 0.8,
+             "floor", "wrk", conns, primary=False, detail=REACHABLE),
+    )),
+    # embedded server vs the cheaper nginx
+    Goal("server", "embedded server", "CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
+         0.8, "embedded", "nginx*", floor="floor"),
+    Goal("server", "embedded server",
+         "floor (find blank line + write) CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
+         0.8, "floor", "nginx*", primary=False, detail=REACHABLE),
+    Goal("server", "embedded server", "requests/s ≥ nginx ({case})", "req/s", ">=", 1.0,
+         "embedded", "nginx*", primary=False),
+    # native Client vs pycurl, sequential keep-alive requests
+    Goal("client", "native Client", "CPU/request ≤ 0.5× pycurl: {case}", "CPU/req", "<=", 0.5,
+         "native", "pycurl", "sequential *", floor="floor",
+         detail="process CPU (server in another process)"),
+    Goal("client", "native Client", "floor (C send+recv only) CPU/request ≤ 0.5× pycurl: {case}",
+         "CPU/req", "<=", 0.5, "floor", "pycurl", "sequential *", primary=False,
+         detail=REACHABLE + "; floor_loadgen -c1, interleaved with the clients"),
+    Goal("client", "native Client", "30 MB download ≥ 1.2× http.client", "MB/s", ">=", 1.2,
+         "native", "http.client", "30 MB download*",
+         detail="median MB/s of interleaved repeats"),
+    # measure()
+    Goal("measure", "measure()", "loop overhead ≤ 0.5× Python perf_counter_ns loop", "loop",
+         "<=", 0.5, "measure() C loop", "Python for + perf_counter_ns", "no-op*",
+         detail="no-op callable"),
+    Goal("measure", "measure()", "allocation accounting slow-down ≤ 1.10×", "slow-down", "<=",
+         1.10, "alloc+GC accounting", case="urllib3*",
+         detail="urllib3 GET, median of per-round ratios; tracemalloc in the same run: "
+                "{tracemalloc|slow-down}×; estimated from the hook cost per allocation: "
+                "{alloc+GC accounting (hook cost estimate)|slow-down}×"),
+    # load generator memory
+    Goal("engine_mem", "load generator", "0 heap allocations per request (HTTP)", "mallocs",
+         "==", 0.0, "per extra request", case="* HTTP", unit="",
+         detail="{short run|mallocs} mallocs in {short run|requests} requests vs "
+                "{long run|mallocs} in {long run|requests}"),
+    Goal("engine_mem", "load generator", "heap allocations per request (HTTPS)", "mallocs",
+         "<=", 4.5, "per extra request", case="* HTTPS", primary=False, unit="",
+         detail="includes OpenSSL's record-layer allocations"),
+    Goal("engine_mem", "load generator", "RSS growth < 1 MB from 10^5 to 10^7 requests",
+         "peak RSS", "<", 1.0, "growth", case="RSS*", unit=" MB",
+         detail="peak RSS, {short run|requests} vs {long run|requests} requests"),
+]
