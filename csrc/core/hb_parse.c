@@ -137,19 +137,20 @@ HB_HOT const char *scan_value(const char *p, const char *end)
     }
 }
 
-/* End of a request-target: the first SP, control, DEL or end. */
+/* End of a request-target: the first byte outside 0x21..0x7e (SP, control,
+ * DEL, or non-ASCII, which URI syntax never has) or end. */
 HB_HOT const char *scan_target(const char *p, const char *end)
 {
 #ifdef HB_SWAR_LE
     while (end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        uint64_t m = swar_stop(w, 0x21);
+        uint64_t m = swar_stop(w, 0x21) | (w & 0x8080808080808080ULL);
         if (m) return p + (__builtin_ctzll(m) >> 3);
         p += 8;
     }
 #endif
-    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
+    while (p < end && (unsigned)((unsigned char)*p - 0x21) < 0x5e) p++;
     return p;
 }
 

@@ -774,6 +774,17 @@ static void test_strict_smuggling_vectors(void)
     CHECK_EQ_INT(req_err("GET  / HTTP/1.1\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
     CHECK_EQ_INT(req_err("GET /  HTTP/1.1\r\n\r\n"), HB_PE_BAD_VERSION);
     CHECK_EQ_INT(req_err("GET\t/ HTTP/1.1\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
+    /* request-target is URI syntax: ASCII only, a non-ASCII byte at any offset fails */
+    char buf[64];
+    int bad = 0;
+    for (size_t i = 0; i < 30; i++) {
+        memcpy(buf, "GET /", 5);
+        memset(buf + 5, 'p', 30);
+        buf[5 + i] = i % 2 ? '\x80' : '\xff';
+        memcpy(buf + 35, " HTTP/1.1\r\n\r\n", 13);
+        if (req_n(buf, 48, NULL) != HB_ERROR || qh.error != HB_PE_BAD_REQUEST_LINE) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
 }
 
 static void test_strerror(void)
