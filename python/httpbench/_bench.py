@@ -30,6 +30,7 @@ __all__ = [
     "bench",
     "format_report",
     "format_spectrum",
+    "format_workers",
     "cli_main",
 ]
 
@@ -212,6 +213,7 @@ def bench(
     server_name: str | None = None,
     tls_max_version: str | None = None,
     label: str = "",
+    cluster: Any = None,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -233,6 +235,13 @@ def bench(
     receiving :class:`Progress` snapshots. ``session_resumption``: offer the
     last TLS session on new connections; ``server_name``: SNI/verification name
     (default: the URL's host); ``tls_max_version``: "1.2" or "1.3".
+
+    ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
+    scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
+    worker processes; needs ``pip install "httpbench[distributed]"``). The totals
+    (``n``, ``rate``, ``concurrency``, ``threads``) are split across the workers
+    and the result is their exact merge, with each worker's in ``workers``;
+    ``progress`` is not shown for such runs. See docs/distributed.md.
 
     Ctrl-C stops the run within ~100 ms and returns the partial result with
     ``interrupted=True``. Raises ValueError/TypeError for bad arguments,
@@ -308,6 +317,15 @@ def bench(
     head = _core.build_head(method, tgt.target, host_header, extra or None, body_len,
                             bool(keepalive))
 
+    if cluster is not None:
+        from ._distributed import run_distributed
+
+        return run_distributed(
+            cluster, url, n=n, duration=dur, concurrency=concurrency, threads=threads,
+            rate=rate, warmup=wup, timeout=tmo, label=label, keepalive=keepalive,
+            pipeline=pipeline, method=method, headers=hdrs, body=body, verify=verify,
+            ca_file=ca_file, session_resumption=session_resumption, server_name=server_name,
+            tls_max_version=tls_max_version)
     if progress is True:
         progress = _stderr_progress()
     cb: Callable[..., Any] | None = None
@@ -526,7 +544,30 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     if latency:
         lines.append("")
         lines.append(format_spectrum(r.latency))
+    if r.workers:
+        lines.append("")
+        lines += format_workers(r)
     return "\n".join(lines) + "\n"
+
+
+def format_workers(r: BenchResult) -> list[str]:
+    """The per-worker table of a distributed run (lines)."""
+    title = f"Workers ({len(r.workers)} shards"
+    if r.partial:
+        title += "; PARTIAL: " + ", ".join(
+            f"shard {w.shard} on {w.worker} lost (n={w.n}, c={w.concurrency})" for w in r.lost)
+    lines = [title + ")",
+             f"{'#':>3} {'worker':<24} {'host':<14} {'status':<11} {'c':>4} {'requests':>9} "
+             f"{'req/s':>10} {'errors':>7} {'CPU µs/req':>10} {'clock off ms':>13} "
+             f"{'late ms':>8}"]
+    for w in r.workers:
+        cpu = w.cpu_ns_per_request
+        off = f"{w.clock_offset_ns / 1e6:+.3f}±{w.clock_uncertainty_ns / 1e6:.3f}"
+        lines.append(f"{w.shard:>3} {w.worker:<24} {w.host[:14]:<14} {w.status:<11} "
+                     f"{w.concurrency:>4} {w.responses + w.errors:>9} {w.rps:>10.1f} "
+                     f"{w.errors:>7} {('-' if math.isnan(cpu) else f'{cpu / 1e3:.2f}'):>10} "
+                     f"{off:>13} {w.start_late_ns / 1e6:>8.2f}")
+    return lines
 
 
 # --------------------------------------------------------------------------
@@ -579,6 +620,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
     p.add_argument("--json", metavar="FILE", help="also save the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    dk = p.add_mutually_exclusive_group()
+    dk.add_argument("--dask", metavar="ADDRESS",
+                    help="run on the workers of this Dask scheduler (tcp://host:8786)")
+    dk.add_argument("--dask-local", type=int, metavar="N",
+                    help="run on N local Dask worker processes")
     return p
 
 
@@ -632,12 +678,15 @@ def cli_main(argv: list[str]) -> int:
             import pathlib
 
             body = pathlib.Path(a.post_file)
-        show = (not a.quiet) and sys.stderr.isatty()
+        if a.dask_local is not None and a.dask_local < 1:
+            raise _UsageError("--dask-local must be >= 1")
+        cluster = a.dask or (f"local:{a.dask_local}" if a.dask_local else None)
+        show = (not a.quiet) and sys.stderr.isatty() and cluster is None
         kw: dict[str, Any] = dict(
             n=a.requests, duration=duration, concurrency=a.concurrency, threads=a.threads,
             rate=a.rate, keepalive=a.keepalive, pipeline=a.pipeline, method=method,
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
-            ca_file=a.ca_file, warmup=warmup or 0, progress=show,
+            ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
         )
         try:
             result = bench(a.url, **kw)
@@ -647,7 +696,7 @@ def cli_main(argv: list[str]) -> int:
         p.print_usage(sys.stderr)
         sys.stderr.write(f"httpbench: error: {exc}\n")
         return 2
-    except _core.HttpbenchError as exc:
+    except (_core.HttpbenchError, ImportError, RuntimeError) as exc:
         sys.stderr.write(f"httpbench: {type(exc).__name__}: {exc}\n")
         return 1
     if show:
@@ -663,6 +712,10 @@ def cli_main(argv: list[str]) -> int:
     if result.interrupted:
         sys.stderr.write("httpbench: interrupted; the report covers the partial run\n")
         return 130
+    if result.partial:
+        sys.stderr.write("httpbench: partial result: " + ", ".join(
+            f"shard {w.shard} on {w.worker} lost" for w in result.lost) + "\n")
+        return 1
     if result.responses == 0 and result.errors:
         errs = ", ".join(f"{k}: {v}" for k, v in result.error_counts.items() if v)
         sys.stderr.write(f"httpbench: every request failed ({errs}); "
