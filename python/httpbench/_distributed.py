@@ -169,23 +169,22 @@ def _workers(client: Any, timeout: float) -> list[str]:
     return ws
 
 
+# Evaluated on each worker by the builtin eval: a function of ours could not even
+# be unpickled on a worker without httpbench, and the probe must import what the
+# shards will (the compiled core included), not just find the package's metadata.
+_PROBE = "__import__('httpbench._core').__version__"
+
+
 def _local_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from ._version import __version__
 
-    try:
-        return version("httpbench")
-    except PackageNotFoundError:
-        from ._version import __version__
-
-        return __version__
+    return __version__
 
 
 def _check_versions(client: Any, workers: list[str]) -> None:
     """Refuse the run unless every worker imports this httpbench version."""
-    from importlib.metadata import version
-
     want = _local_version()
-    got = client.run(version, "httpbench", workers=workers, on_error="return")
+    got = client.run(eval, _PROBE, workers=workers, on_error="return")
     bad = []
     for w in workers:
         v = got.get(w)
