@@ -272,7 +272,7 @@ def _merge(parts: list[tuple[WorkerResult, BenchResult]], shards: list[WorkerRes
     iv = first.series_interval_ns
     nsec = 0
     shifted = []
-    for (_, r), s in zip(parts, starts):
+    for (_, r), s in zip(parts, starts, strict=True):
         shift = (s - start + iv // 2) // iv
         shifted.append((shift, r))
         nsec = max(nsec, shift + len(r.series_responses))
