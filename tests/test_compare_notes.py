@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import httpbench
 from httpbench._results import MeasureResult
-from httpbench._runner import median_spread, nagle_fraction, round_notes, spread_notes
+from httpbench._runner import nagle_fraction, round_notes, spread_notes
 from httpbench._scenarios import SCENARIOS, Scenario
+from httpbench._stats import median_spread
 
 
 def mr(latencies_ns, wall_ns=1_000_000_000, errors=0):

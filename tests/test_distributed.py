@@ -22,7 +22,8 @@ import httpbench
 import pytest
 from httpbench import BenchResult, Histogram
 from httpbench import _distributed as D
-from httpbench._bench import cli_main, format_report
+from httpbench._bench import cli_main
+from httpbench.report import format_report
 
 distributed = pytest.importorskip("distributed")
 

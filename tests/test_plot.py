@@ -5,8 +5,8 @@ import random
 import sys
 
 import pytest
-from httpbench import _plot as PL
 from httpbench import _results as R
+from httpbench import plot as PL
 from test_results import hist, make_bench, make_measure
 
 pytest.importorskip("matplotlib")

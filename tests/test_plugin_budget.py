@@ -4,6 +4,7 @@ import math
 
 import httpbench
 import pytest
+from httpbench import _baseline as BL
 from httpbench import _budget as B
 
 
@@ -143,20 +144,20 @@ def test_compare_metrics_scales_timing_and_is_tight_on_counts():
     # This machine is twice as slow: doubled timings are "ok", allocations must match.
     cur = {"p50": 2100.0, "cpu_per_request": 1500.0, "allocs_per_request": 100.4,
            "errors": 0.0, "requests": 50.0}
-    rows = B.compare_metrics(base, cur, kind="measure", scale=2.0, tolerance=0.10, bounded=True)
+    rows = BL.compare_metrics(base, cur, kind="measure", scale=2.0, tolerance=0.10, bounded=True)
     assert {r.metric.name: r.verdict for r in rows} == {
         "p50": "ok", "cpu_per_request": "ok", "allocs_per_request": "ok", "errors": "ok",
         "requests": "ok"}
     cur2 = dict(cur, p50=2300.0, allocs_per_request=103.0, errors=1.0)
-    rows = B.compare_metrics(base, cur2, kind="measure", scale=2.0, tolerance=0.10)
+    rows = BL.compare_metrics(base, cur2, kind="measure", scale=2.0, tolerance=0.10)
     verdicts = {r.metric.name: r.verdict for r in rows}
     assert verdicts == {"p50": "slower", "cpu_per_request": "ok",
                         "allocs_per_request": "slower", "errors": "slower"}
     cur3 = dict(cur, p50=1000.0, allocs_per_request=90.0)
-    verdicts = {r.metric.name: r.verdict for r in B.compare_metrics(
+    verdicts = {r.metric.name: r.verdict for r in BL.compare_metrics(
         base, cur3, kind="measure", scale=2.0, tolerance=0.10)}
     assert verdicts["p50"] == "faster" and verdicts["allocs_per_request"] == "faster"
     # rps is a lower bound: fewer requests per second is the regression.
-    rows = B.compare_metrics({"rps": 1000.0}, {"rps": 400.0}, kind="bench", scale=2.0,
+    rows = BL.compare_metrics({"rps": 1000.0}, {"rps": 400.0}, kind="bench", scale=2.0,
                              tolerance=0.1)
     assert [(r.metric.name, r.verdict, r.expected) for r in rows] == [("rps", "slower", 500.0)]

@@ -10,8 +10,8 @@ import sys
 import httpbench
 import pytest
 from httpbench import _cli
-from httpbench import _report as P
 from httpbench import _results as R
+from httpbench import report as P
 from test_results import hist, make_bench, make_measure, make_set
 
 # ---------------------------------------------------------------- DataFrame

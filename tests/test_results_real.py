@@ -3,8 +3,8 @@ available) survive JSON, DataFrames, tables and plots."""
 
 import httpbench
 import pytest
-from httpbench import _report as P
 from httpbench import _units as U
+from httpbench import report as P
 
 
 @pytest.fixture(scope="module")

@@ -152,46 +152,6 @@ void hb_engine_config_init(hb_engine_config *c)
     c->duration_ns = 10 * NS_PER_S;
 }
 
-/* ---- request serialization ---- */
-
-static int has_crlf(const char *s)
-{
-    return s && strpbrk(s, "\r\n") != NULL;
-}
-
-int hb_engine_build_head(char *buf, size_t cap, const char *method, const char *target,
-                         const char *host_header, const char *extra, int64_t body_len,
-                         int keepalive, char *err)
-{
-    if (!method || !*method || !target || !*target)
-        return hb_fail(err, HB_E_INVALID, "method and target are required");
-    if (has_crlf(method) || has_crlf(target) || has_crlf(host_header) || strchr(method, ' ') ||
-        strchr(target, ' '))
-        return hb_fail(err, HB_E_INVALID, "method, target and host must not contain CR, LF or SP");
-    if (extra && *extra) {
-        size_t n = strlen(extra);
-        if (n < 2 || extra[n - 2] != '\r' || extra[n - 1] != '\n')
-            return hb_fail(err, HB_E_INVALID, "extra headers must end with CRLF");
-    }
-    int n = snprintf(buf, cap, "%s %s HTTP/1.1\r\n", method, target);
-    size_t len = n > 0 ? (size_t)n : 0;
-#define APPEND(...)                                                                                \
-    do {                                                                                           \
-        if (len >= cap) return hb_fail(err, HB_E_INVALID, "request head too large");            \
-        int k_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                      \
-        if (k_ < 0) return hb_fail(err, HB_E_INVALID, "request head formatting failed");         \
-        len += (size_t)k_;                                                                         \
-    } while (0)
-    if (host_header) APPEND("Host: %s\r\n", host_header);
-    if (extra) APPEND("%s", extra);
-    if (body_len >= 0) APPEND("Content-Length: %lld\r\n", (long long)body_len);
-    if (!keepalive) APPEND("Connection: close\r\n");
-    APPEND("\r\n");
-#undef APPEND
-    if (len >= cap) return hb_fail(err, HB_E_INVALID, "request head too large");
-    return (int)len;
-}
-
 /* ---- accounting ---- */
 
 static inline void progress_publish(ethread *th)

@@ -71,7 +71,7 @@ typedef struct hb_engine_config {
     const char *host;
     struct hb_tls_ctx *tls; /* NULL: plain HTTP. Not owned; must outlive the engine. */
     /* Request. head: the serialized request head (request line + headers +
-     * CRLF CRLF, see hb_engine_build_head). Body: body/body_len in memory, or
+     * CRLF CRLF, see hb_build_head in hb_request.h). Body: body/body_len in memory, or
      * body_fd >= 0 with body_len bytes read from offset 0 (pread/sendfile per
      * chunk, never loaded whole). Both are copied/dup'ed by hb_engine_new. */
     const char *head;
@@ -96,16 +96,6 @@ typedef struct hb_engine_config {
 
 /* Defaults: 1 connection, 1 thread, pipeline 1, keep-alive, 10 s, no timeout. */
 void hb_engine_config_init(hb_engine_config *c);
-
-/* Serialize a request head into buf: "METHOD target HTTP/1.1\r\n", then
- * "Host: host_header\r\n" unless host_header is NULL, then extra (already
- * "Name: value\r\n" lines, may be NULL), "Content-Length: N\r\n" when
- * body_len >= 0, "Connection: close\r\n" when !keepalive, and "\r\n".
- * Returns the length, or HB_E_INVALID (with err) when it does not fit or a
- * component contains CR/LF. */
-int hb_engine_build_head(char *buf, size_t cap, const char *method, const char *target,
-                         const char *host_header, const char *extra, int64_t body_len,
-                         int keepalive, char *err);
 
 /* Merged results (filled by hb_engine_result after the run). */
 #define HB_ENG_SERVER_LEN 128

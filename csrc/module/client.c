@@ -1,7 +1,8 @@
-/* client.c - httpbench.Client and httpbench.Response: the Python face of
- * hb_client/hb_pool (csrc/core/hb_client.h, hb_pool.h).
+/* client.c - httpbench.Client: the Python face of hb_client/hb_pool
+ * (csrc/core/hb_client.h, hb_pool.h); the URL and the head come from
+ * hb_request, the Response type lives in response.c.
  *
- * Per request, with the GIL held: parse the URL, serialize the head into a
+ * Per request, with the GIL held: split the URL, serialize the head into a
  * stack buffer, prepare the body; then, GIL released: connect or reuse, send,
  * read the head; GIL held again: build the Response, allocate the body bytes
  * at Content-Length size and read the rest straight into them (GIL released
@@ -18,15 +19,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
-#include <structmember.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "hb_client.h"
 #include "hb_clock.h"
+#include "hb_request.h"
 #include "hb_tls.h"
 
 #define HEAD_STACK 8192
+#define HEADERS_STACK 32
 #define DOWNLOAD_BUF (256 * 1024)
 #define CHUNKED_INITIAL (16 * 1024)
 
@@ -44,389 +46,7 @@ typedef struct {
     double timeout, connect_timeout, idle_timeout; /* as given (-1: None) */
 } ClientObject;
 
-/* Variable-size: the final response head as received is stored inline
- * (ob_size bytes at `head`), so a response costs one allocation, not two. */
-typedef struct {
-    PyObject_VAR_HEAD
-    int status;
-    int minor;
-    int reused;
-    Py_ssize_t reason_off, reason_len; /* within head */
-    PyObject *body;                    /* bytes */
-    PyObject *url;
-    PyObject *headers; /* cached Headers, built on first access */
-    unsigned long long size;
-    uint64_t t_start, t_connected, t_tls_done, t_first_byte, t_done;
-    char head[1];
-} ResponseObject;
-
-/* ------------------------------------------------------------------ Response */
-
-static void resp_dealloc(PyObject *o)
-{
-    ResponseObject *r = (ResponseObject *)o;
-    PyTypeObject *tp = Py_TYPE(o);
-    Py_XDECREF(r->body);
-    Py_XDECREF(r->url);
-    Py_XDECREF(r->headers);
-    tp->tp_free(o);
-    Py_DECREF(tp);
-}
-
-static PyObject *resp_reason(PyObject *o, void *c)
-{
-    (void)c;
-    ResponseObject *r = (ResponseObject *)o;
-    return PyUnicode_DecodeLatin1(r->head + r->reason_off, r->reason_len,
-                                  NULL);
-}
-
-static PyObject *resp_version(PyObject *o, void *c)
-{
-    (void)c;
-    return PyUnicode_FromString(((ResponseObject *)o)->minor ? "HTTP/1.1" : "HTTP/1.0");
-}
-
-static PyObject *resp_headers(PyObject *o, void *c)
-{
-    (void)c;
-    ResponseObject *r = (ResponseObject *)o;
-    if (r->headers) return Py_NewRef(r->headers);
-    hb_header hs[HB_CLIENT_MAX_HEADERS];
-    hb_response_head h;
-    memset(&h, 0, sizeof h);
-    h.headers = hs;
-    h.num_headers = HB_CLIENT_MAX_HEADERS;
-    int n = hb_parse_response_head(r->head, (size_t)Py_SIZE(r), &h, NULL);
-    if (n < 0) { /* cannot happen: it parsed before */
-        PyErr_SetString(PyExc_RuntimeError, "stored response head no longer parses");
-        return NULL;
-    }
-    PyObject *list = PyList_New((Py_ssize_t)h.num_headers);
-    if (!list) return NULL;
-    for (size_t i = 0; i < h.num_headers; i++) {
-        PyObject *t = Py_BuildValue("(NN)",
-                                    PyUnicode_DecodeLatin1(hs[i].name, (Py_ssize_t)hs[i].name_len,
-                                                           NULL),
-                                    PyUnicode_DecodeLatin1(hs[i].value,
-                                                           (Py_ssize_t)hs[i].value_len, NULL));
-        if (!t) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
-    }
-    PyObject *mod = PyImport_ImportModule("httpbench._client");
-    PyObject *cls = mod ? PyObject_GetAttrString(mod, "Headers") : NULL;
-    Py_XDECREF(mod);
-    PyObject *res = cls ? PyObject_CallOneArg(cls, list) : NULL;
-    Py_XDECREF(cls);
-    Py_DECREF(list);
-    if (res) r->headers = Py_NewRef(res);
-    return res;
-}
-
-static PyObject *secs(uint64_t a, uint64_t b)
-{
-    return PyFloat_FromDouble(a && b > a ? (double)(b - a) / 1e9 : 0.0);
-}
-
-static PyObject *resp_elapsed(PyObject *o, void *c)
-{
-    (void)c;
-    ResponseObject *r = (ResponseObject *)o;
-    return secs(r->t_start, r->t_done);
-}
-static PyObject *resp_connect_time(PyObject *o, void *c)
-{
-    (void)c;
-    ResponseObject *r = (ResponseObject *)o;
-    return secs(r->t_start, r->t_connected);
-}
-static PyObject *resp_tls_time(PyObject *o, void *c)
-{
-    (void)c;
-    ResponseObject *r = (ResponseObject *)o;
-    return r->t_tls_done ? secs(r->t_connected, r->t_tls_done) : PyFloat_FromDouble(0.0);
-}
-static PyObject *resp_ttfb(PyObject *o, void *c)
-{
-    (void)c;
-    ResponseObject *r = (ResponseObject *)o;
-    return secs(r->t_start, r->t_first_byte);
-}
-static PyObject *resp_reused(PyObject *o, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(((ResponseObject *)o)->reused);
-}
-
-static PyObject *resp_repr(PyObject *o)
-{
-    ResponseObject *r = (ResponseObject *)o;
-    PyObject *reason = resp_reason(o, NULL);
-    if (!reason) return NULL;
-    PyObject *s = PyUnicode_FromFormat("<Response [%d %U]>", r->status, reason);
-    Py_DECREF(reason);
-    return s;
-}
-
-static PyMemberDef resp_members[] = {
-    {"status", T_INT, offsetof(ResponseObject, status), READONLY, "Status code (e.g. 200)."},
-    {"body", T_OBJECT, offsetof(ResponseObject, body), READONLY,
-     "The body as bytes (b'' for HEAD/204/304 and for download())."},
-    {"url", T_OBJECT, offsetof(ResponseObject, url), READONLY, "The requested URL."},
-    {"size", T_ULONGLONG, offsetof(ResponseObject, size), READONLY,
-     "Body bytes received (for download(): bytes written to the file)."},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyGetSetDef resp_getset[] = {
-    {"reason", resp_reason, NULL, "Reason phrase as sent (may be empty).", NULL},
-    {"http_version", resp_version, NULL, "'HTTP/1.1' or 'HTTP/1.0'.", NULL},
-    {"headers", resp_headers, NULL,
-     "Response headers: a Headers (ordered, case-insensitive, duplicates kept).", NULL},
-    {"elapsed", resp_elapsed, NULL, "Seconds from the start of the request to its last byte.",
-     NULL},
-    {"connect_time", resp_connect_time, NULL,
-     "Seconds spent connecting (TCP); 0.0 on a reused connection.", NULL},
-    {"tls_time", resp_tls_time, NULL, "Seconds spent in the TLS handshake; 0.0 if none.", NULL},
-    {"ttfb", resp_ttfb, NULL, "Seconds from the start of the request to the first response byte.",
-     NULL},
-    {"reused", resp_reused, NULL, "True when sent on a pooled keep-alive connection.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyType_Slot resp_slots[] = {
-    {Py_tp_doc, "The response of a httpbench.Client request (created by the client only)."},
-    {Py_tp_dealloc, resp_dealloc},
-    {Py_tp_members, resp_members},
-    {Py_tp_getset, resp_getset},
-    {Py_tp_repr, resp_repr},
-    {0, NULL},
-};
-
-static PyType_Spec resp_spec = {
-    .name = "httpbench.Response",
-    .basicsize = offsetof(ResponseObject, head),
-    .itemsize = 1,
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = resp_slots,
-};
-
 /* -------------------------------------------------------------- request prep */
-
-/* A URL split into its parts (pointers into the caller's UTF-8 text). */
-typedef struct {
-    int tls;
-    const char *host; /* without brackets */
-    size_t host_len;
-    const char *hosthdr; /* as written (with brackets and port if given) */
-    size_t hosthdr_len;
-    int port;
-    const char *path; /* path and query; "" means "/" */
-    size_t path_len;
-    int query_only; /* the authority ended at '?': target is "/" + path */
-} url_parts;
-
-static int parse_url(const char *u, size_t n, url_parts *o)
-{
-    size_t i;
-    if (n >= 7 && strncasecmp(u, "http://", 7) == 0) {
-        o->tls = 0;
-        i = 7;
-        o->port = 80;
-    } else if (n >= 8 && strncasecmp(u, "https://", 8) == 0) {
-        o->tls = 1;
-        i = 8;
-        o->port = 443;
-    } else {
-        PyErr_Format(PyExc_ValueError, "unsupported URL (want http:// or https://): %.200s", u);
-        return -1;
-    }
-    for (size_t k = 0; k < n; k++) {
-        unsigned char ch = (unsigned char)u[k];
-        if (ch <= 0x20 || ch >= 0x7f) {
-            PyErr_Format(PyExc_ValueError,
-                         "URL contains whitespace, control or non-ASCII characters "
-                         "(percent-encode them): %.200R",
-                         PyUnicode_DecodeUTF8(u, (Py_ssize_t)n, "replace"));
-            return -1;
-        }
-    }
-    size_t a = i;
-    while (i < n && u[i] != '/' && u[i] != '?' && u[i] != '#') i++;
-    size_t aend = i;
-    if (memchr(u + a, '@', aend - a)) {
-        PyErr_SetString(PyExc_ValueError, "credentials in URLs are not supported");
-        return -1;
-    }
-    o->hosthdr = u + a;
-    o->hosthdr_len = aend - a;
-    size_t hs = a, he;
-    size_t p = a;
-    if (p < aend && u[p] == '[') {
-        const char *rb = memchr(u + p, ']', aend - p);
-        if (!rb) goto bad_host;
-        hs = p + 1;
-        he = (size_t)(rb - u);
-        p = he + 1;
-        if (p < aend && u[p] != ':') goto bad_host;
-    } else {
-        while (p < aend && u[p] != ':') p++;
-        he = p;
-    }
-    if (he == hs) goto bad_host;
-    o->host = u + hs;
-    o->host_len = he - hs;
-    if (p < aend) { /* ':' port */
-        p++;
-        if (p == aend) goto bad_port;
-        long port = 0;
-        for (; p < aend; p++) {
-            if (u[p] < '0' || u[p] > '9' || port > 65535) goto bad_port;
-            port = port * 10 + (u[p] - '0');
-        }
-        if (port < 1 || port > 65535) goto bad_port;
-        o->port = (int)port;
-    }
-    size_t pe = i;
-    while (pe < n && u[pe] != '#') pe++; /* the fragment is never sent */
-    o->path = u + i;
-    o->path_len = pe - i;
-    o->query_only = i < n && u[i] == '?';
-    return 0;
-bad_host:
-    PyErr_Format(PyExc_ValueError, "URL has no valid host: %.200s", u);
-    return -1;
-bad_port:
-    PyErr_Format(PyExc_ValueError, "URL has an invalid port: %.200s", u);
-    return -1;
-}
-
-/* Growable output for the request head: starts on the stack. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int heap;
-} outbuf;
-
-static int ob_put(outbuf *b, const char *s, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t nc = b->cap * 2;
-        while (nc < b->len + n) nc *= 2;
-        char *np = PyMem_Malloc(nc);
-        if (!np) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        memcpy(np, b->p, b->len);
-        if (b->heap) PyMem_Free(b->p);
-        b->p = np;
-        b->cap = nc;
-        b->heap = 1;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    return 0;
-}
-#define OB_LIT(b, lit) ob_put((b), (lit), sizeof(lit) - 1)
-
-static int is_tchar(unsigned char c)
-{
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c && strchr(extra, c));
-}
-
-/* str or bytes -> (ptr, len); str must be encodable (UTF-8 for values). */
-static int as_text(PyObject *o, const char **p, Py_ssize_t *n, const char *what)
-{
-    if (PyUnicode_Check(o)) {
-        *p = PyUnicode_AsUTF8AndSize(o, n);
-        return *p ? 0 : -1;
-    }
-    if (PyBytes_Check(o)) {
-        *p = PyBytes_AS_STRING(o);
-        *n = PyBytes_GET_SIZE(o);
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "header %s must be str or bytes, not %.100s", what,
-                 Py_TYPE(o)->tp_name);
-    return -1;
-}
-
-/* Flags of user headers the client would otherwise add itself. */
-#define UH_HOST 1
-
-static int put_header(outbuf *b, PyObject *k, PyObject *v, int *flags)
-{
-    const char *kp, *vp;
-    Py_ssize_t kn, vn;
-    if (as_text(k, &kp, &kn, "name") < 0 || as_text(v, &vp, &vn, "value") < 0) return -1;
-    if (kn == 0) goto bad_name;
-    for (Py_ssize_t i = 0; i < kn; i++)
-        if (!is_tchar((unsigned char)kp[i])) goto bad_name;
-    for (Py_ssize_t i = 0; i < vn; i++) {
-        unsigned char c = (unsigned char)vp[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) {
-            PyErr_Format(PyExc_ValueError, "header %R has a control character (CR/LF/NUL) in "
-                         "its value", k);
-            return -1;
-        }
-    }
-    if (kn == 4 && strncasecmp(kp, "host", 4) == 0) *flags |= UH_HOST;
-    if ((kn == 14 && strncasecmp(kp, "content-length", 14) == 0) ||
-        (kn == 17 && strncasecmp(kp, "transfer-encoding", 17) == 0)) {
-        PyErr_Format(PyExc_ValueError, "header %R is set by the client from the body", k);
-        return -1;
-    }
-    if (ob_put(b, kp, (size_t)kn) < 0 || OB_LIT(b, ": ") < 0 || ob_put(b, vp, (size_t)vn) < 0 ||
-        OB_LIT(b, "\r\n") < 0)
-        return -1;
-    return 0;
-bad_name:
-    PyErr_Format(PyExc_ValueError, "invalid header name %R", k);
-    return -1;
-}
-
-static int put_headers(outbuf *b, PyObject *headers, int *flags)
-{
-    if (headers == NULL || headers == Py_None) return 0;
-    if (PyDict_Check(headers)) {
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(headers, &pos, &k, &v))
-            if (put_header(b, k, v, flags) < 0) return -1;
-        return 0;
-    }
-    PyObject *items = NULL;
-    if (PyObject_HasAttrString(headers, "items")) {
-        items = PyObject_CallMethod(headers, "items", NULL);
-        if (!items) return -1;
-    } else {
-        items = Py_NewRef(headers);
-    }
-    PyObject *it = PyObject_GetIter(items);
-    Py_DECREF(items);
-    if (!it) return -1;
-    PyObject *pair;
-    int rc = 0;
-    while (rc == 0 && (pair = PyIter_Next(it))) {
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError,
-                            "headers must be a mapping or an iterable of (name, value) pairs");
-            rc = -1;
-        } else {
-            rc = put_header(b, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), flags);
-        }
-        Py_DECREF(pair);
-    }
-    Py_DECREF(it);
-    if (rc == 0 && PyErr_Occurred()) rc = -1;
-    return rc;
-}
 
 /* The request body as the core wants it. */
 typedef struct {
@@ -531,21 +151,6 @@ static int body_prepare(PyObject *body, body_src *bs)
     return -1;
 }
 
-static int method_idempotent(const char *m, size_t n)
-{
-    static const char *const idem[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
-    for (size_t i = 0; i < sizeof idem / sizeof idem[0]; i++)
-        if (strlen(idem[i]) == n && memcmp(idem[i], m, n) == 0) return 1;
-    return 0;
-}
-
-/* Methods whose request normally carries content: send Content-Length: 0. */
-static int method_wants_length(const char *m, size_t n)
-{
-    return (n == 4 && memcmp(m, "POST", 4) == 0) || (n == 3 && memcmp(m, "PUT", 3) == 0) ||
-           (n == 5 && memcmp(m, "PATCH", 5) == 0);
-}
-
 static int ensure_tls(ClientObject *self)
 {
     if (self->tls) return 0;
@@ -613,19 +218,18 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
         PyErr_SetString(PyExc_ValueError, "the client is closed");
         return NULL;
     }
-    if (!PyUnicode_Check(url)) {
-        PyErr_Format(PyExc_TypeError, "url must be str, not %.100s", Py_TYPE(url)->tp_name);
-        return NULL;
-    }
+    const char *u;
     Py_ssize_t ulen;
-    const char *u = PyUnicode_AsUTF8AndSize(url, &ulen);
-    if (!u) return NULL;
-    url_parts up;
-    if (parse_url(u, (size_t)ulen, &up) < 0) return NULL;
+    hb_url up;
+    if (hb_py_url(st, url, &up, &u, &ulen) < 0) return NULL;
+    char err[HB_ERR_LEN];
+    int rc;
     if (up.tls && ensure_tls(self) < 0) return NULL;
 
     char stackbuf[HEAD_STACK];
-    outbuf b = {stackbuf, 0, sizeof stackbuf, 0};
+    char *head = stackbuf;
+    hb_header hstack[HEADERS_STACK], *hs = hstack;
+    PyObject *hkeep = NULL;
     body_src bs;
     PyObject *resp_obj = NULL, *bodyobj = NULL;
     int dl_fd = -1, dl_created = 0;
@@ -633,32 +237,28 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     PyObject *dl_enc = NULL;
     if (body_prepare(body, &bs) < 0) goto fail; /* releases what it got so far */
 
-    int flags = 0;
-    if (ob_put(&b, method, mlen) < 0 || OB_LIT(&b, " ") < 0) goto fail;
-    if (up.path_len == 0 || up.query_only) {
-        if (OB_LIT(&b, "/") < 0) goto fail;
-    }
-    if (ob_put(&b, up.path, up.path_len) < 0 || OB_LIT(&b, " HTTP/1.1\r\n") < 0) goto fail;
-    size_t host_at = b.len;
-    if (OB_LIT(&b, "Host: ") < 0 || ob_put(&b, up.hosthdr, up.hosthdr_len) < 0 ||
-        OB_LIT(&b, "\r\n") < 0)
+    Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
+    if (nh < 0) goto fail;
+    int64_t blen = HB_REQ_NO_BODY;
+    if (bs.fd >= 0)
+        blen = bs.len < 0 ? HB_REQ_CHUNKED : bs.len;
+    else if (bs.view.obj)
+        blen = (int64_t)bs.view.len;
+    hb_head_spec spec = {method, mlen, &up, hs, (size_t)nh, blen, 1, NULL};
+    size_t cap = hb_build_head_bound(&spec);
+    if (cap > sizeof stackbuf && !(head = PyMem_Malloc(cap))) {
+        PyErr_NoMemory();
         goto fail;
-    size_t host_end = b.len;
-    if (put_headers(&b, headers, &flags) < 0) goto fail;
-    if (flags & UH_HOST) { /* the caller's Host wins: drop ours */
-        memmove(b.p + host_at, b.p + host_end, b.len - host_end);
-        b.len -= host_end - host_at;
     }
-    int has_body = bs.view.obj != NULL || bs.fd >= 0;
-    if (has_body && bs.fd >= 0 && bs.len < 0) {
-        if (OB_LIT(&b, "Transfer-Encoding: chunked\r\n") < 0) goto fail;
-    } else if (has_body || method_wants_length(method, mlen)) {
-        char cl[48];
-        long long n = bs.fd >= 0 ? (long long)bs.len : (long long)bs.view.len;
-        int k = PyOS_snprintf(cl, sizeof cl, "Content-Length: %lld\r\n", n);
-        if (ob_put(&b, cl, (size_t)k) < 0) goto fail;
+    int head_len = hb_build_head(head, cap, &spec, err);
+    /* The head holds copies: the headers' objects may go now. */
+    if (hs != hstack) PyMem_Free(hs);
+    hs = hstack;
+    Py_CLEAR(hkeep);
+    if (head_len < 0) {
+        hb_raise(st, head_len, err);
+        goto fail;
     }
-    if (OB_LIT(&b, "\r\n") < 0) goto fail;
 
     if (dl_path) {
         if (!PyUnicode_FSConverter(dl_path, &dl_enc)) goto fail;
@@ -680,15 +280,15 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     rq.target.host = up.host;
     rq.target.host_len = up.host_len;
     rq.target.port = up.port;
-    rq.head = b.p;
-    rq.head_len = b.len;
+    rq.head = head;
+    rq.head_len = (size_t)head_len;
     rq.body = bs.view.obj ? bs.view.buf : NULL;
     rq.body_len = bs.view.obj ? (size_t)bs.view.len : 0;
     rq.body_fd = bs.fd;
     rq.body_fd_off = bs.off;
     rq.body_fd_len = bs.len;
-    rq.is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
-    rq.idempotent = method_idempotent(method, mlen);
+    rq.is_head = hb_method_is_head(method, mlen);
+    rq.idempotent = hb_method_idempotent(method, mlen);
     rq.start_ns = hb_now_ns();
     rq.deadline_ns =
         self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq.start_ns + self->timeout_ns;
@@ -698,8 +298,6 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     if (rq.connect_deadline_ns > rq.deadline_ns) rq.connect_deadline_ns = rq.deadline_ns;
 
     hb_exchange x;
-    char err[HB_ERR_LEN];
-    int rc;
     PyThreadState *ts = PyEval_SaveThread();
     rc = hb_client_begin(&self->pool, &rq, &x, err);
     PyEval_RestoreThread(ts);
@@ -708,17 +306,8 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
         goto fail;
     }
 
-    ResponseObject *r =
-        (ResponseObject *)st->ResponseType->tp_alloc(st->ResponseType, (Py_ssize_t)x.head_len);
-    resp_obj = (PyObject *)r;
-    if (!r) goto fail_x;
-    r->status = x.resp.status;
-    r->minor = x.resp.minor_version;
-    r->reused = x.reused;
-    r->reason_off = x.resp.reason ? (Py_ssize_t)(x.resp.reason - x.head_buf) : 0;
-    r->reason_len = (Py_ssize_t)x.resp.reason_len;
-    r->url = Py_NewRef(url);
-    memcpy(r->head, x.head_buf, x.head_len);
+    resp_obj = hb_py_response_new(st, &x, url);
+    if (!resp_obj) goto fail_x;
 
     hb_sink sink = {NULL, 0, 0, -1, NULL, NULL};
     grow_ctx g = {NULL, NULL};
@@ -763,12 +352,6 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
         if (_PyBytes_Resize(&bodyobj, (Py_ssize_t)sink.len) < 0) goto fail_x;
     }
     hb_client_end(&self->pool, &x);
-    r->t_start = x.t_start;
-    r->t_connected = x.t_connected;
-    r->t_tls_done = x.t_tls_done;
-    r->t_first_byte = x.t_first_byte;
-    r->t_done = x.t_done;
-    r->size = (unsigned long long)x.body_bytes;
     if (dl_fd >= 0) {
         int crc = close(dl_fd);
         dl_fd = -1;
@@ -776,18 +359,18 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
             PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dl_path);
             goto fail;
         }
-        r->body = PyBytes_FromStringAndSize(NULL, 0);
-    } else {
-        r->body = bodyobj ? bodyobj : PyBytes_FromStringAndSize(NULL, 0);
-        bodyobj = NULL;
+        Py_CLEAR(bodyobj);
     }
+    if (!bodyobj && !(bodyobj = PyBytes_FromStringAndSize(NULL, 0))) goto fail;
+    hb_py_response_finish(resp_obj, &x, bodyobj);
+    bodyobj = NULL;
     if (bs.file && bs.len > 0) {
         PyObject *s = PyObject_CallMethod(bs.file, "seek", "L", (long long)(bs.off + bs.len));
         if (!s) goto fail;
         Py_DECREF(s);
     }
     body_release(&bs);
-    if (b.heap) PyMem_Free(b.p);
+    if (head != stackbuf) PyMem_Free(head);
     PyMem_RawFree(dl_buf);
     Py_XDECREF(dl_enc);
     return resp_obj;
@@ -798,7 +381,9 @@ fail_x:
     hb_client_end(&self->pool, &x);
 fail:
     body_release(&bs);
-    if (b.heap) PyMem_Free(b.p);
+    if (hs != hstack) PyMem_Free(hs);
+    Py_XDECREF(hkeep);
+    if (head != stackbuf) PyMem_Free(head);
     Py_XDECREF(resp_obj);
     Py_XDECREF(bodyobj);
     if (dl_fd >= 0) close(dl_fd);
@@ -811,55 +396,6 @@ fail:
     return NULL;
 }
 
-/* ----------------------------------------------------------- argument parsing */
-
-/* Minimal fastcall parser: positional args then keywords by name. out[i] is
- * borrowed or NULL. npos_max: how many may be positional. */
-static int parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                      const char *const *names, int nnames, int npos_max, int nrequired,
-                      PyObject **out, const char *fname)
-{
-    for (int i = 0; i < nnames; i++) out[i] = NULL;
-    if (nargs > npos_max) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
-                     fname, npos_max, nargs);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
-    if (kwnames) {
-        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-        for (Py_ssize_t k = 0; k < nk; k++) {
-            PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-            int found = -1;
-            for (int i = 0; i < nnames; i++) {
-                if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
-                    found = i;
-                    break;
-                }
-            }
-            if (found < 0) {
-                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R",
-                             fname, key);
-                return -1;
-            }
-            if (out[found]) {
-                PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'",
-                             fname, names[found]);
-                return -1;
-            }
-            out[found] = args[nargs + k];
-        }
-    }
-    for (int i = 0; i < nrequired; i++) {
-        if (!out[i]) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname,
-                         names[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static PyObject *client_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
@@ -868,7 +404,7 @@ static PyObject *client_get(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (nargs == 1 && !kwnames) { /* the hot path */
         return do_request((ClientObject *)self, "GET", 3, args[0], NULL, NULL, NULL);
     }
-    if (parse_args(args, nargs, kwnames, names, 2, 2, 1, a, "get") < 0) return NULL;
+    if (hb_args("get", args, nargs, kwnames, names, 2, 2, 1, a) < 0) return NULL;
     return do_request((ClientObject *)self, "GET", 3, a[0], a[1], NULL, NULL);
 }
 
@@ -877,7 +413,7 @@ static PyObject *client_head(PyObject *self, PyObject *const *args, Py_ssize_t n
 {
     static const char *const names[] = {"url", "headers"};
     PyObject *a[2];
-    if (parse_args(args, nargs, kwnames, names, 2, 2, 1, a, "head") < 0) return NULL;
+    if (hb_args("head", args, nargs, kwnames, names, 2, 2, 1, a) < 0) return NULL;
     return do_request((ClientObject *)self, "HEAD", 4, a[0], a[1], NULL, NULL);
 }
 
@@ -886,7 +422,7 @@ static PyObject *client_request(PyObject *self, PyObject *const *args, Py_ssize_
 {
     static const char *const names[] = {"method", "url", "body", "headers"};
     PyObject *a[4];
-    if (parse_args(args, nargs, kwnames, names, 4, 2, 2, a, "request") < 0) return NULL;
+    if (hb_args("request", args, nargs, kwnames, names, 4, 2, 2, a) < 0) return NULL;
     if (!PyUnicode_Check(a[0])) {
         PyErr_SetString(PyExc_TypeError, "method must be str");
         return NULL;
@@ -894,13 +430,10 @@ static PyObject *client_request(PyObject *self, PyObject *const *args, Py_ssize_
     Py_ssize_t mlen;
     const char *m = PyUnicode_AsUTF8AndSize(a[0], &mlen);
     if (!m) return NULL;
-    if (mlen == 0) goto bad;
-    for (Py_ssize_t i = 0; i < mlen; i++)
-        if (!is_tchar((unsigned char)m[i])) goto bad;
+    char err[HB_ERR_LEN];
+    int rc = hb_check_method(m, (size_t)mlen, err);
+    if (rc < 0) return hb_raise(((ClientObject *)self)->st, rc, err);
     return do_request((ClientObject *)self, m, (size_t)mlen, a[1], a[3], a[2], NULL);
-bad:
-    PyErr_Format(PyExc_ValueError, "invalid HTTP method %R", a[0]);
-    return NULL;
 }
 
 static PyObject *client_download(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -908,7 +441,7 @@ static PyObject *client_download(PyObject *self, PyObject *const *args, Py_ssize
 {
     static const char *const names[] = {"url", "path", "headers"};
     PyObject *a[3];
-    if (parse_args(args, nargs, kwnames, names, 3, 2, 2, a, "download") < 0) return NULL;
+    if (hb_args("download", args, nargs, kwnames, names, 3, 2, 2, a) < 0) return NULL;
     return do_request((ClientObject *)self, "GET", 3, a[0], a[2], NULL, a[1]);
 }
 
@@ -967,8 +500,8 @@ static int client_set_stale(PyObject *o, PyObject *v, void *c)
         PyErr_SetString(PyExc_AttributeError, "cannot delete stale_check");
         return -1;
     }
-    int on = PyObject_IsTrue(v);
-    if (on < 0) return -1;
+    int on;
+    if (hb_arg_bool(v, 1, &on) < 0) return -1;
     hb_pool_set_stale_check(&((ClientObject *)o)->pool, on);
     return 0;
 }
@@ -989,28 +522,6 @@ static PyObject *client_get_closed(PyObject *o, void *c)
     return PyBool_FromLong(((ClientObject *)o)->closed);
 }
 
-/* None -> -1 (none), else a positive finite number of seconds. */
-static int timeout_arg(PyObject *o, double *out, const char *name, int allow_none)
-{
-    if (o == NULL) return 0;
-    if (o == Py_None) {
-        if (!allow_none) {
-            PyErr_Format(PyExc_ValueError, "%s must be a number of seconds", name);
-            return -1;
-        }
-        *out = -1;
-        return 0;
-    }
-    double v = PyFloat_AsDouble(o);
-    if (v == -1.0 && PyErr_Occurred()) return -1;
-    if (!(v > 0) || v > 1e9) {
-        PyErr_Format(PyExc_ValueError, "%s must be > 0 seconds (got %R)", name, o);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static uint64_t to_ns(double s)
 {
     return s < 0 ? UINT64_MAX : (uint64_t)(s * 1e9);
@@ -1027,9 +538,9 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
                                      &verify, &ca, &maxc, &stale, &idle))
         return NULL;
     double t = 10.0, ct = -1, it = HB_POOL_DEFAULT_IDLE_NS / 1e9;
-    if (timeout_arg(timeout, &t, "timeout", 1) < 0 ||
-        timeout_arg(ctimeout, &ct, "connect_timeout", 1) < 0 ||
-        timeout_arg(idle, &it, "idle_timeout", 1) < 0)
+    if (hb_arg_timeout(timeout, 1, "timeout", &t) < 0 ||
+        hb_arg_timeout(ctimeout, 1, "connect_timeout", &ct) < 0 ||
+        hb_arg_timeout(idle, 1, "idle_timeout", &it) < 0)
         return NULL;
     if (maxc < 1 || maxc > 100000) {
         PyErr_SetString(PyExc_ValueError, "max_connections_per_host must be >= 1");
@@ -1143,10 +654,6 @@ static PyType_Spec client_spec = {
 
 int hb_mod_client_init(PyObject *m, hb_modstate *st)
 {
-    PyObject *rt = PyType_FromModuleAndSpec(m, &resp_spec, NULL);
-    if (!rt) return -1;
-    st->ResponseType = (PyTypeObject *)rt;
-    if (PyModule_AddObjectRef(m, "Response", rt) < 0) return -1;
     PyObject *ct = PyType_FromModuleAndSpec(m, &client_spec, NULL);
     if (!ct) return -1;
     st->ClientType = (PyTypeObject *)ct;

@@ -31,60 +31,6 @@ static const char *const arg_names[A_NARGS] = {
     "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size", "tls_max_version",
 };
 
-static int get_u64(PyObject *o, uint64_t dflt, const char *name, uint64_t *out)
-{
-    if (!o) {
-        *out = dflt;
-        return 0;
-    }
-    long long v = PyLong_AsLongLong(o);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    if (v < 0) {
-        PyErr_Format(PyExc_ValueError, "%s must be >= 0", name);
-        return -1;
-    }
-    *out = (uint64_t)v;
-    return 0;
-}
-
-static int get_double(PyObject *o, double dflt, const char *name, double *out)
-{
-    if (!o) {
-        *out = dflt;
-        return 0;
-    }
-    double v = PyFloat_AsDouble(o);
-    if (v == -1.0 && PyErr_Occurred()) return -1;
-    if (!(v >= 0) || v > 1e12) {
-        PyErr_Format(PyExc_ValueError, "%s must be a finite number >= 0", name);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int get_bool(PyObject *o, int dflt, int *out)
-{
-    if (!o) {
-        *out = dflt;
-        return 0;
-    }
-    int v = PyObject_IsTrue(o);
-    if (v < 0) return -1;
-    *out = v;
-    return 0;
-}
-
-static const char *get_str(PyObject *o, const char *name)
-{
-    if (!o) return NULL;
-    if (!PyUnicode_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a str", name);
-        return NULL;
-    }
-    return PyUnicode_AsUTF8(o);
-}
-
 static int set_item(PyObject *d, const char *k, PyObject *v)
 {
     if (!v) return -1;
@@ -231,28 +177,29 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     hb_engine_config cfg;
     hb_engine_config_init(&cfg);
     char err[HB_ERR_LEN] = "";
-    const char *host = get_str(a[A_HOST], "host");
+    const char *host;
+    if (hb_arg_str(a[A_HOST], "host", &host, NULL) < 0) return NULL;
     if (!host) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "host is required");
+        PyErr_SetString(PyExc_TypeError, "host is required");
         return NULL;
     }
     uint64_t port, n, conns, threads, pipeline, rbuf;
     double duration, warmup, rate, timeout, interval;
     int tls, keepalive, verify, resumption, is_head;
-    if (get_u64(a[A_PORT], 0, "port", &port) < 0 || get_u64(a[A_N], 0, "n", &n) < 0 ||
-        get_u64(a[A_CONNECTIONS], 1, "connections", &conns) < 0 ||
-        get_u64(a[A_THREADS], 1, "threads", &threads) < 0 ||
-        get_u64(a[A_PIPELINE], 1, "pipeline", &pipeline) < 0 ||
-        get_u64(a[A_RBUF_SIZE], 0, "rbuf_size", &rbuf) < 0 ||
-        get_double(a[A_DURATION], 0, "duration", &duration) < 0 ||
-        get_double(a[A_WARMUP], 0, "warmup", &warmup) < 0 ||
-        get_double(a[A_RATE], 0, "rate", &rate) < 0 ||
-        get_double(a[A_TIMEOUT], 0, "timeout", &timeout) < 0 ||
-        get_double(a[A_PROGRESS_INTERVAL], 0.2, "progress_interval", &interval) < 0 ||
-        get_bool(a[A_TLS], 0, &tls) < 0 || get_bool(a[A_KEEPALIVE], 1, &keepalive) < 0 ||
-        get_bool(a[A_VERIFY], 1, &verify) < 0 ||
-        get_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
-        get_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0)
+    if (hb_arg_u64(a[A_PORT], 0, "port", &port) < 0 || hb_arg_u64(a[A_N], 0, "n", &n) < 0 ||
+        hb_arg_u64(a[A_CONNECTIONS], 1, "connections", &conns) < 0 ||
+        hb_arg_u64(a[A_THREADS], 1, "threads", &threads) < 0 ||
+        hb_arg_u64(a[A_PIPELINE], 1, "pipeline", &pipeline) < 0 ||
+        hb_arg_u64(a[A_RBUF_SIZE], 0, "rbuf_size", &rbuf) < 0 ||
+        hb_arg_double(a[A_DURATION], 0, "duration", &duration) < 0 ||
+        hb_arg_double(a[A_WARMUP], 0, "warmup", &warmup) < 0 ||
+        hb_arg_double(a[A_RATE], 0, "rate", &rate) < 0 ||
+        hb_arg_double(a[A_TIMEOUT], 0, "timeout", &timeout) < 0 ||
+        hb_arg_double(a[A_PROGRESS_INTERVAL], 0.2, "progress_interval", &interval) < 0 ||
+        hb_arg_bool(a[A_TLS], 0, &tls) < 0 || hb_arg_bool(a[A_KEEPALIVE], 1, &keepalive) < 0 ||
+        hb_arg_bool(a[A_VERIFY], 1, &verify) < 0 ||
+        hb_arg_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
+        hb_arg_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0)
         return NULL;
     if (port < 1 || port > 65535) {
         PyErr_SetString(PyExc_ValueError, "port must be in 1..65535");
@@ -276,13 +223,14 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         PyErr_SetString(PyExc_TypeError, "progress must be callable");
         return NULL;
     }
-    const char *body_file = a[A_BODY_FILE] ? get_str(a[A_BODY_FILE], "body_file") : NULL;
-    const char *ca_file = a[A_CA_FILE] ? get_str(a[A_CA_FILE], "ca_file") : NULL;
-    const char *ca_pem = a[A_CA_PEM] ? get_str(a[A_CA_PEM], "ca_pem") : NULL;
-    const char *sni = a[A_SERVER_NAME] ? get_str(a[A_SERVER_NAME], "server_name") : NULL;
-    const char *alpn = a[A_ALPN] ? get_str(a[A_ALPN], "alpn") : NULL;
-    const char *tls_max = a[A_TLS_MAX_VERSION] ? get_str(a[A_TLS_MAX_VERSION], "tls_max_version")
-                                               : NULL;
+    const char *body_file, *ca_file, *ca_pem, *sni, *alpn, *tls_max;
+    if (hb_arg_str(a[A_BODY_FILE], "body_file", &body_file, NULL) < 0 ||
+        hb_arg_str(a[A_CA_FILE], "ca_file", &ca_file, NULL) < 0 ||
+        hb_arg_str(a[A_CA_PEM], "ca_pem", &ca_pem, NULL) < 0 ||
+        hb_arg_str(a[A_SERVER_NAME], "server_name", &sni, NULL) < 0 ||
+        hb_arg_str(a[A_ALPN], "alpn", &alpn, NULL) < 0 ||
+        hb_arg_str(a[A_TLS_MAX_VERSION], "tls_max_version", &tls_max, NULL) < 0)
+        return NULL;
     int max_version = 0;
     if (tls_max && strcmp(tls_max, "1.2") == 0) {
         max_version = HB_TLS_1_2;
@@ -292,7 +240,6 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         PyErr_SetString(PyExc_ValueError, "tls_max_version must be '1.2' or '1.3'");
         return NULL;
     }
-    if (PyErr_Occurred()) return NULL;
 
     cfg.head = PyBytes_AS_STRING(a[A_HEAD]);
     cfg.head_len = (size_t)PyBytes_GET_SIZE(a[A_HEAD]);
@@ -370,40 +317,9 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     return d;
 }
 
-static PyObject *build_head(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)m;
-    const char *method, *target, *host = NULL, *extra = NULL;
-    long long body_len;
-    int keepalive;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "build_head(method, target, host, extra, body_len, keepalive)");
-        return NULL;
-    }
-    if (!(method = get_str(args[0], "method")) || !(target = get_str(args[1], "target")))
-        return NULL;
-    if (args[2] != Py_None && !(host = get_str(args[2], "host"))) return NULL;
-    if (args[3] != Py_None && !(extra = get_str(args[3], "extra"))) return NULL;
-    body_len = PyLong_AsLongLong(args[4]);
-    if (body_len == -1 && PyErr_Occurred()) return NULL;
-    if ((keepalive = PyObject_IsTrue(args[5])) < 0) return NULL;
-    size_t cap = strlen(method) + strlen(target) + (host ? strlen(host) : 0) +
-                 (extra ? strlen(extra) : 0) + 128;
-    char *buf = PyMem_Malloc(cap);
-    if (!buf) return PyErr_NoMemory();
-    char err[HB_ERR_LEN] = "";
-    int n = hb_engine_build_head(buf, cap, method, target, host, extra, body_len, keepalive, err);
-    PyObject *res = n < 0 ? hb_raise(hb_state(m), n, err) : PyBytes_FromStringAndSize(buf, n);
-    PyMem_Free(buf);
-    return res;
-}
-
 static PyMethodDef engine_methods[] = {
     {"run_bench", (PyCFunction)(void (*)(void))run_bench, METH_FASTCALL | METH_KEYWORDS,
      "run_bench(*, host, port, head, ...) -> dict: run the native load generator."},
-    {"build_head", (PyCFunction)(void (*)(void))build_head, METH_FASTCALL,
-     "build_head(method, target, host, extra, body_len, keepalive) -> bytes"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -621,26 +621,6 @@ fail:
     return NULL;
 }
 
-/* ---- argument helpers ---- */
-
-static int arg_u64(PyObject *o, uint64_t *out, uint64_t dflt, const char *what)
-{
-    if (o == NULL || o == Py_None) {
-        *out = dflt;
-        return 0;
-    }
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_OverflowError) || PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "%s must be an int >= 0 or None", what);
-        }
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* ---- the timing loop ---- */
 
 /* Calls fn up to n times or until deadline; records each call's wall time
@@ -702,8 +682,8 @@ static PyObject *measure_loop(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         return NULL;
     }
     uint64_t n, dur, wn, wdur;
-    if (arg_u64(a[2], &n, UINT64_MAX, "n") < 0 || arg_u64(a[3], &dur, 0, "duration_ns") < 0 ||
-        arg_u64(a[4], &wn, 0, "warmup_n") < 0 || arg_u64(a[5], &wdur, 0, "warmup_ns") < 0)
+    if (hb_arg_u64(a[2], UINT64_MAX, "n", &n) < 0 || hb_arg_u64(a[3], 0, "duration_ns", &dur) < 0 ||
+        hb_arg_u64(a[4], 0, "warmup_n", &wn) < 0 || hb_arg_u64(a[5], 0, "warmup_ns", &wdur) < 0)
         return NULL;
     if (n == UINT64_MAX && dur == 0) {
         PyErr_SetString(PyExc_ValueError, "give n or duration");
@@ -713,8 +693,8 @@ static PyObject *measure_loop(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "n must be >= 1");
         return NULL;
     }
-    int alloc = PyObject_IsTrue(a[6]), gc = PyObject_IsTrue(a[7]);
-    if (alloc < 0 || gc < 0) return NULL;
+    int alloc, gc;
+    if (hb_arg_bool(a[6], 0, &alloc) < 0 || hb_arg_bool(a[7], 0, &gc) < 0) return NULL;
     PyObject *const *argv = &PyTuple_GET_ITEM(args, 0);
     Py_ssize_t argc = PyTuple_GET_SIZE(args);
 
@@ -765,8 +745,8 @@ static PyObject *acct_start(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "_acct_start(alloc, gc)");
         return NULL;
     }
-    int alloc = PyObject_IsTrue(a[0]), gc = PyObject_IsTrue(a[1]);
-    if (alloc < 0 || gc < 0) return NULL;
+    int alloc, gc;
+    if (hb_arg_bool(a[0], 0, &alloc) < 0 || hb_arg_bool(a[1], 0, &gc) < 0) return NULL;
     if (span_start(alloc, gc) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -823,7 +803,7 @@ static PyObject *rec_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOp:_Recorder", kw, &n_o, &d_o, &record))
         return NULL;
     uint64_t n, dur;
-    if (arg_u64(n_o, &n, UINT64_MAX, "n") < 0 || arg_u64(d_o, &dur, 0, "duration_ns") < 0)
+    if (hb_arg_u64(n_o, UINT64_MAX, "n", &n) < 0 || hb_arg_u64(d_o, 0, "duration_ns", &dur) < 0)
         return NULL;
     hb_modstate *st = hb_state_from_type(tp);
     if (st == NULL) return NULL;

@@ -107,6 +107,142 @@ int hb_kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject
     return 0;
 }
 
+int hb_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+            const char *const *names, int nnames, int npos_max, int nrequired, PyObject **out)
+{
+    for (int i = 0; i < nnames; i++) out[i] = NULL;
+    if (nargs > npos_max) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
+                     fname, npos_max, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
+    if (kwnames) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t k = 0; k < nk; k++) {
+            PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+            int found = -1;
+            for (int i = 0; i < nnames; i++) {
+                if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
+                    found = i;
+                    break;
+                }
+            }
+            if (found < 0) {
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R",
+                             fname, key);
+                return -1;
+            }
+            if (out[found]) {
+                PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'",
+                             fname, names[found]);
+                return -1;
+            }
+            out[found] = args[nargs + k];
+        }
+    }
+    for (int i = 0; i < nrequired; i++) {
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname,
+                         names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int hb_arg_bool(PyObject *o, int dflt, int *out)
+{
+    int v = o ? PyObject_IsTrue(o) : dflt;
+    if (v < 0) return -1;
+    *out = v;
+    return 0;
+}
+
+int hb_arg_int(PyObject *o, int dflt, long lo, long hi, const char *name, int *out)
+{
+    if (!o) {
+        *out = dflt;
+        return 0;
+    }
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s must be in %ld..%ld, got %ld", name, lo, hi, v);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int hb_arg_u64(PyObject *o, uint64_t dflt, const char *name, uint64_t *out)
+{
+    if (!o || o == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s must be an int >= 0", name);
+        }
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int hb_arg_double(PyObject *o, double dflt, const char *name, double *out)
+{
+    if (!o) {
+        *out = dflt;
+        return 0;
+    }
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return -1;
+    if (!(v >= 0) || v > 1e12) {
+        PyErr_Format(PyExc_ValueError, "%s must be a finite number >= 0", name);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int hb_arg_timeout(PyObject *o, int allow_none, const char *name, double *out)
+{
+    if (!o) return 0;
+    if (o == Py_None) {
+        if (!allow_none) {
+            PyErr_Format(PyExc_ValueError, "%s must be a number of seconds", name);
+            return -1;
+        }
+        *out = -1;
+        return 0;
+    }
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return -1;
+    if (!(v > 0) || v > 1e9) {
+        PyErr_Format(PyExc_ValueError, "%s must be > 0 seconds (got %R)", name, o);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int hb_arg_str(PyObject *o, const char *name, const char **out, Py_ssize_t *len)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    if (!o || o == Py_None) return 0;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", name, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *out = PyUnicode_AsUTF8AndSize(o, len);
+    return *out ? 0 : -1;
+}
+
 static PyObject *new_exc(PyObject *m, const char *name, const char *doc, PyObject *bases)
 {
     char full[96];
@@ -173,6 +309,8 @@ static int hb_exec(PyObject *m)
     if (hb_mod_hist_init(m, st) < 0) return -1;
     if (hb_mod_server_init(m, st) < 0) return -1;
     if (hb_mod_engine_init(m, st) < 0) return -1;
+    if (hb_mod_request_init(m, st) < 0) return -1;
+    if (hb_mod_response_init(m, st) < 0) return -1;
     if (hb_mod_client_init(m, st) < 0) return -1;
     if (hb_mod_measure_init(m, st) < 0) return -1;
     return 0;
@@ -193,7 +331,7 @@ static int hb_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->ResponseType);
     Py_VISIT(st->EngineType);
     Py_VISIT(st->MeasureType);
-    for (size_t i = 0; i < sizeof st->spare / sizeof st->spare[0]; i++) Py_VISIT(st->spare[i]);
+    Py_VISIT(st->parser_strings);
     return 0;
 }
 
@@ -212,7 +350,7 @@ static int hb_clear(PyObject *m)
     Py_CLEAR(st->ResponseType);
     Py_CLEAR(st->EngineType);
     Py_CLEAR(st->MeasureType);
-    for (size_t i = 0; i < sizeof st->spare / sizeof st->spare[0]; i++) Py_CLEAR(st->spare[i]);
+    Py_CLEAR(st->parser_strings);
     return 0;
 }
 

@@ -16,9 +16,8 @@
 #define STACK_HEADERS 256
 
 /* Interned dict keys and constant values, made once at init and kept as one
- * tuple in the module state (st->spare[HB_PARSER_SPARE]): building the result
+ * tuple in the module state (st->parser_strings): building the result
  * dict then costs no string creation or hashing. */
-#define HB_PARSER_SPARE 7
 enum {
     K_CONSUMED, K_VERSION, K_STATUS, K_REASON, K_HEADERS, K_CONTENT_LENGTH, K_CHUNKED,
     K_CONNECTION_CLOSE, K_TRANSFER_ENCODING, K_EXPECT_CONTINUE, K_BODY_KIND, K_INTERIM,
@@ -32,7 +31,7 @@ static const char *const string_text[N_STRINGS] = {
 
 static PyObject *S(hb_modstate *st, int i)
 {
-    return PyTuple_GET_ITEM(st->spare[HB_PARSER_SPARE], i);
+    return PyTuple_GET_ITEM(st->parser_strings, i);
 }
 
 typedef struct head_opts {
@@ -70,9 +69,7 @@ static int parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
             else
                 o->limits.max_headers = (size_t)v;
         } else if (allow_head && PyUnicode_CompareWithASCIIString(key, "head_request") == 0) {
-            int t = PyObject_IsTrue(val);
-            if (t < 0) return -1;
-            o->head_request = t;
+            if (hb_arg_bool(val, 0, &o->head_request) < 0) return -1;
         } else {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname,
                          key);
@@ -427,7 +424,7 @@ int hb_mod_parser_init(PyObject *m, hb_modstate *st)
         }
         PyTuple_SET_ITEM(strings, i, u);
     }
-    Py_XSETREF(st->spare[HB_PARSER_SPARE], strings);
+    Py_XSETREF(st->parser_strings, strings);
     if (PyModule_AddFunctions(m, parser_functions) < 0) return -1;
     for (size_t i = 0; i < sizeof pe_codes / sizeof pe_codes[0]; i++)
         if (PyModule_AddIntConstant(m, pe_codes[i].name, pe_codes[i].code) < 0) return -1;

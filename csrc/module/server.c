@@ -22,34 +22,6 @@ static const char *const s_names[S_NARGS] = {
     "request_timeout_ms", "keepalive_timeout_ms", "max_head", "backlog",
 };
 
-static int get_int(PyObject *o, int dflt, long lo, long hi, const char *name, int *out)
-{
-    if (!o) {
-        *out = dflt;
-        return 0;
-    }
-    long v = PyLong_AsLong(o);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    if (v < lo || v > hi) {
-        PyErr_Format(PyExc_ValueError, "%s must be in %ld..%ld, got %ld", name, lo, hi, v);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-static int get_str(PyObject *o, const char **out)
-{
-    *out = NULL;
-    if (!o) return 0;
-    if (!PyUnicode_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "expected str");
-        return -1;
-    }
-    *out = PyUnicode_AsUTF8(o);
-    return *out ? 0 : -1;
-}
-
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
@@ -59,30 +31,24 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
     hb_server_opts o;
     hb_server_opts_init(&o);
     int max_head = (int)o.max_head;
-    if (get_str(a[S_HOST], &o.host) < 0 || get_str(a[S_CERT_FILE], &o.cert_file) < 0 ||
-        get_str(a[S_KEY_FILE], &o.key_file) < 0)
+    if (hb_arg_str(a[S_HOST], "host", &o.host, NULL) < 0 ||
+        hb_arg_str(a[S_CERT_FILE], "cert_file", &o.cert_file, NULL) < 0 ||
+        hb_arg_str(a[S_KEY_FILE], "key_file", &o.key_file, NULL) < 0)
         return NULL;
     if (!o.host) o.host = "127.0.0.1";
-    if (get_int(a[S_PORT], 0, 0, 65535, "port", &o.port) < 0 ||
-        get_int(a[S_THREADS], 1, 1, HB_SERVER_MAX_THREADS, "threads", &o.threads) < 0 ||
-        get_int(a[S_REQUEST_TIMEOUT_MS], o.request_timeout_ms, 1, 86400000, "request_timeout_ms",
+    if (hb_arg_int(a[S_PORT], 0, 0, 65535, "port", &o.port) < 0 ||
+        hb_arg_int(a[S_THREADS], 1, 1, HB_SERVER_MAX_THREADS, "threads", &o.threads) < 0 ||
+        hb_arg_int(a[S_REQUEST_TIMEOUT_MS], o.request_timeout_ms, 1, 86400000, "request_timeout_ms",
                 &o.request_timeout_ms) < 0 ||
-        get_int(a[S_KEEPALIVE_TIMEOUT_MS], o.keepalive_timeout_ms, 1, 86400000,
+        hb_arg_int(a[S_KEEPALIVE_TIMEOUT_MS], o.keepalive_timeout_ms, 1, 86400000,
                 "keepalive_timeout_ms", &o.keepalive_timeout_ms) < 0 ||
-        get_int(a[S_MAX_HEAD], max_head, 256, 64 << 20, "max_head", &max_head) < 0 ||
-        get_int(a[S_BACKLOG], o.backlog, 1, 1 << 20, "backlog", &o.backlog) < 0)
+        hb_arg_int(a[S_MAX_HEAD], max_head, 256, 64 << 20, "max_head", &max_head) < 0 ||
+        hb_arg_int(a[S_BACKLOG], o.backlog, 1, 1 << 20, "backlog", &o.backlog) < 0)
         return NULL;
     o.max_head = (size_t)max_head;
-    if (a[S_TLS]) {
-        int t = PyObject_IsTrue(a[S_TLS]);
-        if (t < 0) return NULL;
-        o.tls = t;
-    }
-    if (a[S_SESSION_RESUMPTION]) {
-        int t = PyObject_IsTrue(a[S_SESSION_RESUMPTION]);
-        if (t < 0) return NULL;
-        o.session_resumption = t;
-    }
+    if (hb_arg_bool(a[S_TLS], o.tls, &o.tls) < 0 ||
+        hb_arg_bool(a[S_SESSION_RESUMPTION], o.session_resumption, &o.session_resumption) < 0)
+        return NULL;
     ServerObject *self = PyObject_New(ServerObject, st->ServerType);
     if (!self) return NULL;
     self->srv = NULL;

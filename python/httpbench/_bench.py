@@ -1,8 +1,9 @@
 """The native load generator from Python: ``bench()``, the ``httpbench URL`` CLI
 and its ab-style report.
 
-``bench()`` validates and pre-serializes the request here (URL parsing, headers,
-body), then hands everything to ``_core.run_bench``, which runs the C engine
+``bench()`` checks its arguments and has the core split the URL and serialize
+the request head (``_core.split_url``/``build_request_head``, the same code the
+native Client uses), then hands everything to ``_core.run_bench``, which runs the C engine
 (csrc/core/hb_engine.c) without the GIL and returns raw counters and
 histograms; they become a :class:`~httpbench.BenchResult`.
 """
@@ -10,7 +11,6 @@ histograms; they become a :class:`~httpbench.BenchResult`.
 from __future__ import annotations
 
 import argparse
-import base64
 import math
 import os
 import sys
@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urlsplit
 
 from . import _core
-from ._results import BenchConfig, BenchResult, hist_count, hist_percentile, hist_stat
+from ._metadata import system_metadata
+from ._results import BenchConfig, BenchResult
+from .report import format_report, format_spectrum
 
 __all__ = [
     "Target",
@@ -30,18 +31,12 @@ __all__ = [
     "bench",
     "format_report",
     "format_spectrum",
-    "format_workers",
     "cli_main",
 ]
 
 DEFAULT_TIMEOUT = 30.0  # seconds, per request (connect to last byte)
 DEFAULT_DURATION = 10.0  # seconds, when neither n nor duration is given
-REPORT_PERCENTILES = (50, 66, 75, 80, 90, 95, 98, 99, 99.9, 100)
-# Percentile ladder of --latency (HdrHistogram's "percentile distribution" style).
-SPECTRUM = (0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80, 82.5, 85, 87.5, 88.75, 90,
-            91.25, 92.5, 93.75, 94.375, 95, 95.625, 96.25, 96.875, 97.1875, 97.5, 97.8125,
-            98.125, 98.4375, 98.59375, 98.75, 98.90625, 99, 99.21875, 99.4, 99.5, 99.6,
-            99.7, 99.8, 99.9, 99.95, 99.99, 99.999, 100)
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,42 +59,10 @@ class Target:
 
 def parse_url(url: str) -> Target:
     """Parse an ``http://`` or ``https://`` URL; ValueError with a clear message otherwise."""
-    if not isinstance(url, str) or not url.strip():
+    if not isinstance(url, str):
         raise ValueError("URL must be a non-empty string such as http://127.0.0.1:8080/")
     url = url.strip()
-    if "://" not in url:
-        raise ValueError(f"invalid URL {url!r}: missing scheme; use http://host[:port]/path")
-    if any(c in url for c in "\r\n\t ") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
-        raise ValueError(f"invalid URL {url!r}: contains whitespace or control characters")
-    try:
-        u = urlsplit(url)
-        port = u.port
-    except ValueError as exc:
-        raise ValueError(f"invalid URL {url!r}: {exc}") from None
-    scheme = u.scheme.lower()
-    if scheme not in ("http", "https"):
-        raise ValueError(f"invalid URL {url!r}: scheme must be http or https, not {u.scheme!r}")
-    host = u.hostname or ""
-    if not host:
-        raise ValueError(f"invalid URL {url!r}: no host")
-    default = 443 if scheme == "https" else 80
-    if port is None:
-        port = default
-    if not 1 <= port <= 65535:
-        raise ValueError(f"invalid URL {url!r}: port must be in 1..65535")
-    target = u.path or "/"
-    if not target.startswith("/"):
-        target = "/" + target
-    if u.query:
-        target += "?" + u.query
-    hh = f"[{host}]" if ":" in host else host
-    if port != default:
-        hh += f":{port}"
-    auth = None
-    if u.username is not None:
-        cred = f"{unquote(u.username)}:{unquote(u.password or '')}".encode()
-        auth = "Basic " + base64.b64encode(cred).decode("ascii")
-    return Target(url, scheme, host, port, target, hh, auth)
+    return Target(url, *_core.split_url(url))
 
 
 class Progress(NamedTuple):
@@ -131,15 +94,8 @@ def _norm_headers(headers: Any) -> list[tuple[str, str]]:
             else:
                 k, v = h
                 items.append((k, v))
-    out = []
-    for k, v in items:
-        k, v = str(k).strip(), str(v).strip()
-        if not k or any(c in k for c in " \t:\r\n") or any(ord(c) < 0x21 for c in k):
-            raise ValueError(f"invalid header name {k!r}")
-        if "\r" in v or "\n" in v or "\0" in v:
-            raise ValueError(f"header {k!r}: value must not contain CR, LF or NUL")
-        out.append((k, v))
-    return out
+    # Names and values are checked where the head is built (_core.build_request_head).
+    return [(str(k).strip(), str(v).strip()) for k, v in items]
 
 
 def _seconds(v: Any, name: str, allow_none: bool = True) -> float | None:
@@ -269,24 +225,16 @@ def bench(
         rate = float(rate)
     if not keepalive and pipeline > 1:
         raise ValueError("pipelining needs keep-alive connections")
-    if not isinstance(method, str) or not method or not method.isascii() or any(
-        not (c.isalnum() or c in "!#$%&'*+-.^_`|~") for c in method
-    ):
+    if not isinstance(method, str):
         raise ValueError(f"invalid method {method!r}")
     tmo = _seconds(timeout, "timeout") or 0.0
     wup = _seconds(warmup, "warmup") or 0.0
 
     hdrs = _norm_headers(headers)
-    lower = {k.lower() for k, _ in hdrs}
-    for bad in ("content-length", "transfer-encoding"):
-        if bad in lower:
-            raise ValueError(f"{bad} is set from the body; do not pass it as a header")
-    if not keepalive and "connection" in lower:
-        raise ValueError("keepalive=False sends 'Connection: close'; do not pass Connection")
 
     body_bytes: bytes | None = None
     body_file: str | None = None
-    body_len = -1
+    body_len = -1  # no body: the core adds Content-Length: 0 where a method expects one
     if body is not None:
         if isinstance(body, str):
             body_bytes = body.encode()
@@ -303,19 +251,11 @@ def bench(
             raise TypeError("body must be bytes, str or a path (os.PathLike)")
         if body_bytes is not None:
             body_len = len(body_bytes)
-    elif method.upper() in ("POST", "PUT", "PATCH"):
-        body_len = 0  # servers may insist on a length for these
 
-    extra = "".join(f"{k}: {v}\r\n" for k, v in hdrs)
-    if tgt.authorization and "authorization" not in lower:
-        extra += f"Authorization: {tgt.authorization}\r\n"
-    if "user-agent" not in lower:
-        from ._version import __version__
+    from ._version import __version__
 
-        extra += f"User-Agent: httpbench/{__version__}\r\n"
-    host_header = None if "host" in lower else tgt.host_header
-    head = _core.build_head(method, tgt.target, host_header, extra or None, body_len,
-                            bool(keepalive))
+    head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive),
+                                    f"httpbench/{__version__}")
 
     if cluster is not None:
         from ._distributed import run_distributed
@@ -380,6 +320,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         "first_error": raw["first_error"],
         "tls_info": raw["tls_info"],
         "generator": "httpbench",
+        **system_metadata(),
     }
     return BenchResult(
         url=tgt.url,
@@ -411,163 +352,6 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         series_errors=tuple(raw["series_err"]),
         metadata=meta,
     )
-
-
-# --------------------------------------------------------------------------
-# ab-style report
-
-
-def _ms(ns: float) -> str:
-    return "nan" if ns is None or math.isnan(ns) else f"{ns / 1e6:.3f}"
-
-
-def _row(name: str, h: Any) -> str:
-    if h is None or hist_count(h) == 0:
-        return f"{name:<12}{'-':>9}{'-':>9}{'-':>8}{'-':>9}{'-':>10}"
-    return (f"{name:<12}{_ms(hist_stat(h, 'min')):>9}{_ms(hist_stat(h, 'mean')):>9}"
-            f"{_ms(hist_stat(h, 'stddev')):>8}{_ms(hist_percentile(h, 50)):>9}"
-            f"{_ms(hist_stat(h, 'max')):>10}")
-
-
-def _percentile_table(h: Any, title: str) -> list[str]:
-    lines = [title]
-    if h is None or hist_count(h) == 0:
-        return lines + ["  (no samples)"]
-    for p in REPORT_PERCENTILES:
-        v = hist_percentile(h, p)
-        tail = " (longest request)" if p == 100 else ""
-        lines.append(f"  {p:>5g}%  {_ms(v):>10}{tail}")
-    return lines
-
-
-def format_spectrum(h: Any, title: str = "Latency distribution (ms)") -> str:
-    """HdrHistogram-style percentile spectrum: value, percentile, count, 1/(1-p)."""
-    lines = [title, f"{'Value':>12} {'Percentile':>12} {'TotalCount':>11} {'1/(1-p)':>12}"]
-    total = hist_count(h) if h is not None else 0
-    if not total:
-        return "\n".join(lines + ["  (no samples)"])
-    for p in SPECTRUM:
-        v = hist_percentile(h, p)
-        cnt = min(total, math.ceil(p / 100 * total)) if p < 100 else total
-        inv = "inf" if p >= 100 else f"{1 / (1 - p / 100):.2f}"
-        lines.append(f"{_ms(v):>12} {p / 100:>12.6f} {cnt:>11} {inv:>12}")
-    lines.append(f"#[Mean = {_ms(hist_stat(h, 'mean'))}, StdDeviation = "
-                 f"{_ms(hist_stat(h, 'stddev'))}]")
-    lines.append(f"#[Max = {_ms(hist_stat(h, 'max'))}, Total count = {total}]")
-    return "\n".join(lines)
-
-
-def format_report(r: BenchResult, latency: bool = False) -> str:
-    """The text report of a run, in the spirit of ApacheBench's."""
-    md = r.metadata
-    cfg = r.config
-    secs = r.duration_ns / 1e9
-    completed = r.responses + r.errors
-    lines = []
-    w = 24
-
-    def kv(k: str, v: Any) -> None:
-        lines.append(f"{k + ':':<{w}}{v}")
-
-    kv("Server Software", md.get("server") or "(none)")
-    kv("Server Hostname", md.get("host", ""))
-    kv("Server Port", md.get("port", ""))
-    if cfg.extra.get("tls"):
-        resumed = md.get("tls_resumed", 0)
-        if md.get("tls_info"):
-            kv("SSL/TLS Protocol", md["tls_info"])
-        kv("TLS", f"yes (verify {'on' if cfg.extra.get('verify') else 'OFF'}), "
-                  f"{resumed} of {r.connections} handshakes resumed")
-    lines.append("")
-    kv("Document Path", md.get("path", ""))
-    dl = md.get("doc_length", -1)
-    kv("Document Length", f"{dl} bytes" if dl is not None and dl >= 0 else "(no 2xx response)")
-    lines.append("")
-    kv("Concurrency Level", cfg.concurrency)
-    mode = [f"{cfg.threads} thread{'s' if cfg.threads != 1 else ''}"]
-    mode.append("keep-alive" if cfg.keepalive else "new connection per request")
-    if cfg.pipeline > 1:
-        mode.append(f"pipeline {cfg.pipeline}")
-    if cfg.rate:
-        mode.append(f"constant rate {cfg.rate:g} req/s (latency from intended send time)")
-    else:
-        mode.append("closed loop")
-    kv("Mode", ", ".join(mode))
-    kv("Time taken for tests", f"{secs:.3f} seconds" + ("  (INTERRUPTED)" if r.interrupted else ""))
-    kv("Complete requests", completed)
-    kv("Failed requests", r.errors)
-    if r.errors:
-        parts = [f"{k.capitalize()}: {v}" for k, v in r.error_counts.items() if v]
-        lines.append("   (" + ", ".join(parts) + ")")
-    kv("Non-2xx responses", r.non_2xx)
-    if r.non_2xx:
-        codes = ", ".join(f"{k}: {v}" for k, v in sorted(r.status_counts.items())
-                          if not 200 <= k <= 299)
-        lines.append(f"   ({codes})")
-    if r.in_flight_at_stop or cfg.duration_ns is not None or r.interrupted:
-        kv("In flight at stop", r.in_flight_at_stop)
-    kv("Connections opened", f"{r.connections} (reconnects: {r.reconnects})")
-    kv("Total transferred", f"{r.bytes_in} bytes")
-    kv("HTML transferred", f"{md.get('body_bytes_in', 0)} bytes")
-    kv("Requests per second", f"{r.rps:.2f} [#/sec] (mean, 2xx only)")
-    if r.failures:
-        kv("Failures per second", f"{r.error_rps:.2f} [#/sec] (errors + non-2xx)")
-    if completed:
-        kv("Time per request", f"{cfg.concurrency * secs * 1e3 / completed:.3f} [ms] (mean)")
-        kv("Time per request", f"{secs * 1e3 / completed:.3f} [ms] "
-                               "(mean, across all concurrent requests)")
-    kv("Transfer rate", f"{r.bytes_in_per_s / 1024:.2f} [Kbytes/sec] received")
-    lines.append(f"{'':<{w}}{r.bytes_out_per_s / 1024:.2f} kb/s sent")
-    cpu = r.cpu_user_ns + r.cpu_sys_ns
-    per = f", {cpu / completed / 1e3:.2f} µs/request" if completed else ""
-    kv("Generator CPU", f"user {r.cpu_user_ns / 1e9:.3f} s, sys {r.cpu_sys_ns / 1e9:.3f} s{per}")
-    if md.get("first_error"):
-        kv("First error", md["first_error"])
-    lines.append("")
-    lines.append("Connection Times (ms)")
-    lines.append(f"{'':<12}{'min':>9}{'mean':>9}{'[+/-sd]':>8}{'median':>9}{'max':>10}")
-    lines.append(_row("Connect:", r.connect))
-    if r.tls is not None:
-        lines.append(_row("TLS:", r.tls))
-    lines.append(_row("Processing:", r.processing))
-    lines.append(_row("Waiting:", r.ttfb))
-    lines.append(_row("Total:", r.latency))
-    lines.append("")
-    title = "Percentage of the requests served within a certain time (ms)"
-    if cfg.rate:
-        title += ", from the intended send time"
-    lines += _percentile_table(r.latency, title)
-    if cfg.rate and r.latency_uncorrected is not None:
-        lines.append("")
-        lines += _percentile_table(r.latency_uncorrected,
-                                   "Uncorrected (from the actual send time) (ms)")
-    if latency:
-        lines.append("")
-        lines.append(format_spectrum(r.latency))
-    if r.workers:
-        lines.append("")
-        lines += format_workers(r)
-    return "\n".join(lines) + "\n"
-
-
-def format_workers(r: BenchResult) -> list[str]:
-    """The per-worker table of a distributed run (lines)."""
-    title = f"Workers ({len(r.workers)} shards"
-    if r.partial:
-        title += "; PARTIAL: " + ", ".join(
-            f"shard {w.shard} on {w.worker} lost (n={w.n}, c={w.concurrency})" for w in r.lost)
-    lines = [title + ")",
-             f"{'#':>3} {'worker':<24} {'host':<14} {'status':<11} {'c':>4} {'requests':>9} "
-             f"{'req/s':>10} {'errors':>7} {'CPU µs/req':>10} {'clock off ms':>13} "
-             f"{'late ms':>8}"]
-    for w in r.workers:
-        cpu = w.cpu_ns_per_request
-        off = f"{w.clock_offset_ns / 1e6:+.3f}±{w.clock_uncertainty_ns / 1e6:.3f}"
-        lines.append(f"{w.shard:>3} {w.worker:<24} {w.host[:14]:<14} {w.status:<11} "
-                     f"{w.concurrency:>4} {w.responses + w.errors:>9} {w.rps:>10.1f} "
-                     f"{w.errors:>7} {('-' if math.isnan(cpu) else f'{cpu / 1e3:.2f}'):>10} "
-                     f"{off:>13} {w.start_late_ns / 1e6:>8.2f}")
-    return lines
 
 
 # --------------------------------------------------------------------------

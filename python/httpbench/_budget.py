@@ -19,21 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import _units
+from ._hist import hist_percentile, hist_stat
+from ._tables import render_table
+
 __all__ = [
-    "DETERMINISTIC_COMPARED",
     "METRICS",
-    "TIMING_COMPARED",
-    "BaselineRegression",
     "BudgetError",
     "BudgetExceeded",
     "Limit",
     "Metric",
-    "CompareRow",
     "Row",
     "assert_budget",
     "check_budget",
-    "compare_metrics",
-    "format_compare_table",
     "format_table",
     "format_value",
     "metric_names",
@@ -167,8 +165,6 @@ _UNIT_HINTS = {
 
 def _parse_quantity(metric: Metric, text: str, spec: Any) -> float:
     """Parse ``text`` (a number and an optional unit) into ``metric``'s base unit."""
-    from . import _units
-
     kind = metric.kind
     try:
         if kind == "duration":
@@ -276,8 +272,6 @@ def result_metrics(result: Any) -> dict[str, float]:
     was measured (an in-process server's threads are not the client's cost),
     else the process's.
     """
-    from ._results import hist_percentile, hist_stat
-
     out: dict[str, float] = {}
     hist = getattr(result, "latency", None)
     if hist is None:
@@ -320,8 +314,6 @@ def result_metrics(result: Any) -> dict[str, float]:
 
 def format_value(kind: str, value: float) -> str:
     """``value`` (base units: ns, bytes, 1/s, fractions) readable for a metric of ``kind``."""
-    from . import _units
-
     if math.isnan(value):
         return "n/a"
     if kind == "duration":
@@ -383,9 +375,7 @@ def format_table(rows: list[Row], headers: tuple[str, ...] = ("metric", "budget"
         )
         for r in rows
     ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
-    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(headers))).rstrip() for c in cells]
-    return "\n".join(lines)
+    return render_table(cells[0], cells[1:], style="bare")
 
 
 class BudgetExceeded(AssertionError):
@@ -421,145 +411,6 @@ def assert_budget(result: Any, **budget: Any) -> list[Row]:
     if not all(r.ok for r in rows):
         raise BudgetExceeded(rows, label=getattr(result, "label", None))
     return rows
-
-
-# --- baselines ------------------------------------------------------------------------------
-
-# Timing metrics a baseline comparison checks, by result kind; they are scaled by the
-# calibration ratio. p50 rather than p99: tails of short runs are too noisy to gate CI on.
-TIMING_COMPARED = {
-    "measure": ("p50", "cpu_per_request"),
-    "bench": ("rps", "p50", "cpu_per_request"),
-}
-# Deterministic metrics, compared tightly (not scaled): (relative, absolute) slack.
-DETERMINISTIC_COMPARED = {
-    "allocs_per_request": (0.02, 0.5),
-    "alloc_bytes_per_request": (0.02, 16.0),
-    "errors": (0.0, 0.0),
-    "requests": (0.0, 0.0),
-}
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    """One metric compared with its baseline.
-
-    ``expected`` is the baseline value scaled by the calibration ratio (timing
-    metrics) or the baseline itself (deterministic ones); ``verdict`` is
-    "ok", "slower" (worse beyond tolerance) or "faster" (better beyond
-    tolerance; an error only with fail-faster).
-    """
-
-    metric: Metric
-    baseline: float
-    expected: float
-    measured: float
-    allowed: str
-    verdict: str
-
-    @property
-    def change(self) -> str:
-        """Relative change of the measurement against ``expected``."""
-        if self.expected:
-            return f"{(self.measured - self.expected) / self.expected * 100:+.1f}%"
-        return "+0" if self.measured == self.expected else \
-            f"{self.measured - self.expected:+g}"
-
-
-def compare_metrics(
-    baseline: Mapping[str, float],
-    current: Mapping[str, float],
-    *,
-    kind: str,
-    scale: float,
-    tolerance: float,
-    bounded: bool = False,
-) -> list[CompareRow]:
-    """Compare ``current`` metrics with ``baseline`` ones (both from :func:`result_metrics`).
-
-    Timing metrics of ``kind`` ("measure" or "bench") are expected at
-    ``baseline * scale`` (durations) or ``baseline / scale`` (rates), where
-    ``scale`` is this machine's calibration time over the baseline's, and may
-    differ by ``tolerance`` (a fraction). Deterministic metrics
-    (:data:`DETERMINISTIC_COMPARED`) are compared with a small fixed slack,
-    whatever the tolerance; ``requests`` only when the run had a fixed count
-    (``bounded``). A metric missing on either side is not compared.
-    """
-    rows = []
-    for name in TIMING_COMPARED.get(kind, ()):
-        if name not in baseline or name not in current:
-            continue
-        m = METRICS[name]
-        base, cur = float(baseline[name]), float(current[name])
-        expected = base * scale if m.upper else base / scale
-        if m.upper:
-            worse = cur > expected * (1 + tolerance)
-            better = cur < expected / (1 + tolerance)
-        else:
-            worse = cur < expected / (1 + tolerance)
-            better = cur > expected * (1 + tolerance)
-        verdict = "slower" if worse else "faster" if better else "ok"
-        rows.append(CompareRow(m, base, expected, cur, f"±{tolerance * 100:g}%", verdict))
-    for name, (rel, absolute) in DETERMINISTIC_COMPARED.items():
-        if name not in baseline or name not in current or (name == "requests" and not bounded):
-            continue
-        m = METRICS[name]
-        base, cur = float(baseline[name]), float(current[name])
-        slack = max(abs(base) * rel, absolute)
-        diff = cur - base if m.upper else base - cur  # > 0: worse
-        verdict = "slower" if diff > slack else "faster" if diff < -slack else "ok"
-        allowed = "exact" if slack == 0 else f"±{format_value(m.kind, slack)}"
-        rows.append(CompareRow(m, base, base, cur, allowed, verdict))
-    return rows
-
-
-def format_compare_table(rows: list[CompareRow]) -> str:
-    """Comparison rows as an aligned text table."""
-    headers = ("metric", "baseline", "expected", "measured", "change", "allowed", "")
-    cells = [headers] + [
-        (
-            r.metric.name,
-            format_value(r.metric.kind, r.baseline),
-            format_value(r.metric.kind, r.expected),
-            format_value(r.metric.kind, r.measured),
-            r.change,
-            r.allowed,
-            {"ok": "ok", "slower": "REGRESSED", "faster": "IMPROVED"}[r.verdict],
-        )
-        for r in rows
-    ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
-    return "\n".join(
-        "  ".join(c[i].ljust(widths[i]) for i in range(len(headers))).rstrip() for c in cells
-    )
-
-
-class BaselineRegression(AssertionError):
-    """A measurement regressed against its saved baseline (or, with fail-faster, improved).
-
-    ``rows`` holds every compared metric; ``scale`` the calibration ratio used.
-    """
-
-    def __init__(self, rows: list[CompareRow], *, key: str, scale: float,
-                 fail_faster: bool = False) -> None:
-        self.rows = list(rows)
-        self.key = key
-        self.scale = scale
-        bad = [r for r in self.rows
-               if r.verdict == "slower" or (fail_faster and r.verdict == "faster")]
-        worse = [r.metric.name for r in bad if r.verdict == "slower"]
-        better = [r.metric.name for r in bad if r.verdict == "faster"]
-        what = []
-        if worse:
-            what.append("regressed: " + ", ".join(worse))
-        if better:
-            what.append("improved beyond tolerance (stale baseline? re-save it): "
-                        + ", ".join(better))
-        super().__init__(
-            f"{key} vs baseline: {'; '.join(what)}\n"
-            f"(timing baselines scaled by this machine's calibration ratio {scale:.3f})\n"
-            + format_compare_table(self.rows)
-        )
 
 
 # Shown as httpbench.BudgetExceeded in tracebacks: the public name users import.

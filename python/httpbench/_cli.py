@@ -1,8 +1,9 @@
 """The ``httpbench`` console script: dispatches to one module per subcommand.
 
 ``httpbench URL [flags]`` runs the load generator; ``httpbench serve``,
-``httpbench compare`` and ``httpbench report`` are subcommands. Each command
-module exposes ``cli_main(argv) -> int`` and is imported only when used.
+``httpbench compare``, ``httpbench report`` and ``httpbench diff`` are
+subcommands. Each is a ``module:function(argv) -> int`` (``cli_main`` when no
+function is named), imported only when used.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import sys
 
 __all__ = ["main"]
 
-# subcommand -> module providing cli_main(argv)
+# subcommand -> "module[:function]" providing function(argv) (default cli_main)
 COMMANDS = {
     "serve": "httpbench._server",
     "compare": "httpbench._compare",
-    "report": "httpbench._report",
+    "report": "httpbench.report",
+    "diff": "httpbench.report:diff_main",
 }
 DEFAULT = "httpbench._bench"  # `httpbench URL ...`
 
@@ -24,6 +26,7 @@ USAGE = """usage: httpbench URL [options]        load-test URL (see httpbench UR
        httpbench serve [options]      run the embedded test server
        httpbench compare [options]    compare HTTP client libraries (the main job)
        httpbench report FILE [...]    print or compare saved results
+       httpbench diff BASE CURRENT    compare two saved results (significance-tested)
 """
 
 
@@ -43,13 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         args = args[1:]
     else:
         modname = DEFAULT
+    modname, _, func = modname.partition(":")
     try:
         mod = importlib.import_module(modname)
     except ImportError as exc:  # a command not built yet is a clear message, not a traceback
         sys.stderr.write(f"httpbench: command unavailable ({exc})\n")
         return 2
     try:
-        return int(mod.cli_main(args) or 0)
+        return int(getattr(mod, func or "cli_main")(args) or 0)
     except KeyboardInterrupt:
         sys.stderr.write("httpbench: interrupted\n")
         return 130

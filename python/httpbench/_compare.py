@@ -22,8 +22,11 @@ from typing import Any
 
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status
 from ._results import MeasureResult, ResultSet
-from ._runner import Runner, RunOptions, median_spread
+from ._runner import Runner, RunOptions
 from ._scenarios import QUICK_SCENARIOS, SCENARIOS, Scenario, resolve_scenarios
+from ._stats import median_spread
+from ._tables import render_table
+from ._units import format_bytes, format_count, format_duration
 
 __all__ = ["compare", "cli_main", "format_tables", "summarize"]
 
@@ -123,7 +126,7 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
     written["tables"] = os.path.join(d, "tables.txt")
     if plots:
         try:
-            from ._plot import save_plots
+            from .plot import save_plots
         except ImportError as exc:
             written["plots_error"] = f"plots unavailable ({exc})"
         else:
@@ -177,14 +180,10 @@ def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
 
 
 def _fmt_num(v: float, digits: int = 3) -> str:
-    from ._units import format_count
-
     return format_count(v, digits)
 
 
 def _fmt_cell(key: str, row: dict[str, Any]) -> str:
-    from ._units import format_bytes, format_duration
-
     v = row.get(key)
     if key == "rps":
         s = _fmt_num(v)
@@ -208,20 +207,9 @@ _RIGHT = set(_KEYS[1:-1])
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    cells = [list(COLUMNS)]
-    for r in rows:
-        cells.append([r["client"]] + [_fmt_cell(k, r) for k in _KEYS[1:]])
-    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
-    lines = []
-    for j, row in enumerate(cells):
-        parts = []
-        for i, text in enumerate(row):
-            right = _KEYS[i] in _RIGHT and j > 0
-            parts.append(text.rjust(widths[i]) if right else text.ljust(widths[i]))
-        lines.append(" | ".join(parts).rstrip())
-        if j == 0:
-            lines.append("-+-".join("-" * w for w in widths))
-    return "\n".join(lines)
+    cells = [[r["client"]] + [_fmt_cell(k, r) for k in _KEYS[1:]] for r in rows]
+    align = "".join("r" if k in _RIGHT else "l" for k in _KEYS)
+    return render_table(COLUMNS, cells, align=align, style="grid")
 
 
 def format_tables(rs: ResultSet) -> str:

@@ -24,12 +24,11 @@ import ctypes
 import glob
 import inspect
 import os
-import platform
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from . import _core
+from ._metadata import system_metadata
 from ._results import MeasureResult
 
 __all__ = [
@@ -115,50 +114,6 @@ def _peak_rss_bytes(fallback_kb: int) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return int(fallback_kb) * 1024
-
-
-# --------------------------------------------------------------------------
-# metadata
-
-
-def _read_first(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-_META: dict[str, Any] | None = None
-
-
-def system_metadata() -> dict[str, Any]:
-    """Python version, clock source, CPU model, kernel (cached; a fresh dict each call)."""
-    global _META
-    if _META is None:
-        _META = {
-            "python": sys.version.split()[0],
-            "python_implementation": platform.python_implementation(),
-            "clock": "CLOCK_MONOTONIC",
-            "clock_source": _read_first(
-                "/sys/devices/system/clocksource/clocksource0/current_clocksource"),
-            "cpu_model": _cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "kernel": platform.release(),
-            "platform": platform.platform(),
-        }
-    return dict(_META)
 
 
 # --------------------------------------------------------------------------

@@ -25,7 +25,7 @@ path ends in ``.gz``), never pickle.
 
 from __future__ import annotations
 
-import base64
+import copy
 import dataclasses
 import gzip
 import io
@@ -36,6 +36,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ._hist import (
+    decode_histogram,
+    encode_histogram,
+    hist_count,
+    hist_percentile,
+    hist_stat,
+    is_histogram,
+    percentiles,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -64,7 +74,11 @@ __all__ = [
 # History:
 #   1 (httpbench 0.1.0): first schema - BenchResult, MeasureResult, ResultSet;
 #     histograms as base64 of Histogram.encode(); all times in ns.
-SCHEMA_VERSION = 1
+#   2: one machine-metadata collector for every kind of result (httpbench._metadata):
+#     measure()'s "cpu_count" became "cpus" (usable CPUs) and its "kernel" gained the
+#     system name ("Linux 6.1.0"), as compare runs had; a compare worker's
+#     "python_impl" became "python_implementation".
+SCHEMA_VERSION = 2
 FILE_FORMAT = "httpbench-results"
 
 # Typed transport errors a load-generator run counts (issue 4).
@@ -75,75 +89,7 @@ DEFAULT_PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0)
 
 
 # --------------------------------------------------------------------------
-# histograms (duck-typed until/unless httpbench.Histogram is importable)
-
-
-def _histogram_type() -> Any:
-    try:
-        from . import _core
-    except ImportError:  # pragma: no cover - the extension is always built
-        return None
-    return getattr(_core, "Histogram", None)
-
-
-def _is_histogram(obj: Any) -> bool:
-    return obj is not None and callable(getattr(obj, "encode", None)) and not isinstance(
-        obj, (str, bytes)
-    )
-
-
-def _hattr(h: Any, name: str) -> Any:
-    """Read a histogram statistic that may be exposed as an attribute or a method."""
-    v = getattr(h, name)
-    return v() if callable(v) else v
-
-
-def hist_count(h: Any) -> int:
-    """Number of recorded values of a histogram (``count`` attribute, method or len())."""
-    if hasattr(h, "count"):
-        return int(_hattr(h, "count"))
-    return int(sum(c for _, c in h))
-
-
-def hist_percentile(h: Any, p: float) -> float:
-    """Value (ns) at percentile ``p`` (0..100) of a histogram; NaN when it is empty."""
-    if h is None or hist_count(h) == 0:
-        return math.nan
-    fn = getattr(h, "percentile", None) or h.value_at_percentile
-    return float(fn(p))
-
-
-def hist_stat(h: Any, name: str) -> float:
-    """``min``/``max``/``mean``/``stddev`` of a histogram in ns; NaN when empty or absent."""
-    if h is None or hist_count(h) == 0:
-        return math.nan
-    return float(_hattr(h, name))
-
-
-def encode_histogram(h: Any) -> str:
-    """The compact encoding of a histogram as ASCII base64 (what the JSON files embed)."""
-    data = h.encode()
-    return base64.b64encode(bytes(data)).decode("ascii")
-
-
-def decode_histogram(text: str | bytes) -> Any:
-    """Inverse of :func:`encode_histogram`: a new ``httpbench.Histogram``.
-
-    Raises ValueError on bad base64 or a blob the histogram decoder rejects.
-    """
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"histogram: invalid base64 ({exc})") from None
-    tp = _histogram_type()
-    if tp is None:
-        raise ValueError("histogram: httpbench.Histogram is not available to decode it")
-    try:
-        return tp.decode(raw)
-    except ValueError:
-        raise
-    except Exception as exc:  # decoder's own error type -> the documented ValueError
-        raise ValueError(f"histogram: cannot decode ({exc})") from exc
+# histograms in JSON
 
 
 def _hist_to_json(h: Any) -> dict[str, Any] | None:
@@ -173,10 +119,6 @@ def _hist_from_json(obj: Any, where: str) -> Any:
     if obj.get("encoding", "hb-base64") != "hb-base64":
         raise ValueError(f"{where}: unknown histogram encoding {obj.get('encoding')!r}")
     return decode_histogram(obj["data"])
-
-
-def _percentiles(h: Any, ps: Iterable[float]) -> dict[float, float]:
-    return {float(p): hist_percentile(h, p) for p in ps}
 
 
 # --------------------------------------------------------------------------
@@ -315,25 +257,25 @@ class _RecordMixin:
         return dumps(self, indent=indent)  # type: ignore[arg-type]
 
     def to_dataframe(self) -> Any:
-        """A one-row pandas DataFrame (see ``httpbench._report.DATAFRAME_COLUMNS``)."""
-        from ._report import to_dataframe
+        """A one-row pandas DataFrame (see ``httpbench.report.DATAFRAME_COLUMNS``)."""
+        from .report import to_dataframe
 
         return to_dataframe(self)
 
     def summary(self, fmt: str = "text") -> str:
         """A readable table of this record (``fmt``: "text", "md" or "json")."""
-        from ._report import format_result
+        from .report import format_result
 
         return format_result(self, fmt)
 
     def plot(self, kind: str = "percentiles", **kwargs: Any) -> Any:
-        """A matplotlib Figure of this record; see ``httpbench._plot.plot`` for kinds."""
-        from ._plot import plot
+        """A matplotlib Figure of this record; see ``httpbench.plot.plot`` for kinds."""
+        from .plot import plot
 
         return plot(self, kind=kind, **kwargs)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from ._report import mimebundle
+        from .report import mimebundle
 
         return mimebundle(self)
 
@@ -595,11 +537,11 @@ class BenchResult(_ResultMixin):
             object.__setattr__(self, "config", BenchConfig.from_dict(cfg))
         elif not isinstance(cfg, BenchConfig):
             raise TypeError(f"config must be a BenchConfig or a dict, not {type(cfg).__name__}")
-        if not _is_histogram(self.latency):
+        if not is_histogram(self.latency):
             raise TypeError("latency must be a Histogram")
         for name in _BENCH_HISTS[1:]:
             v = getattr(self, name)
-            if v is not None and not _is_histogram(v):
+            if v is not None and not is_histogram(v):
                 raise TypeError(f"{name} must be a Histogram or None")
         errs = {k: 0 for k in ERROR_TYPES}
         errs.update({str(k): int(v) for k, v in dict(self.error_counts).items()})
@@ -684,7 +626,7 @@ class BenchResult(_ResultMixin):
         """``{p: value_ns}`` for the histogram named ``which`` (a field name)."""
         if which not in _BENCH_HISTS:
             raise ValueError(f"unknown histogram {which!r}; one of {_BENCH_HISTS}")
-        return _percentiles(getattr(self, which), ps)
+        return percentiles(getattr(self, which), ps)
 
     def __repr__(self) -> str:
         return (
@@ -818,7 +760,7 @@ class MeasureResult(_ResultMixin):
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _is_histogram(self.latency):
+        if not is_histogram(self.latency):
             raise TypeError("latency must be a Histogram")
         for name in ("alloc_counts", "alloc_bytes"):
             v = getattr(self, name)
@@ -836,11 +778,6 @@ class MeasureResult(_ResultMixin):
                 raise ValueError(f"gc_collections needs 3 generations, got {len(g)}")
             object.__setattr__(self, "gc_collections", g)
         object.__setattr__(self, "metadata", dict(self.metadata))
-
-    @property
-    def wall_s(self) -> float:
-        """Wall time in seconds (convenience)."""
-        return self.wall_ns / 1e9
 
     @property
     def calls_per_s(self) -> float:
@@ -901,7 +838,7 @@ class MeasureResult(_ResultMixin):
 
     def percentiles(self, ps: Iterable[float] = DEFAULT_PERCENTILES) -> dict[float, float]:
         """``{p: latency_ns}`` of the call latency histogram."""
-        return _percentiles(self.latency, ps)
+        return percentiles(self.latency, ps)
 
     def __repr__(self) -> str:
         return (
@@ -1124,13 +1061,6 @@ class ResultSet(_RecordMixin):
         notes = tuple(n for n in self.notes if ok(n.client, client) and ok(n.scenario, scenario))
         return ResultSet(res, self.metadata, notes, self.skipped)
 
-    def notes_for(self, client: str | None = None, scenario: str | None = None) -> list[Note]:
-        """Notes concerning (client, scenario), including run-wide ones of the pair's parts."""
-        return [
-            n for n in self.notes
-            if (n.client in (None, client)) and (n.scenario in (None, scenario))
-        ]
-
     def __repr__(self) -> str:
         return (
             f"<ResultSet {len(self.results)} runs, clients={self.clients}, "
@@ -1206,8 +1136,35 @@ def _migrate(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _machine_keys_v2(md: Any) -> None:
+    """Rename a version-1 metadata dict's machine keys in place to the version-2 ones."""
+    if not isinstance(md, dict):
+        return
+    if "cpu_count" in md:
+        md.setdefault("cpus", md.pop("cpu_count"))
+    kernel, plat = md.get("kernel"), md.get("platform")
+    if isinstance(kernel, str) and " " not in kernel and isinstance(plat, str) and "-" in plat:
+        md["kernel"] = f"{plat.split('-', 1)[0]} {kernel}"
+    worker = md.get("worker")
+    if isinstance(worker, dict) and "python_impl" in worker:
+        worker.setdefault("python_implementation", worker.pop("python_impl"))
+
+
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    rec = doc.get("record")
+    if isinstance(rec, dict):
+        _machine_keys_v2(rec.get("metadata"))
+        entries = rec.get("results") if rec.get("kind") == "ResultSet" else None
+        for e in entries if isinstance(entries, list) else ():
+            if isinstance(e, dict) and isinstance(e.get("result"), dict):
+                _machine_keys_v2(e["result"].get("metadata"))
+    doc["schema_version"] = 2
+    return doc
+
+
 # schema version N -> function turning a version-N document into version N+1.
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def dumps(record: AnyRecord, indent: int | None = None) -> str:

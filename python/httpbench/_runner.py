@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-import platform
 import select
 import shutil
-import ssl
 import statistics
 import subprocess
 import sys
@@ -36,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
+from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
 from ._scenarios import Scenario
 
@@ -375,43 +373,6 @@ def _default_server_factory(tls: bool, threads: int) -> Any:
     from . import _server
 
     return _server.start_process(tls=tls, threads=threads)
-
-
-# ---------------------------------------------------------------- metadata
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def system_metadata() -> dict[str, Any]:
-    """Python, OpenSSL, kernel, CPU model, clock source, core count."""
-    cpu_model = None
-    info = _read("/proc/cpuinfo") or ""
-    for line in info.splitlines():
-        if line.lower().startswith(("model name", "hardware", "cpu model")):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
-    try:
-        ncpu = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        ncpu = os.cpu_count() or 1
-    return {
-        "python": platform.python_version(),
-        "python_implementation": platform.python_implementation(),
-        "python_build": " ".join(platform.python_build()),
-        "openssl": ssl.OPENSSL_VERSION,
-        "kernel": f"{platform.system()} {platform.release()}",
-        "machine": platform.machine(),
-        "cpu_model": cpu_model or platform.processor() or None,
-        "cpus": ncpu,
-        "clock_source": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
-        "hostname": platform.node(),
-    }
 
 
 def preload_library() -> str | None:
@@ -831,14 +792,3 @@ class Runner:
             with contextlib.suppress(Exception):
                 srv.stop()
         self.servers.clear()
-
-
-def median_spread(values: Sequence[float]) -> tuple[float, float]:
-    """(median, relative spread (max-min)/median) of finite values; NaNs when none."""
-    v = [x for x in values if x is not None and not math.isnan(x)]
-    if not v:
-        return math.nan, math.nan
-    med = statistics.median(v)
-    if len(v) < 2 or med == 0:
-        return med, 0.0 if len(v) >= 1 else math.nan
-    return med, (max(v) - min(v)) / abs(med)

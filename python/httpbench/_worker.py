@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import platform
 import random
 import resource
 import ssl
@@ -32,6 +31,8 @@ import traceback
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from ._metadata import system_metadata
 
 __all__ = ["main", "payload"]
 
@@ -300,7 +301,7 @@ class Worker:
         return {"status": "ok", "requests": self.requests - before, "errors": errs.count}
 
     def round(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        import httpbench
+        from . import _measure
 
         sc = self.sc
         dur: float | None = None
@@ -322,13 +323,13 @@ class Worker:
             u0, s0, _ = _children_usage()
         if self.kind == "async":
             fn = _safe_async(self.adapters[0].request, errs)
-            mr = httpbench.measure_async(fn, n=n, duration=dur, concurrency=sc.concurrency,
+            mr = _measure.measure_async(fn, n=n, duration=dur, concurrency=sc.concurrency,
                                          warmup=0, loop=self.loop, label=label)
         elif sc.concurrency > 1:
             mr = self._threaded(n, dur, errs, label, python_heap=not proc)
         else:
             fn = _safe_sync(self.adapters[0].request, errs)
-            mr = httpbench.measure(fn, n=n, duration=dur, warmup=0, alloc=not proc,
+            mr = _measure.measure(fn, n=n, duration=dur, warmup=0, alloc=not proc,
                                    gc=not proc, label=label)
         n = mr.calls
         if proc:
@@ -355,7 +356,6 @@ class Worker:
         are measured once on no-op requests and subtracted, like measure()'s
         calibration.
         """
-        import httpbench
 
         reqs = [a.request for a in self.adapters]
         mr, lat, n = self._thread_span(reqs, n, dur, errs, label, python_heap)
@@ -379,18 +379,17 @@ class Worker:
             md = dict(mr.metadata)
             md["threaded_harness_allocs_per_call"] = sum(oc.values())
             changes["metadata"] = md
-        del httpbench
         return dataclasses.replace(mr, **changes)
 
     def _thread_span(self, reqs: list[Any], n: int, dur: float | None, errs: _Errors,
                      label: str, python_heap: bool) -> tuple[Any, Any, int]:
         """k threads, each making up to n/k requests (until the deadline, if any)."""
-        import httpbench
+        from . import _core, _measure
 
         k = len(reqs)
         per = [n // k + (1 if i < n % k else 0) for i in range(k)]
         done = [0] * k
-        hists = [httpbench.Histogram() for _ in range(k)]
+        hists = [_core.Histogram() for _ in range(k)]
         start = threading.Barrier(k + 1)
         span_ns = int(dur * 1e9) if dur is not None else 1 << 62
         t_start = [0]
@@ -422,7 +421,7 @@ class Worker:
             for t in threads:
                 t.join()
 
-        mr = httpbench.measure(run_all, n=1, warmup=0, alloc=python_heap, gc=python_heap,
+        mr = _measure.measure(run_all, n=1, warmup=0, alloc=python_heap, gc=python_heap,
                                calibrate=False, label=label)
         lat = hists[0]
         for h in hists[1:]:
@@ -430,17 +429,16 @@ class Worker:
         return mr, lat, sum(done)
 
     def metadata(self) -> dict[str, Any]:
+        machine = system_metadata()
         md: dict[str, Any] = {
             "pid": os.getpid(),
-            "python": platform.python_version(),
-            "python_impl": platform.python_implementation(),
-            "openssl": ssl.OPENSSL_VERSION,
+            **{k: machine[k] for k in ("python", "python_implementation", "openssl")},
             "client_version": self.cls.version(),
             "loaded_versions": _loaded_versions(),
             "kind": self.kind,
             "instances": len(self.adapters),
         }
-        try:
+        try:  # the CPUs this worker may run on (it may be pinned), not a count
             md["cpus"] = sorted(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             pass

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -294,6 +293,7 @@ class HttpbenchSession:
         """Write the passed tests' measurements to ``save_path`` (a failed test's numbers
         would make a broken run the baseline)."""
         from . import _results
+        from ._metadata import system_metadata
         from ._version import __version__
 
         recs = self._all_records_json()
@@ -309,9 +309,9 @@ class HttpbenchSession:
             entries[r["key"]] = {k: r[k] for k in ("metrics", "kind", "bounded", "calibration",
                                                    "nodeid", "name")}
         meta = {
+            **system_metadata(),
             "source": "pytest --httpbench-save",
             "httpbench_version": __version__,
-            "python": sys.version.split()[0],
             BASELINE_KEY: {
                 "workload": CALIBRATION_WORKLOAD,
                 "calibration": self._calibration,
@@ -505,9 +505,9 @@ class HttpbenchServer:
         self._https: Any = None
 
     def _start(self, tls: bool) -> Any:
-        import httpbench
+        from ._server import Server
 
-        srv = httpbench.Server(tls=tls)
+        srv = Server(tls=tls)
         enter = getattr(srv, "__enter__", None)
         return enter() if enter is not None else srv
 
@@ -614,18 +614,18 @@ class Httpbench:
 
     def measure(self, fn: Callable[..., Any], *, name: str | None = None, **kwargs: Any) -> Any:
         """``httpbench.measure(fn, **kwargs)``, recorded for this test (see the class doc)."""
-        import httpbench
+        from ._measure import measure
 
         __tracebackhide__ = True
-        return self._run("measure", lambda: httpbench.measure(fn, **kwargs), name, kwargs)
+        return self._run("measure", lambda: measure(fn, **kwargs), name, kwargs)
 
     def measure_async(self, coro_fn: Callable[..., Any], *, name: str | None = None,
                       **kwargs: Any) -> Any:
         """``httpbench.measure_async(coro_fn, **kwargs)``, recorded for this test."""
-        import httpbench
+        from ._measure import measure_async
 
         __tracebackhide__ = True
-        return self._run("measure", lambda: httpbench.measure_async(coro_fn, **kwargs), name,
+        return self._run("measure", lambda: measure_async(coro_fn, **kwargs), name,
                          kwargs)
 
     def bench(self, path_or_url: str = "/", *, name: str | None = None, **kwargs: Any) -> Any:
@@ -634,7 +634,7 @@ class Httpbench:
         ``tls=True`` selects the HTTPS server; an https URL of the session
         server is verified against its CA file unless ``ca_file``/``verify`` are given.
         """
-        import httpbench
+        from ._bench import bench
 
         __tracebackhide__ = True
         tls = bool(kwargs.pop("tls", False))
@@ -642,7 +642,7 @@ class Httpbench:
         if url.startswith("https://") and "ca_file" not in kwargs and kwargs.get("verify", True) \
                 and self.server._https is not None and url.startswith(self.server.https_url):
             kwargs["ca_file"] = self.server.ca_file
-        return self._run("bench", lambda: httpbench.bench(url, **kwargs), name, kwargs)
+        return self._run("bench", lambda: bench(url, **kwargs), name, kwargs)
 
     # the recording / checking core
     def _name(self, name: str | None) -> str:
@@ -658,13 +658,8 @@ class Httpbench:
 
     def _run(self, kind: str, run: Callable[[], Any], name: str | None,
              kwargs: dict[str, Any]) -> Any:
-        from ._budget import (
-            BaselineRegression,
-            BudgetExceeded,
-            check_budget,
-            compare_metrics,
-            result_metrics,
-        )
+        from ._baseline import BaselineRegression, compare_metrics
+        from ._budget import BudgetExceeded, check_budget, result_metrics
 
         __tracebackhide__ = True  # failures point at the test's call, not at the plugin
         s = self._session

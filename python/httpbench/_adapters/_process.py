@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import ClassVar
 
 from . import Adapter
@@ -44,12 +45,27 @@ class ProcessAdapter(Adapter):
             self.env.pop("LD_PRELOAD", None)
 
     def _scratch_out(self) -> str:
-        import tempfile
-
         fd, path = tempfile.mkstemp(prefix="httpbench-out-")
         os.close(fd)
-        self._tmp = path
+        self._temps().append(path)
         return path
+
+    def _body_path(self) -> str | None:
+        """The request body as a file for the child: ``body_file``, else ``body`` written to
+        a scratch file (removed on close), else None (no body)."""
+        if self.body_file is not None:
+            return self.body_file
+        if self.body is None:
+            return None
+        with tempfile.NamedTemporaryFile(prefix="httpbench-body-", delete=False) as f:
+            f.write(self.body)
+        self._temps().append(f.name)
+        return f.name
+
+    def _temps(self) -> list[str]:
+        if not hasattr(self, "_tmp_paths"):
+            self._tmp_paths: list[str] = []
+        return self._tmp_paths
 
     def request(self) -> None:
         pid = os.posix_spawnp(self.cmd[0], self.cmd, self.env, file_actions=self.file_actions)
@@ -65,9 +81,8 @@ class ProcessAdapter(Adapter):
 
     def close(self) -> None:
         os.close(self.devnull)
-        tmp = getattr(self, "_tmp", None)
-        if tmp:
+        for path in self._temps():
             try:
-                os.unlink(tmp)
+                os.unlink(path)
             except OSError:
                 pass

@@ -27,13 +27,7 @@ class CommandAdapter(ProcessAdapter):
         exe = shutil.which(self.argv[0])
         if exe is None:
             raise AdapterUnavailable(self.name, f"executable {self.argv[0]!r} not found")
-        body_file = self.body_file
-        if body_file is None and self.body is not None:
-            import tempfile
-
-            with tempfile.NamedTemporaryFile(prefix="httpbench-body-", delete=False) as f:
-                f.write(self.body)
-            body_file = self._body_tmp = f.name
+        body_file = self._body_path()
         fields = {
             "url": self.url, "method": self.method, "ca_file": self.ca_file or "",
             "out": self.out_path, "body_file": body_file or "", "body_size": str(self.body_size),
@@ -42,14 +36,3 @@ class CommandAdapter(ProcessAdapter):
             return [exe] + [a.format(**fields) for a in self.argv[1:]]
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"bad placeholder in command argv {self.argv!r}: {exc}") from None
-
-    def close(self) -> None:
-        super().close()
-        import os
-
-        tmp = getattr(self, "_body_tmp", None)
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass

@@ -43,8 +43,8 @@ class CurlAdapter(ProcessAdapter):
             argv += ["--cacert", self.ca_file]
         for k, v in self.headers.items():
             argv += ["-H", f"{k}: {v}"]
-        if self.body is not None or self.body_file is not None:
-            src = self.body_file or self._body_to_file()
+        src = self._body_path()
+        if src is not None:
             if self.body_file is not None:
                 argv += ["-T", src, "-X", self.method]
             else:
@@ -53,22 +53,3 @@ class CurlAdapter(ProcessAdapter):
         elif self.method != "GET":
             argv += ["-X", self.method]
         return argv + [self.url]
-
-    def _body_to_file(self) -> str:
-        import tempfile
-
-        with tempfile.NamedTemporaryFile(prefix="httpbench-body-", delete=False) as f:
-            f.write(self.body or b"")
-        self._body_tmp = f.name
-        return f.name
-
-    def close(self) -> None:
-        super().close()
-        import os
-
-        tmp = getattr(self, "_body_tmp", None)
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass

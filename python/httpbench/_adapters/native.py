@@ -18,19 +18,19 @@ class NativeAdapter(Adapter):
         from . import AdapterUnavailable
 
         try:
-            import httpbench
+            from .. import _client
         except ImportError as exc:  # pragma: no cover - the package itself is broken
             raise AdapterUnavailable(cls.name, f"httpbench not importable: {exc}") from None
-        if not hasattr(httpbench, "Client"):
+        if not hasattr(_client, "Client"):
             raise AdapterUnavailable(cls.name, "httpbench.Client not built in this version")
 
     def _setup(self) -> None:
-        import httpbench
+        from .._client import Client
 
         kw: dict = {"timeout": self.timeout}
         if self.tls and self.ca_file:
             kw["ca_file"] = self.ca_file
-        self.client = httpbench.Client(**kw)
+        self.client = Client(**kw)
         self.hdrs = self.headers or None
 
     def request(self) -> None:

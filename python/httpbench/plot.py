@@ -25,8 +25,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _units as U
-from ._report import _entries, percentile_spectrum, result_rows
-from ._results import BenchResult, MeasureResult, ResultSet, hist_count
+from ._hist import hist_count, percentile_spectrum
+from ._results import BenchResult, MeasureResult, ResultSet
+from ._rows import entries, result_rows
 
 __all__ = [
     "KINDS",
@@ -89,7 +90,7 @@ def _latency_series(obj: Any, which: str = "latency") -> list[tuple[str, Any]]:
     Constant-rate bench results also contribute their uncorrected histogram.
     """
     groups: dict[tuple[str, str], list[Any]] = {}
-    for c, s, _i, r in _entries(obj):
+    for c, s, _i, r in entries(obj):
         groups.setdefault((c, s), []).append(r)
     scenarios = {s for _, s in groups}
     out: list[tuple[str, Any]] = []
@@ -303,7 +304,7 @@ def _nan(v: Any) -> bool:
 
 def _bench_results(obj: Any) -> list[tuple[str, BenchResult]]:
     out = []
-    for c, s, i, r in _entries(obj):
+    for c, s, i, r in entries(obj):
         if isinstance(r, BenchResult):
             label = c if not s else f"{c} / {s}"
             out.append((label + (f" #{i}" if i else ""), r))
@@ -400,11 +401,11 @@ def figure_svg(fig: Any) -> str:
 
 
 def _applicable(obj: Any) -> list[str]:
-    entries = _entries(obj)
+    recs = [r for *_, r in entries(obj)]
     kinds = ["percentiles", "cdf"]
-    if any(isinstance(r, MeasureResult) for *_, r in entries) or isinstance(obj, ResultSet):
+    if any(isinstance(r, MeasureResult) for r in recs) or isinstance(obj, ResultSet):
         kinds.append("bars")
-    benches = [r for *_, r in entries if isinstance(r, BenchResult)]
+    benches = [r for r in recs if isinstance(r, BenchResult)]
     if any(r.series_responses for r in benches):
         kinds.append("throughput")
     if len({r.config.concurrency for r in benches}) >= 2:

@@ -1,0 +1,212 @@
+/* response.c - httpbench.Response: the result of a httpbench.Client request
+ * (client.c). The final response head is stored inline as received; reason,
+ * headers and timings are built only when accessed. */
+#include "module.h"
+
+#include <string.h>
+#include <structmember.h>
+
+#include "hb_client.h"
+
+/* Variable-size: the final response head as received is stored inline
+ * (ob_size bytes at `head`), so a response costs one allocation, not two. */
+typedef struct {
+    PyObject_VAR_HEAD
+    int status;
+    int minor;
+    int reused;
+    Py_ssize_t reason_off, reason_len; /* within head */
+    PyObject *body;                    /* bytes */
+    PyObject *url;
+    PyObject *headers; /* cached Headers, built on first access */
+    unsigned long long size;
+    uint64_t t_start, t_connected, t_tls_done, t_first_byte, t_done;
+    char head[1];
+} ResponseObject;
+
+static void resp_dealloc(PyObject *o)
+{
+    ResponseObject *r = (ResponseObject *)o;
+    PyTypeObject *tp = Py_TYPE(o);
+    Py_XDECREF(r->body);
+    Py_XDECREF(r->url);
+    Py_XDECREF(r->headers);
+    tp->tp_free(o);
+    Py_DECREF(tp);
+}
+
+static PyObject *resp_reason(PyObject *o, void *c)
+{
+    (void)c;
+    ResponseObject *r = (ResponseObject *)o;
+    return PyUnicode_DecodeLatin1(r->head + r->reason_off, r->reason_len,
+                                  NULL);
+}
+
+static PyObject *resp_version(PyObject *o, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(((ResponseObject *)o)->minor ? "HTTP/1.1" : "HTTP/1.0");
+}
+
+static PyObject *resp_headers(PyObject *o, void *c)
+{
+    (void)c;
+    ResponseObject *r = (ResponseObject *)o;
+    if (r->headers) return Py_NewRef(r->headers);
+    hb_header hs[HB_CLIENT_MAX_HEADERS];
+    hb_response_head h;
+    memset(&h, 0, sizeof h);
+    h.headers = hs;
+    h.num_headers = HB_CLIENT_MAX_HEADERS;
+    int n = hb_parse_response_head(r->head, (size_t)Py_SIZE(r), &h, NULL);
+    if (n < 0) { /* cannot happen: it parsed before */
+        PyErr_SetString(PyExc_RuntimeError, "stored response head no longer parses");
+        return NULL;
+    }
+    PyObject *list = PyList_New((Py_ssize_t)h.num_headers);
+    if (!list) return NULL;
+    for (size_t i = 0; i < h.num_headers; i++) {
+        PyObject *t = Py_BuildValue("(NN)",
+                                    PyUnicode_DecodeLatin1(hs[i].name, (Py_ssize_t)hs[i].name_len,
+                                                           NULL),
+                                    PyUnicode_DecodeLatin1(hs[i].value,
+                                                           (Py_ssize_t)hs[i].value_len, NULL));
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    PyObject *mod = PyImport_ImportModule("httpbench._client");
+    PyObject *cls = mod ? PyObject_GetAttrString(mod, "Headers") : NULL;
+    Py_XDECREF(mod);
+    PyObject *res = cls ? PyObject_CallOneArg(cls, list) : NULL;
+    Py_XDECREF(cls);
+    Py_DECREF(list);
+    if (res) r->headers = Py_NewRef(res);
+    return res;
+}
+
+static PyObject *secs(uint64_t a, uint64_t b)
+{
+    return PyFloat_FromDouble(a && b > a ? (double)(b - a) / 1e9 : 0.0);
+}
+
+static PyObject *resp_elapsed(PyObject *o, void *c)
+{
+    (void)c;
+    ResponseObject *r = (ResponseObject *)o;
+    return secs(r->t_start, r->t_done);
+}
+static PyObject *resp_connect_time(PyObject *o, void *c)
+{
+    (void)c;
+    ResponseObject *r = (ResponseObject *)o;
+    return secs(r->t_start, r->t_connected);
+}
+static PyObject *resp_tls_time(PyObject *o, void *c)
+{
+    (void)c;
+    ResponseObject *r = (ResponseObject *)o;
+    return r->t_tls_done ? secs(r->t_connected, r->t_tls_done) : PyFloat_FromDouble(0.0);
+}
+static PyObject *resp_ttfb(PyObject *o, void *c)
+{
+    (void)c;
+    ResponseObject *r = (ResponseObject *)o;
+    return secs(r->t_start, r->t_first_byte);
+}
+static PyObject *resp_reused(PyObject *o, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((ResponseObject *)o)->reused);
+}
+
+static PyObject *resp_repr(PyObject *o)
+{
+    ResponseObject *r = (ResponseObject *)o;
+    PyObject *reason = resp_reason(o, NULL);
+    if (!reason) return NULL;
+    PyObject *s = PyUnicode_FromFormat("<Response [%d %U]>", r->status, reason);
+    Py_DECREF(reason);
+    return s;
+}
+
+static PyMemberDef resp_members[] = {
+    {"status", T_INT, offsetof(ResponseObject, status), READONLY, "Status code (e.g. 200)."},
+    {"body", T_OBJECT, offsetof(ResponseObject, body), READONLY,
+     "The body as bytes (b'' for HEAD/204/304 and for download())."},
+    {"url", T_OBJECT, offsetof(ResponseObject, url), READONLY, "The requested URL."},
+    {"size", T_ULONGLONG, offsetof(ResponseObject, size), READONLY,
+     "Body bytes received (for download(): bytes written to the file)."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef resp_getset[] = {
+    {"reason", resp_reason, NULL, "Reason phrase as sent (may be empty).", NULL},
+    {"http_version", resp_version, NULL, "'HTTP/1.1' or 'HTTP/1.0'.", NULL},
+    {"headers", resp_headers, NULL,
+     "Response headers: a Headers (ordered, case-insensitive, duplicates kept).", NULL},
+    {"elapsed", resp_elapsed, NULL, "Seconds from the start of the request to its last byte.",
+     NULL},
+    {"connect_time", resp_connect_time, NULL,
+     "Seconds spent connecting (TCP); 0.0 on a reused connection.", NULL},
+    {"tls_time", resp_tls_time, NULL, "Seconds spent in the TLS handshake; 0.0 if none.", NULL},
+    {"ttfb", resp_ttfb, NULL, "Seconds from the start of the request to the first response byte.",
+     NULL},
+    {"reused", resp_reused, NULL, "True when sent on a pooled keep-alive connection.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot resp_slots[] = {
+    {Py_tp_doc, "The response of a httpbench.Client request (created by the client only)."},
+    {Py_tp_dealloc, resp_dealloc},
+    {Py_tp_members, resp_members},
+    {Py_tp_getset, resp_getset},
+    {Py_tp_repr, resp_repr},
+    {0, NULL},
+};
+
+static PyType_Spec resp_spec = {
+    .name = "httpbench.Response",
+    .basicsize = offsetof(ResponseObject, head),
+    .itemsize = 1,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = resp_slots,
+};
+
+PyObject *hb_py_response_new(hb_modstate *st, const hb_exchange *x, PyObject *url)
+{
+    ResponseObject *r =
+        (ResponseObject *)st->ResponseType->tp_alloc(st->ResponseType, (Py_ssize_t)x->head_len);
+    if (!r) return NULL;
+    r->status = x->resp.status;
+    r->minor = x->resp.minor_version;
+    r->reused = x->reused;
+    r->reason_off = x->resp.reason ? (Py_ssize_t)(x->resp.reason - x->head_buf) : 0;
+    r->reason_len = (Py_ssize_t)x->resp.reason_len;
+    r->url = Py_NewRef(url);
+    memcpy(r->head, x->head_buf, x->head_len);
+    return (PyObject *)r;
+}
+
+void hb_py_response_finish(PyObject *resp, const hb_exchange *x, PyObject *body)
+{
+    ResponseObject *r = (ResponseObject *)resp;
+    r->t_start = x->t_start;
+    r->t_connected = x->t_connected;
+    r->t_tls_done = x->t_tls_done;
+    r->t_first_byte = x->t_first_byte;
+    r->t_done = x->t_done;
+    r->size = (unsigned long long)x->body_bytes;
+    Py_XSETREF(r->body, body);
+}
+
+int hb_mod_response_init(PyObject *m, hb_modstate *st)
+{
+    PyObject *rt = PyType_FromModuleAndSpec(m, &resp_spec, NULL);
+    if (!rt) return -1;
+    st->ResponseType = (PyTypeObject *)rt;
+    return PyModule_AddObjectRef(m, "Response", rt);
+}

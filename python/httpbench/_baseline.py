@@ -1,0 +1,413 @@
+"""Comparing a run with a baseline: one module, two policies.
+
+* Significance (:func:`diff`, ``httpbench diff A B`` / ``httpbench report A
+  --baseline B``): two saved results with repeats; each metric's repeats are
+  tested (Mann–Whitney U or Welch's t) and a change counts when it is
+  significant at ``alpha`` and at least ``min_change``.
+* Calibrated tolerance (:func:`compare_metrics`, the pytest plugin's baseline
+  check): one measurement against a stored one, timing metrics scaled by the
+  machine's calibration ratio and allowed ``tolerance``; deterministic counts
+  compared tightly.
+
+Both read the same quantities (``_rows`` / ``_budget.result_metrics``) and say
+"slower"/"faster" (or "worse"/"better") the same way: a change against the
+metric's good direction.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _units as U
+from ._budget import METRICS, Metric, format_value
+from ._results import ResultSet
+from ._rows import as_set, isnan, result_rows
+from ._stats import mann_whitney_u, welch_t_test
+from ._tables import median_cell, render_table
+
+__all__ = [
+    "DETERMINISTIC_COMPARED",
+    "NO_CHANGE",
+    "NOT_TESTED",
+    "TIMING_COMPARED",
+    "BaselineRegression",
+    "Change",
+    "CompareRow",
+    "Comparison",
+    "compare_metrics",
+    "diff",
+    "format_compare_table",
+]
+
+# --------------------------------------------------------------------------
+# significance policy: two saved results with repeats
+
+# metric key -> (title, kind, higher_is_better, verdict words (better, worse))
+_CMP_METRICS: dict[str, tuple[str, str, bool, tuple[str, str]]] = {
+    "rps": ("req/s", "rate", True, ("faster", "slower")),
+    "p50_ns": ("p50", "duration", False, ("faster", "slower")),
+    "p99_ns": ("p99", "duration", False, ("faster", "slower")),
+    "p999_ns": ("p99.9", "duration", False, ("faster", "slower")),
+    "cpu_ns_per_request": ("CPU/req", "duration", False, ("faster", "slower")),
+    "allocs_per_request": ("allocs/req", "count", False, ("better", "worse")),
+    "alloc_bytes_per_request": ("alloc/req", "size", False, ("better", "worse")),
+    "native_allocs_per_request": ("native allocs/req", "count", False, ("better", "worse")),
+    "gc_per_10k": ("GC/10k req", "count", False, ("better", "worse")),
+    "peak_rss_bytes": ("peak RSS", "size", False, ("better", "worse")),
+    "errors": ("errors", "count", False, ("better", "worse")),
+}
+NO_CHANGE = "no significant change"
+
+
+def _fmt_change(rel: float) -> str:
+    return "from 0" if rel == math.inf else U.format_change(rel)
+
+NOT_TESTED = "not tested"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One metric of one (client, scenario): baseline vs current across repeats.
+
+    ``change``: median(current)/median(baseline) - 1; ``p_value`` and ``test``
+    ("mann-whitney", "welch", or "" when not tested); ``verdict``: "faster" /
+    "slower" (time and rate metrics), "better" / "worse" (allocation, memory,
+    error metrics), "no significant change", or "not tested" (fewer than 2
+    repeats on a side - rerun with ``repeat >= 3``).
+    """
+
+    client: str
+    scenario: str
+    metric: str
+    baseline: tuple[float, ...]
+    current: tuple[float, ...]
+    change: float
+    p_value: float
+    test: str
+    verdict: str
+    improved: bool | None
+
+    @property
+    def title(self) -> str:
+        """Human name of the metric."""
+        return _CMP_METRICS[self.metric][0]
+
+    @property
+    def significant(self) -> bool:
+        """True for a significant change (faster/slower/better/worse)."""
+        return self.verdict not in (NO_CHANGE, NOT_TESTED)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN as None)."""
+        def f(x: float) -> float | None:
+            return None if x is None or not math.isfinite(x) else x
+        return {
+            "client": self.client, "scenario": self.scenario, "metric": self.metric,
+            "baseline": [f(x) for x in self.baseline], "current": [f(x) for x in self.current],
+            "change": f(self.change), "p_value": f(self.p_value), "test": self.test,
+            "verdict": self.verdict, "improved": self.improved,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Result of :func:`diff`: every :class:`Change`, plus what was
+    only on one side."""
+
+    changes: tuple[Change, ...]
+    alpha: float
+    min_change: float
+    only_baseline: tuple[tuple[str, str], ...] = ()
+    only_current: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def regressions(self) -> list[Change]:
+        """Significant changes for the worse."""
+        return [c for c in self.changes if c.significant and c.improved is False]
+
+    @property
+    def improvements(self) -> list[Change]:
+        """Significant changes for the better."""
+        return [c for c in self.changes if c.significant and c.improved]
+
+    def get(self, client: str, scenario: str, metric: str) -> Change | None:
+        """The change of one metric, or None."""
+        for c in self.changes:
+            if (c.client, c.scenario, c.metric) == (client, scenario, metric):
+                return c
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "alpha": self.alpha, "min_change": self.min_change,
+            "changes": [c.to_dict() for c in self.changes],
+            "only_baseline": [list(k) for k in self.only_baseline],
+            "only_current": [list(k) for k in self.only_current],
+            "notes": list(self.notes),
+        }
+
+    def format(self, fmt: str = "text") -> str:
+        """A table: client, scenario, metric, baseline, current, change, p, verdict."""
+        if fmt == "json":
+            return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        rows = []
+        for c in self.changes:
+            kind = _CMP_METRICS[c.metric][1]
+            rows.append([
+                c.client, c.scenario, c.title, median_cell(c.baseline, kind), median_cell(c.current, kind),
+                _fmt_change(c.change),
+                "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.verdict,
+            ])
+        head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
+        out = [render_table(head, rows, fmt, align="lll" + "r" * 5)] if rows else ["(nothing in common to compare)"]
+        summary = (f"{len(self.regressions)} regressions, {len(self.improvements)} improvements "
+                   f"(alpha={self.alpha:g}, changes under {self.min_change:.0%} ignored)")
+        out.append(summary)
+        for what, keys in (("only in baseline", self.only_baseline),
+                           ("only in current", self.only_current)):
+            if keys:
+                out.append(f"{what}: " + ", ".join(f"{c}/{s}" for c, s in keys))
+        out.extend(self.notes)
+        return "\n\n".join(out) + "\n"
+
+    def __str__(self) -> str:
+        return self.format("text")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        rows = [[c.client, c.scenario, c.title, median_cell(c.baseline, _CMP_METRICS[c.metric][1]),
+                 median_cell(c.current, _CMP_METRICS[c.metric][1]), _fmt_change(c.change),
+                 "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.verdict]
+                for c in self.changes]
+        head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
+        colour = {"slower": "#c0392b", "worse": "#c0392b", "faster": "#1e8449",
+                  "better": "#1e8449"}
+        out = ['<table class="httpbench">', "<tr>" + "".join(
+            f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+        for r in rows:
+            style = colour.get(r[-1])
+            cells = [f'<td style="text-align:{"left" if j < 3 else "right"}">'
+                     f"{html.escape(v)}</td>" for j, v in enumerate(r[:-1])]
+            verdict = html.escape(r[-1])
+            if style:
+                verdict = f'<b style="color:{style}">{verdict}</b>'
+            out.append("<tr>" + "".join(cells) + f"<td>{verdict}</td></tr>")
+        out.append("</table>")
+        out.append(f"<p>{len(self.regressions)} regressions, {len(self.improvements)} "
+                   f"improvements (alpha={self.alpha:g}, changes under "
+                   f"{self.min_change:.0%} ignored)</p>")
+        return {"text/plain": self.format("text"), "text/html": "\n".join(out)}
+
+
+def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
+         min_change: float = 0.02, metrics: Sequence[str] | None = None,
+                    test: str = "auto") -> Comparison:
+    """Compare two runs metric by metric with a significance verdict across repeats.
+
+    ``baseline``/``current``: ResultSets, records, lists of records or file
+    paths. For each (client, scenario) in both and each metric present, the
+    repeats' values are compared: ``test="auto"`` uses the Mann–Whitney U test
+    when both sides have >= 4 repeats (exact p for small samples) and Welch's
+    t-test for 2-3 repeats (where U cannot reach alpha=0.05); a change is
+    significant when p < ``alpha`` and the medians differ by at least
+    ``min_change`` (default 2%, below which timing noise dominates). Sides with
+    one repeat are "not tested".
+    """
+    if test not in ("auto", "mann-whitney", "welch"):
+        raise ValueError(f"unknown test {test!r}; use auto, mann-whitney or welch")
+    base, cur = as_set(baseline), as_set(current)
+    want = list(metrics) if metrics is not None else list(_CMP_METRICS)
+    for m in want:
+        if m not in _CMP_METRICS:
+            raise ValueError(f"unknown metric {m!r}; one of {list(_CMP_METRICS)}")
+
+    def group(rs: ResultSet) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        g: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in result_rows(rs):
+            g.setdefault((row["client"], row["scenario"]), []).append(row)
+        return g
+
+    gb, gc = group(base), group(cur)
+    changes = []
+    for key in gb:
+        if key not in gc:
+            continue
+        for m in want:
+            bv = tuple(float(r[m]) for r in gb[key] if not isnan(r[m]))
+            cv = tuple(float(r[m]) for r in gc[key] if not isnan(r[m]))
+            if not bv or not cv:
+                continue
+            changes.append(_change(key, m, bv, cv, alpha, min_change, test))
+    return Comparison(
+        changes=tuple(changes), alpha=alpha, min_change=min_change,
+        only_baseline=tuple(k for k in gb if k not in gc),
+        only_current=tuple(k for k in gc if k not in gb),
+    )
+
+
+def _change(key: tuple[str, str], metric: str, bv: tuple[float, ...], cv: tuple[float, ...],
+            alpha: float, min_change: float, test: str) -> Change:
+    _title, _kind, higher_better, (good, bad) = _CMP_METRICS[metric]
+    mb, mc = statistics.median(bv), statistics.median(cv)
+    if mb == 0:
+        rel = 0.0 if mc == 0 else math.inf
+    else:
+        rel = mc / mb - 1.0
+    if len(bv) < 2 or len(cv) < 2:
+        return Change(key[0], key[1], metric, bv, cv, rel, math.nan, "", NOT_TESTED, None)
+    use = test
+    if use == "auto":
+        use = "mann-whitney" if min(len(bv), len(cv)) >= 4 else "welch"
+    if use == "mann-whitney":
+        _u, p = mann_whitney_u(bv, cv)
+    else:
+        p = welch_t_test(bv, cv)
+    verdict, improved = NO_CHANGE, None
+    if p < alpha and abs(rel) >= min_change and mc != mb:
+        improved = (mc > mb) == higher_better
+        verdict = good if improved else bad
+    return Change(key[0], key[1], metric, bv, cv, rel, p, use, verdict, improved)
+
+
+# --------------------------------------------------------------------------
+# calibrated-tolerance policy: one measurement against a stored baseline
+
+# Timing metrics a baseline comparison checks, by result kind; they are scaled by the
+# calibration ratio. p50 rather than p99: tails of short runs are too noisy to gate CI on.
+TIMING_COMPARED = {
+    "measure": ("p50", "cpu_per_request"),
+    "bench": ("rps", "p50", "cpu_per_request"),
+}
+# Deterministic metrics, compared tightly (not scaled): (relative, absolute) slack.
+DETERMINISTIC_COMPARED = {
+    "allocs_per_request": (0.02, 0.5),
+    "alloc_bytes_per_request": (0.02, 16.0),
+    "errors": (0.0, 0.0),
+    "requests": (0.0, 0.0),
+}
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric compared with its baseline.
+
+    ``expected`` is the baseline value scaled by the calibration ratio (timing
+    metrics) or the baseline itself (deterministic ones); ``verdict`` is
+    "ok", "slower" (worse beyond tolerance) or "faster" (better beyond
+    tolerance; an error only with fail-faster).
+    """
+
+    metric: Metric
+    baseline: float
+    expected: float
+    measured: float
+    allowed: str
+    verdict: str
+
+    @property
+    def change(self) -> str:
+        """Relative change of the measurement against ``expected``."""
+        if self.expected:
+            return f"{(self.measured - self.expected) / self.expected * 100:+.1f}%"
+        return "+0" if self.measured == self.expected else \
+            f"{self.measured - self.expected:+g}"
+
+
+def compare_metrics(
+    baseline: Mapping[str, float],
+    current: Mapping[str, float],
+    *,
+    kind: str,
+    scale: float,
+    tolerance: float,
+    bounded: bool = False,
+) -> list[CompareRow]:
+    """Compare ``current`` metrics with ``baseline`` ones (both from :func:`result_metrics`).
+
+    Timing metrics of ``kind`` ("measure" or "bench") are expected at
+    ``baseline * scale`` (durations) or ``baseline / scale`` (rates), where
+    ``scale`` is this machine's calibration time over the baseline's, and may
+    differ by ``tolerance`` (a fraction). Deterministic metrics
+    (:data:`DETERMINISTIC_COMPARED`) are compared with a small fixed slack,
+    whatever the tolerance; ``requests`` only when the run had a fixed count
+    (``bounded``). A metric missing on either side is not compared.
+    """
+    rows = []
+    for name in TIMING_COMPARED.get(kind, ()):
+        if name not in baseline or name not in current:
+            continue
+        m = METRICS[name]
+        base, cur = float(baseline[name]), float(current[name])
+        expected = base * scale if m.upper else base / scale
+        if m.upper:
+            worse = cur > expected * (1 + tolerance)
+            better = cur < expected / (1 + tolerance)
+        else:
+            worse = cur < expected / (1 + tolerance)
+            better = cur > expected * (1 + tolerance)
+        verdict = "slower" if worse else "faster" if better else "ok"
+        rows.append(CompareRow(m, base, expected, cur, f"±{tolerance * 100:g}%", verdict))
+    for name, (rel, absolute) in DETERMINISTIC_COMPARED.items():
+        if name not in baseline or name not in current or (name == "requests" and not bounded):
+            continue
+        m = METRICS[name]
+        base, cur = float(baseline[name]), float(current[name])
+        slack = max(abs(base) * rel, absolute)
+        diff = cur - base if m.upper else base - cur  # > 0: worse
+        verdict = "slower" if diff > slack else "faster" if diff < -slack else "ok"
+        allowed = "exact" if slack == 0 else f"±{format_value(m.kind, slack)}"
+        rows.append(CompareRow(m, base, base, cur, allowed, verdict))
+    return rows
+
+
+def format_compare_table(rows: list[CompareRow]) -> str:
+    """Comparison rows as an aligned text table."""
+    headers = ("metric", "baseline", "expected", "measured", "change", "allowed", "")
+    cells = [headers] + [
+        (
+            r.metric.name,
+            format_value(r.metric.kind, r.baseline),
+            format_value(r.metric.kind, r.expected),
+            format_value(r.metric.kind, r.measured),
+            r.change,
+            r.allowed,
+            {"ok": "ok", "slower": "REGRESSED", "faster": "IMPROVED"}[r.verdict],
+        )
+        for r in rows
+    ]
+    return render_table(cells[0], cells[1:], style="bare")
+
+
+class BaselineRegression(AssertionError):
+    """A measurement regressed against its saved baseline (or, with fail-faster, improved).
+
+    ``rows`` holds every compared metric; ``scale`` the calibration ratio used.
+    """
+
+    def __init__(self, rows: list[CompareRow], *, key: str, scale: float,
+                 fail_faster: bool = False) -> None:
+        self.rows = list(rows)
+        self.key = key
+        self.scale = scale
+        bad = [r for r in self.rows
+               if r.verdict == "slower" or (fail_faster and r.verdict == "faster")]
+        worse = [r.metric.name for r in bad if r.verdict == "slower"]
+        better = [r.metric.name for r in bad if r.verdict == "faster"]
+        what = []
+        if worse:
+            what.append("regressed: " + ", ".join(worse))
+        if better:
+            what.append("improved beyond tolerance (stale baseline? re-save it): "
+                        + ", ".join(better))
+        super().__init__(
+            f"{key} vs baseline: {'; '.join(what)}\n"
+            f"(timing baselines scaled by this machine's calibration ratio {scale:.3f})\n"
+            + format_compare_table(self.rows)
+        )

@@ -1,0 +1,185 @@
+"""Result records flattened into plain rows: one dict per (client, scenario, repeat)
+whose columns (:data:`DATAFRAME_COLUMNS`) are the quantities tables, DataFrames
+and baseline diffs read, in base units (ns, bytes, per second)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._hist import hist_percentile, hist_stat
+from ._results import BenchResult, MeasureResult, ResultSet, load
+
+__all__ = ["DATAFRAME_COLUMNS", "as_set", "entries", "isnan", "record_row", "result_rows"]
+
+# Column -> meaning (base units). One row per (client, scenario, repeat); a
+# column that does not apply to a record kind is NaN (never a fake 0).
+DATAFRAME_COLUMNS: dict[str, str] = {
+    "client": "client name (ResultSet key; a lone record uses its label)",
+    "scenario": "scenario name (ResultSet key; '' for a lone record)",
+    "repeat": "repeat index, 0-based",
+    "kind": "'measure' (MeasureResult) or 'bench' (BenchResult)",
+    "label": "the record's label",
+    "requests": "successful calls (measure) / 2xx responses (bench)",
+    "errors": "failed calls (measure) / transport errors + non-2xx responses (bench)",
+    "duration_ns": "measured wall time, ns",
+    "rps": "successful requests (calls) per second",
+    "min_ns": "fastest request, ns",
+    "mean_ns": "mean latency, ns",
+    "stddev_ns": "latency standard deviation, ns",
+    "p50_ns": "median latency, ns",
+    "p90_ns": "90th percentile latency, ns",
+    "p99_ns": "99th percentile latency, ns",
+    "p999_ns": "99.9th percentile latency, ns",
+    "max_ns": "slowest request, ns",
+    "cpu_ns_per_request": "CPU per request, ns (measure: process user+sys; bench: generator)",
+    "thread_cpu_ns_per_request": "calling thread CPU per call, ns (measure)",
+    "allocs_per_request": "Python heap allocations per call, all domains (measure)",
+    "alloc_bytes_per_request": "Python heap bytes allocated per call (measure)",
+    "alloc_raw": "allocations in the RAW domain over the run (measure)",
+    "alloc_mem": "allocations in the MEM domain over the run (measure)",
+    "alloc_obj": "allocations in the OBJ domain over the run (measure)",
+    "alloc_net_bytes": "bytes still allocated after the run (retained) (measure)",
+    "native_allocs_per_request": "malloc calls per call seen by the preloaded counter (measure)",
+    "native_alloc_bytes_per_request": "malloc bytes per call (measure)",
+    "gc_gen0": "generation-0 collections during the run (measure)",
+    "gc_gen1": "generation-1 collections (measure)",
+    "gc_gen2": "generation-2 (full) collections (measure)",
+    "gc_per_10k": "GC collections (all generations) per 10,000 calls (measure)",
+    "gc_pause_ns": "total time in GC, ns (measure)",
+    "peak_rss_bytes": "peak resident set size, bytes (measure)",
+    "overhead_ns_per_call": "calibrated harness overhead per call, ns (measure)",
+    "concurrency": "requests in flight (bench connections / measure_async coroutines)",
+    "threads": "load-generator threads (bench)",
+    "rate": "target rate, requests/s, NaN for closed loop (bench)",
+    "keepalive": "keep-alive on (bench)",
+    "responses": "complete responses, any status (bench)",
+    "non_2xx": "responses with a status outside 2xx (bench)",
+    "transport_errors": "requests failed without a response (bench)",
+    "error_rps": "failed requests per second (bench)",
+    "bytes_in": "bytes received (bench)",
+    "bytes_out": "bytes sent (bench)",
+    "bytes_in_per_s": "bytes received per second (bench)",
+    "connections": "connections opened (bench)",
+    "reconnects": "reconnects (bench)",
+    "in_flight_at_stop": "requests unanswered when the run stopped (bench)",
+    "interrupted": "run stopped early (bench)",
+    "p50_uncorrected_ns": "median latency from the actual send time, constant rate only (bench)",
+    "p99_uncorrected_ns": "99th percentile from the actual send time (bench)",
+    "start_unix_ns": "start time, Unix epoch ns",
+    "notes": "anomaly note kinds concerning this (client, scenario), ';'-separated",
+}
+
+_NAN = math.nan
+
+
+def _n(v: Any) -> float:
+    return _NAN if v is None else float(v)
+
+
+def record_row(client: str, scenario: str, repeat: int, r: Any, notes: str = "") -> dict[str, Any]:
+    row = dict.fromkeys(DATAFRAME_COLUMNS, _NAN)
+    h = r.latency
+    row.update(
+        client=client, scenario=scenario, repeat=repeat, label=r.label, notes=notes,
+        min_ns=hist_stat(h, "min"), mean_ns=hist_stat(h, "mean"),
+        stddev_ns=hist_stat(h, "stddev"), max_ns=hist_stat(h, "max"),
+        p50_ns=hist_percentile(h, 50), p90_ns=hist_percentile(h, 90),
+        p99_ns=hist_percentile(h, 99), p999_ns=hist_percentile(h, 99.9),
+        start_unix_ns=float(r.start_unix_ns), interrupted=False, keepalive=None,
+    )
+    if isinstance(r, MeasureResult):
+        ac = r.alloc_counts or {}
+        gc = r.gc_collections
+        row.update(
+            kind="measure", requests=float(r.calls), errors=float(r.errors),
+            duration_ns=float(r.wall_ns), rps=r.calls_per_s,
+            cpu_ns_per_request=r.cpu_ns_per_call,
+            thread_cpu_ns_per_request=r.thread_cpu_ns_per_call,
+            allocs_per_request=r.allocs_per_call,
+            alloc_bytes_per_request=r.alloc_bytes_per_call,
+            alloc_raw=_n(ac.get("raw")) if ac else _NAN,
+            alloc_mem=_n(ac.get("mem")) if ac else _NAN,
+            alloc_obj=_n(ac.get("obj")) if ac else _NAN,
+            alloc_net_bytes=_n(r.alloc_net_bytes),
+            native_allocs_per_request=r.native_allocs_per_call,
+            native_alloc_bytes_per_request=(
+                _NAN if r.native_alloc_bytes is None or not r.calls
+                else r.native_alloc_bytes / r.calls),
+            gc_gen0=_n(gc[0]) if gc else _NAN, gc_gen1=_n(gc[1]) if gc else _NAN,
+            gc_gen2=_n(gc[2]) if gc else _NAN, gc_per_10k=r.gc_per_10k,
+            gc_pause_ns=_n(r.gc_pause_ns), peak_rss_bytes=_n(r.peak_rss_bytes),
+            overhead_ns_per_call=_n(r.overhead_ns_per_call),
+            concurrency=float(r.concurrency),
+        )
+    else:
+        c = r.config
+        row.update(
+            kind="bench", requests=float(r.successes), errors=float(r.failures),
+            duration_ns=float(r.duration_ns), rps=r.rps,
+            cpu_ns_per_request=r.cpu_ns_per_request,
+            concurrency=float(c.concurrency), threads=float(c.threads), rate=_n(c.rate),
+            keepalive=c.keepalive, responses=float(r.responses), non_2xx=float(r.non_2xx),
+            transport_errors=float(r.errors), error_rps=r.error_rps,
+            bytes_in=float(r.bytes_in), bytes_out=float(r.bytes_out),
+            bytes_in_per_s=r.bytes_in_per_s, connections=float(r.connections),
+            reconnects=float(r.reconnects), in_flight_at_stop=float(r.in_flight_at_stop),
+            interrupted=r.interrupted,
+            p50_uncorrected_ns=hist_percentile(r.latency_uncorrected, 50),
+            p99_uncorrected_ns=hist_percentile(r.latency_uncorrected, 99),
+        )
+    return row
+
+
+def entries(obj: Any) -> list[tuple[str, str, int, Any]]:
+    """(client, scenario, repeat, record) for a ResultSet, a record or a list of records."""
+    if isinstance(obj, ResultSet):
+        return [(c, s, i, r) for (c, s, i), r in obj]
+    if isinstance(obj, (BenchResult, MeasureResult)):
+        return [(obj.label, "", 0, obj)]
+    if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes, Mapping)):
+        out: list[tuple[str, str, int, Any]] = []
+        seen: dict[str, int] = {}
+        for r in obj:
+            if isinstance(r, ResultSet):
+                out.extend(entries(r))
+                continue
+            if not isinstance(r, (BenchResult, MeasureResult)):
+                raise TypeError(f"expected results, got {type(r).__name__}")
+            i = seen.get(r.label, 0)
+            seen[r.label] = i + 1
+            out.append((r.label, "", i, r))
+        return out
+    raise TypeError(f"expected a ResultSet, a result or a list of results, not {type(obj).__name__}")
+
+
+def result_rows(obj: Any) -> list[dict[str, Any]]:
+    """Plain dict rows (the DataFrame's columns, base units) without needing pandas."""
+    notes: dict[tuple[str | None, str | None], list[str]] = {}
+    if isinstance(obj, ResultSet):
+        for n in obj.notes:
+            notes.setdefault((n.client, n.scenario), []).append(n.kind)
+    rows = []
+    for c, s, i, r in entries(obj):
+        kinds = notes.get((c, s), []) + notes.get((c, None), []) + notes.get((None, s), [])
+        rows.append(record_row(c, s, i, r, ";".join(dict.fromkeys(kinds))))
+    return rows
+
+
+def isnan(v: Any) -> bool:
+    """True for a missing cell (None or NaN)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def as_set(obj: Any) -> ResultSet:
+    """``obj`` (a ResultSet, a record, a list of records or a file path) as a ResultSet."""
+    if isinstance(obj, ResultSet):
+        return obj
+    if isinstance(obj, (str, os.PathLike)):
+        return as_set(load(obj))
+    rs = ResultSet()
+    for c, s, i, r in entries(obj):
+        rs = rs.with_result(c, s, i, r)
+    return rs

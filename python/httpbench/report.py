@@ -1,0 +1,648 @@
+"""Presentation of results: tables (text / Markdown / JSON), the ab-style bench
+report, DataFrames, diffs of two saved results, HdrHistogram export, Jupyter
+display, progress bars and the ``httpbench report`` / ``httpbench diff`` commands.
+
+Every number in a DataFrame or a JSON report is in base units (ns, bytes, per
+second); text and Markdown tables choose readable units (see ``_units``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import _units as U
+from ._baseline import Change, Comparison, diff
+from ._hdrexport import (
+    export_hdr_log,
+    export_histogram,
+    hdr_compressed,
+    hdr_hgrm,
+    hdr_interval_log,
+)
+from ._hist import hist_count, hist_percentile, hist_stat, percentile_spectrum
+from ._results import BenchResult, MeasureResult, ResultSet, load
+from ._rows import DATAFRAME_COLUMNS, entries, isnan, result_rows
+from ._stats import mann_whitney_u, welch_t_test
+from ._tables import column_unit, median_cell, render_table
+
+__all__ = [
+    "DATAFRAME_COLUMNS",
+    "REPORT_PERCENTILES",
+    "SPECTRUM",
+    "Change",
+    "Comparison",
+    "ProgressBar",
+    "ab_report",
+    "cli_main",
+    "diff",
+    "diff_main",
+    "export_hdr_log",
+    "export_histogram",
+    "format_report",
+    "format_result",
+    "format_spectrum",
+    "hdr_compressed",
+    "hdr_hgrm",
+    "hdr_interval_log",
+    "interactive",
+    "mann_whitney_u",
+    "mimebundle",
+    "percentile_spectrum",
+    "progress_bar",
+    "result_rows",
+    "to_dataframe",
+    "welch_t_test",
+]
+
+# --------------------------------------------------------------------------
+# rows / DataFrame
+
+_NAN = math.nan
+
+
+def to_dataframe(obj: Any) -> Any:
+    """A pandas DataFrame, one row per (client, scenario, repeat); columns in
+    :data:`DATAFRAME_COLUMNS` (base units: ns, bytes, per second).
+
+    Raises ImportError with the pip command when pandas is not installed.
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(
+            "to_dataframe() needs pandas: pip install pandas (or pip install 'httpbench[notebook]')"
+        ) from None
+    return pd.DataFrame(result_rows(obj), columns=list(DATAFRAME_COLUMNS))
+
+
+# --------------------------------------------------------------------------
+# tables
+
+
+# (column title, row key, kind) for the compare tables; kind picks units.
+_MEASURE_COLS = [
+    ("req/s", "rps", "rate"),
+    ("p50", "p50_ns", "duration"),
+    ("p99", "p99_ns", "duration"),
+    ("CPU/req", "cpu_ns_per_request", "duration"),
+    ("allocs/req", "allocs_per_request", "count"),
+    ("native allocs/req", "native_allocs_per_request", "count"),
+    ("alloc/req", "alloc_bytes_per_request", "size"),
+    ("GC/10k req", "gc_per_10k", "count"),
+    ("peak RSS", "peak_rss_bytes", "size"),
+]
+_BENCH_COLS = [
+    ("req/s", "rps", "rate"),
+    ("p50", "p50_ns", "duration"),
+    ("p99", "p99_ns", "duration"),
+    ("p99.9", "p999_ns", "duration"),
+    ("max", "max_ns", "duration"),
+    ("errors", "errors", "count"),
+    ("CPU/req", "cpu_ns_per_request", "duration"),
+    ("in", "bytes_in_per_s", "byterate"),
+]
+
+
+def _group_cells(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
+                 first: str = "client") -> tuple[list[str], list[list[str]], bool]:
+    """Headers and cells of a per-client table (medians over repeats ± half range)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r[first], []).append(r)
+    # Drop columns with no data at all (e.g. native allocs when the counter was off).
+    cols = [c for c in cols if any(not isnan(r[c[1]]) for r in rows)]
+    units = {key: column_unit((r[key] for r in rows), kind) for _, key, kind in cols}
+    headers = [first]
+    for title, key, _kind in cols:
+        headers.append(f"{title} ({units[key]})" if units[key] else title)
+    has_notes = any(r["notes"] for r in rows)
+    if has_notes:
+        headers.append("notes")
+    out = []
+    for name, rs in groups.items():
+        cells = [name] + [median_cell([r[key] for r in rs], kind, units[key]) for _, key, kind in cols]
+        if has_notes:
+            cells.append(rs[0]["notes"])
+        out.append(cells)
+    return headers, out, has_notes
+
+
+def _align(headers: Sequence[str], has_notes: bool) -> str:
+    """First column (and a notes column) left-aligned, numbers right-aligned."""
+    return "l" + "r" * (len(headers) - 2) + ("l" if has_notes else "r")
+
+
+def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str, str]],
+                 first: str = "client") -> str:
+    headers, cells, has_notes = _group_cells(rows, cols, first)
+    return render_table(headers, cells, fmt, align=_align(headers, has_notes))
+
+
+def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
+    """One table per scenario: a row per client, medians over repeats ± half range."""
+    rows = result_rows(rs)
+    parts = []
+    heading = (lambda s: f"## {s}") if fmt == "md" else (lambda s: f"{s}\n{'=' * len(s)}")
+    for sc in rs.scenarios:
+        srows = [r for r in rows if r["scenario"] == sc]
+        nrep = max(r["repeat"] for r in srows) + 1
+        kinds = {r["kind"] for r in srows}
+        cols = _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS
+        title = f"{sc}" + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
+        parts.append(heading(title) + "\n\n" + _group_table(srows, fmt, cols))
+    if rs.notes:
+        bullet = "- " if fmt == "md" else "  * "
+        parts.append(("**Notes**" if fmt == "md" else "Notes:") + "\n"
+                     + "\n".join(bullet + str(n) for n in rs.notes))
+    if rs.skipped:
+        bullet = "- " if fmt == "md" else "  * "
+        parts.append(("**Skipped**" if fmt == "md" else "Skipped:") + "\n"
+                     + "\n".join(f"{bullet}{k}: {v}" for k, v in rs.skipped.items()))
+    return "\n\n".join(parts) + "\n"
+
+
+def _measure_rows(r: MeasureResult) -> list[list[str]]:
+    rows: list[list[str]] = [
+        ["calls", U.format_count(r.calls)],
+        ["wall time", U.format_duration(r.wall_ns)],
+        ["calls/s", U.format_count(r.calls_per_s)],
+    ]
+    for p, v in r.percentiles((50, 90, 99, 99.9)).items():
+        rows.append([f"p{p:g}", U.format_duration(v)])
+    rows.append(["max", U.format_duration(hist_stat(r.latency, "max"))])
+    rows.append(["CPU/call (process)", U.format_duration(r.cpu_ns_per_call)])
+    rows.append(["CPU/call (thread)", U.format_duration(r.thread_cpu_ns_per_call)])
+    if r.alloc_counts is not None:
+        rows.append(["Python allocs/call", U.format_count(r.allocs_per_call)])
+        per = ", ".join(f"{d.upper()} {U.format_count(n / r.calls if r.calls else _NAN)}"
+                        for d, n in r.alloc_counts.items())
+        rows.append(["  by domain", per])
+        rows.append(["Python bytes/call", U.format_bytes(r.alloc_bytes_per_call)])
+        if r.alloc_net_bytes is not None:
+            rows.append(["retained after run", U.format_bytes(r.alloc_net_bytes)])
+    if r.native_alloc_count is not None:
+        rows.append(["native mallocs/call", U.format_count(r.native_allocs_per_call)])
+    if r.gc_collections is not None:
+        g = r.gc_collections
+        rows.append(["GC collections", f"{sum(g)} (gen0 {g[0]}, gen1 {g[1]}, gen2 {g[2]})"])
+        rows.append(["GC/10k calls", U.format_count(r.gc_per_10k)])
+        rows.append(["GC pause", U.format_duration(r.gc_pause_ns)])
+    if r.peak_rss_bytes is not None:
+        rows.append(["peak RSS", U.format_bytes(r.peak_rss_bytes)])
+    if r.overhead_ns_per_call is not None:
+        rows.append(["harness overhead/call", U.format_duration(r.overhead_ns_per_call)])
+    return rows
+
+
+def _measure_table(r: MeasureResult, fmt: str) -> str:
+    title = f"measure: {r.label}"
+    body = render_table(["metric", "value"], _measure_rows(r), fmt, align="lr")
+    return (f"**{title}**\n\n" if fmt == "md" else f"{title}\n") + body + "\n"
+
+
+def format_result(obj: Any, fmt: str = "text") -> str:
+    """Text/Markdown table (or JSON) of a BenchResult, MeasureResult or ResultSet."""
+    if fmt not in ("text", "md", "json"):
+        raise ValueError(f"unknown format {fmt!r}; use text, md or json")
+    if fmt == "json":
+        rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                 for k, v in r.items()} for r in result_rows(obj)]
+        return json.dumps(rows, indent=1, allow_nan=False, default=str) + "\n"  # NaN -> null
+    if isinstance(obj, ResultSet):
+        return format_resultset(obj, fmt)
+    if isinstance(obj, BenchResult):
+        return ab_report(obj) if fmt == "text" else _group_table(result_rows(obj), fmt,
+                                                                 _BENCH_COLS) + "\n"
+    if isinstance(obj, MeasureResult):
+        return _measure_table(obj, fmt)
+    rows = result_rows(obj)  # a list of records
+    kinds = {r["kind"] for r in rows}
+    return _group_table(rows, fmt, _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS,
+                        first="client") + "\n"
+
+
+# --------------------------------------------------------------------------
+# ab-style report and percentile spectrum
+
+
+REPORT_PERCENTILES = (50, 66, 75, 80, 90, 95, 98, 99, 99.9, 100)
+# Percentile ladder of --latency (HdrHistogram's "percentile distribution" style).
+SPECTRUM = (0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80, 82.5, 85, 87.5, 88.75, 90,
+            91.25, 92.5, 93.75, 94.375, 95, 95.625, 96.25, 96.875, 97.1875, 97.5, 97.8125,
+            98.125, 98.4375, 98.59375, 98.75, 98.90625, 99, 99.21875, 99.4, 99.5, 99.6,
+            99.7, 99.8, 99.9, 99.95, 99.99, 99.999, 100)
+
+
+def _ms(ns: float) -> str:
+    return "nan" if ns is None or math.isnan(ns) else f"{ns / 1e6:.3f}"
+
+
+def _row(name: str, h: Any) -> str:
+    if h is None or hist_count(h) == 0:
+        return f"{name:<12}{'-':>9}{'-':>9}{'-':>8}{'-':>9}{'-':>10}"
+    return (f"{name:<12}{_ms(hist_stat(h, 'min')):>9}{_ms(hist_stat(h, 'mean')):>9}"
+            f"{_ms(hist_stat(h, 'stddev')):>8}{_ms(hist_percentile(h, 50)):>9}"
+            f"{_ms(hist_stat(h, 'max')):>10}")
+
+
+def _percentile_table(h: Any, title: str) -> list[str]:
+    lines = [title]
+    if h is None or hist_count(h) == 0:
+        return lines + ["  (no samples)"]
+    for p in REPORT_PERCENTILES:
+        v = hist_percentile(h, p)
+        tail = " (longest request)" if p == 100 else ""
+        lines.append(f"  {p:>5g}%  {_ms(v):>10}{tail}")
+    return lines
+
+
+def format_spectrum(h: Any, title: str = "Latency distribution (ms)") -> str:
+    """HdrHistogram-style percentile spectrum: value, percentile, count, 1/(1-p)."""
+    lines = [title, f"{'Value':>12} {'Percentile':>12} {'TotalCount':>11} {'1/(1-p)':>12}"]
+    spec = percentile_spectrum(h, levels=SPECTRUM)
+    if not spec:
+        return "\n".join(lines + ["  (no samples)"])
+    for v, p, cnt in spec:
+        inv = "inf" if p >= 100 else f"{1 / (1 - p / 100):.2f}"
+        lines.append(f"{_ms(v):>12} {p / 100:>12.6f} {cnt:>11} {inv:>12}")
+    lines.append(f"#[Mean = {_ms(hist_stat(h, 'mean'))}, StdDeviation = "
+                 f"{_ms(hist_stat(h, 'stddev'))}]")
+    lines.append(f"#[Max = {_ms(hist_stat(h, 'max'))}, Total count = {hist_count(h)}]")
+    return "\n".join(lines)
+
+
+def format_report(r: BenchResult, latency: bool = False) -> str:
+    """The text report of a run, in the spirit of ApacheBench's."""
+    md = r.metadata
+    cfg = r.config
+    secs = r.duration_ns / 1e9
+    completed = r.responses + r.errors
+    lines = []
+    w = 24
+
+    def kv(k: str, v: Any) -> None:
+        lines.append(f"{k + ':':<{w}}{v}")
+
+    kv("Server Software", md.get("server") or "(none)")
+    kv("Server Hostname", md.get("host", ""))
+    kv("Server Port", md.get("port", ""))
+    if cfg.extra.get("tls"):
+        resumed = md.get("tls_resumed", 0)
+        if md.get("tls_info"):
+            kv("SSL/TLS Protocol", md["tls_info"])
+        kv("TLS", f"yes (verify {'on' if cfg.extra.get('verify') else 'OFF'}), "
+                  f"{resumed} of {r.connections} handshakes resumed")
+    lines.append("")
+    kv("Document Path", md.get("path", ""))
+    dl = md.get("doc_length", -1)
+    kv("Document Length", f"{dl} bytes" if dl is not None and dl >= 0 else "(no 2xx response)")
+    lines.append("")
+    kv("Concurrency Level", cfg.concurrency)
+    mode = [f"{cfg.threads} thread{'s' if cfg.threads != 1 else ''}"]
+    mode.append("keep-alive" if cfg.keepalive else "new connection per request")
+    if cfg.pipeline > 1:
+        mode.append(f"pipeline {cfg.pipeline}")
+    if cfg.rate:
+        mode.append(f"constant rate {cfg.rate:g} req/s (latency from intended send time)")
+    else:
+        mode.append("closed loop")
+    kv("Mode", ", ".join(mode))
+    kv("Time taken for tests", f"{secs:.3f} seconds" + ("  (INTERRUPTED)" if r.interrupted else ""))
+    kv("Complete requests", completed)
+    kv("Failed requests", r.errors)
+    if r.errors:
+        parts = [f"{k.capitalize()}: {v}" for k, v in r.error_counts.items() if v]
+        lines.append("   (" + ", ".join(parts) + ")")
+    kv("Non-2xx responses", r.non_2xx)
+    if r.non_2xx:
+        codes = ", ".join(f"{k}: {v}" for k, v in sorted(r.status_counts.items())
+                          if not 200 <= k <= 299)
+        lines.append(f"   ({codes})")
+    if r.in_flight_at_stop or cfg.duration_ns is not None or r.interrupted:
+        kv("In flight at stop", r.in_flight_at_stop)
+    kv("Connections opened", f"{r.connections} (reconnects: {r.reconnects})")
+    kv("Total transferred", f"{r.bytes_in} bytes")
+    kv("HTML transferred", f"{md.get('body_bytes_in', 0)} bytes")
+    kv("Requests per second", f"{r.rps:.2f} [#/sec] (mean, 2xx only)")
+    if r.failures:
+        kv("Failures per second", f"{r.error_rps:.2f} [#/sec] (errors + non-2xx)")
+    if completed:
+        kv("Time per request", f"{cfg.concurrency * secs * 1e3 / completed:.3f} [ms] (mean)")
+        kv("Time per request", f"{secs * 1e3 / completed:.3f} [ms] "
+                               "(mean, across all concurrent requests)")
+    kv("Transfer rate", f"{r.bytes_in_per_s / 1024:.2f} [Kbytes/sec] received")
+    lines.append(f"{'':<{w}}{r.bytes_out_per_s / 1024:.2f} kb/s sent")
+    cpu = r.cpu_user_ns + r.cpu_sys_ns
+    per = f", {cpu / completed / 1e3:.2f} µs/request" if completed else ""
+    kv("Generator CPU", f"user {r.cpu_user_ns / 1e9:.3f} s, sys {r.cpu_sys_ns / 1e9:.3f} s{per}")
+    if md.get("first_error"):
+        kv("First error", md["first_error"])
+    lines.append("")
+    lines.append("Connection Times (ms)")
+    lines.append(f"{'':<12}{'min':>9}{'mean':>9}{'[+/-sd]':>8}{'median':>9}{'max':>10}")
+    lines.append(_row("Connect:", r.connect))
+    if r.tls is not None:
+        lines.append(_row("TLS:", r.tls))
+    lines.append(_row("Processing:", r.processing))
+    lines.append(_row("Waiting:", r.ttfb))
+    lines.append(_row("Total:", r.latency))
+    lines.append("")
+    title = "Percentage of the requests served within a certain time (ms)"
+    if cfg.rate:
+        title += ", from the intended send time"
+    lines += _percentile_table(r.latency, title)
+    if cfg.rate and r.latency_uncorrected is not None:
+        lines.append("")
+        lines += _percentile_table(r.latency_uncorrected,
+                                   "Uncorrected (from the actual send time) (ms)")
+    if latency:
+        lines.append("")
+        lines.append(format_spectrum(r.latency))
+    if r.workers:
+        lines.append("")
+        lines += _worker_table(r)
+    return "\n".join(lines) + "\n"
+
+
+def _worker_table(r: BenchResult) -> list[str]:
+    """The per-worker table of a distributed run, under the merged report."""
+    title = f"Workers ({len(r.workers)} shards"
+    if r.partial:
+        title += "; PARTIAL: " + ", ".join(
+            f"shard {w.shard} on {w.worker} lost (n={w.n}, c={w.concurrency})" for w in r.lost)
+    lines = [title + ")",
+             f"{'#':>3} {'worker':<24} {'host':<14} {'status':<11} {'c':>4} {'requests':>9} "
+             f"{'req/s':>10} {'errors':>7} {'CPU µs/req':>10} {'clock off ms':>13} "
+             f"{'late ms':>8}"]
+    for w in r.workers:
+        cpu = w.cpu_ns_per_request
+        off = f"{w.clock_offset_ns / 1e6:+.3f}±{w.clock_uncertainty_ns / 1e6:.3f}"
+        lines.append(f"{w.shard:>3} {w.worker:<24} {w.host[:14]:<14} {w.status:<11} "
+                     f"{w.concurrency:>4} {w.responses + w.errors:>9} {w.rps:>10.1f} "
+                     f"{w.errors:>7} {('-' if math.isnan(cpu) else f'{cpu / 1e3:.2f}'):>10} "
+                     f"{off:>13} {w.start_late_ns / 1e6:>8.2f}")
+    return lines
+
+
+# The name the notebooks and tests used before format_report lived here.
+ab_report = format_report
+
+
+# --------------------------------------------------------------------------
+# Jupyter
+
+
+def _html_table(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
+                first: str = "client") -> str:
+    headers, cells, has_notes = _group_cells(rows, cols, first)
+    return render_table(headers, cells, "html", align=_align(headers, has_notes))
+
+
+def _svg(obj: Any) -> str:
+    """Inline SVG percentile plot, or '' when matplotlib is missing or nothing to plot."""
+    try:
+        from .plot import figure_svg, plot_percentiles
+    except ImportError:
+        return ""
+    try:
+        fig = plot_percentiles(obj, figsize=(6.4, 3.4))
+        return figure_svg(fig)
+    except (ImportError, ValueError):
+        return ""
+
+
+def mimebundle(obj: Any) -> dict[str, str]:
+    """Jupyter rich display: text table, HTML table + inline SVG percentile plot."""
+    text = format_result(obj, "text")
+    rows = result_rows(obj)
+    parts = []
+    if isinstance(obj, ResultSet):
+        for sc in obj.scenarios:
+            srows = [r for r in rows if r["scenario"] == sc]
+            cols = _BENCH_COLS if {r["kind"] for r in srows} == {"bench"} else _MEASURE_COLS
+            parts.append(f"<h4>{html.escape(sc)}</h4>" + _html_table(srows, cols))
+        if obj.notes:
+            parts.append("<ul>" + "".join(f"<li>{html.escape(str(n))}</li>" for n in obj.notes)
+                         + "</ul>")
+    elif isinstance(obj, MeasureResult):
+        parts.append(f"<b>measure: {html.escape(obj.label)}</b>")
+        parts.append(render_table(["metric", "value"], _measure_rows(obj), "html", align="lr"))
+    else:
+        cols = _BENCH_COLS if rows and rows[0]["kind"] == "bench" else _MEASURE_COLS
+        parts.append(_html_table(rows, cols, first="client"))
+    svg = _svg(obj)
+    if svg:
+        parts.append(f'<div class="httpbench-plot">{svg}</div>')
+    return {"text/plain": text, "text/html": "\n".join(parts)}
+
+
+# --------------------------------------------------------------------------
+# progress bars
+
+
+def interactive() -> bool:
+    """True in a Jupyter kernel or on a terminal, False under CI or with output redirected."""
+    if os.environ.get("CI") or os.environ.get("HTTPBENCH_NO_PROGRESS"):
+        return False
+    ip_mod = sys.modules.get("IPython")
+    if ip_mod is not None:
+        try:
+            ip = ip_mod.get_ipython()
+        except AttributeError:
+            ip = None
+        if ip is not None and "IPKernelApp" in getattr(ip, "config", {}):
+            return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class ProgressBar:
+    """A tqdm.auto progress bar (a widget in Jupyter, a line on a terminal) usable
+    as ``bench(..., progress=bar)`` (it takes bench's Progress snapshots) or as a
+    message callback (``compare(progress=bar)``). Disabled - a no-op - when not
+    interactive or when tqdm is not installed.
+    """
+
+    def __init__(self, desc: str = "", total: float | None = None,
+                 enable: bool | None = None) -> None:
+        self.desc = desc
+        self._bar: Any = None
+        self._total = total
+        self.enabled = interactive() if enable is None else bool(enable)
+        if self.enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                self.enabled = False
+            else:
+                self._tqdm = tqdm
+
+    def _ensure(self, total: float | None, unit: str) -> Any:
+        if self._bar is None and self.enabled:
+            self._bar = self._tqdm(total=total if total is not None else self._total,
+                                   desc=self.desc, unit=unit, leave=True, dynamic_ncols=True)
+        return self._bar
+
+    def __call__(self, p: Any) -> None:
+        if not self.enabled:
+            return
+        if isinstance(p, str):
+            bar = self._ensure(None, "it")
+            bar.set_postfix_str(p[-60:], refresh=True)
+            return
+        if getattr(p, "warming_up", False):
+            bar = self._ensure(p.total or p.duration_s, "req" if p.total else "s")
+            bar.set_postfix_str("warming up", refresh=True)
+            return
+        if getattr(p, "total", None):
+            bar = self._ensure(p.total, "req")
+            bar.n = min(p.completed, p.total)
+        else:
+            bar = self._ensure(getattr(p, "duration_s", None), "s")
+            bar.n = round(p.elapsed_s, 1)
+        bar.set_postfix(ok=p.ok, failed=p.failed, refresh=False)
+        bar.refresh()
+
+    def close(self, result: Any = None) -> None:
+        """Finish the bar (idempotent); given the run's BenchResult, show its final count."""
+        if self._bar is not None:
+            if isinstance(result, BenchResult):
+                if result.config.n:
+                    self._bar.n = result.responses + result.errors
+                else:
+                    self._bar.n = round(result.duration_ns / 1e9, 1)
+                self._bar.set_postfix(ok=result.successes, failed=result.failures,
+                                      refresh=False)
+                self._bar.refresh()
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def progress_bar(desc: str = "", total: float | None = None,
+                 enable: bool | None = None) -> ProgressBar:
+    """A :class:`ProgressBar` (tqdm.auto; off when not interactive)."""
+    return ProgressBar(desc, total, enable)
+
+
+# --------------------------------------------------------------------------
+# CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="httpbench report",
+        description="Print saved httpbench results, compare them with a baseline, plot them.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="results JSON file(s), or `httpbench compare --out` directories")
+    p.add_argument("--format", choices=("text", "md", "json"), default="text")
+    p.add_argument("--plot", metavar="DIR", help="write PNG and SVG figures into DIR")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="compare FILE(s) against this baseline results file")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    p.add_argument("--min-change", type=U.parse_percent, default=0.02,
+                   help="ignore relative changes below this (default 2%%)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when a significant regression is found")
+    p.add_argument("--export-hdr", metavar="FILE",
+                   help="write latency histograms for HdrHistogram tools: an interval "
+                        "log with one interval per record, or for a .hgrm path the "
+                        "percentile text of the first client/scenario (repeats merged)")
+    return p
+
+
+def cli_main(argv: Sequence[str]) -> int:
+    """``httpbench report FILE... [--format text|md|json] [--plot DIR] [--baseline A.json]``."""
+    try:
+        args = _parser().parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    records = []
+    for f in [*([args.baseline] if args.baseline else []), *args.files]:
+        if os.path.isdir(f):  # a `httpbench compare --out` directory
+            f = os.path.join(f, "results.json")
+        try:
+            records.append(load(f))
+        except (OSError, ValueError) as exc:
+            sys.stderr.write(f"httpbench report: {exc}\n")
+            return 2
+    rc = 0
+    if args.baseline:
+        base, currents = records[0], records[1:]
+        for path, cur in zip(args.files, currents, strict=True):
+            cmp = diff(base, cur, alpha=args.alpha, min_change=args.min_change)
+            if len(currents) > 1 and args.format != "json":
+                sys.stdout.write(f"{args.baseline} -> {path}\n\n")
+            sys.stdout.write(cmp.format(args.format))
+            if args.fail_on_regression and cmp.regressions:
+                rc = 1
+    else:
+        for path, rec in zip(args.files, records, strict=True):
+            if len(records) > 1 and args.format != "json":
+                sys.stdout.write(f"# {path}\n\n")
+            sys.stdout.write(format_result(rec, args.format))
+    if args.export_hdr:
+        rec = records[-1]
+        if args.export_hdr.endswith(".hgrm"):
+            c, sc, _i, first = next(iter(entries(rec)))
+            hists = [r.latency for cc, ss, _, r in entries(rec) if (cc, ss) == (c, sc)]
+            merged = hists[0].copy()
+            for h in hists[1:]:
+                merged.merge(h)
+            export_histogram(merged, args.export_hdr, fmt="hgrm")
+            sys.stderr.write(f"wrote {args.export_hdr} (hgrm of {c}"
+                             f"{'/' + sc if sc else ''}, {len(hists)} repeat(s) merged)\n")
+        else:
+            n = export_hdr_log(rec, args.export_hdr)
+            sys.stderr.write(f"wrote {args.export_hdr} (interval log, {n} intervals)\n")
+    if args.plot:
+        try:
+            from .plot import save_plots
+        except ImportError as exc:
+            sys.stderr.write(f"httpbench report: --plot needs matplotlib ({exc}); "
+                             "pip install matplotlib\n")
+            return 2
+        written = []
+        for rec in records[-1:] if not args.baseline else records:
+            written += save_plots(rec, args.plot)
+        sys.stderr.write(f"wrote {len(written)} files into {args.plot}\n")
+    return rc
+
+
+def diff_main(argv: Sequence[str]) -> int:
+    """``httpbench diff BASELINE CURRENT``: what ``httpbench report CURRENT --baseline
+    BASELINE`` prints (a significance-tested change per metric)."""
+    p = argparse.ArgumentParser(
+        prog="httpbench diff",
+        description="Compare two saved results metric by metric, with a significance test "
+                    "across repeats (same as httpbench report CURRENT --baseline BASELINE).")
+    p.add_argument("baseline", metavar="BASELINE", help="baseline results file or directory")
+    p.add_argument("current", metavar="CURRENT", help="current results file or directory")
+    p.add_argument("--format", choices=("text", "md", "json"), default="text")
+    p.add_argument("--alpha", default="0.05", help="significance level (0.05)")
+    p.add_argument("--min-change", default="2%",
+                   help="ignore relative changes below this (default 2%%)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when a significant regression is found")
+    try:
+        args = p.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return cli_main([args.current, "--baseline", args.baseline, "--format", args.format,
+                     "--alpha", args.alpha, "--min-change", args.min_change,
+                     *(["--fail-on-regression"] if args.fail_on_regression else [])])
