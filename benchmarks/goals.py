@@ -104,6 +104,14 @@ BENCHMARKS = [
               ("--iters", "2000", "--repeat", "1"), json_out=False, timeout=600.0,
               notes=(("", "Best of the script's repeats (it prints no spread). No goal: a "
                           "diagnostic of the C parser."),)),
+    Benchmark("distributed", "bench_distributed.py", ("--duration", "5", "--rounds", "3"),
+              ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
+              ours="dask*",
+              notes=(("", "The same total load (-t2) from one process and from a LocalCluster "
+                          "of 2 worker processes with 1 engine thread each, against the "
+                          "embedded server in another process; CPU is the engine threads' "
+                          "own in both. Overhead: wall time minus warm-up and duration, "
+                          "attaching by address each run."),)),
     Benchmark("syscalls", "(built in: strace -f -c)", (), (), (), peers=("wrk", "nginx"),
               ours="httpbench", builtin=True,
               notes=(("", "(calls in a long run − calls in a short run) ÷ extra requests, "
@@ -152,6 +160,14 @@ GOALS = [
          detail="urllib3 GET, median of per-round ratios; tracemalloc in the same run: "
                 "{tracemalloc|slow-down}×; estimated from the hook cost per allocation: "
                 "{alloc+GC accounting (hook cost estimate)|slow-down}×"),
+    # distributed runs on Dask vs one process, same total load
+    Goal("distributed", "distributed", "requests/s ≥ 0.9× one process ({case})", "req/s", ">=",
+         0.9, "dask-local 2", "one process"),
+    Goal("distributed", "distributed", "generator CPU/request ≤ 1.1× one process ({case})",
+         "CPU/req", "<=", 1.1, "dask-local 2", "one process"),
+    Goal("distributed", "distributed", "fixed overhead of a distributed run ≤ 1 s", "overhead",
+         "<=", 1.0, "dask-local 2", unit=" s",
+         detail="attach, checks, barrier lead {dask-local 2|barrier lead} s, merge"),
     # load generator memory
     Goal("engine_mem", "load generator", "0 heap allocations per request (HTTP)", "mallocs",
          "==", 0.0, "per extra request", case="* HTTP", unit="",

@@ -4,9 +4,9 @@
  * allocation, no strlen, no per-byte calls (the scanners are forced inline).
  * Values and targets are scanned 8 bytes at a time (SWAR + ctz), names 8
  * table lookups per step, and the framing headers are recognised by length
- * first, then one or two word compares. Policy (see hb_parse.h): bare LF is a
- * line end, obs-fold and whitespace before ':' are rejected, ambiguous
- * request framing is rejected.
+ * first, then one or two word compares. Policy (see hb_parse.h): CRLF only
+ * unless HB_PARSE_LENIENT_LF, one SP between start-line parts, obs-fold and
+ * whitespace before ':' rejected, ambiguous request framing rejected.
  */
 #include "hb_parse.h"
 
@@ -137,19 +137,20 @@ HB_HOT const char *scan_value(const char *p, const char *end)
     }
 }
 
-/* End of a request-target: the first SP, control, DEL or end. */
+/* End of a request-target: the first byte outside 0x21..0x7e (SP, control,
+ * DEL, or non-ASCII, which URI syntax never has) or end. */
 HB_HOT const char *scan_target(const char *p, const char *end)
 {
 #ifdef HB_SWAR_LE
     while (end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        uint64_t m = swar_stop(w, 0x21);
+        uint64_t m = swar_stop(w, 0x21) | (w & 0x8080808080808080ULL);
         if (m) return p + (__builtin_ctzll(m) >> 3);
         p += 8;
     }
 #endif
-    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
+    while (p < end && (unsigned)((unsigned char)*p - 0x21) < 0x5e) p++;
     return p;
 }
 
@@ -248,7 +249,36 @@ static int parse_cl(const char *v, size_t n, fr_state *f)
     return any ? 0 : HB_PE_BAD_CONTENT_LENGTH;
 }
 
-/* Transfer-Encoding: a list of codings, each optionally with ";params". */
+static size_t skip_ws(const char *v, size_t i, size_t n)
+{
+    while (i < n && IS_WS(v[i])) i++;
+    return i;
+}
+
+static size_t skip_token(const char *v, size_t i, size_t n)
+{
+    while (i < n && tok_tab[(unsigned char)v[i]]) i++;
+    return i;
+}
+
+/* token / quoted-string at v[i] (the field value has no CR, LF or other
+ * controls but TAB); the index after it, or 0 when there is none. */
+static size_t te_param_value(const char *v, size_t i, size_t n)
+{
+    if (i < n && v[i] == '"') {
+        for (i++; i < n; i++) {
+            if (v[i] == '"') return i + 1;
+            if (v[i] == '\\' && ++i == n) return 0;
+        }
+        return 0;
+    }
+    size_t e = skip_token(v, i, n);
+    return e > i ? e : 0;
+}
+
+/* Transfer-Encoding = #( token *( OWS ";" OWS token BWS "=" BWS value ) )
+ * (RFC 9112 6.1, RFC 9110 10.1.4). Empty list elements are ignored (RFC 9110
+ * 5.6.1); "chunked" takes no parameters. */
 static int parse_te(const char *v, size_t n, fr_state *f)
 {
     size_t i = 0;
@@ -260,11 +290,22 @@ static int parse_te(const char *v, size_t n, fr_state *f)
             continue;
         }
         size_t s = i;
-        while (i < n && tok_tab[(unsigned char)v[i]]) i++;
-        size_t e = i;
-        if (e == s) return HB_PE_BAD_TRANSFER_ENCODING;
-        while (i < n && v[i] != ',') i++; /* parameters are not ours to judge */
-        int is_chunked = e - s == 7 && ci_eq(v + s, "chunked", 7);
+        i = skip_token(v, i, n);
+        if (i == s) return HB_PE_BAD_TRANSFER_ENCODING;
+        int is_chunked = i - s == 7 && ci_eq(v + s, "chunked", 7);
+        for (;;) {
+            i = skip_ws(v, i, n);
+            if (i == n || v[i] == ',') break;
+            /* anything but ';' here is a second word ("chunked x") */
+            if (v[i] != ';' || is_chunked) return HB_PE_BAD_TRANSFER_ENCODING;
+            size_t ns = skip_ws(v, i + 1, n);
+            i = skip_token(v, ns, n);
+            if (i == ns) return HB_PE_BAD_TRANSFER_ENCODING;
+            i = skip_ws(v, i, n);
+            if (i == n || v[i] != '=') return HB_PE_BAD_TRANSFER_ENCODING;
+            i = te_param_value(v, skip_ws(v, i + 1, n), n);
+            if (i == 0) return HB_PE_BAD_TRANSFER_ENCODING;
+        }
         f->te_chunked += is_chunked;
         f->te_last_chunked = is_chunked;
         any = 1;
@@ -318,22 +359,35 @@ HB_HOT int framing_header(const char *name, size_t nl, const char *v, size_t vl,
     }
 }
 
-/* A line end at p: CRLF or bare LF. Returns bytes of it, 0 if p is not a line
- * end, HB_AGAIN at a CR that ends the input, HB_ERROR for a bare CR. */
-HB_HOT int line_end(const char *p, const char *end)
+/* Per-call parser state: the error code, the flags and what leniency let by. */
+typedef struct pctx {
+    int err;
+    int lenient; /* HB_PARSE_LENIENT_LF */
+    unsigned tolerated;
+} pctx;
+
+/* A line end at p: 2 for CRLF; a bare LF is 1 when lenient (counted), else
+ * HB_ERROR like a bare CR. 0 if p is no line end, HB_AGAIN at a CR that ends
+ * the input. */
+HB_HOT int line_end(const char *p, const char *end, pctx *x)
 {
-    if (*p == '\n') return 1;
-    if (*p != '\r') return 0;
-    if (p + 1 == end) return HB_AGAIN;
-    return p[1] == '\n' ? 2 : HB_ERROR;
+    if (*p == '\r') {
+        if (p + 1 == end) return HB_AGAIN;
+        return p[1] == '\n' ? 2 : HB_ERROR;
+    }
+    if (*p != '\n') return 0;
+    if (!x->lenient) return HB_ERROR;
+    x->tolerated++;
+    return 1;
 }
 
 /* Leading empty lines before a start line are skipped (RFC 9112 2.2). */
-static int skip_empty_lines(const char **pp, const char *end, int *err)
+static int skip_empty_lines(const char **pp, const char *end, pctx *x)
 {
+    int *err = &x->err;
     const char *p = *pp;
     while (p < end) {
-        int le = line_end(p, end);
+        int le = line_end(p, end, x);
         if (le == 0) break;
         if (le == HB_AGAIN) return HB_AGAIN;
         if (le == HB_ERROR) {
@@ -355,8 +409,9 @@ static int skip_empty_lines(const char **pp, const char *end, int *err)
 /* Header fields up to and including the empty line. On success *pp points
  * past the head and *count is the number of fields. */
 static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size_t max,
-                         size_t *count, fr_state *f, int *err)
+                         size_t *count, fr_state *f, pctx *x)
 {
+    int *err = &x->err;
     const char *p = *pp;
     size_t n = 0;
     for (;;) {
@@ -364,7 +419,7 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
         int le;
         /* CR, LF, SP and TAB are all <= ' ': one compare for a name's first byte */
         if ((unsigned char)*p <= ' ') {
-            le = line_end(p, end);
+            le = line_end(p, end, x);
             if (le > 0) {
                 p += le;
                 break;
@@ -398,7 +453,7 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
         p = scan_value(p, end);
         if (p == end) return HB_AGAIN;
         const char *vend = p;
-        le = line_end(p, end);
+        le = line_end(p, end, x);
         if (le == 0) FAIL(HB_PE_BAD_HEADER_CHAR);
         if (le == HB_AGAIN) return HB_AGAIN;
         if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
@@ -454,18 +509,19 @@ static void framing_of(const fr_state *f, int minor, hb_framing *out)
 }
 
 static int response_head(const char *buf, const char *end, hb_response_head *out, size_t max_hdrs,
-                         int *err)
+                         pctx *x)
 {
+    int *err = &x->err;
     const char *p = buf;
-    int rc = skip_empty_lines(&p, end, err);
+    int rc = skip_empty_lines(&p, end, x);
     if (rc) return rc;
     rc = parse_version(p, end, err);
     if (rc < 0) return rc;
     out->minor_version = rc;
     p += 8;
     if (p == end) return HB_AGAIN;
-    if (*p != ' ') FAIL(HB_PE_BAD_VERSION);
-    while (p < end && *p == ' ') p++;
+    /* status-line = HTTP-version SP 3DIGIT SP [ reason-phrase ]: one SP each */
+    if (*p++ != ' ') FAIL(HB_PE_BAD_VERSION);
     int status = 0;
     for (int i = 0; i < 3; i++, p++) {
         if (p == end) return HB_AGAIN;
@@ -475,17 +531,16 @@ static int response_head(const char *buf, const char *end, hb_response_head *out
     if (p == end) return HB_AGAIN;
     if (status < 100) FAIL(HB_PE_BAD_STATUS);
     out->status = status;
-    if (*p == ' ') {
-        while (p < end && *p == ' ') p++;
-    } else if (*p != '\r' && *p != '\n') {
+    /* the SP before an empty reason is commonly left out: tolerated */
+    if (*p == ' ') p++;
+    else if (*p != '\r' && *p != '\n')
         FAIL(HB_PE_BAD_STATUS);
-    }
     const char *reason = p;
     p = scan_value(p, end);
     if (p == end) return HB_AGAIN;
     out->reason = reason;
     out->reason_len = (size_t)(p - reason);
-    int le = line_end(p, end);
+    int le = line_end(p, end, x);
     if (le == 0) FAIL(HB_PE_BAD_HEADER_CHAR);
     if (le == HB_AGAIN) return HB_AGAIN;
     if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
@@ -493,7 +548,7 @@ static int response_head(const char *buf, const char *end, hb_response_head *out
 
     fr_state f = {0};
     size_t n;
-    rc = parse_headers(&p, end, out->headers, max_hdrs, &n, &f, err);
+    rc = parse_headers(&p, end, out->headers, max_hdrs, &n, &f, x);
     if (rc) return rc;
     if (f.te_chunked > 1) FAIL(HB_PE_BAD_TRANSFER_ENCODING);
     out->num_headers = n;
@@ -501,37 +556,47 @@ static int response_head(const char *buf, const char *end, hb_response_head *out
     return (int)(p - buf);
 }
 
-int hb_parse_response_head(const char *buf, size_t len, hb_response_head *out,
-                           const hb_parse_limits *limits)
+int hb_parse_response_head_ex(const char *buf, size_t len, hb_response_head *out,
+                              const hb_parse_limits *limits, unsigned flags)
 {
     size_t max_head, max_hdrs, cap = out->num_headers;
     limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
-    int err = 0;
+    pctx x = {.err = 0, .lenient = (flags & HB_PARSE_LENIENT_LF) != 0, .tolerated = 0};
     /* len 0 may come with buf NULL, where even NULL + 0 is undefined */
     int rc = len == 0 ? HB_AGAIN
-                      : response_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
+                      : response_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &x);
     if (rc == HB_AGAIN && len > max_head) {
         rc = HB_ERROR;
-        err = HB_PE_HEAD_TOO_LARGE;
+        x.err = HB_PE_HEAD_TOO_LARGE;
     }
     if (rc < 0) out->num_headers = cap; /* callers retry with the same struct */
-    out->error = rc == HB_ERROR ? err : HB_PE_NONE;
+    out->error = rc == HB_ERROR ? x.err : HB_PE_NONE;
+    out->tolerated = x.tolerated;
     return rc;
 }
 
-static int request_head(const char *buf, const char *end, hb_request_head *out, size_t max_hdrs,
-                        int *err)
+int hb_parse_response_head(const char *buf, size_t len, hb_response_head *out,
+                           const hb_parse_limits *limits)
 {
+    return hb_parse_response_head_ex(buf, len, out, limits, 0);
+}
+
+static int request_head(const char *buf, const char *end, hb_request_head *out, size_t max_hdrs,
+                        pctx *x)
+{
+    int *err = &x->err;
     const char *p = buf;
-    int rc = skip_empty_lines(&p, end, err);
+    int rc = skip_empty_lines(&p, end, x);
     if (rc) return rc;
     const char *method = p;
     while (p < end && tok_tab[(unsigned char)*p]) p++;
     if (p == end) return HB_AGAIN;
     if (*p != ' ' || p == method) FAIL(HB_PE_BAD_REQUEST_LINE);
+    /* request-line = method SP request-target SP HTTP-version: one SP each
+     * (RFC 9112 3; whitespace-word parsing is the smuggling-prone leniency) */
     out->method = method;
     out->method_len = (size_t)(p - method);
-    while (p < end && *p == ' ') p++;
+    p++;
     const char *target = p;
     p = scan_target(p, end);
     if (p == end) return HB_AGAIN;
@@ -540,14 +605,14 @@ static int request_head(const char *buf, const char *end, hb_request_head *out, 
     if (*p != ' ') FAIL(HB_PE_BAD_REQUEST_LINE);
     out->target = target;
     out->target_len = (size_t)(p - target);
-    while (p < end && *p == ' ') p++;
+    p++;
     if (p == end) return HB_AGAIN;
     rc = parse_version(p, end, err);
     if (rc < 0) return rc;
     out->minor_version = rc;
     p += 8;
     if (p == end) return HB_AGAIN;
-    int le = line_end(p, end);
+    int le = line_end(p, end, x);
     if (le == 0) FAIL(HB_PE_BAD_VERSION);
     if (le == HB_AGAIN) return HB_AGAIN;
     if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
@@ -555,7 +620,7 @@ static int request_head(const char *buf, const char *end, hb_request_head *out, 
 
     fr_state f = {0};
     size_t n;
-    rc = parse_headers(&p, end, out->headers, max_hdrs, &n, &f, err);
+    rc = parse_headers(&p, end, out->headers, max_hdrs, &n, &f, x);
     if (rc) return rc;
     if (f.has_te) {
         /* A server that cannot tell where the body ends must refuse it. */
@@ -573,16 +638,16 @@ int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
 {
     size_t max_head, max_hdrs, cap = out->num_headers;
     limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
-    int err = 0;
+    pctx x = {0}; /* requests are never lenient: a server must not guess */
     /* len 0 may come with buf NULL, where even NULL + 0 is undefined */
     int rc = len == 0 ? HB_AGAIN
-                      : request_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &err);
+                      : request_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &x);
     if (rc == HB_AGAIN && len > max_head) {
         rc = HB_ERROR;
-        err = HB_PE_HEAD_TOO_LARGE;
+        x.err = HB_PE_HEAD_TOO_LARGE;
     }
     if (rc < 0) out->num_headers = cap;
-    out->error = rc == HB_ERROR ? err : HB_PE_NONE;
+    out->error = rc == HB_ERROR ? x.err : HB_PE_NONE;
     return rc;
 }
 
@@ -610,11 +675,21 @@ int hb_response_is_interim(const hb_response_head *h)
 
 /* ---- chunked decoder ---------------------------------------------------- */
 
+/* The states before CS_SIZE_LF make up a size line and count towards
+ * HB_CHUNK_MAX_LINE. */
 enum {
     CS_SIZE0 = 0, /* start of a size line: a hex digit must follow */
     CS_SIZE,      /* in the hex digits */
-    CS_SIZE_WS,   /* whitespace after the digits (only ';' or the line end may follow) */
-    CS_EXT,       /* chunk extensions up to the line end */
+    CS_SIZE_WS,   /* BWS after the digits: only more of it or ';' may follow */
+    CS_EXT_NAME0, /* after ';': BWS, then the first byte of a name */
+    CS_EXT_NAME,  /* in an extension name */
+    CS_EXT_EQ,    /* BWS after a name: '=' or ';' must follow */
+    CS_EXT_VAL0,  /* after '=': BWS, then a token or a quoted-string */
+    CS_EXT_TOKEN, /* in a token value */
+    CS_EXT_QS,    /* in a quoted-string */
+    CS_EXT_QP,    /* after a backslash in a quoted-string */
+    CS_EXT_END,   /* right after a quoted-string */
+    CS_EXT_WS,    /* BWS after a value: only more of it or ';' may follow */
     CS_SIZE_LF,
     CS_DATA,
     CS_DATA_CR,
@@ -628,10 +703,16 @@ enum {
     CS_ERROR,
 };
 
-void hb_chunked_init(hb_chunked *c)
+void hb_chunked_init_ex(hb_chunked *c, unsigned flags)
 {
     memset(c, 0, sizeof *c);
     c->state = CS_SIZE0;
+    c->flags = flags;
+}
+
+void hb_chunked_init(hb_chunked *c)
+{
+    hb_chunked_init_ex(c, 0);
 }
 
 static ssize_t ch_fail(hb_chunked *c, int code)
@@ -647,6 +728,14 @@ static inline int hexval(unsigned char ch)
     ch |= 0x20;
     if ((unsigned)(ch - 'a') <= 5) return ch - 'a' + 10;
     return -1;
+}
+
+/* A bare LF where a line may end: 1 when lenient (counted), else 0. */
+static inline int ch_bare_lf(hb_chunked *c)
+{
+    if (!(c->flags & HB_PARSE_LENIENT_LF)) return 0;
+    c->tolerated++;
+    return 1;
 }
 
 ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char **data,
@@ -689,27 +778,87 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
                 break;
             }
             if (c->state == CS_SIZE0) return ch_fail(c, HB_PE_BAD_CHUNK_SIZE);
-            /* the digits ended: what may follow them */
-        }
-            /* fall through */
-        case CS_SIZE_WS:
-            if (IS_WS(ch)) c->state = CS_SIZE_WS;
-            else if (ch == ';')
-                c->state = CS_EXT;
+            /* the digits ended: ';', BWS before one, or the line end */
+            if (ch == ';') c->state = CS_EXT_NAME0;
+            else if (IS_WS(ch))
+                c->state = CS_SIZE_WS;
             else if (ch == '\r')
                 c->state = CS_SIZE_LF;
             else if (ch == '\n')
-                goto size_line_done;
+                goto size_bare_lf;
             else
                 return ch_fail(c, HB_PE_BAD_CHUNK_SIZE);
             break;
-        case CS_EXT:
-            if (ch == '\r') c->state = CS_SIZE_LF;
-            else if (ch == '\n')
-                goto size_line_done;
+        }
+        case CS_SIZE_WS:
+            /* "3 \r\n": BWS is only allowed before a ';' */
+            if (ch == ';') c->state = CS_EXT_NAME0;
+            else if (!IS_WS(ch))
+                return ch_fail(c, HB_PE_BAD_CHUNK_SIZE);
+            break;
+        case CS_EXT_NAME0:
+            if (tok_tab[ch]) c->state = CS_EXT_NAME;
+            else if (!IS_WS(ch))
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_EXT_NAME:
+            if (tok_tab[ch]) break;
+            if (ch == '=') c->state = CS_EXT_VAL0;
+            else if (IS_WS(ch))
+                c->state = CS_EXT_EQ;
+            else
+                goto ext_next;
+            break;
+        case CS_EXT_EQ:
+            if (ch == '=') c->state = CS_EXT_VAL0;
+            else if (ch == ';')
+                c->state = CS_EXT_NAME0;
+            else if (!IS_WS(ch))
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_EXT_VAL0:
+            if (ch == '"') c->state = CS_EXT_QS;
+            else if (tok_tab[ch])
+                c->state = CS_EXT_TOKEN;
+            else if (!IS_WS(ch))
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_EXT_TOKEN:
+            if (tok_tab[ch]) break;
+            goto ext_next;
+        case CS_EXT_QS:
+            /* qdtext is field-content but '"' and '\\'; no CR or LF inside */
+            if (ch == '"') c->state = CS_EXT_END;
+            else if (ch == '\\')
+                c->state = CS_EXT_QP;
             else if (!val_tab[ch])
                 return ch_fail(c, HB_PE_BAD_CHUNK);
             break;
+        case CS_EXT_QP:
+            if (!val_tab[ch]) return ch_fail(c, HB_PE_BAD_CHUNK);
+            c->state = CS_EXT_QS;
+            break;
+        case CS_EXT_END:
+        ext_next:
+            /* after a name or value: the next extension, BWS or the line end */
+            if (ch == ';') c->state = CS_EXT_NAME0;
+            else if (IS_WS(ch))
+                c->state = CS_EXT_WS;
+            else if (ch == '\r')
+                c->state = CS_SIZE_LF;
+            else if (ch == '\n')
+                goto size_bare_lf;
+            else
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        case CS_EXT_WS:
+            if (ch == ';') c->state = CS_EXT_NAME0;
+            else if (!IS_WS(ch))
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            break;
+        size_bare_lf:
+            if (!ch_bare_lf(c)) return ch_fail(c, HB_PE_BAD_LINE_ENDING);
+            goto size_line_done;
         case CS_SIZE_LF:
             if (ch != '\n') return ch_fail(c, HB_PE_BAD_LINE_ENDING);
         size_line_done:
@@ -718,10 +867,12 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             break;
         case CS_DATA_CR:
             if (ch == '\r') c->state = CS_DATA_LF;
-            else if (ch == '\n')
+            else if (ch != '\n')
+                return ch_fail(c, HB_PE_BAD_CHUNK);
+            else if (ch_bare_lf(c))
                 c->state = CS_SIZE0;
             else
-                return ch_fail(c, HB_PE_BAD_CHUNK);
+                return ch_fail(c, HB_PE_BAD_LINE_ENDING);
             break;
         case CS_DATA_LF:
             if (ch != '\n') return ch_fail(c, HB_PE_BAD_CHUNK);
@@ -729,12 +880,14 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             break;
         case CS_TRL_START:
             if (ch == '\r') c->state = CS_END_LF;
-            else if (ch == '\n')
-                goto body_done;
             else if (tok_tab[ch])
                 c->state = CS_TRL_NAME;
-            else
+            else if (ch != '\n')
                 return ch_fail(c, HB_PE_BAD_CHUNK);
+            else if (ch_bare_lf(c))
+                goto body_done;
+            else
+                return ch_fail(c, HB_PE_BAD_LINE_ENDING);
             break;
         case CS_TRL_NAME:
             if (ch == ':') c->state = CS_TRL_VALUE;
@@ -743,14 +896,18 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             break;
         case CS_TRL_VALUE:
             if (ch == '\r') c->state = CS_TRL_LF;
-            else if (ch == '\n') {
-                c->line_len = 0;
-                c->state = CS_TRL_START;
-            } else if (!val_tab[ch])
+            else if (val_tab[ch])
+                break;
+            else if (ch != '\n')
                 return ch_fail(c, HB_PE_BAD_CHUNK);
+            else if (ch_bare_lf(c))
+                goto trailer_line_done;
+            else
+                return ch_fail(c, HB_PE_BAD_LINE_ENDING);
             break;
         case CS_TRL_LF:
             if (ch != '\n') return ch_fail(c, HB_PE_BAD_LINE_ENDING);
+        trailer_line_done:
             c->line_len = 0;
             c->state = CS_TRL_START;
             break;

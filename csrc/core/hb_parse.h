@@ -13,9 +13,14 @@
  *
  * Only the first max_head bytes of buf are ever examined: a buffer longer than
  * max_head without a complete head fails at once with HB_PE_HEAD_TOO_LARGE, so
- * memory and time stay bounded whatever the peer sends. Lines may end in CRLF
- * or a bare LF (RFC 9112 2.2); a bare CR is an error. Empty lines before the
- * start line are skipped (counted in the bytes consumed).
+ * memory and time stay bounded whatever the peer sends.
+ *
+ * Strict by default (RFC 9112; docs/parser.md lists every rule): every line
+ * ends in CRLF (a bare LF or bare CR is HB_PE_BAD_LINE_ENDING), the start line
+ * has exactly one SP between its parts, and chunk lines and Transfer-Encoding
+ * must match their grammar. Empty lines (CRLF) before the start line are
+ * skipped (counted in the bytes consumed). HB_PARSE_LENIENT_LF relaxes only
+ * the line ends, for responses and chunked bodies a client reads.
  */
 #ifndef HB_PARSE_H
 #define HB_PARSE_H
@@ -45,13 +50,19 @@ enum hb_parse_error {
     HB_PE_TOO_MANY_HEADERS = -5011,   /* more headers than the limit / capacity */
     HB_PE_BAD_REQUEST_LINE = -5012,   /* malformed method / target / request line */
     HB_PE_BAD_CHUNK = -5013,          /* missing CRLF after chunk data, bad trailer */
-    HB_PE_BAD_TRANSFER_ENCODING = -5014,
+    HB_PE_BAD_TRANSFER_ENCODING = -5014, /* not a list of codings ending in exactly "chunked"
+                                            (requests: answer 501) or malformed */
     HB_PE_BAD_LINE_ENDING = -5015,    /* bare CR, or garbage where CRLF expected */
     HB_PE_OBS_FOLD = -5016,           /* header line starting with whitespace (obs-fold) */
     HB_PE_TE_AND_CONTENT_LENGTH = -5017, /* request with both (a smuggling vector) */
     HB_PE_CHUNK_LINE_TOO_LONG = -5018,   /* chunk size/extension or trailer line too long */
     HB_PE_TRAILERS_TOO_LARGE = -5019,    /* trailer section larger than HB_CHUNK_MAX_TRAILERS */
 };
+
+/* Flags of the _ex entry points. HB_PARSE_LENIENT_LF accepts a bare LF as a
+ * line end (RFC 9112 2.2 lets a recipient do so; a client reading responses
+ * may, a server never should) and counts each one in `tolerated`. */
+#define HB_PARSE_LENIENT_LF 1u
 
 /* Bounds of the chunked decoder's framing lines (data runs are unbounded). */
 #define HB_CHUNK_MAX_LINE 4096             /* one size line incl. extensions, or trailer line */
@@ -88,7 +99,8 @@ typedef struct hb_response_head {
     hb_header *headers;
     size_t num_headers; /* in: capacity, out: count */
     hb_framing framing;
-    int error; /* HB_PE_* when HB_ERROR is returned */
+    int error;          /* HB_PE_* when HB_ERROR is returned */
+    unsigned tolerated; /* out: bare LFs accepted (only under HB_PARSE_LENIENT_LF) */
 } hb_response_head;
 
 typedef struct hb_request_head {
@@ -103,13 +115,20 @@ typedef struct hb_request_head {
     int error;
 } hb_request_head;
 
-/* limits may be NULL for the defaults. Requests are rejected when
- * Transfer-Encoding is present but chunked is not its final coding, when it is
- * combined with Content-Length, or sent with HTTP/1.0 (all smuggling vectors).
- * A coding applied twice ("chunked, chunked") is an error in both directions;
- * a response whose final coding is not chunked is read until close. */
+/* limits may be NULL for the defaults. Transfer-Encoding must be a list of
+ * codings (token *(";" name "=" value)); "chunked" may appear once, last, and
+ * without parameters. Requests are rejected (HB_PE_BAD_TRANSFER_ENCODING) when
+ * chunked is not the final coding, and when Transfer-Encoding is combined with
+ * Content-Length or sent with HTTP/1.0 (all smuggling vectors). A response
+ * whose final coding is a valid non-chunked one is read until close
+ * (framing.transfer_encoding set, framing.chunked clear); a caller that wants
+ * no such responses treats that pair as a protocol error. */
 int hb_parse_response_head(const char *buf, size_t len, hb_response_head *out,
                            const hb_parse_limits *limits);
+/* The same with HB_PARSE_* flags (0 = hb_parse_response_head); out->tolerated
+ * is always set. */
+int hb_parse_response_head_ex(const char *buf, size_t len, hb_response_head *out,
+                              const hb_parse_limits *limits, unsigned flags);
 int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
                           const hb_parse_limits *limits);
 
@@ -126,19 +145,25 @@ enum hb_body_kind hb_request_body_kind(const hb_request_head *h);
 /* 1 for interim (1xx other than 101) responses callers must skip. */
 int hb_response_is_interim(const hb_response_head *h);
 
-/* Incremental chunked decoder: feed input split anywhere. Size lines may carry
- * extensions (";name=value", ignored); trailer fields are validated and skipped.
- * Errors are sticky: after HB_ERROR every further feed fails the same way. */
+/* Incremental chunked decoder: feed input split anywhere. A size line is
+ * 1*HEXDIG, then extensions checked against RFC 9112 7.1.1 and ignored:
+ * *(BWS ";" BWS name [BWS "=" BWS (token / quoted-string)]), then CRLF. No
+ * whitespace may follow the size unless a ';' comes next. Chunk data and the
+ * last chunk end in CRLF; trailer fields are validated and skipped. Errors are
+ * sticky: after HB_ERROR every further feed fails the same way. */
 typedef struct hb_chunked {
     int state;
     uint64_t remaining; /* data bytes left in the current chunk */
     size_t line_len;    /* bytes of the current size/trailer line seen (bounded) */
     size_t trailer_bytes;
-    int done;  /* last chunk and trailers consumed */
-    int error; /* HB_PE_* after HB_ERROR */
+    int done;           /* last chunk and trailers consumed */
+    int error;          /* HB_PE_* after HB_ERROR */
+    unsigned flags;     /* HB_PARSE_* given to hb_chunked_init_ex */
+    unsigned tolerated; /* bare LFs accepted under HB_PARSE_LENIENT_LF */
 } hb_chunked;
 
-void hb_chunked_init(hb_chunked *c);
+void hb_chunked_init(hb_chunked *c); /* strict: hb_chunked_init_ex(c, 0) */
+void hb_chunked_init_ex(hb_chunked *c, unsigned flags);
 /* Consumes a prefix of buf. If body data is found, *data and *data_len point at
  * one run of it inside buf (else *data_len = 0). Returns bytes consumed (>= 0;
  * less than len only when a data run ended or the body is done), or HB_ERROR.

@@ -1,11 +1,13 @@
 /* fuzz_parse.c - libFuzzer harness for hb_parse: response heads, request heads
- * and the chunked decoder, each input through all three.
+ * and the chunked decoder, each input through all three, strict and lenient,
+ * and the bytes after a chunked head of either direction through the decoder.
  *
  * Beyond "no crash, no sanitizer report" it checks the contract: results
  * point inside the input, a complete head is incomplete one byte earlier and
  * parses identically from exactly its own bytes, tighter limits either fail
- * with the matching code or agree, and the chunked decoder gives the same
- * body, consumption and error however the input is split.
+ * with the matching code or agree, the chunked decoder gives the same body,
+ * consumption and error however the input is split, and HB_PARSE_LENIENT_LF
+ * only ever adds inputs with a bare LF (tolerated > 0) to what strict accepts.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
  *          csrc/fuzz/fuzz_parse.c csrc/core/hb_parse.c csrc/core/hb_common.c
@@ -81,6 +83,7 @@ static void fuzz_response(const char *b, size_t len, uint64_t h)
 {
     hb_response_head r;
     int rc = response(b, len, NULL, &r, HB_PARSE_DEFAULT_MAX_HEADERS);
+    int rc_err = r.error;
     if (rc > 0) {
         size_t n = r.num_headers;
         int status = r.status;
@@ -104,14 +107,24 @@ static void fuzz_response(const char *b, size_t len, uint64_t h)
         for (size_t k = 0; k < len; k += 1 + len / 8)
             REQUIRE(response(b, k, NULL, &r, HB_PARSE_DEFAULT_MAX_HEADERS) == HB_AGAIN);
     }
+    /* lenient: the same where strict succeeds; more only with a bare LF */
+    hb_response_head l = {.headers = hdrs, .num_headers = HB_PARSE_DEFAULT_MAX_HEADERS};
+    int lr = hb_parse_response_head_ex(b, len, &l, NULL, HB_PARSE_LENIENT_LF);
+    check_rc(lr, l.error, len);
+    if (rc > 0) REQUIRE(lr == rc && l.tolerated == 0);
+    if (lr > 0 && l.tolerated == 0) REQUIRE(rc == lr);
+    if (lr > 0 && l.tolerated > 0) REQUIRE(rc == HB_ERROR && rc_err == HB_PE_BAD_LINE_ENDING);
+    if (rc == HB_AGAIN) REQUIRE(lr == HB_AGAIN);
+    /* a strict error other than a line end comes before any bare LF */
+    if (rc == HB_ERROR && rc_err != HB_PE_BAD_LINE_ENDING) REQUIRE(lr == HB_ERROR && l.error == rc_err);
 }
 
-static int request(const char *b, size_t len, hb_request_head *q)
+static int request(const char *b, size_t len, hb_request_head *q, const hb_parse_limits *lim)
 {
     memset(q, 0, sizeof *q);
     q->headers = hdrs;
     q->num_headers = HB_PARSE_DEFAULT_MAX_HEADERS;
-    int rc = hb_parse_request_head(b, len, q, NULL);
+    int rc = hb_parse_request_head(b, len, q, lim);
     check_rc(rc, q->error, len);
     if (rc > 0) {
         REQUIRE(q->method_len > 0 && inside(b, (size_t)rc, q->method, q->method_len));
@@ -128,22 +141,36 @@ static int request(const char *b, size_t len, hb_request_head *q)
     return rc;
 }
 
-static void fuzz_request(const char *b, size_t len)
+static int fuzz_request(const char *b, size_t len, uint64_t h)
 {
     hb_request_head q;
-    int rc = request(b, len, &q);
+    int rc = request(b, len, &q, NULL);
     if (rc > 0) {
-        REQUIRE(request(b, (size_t)rc, &q) == rc);
-        REQUIRE(request(b, (size_t)rc - 1, &q) == HB_AGAIN);
+        size_t n = q.num_headers;
+        int chunked = hb_request_body_kind(&q) == HB_BODY_CHUNKED;
+        REQUIRE(request(b, (size_t)rc, &q, NULL) == rc);
+        REQUIRE(request(b, (size_t)rc - 1, &q, NULL) == HB_AGAIN);
+        /* tighter limits: same result if it still fits, else the limit's error */
+        hb_parse_limits lim = {.max_head = 1 + (size_t)((h >> 8) % 600),
+                               .max_headers = 1 + (size_t)((h >> 28) % 12)};
+        int rc2 = request(b, len, &q, &lim);
+        if ((size_t)rc <= lim.max_head && n <= lim.max_headers)
+            REQUIRE(rc2 == rc);
+        else
+            REQUIRE(rc2 == HB_ERROR && (q.error == HB_PE_HEAD_TOO_LARGE ||
+                                        q.error == HB_PE_TOO_MANY_HEADERS));
+        return chunked ? rc : 0;
     }
+    return 0;
 }
 
 /* Decodes b in pieces (sizes from *seed, or whole when seed is NULL). */
+static unsigned last_tolerated;
 static ssize_t decode(const char *b, size_t len, uint64_t *seed, char *out, size_t *out_len,
-                      int *err, int *done)
+                      int *err, int *done, unsigned flags)
 {
     hb_chunked c;
-    hb_chunked_init(&c);
+    hb_chunked_init_ex(&c, flags);
     size_t pos = 0, o = 0;
     while (pos < len && !c.done) {
         size_t piece = len - pos;
@@ -175,18 +202,19 @@ static ssize_t decode(const char *b, size_t len, uint64_t *seed, char *out, size
     *err = 0;
     *done = c.done;
     *out_len = o;
+    last_tolerated = c.tolerated;
     return (ssize_t)pos;
 }
 
 static void fuzz_chunked(const char *b, size_t len, uint64_t h)
 {
-    char *a = malloc(len + 1), *s = malloc(len + 1);
-    REQUIRE(a && s);
-    size_t al, sl;
-    int ae, se, ad = 0, sd = 0;
-    ssize_t ar = decode(b, len, NULL, a, &al, &ae, &ad);
+    char *a = malloc(len + 1), *s = malloc(len + 1), *l = malloc(len + 1);
+    REQUIRE(a && s && l);
+    size_t al, sl, ll;
+    int ae, se, le, ad = 0, sd = 0, ld = 0;
+    ssize_t ar = decode(b, len, NULL, a, &al, &ae, &ad, 0);
     uint64_t seed = h | 1;
-    ssize_t sr = decode(b, len, &seed, s, &sl, &se, &sd);
+    ssize_t sr = decode(b, len, &seed, s, &sl, &se, &sd, 0);
     REQUIRE(ar == sr && ae == se && ad == sd);
     if (ar >= 0) REQUIRE(al == sl && memcmp(a, s, al) == 0);
     if (ar == HB_ERROR) {
@@ -194,8 +222,17 @@ static void fuzz_chunked(const char *b, size_t len, uint64_t h)
          * whole buffer never gives more body than split decoding did */
         REQUIRE(al == sl && memcmp(a, s, al) == 0);
     }
+    /* lenient, split: identical where strict got through without error */
+    seed = h | 1;
+    ssize_t lr = decode(b, len, &seed, l, &ll, &le, &ld, HB_PARSE_LENIENT_LF);
+    unsigned tol = last_tolerated;
+    if (ar >= 0) REQUIRE(lr == ar && ld == ad && ll == al && memcmp(l, a, al) == 0 && tol == 0);
+    if (lr >= 0 && tol == 0) REQUIRE(ar == lr);
+    if (lr >= 0 && tol > 0) REQUIRE(ar == HB_ERROR && ae == HB_PE_BAD_LINE_ENDING);
+    if (ar == HB_ERROR && ae != HB_PE_BAD_LINE_ENDING) REQUIRE(lr == HB_ERROR && le == ae);
     free(a);
     free(s);
+    free(l);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -203,7 +240,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *b = (const char *)data;
     uint64_t h = hash64(data, size);
     fuzz_response(b, size, h);
-    fuzz_request(b, size);
+    /* a chunked body after a head, in either direction */
+    int body = fuzz_request(b, size, h);
+    if (body > 0) fuzz_chunked(b + body, size - (size_t)body, h);
+    hb_response_head r = {.headers = hdrs, .num_headers = HB_PARSE_DEFAULT_MAX_HEADERS};
+    int rc = hb_parse_response_head_ex(b, size, &r, NULL, HB_PARSE_LENIENT_LF);
+    if (rc > 0 && hb_response_body_kind(&r, 0) == HB_BODY_CHUNKED)
+        fuzz_chunked(b + rc, size - (size_t)rc, h);
     fuzz_chunked(b, size, h);
     return 0;
 }

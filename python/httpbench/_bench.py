@@ -169,6 +169,7 @@ def bench(
     server_name: str | None = None,
     tls_max_version: str | None = None,
     label: str = "",
+    cluster: Any = None,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -190,6 +191,13 @@ def bench(
     receiving :class:`Progress` snapshots. ``session_resumption``: offer the
     last TLS session on new connections; ``server_name``: SNI/verification name
     (default: the URL's host); ``tls_max_version``: "1.2" or "1.3".
+
+    ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
+    scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
+    worker processes; needs ``pip install "httpbench[distributed]"``). The totals
+    (``n``, ``rate``, ``concurrency``, ``threads``) are split across the workers
+    and the result is their exact merge, with each worker's in ``workers``;
+    ``progress`` is not shown for such runs. See docs/distributed.md.
 
     Ctrl-C stops the run within ~100 ms and returns the partial result with
     ``interrupted=True``. Raises ValueError/TypeError for bad arguments,
@@ -249,6 +257,15 @@ def bench(
     head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive),
                                     f"httpbench/{__version__}")
 
+    if cluster is not None:
+        from ._distributed import run_distributed
+
+        return run_distributed(
+            cluster, url, n=n, duration=dur, concurrency=concurrency, threads=threads,
+            rate=rate, warmup=wup, timeout=tmo, label=label, keepalive=keepalive,
+            pipeline=pipeline, method=method, headers=hdrs, body=body, verify=verify,
+            ca_file=ca_file, session_resumption=session_resumption, server_name=server_name,
+            tls_max_version=tls_max_version)
     if progress is True:
         progress = _stderr_progress()
     cb: Callable[..., Any] | None = None
@@ -387,6 +404,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
     p.add_argument("--json", metavar="FILE", help="also save the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    dk = p.add_mutually_exclusive_group()
+    dk.add_argument("--dask", metavar="ADDRESS",
+                    help="run on the workers of this Dask scheduler (tcp://host:8786)")
+    dk.add_argument("--dask-local", type=int, metavar="N",
+                    help="run on N local Dask worker processes")
     return p
 
 
@@ -440,12 +462,15 @@ def cli_main(argv: list[str]) -> int:
             import pathlib
 
             body = pathlib.Path(a.post_file)
-        show = (not a.quiet) and sys.stderr.isatty()
+        if a.dask_local is not None and a.dask_local < 1:
+            raise _UsageError("--dask-local must be >= 1")
+        cluster = a.dask or (f"local:{a.dask_local}" if a.dask_local else None)
+        show = (not a.quiet) and sys.stderr.isatty() and cluster is None
         kw: dict[str, Any] = dict(
             n=a.requests, duration=duration, concurrency=a.concurrency, threads=a.threads,
             rate=a.rate, keepalive=a.keepalive, pipeline=a.pipeline, method=method,
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
-            ca_file=a.ca_file, warmup=warmup or 0, progress=show,
+            ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
         )
         try:
             result = bench(a.url, **kw)
@@ -455,7 +480,7 @@ def cli_main(argv: list[str]) -> int:
         p.print_usage(sys.stderr)
         sys.stderr.write(f"httpbench: error: {exc}\n")
         return 2
-    except _core.HttpbenchError as exc:
+    except (_core.HttpbenchError, ImportError, RuntimeError) as exc:
         sys.stderr.write(f"httpbench: {type(exc).__name__}: {exc}\n")
         return 1
     if show:
@@ -471,6 +496,10 @@ def cli_main(argv: list[str]) -> int:
     if result.interrupted:
         sys.stderr.write("httpbench: interrupted; the report covers the partial run\n")
         return 130
+    if result.partial:
+        sys.stderr.write("httpbench: partial result: " + ", ".join(
+            f"shard {w.shard} on {w.worker} lost" for w in result.lost) + "\n")
+        return 1
     if result.responses == 0 and result.errors:
         errs = ", ".join(f"{k}: {v}" for k, v in result.error_counts.items() if v)
         sys.stderr.write(f"httpbench: every request failed ({errs}); "

@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_PERCENTILES",
     "BenchConfig",
     "BenchResult",
+    "WorkerResult",
     "MeasureResult",
     "Note",
     "ResultSet",
@@ -399,6 +400,75 @@ class BenchConfig:
 _BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "processing")
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerResult:
+    """One worker's shard of a distributed run (``bench(..., cluster=...)``).
+
+    ``status``: "ok", "interrupted" (stopped early, partial counts), "lost" (the
+    worker died or left; nothing of it is in the merge), "cancelled" (never
+    started), "failed". ``n``/``concurrency``/``threads``/``rate``: the share it
+    was given. ``clock_offset_ns``: its clock minus the scheduler's, estimated
+    within ``clock_uncertainty_ns``; ``start_unix_ns`` is on the scheduler's
+    clock. ``start_late_ns``: how far past the start barrier it began.
+    """
+
+    worker: str
+    shard: int = 0
+    host: str = ""
+    status: str = "ok"
+    n: int | None = None
+    concurrency: int = 1
+    threads: int = 1
+    rate: float | None = None
+    responses: int = 0
+    successes: int = 0
+    errors: int = 0
+    bytes_in: int = 0
+    duration_ns: int = 0
+    cpu_user_ns: int = 0
+    cpu_sys_ns: int = 0
+    clock_offset_ns: int = 0
+    clock_uncertainty_ns: int = 0
+    start_late_ns: int = 0
+    start_unix_ns: int = 0
+    series_responses: tuple[int, ...] = ()
+
+    @property
+    def rps(self) -> float:
+        """Successful responses per second of this shard."""
+        return _rate(self.successes, self.duration_ns)
+
+    @property
+    def cpu_ns_per_request(self) -> float:
+        """Generator CPU per completed request of this shard, ns."""
+        return _per(self.cpu_user_ns + self.cpu_sys_ns, self.responses + self.errors)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["series_responses"] = list(self.series_responses)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WorkerResult:
+        """Inverse of :meth:`to_dict`; ValueError on bad data."""
+        w = "WorkerResult"
+        d = _as_dict(d, w)
+        kw: dict[str, Any] = {"worker": str(_req(d, "worker", w))}
+        for name in ("host", "status"):
+            if name in d:
+                kw[name] = str(d[name])
+        for name in ("shard", "concurrency", "threads", "responses", "successes", "errors",
+                     "bytes_in", "duration_ns", "cpu_user_ns", "cpu_sys_ns", "clock_offset_ns",
+                     "clock_uncertainty_ns", "start_late_ns", "start_unix_ns"):
+            if name in d:
+                kw[name] = _as_int(d[name], f"{w}.{name}")
+        kw["n"] = _as_int(d.get("n"), f"{w}.n", optional=True)
+        kw["rate"] = _as_float(d.get("rate"), f"{w}.rate", optional=True)
+        kw["series_responses"] = _int_tuple(d.get("series_responses"), f"{w}.series_responses")
+        return cls(**kw)
+
+
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class BenchResult(_ResultMixin):
     """One run of the native load generator. Times in ns, sizes in bytes.
@@ -454,8 +524,14 @@ class BenchResult(_ResultMixin):
     series_responses: tuple[int, ...] = ()
     series_errors: tuple[int, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Distributed runs only (in JSON only when set): the shards, and whether any was lost.
+    workers: tuple[WorkerResult, ...] = ()
+    partial: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "workers", tuple(
+            w if isinstance(w, WorkerResult) else WorkerResult.from_dict(w)
+            for w in self.workers))
         cfg = self.config
         if isinstance(cfg, Mapping):
             object.__setattr__(self, "config", BenchConfig.from_dict(cfg))
@@ -559,9 +635,25 @@ class BenchResult(_ResultMixin):
             f"p99={self.p99:.0f}ns{' interrupted' if self.interrupted else ''}>"
         )
 
+    @property
+    def lost(self) -> tuple[WorkerResult, ...]:
+        """The shards of a distributed run that were lost (empty otherwise)."""
+        return tuple(w for w in self.workers if w.status == "lost")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ``workers``/``partial`` only for distributed runs."""
+        d = _ResultMixin.to_dict(self)
+        if not self.workers:
+            del d["workers"]
+        if not self.partial:
+            del d["partial"]
+        return d
+
     def _field_to_json(self, name: str, v: Any) -> Any:
         if name in _BENCH_HISTS:
             return _hist_to_json(v)
+        if name == "workers":
+            return [w.to_dict() for w in v]
         if name == "config":
             return v.to_dict()
         if name == "status_counts":
@@ -590,7 +682,12 @@ class BenchResult(_ResultMixin):
             "series_responses": _int_tuple(d.get("series_responses"), f"{w}.series_responses"),
             "series_errors": _int_tuple(d.get("series_errors"), f"{w}.series_errors"),
             "metadata": _as_dict(d.get("metadata"), f"{w}.metadata"),
+            "partial": bool(d.get("partial", False)),
         }
+        if d.get("workers") is not None:
+            if not isinstance(d["workers"], list):
+                raise ValueError(f"{w}.workers: expected a list")
+            kw["workers"] = tuple(WorkerResult.from_dict(x) for x in d["workers"])
         for name in _BENCH_HISTS[1:]:
             kw[name] = _hist_from_json(d.get(name), f"{w}.{name}")
         for name in (

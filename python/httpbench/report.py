@@ -365,7 +365,30 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     if latency:
         lines.append("")
         lines.append(format_spectrum(r.latency))
+    if r.workers:
+        lines.append("")
+        lines += _worker_table(r)
     return "\n".join(lines) + "\n"
+
+
+def _worker_table(r: BenchResult) -> list[str]:
+    """The per-worker table of a distributed run, under the merged report."""
+    title = f"Workers ({len(r.workers)} shards"
+    if r.partial:
+        title += "; PARTIAL: " + ", ".join(
+            f"shard {w.shard} on {w.worker} lost (n={w.n}, c={w.concurrency})" for w in r.lost)
+    lines = [title + ")",
+             f"{'#':>3} {'worker':<24} {'host':<14} {'status':<11} {'c':>4} {'requests':>9} "
+             f"{'req/s':>10} {'errors':>7} {'CPU µs/req':>10} {'clock off ms':>13} "
+             f"{'late ms':>8}"]
+    for w in r.workers:
+        cpu = w.cpu_ns_per_request
+        off = f"{w.clock_offset_ns / 1e6:+.3f}±{w.clock_uncertainty_ns / 1e6:.3f}"
+        lines.append(f"{w.shard:>3} {w.worker:<24} {w.host[:14]:<14} {w.status:<11} "
+                     f"{w.concurrency:>4} {w.responses + w.errors:>9} {w.rps:>10.1f} "
+                     f"{w.errors:>7} {('-' if math.isnan(cpu) else f'{cpu / 1e3:.2f}'):>10} "
+                     f"{off:>13} {w.start_late_ns / 1e6:>8.2f}")
+    return lines
 
 
 # The name the notebooks and tests used before format_report lived here.

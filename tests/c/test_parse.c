@@ -21,6 +21,18 @@ static int resp(const char *s)
 {
     return resp_n(s, strlen(s), NULL);
 }
+/* Response head under HB_PARSE_LENIENT_LF (bare LF tolerated and counted). */
+static int resp_lenient_n(const char *s, size_t n)
+{
+    memset(&rh, 0, sizeof rh);
+    rh.headers = hdrs;
+    rh.num_headers = sizeof hdrs / sizeof hdrs[0];
+    return hb_parse_response_head_ex(s, n, &rh, NULL, HB_PARSE_LENIENT_LF);
+}
+static int resp_lenient(const char *s)
+{
+    return resp_lenient_n(s, strlen(s));
+}
 static int req_n(const char *s, size_t n, const hb_parse_limits *lim)
 {
     memset(&qh, 0, sizeof qh);
@@ -63,6 +75,15 @@ static void check_prefixes_resp(const char *s)
     CHECK_EQ_INT(bad, 0);
     CHECK_EQ_INT(resp_n(s, n, NULL), (int)n);
 }
+static void check_prefixes_resp_lenient(const char *s)
+{
+    size_t n = strlen(s);
+    int bad = 0;
+    for (size_t k = 0; k < n; k++)
+        if (resp_lenient_n(s, k) != HB_AGAIN) bad++;
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(resp_lenient_n(s, n), (int)n);
+}
 static void check_prefixes_req(const char *s)
 {
     size_t n = strlen(s);
@@ -95,7 +116,12 @@ static void test_basic_response(void)
     CHECK_EQ_INT(hb_response_body_kind(&rh, 1), HB_BODY_NONE);
     CHECK_EQ_INT(hb_response_is_interim(&rh), 0);
     check_prefixes_resp("HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length: 13\r\n\r\n");
-    check_prefixes_resp("HTTP/1.0 404 Not Found\nA: b\n\n");
+    /* bare LF line ends: only under the lenient flag, each one counted */
+    check_prefixes_resp_lenient("HTTP/1.0 404 Not Found\nA: b\n\n");
+    CHECK_EQ_INT(rh.tolerated, 3);
+    CHECK_EQ_INT(resp_err("HTTP/1.0 404 Not Found\nA: b\n\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK(resp("HTTP/1.1 200 OK\r\nServer: x\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.tolerated, 0);
     /* an empty buffer, even a NULL one, is just incomplete */
     memset(&rh, 0, sizeof rh);
     CHECK_EQ_INT(hb_parse_response_head(NULL, 0, &rh, NULL), HB_AGAIN);
@@ -129,7 +155,10 @@ static void test_tolerated(void)
     CHECK(resp("HTTP/1.1 200 OK\r\nX: a  b\tc\x80\xff\r\n\r\n") > 0);
     CHECK_MEM(hdrs[0].value, hdrs[0].value_len, "a  b\tc\x80\xff");
     /* leading empty lines are skipped */
-    CHECK_EQ_INT(resp("\r\n\nHTTP/1.1 200 OK\r\n\r\n"), 22);
+    CHECK_EQ_INT(resp("\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"), 23);
+    CHECK_EQ_INT(resp_lenient("\r\n\nHTTP/1.1 200 OK\r\n\r\n"), 22);
+    CHECK_EQ_INT(rh.tolerated, 1);
+    CHECK_EQ_INT(resp_err("\r\n\nHTTP/1.1 200 OK\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
     /* long value crossing the 8-byte scanner with a TAB inside */
     CHECK(resp("HTTP/1.1 200 OK\r\nX: 0123456789abcdef\t0123456789abcdef0123\r\n\r\n") > 0);
     CHECK_EQ_INT(hdrs[0].value_len, 37);
@@ -409,7 +438,8 @@ static void test_requests(void)
     CHECK_EQ_INT(qh.framing.expect_continue, 1);
     CHECK_EQ_INT(hb_request_body_kind(&qh), HB_BODY_LENGTH);
     check_prefixes_req("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    check_prefixes_req("\r\nGET /a HTTP/1.0\n\n");
+    check_prefixes_req("\r\nGET /a HTTP/1.0\r\n\r\n");
+    CHECK_EQ_INT(req_err("\r\nGET /a HTTP/1.0\n\n"), HB_PE_BAD_LINE_ENDING);
     CHECK(req("GET / HTTP/1.1\r\n\r\n") > 0);
     CHECK_EQ_INT(hb_request_body_kind(&qh), HB_BODY_NONE);
     CHECK_EQ_INT(qh.framing.connection_close, 0);
@@ -445,11 +475,14 @@ static void test_requests(void)
 
 /* Feed `in` in pieces of `step` bytes (0 = split once at `split`); collect the
  * body. Returns the total consumed, or HB_ERROR with *err set. */
+static unsigned chunk_flags; /* HB_PARSE_* for the decoders decode() makes */
+static unsigned chunk_tolerated;
+
 static long decode(const char *in, size_t n, size_t step, size_t split, char *out, size_t *out_len,
                    int *err, int *done)
 {
     hb_chunked c;
-    hb_chunked_init(&c);
+    hb_chunked_init_ex(&c, chunk_flags);
     size_t pos = 0, o = 0;
     long consumed = 0;
     while (pos < n && !c.done) {
@@ -479,6 +512,7 @@ static long decode(const char *in, size_t n, size_t step, size_t split, char *ou
     }
     *out_len = o;
     *done = c.done;
+    chunk_tolerated = c.tolerated;
     return consumed;
 }
 
@@ -526,8 +560,17 @@ static void test_chunked(void)
     CHK_CHUNKED("A;name=val;x\r\n0123456789\r\n0;last\r\n\r\n", "0123456789", "");
     CHK_CHUNKED("a \t;ext\r\n0123456789\r\n0\r\n\r\n", "0123456789", "");
     CHK_CHUNKED("000003\r\nabc\r\n0\r\nTrailer: v\r\nX-Sum:\r\n\r\n", "abc", "HTTP/1.1");
+    /* bare LFs: only under the lenient flag, each one counted */
+    chunk_flags = HB_PARSE_LENIENT_LF;
     CHK_CHUNKED("3\nabc\n0\n\n", "abc", "");
+    CHECK_EQ_INT(chunk_tolerated, 4);
     CHK_CHUNKED("1;ext\nA\r\n0\r\nX: y\nZ: w\n\n", "A", "tail");
+    CHECK_EQ_INT(chunk_tolerated, 4);
+    CHK_CHUNKED("5\r\nhello\r\n0\r\n\r\n", "hello", "");
+    CHECK_EQ_INT(chunk_tolerated, 0);
+    chunk_flags = 0;
+    CHECK_EQ_INT(chunked_err("3\nabc\n0\n\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("1;ext\nA\r\n0\r\nX: y\nZ: w\n\n"), HB_PE_BAD_LINE_ENDING);
     CHK_CHUNKED("0\r\n\r\n", "", "");
     CHK_CHUNKED("4\r\n\0\r\n\xff\r\n0\r\n\r\n", "\0\r\n\xff", "");
     CHK_CHUNKED("1F\r\n0123456789abcdef0123456789abcde\r\n0\r\n\r\n",
@@ -600,6 +643,150 @@ static void test_chunked(void)
     CHECK_MEM(d, dl, "ab");
 }
 
+/* ---- strict RFC 9112 framing -------------------------------------------- */
+
+/* A request head that parses as chunked, then its body through the decoder:
+ * the decoder's error, or 0 when the body ended with bytes left over (the
+ * next request) or 1 when it ended exactly. */
+static int request_then_body(const char *s)
+{
+    size_t n = strlen(s);
+    int h = req_n(s, n, NULL);
+    if (h <= 0 || hb_request_body_kind(&qh) != HB_BODY_CHUNKED) return 2;
+    hb_chunked c;
+    hb_chunked_init(&c);
+    size_t pos = (size_t)h;
+    while (pos < n && !c.done) {
+        const char *d;
+        size_t dl;
+        ssize_t r = hb_chunked_feed(&c, s + pos, n - pos, &d, &dl);
+        if (r < 0) return c.error;
+        pos += (size_t)r;
+    }
+    return pos == n ? 1 : 0;
+}
+
+static void test_strict_smuggling_vectors(void)
+{
+    /* bare LF after chunk data: a lenient proxy and a strict origin would
+     * disagree on where the second request starts */
+    CHECK_EQ_INT(request_then_body("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                   "3\r\nabc\n0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n"),
+                 HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(request_then_body("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                   "3\r\nabc\r\n0\r\n\r\nGET /next HTTP/1.1\r\n\r\n"),
+                 0);
+    CHECK_EQ_INT(chunked_err("3\r\nabc\n0\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("3\nabc\r\n0\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("0\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("0\r\n\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("0\r\nX: y\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    /* LF inside a chunk extension */
+    CHECK_EQ_INT(chunked_err("1;a\nb\r\nX\r\n0\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("1;a=b\nX\r\n0\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(chunked_err("1;a=\"x\ny\"\r\nX\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    /* whitespace after the size is BWS only before a ';' */
+    CHECK_EQ_INT(chunked_err("3 \r\nabc\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err("3\t\r\nabc\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    CHECK_EQ_INT(chunked_err("0 \r\n\r\n"), HB_PE_BAD_CHUNK_SIZE);
+    /* extensions by the grammar */
+    CHECK_EQ_INT(chunked_err("2;\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2; \r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;;a\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a b\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a \r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a=\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a==b\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;=b\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a=b c\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a=b \r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a=\"b\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a=\"b\"c\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a=\"\\\x01\"\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a(b)\r\nab\r\n0\r\n\r\n"), HB_PE_BAD_CHUNK);
+    CHECK_EQ_INT(chunked_err("2;a=b\rX"), HB_PE_BAD_LINE_ENDING);
+    /* valid extensions, BWS around ';' and '=' included */
+    CHK_CHUNKED("2 ; a = b ;c= \"q\\\"d;\" ; e\r\nab\r\n0;f=\"\"\r\n\r\n", "ab", "");
+    CHK_CHUNKED("2;a=\"\t \x80\"\r\nab\r\n0\r\n\r\n", "ab", "");
+
+    /* Transfer-Encoding: codings by the grammar, "chunked" last and bare */
+    static const char *bad_te[] = {
+        "chunked x", "chunked;q=1", "chunked ;q=1", "gzip, chunked;x=\"y\"", "x y, chunked",
+        "gzip;level, chunked", "gzip;level=, chunked", "gzip;=1, chunked", "gzip;a=\"b, chunked",
+        "gzip;a=b c, chunked", "gzip;a=\"b\"c, chunked", "chunked\"", "chunked, chunked",
+    };
+    for (size_t i = 0; i < sizeof bad_te / sizeof bad_te[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "PUT / HTTP/1.1\r\nTransfer-Encoding: %s\r\n\r\n", bad_te[i]);
+        int e = req_err(b);
+        CHECK_EQ_INT(e, HB_PE_BAD_TRANSFER_ENCODING);
+        if (e != HB_PE_BAD_TRANSFER_ENCODING) fprintf(stderr, "  accepted: %s\n", bad_te[i]);
+        snprintf(b, sizeof b, "HTTP/1.1 200 OK\r\nTransfer-Encoding: %s\r\n\r\n", bad_te[i]);
+        CHECK_EQ_INT(resp_err(b), HB_PE_BAD_TRANSFER_ENCODING);
+    }
+    static const char *good_te[] = {
+        "chunked", "gzip, chunked", "gzip;level=1, chunked", "gzip ; level = \"a\\\"b,\" , chunked",
+        "chunked,", ", chunked", "x;a=1;b=2 ,, CHUNKED",
+    };
+    for (size_t i = 0; i < sizeof good_te / sizeof good_te[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "PUT / HTTP/1.1\r\nTransfer-Encoding: %s\r\n\r\n", good_te[i]);
+        CHECK(req(b) > 0);
+        CHECK_EQ_INT(hb_request_body_kind(&qh), HB_BODY_CHUNKED);
+        snprintf(b, sizeof b, "HTTP/1.1 200 OK\r\nTransfer-Encoding: %s\r\n\r\n", good_te[i]);
+        CHECK(resp(b) > 0);
+        CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_CHUNKED);
+    }
+    /* a valid list not ending in chunked: a request is refused, a response is
+     * read until close (and flagged so a client can refuse it) */
+    CHECK_EQ_INT(req_err("PUT / HTTP/1.1\r\nTransfer-Encoding: gzip;level=1\r\n\r\n"),
+                 HB_PE_BAD_TRANSFER_ENCODING);
+    CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip;level=1\r\n\r\n") > 0);
+    CHECK_EQ_INT(hb_response_body_kind(&rh, 0), HB_BODY_UNTIL_CLOSE);
+    CHECK(rh.framing.transfer_encoding && !rh.framing.chunked);
+
+    /* a bare LF ending a header line must not hide the next field */
+    CHECK_EQ_INT(req_err("POST / HTTP/1.1\r\nHost: a\nContent-Length: 5\r\n\r\nhello"),
+                 HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(req_err("GET / HTTP/1.1\n\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(req_err("GET / HTTP/1.1\r\nHost: a\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(req_err("GET / HTTP/1.1\r\nHost: a\r\n\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(req_err("\nGET / HTTP/1.1\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\nContent-Length: 5\r\n\r\n"),
+                 HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\n\r\n"), HB_PE_BAD_LINE_ENDING);
+    CHECK(resp_lenient("HTTP/1.1 200 OK\r\nX: a\nContent-Length: 5\r\n\r\n") > 0);
+    CHECK_EQ_INT(rh.framing.content_length, 5);
+    CHECK_EQ_INT(rh.num_headers, 2);
+    CHECK_EQ_INT(rh.tolerated, 1);
+    /* the flag relaxes line ends only */
+    CHECK_EQ_INT(resp_lenient("HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n"), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_BAD_LINE_ENDING);
+    CHECK_EQ_INT(resp_lenient("HTTP/1.1  200 OK\n\n"), HB_ERROR);
+    CHECK_EQ_INT(rh.error, HB_PE_BAD_STATUS);
+
+    /* start lines: exactly one SP between the parts */
+    CHECK_EQ_INT(resp_err("HTTP/1.1  200 OK\r\n\r\n"), HB_PE_BAD_STATUS);
+    CHECK_EQ_INT(resp_err("HTTP/1.1\t200 OK\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200\tOK\r\n\r\n"), HB_PE_BAD_STATUS);
+    CHECK(resp("HTTP/1.1 200  OK\r\n\r\n") > 0); /* the reason is " OK" */
+    CHECK_MEM(rh.reason, rh.reason_len, " OK");
+    CHECK_EQ_INT(req_err("GET  / HTTP/1.1\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
+    CHECK_EQ_INT(req_err("GET /  HTTP/1.1\r\n\r\n"), HB_PE_BAD_VERSION);
+    CHECK_EQ_INT(req_err("GET\t/ HTTP/1.1\r\n\r\n"), HB_PE_BAD_REQUEST_LINE);
+    /* request-target is URI syntax: ASCII only, a non-ASCII byte at any offset fails */
+    char buf[64];
+    int bad = 0;
+    for (size_t i = 0; i < 30; i++) {
+        memcpy(buf, "GET /", 5);
+        memset(buf + 5, 'p', 30);
+        buf[5 + i] = i % 2 ? '\x80' : '\xff';
+        memcpy(buf + 35, " HTTP/1.1\r\n\r\n", 13);
+        if (req_n(buf, 48, NULL) != HB_ERROR || qh.error != HB_PE_BAD_REQUEST_LINE) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
 static void test_strerror(void)
 {
     int codes[] = {HB_PE_BAD_VERSION,        HB_PE_BAD_STATUS,         HB_PE_BAD_CONTENT_LENGTH,
@@ -632,6 +819,7 @@ int main(void)
     test_limits();
     test_requests();
     test_chunked();
+    test_strict_smuggling_vectors();
     test_strerror();
     HB_TEST_MAIN_END();
 }

@@ -20,7 +20,7 @@ SECONDS = int(os.environ.get("HTTPBENCH_FUZZ_SECONDS", "20"))
 
 
 def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
-          dict_file: str | None) -> None:
+          dict_file: str | None, flags: tuple[str, ...] = ()) -> None:
     src = os.path.join(FUZZ, f"{name}.c")
     if not os.path.exists(src):
         pytest.skip("fuzz sources not present (installed without the source tree)")
@@ -44,7 +44,7 @@ def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
     artifacts.mkdir()
     run = subprocess.run(
         [exe, f"-max_total_time={SECONDS}", "-timeout=10", "-rss_limit_mb=2048",
-         "-print_final_stats=1",
+         "-print_final_stats=1", *flags,
          *([f"-dict={os.path.join(FUZZ, dict_file)}"] if dict_file else []),
          f"-artifact_prefix={artifacts}/", str(corpus)],
         capture_output=True, text=True, timeout=SECONDS + 300,
@@ -60,7 +60,9 @@ def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
 
 @pytest.mark.slow
 def test_fuzz_parse(tmp_path):
-    _fuzz(tmp_path, "fuzz_parse", ["hb_parse.c", "hb_common.c"], "corpus", 12, "fuzz_parse.dict")
+    # max_len above the 64 KiB head and trailer bounds, so the limit paths are reachable
+    _fuzz(tmp_path, "fuzz_parse", ["hb_parse.c", "hb_common.c"], "corpus", 12, "fuzz_parse.dict",
+          ("-max_len=70000",))
 
 
 @pytest.mark.slow

@@ -71,8 +71,8 @@ def test_response_split_feeding_bytearray_and_memoryview():
     (b"HTTP/1.1 200 \r\n\r\n", "reason", ""),
     (b"HTTP/1.1 200\r\n\r\n", "reason", ""),
     (b"HTTP/1.1 200 Fine \xe9\r\n\r\n", "reason", "Fine \xe9"),
-    (b"HTTP/1.0 404 Not Found\n\n", "status", 404),
-    (b"HTTP/1.0 404 Not Found\n\n", "version", "HTTP/1.0"),
+    (b"HTTP/1.0 404 Not Found\r\n\r\n", "status", 404),
+    (b"HTTP/1.0 404 Not Found\r\n\r\n", "version", "HTTP/1.0"),
     (b"\r\nHTTP/1.1 200 OK\r\n\r\n", "consumed", 21),
     (b"HTTP/1.1 200 OK\r\nX:   a  b  \r\n\r\n", "headers", [(b"X", b"a  b")]),
     (b"HTTP/1.1 200 OK\r\nX:\r\nY: \r\n\r\n", "headers", [(b"X", b""), (b"Y", b"")]),
@@ -120,6 +120,7 @@ def test_response_tolerated(data, field, expected):
     (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n", "PE_DUP_CONTENT_LENGTH"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
      "PE_BAD_TRANSFER_ENCODING"),
+    (b"HTTP/1.0 404 Not Found\n\n", "PE_BAD_LINE_ENDING"),
 ])
 def test_response_rejected(data, code):
     assert_code(_core.parse_response_head, data, code)
@@ -337,7 +338,6 @@ CHUNKED = [
     (b"0123456789", b"A;name=val;x=\"q\"\r\n0123456789\r\n0;last\r\n\r\n"),
     (b"0123456789", b"a \t;ext\r\n0123456789\r\n0\r\n\r\n"),
     (b"abc", b"000003\r\nabc\r\n0\r\nTrailer-One: v\r\nX-Sum:\r\n\r\n"),
-    (b"abc", b"3\nabc\n0\n\n"),
     (b"", b"0\r\n\r\n"),
     (bytes(range(256)) * 3, chunk(bytes(range(256)) * 3, [1, 255, 256, 256])),
     (b"\r\n0\r\n\r\n", chunk(b"\r\n0\r\n\r\n", [7])),
@@ -395,6 +395,7 @@ def test_chunked_done_consumes_nothing_more():
     (b"10000000000000000\r\n", "PE_CHUNK_SIZE_OVERFLOW"),
     (b"8000000000000000\r\n", "PE_CHUNK_SIZE_OVERFLOW"),
     (b"5\rX", "PE_BAD_LINE_ENDING"),
+    (b"3\nabc\n0\n\n", "PE_BAD_LINE_ENDING"),
     (b"5\r\nhelloX", "PE_BAD_CHUNK"),
     (b"5\r\nhello\rX", "PE_BAD_CHUNK"),
     (b"1;a\x01\r\n", "PE_BAD_CHUNK"),
