@@ -51,13 +51,14 @@ struct hb_timer {
     int precise; /* fire on time, not when the kernel wakes us (see hb_loop) */
 };
 
-/* A wait for epoll events until a deadline (hb_loop_run_once's). A deadline at least HB_WAIT_TFD_MIN_NS away goes on a
- * timerfd registered in the epoll set (re-armed only when it must fire
- * sooner; firing early is harmless, the caller just loops) and the wait
- * itself has no timeout, so a loop that sleeps often does not arm and cancel
- * a kernel hrtimer on every wait (engine vs nginx at -c16: 7.72 -> 7.21 us
- * of CPU per request). A nearer deadline the timerfd does not cover uses
- * epoll_pwait2's ns timeout (epoll_wait's ms, rounded up, without it). */
+/* A wait for epoll events until a deadline (hb_loop_run_once's). A
+ * deadline at least HB_WAIT_TFD_MIN_NS away goes on a timerfd registered in
+ * the epoll set (re-armed only when it must fire sooner; firing early is
+ * harmless, the caller just loops) and the wait itself has no timeout, so a
+ * loop that sleeps often does not arm and cancel a kernel hrtimer on every
+ * wait (engine vs nginx at -c16: 7.72 -> 7.21 us of CPU per request). A
+ * nearer deadline the timerfd does not cover uses epoll_pwait2's ns timeout
+ * (epoll_wait's ms, rounded up, without it). */
 typedef struct hb_waiter {
     int tfd;        /* -1: none (every deadline is a wait timeout) */
     uint64_t armed; /* when the timerfd fires (hb_now_ns time); 0 = not armed */
@@ -83,10 +84,10 @@ struct hb_loop {
     struct epoll_event *events;
     hb_timer **heap;
     size_t heap_len, heap_cap;
-    int grow_timers;  /* 1: a start on a full heap doubles it (set after init) */
+    int grow_timers;    /* 1: a start on a full heap doubles it (set after init) */
     hb_wake_fn on_wake; /* NULL, or set after init */
-    uint64_t now;     /* updated after every wait */
-    hb_waiter waiter; /* its timerfd's events carry &waiter as data.ptr */
+    uint64_t now;       /* updated after every wait */
+    hb_waiter waiter;   /* its timerfd's events carry &waiter as data.ptr */
     /* Precise timers: the loop's wait ends early_ns before one is due and the
      * rest is polled (zero-timeout waits, I/O still dispatched as it comes),
      * because a sleeping thread wakes 30-100 us late on a VM. early_ns

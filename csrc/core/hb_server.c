@@ -25,7 +25,8 @@
 #define MAX_EVENTS 256
 #define TIMERS_INIT 256 /* the heap doubles past this many armed timers */
 
-#define WORKER_OF(ptr, member) ((hb__worker *)(void *)((char *)(ptr) - offsetof(hb__worker, member)))
+#define WORKER_OF(ptr, member)                                                                     \
+    ((hb__worker *)(void *)((char *)(ptr) - offsetof(hb__worker, member)))
 
 /* ---- worker loop ---- */
 
