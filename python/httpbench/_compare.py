@@ -279,7 +279,8 @@ def format_tables(rs: ResultSet) -> str:
     out.append("Run: " + "; ".join(bits))
     vers = md.get("client_versions") or {}
     if vers:
-        out.append("Clients: " + "; ".join(f"{k} {v}" for k, v in vers.items() if v))
+        out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
+                                           for k, v in vers.items() if v))
     return "\n".join(out) + "\n"
 
 
@@ -294,7 +295,8 @@ def _parser() -> argparse.ArgumentParser:
                     "and PNG plots.",
     )
     ap.add_argument("--clients", help="comma-separated clients (default: every installed one); "
-                    f"known: {', '.join(ADAPTERS)}")
+                    f"known: {', '.join(ADAPTERS)}; NAME==VERSION, NAME[extra]==VERSION or "
+                    "NAME@PATH runs that release or source tree in a cached environment of its own")
     ap.add_argument("--scenarios", help="comma-separated scenarios (default: all built-in; "
                     "NAME:key=value;... defines one, e.g. big:method=POST;path=/sink;body=2m)")
     ap.add_argument("--repeat", type=int, default=None,
