@@ -58,6 +58,7 @@ LAYERS: dict[str, int] = {
     "_adapters.urllib3_": 4,
     "plugin": 4,
     "_cli": 4,
+    "_completion": 4,
     "_server": 4,
     "_client": 4,
     # the public face
