@@ -7,7 +7,7 @@ libraries side by side, ``diff`` to compare two saved results, and the public
 modules ``httpbench.report`` and ``httpbench.plot`` to present them.
 """
 
-import importlib
+import sys
 
 from ._version import __version__
 
@@ -85,10 +85,9 @@ if not TYPE_CHECKING:  # hidden from type checkers, which see the imports above 
         if where is None:
             raise AttributeError(f"module 'httpbench' has no attribute {name!r}")
         mod, _, attr = where.partition(":")
-        if not mod:
-            value = importlib.import_module(f"{__name__}.{name}")
-        else:
-            value = getattr(importlib.import_module(f"{__name__}.{mod}"), attr or name)
+        full = f"{__name__}.{mod or name}"
+        __import__(full)  # the builtin: importing importlib itself costs more than all this
+        value = sys.modules[full] if not mod else getattr(sys.modules[full], attr or name)
         globals()[name] = value  # later lookups skip this function
         return value
 
