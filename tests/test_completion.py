@@ -64,6 +64,8 @@ def test_client_and_scenario_names(bash_script):
     assert set(got) == {f"get-150b,{s}" for s in SCENARIOS}
     assert complete(bash_script, "httpbench report --format m") == ["md"]
     assert complete(bash_script, "httpbench completion ") == ["bash", "zsh", "fish"]
+    if "envs" in COMMANDS:  # a positional's choices complete too
+        assert complete(bash_script, "httpbench envs ") == ["list", "clear"]
 
 
 def test_every_script_names_everything():

@@ -102,9 +102,10 @@ def spec() -> Spec:
         flags: list[str] = []
         for action in parser._actions:
             flags.extend(action.option_strings)
-            if action.choices and action.option_strings:
-                for opt in action.option_strings:
-                    out.values[(name, opt)] = [str(c) for c in action.choices]
+            if action.choices:
+                words = [str(c) for c in action.choices]
+                for opt in action.option_strings or [""]:  # "": a positional's words
+                    out.values[(name, opt)] = out.values.get((name, opt), []) + words
         out.flags[name] = flags
     out.values[("compare", "--clients")] = list(ADAPTERS)
     out.values[("compare", "--scenarios")] = list(SCENARIOS)
