@@ -20,6 +20,7 @@ COMMANDS = {
     "report": "httpbench.report",
     "diff": "httpbench.report:diff_main",
     "envs": "httpbench._envs",
+    "completion": "httpbench._completion",
 }
 DEFAULT = "httpbench._bench"  # `httpbench URL ...`
 
@@ -29,6 +30,7 @@ USAGE = """usage: httpbench URL [options]        load-test URL (see httpbench UR
        httpbench report FILE [...]    print or compare saved results
        httpbench diff BASE CURRENT    compare two saved results (significance-tested)
        httpbench envs list|clear      the cached environments of versioned client specs
+       httpbench completion SHELL     print a bash, zsh or fish completion script
 """
 
 

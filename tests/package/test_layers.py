@@ -62,6 +62,7 @@ LAYERS: dict[str, int] = {
     "_cli": 4,
     "_envs": 4,
     "_versions": 4,
+    "_completion": 4,
     "_server": 4,
     "_client": 4,
     # the public face
