@@ -19,6 +19,7 @@ COMMANDS = {
     "compare": "httpbench._compare",
     "report": "httpbench.report",
     "diff": "httpbench.report:diff_main",
+    "envs": "httpbench._envs",
 }
 DEFAULT = "httpbench._bench"  # `httpbench URL ...`
 
@@ -27,6 +28,7 @@ USAGE = """usage: httpbench URL [options]        load-test URL (see httpbench UR
        httpbench compare [options]    compare HTTP client libraries (the main job)
        httpbench report FILE [...]    print or compare saved results
        httpbench diff BASE CURRENT    compare two saved results (significance-tested)
+       httpbench envs list|clear      the cached environments of versioned client specs
 """
 
 
