@@ -15,6 +15,7 @@ from ._budget import BudgetError, BudgetExceeded
 from ._client import Client, Headers, Response
 from ._compare import compare
 from ._core import (
+    BodyTooLarge,
     ConnectError,
     Histogram,
     HttpbenchError,
@@ -40,6 +41,7 @@ __all__ = [
     "RequestTimeout",
     "TLSError",
     "RemoteClosed",
+    "BodyTooLarge",
     "Histogram",
     "measure",
     "measure_async",
