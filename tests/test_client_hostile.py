@@ -223,7 +223,7 @@ def test_huge_content_length_without_limit_grows_with_the_bytes(length):
         with pytest.raises(RemoteClosed) as ei:
             c.get(peer.url())
         grew = maxrss_kib() - before
-    assert "8388608 of %d" % length in str(ei.value)
+    assert f"8388608 of {length}" in str(ei.value)
     assert grew < 64 * 1024, f"RSS grew by {grew} KiB"
 
 
@@ -375,3 +375,17 @@ def test_every_failure_is_an_httpbench_error():
     assert issubclass(BodyTooLarge, HttpbenchError)
     assert not issubclass(BodyTooLarge, ProtocolError)
     assert httpbench.BodyTooLarge is BodyTooLarge
+
+
+# ------------------------------------------------------------------ the load generator
+
+
+def test_bench_lenient_option():
+    """bench() reads the same bare-LF responses: protocol errors when strict,
+    complete responses when lenient."""
+    with Peer(answer(BARE_LF)) as peer:
+        strict = httpbench.bench(peer.url(), n=5, timeout=5)
+        lenient = httpbench.bench(peer.url(), n=5, timeout=5, lenient=True)
+    assert strict.error_counts["protocol"] == 5 and strict.responses == 0
+    assert lenient.error_counts["protocol"] == 0
+    assert lenient.status_counts == {200: 5}
