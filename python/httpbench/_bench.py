@@ -141,6 +141,11 @@ def _stderr_progress() -> Callable[[Progress], None]:
             line = f"{what}  {rate:,.0f} req/s  {p.failed} failed  {p.elapsed_s:.1f}s"
             if p.duration_s:
                 line += f"/{p.duration_s:.0f}s"
+                left = p.duration_s - p.elapsed_s
+            else:
+                left = (p.total - p.completed) / rate if p.total and rate > 0 else None
+            if left is not None:
+                line += f"  {max(0.0, left):.0f}s left"
         sys.stderr.write("\r\x1b[2K" + line)
         sys.stderr.flush()
 
