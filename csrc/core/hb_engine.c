@@ -615,7 +615,7 @@ static int process(econn *c, uint64_t now)
                 h.headers = th->have_server ? NULL : th->hdrs;
                 h.num_headers = MAX_HEADERS;
                 hb_parse_limits lim = {c->rcap, MAX_HEADERS};
-                int pr = hb_parse_response_head(p, avail, &h, &lim);
+                int pr = hb_parse_response_head_ex(p, avail, &h, &lim, e->cfg.parse_flags);
                 if (pr == HB_AGAIN) {
                     if (avail == c->rcap) {
                         fail_all(c, HB_ENG_ERR_PROTOCOL, HB_PE_HEAD_TOO_LARGE,
@@ -665,7 +665,7 @@ static int process(econn *c, uint64_t now)
                     c->rstate = R_BODY_LEN;
                 break;
             case HB_BODY_CHUNKED:
-                hb_chunked_init(&c->ch);
+                hb_chunked_init_ex(&c->ch, e->cfg.parse_flags);
                 c->rstate = R_BODY_CHUNKED;
                 break;
             default:
