@@ -57,6 +57,13 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
 #define HB__SRV_OBUF 12288
 #define HB__SRV_HEAD_CACHE 256 /* longest response head hb__out_head caches */
 #define HB__SRV_MS 1000000ull
+/* Idle connection structs a worker keeps for reuse; more are unmapped, so
+ * memory returns to the system after a burst of connections. */
+#define HB__SRV_FREE_MAX 64
+/* Upper bound of the /__stats JSON: every status code with a 20-digit
+ * count, every route and worker, and the fixed fields. */
+#define HB__SRV_STATS_MAX                                                                          \
+    (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 2048)
 
 enum hb__phase { HB__PH_HANDSHAKE, HB__PH_HEAD, HB__PH_BODY, HB__PH_WAIT, HB__PH_LINGER };
 enum hb__body_mode { HB__BM_DISCARD, HB__BM_SINK, HB__BM_ECHO };
@@ -70,7 +77,7 @@ typedef struct hb__wstats {
     uint64_t by_route[HB_ROUTE_COUNT];
     uint64_t by_status[600];
     uint64_t bytes_in, bytes_out, accepted, closed, hs, hs_resumed, hs_err, idle_timeouts,
-        body_in;
+        body_in, client_gone;
 } hb__wstats;
 
 #define HB__ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
@@ -92,6 +99,7 @@ typedef struct hb__conn {
     uint8_t rdhup; /* epoll said RDHUP/HUP/ERR: the FIN may already be queued behind data */
     uint8_t close_after, ka10, head_only, uncounted;
     uint8_t status_owed; /* route counted, status not yet: hb__conn_free counts it as 0 */
+    uint8_t peer_left;   /* the peer closed or reset: an owed status is also client_gone */
     uint8_t body_mode, body_chunked, echo_chunked, after, wait_kind, responded, send_continue;
     int minor;
     hb_route_req rq; /* the current request's route, status and parameters */
@@ -107,6 +115,7 @@ typedef struct hb__conn {
     size_t rpos, rlen;
     size_t olen;
     int iov_first, niov;
+    char *stats_body; /* a queued /__stats document (malloc), freed once written */
     /* everything from here on needs no clearing when a conn is recycled */
     struct iovec iov[HB__SRV_NIOV];
     char obuf[HB__SRV_OBUF];
@@ -130,6 +139,7 @@ typedef struct hb__worker {
     int listen_paused, stop;
     hb__conn *conns;
     hb__conn *free;
+    int nfree; /* structs on the free list, at most HB__SRV_FREE_MAX */
     uint64_t now; /* hb_now_ns() at the latest wake-up or timer */
     uint64_t req_timeout_ns;
     time_t date_sec;
@@ -209,8 +219,11 @@ void hb__req_timer(hb__conn *c);
 /* hb_server_conn.c: connection lifecycle and I/O. */
 /* Adopt an accepted socket; 0, or -1 when out of connection structs. */
 int hb__conn_accept(hb__worker *w, int fd);
-/* abort_it: RST instead of FIN. */
+/* abort_it: RST instead of FIN. The struct goes to the free list, or back to
+ * the system when the list is full. */
 void hb__conn_free(hb__conn *c, int abort_it);
+/* Release a struct for good (a full free list, or server stop). */
+void hb__conn_release(hb_server *srv, hb__conn *c);
 /* Drive the connection as far as it goes without blocking. */
 void hb__conn_run(hb__conn *c);
 /* Arm the connection's timer; -1 when the timer heap cannot grow. */

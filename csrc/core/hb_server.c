@@ -202,10 +202,11 @@ static void server_cleanup(hb_server *s)
         hb__conn *c = w->free;
         while (c) {
             hb__conn *n = c->next;
-            free(c);
+            hb__conn_release(s, c);
             c = n;
         }
         w->free = NULL;
+        w->nfree = 0;
     }
     if (s->stopfd >= 0) close(s->stopfd);
     s->stopfd = -1;
@@ -380,6 +381,7 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->tls_handshake_errors += HB__LOAD(st->hs_err);
         out->idle_timeouts += HB__LOAD(st->idle_timeouts);
         out->body_bytes_in += HB__LOAD(st->body_in);
+        out->client_gone += HB__LOAD(st->client_gone);
         uint64_t cpu = 0;
         if (!__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE) &&
             __atomic_load_n(&w->has_cpu_clock, __ATOMIC_ACQUIRE))

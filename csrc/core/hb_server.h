@@ -6,7 +6,7 @@
  * request bodies by Content-Length or chunked, Expect: 100-continue.
  * Responses are assembled from static pieces and a shared read-only buffer
  * of deterministic content with writev; nothing is allocated per request
- * (connection structs are recycled per worker).
+ * (connection structs are recycled per worker, up to a bounded free list).
  *
  * Bodies are deterministic content (hb_content.h); routes and their
  * parameters are hb_route.h's table.
@@ -50,6 +50,8 @@ typedef struct hb_server_stats {
     uint64_t tls_handshakes, tls_resumed, tls_handshake_errors;
     uint64_t idle_timeouts; /* keep-alive connections closed for idling (not requests) */
     uint64_t body_bytes_in; /* request body bytes consumed */
+    uint64_t client_gone;   /* requests whose client closed or reset the connection before
+                               their response began (also in by_status[0]) */
     int threads;
     uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
     uint64_t thread_cpu_ns[HB_SERVER_MAX_THREADS]; /* per worker */

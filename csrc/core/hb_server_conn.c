@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "hb_internal.h"
@@ -15,14 +16,24 @@
 static void on_io(hb_loop *l, hb_io *io, uint32_t events);
 static void on_timer(hb_loop *l, hb_timer *t, uint64_t now);
 
+static size_t conn_size(const hb_server *srv)
+{
+    return sizeof(hb__conn) + srv->rbuf_size;
+}
+
+/* Structs are mapped, not malloc'ed: unmapping hands the pages straight back
+ * to the system, and the buffers' untouched pages never count in RSS. */
 static hb__conn *conn_new(hb__worker *w)
 {
     hb__conn *c = w->free;
     if (c) {
         w->free = c->next;
+        w->nfree--;
     } else {
-        c = malloc(sizeof *c + w->srv->rbuf_size);
-        if (!c) return NULL;
+        void *m = mmap(NULL, conn_size(w->srv), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return NULL;
+        c = m;
     }
     memset(c, 0, offsetof(hb__conn, iov)); /* the buffers need no clearing */
     hb_sock_init(&c->sock);
@@ -35,15 +46,27 @@ static hb__conn *conn_new(hb__worker *w)
     return c;
 }
 
+void hb__conn_release(hb_server *srv, hb__conn *c)
+{
+    free(c->stats_body);
+    (void)munmap(c, conn_size(srv)); /* fails only for a bad range: nothing to do */
+}
+
 void hb__conn_free(hb__conn *c, int abort_it)
 {
     hb__worker *w = c->w;
     hb_timer_stop(&w->loop, &c->timer);
-    /* a counted request that never got its response (peer gone mid-body,
-     * server stopping during a delay) is a "no response" status 0, so
-     * requests == sum(by_status) holds once connections are done */
-    if (c->status_owed) HB__ADD(w->st.by_status[0], 1);
+    /* a counted request that never got its response (peer gone mid-body or
+     * while it waited, server stopping during a delay) is a "no response"
+     * status 0, so requests == sum(by_status) holds once connections are
+     * done; the ones the peer walked away from are client_gone as well */
+    if (c->status_owed) {
+        HB__ADD(w->st.by_status[0], 1);
+        if (c->peer_left) HB__ADD(w->st.client_gone, 1);
+    }
     c->status_owed = 0;
+    free(c->stats_body);
+    c->stats_body = NULL;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -55,9 +78,21 @@ void hb__conn_free(hb__conn *c, int abort_it)
         hb_sock_close(&c->sock);
     hb_io_forget(&c->io); /* closing the fd left the epoll set */
     HB__ADD(w->st.closed, 1);
+    if (w->nfree >= HB__SRV_FREE_MAX) {
+        hb__conn_release(w->srv, c);
+        return;
+    }
     c->prev = NULL;
     c->next = w->free;
     w->free = c;
+    w->nfree++;
+}
+
+/* The peer closed or reset the connection. */
+static void conn_gone(hb__conn *c)
+{
+    c->peer_left = 1;
+    hb__conn_free(c, 0);
 }
 
 int hb__conn_timer(hb__conn *c, uint64_t at)
@@ -160,6 +195,8 @@ static int flush(hb__conn *c)
     }
     c->iov_first = 0;
     c->olen = 0;
+    free(c->stats_body); /* written */
+    c->stats_body = NULL;
     return 0;
 }
 
@@ -220,6 +257,25 @@ static int after_action(hb__conn *c)
     }
 }
 
+/* A request waits (delay, drip, stall) and epoll reported the peer's FIN or
+ * reset: the client left unless it pipelined more requests before its FIN
+ * (a half-closed client still reading). Read to find out; a client that left
+ * is closed now and its timer freed, instead of at the timer. */
+static void watch_peer(hb__conn *c)
+{
+    if (!c->rdhup || c->rpos < c->rlen) return;
+    while (c->rd_ready && !c->peer_eof) {
+        int r = read_more(c);
+        if (r < 0) {
+            conn_gone(c);
+            return;
+        }
+        if (c->rpos < c->rlen) return; /* more requests: answered after this one */
+        if (r == 0) break;
+    }
+    if (c->peer_eof) conn_gone(c);
+}
+
 static void handshake_step(hb__conn *c)
 {
     hb__worker *w = c->w;
@@ -260,7 +316,7 @@ void hb__conn_run(hb__conn *c)
         if (hb__has_output(c)) {
             if (!c->wr_ready) return;
             if (flush(c) < 0) {
-                hb__conn_free(c, 0);
+                conn_gone(c);
                 return;
             }
             if (hb__has_output(c)) return;
@@ -273,7 +329,10 @@ void hb__conn_run(hb__conn *c)
             if (after_action(c)) return;
             continue;
         }
-        if (c->phase == HB__PH_WAIT) return;
+        if (c->phase == HB__PH_WAIT) {
+            watch_peer(c);
+            return;
+        }
         if (c->close_after && c->phase == HB__PH_HEAD) {
             begin_linger(c);
             linger_read(c);
@@ -288,13 +347,13 @@ void hb__conn_run(hb__conn *c)
         if (hb__has_output(c)) continue;
         if (c->peer_eof) {
             /* a complete request before the FIN was answered above */
-            hb__conn_free(c, 0);
+            conn_gone(c);
             return;
         }
         if (!c->rd_ready) return;
         int r = read_more(c);
         if (r < 0) {
-            hb__conn_free(c, 0);
+            conn_gone(c);
             return;
         }
         if (r == 0 && !c->peer_eof) {
@@ -310,6 +369,7 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t e)
     hb__conn *c = (hb__conn *)(void *)((char *)io - offsetof(hb__conn, io));
     if (c->sock.ssl) {
         c->rd_ready = c->wr_ready = 1; /* TLS may want either way */
+        if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->rdhup = 1;
     } else {
         if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->rd_ready = 1;
         if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->rdhup = 1;

@@ -3,6 +3,7 @@
  * back) and queue each route's response. Responses of most routes wait for
  * the body; /echo and /fault/early-response answer before it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hb_content.h"
@@ -241,6 +242,13 @@ static int handle_head(hb__conn *c)
         hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, big ? 431 : 400, msg);
         return -1;
     }
+    if (h.framing.chunked && h.framing.transfer_codings > 1) {
+        /* sound framing, but a coding (gzip, chunked) the server does not
+         * decode: 501 (RFC 9112 6.1); the body is never read */
+        hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 501,
+                                "transfer coding not implemented\n");
+        return -1;
+    }
     c->rpos += (size_t)r;
     if (!c->req_deadline) c->req_deadline = c->w->now + c->w->req_timeout_ns;
     c->minor = h.minor_version;
@@ -346,7 +354,9 @@ int hb__process_input(hb__conn *c)
         if (r < 0) return -1;
         if (r == 0) break;
         progress = 1;
-        if (c->st_active || c->after || c->close_after || c->phase == HB__PH_WAIT) break;
+        if (c->st_active || c->after || c->close_after || c->phase == HB__PH_WAIT ||
+            c->stats_body)
+            break; /* a second stats document waits until the first is written */
         /* echo output points into rbuf: flush before more body overwrites nothing,
          * but keep the queue short so the client sees its bytes promptly */
         if (c->body_mode == HB__BM_ECHO && hb__has_output(c) && c->phase == HB__PH_BODY) break;
@@ -356,12 +366,20 @@ int hb__process_input(hb__conn *c)
 
 /* ---- the stats page ---- */
 
+/* The document is rendered into its own buffer of HB__SRV_STATS_MAX bytes
+ * (queued by reference and freed once written), so it is never cut short
+ * whatever was queued before it. Reading stats is not a benchmark path: the
+ * one malloc per /__stats keeps the per-connection buffers small. */
 static void respond_stats(hb__conn *c)
 {
     hb_server_stats st;
     hb_server_stats_read(c->w->srv, &st);
-    char body[HB__SRV_OBUF];
-    size_t n = 0, cap = HB__SRV_OBUF - c->olen - 512; /* hb__out_room leaves >= 4 KiB */
+    char *body = malloc(HB__SRV_STATS_MAX);
+    if (!body) {
+        HB__RESPOND_LIT(c, 503, "out of memory\n");
+        return;
+    }
+    size_t n = 0, cap = HB__SRV_STATS_MAX;
 #define J(...)                                                                                     \
     do {                                                                                           \
         int k_ = snprintf(body + n, cap - n, __VA_ARGS__);                                         \
@@ -381,16 +399,21 @@ static void respond_stats(hb__conn *c)
     J("}, \"bytes_in\": %llu, \"bytes_out\": %llu, \"connections_accepted\": %llu, "
       "\"connections_closed\": %llu, \"tls_handshakes\": %llu, \"tls_resumed\": %llu, "
       "\"tls_handshake_errors\": %llu, \"idle_timeouts\": %llu, \"body_bytes_in\": %llu, "
-      "\"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [",
+      "\"client_gone\": %llu, \"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [",
       (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
       (unsigned long long)st.connections_accepted, (unsigned long long)st.connections_closed,
       (unsigned long long)st.tls_handshakes, (unsigned long long)st.tls_resumed,
       (unsigned long long)st.tls_handshake_errors, (unsigned long long)st.idle_timeouts,
-      (unsigned long long)st.body_bytes_in, st.threads, (unsigned long long)st.cpu_ns);
+      (unsigned long long)st.body_bytes_in, (unsigned long long)st.client_gone, st.threads, (unsigned long long)st.cpu_ns);
     for (int i = 0; i < st.threads; i++)
         J("%s%llu", i ? ", " : "", (unsigned long long)st.thread_cpu_ns[i]);
     J("]}\n");
 #undef J
     hb__out_head(c, 200, HB__CT_JSON, sizeof HB__CT_JSON - 1, (int64_t)n, 0);
-    if (!c->head_only) hb__out_bytes(c, body, n);
+    if (c->head_only) {
+        free(body);
+        return;
+    }
+    hb__out_iov(c, body, n);
+    c->stats_body = body;
 }

@@ -146,6 +146,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         set_u64(d, "tls_handshake_errors", s.tls_handshake_errors) < 0 ||
         set_u64(d, "idle_timeouts", s.idle_timeouts) < 0 ||
         set_u64(d, "body_bytes_in", s.body_bytes_in) < 0 ||
+        set_u64(d, "client_gone", s.client_gone) < 0 ||
         set_u64(d, "threads", (uint64_t)s.threads) < 0 || set_u64(d, "cpu_ns", s.cpu_ns) < 0 ||
         PyDict_SetItemString(d, "thread_cpu_ns", cpu) < 0)
         goto fail;

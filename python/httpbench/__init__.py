@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     "Headers": "_client",
     "Response": "_client",
     "compare": "_compare",
+    "BodyTooLarge": "_core",
     "ConnectError": "_core",
     "Histogram": "_core",
     "HttpbenchError": "_core",
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from ._client import Client, Headers, Response
     from ._compare import compare
     from ._core import (
+        BodyTooLarge,
         ConnectError,
         Histogram,
         HttpbenchError,
@@ -103,6 +105,7 @@ __all__ = [
     "RequestTimeout",
     "TLSError",
     "RemoteClosed",
+    "BodyTooLarge",
     "Histogram",
     "measure",
     "measure_async",
