@@ -8,11 +8,9 @@ from httpbench import report as P
 
 
 @pytest.fixture(scope="module")
-def real_bench():
-    with httpbench.Server() as srv:
-        r = httpbench.bench(srv.url + "/bytes/150", n=300, concurrency=2)
-        stats = srv.stats()
-    return r, stats
+def real_bench(server):
+    r = httpbench.bench(server.url + "/bytes/150", n=300, concurrency=2)
+    return r, server.stats()
 
 
 def test_real_bench_record_round_trip(real_bench, tmp_path):

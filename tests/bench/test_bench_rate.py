@@ -14,6 +14,9 @@ import time
 import httpbench
 import pytest
 
+# each test runs the engine for seconds at a fixed rate
+pytestmark = pytest.mark.slow
+
 SERVE = textwrap.dedent(
     """
     import sys

@@ -41,6 +41,7 @@ def samples() -> dict[str, list[int]]:
     return distributions()
 
 
+@pytest.mark.slow  # the 4 x 1M-sample fixture takes seconds to build
 @pytest.mark.parametrize("dist", ["uniform", "lognormal", "exponential", "bimodal"])
 @pytest.mark.parametrize("sigfigs", [2, 3])
 def test_percentiles_within_configured_precision(samples, dist: str, sigfigs: int) -> None:
@@ -153,6 +154,7 @@ def test_iteration_matches_buckets_and_percentiles() -> None:
     assert pairs[-1][0] == h.max
 
 
+@pytest.mark.slow  # the 4 x 1M-sample fixture takes seconds to build
 def test_merge_equals_union(samples) -> None:
     values = samples["lognormal"][:200_000]
     a, b, u = Histogram(), Histogram(), Histogram()
@@ -226,6 +228,7 @@ def test_record_corrected_random_against_reference() -> None:
         assert h == ref, (value, interval)
 
 
+@pytest.mark.slow  # the 4 x 1M-sample fixture takes seconds to build
 def test_encode_decode_round_trip(samples) -> None:
     h = Histogram()
     h.record_many(samples["exponential"][:100_000])

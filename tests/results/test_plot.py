@@ -33,6 +33,7 @@ def _set():
     return rs
 
 
+@pytest.mark.slow
 def test_percentile_spectrum_plot_holds_each_client():
     rs = _set().select(scenario="get-150b")
     fig = PL.plot_percentiles(rs)
@@ -81,6 +82,7 @@ def test_cdf_plot():
     assert len(y) == len(m.latency.buckets())
 
 
+@pytest.mark.slow
 def test_bars_plot_heights_are_medians_with_spread():
     rs = _set()
     fig = rs.plot(kind="bars")
@@ -98,6 +100,7 @@ def test_bars_plot_heights_are_medians_with_spread():
         PL.plot_bars(rs, metrics=["nope"])
 
 
+@pytest.mark.slow
 def test_throughput_and_concurrency_plots():
     sweep = []
     for c in (1, 4, 16):
@@ -124,6 +127,7 @@ def test_throughput_and_concurrency_plots():
         PL.plot_throughput(make_measure())
 
 
+@pytest.mark.slow
 def test_save_plots_writes_png_and_svg(tmp_path):
     written = PL.save_plots(_set().select(client="native", scenario="get-150b"), tmp_path / "figs",
                             dpi=50)
@@ -151,6 +155,7 @@ def test_figures_display_in_jupyter_without_pyplot():
     assert fig._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_plotting_never_imports_pyplot_or_needs_a_display(tmp_path):
     import subprocess
 
@@ -174,6 +179,7 @@ def test_missing_matplotlib_is_a_clear_import_error(monkeypatch):
         make_measure().plot()
 
 
+@pytest.mark.slow
 def test_multi_scenario_sets_get_one_panel_per_scenario():
     rs = _set()
     for fn in (PL.plot_percentiles, PL.plot_cdf):

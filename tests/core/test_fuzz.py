@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUZZ = os.path.join(ROOT, "csrc", "fuzz")
 CORE = os.path.join(ROOT, "csrc", "core")
 SECONDS = int(os.environ.get("HTTPBENCH_FUZZ_SECONDS", "20"))
@@ -58,12 +58,14 @@ def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
     assert "Done " in run.stderr, tail
 
 
+@pytest.mark.slow
 def test_fuzz_parse(tmp_path):
     # max_len above the 64 KiB head and trailer bounds, so the limit paths are reachable
     _fuzz(tmp_path, "fuzz_parse", ["hb_parse.c", "hb_common.c"], "corpus", 12, "fuzz_parse.dict",
           ("-max_len=70000",))
 
 
+@pytest.mark.slow
 def test_fuzz_request(tmp_path):
     _fuzz(tmp_path, "fuzz_request", ["hb_request.c", "hb_parse.c", "hb_common.c"],
           "corpus_request", 8, None)

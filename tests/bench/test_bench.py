@@ -7,25 +7,16 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import threading
 import time
 
 import httpbench
 import pytest
+from _raw import RawServer
 from httpbench import BenchResult, bench
 from httpbench._bench import Progress, format_report, parse_url
 
-
-@pytest.fixture(scope="module")
-def server():
-    with httpbench.Server(threads=1) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def tls_server():
-    with httpbench.Server(tls=True) as s:
-        yield s
+# exact deltas of the server's counters: no other module's traffic may land in them
+pytestmark = pytest.mark.own_server
 
 
 def _delta(before: dict, after: dict, key: str) -> int:
@@ -152,35 +143,9 @@ def test_fault_routes_counted_once(server, path, kind, kw):
 
 
 def _raw_server(handler):
-    """A one-thread TCP server running handler(conn) per connection; returns (port, stop)."""
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(16)
-    ls.settimeout(0.1)
-    stop = threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                c, _ = ls.accept()
-            except OSError:
-                continue
-            with c:
-                c.settimeout(2)
-                try:
-                    handler(c)
-                except OSError:
-                    pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-
-    def close():
-        stop.set()
-        t.join(2)
-        ls.close()
-
-    return ls.getsockname()[1], close
+    """A raw TCP server running handler(sock) per connection; returns (port, close)."""
+    srv = RawServer(lambda conn: handler(conn.sock))
+    return srv.port, srv.close
 
 
 def test_write_error():

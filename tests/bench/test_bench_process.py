@@ -121,18 +121,7 @@ def _run_counted(shim: str, url: str, n: int, ca: str = "-") -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def server():
-    with httpbench.Server() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def tls_server():
-    with httpbench.Server(tls=True) as s:
-        yield s
-
-
+@pytest.mark.slow
 def test_no_allocation_per_request_plain(shim, server):
     short = _run_counted(shim, server.url + "/bytes/200", 500)
     long = _run_counted(shim, server.url + "/bytes/200", 20000)
@@ -140,6 +129,7 @@ def test_no_allocation_per_request_plain(shim, server):
     assert long["allocs"] == short["allocs"], (short, long)
 
 
+@pytest.mark.slow
 def test_no_allocation_per_request_tls(shim, tls_server):
     short = _run_counted(shim, tls_server.url + "/bytes/200", 300, tls_server.ca_file)
     long = _run_counted(shim, tls_server.url + "/bytes/200", 6000, tls_server.ca_file)
@@ -248,6 +238,7 @@ def test_cli_usage_errors(args, msg):
     assert msg in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_cli_unreachable():
     p = _cli("http://127.0.0.1:9/", "-n", "3")
     assert p.returncode == 1
@@ -257,6 +248,7 @@ def test_cli_unreachable():
     assert p.returncode == 1 and "cannot resolve" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_cli_progress_line_on_a_tty(server):
     import pty
 

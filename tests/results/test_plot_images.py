@@ -119,6 +119,7 @@ def test_legends_name_runs_not_urls():
     assert not any("://" in t for t in legend), legend
 
 
+@pytest.mark.slow
 def test_exports_png_and_svg_with_labels(tmp_path):
     rs = _wide_set()
     paths = PL.save_plots(rs, tmp_path)

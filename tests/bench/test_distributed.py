@@ -157,6 +157,7 @@ def test_missing_dask_names_the_extra(monkeypatch, server):
         httpbench.bench(server.url + "/", n=1, cluster="local:1")
 
 
+@pytest.mark.slow  # waits out the connect timeout
 def test_unreachable_scheduler_fails_within_the_connect_timeout(monkeypatch, server):
     monkeypatch.setattr(D, "CONNECT_TIMEOUT", 2.0)
     t0 = time.monotonic()
@@ -168,6 +169,7 @@ def test_unreachable_scheduler_fails_within_the_connect_timeout(monkeypatch, ser
 # -- LocalCluster, 2 worker processes -----------------------------------
 
 
+@pytest.mark.slow  # a local Dask cluster takes seconds to start
 def test_n_exact_and_percentiles_of_the_union(server, client, shards):
     before = server.stats()
     r = httpbench.bench(server.url + "/bytes/100", n=2001, concurrency=4, threads=2,
@@ -198,6 +200,7 @@ def test_n_exact_and_percentiles_of_the_union(server, client, shards):
         assert w.host and w.cpu_user_ns + w.cpu_sys_ns > 0
 
 
+@pytest.mark.slow
 def test_duration_exact_against_server(server, client):
     before = server.stats()
     r = httpbench.bench(server.url + "/", duration=1.0, concurrency=4, cluster=client)
@@ -216,6 +219,7 @@ def test_duration_exact_against_server(server, client):
     assert len(r.series_responses) in (1, 2)
 
 
+@pytest.mark.slow
 def test_rate_split_exact(server, client):
     before = server.stats()
     r = httpbench.bench(server.url + "/", n=301, rate=600, concurrency=4, cluster=client)
@@ -235,6 +239,7 @@ def test_rate_split_exact(server, client):
     assert abs(sent - 400) <= 4, sent
 
 
+@pytest.mark.slow
 def test_json_round_trip_and_report(server, client, tmp_path):
     r = httpbench.bench(server.url + "/", n=50, concurrency=2, cluster=client, label="d")
     p = tmp_path / "r.json"
@@ -250,6 +255,7 @@ def test_json_round_trip_and_report(server, client, tmp_path):
     assert "Workers" not in format_report(one)
 
 
+@pytest.mark.slow
 def test_version_mismatch_is_refused_before_the_run(server, client, monkeypatch):
     monkeypatch.setattr(D, "_local_version", lambda: "0.0.0+other")
     before = server.stats()["requests"]
@@ -258,6 +264,7 @@ def test_version_mismatch_is_refused_before_the_run(server, client, monkeypatch)
     assert server.stats()["requests"] == before
 
 
+@pytest.mark.slow
 def test_shard_error_is_raised(client):
     with pytest.raises(httpbench.ConnectError):
         httpbench.bench("http://no-such-host.invalid/", n=4, concurrency=2, cluster=client)

@@ -125,6 +125,7 @@ E2E_SCENARIOS = ["get-150b", "post-300k-file", "download-80k", "https-get-150b",
                  "get-150b-new-conn", "get-150b-concurrent"]
 
 
+@pytest.mark.slow
 def test_compare_in_worker_processes_matches_server_stats():
     """Sync, async and process-level clients in isolated workers, interleaved repeats.
 
@@ -180,6 +181,7 @@ def test_compare_in_worker_processes_matches_server_stats():
         assert f"== {name}" in text
 
 
+@pytest.mark.slow
 def test_missing_unknown_and_broken_clients_do_not_stop_the_run(helpers):
     m = helpers
     rs = httpbench.compare(
@@ -205,6 +207,7 @@ def test_missing_unknown_and_broken_clients_do_not_stop_the_run(helpers):
     assert "worker-crashed" in text and "Skipped:" in text
 
 
+@pytest.mark.slow
 def test_nagle_anomaly_detected_only_where_it_happens(helpers):
     m = helpers
     rs = httpbench.compare(
@@ -222,6 +225,7 @@ def test_nagle_anomaly_detected_only_where_it_happens(helpers):
     assert slow.p50 > 30e6 > fast.p50  # the 40 ms delayed-ACK stall, generous bounds
 
 
+@pytest.mark.slow
 def test_cli_tables_json_and_files(tmp_path, capsys):
     out = tmp_path / "out"
     rc = cli_main(["--clients", "http.client,urllib3", "--scenarios",
@@ -289,6 +293,7 @@ def test_compare_argument_errors():
         httpbench.compare(clients=["http.client"], commands={"curl": ["curl"]})
 
 
+@pytest.mark.slow
 def test_early_answer_post_reported_and_echo_verified():
     rs = httpbench.compare(
         clients=["http.client", "urllib3"],

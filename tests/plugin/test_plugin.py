@@ -66,6 +66,7 @@ def summary_lines(result):
     return lines
 
 
+@pytest.mark.slow
 def test_budget_that_holds_passes_and_summary_prints(pytester):
     pytester.makepyfile(test_w=WORKLOAD)
     res = run_subprocess(pytester)  # the plugin loads through its entry point
@@ -181,6 +182,7 @@ def test_save_then_compare_passes(pytester, tmp_path):
         assert ln.rstrip().endswith("PASS"), ln
 
 
+@pytest.mark.slow
 def test_compare_fails_on_slower_and_on_more_allocations(pytester, tmp_path, monkeypatch):
     pytester.makepyfile(test_w=WORKLOAD)
     base = tmp_path / "base.json"
@@ -213,6 +215,7 @@ def test_compare_fails_on_slower_and_on_more_allocations(pytester, tmp_path, mon
     assert "regressed: allocs_per_request" in res.stdout.str()
 
 
+@pytest.mark.slow
 def test_fail_faster_flags_a_stale_baseline(pytester, tmp_path, monkeypatch):
     pytester.makepyfile(test_w=WORKLOAD)
     base = tmp_path / "base.json"
@@ -256,6 +259,7 @@ def test_json_summary_and_option_errors(pytester, tmp_path):
     assert res.ret == pytest.ExitCode.USAGE_ERROR
 
 
+@pytest.mark.slow
 def test_xdist_one_session_per_worker_results_merged(pytester, tmp_path):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_w=WORKLOAD)
@@ -274,6 +278,7 @@ def test_xdist_one_session_per_worker_results_merged(pytester, tmp_path):
     assert len(json.loads(summary.read_text())["measurements"]) == 2
 
 
+@pytest.mark.slow
 def test_bench_and_clients_against_the_session_server(pytester, tmp_path):
     pytester.makepyfile(test_srv='''
 import pytest
@@ -327,9 +332,9 @@ def test_async_client_adapter(httpbench, httpbench_server):
 
 
 def test_readme_example_runs(pytester):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## pytest plugin"):]
-    example = section[section.index("```python\n") + 10:section.index("\n```\n")]
+    # the complete example file of the plugin's docs (the README links to it)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "pytest.md").read_text(encoding="utf-8")
+    example = doc[doc.index("```python\n") + 10:doc.index("\n```\n")]
     assert example.startswith("# test_perf.py")
     pytester.makepyfile(test_perf=example)
     res = run(pytester)

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import httpbench
+import pytest
 
 CHILD = textwrap.dedent(
     """
@@ -73,6 +74,7 @@ def test_not_preloaded_here() -> None:
     assert r.native_alloc_count is None and r.native_alloc_bytes is None
 
 
+@pytest.mark.slow
 def test_counts_c_library_mallocs_in_preloaded_process() -> None:
     k = 7
     d = run_child(k, preload=True)

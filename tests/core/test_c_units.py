@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORE = os.path.join(ROOT, "csrc", "core")
 CDIR = os.path.join(ROOT, "tests", "c")
 BUILD = os.path.join(CDIR, "build")
@@ -23,6 +23,7 @@ CFLAGS = [
 TESTS = sorted(glob.glob(os.path.join(CDIR, "test_*.c")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("src", TESTS, ids=[os.path.basename(t)[:-2] for t in TESTS])
 def test_c_unit(src: str) -> None:
     if not os.path.isdir(CORE):

@@ -11,8 +11,8 @@ import subprocess
 import time
 
 import pytest
+from _raw import RawServer, chunked, idle_closer, ok, responder
 from httpbench import Client, HttpbenchError, RequestTimeout, TLSError
-from test_client import RawServer, chunked, idle_closer, ok, responder
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI needed")
 
@@ -127,7 +127,7 @@ def test_chunked_and_large_bodies_over_tls(certs, tmp_path):
 def test_tls_post_body(certs, tmp_path):
     import hashlib
 
-    from test_client import echo_handler
+    from _raw import echo_handler
 
     data = os.urandom(500_000)
     p = tmp_path / "up.bin"

@@ -14,6 +14,7 @@ import time
 import httpbench
 import pytest
 import requests
+from _raw import parse_responses, read_until_close
 from httpbench._server import expected_bytes
 
 
@@ -30,38 +31,6 @@ def check_alive_and_consistent(srv) -> dict:
         time.sleep(0.02)
     assert st["requests"] == sum(st["by_route"].values()) == sum(st["by_status"].values())
     return st
-
-
-def read_until_close(s: socket.socket, limit: float = 10.0) -> bytes:
-    s.settimeout(limit)
-    out = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-    except ConnectionResetError:
-        pass
-    return out
-
-
-def parse_responses(data: bytes) -> list[tuple[int, bytes]]:
-    """Split a byte stream of Content-Length responses."""
-    out = []
-    pos = 0
-    while pos < len(data):
-        end = data.index(b"\r\n\r\n", pos)
-        head = data[pos:end].decode()
-        status = int(head.split(" ", 2)[1])
-        n = 0
-        for line in head.split("\r\n")[1:]:
-            k, _, v = line.partition(":")
-            if k.lower() == "content-length":
-                n = int(v)
-        out.append((status, data[end + 4:end + 4 + n]))
-        pos = end + 4 + n
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +215,7 @@ def test_thousand_pipelined_requests_in_order(srv):
     assert after["connections_accepted"] - before["connections_accepted"] == 2
 
 
+@pytest.mark.slow
 def test_five_thousand_concurrent_connections():
     n = 5000
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -318,6 +288,7 @@ VALID = [
 ]
 
 
+@pytest.mark.slow
 def test_random_mutations_never_break_the_server():
     """Valid requests, mutated (bytes flipped, inserted, deleted, spliced),
     pipelined, split at random points, half-closed or abandoned: the server

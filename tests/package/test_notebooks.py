@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
 # what each notebook needs from httpbench besides the results layer
 NEEDS = {
@@ -35,6 +35,7 @@ def test_notebook_outputs_are_stripped(path):
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_notebook_executes(path, tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient", reason="pip install nbclient ipykernel")

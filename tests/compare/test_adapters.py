@@ -266,7 +266,12 @@ def test_command_adapter_runs_argv_per_request(servers, tmp_path):
     b.close()
 
 
-@pytest.mark.parametrize("scenario", DEFAULT_SCENARIOS)
+# the big downloads and the concurrent round take a second or more per client
+SLOW_SCENARIOS = {"download-30m", "download-7m", "get-150b-concurrent"}
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.slow)
+                                      if s in SLOW_SCENARIOS else s for s in DEFAULT_SCENARIOS])
 @pytest.mark.parametrize("name", INSTALLED)
 def test_worker_round_every_adapter_every_default_scenario(servers, name, scenario, tmp_path):
     """The worker's own code path (set-up, warm-up, measured round, verification), in process.

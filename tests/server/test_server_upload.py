@@ -39,6 +39,7 @@ def sink(conn: http.client.HTTPConnection, body: memoryview, chunked: bool, rng)
     return json.loads(r.read())
 
 
+@pytest.mark.slow
 def test_two_hundred_random_uploads():
     rng = random.Random(20240601)
     view = memoryview(POOL)

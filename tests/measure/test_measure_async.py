@@ -111,11 +111,8 @@ def test_explicit_loop_and_duration() -> None:
     finally:
         loop.close()
 
-
-@pytest.fixture(scope="module")
-def server():
-    with httpbench.Server() as srv:
-        yield srv
+# exact deltas of the server's counters: no other module's traffic may land in them
+pytestmark = pytest.mark.own_server
 
 
 def _requests(srv) -> int:
@@ -154,6 +151,7 @@ def test_aiohttp_against_embedded_server(server, concurrency: int) -> None:
     assert r.p50 > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 8])
 def test_httpx_async_against_embedded_server(server, concurrency: int) -> None:
     httpx = pytest.importorskip("httpx")

@@ -13,6 +13,7 @@ import time
 
 import httpbench
 import pytest
+from _raw import read_until_close
 
 SECOND = b"GET /bytes/7 HTTP/1.1\r\nHost: x\r\n\r\n"  # the would-be smuggled request
 
@@ -21,19 +22,6 @@ SECOND = b"GET /bytes/7 HTTP/1.1\r\nHost: x\r\n\r\n"  # the would-be smuggled re
 def srv():
     with httpbench.Server(threads=1) as s:
         yield s
-
-
-def read_until_close(s: socket.socket, limit: float = 10.0) -> bytes:
-    s.settimeout(limit)
-    out = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return out
-            out += chunk
-    except ConnectionResetError:
-        return out
 
 
 def wait_for(cond, timeout: float = 5.0) -> bool:

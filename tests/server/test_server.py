@@ -24,6 +24,7 @@ import httpx
 import pytest
 import requests
 import urllib3
+from _raw import raw_exchange, read_until_close
 from httpbench import _core
 from httpbench._server import ROUTES, crc32, expected_bytes
 
@@ -35,17 +36,8 @@ def check_consistent(st: dict) -> None:
     assert st["requests"] == sum(st["by_route"].values()) == sum(st["by_status"].values())
     assert set(st["by_route"]) == set(ROUTES)
 
-
-@pytest.fixture(scope="module")
-def srv():
-    with httpbench.Server() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def tls_srv():
-    with httpbench.Server(tls=True) as s:
-        yield s
+# exact deltas of the server's counters: no other module's traffic may land in them
+pytestmark = pytest.mark.own_server
 
 
 # ---- the deterministic content ------------------------------------------
@@ -162,50 +154,50 @@ CLIENTS = {
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_routes_byte_exact(srv, client):
+def test_routes_byte_exact(server, client):
     if client == "curl" and not shutil.which("curl"):
         pytest.skip("curl not installed")
-    before = srv.stats()
+    before = server.stats()
     for method, path, body, status, want in CASES:
-        got_status, got = CLIENTS[client](srv.url, method, path, body, None)
+        got_status, got = CLIENTS[client](server.url, method, path, body, None)
         assert (got_status, len(got)) == (status, len(want)), (client, method, path)
         assert got == want, (client, method, path)
-    after = srv.stats()
+    after = server.stats()
     check_consistent(after)
     assert after["requests"] - before["requests"] == len(CASES)
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_https_verified(tls_srv, client):
+def test_https_verified(tls_server, client):
     if client == "curl" and not shutil.which("curl"):
         pytest.skip("curl not installed")
     for method, path, body, status, want in CASES[:6] + CASES[15:]:
-        got_status, got = CLIENTS[client](tls_srv.url, method, path, body, tls_srv.ca_file)
+        got_status, got = CLIENTS[client](tls_server.url, method, path, body, tls_server.ca_file)
         assert got_status == status and got == want, (client, path)
     # and by name: the certificate carries DNS:localhost too
-    base = tls_srv.url.replace("127.0.0.1", "localhost")
-    assert CLIENTS[client](base, "GET", "/bytes/10", None, tls_srv.ca_file) == (
+    base = tls_server.url.replace("127.0.0.1", "localhost")
+    assert CLIENTS[client](base, "GET", "/bytes/10", None, tls_server.ca_file) == (
         200, expected_bytes(10))
 
 
-def test_https_unverified_fails(tls_srv):
+def test_https_unverified_fails(tls_server):
     with pytest.raises(requests.exceptions.SSLError):
-        requests.get(tls_srv.url + "/", timeout=10)  # system CAs don't know it
-    ctx = ssl.create_default_context(cafile=tls_srv.ca_file)
-    with socket.create_connection(("127.0.0.1", tls_srv.port), timeout=10) as raw:
+        requests.get(tls_server.url + "/", timeout=10)  # system CAs don't know it
+    ctx = ssl.create_default_context(cafile=tls_server.ca_file)
+    with socket.create_connection(("127.0.0.1", tls_server.port), timeout=10) as raw:
         with pytest.raises(ssl.SSLCertVerificationError):
             ctx.wrap_socket(raw, server_hostname="example.com")
 
 
-def test_https_alpn_versions_and_resumption(tls_srv):
-    ctx = ssl.create_default_context(cafile=tls_srv.ca_file)
+def test_https_alpn_versions_and_resumption(tls_server):
+    ctx = ssl.create_default_context(cafile=tls_server.ca_file)
     ctx.set_alpn_protocols(["h2", "http/1.1"])
     for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
         ctx.minimum_version = ctx.maximum_version = version
-        before = tls_srv.stats()
+        before = tls_server.stats()
         session = None
         for i in range(3):
-            with socket.create_connection(("127.0.0.1", tls_srv.port), timeout=10) as raw:
+            with socket.create_connection(("127.0.0.1", tls_server.port), timeout=10) as raw:
                 with ctx.wrap_socket(raw, server_hostname="127.0.0.1", session=session) as s:
                     assert s.selected_alpn_protocol() == "http/1.1"
                     assert s.version() == ("TLSv1.2" if version == ssl.TLSVersion.TLSv1_2
@@ -216,7 +208,7 @@ def test_https_alpn_versions_and_resumption(tls_srv):
                     while not data.endswith(b"012"):
                         data += s.recv(4096)
                     session = s.session
-        after = tls_srv.stats()
+        after = tls_server.stats()
         assert after["tls_handshakes"] - before["tls_handshakes"] == 3
         assert after["tls_resumed"] - before["tls_resumed"] == 2
 
@@ -237,28 +229,28 @@ def test_https_resumption_off():
 # ---- keep-alive, HTTP/1.0, HEAD, close --------------------------------------
 
 
-def test_keepalive_reuse_by_connection_count(srv):
+def test_keepalive_reuse_by_connection_count(server):
     n = 50
-    base = srv.stats()["connections_accepted"]
+    base = server.stats()["connections_accepted"]
     with requests.Session() as s:
         for i in range(n):
-            assert s.get(f"{srv.url}/bytes/{i}", timeout=10).content == expected_bytes(i)
-    assert srv.stats()["connections_accepted"] - base == 1
+            assert s.get(f"{server.url}/bytes/{i}", timeout=10).content == expected_bytes(i)
+    assert server.stats()["connections_accepted"] - base == 1
 
-    base = srv.stats()["connections_accepted"]
+    base = server.stats()["connections_accepted"]
     with httpx.Client() as c:
         for i in range(n):
-            assert c.get(f"{srv.url}/chunked/{i * 100}?chunk=7").content == expected_bytes(i * 100)
-    assert srv.stats()["connections_accepted"] - base == 1
+            assert c.get(f"{server.url}/chunked/{i * 100}?chunk=7").content == expected_bytes(i * 100)
+    assert server.stats()["connections_accepted"] - base == 1
 
-    base = srv.stats()["connections_accepted"]
+    base = server.stats()["connections_accepted"]
     with urllib3.PoolManager(maxsize=1) as pm:
         for i in range(n):
-            assert pm.request("POST", srv.url + "/echo", body=b"e" * i).data == b"e" * i
-    assert srv.stats()["connections_accepted"] - base == 1
+            assert pm.request("POST", server.url + "/echo", body=b"e" * i).data == b"e" * i
+    assert server.stats()["connections_accepted"] - base == 1
 
-    base = srv.stats()["connections_accepted"]
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    base = server.stats()["connections_accepted"]
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     for i in range(n):
         conn.request("HEAD", f"/bytes/{i}")
         r = conn.getresponse()
@@ -268,47 +260,35 @@ def test_keepalive_reuse_by_connection_count(srv):
     async def go():
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as s:
             for i in range(n):
-                async with s.get(f"{srv.url}/bytes/{i}") as r:
+                async with s.get(f"{server.url}/bytes/{i}") as r:
                     assert await r.read() == expected_bytes(i)
 
     asyncio.run(go())
-    assert srv.stats()["connections_accepted"] - base == 2
+    assert server.stats()["connections_accepted"] - base == 2
 
 
-def raw_exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
-    """Send data, read until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return out
-            out += chunk
-
-
-def test_http10_and_connection_close(srv):
-    r = raw_exchange(srv.port, b"GET /bytes/10 HTTP/1.0\r\n\r\n")
+def test_http10_and_connection_close(server):
+    r = raw_exchange(server.port, b"GET /bytes/10 HTTP/1.0\r\n\r\n")
     head, _, body = r.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length: 10" in head
     assert b"Connection: close" in head and body == expected_bytes(10)
     # HTTP/1.0 keep-alive: two requests on one connection, then close
-    r = raw_exchange(srv.port, b"GET /bytes/3 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+    r = raw_exchange(server.port, b"GET /bytes/3 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
                                b"GET /bytes/4 HTTP/1.0\r\n\r\n")
     assert r.count(b"HTTP/1.1 200 OK") == 2 and b"Connection: keep-alive" in r
     assert r.endswith(b"\r\n\r\n" + expected_bytes(4))
     # chunked route for HTTP/1.0: no chunked coding, delimited by close
-    r = raw_exchange(srv.port, b"GET /chunked/5000 HTTP/1.0\r\n\r\n")
+    r = raw_exchange(server.port, b"GET /chunked/5000 HTTP/1.0\r\n\r\n")
     head, _, body = r.partition(b"\r\n\r\n")
     assert b"Transfer-Encoding" not in head and body == expected_bytes(5000)
     # HTTP/1.1 Connection: close, pipelined requests after it are ignored
-    r = raw_exchange(srv.port, b"GET /bytes/2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    r = raw_exchange(server.port, b"GET /bytes/2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
                                b"GET /bytes/9 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert r.count(b"HTTP/1.1") == 1 and r.endswith(b"\r\n\r\n01")
 
 
-def test_head_requests(srv):
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+def test_head_requests(server):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     for path, header, value in [("/bytes/123456", "Content-Length", "123456"),
                                 ("/chunked/50", "Transfer-Encoding", "chunked"),
                                 ("/", "Content-Length", "22")]:
@@ -320,9 +300,9 @@ def test_head_requests(srv):
     conn.close()
 
 
-def test_expect_100_continue(srv):
+def test_expect_100_continue(server):
     body = os.urandom(2_000_000)
-    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
         s.sendall(b"POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
                   b"Expect: 100-continue\r\n\r\n" % len(body))
         assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -333,7 +313,7 @@ def test_expect_100_continue(srv):
     assert f'"crc32": "{zlib.crc32(body):08x}"'.encode() in data
     # echo: 100 before the echo head, after an earlier pipelined answer;
     # wrong-method echo gets 100 too (the body is read), after the first answer
-    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
         s.sendall(b"GET /bytes/2 HTTP/1.1\r\nHost: x\r\n\r\n"
                   b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
         data = b""
@@ -344,48 +324,39 @@ def test_expect_100_continue(srv):
                   b"Connection: close\r\n\r\n")
         time.sleep(0.05)
         s.sendall(b"z")
-        data += raw_read_all(s)
+        data += read_until_close(s, reset_ok=False)
     first, _, rest = data.partition(b"\r\n\r\n01")
     assert first.startswith(b"HTTP/1.1 200 OK") and rest.startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
     assert b"\r\n\r\nabcHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 405 " in rest
     # HTTP/1.0 never gets a 1xx
-    r = raw_exchange(srv.port, b"POST /sink HTTP/1.0\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nhi")
+    r = raw_exchange(server.port, b"POST /sink HTTP/1.0\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nhi")
     assert r.startswith(b"HTTP/1.1 200 OK") and b"100 Continue" not in r
-
-
-def raw_read_all(s: socket.socket) -> bytes:
-    out = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            return out
-        out += chunk
 
 
 # ---- fault routes and timing routes -----------------------------------------
 
 
-def test_fault_close_after_headers(srv):
-    r = raw_exchange(srv.port, b"GET /fault/close-after-headers?bytes=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+def test_fault_close_after_headers(server):
+    r = raw_exchange(server.port, b"GET /fault/close-after-headers?bytes=500 HTTP/1.1\r\nHost: x\r\n\r\n")
     head, sep, body = r.partition(b"\r\n\r\n")
     assert sep and b"Content-Length: 500" in head and body == b""
     with pytest.raises(requests.exceptions.RequestException):
-        requests.get(srv.url + "/fault/close-after-headers", timeout=10)
+        requests.get(server.url + "/fault/close-after-headers", timeout=10)
 
 
-def test_fault_close_mid_body(srv):
-    r = raw_exchange(srv.port, b"GET /fault/close-mid-body?bytes=200000 HTTP/1.1\r\nHost: x\r\n\r\n")
+def test_fault_close_mid_body(server):
+    r = raw_exchange(server.port, b"GET /fault/close-mid-body?bytes=200000 HTTP/1.1\r\nHost: x\r\n\r\n")
     head, _, body = r.partition(b"\r\n\r\n")
     assert b"Content-Length: 200000" in head and body == expected_bytes(100000)
     with pytest.raises(http.client.IncompleteRead):
-        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
         conn.request("GET", "/fault/close-mid-body")
         conn.getresponse().read()
 
 
-def test_fault_reset(srv):
-    before = srv.stats()
-    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+def test_fault_reset(server):
+    before = server.stats()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
         s.sendall(b"GET /bytes/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /fault/reset HTTP/1.1\r\nHost: x\r\n\r\n")
         got = b""
         with pytest.raises(ConnectionResetError):
@@ -395,15 +366,15 @@ def test_fault_reset(srv):
                     break
                 got += chunk
         assert got.endswith(b"\r\n\r\n0")  # the response before the reset was delivered
-    after = srv.stats()
+    after = server.stats()
     assert after["by_status"].get(0, 0) - before["by_status"].get(0, 0) == 1
     assert after["by_route"]["reset"] - before["by_route"]["reset"] == 1
     check_consistent(after)
 
 
-def test_fault_early_response(srv):
+def test_fault_early_response(server):
     total = 20_000_000
-    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
         s.sendall(b"POST /fault/early-response HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % total)
         resp = b""
         sent = 0
@@ -424,13 +395,13 @@ def test_fault_early_response(srv):
     assert sent < total  # answered before the body was read
 
 
-def test_delay_uses_the_loop_not_a_thread(srv):
+def test_delay_uses_the_loop_not_a_thread(server):
     # 20 concurrent /delay/200 on one worker finish together (a sleeping
     # thread would serialize them); generous bounds, no tight timing.
     async def go():
         async with aiohttp.ClientSession() as s:
             async def one():
-                async with s.get(srv.url + "/delay/200?bytes=10") as r:
+                async with s.get(server.url + "/delay/200?bytes=10") as r:
                     return await r.read()
             t0 = time.monotonic()
             bodies = await asyncio.gather(*[one() for _ in range(20)])
@@ -441,30 +412,30 @@ def test_delay_uses_the_loop_not_a_thread(srv):
     assert 0.2 <= took < 3.0
 
 
-def test_drip_is_slow(srv):
+def test_drip_is_slow(server):
     t0 = time.monotonic()
-    r = requests.get(srv.url + "/drip/5?interval_ms=50", timeout=10)
+    r = requests.get(server.url + "/drip/5?interval_ms=50", timeout=10)
     took = time.monotonic() - t0
     assert r.content == expected_bytes(5) and took >= 0.25
 
 
-def test_bad_parameters(srv):
+def test_bad_parameters(server):
     for path in ["/status/99", "/status/600", "/chunked/10?chunk=0", "/drip/5?interval_ms=x",
                  "/delay/-1", "/fault/early-response?status=1"]:
-        r = requests.get(srv.url + path, timeout=10)
+        r = requests.get(server.url + path, timeout=10)
         assert r.status_code in (400, 404), path
-    assert requests.get(srv.url + "/delay/abc", timeout=10).status_code == 400
-    assert requests.post(srv.url + "/bytes/5", data=b"x", timeout=10).status_code == 405
+    assert requests.get(server.url + "/delay/abc", timeout=10).status_code == 400
+    assert requests.post(server.url + "/bytes/5", data=b"x", timeout=10).status_code == 405
     # absolute-form target
-    r = raw_exchange(srv.port, b"GET http://127.0.0.1/bytes/4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    r = raw_exchange(server.port, b"GET http://127.0.0.1/bytes/4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert r.endswith(b"\r\n\r\n0123")
 
 
-def test_stats_route_is_not_counted(srv):
-    before = srv.stats()
-    r = requests.get(srv.url + "/__stats", timeout=10)
+def test_stats_route_is_not_counted(server):
+    before = server.stats()
+    r = requests.get(server.url + "/__stats", timeout=10)
     d = r.json()
-    after = srv.stats()
+    after = server.stats()
     assert after["requests"] == before["requests"] == d["requests"]
     assert set(d["by_route"]) == set(ROUTES)
     assert d["threads"] == 1 and d["cpu_ns"] > 0
@@ -530,7 +501,7 @@ def test_bad_arguments():
         httpbench.Server(host="256.1.1.1").start()
 
 
-def test_cert_files(tmp_path, tls_srv):
+def test_cert_files(tmp_path, tls_server):
     # load a key/cert pair from files (made here with the openssl CLI)
     if not shutil.which("openssl"):
         pytest.skip("openssl CLI not installed")

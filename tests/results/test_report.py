@@ -107,6 +107,7 @@ def test_bench_text_is_the_ab_style_report():
     assert md.startswith("| client | req/s |") and "| 240 |" in md
 
 
+@pytest.mark.slow
 def test_mimebundle_has_html_table_svg_and_text():
     pytest.importorskip("matplotlib")
     for rec in (make_measure(), make_bench(), make_set()):
@@ -367,6 +368,7 @@ def test_progress_bar_is_off_when_not_interactive(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_cli_report_plot_dir(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     path = tmp_path / "b.json"

@@ -81,6 +81,7 @@ def test_allocations_in_every_domain_and_large_blocks_counted_once() -> None:
     assert r.alloc_net_count == 0
 
 
+@pytest.mark.slow
 def test_gc_collect_is_one_full_collection_per_call() -> None:
     r = httpbench.measure(gc.collect, n=20, warmup=1)
     assert r.gc_collections == (0, 0, 20)
