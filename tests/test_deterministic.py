@@ -13,9 +13,8 @@ import sys
 import textwrap
 import zlib
 
-import pytest
-
 import httpbench
+import pytest
 from httpbench import _core, _deterministic
 from httpbench import _results as R
 from httpbench._baseline import compare_metrics, function_movers
@@ -151,13 +150,15 @@ def test_instructions_grow_linearly_with_known_iterations():
 def test_native_get_instruction_count_repeats_within_a_tenth_of_a_percent():
     with httpbench.start_process() as srv:
         fn = NativeGet(srv.url + "/bytes/150")
-        runs = [httpbench.measure(fn, n=30, instructions=True, syscalls=(i == 0), alloc=False,
-                                  gc=False) for i in range(3)]
+        # the first run per call (a dump per call), the others in one window each
+        runs = [httpbench.measure(fn, n=30, instructions="per-call" if i == 0 else True,
+                                  syscalls=(i == 0), alloc=False, gc=False) for i in range(3)]
     per = [r.instructions_per_call for r in runs]
     cv = statistics.pstdev(per) / statistics.mean(per)
     assert cv <= 1e-3, per
     r = runs[0]
     assert len(r.instructions_by_call) == 30
+    assert runs[1].instructions_by_call is None
     assert r.metadata["callgrind_top"]
     sc = r.syscalls_per_call
     assert sc and r.syscalls_total_per_call >= 2  # at least a send and a receive
@@ -175,7 +176,7 @@ def test_native_get_instruction_count_repeats_within_a_tenth_of_a_percent():
 @pytest.mark.slow
 def test_measure_keeps_the_callgrind_file_and_accepts_module_function_strings(tmp_path):
     out = tmp_path / "keep.out"
-    r = httpbench.measure("test_deterministic:crc", n=5, instructions=True,
+    r = httpbench.measure("test_deterministic:crc", n=5, instructions="per-call",
                           callgrind_file=str(out))
     assert r.label == "test_deterministic:crc"
     assert out.exists() and r.metadata["callgrind_file"] == str(out)
@@ -202,6 +203,8 @@ def test_unpicklable_callable_is_a_clear_error():
         httpbench.measure("no_colon_here", n=5, instructions=True)
     with pytest.raises(ValueError, match="callgrind_file needs instructions"):
         httpbench.measure(crc, n=5, callgrind_file="x")
+    with pytest.raises(ValueError, match="'per-call'"):
+        httpbench.measure(crc, n=5, instructions="each")
 
 
 # --------------------------------------------------------------------------

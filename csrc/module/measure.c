@@ -18,7 +18,7 @@
  *   _acct_start(alloc, gc) / _acct_stop() -> dict     (spans driven elsewhere)
  *   _Recorder(n, duration_ns): begin() -> t0 | None, end(t0), histogram()
  *   now_ns() -> CLOCK_MONOTONIC ns
- *   _det_loop(fn, args, n, warmup_n) -> calls       (deterministic counts, below)
+ *   _det_loop(fn, args, n, warmup_n, per_call) -> calls  (deterministic counts)
  *   _callgrind_built() -> bool; _running_on_valgrind() -> int
  */
 #include "module.h"
@@ -821,14 +821,16 @@ static void det_marker(const char *text)
     (void)r;
 }
 
-/* Calls fn warmup_n times unobserved, then n times, each call alone in a
- * window: a "call" marker before it, callgrind's counters zeroed and
- * collection on for exactly the vectorcall and the release of its result,
- * then collection off and the counters dumped (one part per call). Markers
- * and dumps fall outside the collected window. Without valgrind (strace run)
- * the client requests are no-ops. Returns the calls completed or -1. */
+/* Calls fn warmup_n times unobserved, then n times. With per_call, each
+ * call is alone in a window: a "call" marker before it, callgrind's counters
+ * zeroed and collection on for exactly the vectorcall and the release of its
+ * result, then collection off and the counters dumped (one part per call).
+ * Without it, one window holds all n calls (one dump: cheaper, no per-call
+ * figures). Markers and dumps fall outside the collected window. Without
+ * valgrind (strace run) the client requests are no-ops. Returns the calls
+ * completed or -1. */
 static int64_t det_run(PyObject *fn, PyObject *const *argv, Py_ssize_t argc, uint64_t n,
-                       uint64_t warmup_n)
+                       uint64_t warmup_n, int per_call)
 {
     for (uint64_t i = 0; i < warmup_n; i++) {
         PyObject *r = PyObject_Vectorcall(fn, argv, (size_t)argc, NULL);
@@ -839,30 +841,46 @@ static int64_t det_run(PyObject *fn, PyObject *const *argv, Py_ssize_t argc, uin
     det_marker("httpbench:det:begin");
     uint64_t i = 0;
     int rc = 0;
-    for (; i < n; i++) {
+    if (per_call) {
+        for (; i < n; i++) {
+            det_marker("httpbench:det:call");
+            DET_ZERO();
+            DET_TOGGLE();
+            PyObject *r = PyObject_Vectorcall(fn, argv, (size_t)argc, NULL);
+            Py_XDECREF(r);
+            DET_TOGGLE();
+            DET_DUMP();
+            if (r == NULL || PyErr_CheckSignals() < 0) {
+                rc = -1;
+                break;
+            }
+        }
+    } else {
         det_marker("httpbench:det:call");
         DET_ZERO();
         DET_TOGGLE();
-        PyObject *r = PyObject_Vectorcall(fn, argv, (size_t)argc, NULL);
-        Py_XDECREF(r);
+        for (; i < n; i++) {
+            PyObject *r = PyObject_Vectorcall(fn, argv, (size_t)argc, NULL);
+            Py_XDECREF(r);
+            if (r == NULL) {
+                rc = -1;
+                break;
+            }
+        }
         DET_TOGGLE();
         DET_DUMP();
-        if (r == NULL || PyErr_CheckSignals() < 0) {
-            rc = -1;
-            break;
-        }
     }
     det_marker("httpbench:det:end");
     DET_INSTR_STOP();
     return rc < 0 ? -1 : (int64_t)i;
 }
 
-/* _det_loop(fn, args, n, warmup_n) -> calls */
+/* _det_loop(fn, args, n, warmup_n, per_call) -> calls */
 static PyObject *det_loop(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     (void)m;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "_det_loop(fn, args, n, warmup_n)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_det_loop(fn, args, n, warmup_n, per_call)");
         return NULL;
     }
     if (!PyCallable_Check(a[0])) {
@@ -880,7 +898,10 @@ static PyObject *det_loop(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "n must be >= 1");
         return NULL;
     }
-    int64_t calls = det_run(a[0], &PyTuple_GET_ITEM(a[1], 0), PyTuple_GET_SIZE(a[1]), n, wn);
+    int per_call;
+    if (hb_arg_bool(a[4], 1, &per_call) < 0) return NULL;
+    int64_t calls =
+        det_run(a[0], &PyTuple_GET_ITEM(a[1], 0), PyTuple_GET_SIZE(a[1]), n, wn, per_call);
     if (calls < 0) return NULL;
     return PyLong_FromLongLong(calls);
 }
@@ -1031,7 +1052,7 @@ static PyMethodDef measure_functions[] = {
      "(mallocs, bytes, frees) of the preloaded counter, or None."},
     {"now_ns", now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns."},
     {"_det_loop", (PyCFunction)(void (*)(void))det_loop, METH_FASTCALL,
-     "_det_loop(fn, args, n, warmup_n) -> calls: one callgrind/strace window per call."},
+     "_det_loop(fn, args, n, warmup_n, per_call) -> calls: callgrind/strace windows."},
     {"_callgrind_built", callgrind_built, METH_NOARGS,
      "True when built with valgrind/callgrind.h (client requests compiled in)."},
     {"_running_on_valgrind", running_on_valgrind, METH_NOARGS,

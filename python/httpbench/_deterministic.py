@@ -137,19 +137,19 @@ def _child(spec_path: str) -> None:
     if isinstance(fn, str):
         fn = resolve_callable(fn)
     tasks = len(os.listdir("/proc/self/task"))
-    calls = _core._det_loop(fn, args, spec["n"], spec["warmup"])
+    calls = _core._det_loop(fn, args, spec["n"], spec["warmup"], spec["per_call"])
     grown = len(os.listdir("/proc/self/task")) - tasks
     with open(spec["out"], "w") as f:
         f.write(f"{calls} {grown}\n")
 
 
 def _run_child(prefix: list[str], fn: Any, args: Sequence[Any], n: int, warmup: int,
-               workdir: str, timeout: float | None) -> int:
+               workdir: str, timeout: float | None, per_call: bool = True) -> int:
     out = os.path.join(workdir, "child.out")
     spec = os.path.join(workdir, "spec.pickle")
     with open(spec, "wb") as f:
         pickle.dump({"payload": _payload(fn, args), "n": int(n), "warmup": int(warmup),
-                     "out": out}, f)
+                     "out": out, "per_call": bool(per_call)}, f)
     cmd = [*prefix, sys.executable, "-c",
            "import sys; from httpbench._deterministic import _child; _child(sys.argv[1])", spec]
     try:
@@ -195,8 +195,12 @@ def _callgrind_check() -> None:
 
 
 def count_instructions(fn: Any, args: Sequence[Any] = (), *, n: int, warmup: int,
-                       keep_file: str | None = None, timeout: float | None = None) -> DetCounts:
-    """Instructions of each of ``n`` calls of ``fn(*args)`` in a callgrind child."""
+                       per_call: bool = True, keep_file: str | None = None,
+                       timeout: float | None = None) -> DetCounts:
+    """Instructions of ``n`` calls of ``fn(*args)`` in a callgrind child: each
+    call's (``per_call``; a dump per call costs about as much as a small call)
+    or, without it, one total over all of them (``instructions`` has one entry).
+    ``functions`` are per call either way."""
     valgrind = require_tool("valgrind")
     _callgrind_check()
     with tempfile.TemporaryDirectory(prefix="httpbench-cg-") as tmp:
@@ -204,12 +208,14 @@ def count_instructions(fn: Any, args: Sequence[Any] = (), *, n: int, warmup: int
         prefix = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                   "--combine-dumps=yes", "--dump-instr=no", "--dump-line=no",
                   "--compress-strings=yes", f"--callgrind-out-file={out}", "--quiet"]
-        calls = _run_child(prefix, fn, args, n, warmup, tmp, timeout)
+        calls = _run_child(prefix, fn, args, n, warmup, tmp, timeout, per_call)
         res = parse_callgrind(out)
         res.calls = calls
-        if len(res.instructions) != calls:
-            raise RuntimeError(f"callgrind wrote {len(res.instructions)} call dumps for "
+        want = calls if per_call else 1
+        if len(res.instructions) != want:
+            raise RuntimeError(f"callgrind wrote {len(res.instructions)} window dumps for "
                                f"{calls} calls")
+        res.functions = {k: (a / calls, b / calls) for k, (a, b) in res.functions.items()}
         if keep_file:
             shutil.copyfile(out, keep_file)
             res.callgrind_file = os.path.abspath(keep_file)
@@ -220,8 +226,8 @@ _NAME_RE = re.compile(r"^\((\d+)\)(?: (.*))?$")
 
 
 def parse_callgrind(path: str) -> DetCounts:
-    """Per-call totals and per-function (inclusive, self) cost per call of a
-    combined callgrind file whose parts were dumped by the window loop.
+    """Each window's total and per-function (inclusive, self) cost summed over
+    the windows of a combined callgrind file dumped by the window loop.
 
     Inclusive cost = self + the cost of calls to other functions; calls of a
     function to itself are not added again (they are inside its own cost)."""
@@ -268,8 +274,7 @@ def parse_callgrind(path: str) -> DetCounts:
                 totals.append(int(line.split()[1]))
             elif line.startswith("part:"):
                 ours = False
-    n = len(totals) or 1
-    funcs = {k: (incl[k] / n, self_[k] / n) for k in incl}
+    funcs = {k: (float(incl[k]), float(self_[k])) for k in incl}
     return DetCounts(instructions=totals, functions=funcs)
 
 

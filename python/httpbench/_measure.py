@@ -276,24 +276,27 @@ _DET_WARMUP = 20
 
 
 def deterministic_counts(fn: Any, args: Sequence[Any] = (), *, n: int,
-                         warmup: int = _DET_WARMUP, instructions: bool = True,
+                         warmup: int = _DET_WARMUP, instructions: bool | str = True,
                          syscalls: bool = True, callgrind_file: str | None = None,
                          top: int = 15) -> dict[str, Any]:
     """Exact per-call counts of ``n`` calls of ``fn(*args)``, each in a child
     process: the MeasureResult fields (``instructions_per_call``, ...) and
-    metadata entries. ``fn``: picklable, or a ``"module:function"`` string."""
+    metadata entries. ``fn``: picklable, or a ``"module:function"`` string.
+    ``instructions="per-call"`` also gives each call's count (slower: a
+    callgrind dump per call)."""
     kw: dict[str, Any] = {}
     meta: dict[str, Any] = {"deterministic_calls": int(n), "deterministic_warmup_calls": warmup}
     if instructions:
-        r = _deterministic.count_instructions(fn, args, n=n, warmup=warmup,
+        per_call = _per_call_mode(instructions)
+        r = _deterministic.count_instructions(fn, args, n=n, warmup=warmup, per_call=per_call,
                                               keep_file=callgrind_file)
-        per = r.instructions
-        kw["instructions_per_call"] = sum(per) / len(per)
-        kw["instructions_by_call"] = tuple(per)
+        kw["instructions_per_call"] = sum(r.instructions) / r.calls
+        if per_call:
+            kw["instructions_by_call"] = tuple(r.instructions)
+            meta["instructions_stdev"] = statistics.pstdev(r.instructions)
         meta["instructions_scope"] = (
             "user-space instructions (Ir) per call under callgrind, all threads, in a child "
             "process with PYTHONHASHSEED=0; no kernel time, I/O waits or cache effects")
-        meta["instructions_stdev"] = statistics.pstdev(per)
         meta["callgrind_top"] = [list(t) for t in _deterministic.top_functions(r.functions, top)]
         if r.callgrind_file:
             meta["callgrind_file"] = r.callgrind_file
@@ -312,8 +315,16 @@ def deterministic_counts(fn: Any, args: Sequence[Any] = (), *, n: int,
     return {"fields": kw, "metadata": meta}
 
 
+def _per_call_mode(instructions: bool | str) -> bool:
+    if instructions is True:
+        return False
+    if instructions == "per-call":
+        return True
+    raise ValueError(f"instructions must be False, True or 'per-call', not {instructions!r}")
+
+
 def _with_counts(res: MeasureResult, fn: Any, args: tuple, n: int | None, warmup: int | None,
-                 instructions: bool, syscalls: bool, callgrind_file: str | None
+                 instructions: bool | str, syscalls: bool, callgrind_file: str | None
                  ) -> MeasureResult:
     if not (instructions or syscalls):
         return res
@@ -348,7 +359,7 @@ def measure(
     gc: bool = True,
     label: str | None = None,
     calibrate: bool = True,
-    instructions: bool = False,
+    instructions: bool | str = False,
     syscalls: bool = False,
     callgrind_file: str | None = None,
 ) -> MeasureResult:
@@ -361,9 +372,10 @@ def measure(
     measure a no-op with the same call shape first, for the harness overhead.
 
     ``instructions`` / ``syscalls``: also count instructions (callgrind) /
-    system calls (strace) of each of ``n`` calls (200 when only ``duration``
-    is given) in a child process, after ``warmup`` calls (20 unless an int is
-    given). ``fn`` must then be picklable or a ``"module:function"`` string
+    system calls (strace, each call's) of ``n`` calls (200 when only
+    ``duration`` is given) in a child process, after ``warmup`` calls (20
+    unless an int is given); ``instructions="per-call"`` also keeps each
+    call's instruction count (a callgrind dump per call: slower). ``fn`` must then be picklable or a ``"module:function"`` string
     (which is also accepted alone: it is resolved here for the timing run).
     ``callgrind_file``: keep callgrind's output there (for callgrind_annotate
     or kcachegrind; one part per call).
@@ -376,6 +388,8 @@ def measure(
         fn = _deterministic.resolve_callable(fn)
     if callgrind_file is not None and not instructions:
         raise ValueError("callgrind_file needs instructions=True")
+    if instructions:
+        _per_call_mode(instructions)
     if (instructions or syscalls) and n is None and duration is None:
         n = DETERMINISTIC_DEFAULT_CALLS
     _deterministic.preflight(spec, args, instructions=instructions, syscalls=syscalls)
