@@ -20,6 +20,8 @@ from httpbench import _results as R
 from httpbench._baseline import compare_metrics, function_movers
 from httpbench._budget import BudgetError, BudgetExceeded, parse_budget, result_metrics
 
+pytest_plugins = ["pytester"]
+
 needs_valgrind = pytest.mark.skipif(
     shutil.which("valgrind") is None or not _core._callgrind_built(),
     reason="valgrind (with valgrind/callgrind.h at build time) not available")
@@ -300,3 +302,38 @@ def test_function_movers_lists_what_got_more_expensive():
     assert lines[0] == "top movers:"
     assert "parse" in lines[2] and "+600" in lines[2]  # biggest mover first
     assert function_movers({}, {"a": 1.0}) == ""
+
+
+# --------------------------------------------------------------------------
+# the pytest plugin: a syscalls budget turns on the count, and can fail
+
+
+PLUGIN_TEST = '''
+import os
+import pytest
+
+
+def three():
+    for _ in range(3):
+        os.getpid()
+
+
+@pytest.mark.httpbench(budget="syscalls<=3")
+def test_holds(httpbench):
+    r = httpbench.measure(three, n=5, warmup=2)
+    assert r.syscalls_per_call == {"getpid": 3.0}
+
+
+@pytest.mark.httpbench(budget="syscalls<3")
+def test_breaks(httpbench):
+    httpbench.measure(three, n=5, warmup=2)
+'''
+
+
+@needs_strace
+@pytest.mark.slow
+def test_plugin_syscalls_budget_pass_and_fail(pytester):
+    pytester.makepyfile(test_sys=PLUGIN_TEST)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*syscalls_per_request*< 3*FAIL*"])
