@@ -2,9 +2,14 @@
 
 import glob
 import os
+import shutil
 import subprocess
+import sys
+import sysconfig
+import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -16,7 +21,6 @@ def sources(sub: str) -> list[str]:
 extra = ["-std=c11", "-O2", "-Wall", "-Wextra", "-D_GNU_SOURCE", "-fvisibility=hidden"]
 if os.environ.get("HTTPBENCH_WERROR"):
     extra.append("-Werror")
-
 
 
 def have_header(header: str) -> bool:
@@ -58,4 +62,47 @@ exts = [core]
 if sources("csrc/preload"):
     exts.append(mcount)
 
-setup(ext_modules=exts)
+PACKAGES_HINT = """\
+  Debian/Ubuntu: sudo apt-get install build-essential python3-dev libssl-dev
+  Fedora/RHEL:   sudo dnf install gcc python3-devel openssl-devel
+  Alpine:        sudo apk add build-base python3-dev openssl-dev
+or install a prebuilt manylinux wheel (tools/build-wheel makes one)."""
+
+
+def toolchain_problems(compiler) -> list[str]:
+    """What the build needs and this machine lacks, checked before any real compile."""
+    cc = (getattr(compiler, "compiler_so", None) or ["cc"])[0]
+    if not shutil.which(cc):
+        return [f"a C compiler ({cc!r} not found)"]
+    missing = []
+    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        missing.append("the Python headers (Python.h)")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write("#include <openssl/ssl.h>\nint main(void) { return 0; }\n")
+        try:
+            compiler.compile([src], output_dir=tmp)
+        except Exception:  # CompileError, or the compiler failing to start
+            missing.append("the OpenSSL headers (openssl/ssl.h)")
+    return missing
+
+
+class CheckedBuildExt(build_ext):
+    """build_ext that first names the missing packages instead of a compiler traceback."""
+
+    def run(self) -> None:
+        from setuptools._distutils.ccompiler import new_compiler
+        from setuptools._distutils.sysconfig import customize_compiler
+
+        cc = new_compiler(compiler=self.compiler)
+        customize_compiler(cc)
+        missing = toolchain_problems(cc)
+        if missing:
+            sys.exit("httpbench: cannot build the C extension: missing " + "; ".join(missing)
+                     + ".\nInstall a C compiler, the Python headers and the OpenSSL headers:\n"
+                     + PACKAGES_HINT)
+        super().run()
+
+
+setup(ext_modules=exts, cmdclass={"build_ext": CheckedBuildExt})

@@ -120,6 +120,11 @@ BENCHMARKS = [
                           "process: instructions/request under callgrind in a child process "
                           "per run, CPU time/request from the in-process timing run of the "
                           "same measure() call; CV = stdev/mean over the runs."),)),
+    Benchmark("import", "bench_import.py", ("--rounds", "20"), ("--rounds", "10"),
+              ("--rounds", "3"), ours="httpbench", timeout=300.0,
+              notes=(("", "Time of `import httpbench` inside a fresh interpreter (start-up "
+                          "excluded), median over the rounds; heavy parts (asyncio, argparse, "
+                          "ssl, json, matplotlib) load on first use of the names needing them."),)),
     Benchmark("syscalls", "(built in: strace -f -c)", (), (), (), peers=("wrk", "nginx"),
               ours="httpbench", builtin=True,
               notes=(("", "(calls in a long run − calls in a short run) ÷ extra requests, "
@@ -185,6 +190,9 @@ GOALS = [
     Goal("distributed", "distributed", "fixed overhead of a distributed run ≤ 1 s", "overhead",
          "<=", 1.0, "dask-local 2", unit=" s",
          detail="attach, checks, barrier lead {dask-local 2|barrier lead} s, merge"),
+    # package import
+    Goal("import", "package", "import httpbench ≤ 30 ms", "import", "<=", 30.0, "httpbench",
+         unit=" ms", detail="{modules loaded|modules} modules loaded"),
     # load generator memory
     Goal("engine_mem", "load generator", "0 heap allocations per request (HTTP)", "mallocs",
          "==", 0.0, "per extra request", case="* HTTP", unit="",

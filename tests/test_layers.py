@@ -26,6 +26,8 @@ LAYERS: dict[str, int] = {
     "_metadata": 0,
     "_stats": 0,
     "_tables": 0,
+    "_specs": 0,
+    "_delta": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
     "_results": 1,
     "_rows": 1,
@@ -59,6 +61,9 @@ LAYERS: dict[str, int] = {
     "_adapters.urllib3_": 4,
     "plugin": 4,
     "_cli": 4,
+    "_envs": 4,
+    "_versions": 4,
+    "_completion": 4,
     "_server": 4,
     "_client": 4,
     # the public face

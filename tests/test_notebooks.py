@@ -16,6 +16,7 @@ NEEDS = {
     "01-compare-clients.ipynb": ["compare"],
     "02-load-test-a-server.ipynb": ["bench", "Server"],
     "03-explore-saved-results.ipynb": ["bench", "Server"],
+    "04-versions.ipynb": ["compare"],
 }
 
 nbformat = pytest.importorskip("nbformat", reason="pip install nbformat nbclient ipykernel")

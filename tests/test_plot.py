@@ -61,7 +61,10 @@ def test_constant_rate_plot_draws_corrected_and_uncorrected():
     fig = b.plot(kind="percentiles")
     _png(fig)
     labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
-    assert labels == [f"{b.label} (corrected)", f"{b.label} (uncorrected)"]
+    # a run labelled by its URL is named by its path in the legend (the URL is the title)
+    assert b.label == b.url == "http://127.0.0.1:8080/150b"
+    assert labels == ["/150b (corrected)", "/150b (uncorrected)"]
+    assert b.url in fig.axes[0].get_title()
     corrected, uncorrected = fig.axes[0].get_lines()
     assert max(corrected.get_ydata()) == pytest.approx(1.0, rel=1e-2)  # seconds axis
     assert max(uncorrected.get_ydata()) == pytest.approx(0.0002, rel=1e-2)

@@ -161,17 +161,32 @@ static int send_request(hb_exchange *x, char *err)
     return send_fd_body(x, err);
 }
 
-/* Could the head end within the bytes from `from`? Saves reparsing a long
- * head on every small read (a peer sending one byte at a time). */
-static int may_hold_head_end(const char *b, size_t from, size_t to)
+/* Bytes of a status line with fixed shape ("HTTP/1.1 200 "), plus slack. */
+#define START_PREFIX 16
+
+/* Can parsing b[head..to) tell more than it did at b[head..from)? Yes while
+ * the start line's fixed prefix is not all checked (so a banner or junk fails
+ * on its first bytes) and whenever a line ended in the new bytes (the head
+ * may be complete, or a finished line malformed). Saves reparsing a long head
+ * on every small read (a peer sending one byte at a time). */
+static int worth_parsing(const char *b, size_t head, size_t from, size_t to)
 {
-    from = from >= 3 ? from - 3 : 0;
-    const char *p = b + from, *end = b + to;
-    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-        if (++p >= end) return 0;
-        if (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')) return 1;
+    if (from - head < START_PREFIX) return 1;
+    return memchr(b + from, '\n', to - from) != NULL;
+}
+
+/* The first bytes of what the peer sent, printable, for the error text. */
+static void peek_text(const char *p, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && i < 24 && o + 5 < cap; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\' && ch != '"')
+            out[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
     }
-    return 0;
+    out[o] = '\0';
 }
 
 /* Read until a final (non-1xx) head is parsed. *got: response bytes seen. */
@@ -185,11 +200,13 @@ static int read_head(hb_exchange *x, size_t *got, char *err)
     for (;;) {
         if (c->rlen > c->rpos &&
             (c->rlen - c->rpos >= HB_PARSE_DEFAULT_MAX_HEAD ||
-             may_hold_head_end(c->rbuf, scanned, c->rlen))) {
+             worth_parsing(c->rbuf, c->rpos, scanned, c->rlen))) {
             x->resp.headers = x->headers;
             x->resp.num_headers = HB_CLIENT_MAX_HEADERS;
-            int n = hb_parse_response_head(c->rbuf + c->rpos, c->rlen - c->rpos, &x->resp, &lim);
+            int n = hb_parse_response_head_ex(c->rbuf + c->rpos, c->rlen - c->rpos, &x->resp, &lim,
+                                              r->parse_flags);
             if (n > 0) {
+                x->tolerated += x->resp.tolerated;
                 if (hb_response_is_interim(&x->resp)) {
                     x->interim++;
                     c->rpos += (size_t)n;
@@ -203,7 +220,10 @@ static int read_head(hb_exchange *x, size_t *got, char *err)
             }
             if (n != HB_AGAIN) {
                 int pe = x->resp.error ? x->resp.error : HB_PE_BAD_STATUS;
-                return hb_fail(err, pe, "malformed response head: %s", hb_parse_strerror(pe));
+                char peek[128];
+                peek_text(c->rbuf + c->rpos, c->rlen - c->rpos, peek, sizeof peek);
+                return hb_fail(err, pe, "malformed response head: %s (it starts \"%s\")",
+                               hb_parse_strerror(pe), peek);
             }
         }
         scanned = c->rlen;
@@ -261,7 +281,7 @@ static void setup_body(hb_exchange *x)
         x->remaining = (uint64_t)h->framing.content_length;
         if (x->remaining == 0) x->body_done = 1;
         break;
-    case HB_BODY_CHUNKED: hb_chunked_init(&x->chunk); break;
+    case HB_BODY_CHUNKED: hb_chunked_init_ex(&x->chunk, x->req->parse_flags); break;
     case HB_BODY_UNTIL_CLOSE: x->keep_alive = 0; break;
     }
 }
@@ -272,6 +292,7 @@ int hb_client_begin(hb_pool *p, const hb_request *r, hb_exchange *x, char *err)
     x->req = r;
     x->retried = 0;
     x->interim = 0;
+    x->tolerated = 0;
     x->eintr_abort = p->opts.eintr_abort;
     x->t_start = r->start_ns;
     x->t_first_byte = x->t_done = 0;
@@ -338,6 +359,24 @@ static int sink_reserve(hb_sink *s, size_t need, char *err)
     return s->grow(s, need, err);
 }
 
+/* Capacity to ask a memory sink for when it is full: the whole rest of a
+ * small body at once, else a step that doubles what arrived (at least
+ * SINK_CHUNK, at most HB_CLIENT_BODY_STEP): never far ahead of the bytes
+ * received, whatever Content-Length claims. remaining: UINT64_MAX if unknown. */
+static size_t body_need(const hb_sink *s, uint64_t remaining)
+{
+    uint64_t step = s->len < SINK_CHUNK ? SINK_CHUNK : s->len;
+    if (step > HB_CLIENT_BODY_STEP) step = HB_CLIENT_BODY_STEP;
+    if (remaining <= HB_CLIENT_BODY_WHOLE || remaining < step) step = remaining;
+    return s->len + (size_t)step;
+}
+
+static int too_large(const hb_exchange *x, char *err)
+{
+    return hb_fail(err, HB_E_TOO_LARGE, "response body over max_body (%llu bytes)",
+                   (unsigned long long)x->req->max_body);
+}
+
 static int write_fd_all(int fd, const char *p, size_t n, char *err)
 {
     while (n > 0) {
@@ -356,6 +395,7 @@ static int write_fd_all(int fd, const char *p, size_t n, char *err)
 static int deliver(hb_exchange *x, hb_sink *s, const char *p, size_t n, char *err)
 {
     x->body_bytes += n;
+    if (x->req->max_body && x->body_bytes > x->req->max_body) return too_large(x, err);
     if (s->fd >= 0) return write_fd_all(s->fd, p, n, err);
     int rc = sink_reserve(s, s->len + n, err);
     if (rc < 0) return rc;
@@ -382,7 +422,7 @@ static int read_length(hb_exchange *x, hb_sink *s, char *err)
     size_t k = c->rlen - c->rpos;
     if (k > x->remaining) k = (size_t)x->remaining;
     int rc;
-    if (s->fd < 0 && (rc = sink_reserve(s, s->len + (size_t)x->remaining, err)) < 0) return rc;
+    if (s->fd < 0 && (rc = sink_reserve(s, body_need(s, x->remaining), err)) < 0) return rc;
     if (k && (rc = deliver(x, s, c->rbuf + c->rpos, k, err)) < 0) return rc;
     c->rpos += k;
     x->remaining -= k;
@@ -390,8 +430,10 @@ static int read_length(hb_exchange *x, hb_sink *s, char *err)
         char *dst;
         size_t room;
         if (s->fd < 0) { /* straight into the caller's memory: no copy */
+            if (s->cap == s->len && (rc = sink_reserve(s, body_need(s, x->remaining), err)) < 0)
+                return rc;
             dst = s->buf + s->len;
-            room = (size_t)x->remaining;
+            room = s->cap - s->len;
         } else if (s->buf && s->cap) {
             dst = s->buf;
             room = s->cap;
@@ -428,7 +470,7 @@ static int read_until_close(hb_exchange *x, hb_sink *s, char *err)
         size_t room;
         if (s->fd < 0) {
             if (s->cap - s->len < SINK_CHUNK / 4 &&
-                (rc = sink_reserve(s, s->len + SINK_CHUNK, err)) < 0)
+                (rc = sink_reserve(s, body_need(s, UINT64_MAX), err)) < 0)
                 return rc;
             dst = s->buf + s->len;
             room = s->cap - s->len;
@@ -439,10 +481,14 @@ static int read_until_close(hb_exchange *x, hb_sink *s, char *err)
             dst = c->rbuf;
             room = c->rcap;
         }
+        /* At most one byte past the limit: enough to tell it was crossed. */
+        uint64_t max = x->req->max_body;
+        if (max && room > max - x->body_bytes + 1) room = (size_t)(max - x->body_bytes + 1);
         ssize_t n = read_some(x, dst, room, err, "reading the response body");
         if (n < 0) return (int)n;
         if (n == 0) return 0;
         x->body_bytes += (uint64_t)n;
+        if (max && x->body_bytes > max) return too_large(x, err);
         if (s->fd < 0)
             s->len += (size_t)n;
         else if ((rc = write_fd_all(s->fd, dst, (size_t)n, err)) < 0)
@@ -469,6 +515,7 @@ static int decode_chunks(hb_exchange *x, hb_sink *s, const char *p, size_t n, ch
                 memmove(out + *w, data, dlen);
                 *w += dlen;
                 x->body_bytes += dlen;
+                if (x->req->max_body && x->body_bytes > x->req->max_body) return too_large(x, err);
             } else {
                 int rc = deliver(x, s, data, dlen, err);
                 if (rc < 0) return rc;
@@ -495,7 +542,7 @@ static int read_chunked(hb_exchange *x, hb_sink *s, char *err)
         size_t room;
         if (s->fd < 0) { /* read into the sink's free space, decode in place */
             if (s->cap - s->len < SINK_CHUNK / 4 &&
-                (rc = sink_reserve(s, s->len + SINK_CHUNK, err)) < 0)
+                (rc = sink_reserve(s, body_need(s, UINT64_MAX), err)) < 0)
                 return rc;
             dst = s->buf + s->len;
             room = s->cap - s->len;
@@ -526,6 +573,13 @@ int hb_client_read_body(hb_exchange *x, hb_sink *s, char *err)
 {
     int rc = 0;
     if (err) err[0] = '\0';
+    uint64_t max = x->req->max_body;
+    if (!x->body_done && x->kind == HB_BODY_LENGTH && max && x->remaining > max) {
+        x->keep_alive = 0;
+        return hb_fail(err, HB_E_TOO_LARGE,
+                       "response body of %llu bytes (Content-Length) over max_body (%llu bytes)",
+                       (unsigned long long)x->remaining, (unsigned long long)max);
+    }
     if (!x->body_done) {
         switch (x->kind) {
         case HB_BODY_LENGTH: rc = read_length(x, s, err); break;
@@ -534,6 +588,7 @@ int hb_client_read_body(hb_exchange *x, hb_sink *s, char *err)
         case HB_BODY_NONE: break;
         }
     }
+    if (x->kind == HB_BODY_CHUNKED) x->tolerated += x->chunk.tolerated;
     if (rc < 0) {
         x->keep_alive = 0;
         return rc;

@@ -21,8 +21,15 @@
  * and req.idempotent is set and the body can be replayed, it is sent once
  * more on a new connection. Anything else is reported.
  *
+ * The head is parsed as it arrives: bytes that cannot start a status line (an
+ * SSH or SMTP banner, binary junk) fail with HB_PE_* as soon as they are read,
+ * whatever the deadline. A body is never reserved ahead of the bytes received
+ * by more than HB_CLIENT_BODY_STEP, whatever its Content-Length claims, and
+ * req.max_body bounds it (HB_E_TOO_LARGE, before a byte of it is read when
+ * Content-Length already says so).
+ *
  * Errors (begin/read_body): HB_E_TIMEOUT, HB_E_CONNECT / -errno on connect,
- * HB_E_TLS*, HB_PE_* (protocol; detail names the reason), HB_E_CLOSED (closed
+ * HB_E_TLS*, HB_PE_* (protocol; detail names the reason), HB_E_TOO_LARGE, HB_E_CLOSED (closed
  * before the head or during the body: a truncated body is never a success),
  * -errno for other socket errors, HB_E_INVALID, HB_E_INTERRUPTED (a signal
  * cut a wait short and the pool has eintr_abort set). After an error from begin
@@ -41,6 +48,11 @@
 #include "hb_pool.h"
 
 #define HB_CLIENT_MAX_HEADERS 128
+/* Most a memory sink is asked to grow past the body bytes it holds; growth is
+ * geometric below that (a doubling of what arrived, at least 64 KiB). */
+#define HB_CLIENT_BODY_STEP (16u * 1024 * 1024)
+/* Bodies with a Content-Length up to this are reserved whole at once. */
+#define HB_CLIENT_BODY_WHOLE (1024u * 1024)
 
 typedef struct hb_request {
     hb_target target;
@@ -59,6 +71,8 @@ typedef struct hb_request {
     int64_t body_fd_len;
     int is_head;    /* method HEAD: the response has no body */
     int idempotent; /* may be retried on a fresh connection (see above) */
+    unsigned parse_flags; /* HB_PARSE_LENIENT_LF or 0, for the response head and chunks */
+    uint64_t max_body;    /* largest response body accepted; 0: no limit */
     uint64_t start_ns;           /* hb_now_ns at the start of the request */
     uint64_t deadline_ns;        /* absolute; whole request */
     uint64_t connect_deadline_ns; /* absolute; <= deadline_ns */
@@ -66,7 +80,9 @@ typedef struct hb_request {
 
 /* Where a body goes. Memory: bytes land in buf[len..cap); when more room is
  * needed, grow(s, need) must make cap >= need (may move buf) or return an
- * error code. File: fd >= 0, data is written there; buf/cap (if set) is
+ * error code; need is at most HB_CLIENT_BODY_STEP past len (or the whole
+ * Content-Length when it is at most HB_CLIENT_BODY_WHOLE), so a grow that
+ * gives exactly need keeps the reservation bounded. File: fd >= 0, data is written there; buf/cap (if set) is
  * scratch space for reading (else the connection's buffer is used). */
 typedef struct hb_sink {
     char *buf;
@@ -93,6 +109,7 @@ typedef struct hb_exchange {
     int retried; /* a stale reused connection was replaced */
     int eintr_abort; /* from the pool's options */
     unsigned interim; /* 1xx responses skipped */
+    unsigned tolerated; /* bare LFs accepted under HB_PARSE_LENIENT_LF (heads, then chunks) */
     /* Phase timestamps (absolute hb_now_ns; connected/tls_done 0 on reuse). */
     uint64_t t_start, t_connected, t_tls_done, t_first_byte, t_done;
 } hb_exchange;

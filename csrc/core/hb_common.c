@@ -22,6 +22,7 @@ const char *hb_strerror(int rc)
     case HB_E_NOMEM: return "out of memory";
     case HB_E_INVALID: return "invalid argument";
     case HB_E_INTERRUPTED: return "interrupted";
+    case HB_E_TOO_LARGE: return "response body too large";
     default: return hb_is_tls_error(rc) ? "TLS error" : "unknown error";
     }
 }

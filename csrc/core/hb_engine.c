@@ -31,6 +31,7 @@
 
 #define NS_PER_S 1000000000ull
 #define STOP_POLL_NS (20ull * 1000000ull) /* bound on how late a stop is noticed */
+#define WARM_DRAIN_NS (10ull * NS_PER_S)   /* n mode, no timeout: wait for warm-up answers */
 #define MAX_HEADERS HB_PARSE_DEFAULT_MAX_HEADERS
 #define PBUF_MAX (256u * 1024u) /* pipelined copies of the request up to this size */
 #define FILE_CHUNK (64u * 1024u)
@@ -91,6 +92,7 @@ typedef struct ethread {
     uint64_t quota;  /* n mode: measured requests this thread accounts for */
     uint64_t issued; /* measured requests issued (closed loop) */
     uint64_t done;   /* measured requests accounted */
+    uint64_t warm_inflight; /* warm-up requests issued and not yet accounted */
     int finished_loop, interrupted;
     uint64_t end_ns;
     hb_header hdrs[MAX_HEADERS];
@@ -188,6 +190,7 @@ static void account_error(ethread *th, const req_slot *q, int type, uint64_t now
 {
     if (q->warm) {
         th->r.warmup_requests++;
+        th->warm_inflight--;
         return;
     }
     th->r.errors[type]++;
@@ -378,6 +381,7 @@ static void issue(econn *c, uint64_t intended, uint64_t now, int warm)
     q->start = now;
     q->written = 0;
     q->warm = warm;
+    if (warm) c->th->warm_inflight++;
     c->rcount++;
     c->wleft += e->req_len;
 }
@@ -525,6 +529,7 @@ static void complete(econn *c, uint64_t now)
     int st = c->resp_status;
     if (q->warm) {
         r->warmup_requests++;
+        th->warm_inflight--;
     } else {
         uint64_t written = q->written ? q->written : q->start;
         hb_hist_record(&r->latency, now - q->intended);
@@ -610,7 +615,7 @@ static int process(econn *c, uint64_t now)
                 h.headers = th->have_server ? NULL : th->hdrs;
                 h.num_headers = MAX_HEADERS;
                 hb_parse_limits lim = {c->rcap, MAX_HEADERS};
-                int pr = hb_parse_response_head(p, avail, &h, &lim);
+                int pr = hb_parse_response_head_ex(p, avail, &h, &lim, e->cfg.parse_flags);
                 if (pr == HB_AGAIN) {
                     if (avail == c->rcap) {
                         fail_all(c, HB_ENG_ERR_PROTOCOL, HB_PE_HEAD_TOO_LARGE,
@@ -660,7 +665,7 @@ static int process(econn *c, uint64_t now)
                     c->rstate = R_BODY_LEN;
                 break;
             case HB_BODY_CHUNKED:
-                hb_chunked_init(&c->ch);
+                hb_chunked_init_ex(&c->ch, e->cfg.parse_flags);
                 c->rstate = R_BODY_CHUNKED;
                 break;
             default:
@@ -880,8 +885,16 @@ static void *thread_main(void *arg)
             break;
         }
     }
-    th->finished_loop = 1;
     th->end_ns = hb_now_ns();
+    /* n mode: warm-up requests still in flight (queued behind others on a
+     * slow connection) get their answers before the connections close, so the
+     * server has seen exactly n + warmup_requests; measured time ended above.
+     * The request timeout bounds the wait (without one, WARM_DRAIN_NS). */
+    uint64_t drain_end = th->end_ns + (e->cfg.timeout_ns ? e->cfg.timeout_ns : WARM_DRAIN_NS);
+    while (e->cfg.n && th->warm_inflight && hb_now_ns() < drain_end &&
+           !atomic_load_explicit(&e->stop, memory_order_relaxed))
+        if (hb_loop_run_once(&th->loop, STOP_POLL_NS) < 0) break;
+    th->finished_loop = 1;
     /* Interrupted = the stop flag ended the run before its natural end. */
     th->interrupted = e->cfg.n ? th->done < th->quota : th->end_ns < e->end_ns;
     if (!e->cfg.n && th->end_ns > e->end_ns &&

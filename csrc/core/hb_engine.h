@@ -80,6 +80,7 @@ typedef struct hb_engine_config {
     size_t body_len;
     int body_fd;
     int method_is_head; /* responses carry no body */
+    unsigned parse_flags; /* HB_PARSE_LENIENT_LF: accept bare LF line ends in responses */
     /* Load. */
     uint64_t n;           /* > 0: exactly n requests; 0: duration_ns */
     uint64_t duration_ns; /* used when n == 0 */

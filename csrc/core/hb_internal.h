@@ -30,4 +30,205 @@ int hb__tls_ctx_apply_client(struct hb_tls_ctx *c, struct ssl_st *ssl, const cha
  * returns rc. */
 int hb__tls_fail(char *err, int rc, const char *prefix);
 
+/* ---- server ---- */
+/* The embedded server (hb_server.h) is four files sharing these:
+ *   hb_server.c       workers on hb_loop, accept, timeout sweep, public API
+ *   hb_server_conn.c  connection lifecycle and I/O: the state machine driver
+ *   hb_server_req.c   request handling: head, body, the response per route
+ *   hb_server_out.c   output queue, response heads, streamed bodies
+ * Per connection: one read buffer (max_head bytes), one small output buffer
+ * for response heads, and an iovec queue whose entries point into that
+ * buffer, into the read buffer (echo) or into hb_content_buf(). Input is only
+ * read (and the read buffer only compacted) when the output queue is empty,
+ * so iovecs into the read buffer stay valid; that is also the back-pressure
+ * that keeps pipelined responses in order. */
+#include <pthread.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "hb_loop.h"
+#include "hb_parse.h"
+#include "hb_route.h"
+#include "hb_server.h"
+#include "hb_sock.h"
+#include "hb_tls.h"
+
+#define HB__SRV_NIOV 64
+#define HB__SRV_OBUF 12288
+#define HB__SRV_HEAD_CACHE 256 /* longest response head hb__out_head caches */
+#define HB__SRV_MS 1000000ull
+/* Idle connection structs a worker keeps for reuse; more are unmapped, so
+ * memory returns to the system after a burst of connections. */
+#define HB__SRV_FREE_MAX 64
+/* Upper bound of the /__stats JSON: every status code with a 20-digit
+ * count, every route and worker, and the fixed fields. */
+#define HB__SRV_STATS_MAX                                                                          \
+    (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 2048)
+
+enum hb__phase { HB__PH_HANDSHAKE, HB__PH_HEAD, HB__PH_BODY, HB__PH_WAIT, HB__PH_LINGER };
+enum hb__body_mode { HB__BM_DISCARD, HB__BM_SINK, HB__BM_ECHO };
+/* What the connection does once its queued output is written. */
+enum hb__after { HB__AF_NONE, HB__AF_CLOSE, HB__AF_RESET, HB__AF_STALL };
+/* What a PH_WAIT connection's timer continues. */
+enum hb__wait { HB__W_NONE, HB__W_DELAY, HB__W_DRIP, HB__W_STALL };
+
+/* Counters have one writer (their worker); readers use relaxed loads. */
+typedef struct hb__wstats {
+    uint64_t by_route[HB_ROUTE_COUNT];
+    uint64_t by_status[600];
+    uint64_t bytes_in, bytes_out, accepted, closed, hs, hs_resumed, hs_err, idle_timeouts,
+        body_in, client_gone;
+} hb__wstats;
+
+#define HB__ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
+#define HB__LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+struct hb__worker;
+
+typedef struct hb__conn {
+    hb_sock sock;
+    struct hb__worker *w;
+    struct hb__conn *prev, *next; /* worker's active list / free list (next only) */
+    hb_io io;                     /* edge-triggered, with EPOLLRDHUP */
+    hb_timer timer;               /* delay / drip / stall */
+    uint64_t req_deadline;        /* 0 = no request in progress */
+    uint64_t idle_since;
+    uint64_t wr_deadline;
+    uint64_t linger_until;
+    uint8_t phase, rd_ready, wr_ready, peer_eof;
+    uint8_t rdhup; /* epoll said RDHUP/HUP/ERR: the FIN may already be queued behind data */
+    uint8_t close_after, ka10, head_only, uncounted;
+    uint8_t status_owed; /* route counted, status not yet: hb__conn_free counts it as 0 */
+    uint8_t peer_left;   /* the peer closed or reset: an owed status is also client_gone */
+    uint8_t body_mode, body_chunked, echo_chunked, after, wait_kind, responded, send_continue;
+    int minor;
+    hb_route_req rq; /* the current request's route, status and parameters */
+    uint64_t body_left; /* Content-Length bytes still to consume */
+    hb_chunked chunked;
+    uint64_t body_bytes;
+    uint32_t crc;
+    /* streamed body: st_left content bytes from offset st_off; chunked when
+     * st_chunk > 0 (st_chunk_left bytes left in the current chunk) */
+    uint64_t st_off, st_left;
+    uint32_t st_chunk, st_chunk_left;
+    uint8_t st_active, st_final; /* st_final: emit the last chunk at the end */
+    size_t rpos, rlen;
+    size_t olen;
+    int iov_first, niov;
+    char *stats_body; /* a queued /__stats document (malloc), freed once written */
+    /* everything from here on needs no clearing when a conn is recycled */
+    struct iovec iov[HB__SRV_NIOV];
+    char obuf[HB__SRV_OBUF];
+    char rbuf[]; /* server's rbuf_size */
+} hb__conn;
+
+typedef struct hb__worker {
+    struct hb_server *srv;
+    int idx;
+    pthread_t thread;
+    int started, exited;
+    clockid_t cpu_clock;
+    int has_cpu_clock;
+    uint64_t final_cpu_ns;
+    int lfd;
+    int loop_ok;
+    hb_loop loop;
+    hb_io listen_io; /* level-triggered; unregistered while accepting is paused */
+    hb_io stop_io;   /* the server's stop eventfd, level-triggered, never drained */
+    hb_timer sweep;  /* timeouts; armed while connections exist or listening is paused */
+    int listen_paused, stop;
+    hb__conn *conns;
+    hb__conn *free;
+    int nfree; /* structs on the free list, at most HB__SRV_FREE_MAX */
+    uint64_t now; /* hb_now_ns() at the latest wake-up or timer */
+    uint64_t req_timeout_ns;
+    time_t date_sec;
+    char date[40];
+    /* the last head hb__out_head built, reused while its inputs (and the
+     * Date) are the same: keep-alive benchmarks ask for one response over
+     * and over */
+    struct {
+        const char *extra;
+        int64_t cl;
+        int status;
+        uint16_t len; /* 0 = empty */
+        uint8_t chunked, close_after, ka10;
+        char buf[HB__SRV_HEAD_CACHE];
+    } hc;
+    hb__wstats st;
+} hb__worker;
+
+struct hb_server {
+    hb_server_opts o;
+    char host[64];
+    int port;
+    int stopfd;
+    int stopping;
+    int running;
+    hb_tls_ctx *tls;
+    size_t rbuf_size;
+    int nworkers;
+    hb__worker *w;
+    const char *content; /* hb_content_buf() */
+};
+
+/* hb_server_out.c: the output queue and responses. */
+static inline int hb__has_output(const hb__conn *c)
+{
+    return c->niov > 0;
+}
+/* Room for one more response head or stats body (4 KiB) and a few iovecs. */
+static inline int hb__out_room(const hb__conn *c)
+{
+    return c->iov_first + c->niov + 8 <= HB__SRV_NIOV && c->olen + 4096 <= HB__SRV_OBUF;
+}
+size_t hb__xtoa(char *p, uint64_t v);
+void hb__out_iov(hb__conn *c, const void *p, size_t n);
+void hb__out_bytes(hb__conn *c, const void *p, size_t n);
+#define HB__OUT_LIT(c, s) hb__out_bytes((c), (s), sizeof(s) - 1)
+/* Content bytes [off, off+n) as iovecs into the shared content buffer. */
+void hb__out_content(hb__conn *c, uint64_t off, size_t n);
+void hb__count_status(hb__conn *c, int status);
+/* Queue a response head. `extra` (complete header lines) must be a string
+ * constant: the worker's head cache tells extras apart by address. cl < 0:
+ * no Content-Length. */
+void hb__out_head(hb__conn *c, int status, const char *extra, size_t extra_len, int64_t cl,
+                  int chunked);
+/* A complete response with a small text body (queued by reference: static
+ * or living until written). */
+void hb__respond_text(hb__conn *c, int status, const char *body, size_t len);
+#define HB__RESPOND_LIT(c, st, s) hb__respond_text((c), (st), (s), sizeof(s) - 1)
+/* A body of n content bytes from offset 0, queued or streamed. */
+void hb__out_body(hb__conn *c, uint64_t n);
+void hb__stream_start(hb__conn *c, uint64_t off, uint64_t n, uint32_t chunk, int final);
+/* Queue the next batch of the active stream. */
+void hb__stream_refill(hb__conn *c);
+
+#define HB__CT_OCTET "Content-Type: application/octet-stream\r\n"
+#define HB__CT_TEXT "Content-Type: text/plain\r\n"
+#define HB__CT_JSON "Content-Type: application/json\r\n"
+
+/* hb_server_req.c: request handling. */
+/* Parse and answer buffered input. 1 progress, 0 needs more input, -1 stop. */
+int hb__process_input(hb__conn *c);
+/* An error response that closes the connection; route < 0: already counted. */
+void hb__respond_error_close(hb__conn *c, int route, int status, const char *msg);
+/* The timer of a PH_WAIT connection fired: continue its route. */
+void hb__req_timer(hb__conn *c);
+
+/* hb_server_conn.c: connection lifecycle and I/O. */
+/* Adopt an accepted socket; 0, or -1 when out of connection structs. */
+int hb__conn_accept(hb__worker *w, int fd);
+/* abort_it: RST instead of FIN. The struct goes to the free list, or back to
+ * the system when the list is full. */
+void hb__conn_free(hb__conn *c, int abort_it);
+/* Release a struct for good (a full free list, or server stop). */
+void hb__conn_release(hb_server *srv, hb__conn *c);
+/* Drive the connection as far as it goes without blocking. */
+void hb__conn_run(hb__conn *c);
+/* Arm the connection's timer; -1 when the timer heap cannot grow. */
+int hb__conn_timer(hb__conn *c, uint64_t at);
+/* Apply the request / write / idle / linger timeouts at w->now. */
+void hb__conn_sweep(hb__conn *c);
+
 #endif

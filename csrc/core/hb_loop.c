@@ -127,7 +127,14 @@ int hb_timer_start(hb_loop *l, hb_timer *t, uint64_t deadline)
             sift_down(l, i);
         return 0;
     }
-    if (l->heap_len >= l->heap_cap) return HB_E_NOMEM;
+    if (l->heap_len >= l->heap_cap) {
+        if (!l->grow_timers) return HB_E_NOMEM;
+        /* doubling: reallocates only past the most timers ever armed */
+        hb_timer **h = realloc(l->heap, 2 * l->heap_cap * sizeof *h);
+        if (!h) return HB_E_NOMEM;
+        l->heap = h;
+        l->heap_cap *= 2;
+    }
     t->deadline = deadline;
     l->heap[l->heap_len] = t;
     t->slot = ++l->heap_len;
@@ -242,6 +249,7 @@ int hb_loop_run_once(hb_loop *l, uint64_t max_wait_ns)
         if (errno != EINTR) return -errno;
         n = 0;
     }
+    if (l->on_wake) l->on_wake(l);
     int dispatched = n;
     for (int i = 0; i < n; i++) {
         hb_io *io = l->events[i].data.ptr;

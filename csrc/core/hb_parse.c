@@ -215,6 +215,7 @@ typedef struct fr_state {
     int has_cl;
     int has_te;
     int te_chunked; /* how many times "chunked" was listed */
+    int te_codings; /* how many codings were listed, chunked included */
     int te_last_chunked;
     int close;
     int keep_alive;
@@ -307,6 +308,7 @@ static int parse_te(const char *v, size_t n, fr_state *f)
             if (i == 0) return HB_PE_BAD_TRANSFER_ENCODING;
         }
         f->te_chunked += is_chunked;
+        f->te_codings++;
         f->te_last_chunked = is_chunked;
         any = 1;
     }
@@ -506,6 +508,7 @@ static void framing_of(const fr_state *f, int minor, hb_framing *out)
                             (f->has_te && (f->has_cl || minor == 0));
     out->expect_continue = f->expect;
     out->transfer_encoding = f->has_te;
+    out->transfer_codings = f->te_codings;
 }
 
 static int response_head(const char *buf, const char *end, hb_response_head *out, size_t max_hdrs,

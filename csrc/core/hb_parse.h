@@ -50,8 +50,9 @@ enum hb_parse_error {
     HB_PE_TOO_MANY_HEADERS = -5011,   /* more headers than the limit / capacity */
     HB_PE_BAD_REQUEST_LINE = -5012,   /* malformed method / target / request line */
     HB_PE_BAD_CHUNK = -5013,          /* missing CRLF after chunk data, bad trailer */
-    HB_PE_BAD_TRANSFER_ENCODING = -5014, /* not a list of codings ending in exactly "chunked"
-                                            (requests: answer 501) or malformed */
+    HB_PE_BAD_TRANSFER_ENCODING = -5014, /* not a list of codings ending in exactly "chunked",
+                                            or malformed (requests: answer 400 and close,
+                                            RFC 9112 6.3) */
     HB_PE_BAD_LINE_ENDING = -5015,    /* bare CR, or garbage where CRLF expected */
     HB_PE_OBS_FOLD = -5016,           /* header line starting with whitespace (obs-fold) */
     HB_PE_TE_AND_CONTENT_LENGTH = -5017, /* request with both (a smuggling vector) */
@@ -89,6 +90,9 @@ typedef struct hb_framing {
                                Content-Length, or Transfer-Encoding in HTTP/1.0 */
     int expect_continue;    /* requests: Expect: 100-continue */
     int transfer_encoding;  /* a Transfer-Encoding header was present (any coding) */
+    int transfer_codings;   /* codings listed in it, chunked included: more than one with
+                               chunked means a coding this parser does not decode (a
+                               server answers 501, RFC 9112 6.1) */
 } hb_framing;
 
 typedef struct hb_response_head {

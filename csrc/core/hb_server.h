@@ -1,22 +1,15 @@
 /* hb_server.h - the embedded HTTP/1.1 (+TLS) test server.
  *
- * N worker threads, each with its own epoll loop and its own SO_REUSEPORT
+ * N worker threads, each running its own hb_loop with its own SO_REUSEPORT
  * listener on the same port; connections never move between threads.
  * Keep-alive, pipelining (answered in order), HTTP/1.0 and 1.1, HEAD,
  * request bodies by Content-Length or chunked, Expect: 100-continue.
  * Responses are assembled from static pieces and a shared read-only buffer
  * of deterministic content with writev; nothing is allocated per request
- * (connection structs are recycled per worker).
+ * (connection structs are recycled per worker, up to a bounded free list).
  *
- * Deterministic content: byte i of every generated body is
- *     HB_SERVER_ALPHABET[(i % 65521) % 62]
- * (65521 is prime, so a dropped or repeated span shows up even when it is a
- * multiple of 62). hb_server_fill() produces the same bytes for checks.
- *
- * Routes (see README "Embedded server"): /, /bytes/{n}, /chunked/{n}?chunk=k,
- * /sink, /echo, /delay/{ms}, /status/{code}, /drip/{n}?interval_ms=,
- * /fault/{close-after-headers,close-mid-body,reset,stall/{ms},early-response},
- * /__stats (JSON, not counted in the stats).
+ * Bodies are deterministic content (hb_content.h); routes and their
+ * parameters are hb_route.h's table.
  *
  * Stats are per-worker counters written only by their worker and read with
  * relaxed atomic loads, so hb_server_stats_read never stops the server.
@@ -28,32 +21,9 @@
 #include <stdint.h>
 
 #include "hb_common.h"
+#include "hb_route.h"
 
-#define HB_SERVER_ALPHABET "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-#define HB_SERVER_PERIOD 65521
 #define HB_SERVER_MAX_THREADS 64
-
-/* Route ids for the stats (order is the stats order; names via
- * hb_server_route_name). */
-enum hb_route {
-    HB_ROUTE_ROOT = 0,          /* GET / */
-    HB_ROUTE_BYTES,             /* /bytes/{n} */
-    HB_ROUTE_CHUNKED,           /* /chunked/{n} */
-    HB_ROUTE_SINK,              /* POST|PUT /sink */
-    HB_ROUTE_ECHO,              /* POST|PUT /echo */
-    HB_ROUTE_DELAY,             /* /delay/{ms} */
-    HB_ROUTE_STATUS,            /* /status/{code} */
-    HB_ROUTE_DRIP,              /* /drip/{n} */
-    HB_ROUTE_CLOSE_AFTER_HEADERS, /* /fault/close-after-headers */
-    HB_ROUTE_CLOSE_MID_BODY,    /* /fault/close-mid-body */
-    HB_ROUTE_RESET,             /* /fault/reset */
-    HB_ROUTE_STALL,             /* /fault/stall/{ms} */
-    HB_ROUTE_EARLY_RESPONSE,    /* /fault/early-response */
-    HB_ROUTE_NOT_FOUND,         /* anything else (404, or 405 for a wrong method) */
-    HB_ROUTE_BAD_REQUEST,       /* unparseable request: 400 / 431, then close */
-    HB_ROUTE_TIMEOUT,           /* request not complete within request_timeout: 408, close */
-    HB_ROUTE_COUNT
-};
 
 typedef struct hb_server_opts {
     const char *host;            /* numeric address or "localhost"; default "127.0.0.1" */
@@ -80,6 +50,8 @@ typedef struct hb_server_stats {
     uint64_t tls_handshakes, tls_resumed, tls_handshake_errors;
     uint64_t idle_timeouts; /* keep-alive connections closed for idling (not requests) */
     uint64_t body_bytes_in; /* request body bytes consumed */
+    uint64_t client_gone;   /* requests whose client closed or reset the connection before
+                               their response began (also in by_status[0]) */
     int threads;
     uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
     uint64_t thread_cpu_ns[HB_SERVER_MAX_THREADS]; /* per worker */
@@ -107,11 +79,5 @@ const char *hb_server_cert_pem(const hb_server *s, size_t *len);
 /* Consistent snapshot of the counters (each counter read atomically; taken
  * while the server runs). */
 void hb_server_stats_read(const hb_server *s, hb_server_stats *out);
-const char *hb_server_route_name(int route);
-
-/* The deterministic content: n bytes starting at body offset `offset`. */
-void hb_server_fill(void *dst, size_t n, uint64_t offset);
-/* CRC-32 (IEEE, zlib's crc32()): crc = hb_crc32(0, p, n); chainable. */
-uint32_t hb_crc32(uint32_t crc, const void *p, size_t n);
 
 #endif

@@ -5,8 +5,9 @@
  * Per request, with the GIL held: split the URL, serialize the head into a
  * stack buffer, prepare the body; then, GIL released: connect or reuse, send,
  * read the head; GIL held again: build the Response, allocate the body bytes
- * at Content-Length size and read the rest straight into them (GIL released
- * when a syscall is needed). No C heap allocation per request; Python objects
+ * (at Content-Length size when that is at most HB_CLIENT_BODY_WHOLE, else
+ * growing with the bytes received) and read the rest straight into them (GIL
+ * released when a syscall is needed). No C heap allocation per request; Python objects
  * per request: the Response, its raw head bytes and its body bytes (reason,
  * headers, timings are built only when accessed).
  *
@@ -31,6 +32,8 @@
 #define HEADERS_STACK 32
 #define DOWNLOAD_BUF (256 * 1024)
 #define CHUNKED_INITIAL (16 * 1024)
+/* Default max_body for bodies held in memory (download() has none). */
+#define DEFAULT_MAX_BODY ((uint64_t)1 << 30)
 
 typedef struct {
     PyObject_HEAD
@@ -44,6 +47,8 @@ typedef struct {
     uint64_t timeout_ns;         /* UINT64_MAX: none */
     uint64_t connect_timeout_ns; /* UINT64_MAX: only the overall timeout */
     double timeout, connect_timeout, idle_timeout; /* as given (-1: None) */
+    uint64_t max_body; /* in-memory bodies; 0: no limit */
+    int lenient;       /* HB_PARSE_LENIENT_LF for responses */
 } ClientObject;
 
 /* -------------------------------------------------------------- request prep */
@@ -181,14 +186,16 @@ typedef struct {
 static int sink_grow(hb_sink *s, size_t need, char *err)
 {
     grow_ctx *g = s->ctx;
-    size_t nc = s->cap ? s->cap : CHUNKED_INITIAL;
-    while (nc < need) nc *= 2;
-    if (nc > PY_SSIZE_T_MAX) return hb_fail(err, HB_E_NOMEM, "body too large");
+    /* Exactly what the core asks for: it keeps growth geometric and bounded. */
+    size_t nc = need;
+    if (nc > PY_SSIZE_T_MAX)
+        return hb_fail(err, HB_E_TOO_LARGE, "a %zu byte response body is too large", nc);
     if (g->ts) PyEval_RestoreThread(g->ts);
     int rc = _PyBytes_Resize(&g->obj, (Py_ssize_t)nc);
     if (rc < 0) PyErr_Clear();
     if (g->ts) g->ts = PyEval_SaveThread();
-    if (rc < 0) return hb_fail(err, HB_E_NOMEM, "out of memory for a %zu byte body", nc);
+    if (rc < 0)
+        return hb_fail(err, HB_E_TOO_LARGE, "out of memory for a %zu byte response body", nc);
     s->buf = PyBytes_AS_STRING(g->obj);
     s->cap = nc;
     return 0;
@@ -210,14 +217,52 @@ static void raise_rc(hb_modstate *st, int rc, const char *err, const char *metho
     hb_raise(st, rc, text);
 }
 
+/* max_body as given: absent keeps dflt, None is no limit (0), else an int >= 1. */
+static int arg_max_body(PyObject *o, uint64_t dflt, uint64_t *out)
+{
+    if (!o) {
+        *out = dflt;
+        return 0;
+    }
+    if (o == Py_None) {
+        *out = 0;
+        return 0;
+    }
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "max_body must be an int or None, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        PyObject *zero = PyLong_FromLong(0);
+        int pos = zero ? PyObject_RichCompareBool(o, zero, Py_GT) : -1;
+        Py_XDECREF(zero);
+        if (pos < 0) return -1;
+        v = pos ? UINT64_MAX : 0; /* beyond 64 bits: no practical limit */
+    }
+    if (v == 0) {
+        PyErr_SetString(PyExc_ValueError, "max_body must be >= 1 (or None for no limit)");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static PyObject *do_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
-                            PyObject *headers, PyObject *body, PyObject *dl_path)
+                            PyObject *headers, PyObject *body, PyObject *dl_path,
+                            PyObject *max_body_arg)
 {
     hb_modstate *st = self->st;
     if (self->closed) {
         PyErr_SetString(PyExc_ValueError, "the client is closed");
         return NULL;
     }
+    uint64_t max_body = self->max_body;
+    if (dl_path) max_body = 0; /* a download holds no body in memory */
+    if (max_body_arg && arg_max_body(max_body_arg, max_body, &max_body) < 0) return NULL;
     const char *u;
     Py_ssize_t ulen;
     hb_url up;
@@ -289,6 +334,8 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     rq.body_fd_len = bs.len;
     rq.is_head = hb_method_is_head(method, mlen);
     rq.idempotent = hb_method_idempotent(method, mlen);
+    rq.parse_flags = self->lenient ? HB_PARSE_LENIENT_LF : 0;
+    rq.max_body = max_body;
     rq.start_ns = hb_now_ns();
     rq.deadline_ns =
         self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq.start_ns + self->timeout_ns;
@@ -316,15 +363,22 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
         sink.buf = dl_buf;
         sink.cap = DOWNLOAD_BUF;
     } else if (x.kind == HB_BODY_LENGTH) {
-        if (x.remaining > (uint64_t)PY_SSIZE_T_MAX) {
-            rc = hb_fail(err, HB_E_NOMEM, "Content-Length %llu is too large",
-                         (unsigned long long)x.remaining);
-            goto fail_rc;
-        }
-        bodyobj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)x.remaining);
+        /* Small: the whole body at once (the usual case, no regrowth). Large:
+         * what is buffered, then grown as bytes arrive, so a Content-Length
+         * the peer never sends reserves nothing; over max_body the core
+         * fails before reading. */
+        size_t init = (size_t)HB_CLIENT_BODY_WHOLE;
+        if (x.remaining <= HB_CLIENT_BODY_WHOLE)
+            init = (size_t)x.remaining;
+        else if (max_body && x.remaining > max_body)
+            init = 0;
+        bodyobj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)init);
         if (!bodyobj) goto fail_x;
+        g.obj = bodyobj;
         sink.buf = PyBytes_AS_STRING(bodyobj);
-        sink.cap = (size_t)x.remaining;
+        sink.cap = init;
+        sink.grow = sink_grow;
+        sink.ctx = &g;
     } else if (x.kind != HB_BODY_NONE) {
         size_t init = hb_client_buffered(&x);
         if (init < CHUNKED_INITIAL) init = CHUNKED_INITIAL;
@@ -338,7 +392,8 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     }
     if (x.kind == HB_BODY_NONE) {
         rc = hb_client_read_body(&x, &sink, err);
-    } else if (x.kind == HB_BODY_LENGTH && dl_fd < 0 && hb_client_buffered(&x) >= x.remaining) {
+    } else if (x.kind == HB_BODY_LENGTH && dl_fd < 0 && hb_client_buffered(&x) >= x.remaining &&
+               sink.cap >= x.remaining) {
         rc = hb_client_read_body(&x, &sink, err); /* all buffered: a memcpy, keep the GIL */
     } else {
         g.ts = PyEval_SaveThread();
@@ -399,13 +454,13 @@ fail:
 static PyObject *client_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
-    static const char *const names[] = {"url", "headers"};
-    PyObject *a[2];
+    static const char *const names[] = {"url", "headers", "max_body"};
+    PyObject *a[3];
     if (nargs == 1 && !kwnames) { /* the hot path */
-        return do_request((ClientObject *)self, "GET", 3, args[0], NULL, NULL, NULL);
+        return do_request((ClientObject *)self, "GET", 3, args[0], NULL, NULL, NULL, NULL);
     }
-    if (hb_args("get", args, nargs, kwnames, names, 2, 2, 1, a) < 0) return NULL;
-    return do_request((ClientObject *)self, "GET", 3, a[0], a[1], NULL, NULL);
+    if (hb_args("get", args, nargs, kwnames, names, 3, 2, 1, a) < 0) return NULL;
+    return do_request((ClientObject *)self, "GET", 3, a[0], a[1], NULL, NULL, a[2]);
 }
 
 static PyObject *client_head(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -414,15 +469,15 @@ static PyObject *client_head(PyObject *self, PyObject *const *args, Py_ssize_t n
     static const char *const names[] = {"url", "headers"};
     PyObject *a[2];
     if (hb_args("head", args, nargs, kwnames, names, 2, 2, 1, a) < 0) return NULL;
-    return do_request((ClientObject *)self, "HEAD", 4, a[0], a[1], NULL, NULL);
+    return do_request((ClientObject *)self, "HEAD", 4, a[0], a[1], NULL, NULL, NULL);
 }
 
 static PyObject *client_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    static const char *const names[] = {"method", "url", "body", "headers"};
-    PyObject *a[4];
-    if (hb_args("request", args, nargs, kwnames, names, 4, 2, 2, a) < 0) return NULL;
+    static const char *const names[] = {"method", "url", "body", "headers", "max_body"};
+    PyObject *a[5];
+    if (hb_args("request", args, nargs, kwnames, names, 5, 2, 2, a) < 0) return NULL;
     if (!PyUnicode_Check(a[0])) {
         PyErr_SetString(PyExc_TypeError, "method must be str");
         return NULL;
@@ -433,16 +488,16 @@ static PyObject *client_request(PyObject *self, PyObject *const *args, Py_ssize_
     char err[HB_ERR_LEN];
     int rc = hb_check_method(m, (size_t)mlen, err);
     if (rc < 0) return hb_raise(((ClientObject *)self)->st, rc, err);
-    return do_request((ClientObject *)self, m, (size_t)mlen, a[1], a[3], a[2], NULL);
+    return do_request((ClientObject *)self, m, (size_t)mlen, a[1], a[3], a[2], NULL, a[4]);
 }
 
 static PyObject *client_download(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
-    static const char *const names[] = {"url", "path", "headers"};
-    PyObject *a[3];
-    if (hb_args("download", args, nargs, kwnames, names, 3, 2, 2, a) < 0) return NULL;
-    return do_request((ClientObject *)self, "GET", 3, a[0], a[2], NULL, a[1]);
+    static const char *const names[] = {"url", "path", "headers", "max_body"};
+    PyObject *a[4];
+    if (hb_args("download", args, nargs, kwnames, names, 4, 2, 2, a) < 0) return NULL;
+    return do_request((ClientObject *)self, "GET", 3, a[0], a[2], NULL, a[1], a[3]);
 }
 
 static PyObject *client_close(PyObject *o, PyObject *unused)
@@ -516,6 +571,18 @@ static PyObject *client_get_timeout(PyObject *o, void *c)
     (void)c;
     return opt_float(((ClientObject *)o)->timeout);
 }
+static PyObject *client_get_max_body(PyObject *o, void *c)
+{
+    (void)c;
+    uint64_t v = ((ClientObject *)o)->max_body;
+    if (!v) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(v);
+}
+static PyObject *client_get_lenient(PyObject *o, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((ClientObject *)o)->lenient);
+}
 static PyObject *client_get_closed(PyObject *o, void *c)
 {
     (void)c;
@@ -529,14 +596,16 @@ static uint64_t to_ns(double s)
 
 static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"timeout",   "connect_timeout",          "verify",
-                             "ca_file",   "max_connections_per_host", "stale_check",
-                             "idle_timeout", NULL};
-    PyObject *timeout = NULL, *ctimeout = NULL, *ca = NULL, *idle = NULL;
-    int verify = 1, stale = 1, maxc = HB_POOL_DEFAULT_MAX_PER_HOST;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipO:Client", kwlist, &timeout, &ctimeout,
-                                     &verify, &ca, &maxc, &stale, &idle))
+    static char *kwlist[] = {"timeout",      "connect_timeout", "verify",  "ca_file",
+                             "max_connections_per_host",        "stale_check",
+                             "idle_timeout", "max_body",        "lenient", NULL};
+    PyObject *timeout = NULL, *ctimeout = NULL, *ca = NULL, *idle = NULL, *mb = NULL;
+    int verify = 1, stale = 1, maxc = HB_POOL_DEFAULT_MAX_PER_HOST, lenient = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipOOp:Client", kwlist, &timeout, &ctimeout,
+                                     &verify, &ca, &maxc, &stale, &idle, &mb, &lenient))
         return NULL;
+    uint64_t max_body;
+    if (arg_max_body(mb, DEFAULT_MAX_BODY, &max_body) < 0) return NULL;
     double t = 10.0, ct = -1, it = HB_POOL_DEFAULT_IDLE_NS / 1e9;
     if (hb_arg_timeout(timeout, 1, "timeout", &t) < 0 ||
         hb_arg_timeout(ctimeout, 1, "connect_timeout", &ct) < 0 ||
@@ -557,6 +626,8 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     self->idle_timeout = it;
     self->timeout_ns = to_ns(t);
     self->connect_timeout_ns = to_ns(ct);
+    self->max_body = max_body;
+    self->lenient = lenient;
     if (ca && ca != Py_None) {
         PyObject *enc = NULL;
         if (!PyUnicode_FSConverter(ca, &enc)) goto fail;
@@ -600,18 +671,19 @@ static void client_dealloc(PyObject *o)
 
 static PyMethodDef client_methods[] = {
     {"get", (PyCFunction)(void (*)(void))client_get, METH_FASTCALL | METH_KEYWORDS,
-     "get($self, /, url, headers=None)\n--\n\nGET url -> Response; the body is read into memory."},
+     "get($self, /, url, headers=None, *, max_body=<client's>)\n--\n\n"
+     "GET url -> Response; the body is read into memory (BodyTooLarge over max_body)."},
     {"head", (PyCFunction)(void (*)(void))client_head, METH_FASTCALL | METH_KEYWORDS,
      "head($self, /, url, headers=None)\n--\n\nHEAD url -> Response (without a body)."},
     {"request", (PyCFunction)(void (*)(void))client_request, METH_FASTCALL | METH_KEYWORDS,
-     "request($self, /, method, url, *, body=None, headers=None)\n--\n\n"
+     "request($self, /, method, url, *, body=None, headers=None, max_body=<client's>)\n--\n\n"
      "Send any method -> Response. body: bytes-like, a file object or a path "
      "(streamed; Content-Length when the size is known, chunked otherwise)."},
     {"download", (PyCFunction)(void (*)(void))client_download, METH_FASTCALL | METH_KEYWORDS,
-     "download($self, /, url, path, *, headers=None)\n--\n\n"
+     "download($self, /, url, path, *, headers=None, max_body=None)\n--\n\n"
      "GET url -> Response, streaming the body into the file at path (never held in "
-     "memory); the Response's body is b'' and .size the bytes written. On error the "
-     "file is removed."},
+     "memory, so the client's max_body does not apply; pass one to cap the file); the "
+     "Response's body is b'' and .size the bytes written. On error the file is removed."},
     {"close", client_close, METH_NOARGS,
      "close($self, /)\n--\n\nClose all pooled connections; later requests raise ValueError."},
     {"pool_stats", client_pool_stats, METH_NOARGS,
@@ -628,16 +700,24 @@ static PyGetSetDef client_getset[] = {
     {"timeout", client_get_timeout, NULL, "Whole-request deadline in seconds (None: none).",
      NULL},
     {"closed", client_get_closed, NULL, "True after close().", NULL},
+    {"max_body", client_get_max_body, NULL,
+     "Largest response body held in memory, in bytes (None: no limit).", NULL},
+    {"lenient", client_get_lenient, NULL,
+     "True when bare LF line ends are accepted in responses (counted in Response.tolerated).",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot client_slots[] = {
     {Py_tp_doc,
      "Client(*, timeout=10.0, connect_timeout=None, verify=True, ca_file=None, "
-     "max_connections_per_host=10, stale_check=True, idle_timeout=60.0)\n--\n\n"
+     "max_connections_per_host=10, stale_check=True, idle_timeout=60.0, "
+     "max_body=1073741824, lenient=False)\n--\n\n"
      "A native HTTP/1.1 client with a keep-alive pool per (scheme, host, port).\n"
      "timeout is a deadline for the whole request (connect to last byte); "
-     "connect_timeout bounds connecting (TCP + TLS). Safe to share between threads."},
+     "connect_timeout bounds connecting (TCP + TLS). max_body caps a body held in "
+     "memory (BodyTooLarge; None: no limit); lenient accepts bare LF line ends in "
+     "responses, counted in Response.tolerated. Safe to share between threads."},
     {Py_tp_new, client_new},
     {Py_tp_dealloc, client_dealloc},
     {Py_tp_methods, client_methods},

@@ -22,13 +22,14 @@ enum {
     A_HOST, A_PORT, A_TLS, A_HEAD, A_BODY, A_BODY_FILE, A_METHOD_IS_HEAD, A_N, A_DURATION,
     A_WARMUP, A_CONNECTIONS, A_THREADS, A_PIPELINE, A_RATE, A_KEEPALIVE, A_TIMEOUT, A_VERIFY,
     A_CA_FILE, A_CA_PEM, A_SERVER_NAME, A_SESSION_RESUMPTION, A_ALPN, A_PROGRESS,
-    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_TLS_MAX_VERSION, A_NARGS
+    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_TLS_MAX_VERSION, A_LENIENT, A_NARGS
 };
 static const char *const arg_names[A_NARGS] = {
     "host",    "port",        "tls",      "head",      "body",      "body_file", "method_is_head",
     "n",       "duration",    "warmup",   "connections", "threads", "pipeline",  "rate",
     "keepalive", "timeout",   "verify",   "ca_file",   "ca_pem",    "server_name",
     "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size", "tls_max_version",
+    "lenient",
 };
 
 static int set_item(PyObject *d, const char *k, PyObject *v)
@@ -185,7 +186,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     }
     uint64_t port, n, conns, threads, pipeline, rbuf;
     double duration, warmup, rate, timeout, interval;
-    int tls, keepalive, verify, resumption, is_head;
+    int tls, keepalive, verify, resumption, is_head, lenient;
     if (hb_arg_u64(a[A_PORT], 0, "port", &port) < 0 || hb_arg_u64(a[A_N], 0, "n", &n) < 0 ||
         hb_arg_u64(a[A_CONNECTIONS], 1, "connections", &conns) < 0 ||
         hb_arg_u64(a[A_THREADS], 1, "threads", &threads) < 0 ||
@@ -199,7 +200,8 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         hb_arg_bool(a[A_TLS], 0, &tls) < 0 || hb_arg_bool(a[A_KEEPALIVE], 1, &keepalive) < 0 ||
         hb_arg_bool(a[A_VERIFY], 1, &verify) < 0 ||
         hb_arg_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
-        hb_arg_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0)
+        hb_arg_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0 ||
+        hb_arg_bool(a[A_LENIENT], 0, &lenient) < 0)
         return NULL;
     if (port < 1 || port > 65535) {
         PyErr_SetString(PyExc_ValueError, "port must be in 1..65535");
@@ -248,6 +250,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         cfg.body_len = (size_t)PyBytes_GET_SIZE(a[A_BODY]);
     }
     cfg.method_is_head = is_head;
+    cfg.parse_flags = lenient ? HB_PARSE_LENIENT_LF : 0;
     cfg.n = n;
     cfg.duration_ns = (uint64_t)(duration * 1e9);
     cfg.warmup_ns = (uint64_t)(warmup * 1e9);

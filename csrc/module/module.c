@@ -46,6 +46,7 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
         case HB_E_CLOSED:
         case -ECONNRESET:
         case -EPIPE: exc = st->RemoteClosed; break;
+        case HB_E_TOO_LARGE: exc = st->BodyTooLarge; break;
         case HB_E_CONNECT:
         case -ECONNREFUSED:
         case -EHOSTUNREACH:
@@ -268,8 +269,10 @@ static int add_exceptions(PyObject *m, hb_modstate *st)
     st->ProtocolError = new_exc(m, "ProtocolError", "Malformed or unsupported HTTP message.", b);
     st->RemoteClosed = new_exc(m, "RemoteClosed",
                                "The peer closed the connection before or during a response.", b);
+    st->BodyTooLarge = new_exc(
+        m, "BodyTooLarge", "A response body over the client's max_body (or memory).", b);
     Py_DECREF(b);
-    if (!st->ProtocolError || !st->RemoteClosed) return -1;
+    if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge) return -1;
 
     st->TLSError = NULL;
     b = PyTuple_Pack(2, st->HttpbenchError, PyExc_OSError);
@@ -325,6 +328,7 @@ static int hb_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->RequestTimeout);
     Py_VISIT(st->TLSError);
     Py_VISIT(st->RemoteClosed);
+    Py_VISIT(st->BodyTooLarge);
     Py_VISIT(st->HistogramType);
     Py_VISIT(st->ServerType);
     Py_VISIT(st->ClientType);
@@ -344,6 +348,7 @@ static int hb_clear(PyObject *m)
     Py_CLEAR(st->RequestTimeout);
     Py_CLEAR(st->TLSError);
     Py_CLEAR(st->RemoteClosed);
+    Py_CLEAR(st->BodyTooLarge);
     Py_CLEAR(st->HistogramType);
     Py_CLEAR(st->ServerType);
     Py_CLEAR(st->ClientType);

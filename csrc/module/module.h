@@ -22,6 +22,7 @@ typedef struct hb_modstate {
     PyObject *RequestTimeout;
     PyObject *TLSError;
     PyObject *RemoteClosed;
+    PyObject *BodyTooLarge;
     /* Heap types, set by each component's init hook. */
     PyTypeObject *HistogramType;
     PyTypeObject *ServerType;

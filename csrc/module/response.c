@@ -15,6 +15,8 @@ typedef struct {
     int status;
     int minor;
     int reused;
+    unsigned parse_flags; /* the head was parsed with these: so is every re-parse */
+    unsigned tolerated;
     Py_ssize_t reason_off, reason_len; /* within head */
     PyObject *body;                    /* bytes */
     PyObject *url;
@@ -59,7 +61,7 @@ static PyObject *resp_headers(PyObject *o, void *c)
     memset(&h, 0, sizeof h);
     h.headers = hs;
     h.num_headers = HB_CLIENT_MAX_HEADERS;
-    int n = hb_parse_response_head(r->head, (size_t)Py_SIZE(r), &h, NULL);
+    int n = hb_parse_response_head_ex(r->head, (size_t)Py_SIZE(r), &h, NULL, r->parse_flags);
     if (n < 0) { /* cannot happen: it parsed before */
         PyErr_SetString(PyExc_RuntimeError, "stored response head no longer parses");
         return NULL;
@@ -140,6 +142,9 @@ static PyMemberDef resp_members[] = {
     {"url", T_OBJECT, offsetof(ResponseObject, url), READONLY, "The requested URL."},
     {"size", T_ULONGLONG, offsetof(ResponseObject, size), READONLY,
      "Body bytes received (for download(): bytes written to the file)."},
+    {"tolerated", T_UINT, offsetof(ResponseObject, tolerated), READONLY,
+     "Bare LF line ends accepted in the head(s) and chunked framing (always 0 unless the "
+     "client is lenient)."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -184,6 +189,7 @@ PyObject *hb_py_response_new(hb_modstate *st, const hb_exchange *x, PyObject *ur
     r->status = x->resp.status;
     r->minor = x->resp.minor_version;
     r->reused = x->reused;
+    r->parse_flags = x->req->parse_flags;
     r->reason_off = x->resp.reason ? (Py_ssize_t)(x->resp.reason - x->head_buf) : 0;
     r->reason_len = (Py_ssize_t)x->resp.reason_len;
     r->url = Py_NewRef(url);
@@ -200,6 +206,7 @@ void hb_py_response_finish(PyObject *resp, const hb_exchange *x, PyObject *body)
     r->t_first_byte = x->t_first_byte;
     r->t_done = x->t_done;
     r->size = (unsigned long long)x->body_bytes;
+    r->tolerated = x->tolerated;
     Py_XSETREF(r->body, body);
 }
 

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "hb_content.h"
 #include "hb_server.h"
 
 typedef struct {
@@ -145,6 +146,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         set_u64(d, "tls_handshake_errors", s.tls_handshake_errors) < 0 ||
         set_u64(d, "idle_timeouts", s.idle_timeouts) < 0 ||
         set_u64(d, "body_bytes_in", s.body_bytes_in) < 0 ||
+        set_u64(d, "client_gone", s.client_gone) < 0 ||
         set_u64(d, "threads", (uint64_t)s.threads) < 0 || set_u64(d, "cpu_ns", s.cpu_ns) < 0 ||
         PyDict_SetItemString(d, "thread_cpu_ns", cpu) < 0)
         goto fail;
@@ -253,7 +255,7 @@ static PyObject *expected_bytes(PyObject *m, PyObject *const *args, Py_ssize_t n
     }
     PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
     if (!b) return NULL;
-    hb_server_fill(PyBytes_AS_STRING(b), (size_t)n, (uint64_t)off);
+    hb_content_fill(PyBytes_AS_STRING(b), (size_t)n, (uint64_t)off);
     return b;
 }
 
@@ -314,8 +316,8 @@ int hb_mod_server_init(PyObject *m, hb_modstate *st)
         Py_DECREF(names);
         return -1;
     }
-    return PyModule_AddStringConstant(m, "SERVER_ALPHABET", HB_SERVER_ALPHABET) < 0 ||
-                   PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_SERVER_PERIOD) < 0
+    return PyModule_AddStringConstant(m, "SERVER_ALPHABET", HB_CONTENT_ALPHABET) < 0 ||
+                   PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_CONTENT_PERIOD) < 0
                ? -1
                : 0;
 }

@@ -141,6 +141,11 @@ def _stderr_progress() -> Callable[[Progress], None]:
             line = f"{what}  {rate:,.0f} req/s  {p.failed} failed  {p.elapsed_s:.1f}s"
             if p.duration_s:
                 line += f"/{p.duration_s:.0f}s"
+                left = p.duration_s - p.elapsed_s
+            else:
+                left = (p.total - p.completed) / rate if p.total and rate > 0 else None
+            if left is not None:
+                line += f"  {max(0.0, left):.0f}s left"
         sys.stderr.write("\r\x1b[2K" + line)
         sys.stderr.flush()
 
@@ -168,6 +173,7 @@ def bench(
     session_resumption: bool = True,
     server_name: str | None = None,
     tls_max_version: str | None = None,
+    lenient: bool = False,
     label: str = "",
     cluster: Any = None,
 ) -> BenchResult:
@@ -191,6 +197,8 @@ def bench(
     receiving :class:`Progress` snapshots. ``session_resumption``: offer the
     last TLS session on new connections; ``server_name``: SNI/verification name
     (default: the URL's host); ``tls_max_version``: "1.2" or "1.3".
+    ``lenient``: accept bare-LF line ends in responses (RFC 9112 2.2); strict
+    parsing counts them as protocol errors.
 
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
@@ -265,7 +273,7 @@ def bench(
             rate=rate, warmup=wup, timeout=tmo, label=label, keepalive=keepalive,
             pipeline=pipeline, method=method, headers=hdrs, body=body, verify=verify,
             ca_file=ca_file, session_resumption=session_resumption, server_name=server_name,
-            tls_max_version=tls_max_version)
+            tls_max_version=tls_max_version, lenient=bool(lenient))
     if progress is True:
         progress = _stderr_progress()
     cb: Callable[..., Any] | None = None
@@ -285,7 +293,7 @@ def bench(
         pipeline=pipeline, rate=rate or 0.0, keepalive=bool(keepalive), timeout=tmo,
         verify=bool(verify), ca_file=os.fspath(ca_file) if ca_file is not None else None,
         server_name=server_name, session_resumption=bool(session_resumption), progress=cb,
-        tls_max_version=tls_max_version,
+        tls_max_version=tls_max_version, lenient=bool(lenient),
     )
     raw = _core.run_bench(**kw)
     return _to_result(tgt, raw, method, n, dur, concurrency, threads, rate, keepalive,

@@ -19,6 +19,8 @@ COMMANDS = {
     "compare": "httpbench._compare",
     "report": "httpbench.report",
     "diff": "httpbench.report:diff_main",
+    "envs": "httpbench._envs",
+    "completion": "httpbench._completion",
 }
 DEFAULT = "httpbench._bench"  # `httpbench URL ...`
 
@@ -27,6 +29,8 @@ USAGE = """usage: httpbench URL [options]        load-test URL (see httpbench UR
        httpbench compare [options]    compare HTTP client libraries (the main job)
        httpbench report FILE [...]    print or compare saved results
        httpbench diff BASE CURRENT    compare two saved results (significance-tested)
+       httpbench envs list|clear      the cached environments of versioned client specs
+       httpbench completion SHELL     print a bash, zsh or fish completion script
 """
 
 

@@ -15,13 +15,19 @@ Semantics: ``timeout`` is a deadline for the whole request (connect to last
 byte, like ``curl --max-time``); keep-alive connections are pooled per
 (scheme, host, port) and stale-checked before reuse; an idempotent request
 whose reused connection turns out to be closed (no response byte received)
-is retried once on a new connection; redirects are not followed. A Client is
+is retried once on a new connection; redirects are not followed. The head is
+parsed as it arrives, so a peer that is not speaking HTTP (an SSH banner,
+binary junk) fails at once, whatever the timeout. A body held in memory is
+capped by ``max_body`` (default 1 GiB; per request too) and grown with the
+bytes received, never reserved from the Content-Length alone.
+``lenient=True`` accepts bare-LF line ends in responses (RFC 9112 2.2) and
+counts them in ``Response.tolerated``. A Client is
 safe to use from several threads (the pool is guarded by a mutex; each
 request runs on its own connection); the GIL is released during network I/O.
 
-Errors: ``ConnectError``, ``RequestTimeout``, ``TLSError``, ``ProtocolError``
-and ``RemoteClosed`` (a truncated body is always an error), all subclasses of
-``HttpbenchError``.
+Errors: ``ConnectError``, ``RequestTimeout``, ``TLSError``, ``ProtocolError``,
+``RemoteClosed`` (a truncated body is always an error) and ``BodyTooLarge``,
+all subclasses of ``HttpbenchError``.
 """
 
 from __future__ import annotations

@@ -20,10 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status
 from ._results import MeasureResult, ResultSet
 from ._runner import Runner, RunOptions
 from ._scenarios import QUICK_SCENARIOS, SCENARIOS, Scenario, resolve_scenarios
+from ._specs import split_specs
 from ._stats import median_spread
 from ._tables import render_table
 from ._units import format_bytes, format_count, format_duration
@@ -55,6 +57,7 @@ def compare(
     scale: float | None = None,
     progress: Callable[[str], None] | None = None,
     server_factory: Callable[[bool, int], Any] | None = None,
+    baseline: str | None = None,
 ) -> ResultSet:
     """Compare HTTP clients on scenarios; returns the :class:`ResultSet`.
 
@@ -75,6 +78,12 @@ def compare(
     (callable receiving progress lines), ``server_factory`` (``(tls, threads)
     -> handle``; default ``httpbench._server.start_process``). Clients that are not installed are listed in
     ``result.skipped``; failed workers and anomalies in ``result.notes``.
+
+    A client may be a spec with a version or source (``urllib3==1.26.20``,
+    ``httpx[http2]==0.28.1``, ``requests@./checkout``): it runs in a cached
+    environment of its own (made before any measurement; ``ValueError`` when
+    it cannot be), its row is labelled with the version it imported, and each
+    row gets deltas against ``baseline`` (a spec or label; default: the first).
     """
     if repeat is None:
         repeat = QUICK_REPEAT if quick else 3
@@ -98,13 +107,19 @@ def compare(
         if not names:
             raise ValueError("no clients given")
     scs = resolve_scenarios(list(scenarios) if scenarios is not None else None, quick=quick)
+    specs = _versions.specs_of(names)
+    envs = _versions.prepare(specs, progress, baseline) if specs else {}
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
         progress=progress, warmup=warmup, zygote=zygote,
     )
+    if envs:
+        opts.interpreters = {k: (e.spec.client, e.python) for k, e in envs.items()}
     runner = Runner(opts, server_factory=server_factory)
     rs = runner.run(names, scs)
+    if specs:
+        rs = _versions.relabel(rs, specs, envs, baseline)
     for c, (_, reason, pip) in missing.items():
         rs = rs.with_skipped(c, f"not installed: {reason}" + (f" (pip install {pip})" if pip else ""))
     rs = rs.with_metadata(quick=quick, explicit_clients=explicit,
@@ -231,6 +246,7 @@ def format_tables(rs: ResultSet) -> str:
             out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}; "
                        "±: half the min..max range of req/s)")
             out.append(_table(rows))
+            out.extend(_versions.delta_lines(rs, s))
         else:
             out.append("   (no results)")
         out.append("")
@@ -263,7 +279,8 @@ def format_tables(rs: ResultSet) -> str:
     out.append("Run: " + "; ".join(bits))
     vers = md.get("client_versions") or {}
     if vers:
-        out.append("Clients: " + "; ".join(f"{k} {v}" for k, v in vers.items() if v))
+        out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
+                                           for k, v in vers.items() if v))
     return "\n".join(out) + "\n"
 
 
@@ -278,7 +295,8 @@ def _parser() -> argparse.ArgumentParser:
                     "and PNG plots.",
     )
     ap.add_argument("--clients", help="comma-separated clients (default: every installed one); "
-                    f"known: {', '.join(ADAPTERS)}")
+                    f"known: {', '.join(ADAPTERS)}; NAME==VERSION, NAME[extra]==VERSION or "
+                    "NAME@PATH runs that release or source tree in a cached environment of its own")
     ap.add_argument("--scenarios", help="comma-separated scenarios (default: all built-in; "
                     "NAME:key=value;... defines one, e.g. big:method=POST;path=/sink;body=2m)")
     ap.add_argument("--repeat", type=int, default=None,
@@ -304,6 +322,9 @@ def _parser() -> argparse.ArgumentParser:
                          "it from a pre-imported one")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds a worker may take for one step before it is killed (120)")
+    ap.add_argument("--baseline", metavar="SPEC",
+                    help="with versioned client specs (NAME==VERSION, NAME@PATH): the spec the "
+                         "others are compared with (default: the first)")
     ap.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return ap
@@ -379,7 +400,7 @@ def cli_main(argv: list[str]) -> int:
         if not eq or not name.strip() or not cmd.strip():
             ap.error(f"--command needs NAME=ARGV, got {spec!r}")
         commands[name.strip()] = shlex.split(cmd)
-    clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else None
+    clients = split_specs(args.clients) if args.clients else None
     if clients is not None and commands:
         clients += [c for c in commands if c not in clients]
     scenarios = _split_scenarios(args.scenarios) if args.scenarios else None
@@ -391,6 +412,7 @@ def cli_main(argv: list[str]) -> int:
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
+            baseline=args.baseline,
         )
     except (ValueError, KeyError) as exc:
         if progress:

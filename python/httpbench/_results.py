@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._hist import (
     decode_histogram,
@@ -46,6 +46,9 @@ from ._hist import (
     is_histogram,
     percentiles,
 )
+
+if TYPE_CHECKING:
+    from ._core import Histogram
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -294,7 +297,7 @@ class _ResultMixin(_RecordMixin):
 
     __slots__ = ()
 
-    latency: Any  # the main latency histogram (a dataclass field of each subclass)
+    latency: Histogram  # the main latency histogram (a dataclass field of each subclass)
 
     def _field_to_json(self, name: str, v: Any) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -499,7 +502,7 @@ class BenchResult(_ResultMixin):
     KIND = "BenchResult"
 
     url: str
-    latency: Any
+    latency: Histogram
     duration_ns: int
     method: str = "GET"
     config: BenchConfig = field(default_factory=BenchConfig)
@@ -510,11 +513,11 @@ class BenchResult(_ResultMixin):
     error_counts: dict[str, int] = field(default_factory=dict)
     bytes_in: int = 0
     bytes_out: int = 0
-    latency_uncorrected: Any = None
-    connect: Any = None
-    tls: Any = None
-    ttfb: Any = None
-    processing: Any = None
+    latency_uncorrected: Histogram | None = None
+    connect: Histogram | None = None
+    tls: Histogram | None = None
+    ttfb: Histogram | None = None
+    processing: Histogram | None = None
     connections: int = 0
     reconnects: int = 0
     in_flight_at_stop: int = 0
@@ -747,7 +750,7 @@ class MeasureResult(_ResultMixin):
     label: str
     calls: int
     wall_ns: int
-    latency: Any
+    latency: Histogram
     cpu_user_ns: int = 0
     cpu_sys_ns: int = 0
     cpu_thread_ns: int | None = None

@@ -88,6 +88,8 @@ class RunOptions:
     server_threads: int = 1
     zygote: bool = True
     progress: Callable[[str], None] | None = None
+    # client key -> (adapter name, interpreter): clients running in an environment of their own
+    interpreters: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- workers
@@ -100,14 +102,14 @@ class Zygote:
     the interpreter start and the httpbench import (~0.3 s of CPU each).
     """
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], python: str = sys.executable) -> None:
         import socket
 
         self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.errfile = tempfile.TemporaryFile(prefix="httpbench-zygote-err-")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "httpbench._worker", "--zygote",
+                [python, "-m", "httpbench._worker", "--zygote",
                  "--control-fd", str(child.fileno())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.errfile,
                 pass_fds=(child.fileno(),), env=env, close_fds=True,
@@ -163,7 +165,7 @@ class WorkerProc:
     """
 
     def __init__(self, job: dict[str, Any], env: dict[str, str], timeout: float,
-                 zygote: Zygote | None = None) -> None:
+                 zygote: Zygote | None = None, python: str = sys.executable) -> None:
         self.job = job
         self.timeout = timeout
         self.label = f"{job.get('label') or job['client']}/{job['scenario']['name']}"
@@ -188,7 +190,7 @@ class WorkerProc:
             rfd, wfd = os.pipe()
             try:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "httpbench._worker", "--result-fd", str(wfd)],
+                    [python, "-m", "httpbench._worker", "--result-fd", str(wfd)],
                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.errfile,
                     pass_fds=(wfd,), env=env, close_fds=True,
                 )
@@ -319,6 +321,13 @@ class WorkerProc:
                 os.close(self.rfd)
         with contextlib.suppress(OSError, ValueError):
             self.errfile.close()
+
+
+def _isolated_env(env: dict[str, str]) -> dict[str, str]:
+    """A worker environment for a spec's interpreter: nothing from this one leaks in."""
+    out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    out["PYTHONNOUSERSITE"] = "1"
+    return out
 
 
 # ---------------------------------------------------------------- servers
@@ -520,6 +529,7 @@ class Runner:
         self.failed: set[tuple[str, str]] = set()
         self._zygote: Zygote | None = None
         self._zygote_failed = False
+        self._env_zygotes: dict[str, Zygote] = {}
         try:
             cpus = sorted(os.sched_getaffinity(0))
         except (AttributeError, OSError):
@@ -569,10 +579,18 @@ class Runner:
             env["LD_PRELOAD"] = self.preload + (":" + old if old else "")
         return env
 
-    def _get_zygote(self, env: dict[str, str]) -> Zygote | None:
+    def _get_zygote(self, env: dict[str, str], python: str | None = None) -> Zygote | None:
         """The run's zygote (started on first use); None: plain subprocess workers."""
         if not self.opt.zygote or self._zygote_failed:
             return None
+        if python is not None:  # one zygote per spec environment
+            z = self._env_zygotes.get(python)
+            if z is None or z.proc.poll() is not None:
+                try:
+                    z = self._env_zygotes[python] = Zygote(_isolated_env(env), python)
+                except OSError:
+                    return None
+            return z
         if self._zygote is None or self._zygote.proc.poll() is not None:
             try:
                 import socket
@@ -590,6 +608,9 @@ class Runner:
     def _check_clients(self, clients: Sequence[str]) -> list[str]:
         ok: list[str] = []
         for c in clients:
+            if c in self.opt.interpreters:
+                ok.append(c)  # checked by its worker, in its own environment
+                continue
             name = "command" if c in self.opt.commands else c
             if name not in ADAPTERS and not is_custom(name):
                 self.skipped[c] = f"unknown client (known: {', '.join(ADAPTERS)})"
@@ -680,7 +701,8 @@ class Runner:
         d = tempfile.mkdtemp(prefix=f"{client.replace('/', '_')}-{sc.name}-", dir=workdir)
         url = srv.url
         return {
-            "client": "command" if client in self.opt.commands else client,
+            "client": ("command" if client in self.opt.commands
+                       else self.opt.interpreters.get(client, (client,))[0]),
             "label": client,
             "scenario": sc.to_dict(),
             "base_url": url,
@@ -697,8 +719,10 @@ class Runner:
         started: dict[str, WorkerProc] = {}
         for c in clients:
             try:
-                started[c] = WorkerProc(self._job(c, sc, srv, workdir), env, self.opt.timeout,
-                                        self._get_zygote(env))
+                py = self.opt.interpreters.get(c, (c, None))[1]
+                wenv = env if py is None else _isolated_env(env)
+                started[c] = WorkerProc(self._job(c, sc, srv, workdir), wenv, self.opt.timeout,
+                                        self._get_zygote(env, py), python=py or sys.executable)
             except (OSError, WorkerFailed) as exc:
                 self._fail(c, sc, WorkerFailed(str(exc), "", "worker-failed"))
         ready: dict[str, WorkerProc] = {}
@@ -788,6 +812,10 @@ class Runner:
             with contextlib.suppress(Exception):
                 self._zygote.stop()
             self._zygote = None
+        for z in self._env_zygotes.values():
+            with contextlib.suppress(Exception):
+                z.stop()
+        self._env_zygotes.clear()
         for srv in self.servers.values():
             with contextlib.suppress(Exception):
                 srv.stop()

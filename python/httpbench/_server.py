@@ -217,7 +217,9 @@ class Server:
 
         Keys: ``requests`` (== sum of ``by_route`` == sum of ``by_status``),
         ``by_route`` {route name: n}, ``by_status`` {code: n} (code 0: no
-        response - the reset route, or the client left before the answer), ``bytes_in``/``bytes_out``
+        response - the reset route, or the client left before the answer),
+        ``client_gone`` (the requests in ``by_status[0]`` whose client closed
+        or reset the connection before the answer began), ``bytes_in``/``bytes_out``
         (TLS: plaintext), ``connections_accepted``/``_closed``/``_active``,
         ``tls_handshakes``, ``tls_resumed``, ``tls_handshake_errors``,
         ``idle_timeouts``, ``body_bytes_in``, ``threads``, ``cpu_ns`` (the

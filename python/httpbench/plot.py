@@ -23,6 +23,7 @@ import os
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import _units as U
 from ._hist import hist_count, percentile_spectrum
@@ -43,6 +44,56 @@ __all__ = [
 
 KINDS = ("percentiles", "cdf", "bars", "throughput", "concurrency")
 _MAX_X = 1e5  # 99.999th percentile on the 1/(1-p) axis
+_WIDE = 10.0  # values spanning more than this factor get a log axis
+
+
+def _log_if_wide(ax: Any, values: Iterable[float], axis: str = "y") -> bool:
+    """A log scale when the positive values span more than 10x (else a fast client's
+    bar or line sits flat on the zero line next to a slow one); limits keep every
+    value visible above the axis."""
+    vals = [v for v in values if v is not None and not math.isnan(v) and v > 0]
+    if len(vals) < 2 or max(vals) <= _WIDE * min(vals):
+        return False
+    if axis == "y":
+        ax.set_yscale("log")
+        ax.set_ylim(min(vals) / 2.5, max(vals) * 3.0)
+        ax.yaxis.set_major_formatter(_plain_formatter())
+    else:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(_plain_formatter())
+    return True
+
+
+def _plain_formatter() -> Any:
+    """1, 10, 100, 1000 rather than 10^0 .. 10^3 on log axes."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _pos: f"{v:g}")
+
+
+def _short_labels(pairs: Sequence[tuple[str, Any]]) -> list[str]:
+    """Legend labels: a bench run labelled only by its URL shows its path (the host is in
+    the title), and runs that would read alike get their concurrency or repeat added."""
+    out = []
+    for label, rec in pairs:
+        if isinstance(rec, BenchResult) and label.startswith(rec.url):
+            u = urlsplit(rec.url)
+            short = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            if rec.method != "GET":
+                short = f"{rec.method} {short}"
+            label = short + label[len(rec.url):]
+        out.append(label)
+    for extra in (lambda r: f" -c{r.config.concurrency}" if isinstance(r, BenchResult) else "",
+                  None):
+        dup = {lab for lab in out if out.count(lab) > 1}
+        if not dup:
+            break
+        seen: dict[str, int] = {}
+        for i, (lab, (_, rec)) in enumerate(zip(list(out), pairs, strict=True)):
+            if lab in dup:
+                seen[lab] = seen.get(lab, 0) + 1
+                out[i] = lab + (extra(rec) if extra else f" #{seen[lab]}")
+    return out
 
 
 _FIGURE_CLASS: Any = None
@@ -93,9 +144,11 @@ def _latency_series(obj: Any, which: str = "latency") -> list[tuple[str, Any]]:
     for c, s, _i, r in entries(obj):
         groups.setdefault((c, s), []).append(r)
     scenarios = {s for _, s in groups}
+    short = dict(zip(groups, _short_labels([(c, recs[0]) for (c, _s), recs in groups.items()]),
+                     strict=True))
     out: list[tuple[str, Any]] = []
     for (c, s), recs in groups.items():
-        label = c if len(scenarios) <= 1 else f"{c} / {s}"
+        label = short[(c, s)] if len(scenarios) <= 1 else f"{short[(c, s)]} / {s}"
         hs = [getattr(r, which, None) for r in recs]
         hs = [h for h in hs if h is not None and hist_count(h)]
         if not hs:
@@ -168,11 +221,15 @@ def _draw_percentiles(ax: Any, series: list[tuple[str, Any]]) -> None:
     ax.set_xticks(ticks)
     ax.set_xticklabels(["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][: len(ticks)])
     ax.set_xlim(1, max(ticks))
-    ax.set_ylim(bottom=0)
+    ends = [h.percentile(0) / factor for _, h in series] + [h.max / factor for _, h in series]
+    log = _log_if_wide(ax, ends)
+    if not log:
+        ax.set_ylim(bottom=0)
     ax.set_xlabel("percentile")
     ax.set_ylabel(f"latency ({unit})")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small")
+    # on a log axis the lines spread over the height: let matplotlib find a free corner
+    ax.legend(loc="best" if log else "upper left", fontsize="small")
 
 
 def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = None,
@@ -262,6 +319,7 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
     for mi, m in enumerate(metrics):
         name, scale, unit = _BAR_METRICS[m]
         ax = axes[mi][0]
+        meds: list[float] = []
         for ci, c in enumerate(clients):
             xs, hs, lo, hi = [], [], [], []
             for si, s in enumerate(scenarios):
@@ -270,6 +328,7 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
                 if not vals:
                     continue
                 med = statistics.median(vals)
+                meds.append(med)
                 xs.append(si + (ci - (len(clients) - 1) / 2) * width)
                 hs.append(med)
                 lo.append(med - min(vals))
@@ -283,7 +342,8 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
         ax.set_xticks(range(len(scenarios)))
         ax.set_xticklabels([s or "(run)" for s in scenarios])
         ax.set_ylabel(unit)
-        ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the value labels
+        if not _log_if_wide(ax, meds):
+            ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the value labels
         ax.set_title(name)
         ax.grid(True, axis="y", alpha=0.3)
     # one legend for all panels, above them (never over a bar)
@@ -303,11 +363,12 @@ def _nan(v: Any) -> bool:
 
 
 def _bench_results(obj: Any) -> list[tuple[str, BenchResult]]:
+    runs = [(c, s, i, r) for c, s, i, r in entries(obj) if isinstance(r, BenchResult)]
+    short = _short_labels([(c, r) for c, _s, _i, r in runs])
     out = []
-    for c, s, i, r in entries(obj):
-        if isinstance(r, BenchResult):
-            label = c if not s else f"{c} / {s}"
-            out.append((label + (f" #{i}" if i else ""), r))
+    for lab, (_c, s, i, r) in zip(short, runs, strict=True):
+        label = lab if not s else f"{lab} / {s}"
+        out.append((label + (f" #{i}" if i else ""), r))
     return out
 
 
@@ -360,7 +421,8 @@ def plot_latency_vs_concurrency(obj: Any, *, title: str | None = None,
     ax.set_xticklabels([str(c) for c in cs])
     ax.set_xlabel("concurrency (connections)")
     ax.set_ylabel(f"latency ({unit})")
-    ax.set_ylim(bottom=0)
+    if not _log_if_wide(ax, [v / factor for v in p50 + p99]):
+        ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax2 = ax.twinx()
     ax2.plot(cs, rps, marker="^", color="tab:green", linestyle="--", label="req/s")

@@ -474,6 +474,18 @@ def interactive() -> bool:
         return False
 
 
+def _tqdm_class() -> Any:
+    """tqdm.auto's bar, except in a notebook without ipywidgets: there tqdm.auto warns
+    (TqdmWarning: IProgress not found) and the plain text bar is what shows anyway."""
+    import importlib.util
+
+    if importlib.util.find_spec("ipywidgets") is None:
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
+    return tqdm
+
+
 class ProgressBar:
     """A tqdm.auto progress bar (a widget in Jupyter, a line on a terminal) usable
     as ``bench(..., progress=bar)`` (it takes bench's Progress snapshots) or as a
@@ -489,11 +501,9 @@ class ProgressBar:
         self.enabled = interactive() if enable is None else bool(enable)
         if self.enabled:
             try:
-                from tqdm.auto import tqdm
+                self._tqdm = _tqdm_class()
             except ImportError:
                 self.enabled = False
-            else:
-                self._tqdm = tqdm
 
     def _ensure(self, total: float | None, unit: str) -> Any:
         if self._bar is None and self.enabled:

@@ -1,7 +1,8 @@
 /* test_client.c - hb_pool + hb_client against a scripted in-test server
  * thread: keep-alive reuse, chunked decoded in place into a growing sink,
  * stale connection retry (and none for POST), deadline, truncation, protocol
- * errors, a download to a file. */
+ * errors, a download to a file; hostile peers: a banner fails at once, a huge
+ * Content-Length reserves nothing, max_body, bare LFs strict and lenient. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,7 +20,20 @@
 #include "hb_pool.h"
 #include "hb_test.h"
 
-enum { M_KEEPALIVE, M_CHUNKED, M_ONE_THEN_CLOSE, M_SILENT, M_TRUNC, M_BAD, M_BIG };
+enum {
+    M_KEEPALIVE,
+    M_CHUNKED,
+    M_ONE_THEN_CLOSE,
+    M_SILENT,
+    M_TRUNC,
+    M_BAD,
+    M_BIG,
+    M_BANNER,      /* an SSH banner on connect, then silence */
+    M_ONE_BYTE,    /* a single junk byte, then silence */
+    M_HUGE_CL,     /* Content-Length 10^12, three bytes, close */
+    M_BARE_LF,     /* a chunked response with bare LF line ends only */
+    M_CHUNKED_BIG, /* a chunked body of 3000 bytes */
+};
 
 #define BIG_N 1000000
 
@@ -59,6 +73,14 @@ static char big_body[BIG_N];
 
 static void serve_conn(srv_t *s, int fd)
 {
+    if (s->mode == M_BANNER || s->mode == M_ONE_BYTE) { /* before any request */
+        if (s->mode == M_BANNER)
+            SEND(fd, "SSH-2.0-OpenSSH_9.6\r\n");
+        else
+            SEND(fd, "\x16");
+        for (int i = 0; i < 100 && !atomic_load(&s->stop); i++) usleep(20000);
+        return;
+    }
     while (read_head(fd) == 0) {
         switch (s->mode) {
         case M_KEEPALIVE: SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"); break;
@@ -76,6 +98,21 @@ static void serve_conn(srv_t *s, int fd)
         case M_SILENT: usleep(500000); return;
         case M_TRUNC: SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"); return;
         case M_BAD: SEND(fd, "HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n"); return;
+        case M_HUGE_CL:
+            SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\nabc");
+            return;
+        case M_BARE_LF:
+            SEND(fd, "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n5\nhello\n0\n\n");
+            break;
+        case M_CHUNKED_BIG:
+            SEND(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+            for (int i = 0; i < 3; i++) {
+                SEND(fd, "3e8\r\n");
+                send_all(fd, big_body, 1000);
+                SEND(fd, "\r\n");
+            }
+            SEND(fd, "0\r\n\r\n");
+            break;
         case M_BIG: {
             char h[80];
             int k = snprintf(h, sizeof h, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BIG_N);
@@ -302,6 +339,100 @@ static void test_download_to_file(void)
     srv_stop(&s);
 }
 
+/* A peer that is not speaking HTTP fails on its first bytes, long before the
+ * deadline (here 30 s). */
+static void test_banner_fails_at_once(void)
+{
+    int modes[2] = {M_BANNER, M_ONE_BYTE};
+    for (int i = 0; i < 2; i++) {
+        srv_t s;
+        srv_start(&s, modes[i]);
+        hb_pool p;
+        CHECK_EQ_INT(hb_pool_init(&p, NULL), 0);
+        char err[HB_ERR_LEN];
+        hb_request r = mkreq(&s, GET, 30);
+        hb_exchange x;
+        uint64_t t0 = hb_now_ns();
+        CHECK_EQ_INT(hb_client_begin(&p, &r, &x, err), HB_PE_BAD_VERSION);
+        CHECK(hb_now_ns() - t0 < 1000000000ull);
+        CHECK(strstr(err, i == 0 ? "SSH-2.0" : "\\x16") != NULL);
+        hb_pool_destroy(&p);
+        srv_stop(&s);
+    }
+}
+
+/* Content-Length 10^12: over max_body before a byte is read; without a limit
+ * the sink is grown with what arrives, never to the claimed size. */
+static void test_huge_content_length(void)
+{
+    srv_t s;
+    srv_start(&s, M_HUGE_CL);
+    hb_pool p;
+    CHECK_EQ_INT(hb_pool_init(&p, NULL), 0);
+    char err[HB_ERR_LEN];
+    hb_exchange x;
+    hb_request r = mkreq(&s, GET, 5);
+    r.max_body = 1 << 20;
+    hb_sink sk = {NULL, 0, 0, -1, grow_heap, NULL};
+    CHECK_EQ_INT(exchange(&p, &r, &sk, &x, err), HB_E_TOO_LARGE);
+    CHECK(strstr(err, "1000000000000") != NULL);
+    CHECK_EQ_INT(sk.cap, 0);
+    r = mkreq(&s, GET, 5);
+    CHECK_EQ_INT(exchange(&p, &r, &sk, &x, err), HB_E_CLOSED);
+    CHECK_EQ_INT(x.body_bytes, 3);
+    CHECK(sk.cap <= 2 * 64 * 1024); /* grow_heap doubles: at most twice the step asked */
+    free(sk.buf);
+    hb_pool_destroy(&p);
+    srv_stop(&s);
+}
+
+static void test_max_body_chunked(void)
+{
+    srv_t s;
+    srv_start(&s, M_CHUNKED_BIG);
+    hb_pool p;
+    CHECK_EQ_INT(hb_pool_init(&p, NULL), 0);
+    char err[HB_ERR_LEN];
+    hb_exchange x;
+    uint64_t limits[3] = {2999, 3000, 0};
+    int want[3] = {HB_E_TOO_LARGE, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        hb_request r = mkreq(&s, GET, 5);
+        r.max_body = limits[i];
+        hb_sink sk = {NULL, 0, 0, -1, grow_heap, NULL};
+        CHECK_EQ_INT(exchange(&p, &r, &sk, &x, err), want[i]);
+        if (want[i] == 0) {
+            CHECK_EQ_INT(sk.len, 3000);
+            CHECK(memcmp(sk.buf, big_body, 1000) == 0);
+        }
+        free(sk.buf);
+    }
+    hb_pool_destroy(&p);
+    srv_stop(&s);
+}
+
+static void test_bare_lf_strict_and_lenient(void)
+{
+    srv_t s;
+    srv_start(&s, M_BARE_LF);
+    hb_pool p;
+    CHECK_EQ_INT(hb_pool_init(&p, NULL), 0);
+    char err[HB_ERR_LEN];
+    hb_exchange x;
+    hb_request r = mkreq(&s, GET, 5);
+    CHECK_EQ_INT(hb_client_begin(&p, &r, &x, err), HB_PE_BAD_LINE_ENDING);
+    r = mkreq(&s, GET, 5);
+    r.parse_flags = HB_PARSE_LENIENT_LF;
+    hb_sink sk = {NULL, 0, 0, -1, grow_heap, NULL};
+    CHECK_EQ_INT(exchange(&p, &r, &sk, &x, err), 0);
+    CHECK_MEM(sk.buf, sk.len, "hello");
+    /* head: 3 line ends; chunks: size, data, last chunk, end */
+    CHECK_EQ_INT(x.tolerated, 7);
+    free(sk.buf);
+    hb_pool_destroy(&p);
+    srv_stop(&s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -310,5 +441,9 @@ int main(void)
     test_stale_retry_and_post();
     test_errors();
     test_download_to_file();
+    test_banner_fails_at_once();
+    test_huge_content_length();
+    test_max_body_chunked();
+    test_bare_lf_strict_and_lenient();
     HB_TEST_MAIN_END();
 }

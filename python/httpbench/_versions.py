@@ -1,0 +1,165 @@
+"""Versions side by side: client specs in a compare run, their rows and deltas.
+
+``compare(clients=["urllib3==1.26.20", "urllib3==2.2.3"])`` makes (or reuses)
+one environment per versioned spec before anything is measured, runs every
+spec's workers in its own interpreter with rounds interleaved like any other
+clients, then labels each row with the version its worker imported and
+compares every row with the baseline spec (:mod:`._delta`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._delta import TEST, exact_delta, format_delta, ratio_delta
+from ._envs import Env, ensure_envs
+from ._results import MeasureResult, ResultSet
+from ._specs import ClientSpec, parse_spec
+
+__all__ = ["deltas", "delta_lines", "prepare", "relabel", "specs_of"]
+
+# (key, label, kind, attribute): what the delta line reports, in order
+METRICS = (
+    ("cpu", "CPU", "ratio", "cpu_ns_per_call"),
+    ("p50", "p50", "ratio", "p50"),
+    ("allocs", "allocs", "exact", "allocs_per_call"),
+    ("native_allocs", "native allocs", "exact", "native_allocs_per_call"),
+    ("gc", "GC/10k", "exact", "gc_per_10k"),
+)
+
+
+def specs_of(names: Sequence[str]) -> list[ClientSpec]:
+    """The parsed specs when any name has a version or source; [] for plain names only."""
+    if not any(ch in n for n in names for ch in "=@["):
+        return []
+    out = []
+    for n in names:
+        try:
+            out.append(parse_spec(n))
+        except ValueError:
+            if any(ch in n for ch in "=@["):
+                raise
+            out.append(ClientSpec(n, n))  # e.g. a command client's free-form name
+    return out
+
+
+def prepare(specs: Sequence[ClientSpec], progress: Callable[[str], None] | None = None,
+            baseline: str | None = None) -> dict[str, Env]:
+    """Check the baseline and make every spec's environment (before any measurement)."""
+    if baseline is not None and baseline not in {s.text for s in specs}:
+        raise ValueError(f"baseline {baseline!r} is not one of the clients "
+                         f"({', '.join(s.text for s in specs)})")
+    return ensure_envs(specs, progress)
+
+
+def _short(spec: ClientSpec) -> str:
+    return spec.client.partition(":")[0].split(".")[0] if ":" in spec.client else spec.client
+
+
+def relabel(rs: ResultSet, specs: Sequence[ClientSpec], envs: dict[str, Env],
+            baseline: str | None = None) -> ResultSet:
+    """Rows keyed by ``client version`` (as imported), spec facts and deltas in metadata."""
+    md = dict(rs.metadata)
+    loaded = dict(md.get("client_versions") or {})
+    labels: dict[str, str] = {}
+    used: set[str] = set()
+    for s in specs:
+        if not s.isolated:
+            labels[s.text] = s.text
+            used.add(s.text)
+    for s in specs:
+        if s.isolated:
+            env = envs.get(s.text)
+            ver = loaded.get(s.text) or (env.versions.get(_short(s)) if env else None) \
+                or s.version or "?"
+            label = f"{_short(s)} {str(ver).split(' ')[0]}"
+            if label in used:
+                label = f"{label} ({s.text})"
+            labels[s.text] = label
+            used.add(label)
+
+    def lab(c: str | None) -> str | None:
+        return labels.get(c, c) if c is not None else None
+
+    results: dict[tuple[str, str, int], Any] = {}
+    for (c, sc, rep), r in rs.results.items():
+        if isinstance(r, MeasureResult):
+            rmd = dict(r.metadata)
+            rmd["client"] = lab(c)
+            rmd["spec"] = c
+            r = dataclasses.replace(r, metadata=rmd)
+        results[(str(lab(c)), sc, rep)] = r
+    notes = tuple(dataclasses.replace(n, client=lab(n.client)) for n in rs.notes)
+    skipped: dict[str, str] = {}
+    for what, why in rs.skipped.items():
+        c, sep, sc = what.partition("/")
+        skipped[f"{lab(c)}{sep}{sc}" if c in labels else what] = why
+    md["client_versions"] = {lab(k): v for k, v in loaded.items()}
+    if isinstance(md.get("clients"), list):
+        md["clients"] = [lab(c) for c in md["clients"]]
+    base = labels[baseline] if baseline in labels else labels[specs[0].text]
+    info: dict[str, Any] = {}
+    for s in specs:
+        env = envs.get(s.text)
+        info[labels[s.text]] = {
+            "spec": s.text, "kind": s.kind, "client": s.client, "version": s.version,
+            "source": s.source, "env": env.path if env else None,
+            "env_created": env.created if env else None,
+            "env_seconds": round(env.seconds, 3) if env else None,
+            "env_versions": env.versions if env else None,
+        }
+    md["versions"] = {"baseline": base, "specs": info, "interleaved": True, "test": TEST}
+    out = ResultSet(results, md, notes, skipped)
+    md["versions"]["deltas"] = {sc: deltas(out, sc) for sc in out.scenarios}
+    return ResultSet(results, md, notes, skipped)
+
+
+def deltas(rs: ResultSet, scenario: str) -> dict[str, dict[str, Any]]:
+    """Per row (other than the baseline): each metric's delta against the baseline."""
+    v = rs.metadata.get("versions") or {}
+    base = v.get("baseline")
+
+    def reps(c: str) -> list[MeasureResult]:
+        return [r for r in rs.repeats(c, scenario) if isinstance(r, MeasureResult)]
+
+    b = reps(base) if base else []
+    out: dict[str, dict[str, Any]] = {}
+    if not b:
+        return out
+    for c in rs.clients:
+        if c == base:
+            continue
+        cr = reps(c)
+        if not cr:
+            continue
+        row: dict[str, Any] = {}
+        for key, _, kind, attr in METRICS:
+            xa = [getattr(r, attr) for r in b]
+            xb = [getattr(r, attr) for r in cr]
+            fn = ratio_delta if kind == "ratio" else exact_delta
+            d = fn(xa, xb)
+            if any(isinstance(x, float) and not math.isnan(x) for x in d.values()):
+                row[key] = d
+        out[c] = row
+    return out
+
+
+def delta_lines(rs: ResultSet, scenario: str) -> list[str]:
+    """The table's delta lines for ``scenario`` (none for runs without specs)."""
+    v = rs.metadata.get("versions")
+    if not v:
+        return []
+    ds = deltas(rs, scenario)
+    if not ds:
+        return []
+    lines = [f"   vs {v['baseline']} ({TEST}; allocations and GC: exact differences)"]
+    for c, row in ds.items():
+        parts = []
+        for key, name, kind, _ in METRICS:
+            if key in row:
+                parts.append(f"{name} {format_delta(kind, row[key], '/req' if 'alloc' in key else '')}")
+        lines.append(f"   {c} vs {v['baseline']}: " + ", ".join(parts))
+    return lines
