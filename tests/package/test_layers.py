@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "_bench": 4,
     "_distributed": 4,
     "_measure": 4,
+    "_deterministic": 4,
     "_compare": 4,
     "_runner": 4,
     "_worker": 4,

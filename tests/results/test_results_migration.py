@@ -30,8 +30,8 @@ def _v1_measure() -> dict:
 
 
 def test_schema_history_mentions_every_version():
-    assert R.SCHEMA_VERSION == 2
-    assert sorted(R._MIGRATIONS) == [1]
+    assert R.SCHEMA_VERSION == 3
+    assert sorted(R._MIGRATIONS) == [1, 2]
 
 
 def test_v1_measure_record_loads_with_the_shared_keys(tmp_path):
