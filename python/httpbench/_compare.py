@@ -58,6 +58,7 @@ def compare(
     progress: Callable[[str], None] | None = None,
     server_factory: Callable[[bool, int], Any] | None = None,
     baseline: str | None = None,
+    baseline_file: str | os.PathLike[str] | None = None,
 ) -> ResultSet:
     """Compare HTTP clients on scenarios; returns the :class:`ResultSet`.
 
@@ -84,6 +85,12 @@ def compare(
     environment of its own (made before any measurement; ``ValueError`` when
     it cannot be), its row is labelled with the version it imported, and each
     row gets deltas against ``baseline`` (a spec or label; default: the first).
+
+    ``baseline_file``: a saved ``results.json`` of an earlier compare run;
+    every row also gets deltas against the saved run's matching row (same
+    label, else the same client) on the scenarios both runs have, flagged as
+    not interleaved (``metadata["baseline_file"]``). ``ValueError`` before any
+    measurement when the file cannot be read or shares no scenario.
     """
     if repeat is None:
         repeat = QUICK_REPEAT if quick else 3
@@ -107,6 +114,12 @@ def compare(
         if not names:
             raise ValueError("no clients given")
     scs = resolve_scenarios(list(scenarios) if scenarios is not None else None, quick=quick)
+    saved = (_versions.load_baseline_file(baseline_file, [s.name for s in scs])
+             if baseline_file is not None else None)
+    if saved is not None and progress:
+        gone = [s.name for s in scs if s.name not in saved.scenarios]
+        if gone:
+            progress(f"baseline file has no {', '.join(gone)}: not compared there")
     specs = _versions.specs_of(names)
     envs = _versions.prepare(specs, progress, baseline) if specs else {}
     opts = RunOptions(
@@ -120,6 +133,8 @@ def compare(
     rs = runner.run(names, scs)
     if specs:
         rs = _versions.relabel(rs, specs, envs, baseline)
+    if saved is not None and baseline_file is not None:
+        rs = _versions.against_file(rs, saved, baseline_file)
     for c, (_, reason, pip) in missing.items():
         rs = rs.with_skipped(c, f"not installed: {reason}" + (f" (pip install {pip})" if pip else ""))
     rs = rs.with_metadata(quick=quick, explicit_clients=explicit,
@@ -247,6 +262,7 @@ def format_tables(rs: ResultSet) -> str:
                        "±: half the min..max range of req/s)")
             out.append(_table(rows))
             out.extend(_versions.delta_lines(rs, s))
+            out.extend(_versions.file_lines(rs, s))
         else:
             out.append("   (no results)")
         out.append("")
@@ -325,6 +341,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--baseline", metavar="SPEC",
                     help="with versioned client specs (NAME==VERSION, NAME@PATH): the spec the "
                          "others are compared with (default: the first)")
+    ap.add_argument("--baseline-file", metavar="RESULTS_JSON",
+                    help="also compare every row with the matching row of a saved results.json "
+                         "(same scenarios; not interleaved: measured at another time)")
     ap.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return ap
@@ -412,7 +431,7 @@ def cli_main(argv: list[str]) -> int:
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
-            baseline=args.baseline,
+            baseline=args.baseline, baseline_file=args.baseline_file,
         )
     except (ValueError, KeyError) as exc:
         if progress:
