@@ -75,7 +75,10 @@ def relabel(rs: ResultSet, specs: Sequence[ClientSpec], envs: dict[str, Env],
     for s in specs:
         if s.isolated:
             env = envs.get(s.text)
-            ver = loaded.get(s.text) or (env.versions.get(_short(s)) if env else None) \
+            # what the worker imported; else what the environment's probe found
+            found = [env.versions.get(k) for k in (_short(s), s.client.partition(":")[0])] \
+                if env else []
+            ver = loaded.get(s.text) or next((f for f in found if f and f != "?"), None) \
                 or s.version or "?"
             label = f"{_short(s)} {str(ver).split(' ')[0]}"
             if label in used:
@@ -256,15 +259,30 @@ def file_lines(rs: ResultSet, scenario: str) -> list[str]:
     return lines
 
 
+def _why_not(rs: ResultSet, client: str, scenario: str) -> str:
+    """Why ``client`` has no rounds on ``scenario``: its error note or skip reason."""
+    for n in rs.notes:
+        if n.client == client and n.scenario in (scenario, None) and n.severity == "error":
+            return f"{n.kind}: {n.message}"
+    return rs.skipped.get(f"{client}/{scenario}") or rs.skipped.get(client) or "no rounds"
+
+
 def delta_lines(rs: ResultSet, scenario: str) -> list[str]:
-    """The table's delta lines for ``scenario`` (none for runs without specs)."""
+    """The table's delta lines for ``scenario`` (none for runs without specs).
+
+    A spec without rounds on ``scenario`` (its worker crashed, failed or was
+    skipped) gets a line with the reason; the other rows are still compared.
+    """
     v = rs.metadata.get("versions")
     if not v:
         return []
     ds = deltas(rs, scenario)
-    if not ds:
+    lost = [c for c in (v.get("specs") or {}) if not _measured(rs, c, scenario)]
+    if not ds and not lost:
         return []
     lines = [f"   vs {v['baseline']} ({TEST}; allocations and GC: exact differences)"]
     for c, row in ds.items():
         lines.append(f"   {c} vs {v['baseline']}: " + _format_row(row))
+    for c in lost:
+        lines.append(f"   {c}: not compared ({_why_not(rs, c, scenario)})")
     return lines

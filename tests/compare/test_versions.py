@@ -269,3 +269,49 @@ def test_two_urllib3_releases_interleaved(cache) -> None:
     d = rs.metadata["versions"]["deltas"]["get-150b"]
     assert set(d) == {"urllib3 2.2.3", "http.client"}
     assert d["urllib3 2.2.3"]["allocs"]["delta"] != 0  # the releases allocate differently
+
+
+CRASH = '''
+import os
+
+from slowpkg.adapter import SlowAdapter
+
+_seen = 0
+
+
+class CrashAdapter(SlowAdapter):
+    """Exits the worker process (no exception, no answer) after {after} requests."""
+
+    def request(self):
+        global _seen
+        _seen += 1
+        if _seen > {after}:
+            os._exit(3)
+        super().request()
+'''
+
+
+@pytest.mark.slow
+@needs_pypi
+def test_worker_crash_in_one_env(cache, tmp_path) -> None:
+    ok = _checkout(tmp_path, "1.0", 0, 0)
+    early = _checkout(tmp_path, "3.0", 0, 0)  # dies in its first request (the warm-up)
+    late = _checkout(tmp_path, "4.0", 0, 0)  # dies during its second round
+    (tmp_path / "slowpkg-3.0" / "slowpkg" / "crash.py").write_text(CRASH.format(after=0))
+    (tmp_path / "slowpkg-4.0" / "slowpkg" / "crash.py").write_text(CRASH.format(after=200))
+    specs = [f"slowpkg.adapter:SlowAdapter@{ok}", f"slowpkg.crash:CrashAdapter@{early}",
+             f"slowpkg.crash:CrashAdapter@{late}"]
+    rs = httpbench.compare(clients=specs, scenarios=["get-150b"], n=150, repeat=3,
+                           plots=False, warmup=5)
+    assert len(rs.repeats("slowpkg 1.0", "get-150b")) == 3  # the run went on
+    crashed = {n.client: n.message for n in rs.notes if n.kind == "worker-crashed"}
+    assert set(crashed) == {"slowpkg 3.0", "slowpkg 4.0"}, rs.notes
+    assert all("exited with code 3" in m for m in crashed.values())
+    assert rs.repeats("slowpkg 3.0", "get-150b") == []
+    assert 1 <= len(rs.repeats("slowpkg 4.0", "get-150b")) < 3
+    from httpbench._compare import format_tables
+
+    text = format_tables(rs)
+    assert "slowpkg 3.0: not compared (worker-crashed: " in text
+    assert "slowpkg 4.0 vs slowpkg 1.0: CPU " in text  # its rounds before the crash count
+    assert "[worker-crashed] slowpkg 4.0/get-150b" in text
