@@ -27,9 +27,11 @@ __all__ = ["against_file", "deltas", "delta_lines", "file_lines", "load_baseline
 METRICS = (
     ("cpu", "CPU", "ratio", "cpu_ns_per_call"),
     ("p50", "p50", "ratio", "p50"),
+    ("rps", "req/s", "ratio", "calls_per_s"),
     ("allocs", "allocs", "exact", "allocs_per_call"),
     ("native_allocs", "native allocs", "exact", "native_allocs_per_call"),
     ("gc", "GC/10k", "exact", "gc_per_10k"),
+    ("rss", "peak RSS", "ratio", "peak_rss_bytes"),
 )
 
 
