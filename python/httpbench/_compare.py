@@ -227,6 +227,23 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return render_table(COLUMNS, cells, align=align, style="grid")
 
 
+def _env_line(md: dict[str, Any]) -> str | None:
+    changes = md.get("environment_changes") or {}
+    if not changes:
+        return None
+    return ("   environment: the caller's, changed for every client alike: "
+            + "; ".join(f"{k}: {v}" for k, v in changes.items()))
+
+
+def _under_table(rs: ResultSet, scenario: str) -> list[str]:
+    """The lines under a scenario's table: environment changes, machine noise."""
+    lines = []
+    env = _env_line(rs.metadata)
+    if env:
+        lines.append(env)
+    return lines
+
+
 def format_tables(rs: ResultSet) -> str:
     """All per-scenario tables, then notes, skipped clients and the run's metadata line."""
     out: list[str] = []
@@ -247,6 +264,7 @@ def format_tables(rs: ResultSet) -> str:
                        "±: half the min..max range of req/s)")
             out.append(_table(rows))
             out.extend(_versions.delta_lines(rs, s))
+            out.extend(_under_table(rs, s))
         else:
             out.append("   (no results)")
         out.append("")

@@ -45,6 +45,7 @@ __all__ = [
     "system_metadata",
     "nagle_fraction",
     "preload_library",
+    "worker_env",
 ]
 
 # Latency band that Nagle + delayed ACK produces on Linux (the 40 ms ACK timer).
@@ -323,6 +324,45 @@ class WorkerProc:
             self.errfile.close()
 
 
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+               "ALL_PROXY")
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _bypassed(no_proxy: str) -> bool:
+    items = {x.strip().lower() for x in no_proxy.split(",") if x.strip()}
+    return "*" in items or all(h in items for h in _LOOPBACK)
+
+
+def worker_env(env: dict[str, str], preload: str | None = None
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """(environment for every worker, {variable: what changed and why}).
+
+    Workers get the caller's environment as it is. Two changes, the same for
+    every client: the malloc counter is preloaded when native allocations are
+    counted, and when a proxy is configured without a loopback bypass, the
+    loopback addresses are added to ``NO_PROXY``/``no_proxy`` (the target is
+    local; a proxy would not reach it). Proxy variables themselves stay, so a
+    library that looks them up per request pays for it as its users do.
+    """
+    out = dict(env)
+    changes: dict[str, str] = {}
+    if any(out.get(k) for k in _PROXY_VARS):
+        for k in ("NO_PROXY", "no_proxy"):
+            cur = out.get(k, "")
+            if not _bypassed(cur):
+                have = [x.strip() for x in cur.split(",") if x.strip()]
+                add = [h for h in _LOOPBACK if h not in {x.lower() for x in have}]
+                out[k] = ",".join(have + add)
+                changes[k] = (f"{','.join(add)} added: a proxy is configured and the target "
+                              "is on loopback")
+    if preload:
+        old = out.get("LD_PRELOAD")
+        out["LD_PRELOAD"] = preload + (":" + old if old else "")
+        changes["LD_PRELOAD"] = "native allocation counter preloaded"
+    return out, changes
+
+
 def _isolated_env(env: dict[str, str]) -> dict[str, str]:
     """A worker environment for a spec's interpreter: nothing from this one leaks in."""
     out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
@@ -540,6 +580,7 @@ class Runner:
             self.worker_cpu: int | None = cpus[-1]
         else:
             self.server_cpus, self.worker_cpu = None, None
+        self.env_changes: dict[str, str] = {}
         self.preload = None
         if self.opt.native_allocs is not False and sys.platform.startswith("linux"):
             self.preload = preload_library()
@@ -568,15 +609,8 @@ class Runner:
             return {k: None for k in _server_counts({})}
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                  "ALL_PROXY"):
-            env.pop(k, None)
-        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-        env["PYTHONUNBUFFERED"] = "1"
-        if self.preload:
-            old = env.get("LD_PRELOAD")
-            env["LD_PRELOAD"] = self.preload + (":" + old if old else "")
+        """The caller's environment, with only the changes every client needs (recorded)."""
+        env, self.env_changes = worker_env(dict(os.environ), self.preload)
         return env
 
     def _get_zygote(self, env: dict[str, str], python: str | None = None) -> Zygote | None:
@@ -687,6 +721,7 @@ class Runner:
             "pinning": ({"server_cpus": sorted(self.server_cpus), "worker_cpu": self.worker_cpu}
                         if self.server_cpus else None),
             "native_alloc_counter": self.preload,
+            "environment_changes": self.env_changes,
             "server_threads": self.opt.server_threads,
             "scenarios": {sc.name: sc.to_dict() for sc in scenarios},
             "clients": list(clients),
