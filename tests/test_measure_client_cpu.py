@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import http.client
 
-import pytest
-
 import httpbench
+import pytest
 from httpbench import _server
 
 

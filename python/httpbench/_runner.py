@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _noise
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
@@ -72,7 +73,9 @@ class RunOptions:
     ``n``: requests per round (None: ``scale`` × the scenario's duration);
     ``repeat``: rounds per (client, scenario); ``timeout``: seconds a worker
     may take for one reply (setup or round) before it is killed as hung;
-    ``native_allocs``: preload the malloc counter in workers (None: on when a
+    ``min_requests``: fewest requests of a timed round (re-run below it);
+    ``reruns``: how often a round disturbed by machine noise or short of
+    requests is run again at most; ``native_allocs``: preload the malloc counter in workers (None: on when a
     counter library exists, Linux); ``pin``: CPU pinning server/workers;
     ``commands``: name -> argv of extra process-level clients; ``zygote``:
     fork workers from one pre-imported process (False: a new interpreter each).
@@ -80,6 +83,10 @@ class RunOptions:
 
     repeat: int = 3
     n: int | None = None
+    # fewest requests a timed round rests on (the scenario's min_n when larger)
+    min_requests: int = 10
+    # a round disturbed by machine noise or short of min_requests runs again, this often at most
+    reruns: int = 2
     scale: float = 1.0
     warmup: int = 3
     timeout: float = 120.0
@@ -581,6 +588,8 @@ class Runner:
         else:
             self.server_cpus, self.worker_cpu = None, None
         self.env_changes: dict[str, str] = {}
+        self.noise: dict[str, dict[str, Any]] = {}
+        self._reruns: dict[str, int] = {}
         self.preload = None
         if self.opt.native_allocs is not False and sys.platform.startswith("linux"):
             self.preload = preload_library()
@@ -690,7 +699,7 @@ class Runner:
                             done += 1
                             if w.dead:
                                 continue
-                            mr = self._round(c, sc, rep, w, srv)
+                            mr = self._round_checked(c, sc, rep, w, srv)
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
@@ -699,6 +708,8 @@ class Runner:
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
                     for c in workers:
                         self.notes.extend(spread_notes(c, sc, rounds[c]))
+                    kept = [r.metadata.get("noise") for c in workers for r in rounds[c]]
+                    self.noise[sc.name] = _noise.summary(kept, self._reruns.get(sc.name, 0))
                 finally:
                     for w in workers.values():  # all exit in parallel
                         w.request_close()
@@ -722,6 +733,10 @@ class Runner:
                         if self.server_cpus else None),
             "native_alloc_counter": self.preload,
             "environment_changes": self.env_changes,
+            "min_requests": self.opt.min_requests,
+            "noise": self.noise,
+            "noise_thresholds": {"other": _noise.DISTURBED_OTHER,
+                                 "steal": _noise.DISTURBED_STEAL},
             "server_threads": self.opt.server_threads,
             "scenarios": {sc.name: sc.to_dict() for sc in scenarios},
             "clients": list(clients),
@@ -795,6 +810,51 @@ class Runner:
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
 
+    def _min_n(self, sc: Scenario) -> int:
+        return max(sc.min_n, self.opt.min_requests)
+
+    def _round_checked(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
+                       srv: Any) -> MeasureResult | None:
+        """One round, re-run (a bounded number of times) while it was disturbed by
+        machine noise or rests on fewer requests than a round must; the last is kept."""
+        mark = len(self.notes)
+        mr = self._round(client, sc, rep, w, srv)
+        tries = 0
+        while mr is not None and tries < self.opt.reruns and not w.dead:
+            why = self._redo_reason(mr, sc)
+            if why is None:
+                break
+            tries += 1
+            self._reruns[sc.name] = self._reruns.get(sc.name, 0) + 1
+            self._progress(f"re-run {sc.name} {client} #{rep + 1}: {why}")
+            del self.notes[mark:]  # the notes of the round that is replaced
+            again = self._round(client, sc, rep, w, srv)
+            if again is None:
+                break
+            mr = again
+        if mr is not None:
+            md = dict(mr.metadata)
+            md["reruns"] = tries
+            why = self._redo_reason(mr, sc)
+            if why is not None:
+                self.notes.append(Note("noisy" if "disturbed" in why else "few-requests",
+                                       f"round {rep + 1}: {why} (after {tries} re-run(s))",
+                                       client, sc.name, rep, "warning"))
+            import dataclasses
+
+            mr = dataclasses.replace(mr, metadata=md)
+        return mr
+
+    def _redo_reason(self, mr: MeasureResult, sc: Scenario) -> str | None:
+        noise = mr.metadata.get("noise")
+        if _noise.disturbed(noise):
+            return (f"disturbed: other processes {noise['other']:.0%}, steal "
+                    f"{noise['steal']:.0%} of the client's CPU")
+        timed = self.opt.n is None and sc.n is None
+        if timed and mr.calls < self._min_n(sc):
+            return f"only {mr.calls} requests (a round needs {self._min_n(sc)})"
+        return None
+
     def _round(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                srv: Any) -> MeasureResult | None:
         cmd: dict[str, Any] = {"cmd": "run"}
@@ -802,7 +862,7 @@ class Runner:
             cmd["n"] = self.opt.n if self.opt.n is not None else sc.n
         else:
             cmd["duration"] = sc.duration * self.opt.scale
-            cmd["min_n"] = sc.min_n
+            cmd["min_n"] = self._min_n(sc)
         try:
             w.send({"cmd": "rewarm"})
             warm = w.recv()
@@ -823,7 +883,12 @@ class Runner:
             return None
         mr = MeasureResult.from_dict(msg["result"])
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
+        raw_noise = msg.get("noise") or [None, None]
+        # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
+        shared = 0 if self.server_cpus else (srv_delta.get("cpu_ns") or 0)
+        noise = _noise.round_noise(raw_noise[0], raw_noise[1], exclude_ns=shared)
         md = dict(mr.metadata)
+        md["noise"] = noise
         md.update({
             "client": client, "scenario": sc.name, "repeat": rep,
             "server": srv_delta, "server_threads": self.opt.server_threads,
