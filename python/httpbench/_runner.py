@@ -37,6 +37,7 @@ from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
 from ._scenarios import Scenario
+from ._stats import median_ci
 
 __all__ = [
     "RunOptions",
@@ -539,17 +540,19 @@ def round_notes(
 
 
 def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> list[Note]:
-    """A note when requests/s varies by more than SPREAD_LIMIT across repeats."""
+    """A note when the confidence interval of the median requests/s is wider than
+    SPREAD_LIMIT of it (with up to 5 repeats: their min..max range)."""
     rates = [r.calls_per_s for r in rounds if r.calls and r.wall_ns > 0]
     if len(rates) < 2:
         return []
     med = statistics.median(rates)
     if med <= 0:
         return []
-    spread = (max(rates) - min(rates)) / med
+    lo, hi, cov = median_ci(rates)
+    spread = (hi - lo) / med
     if spread > SPREAD_LIMIT:
         return [Note("spread", f"requests/s varied {spread:.0%} across {len(rates)} repeats "
-                     f"({min(rates):,.0f} .. {max(rates):,.0f}); treat with care",
+                     f"({lo:,.0f} .. {hi:,.0f}, {cov:.0%} CI of the median); treat with care",
                      client, sc.name, None, "info")]
     return []
 
