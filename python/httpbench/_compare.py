@@ -64,6 +64,8 @@ def compare(
     progress: Callable[[str], None] | None = None,
     server_factory: Callable[[bool, int], Any] | None = None,
     baseline: str | None = None,
+    min_requests: int = 10,
+    reruns: int = 2,
 ) -> ResultSet:
     """Compare HTTP clients on scenarios; returns the :class:`ResultSet`.
 
@@ -90,6 +92,10 @@ def compare(
     environment of its own (made before any measurement; ``ValueError`` when
     it cannot be), its row is labelled with the version it imported, and each
     row gets deltas against ``baseline`` (a spec or label; default: the first).
+
+    A timed round runs until its time and ``min_requests`` requests; a round
+    short of them, or disturbed by other processes or CPU steal, runs again
+    up to ``reruns`` times (docs/metrics.md).
     """
     if repeat is None:
         repeat = QUICK_REPEAT if quick else DEFAULT_REPEAT
@@ -97,6 +103,8 @@ def compare(
         raise ValueError("repeat must be >= 1")
     if n is not None and n < 1:
         raise ValueError("n must be >= 1")
+    if min_requests < 1 or reruns < 0:
+        raise ValueError("min_requests must be >= 1 and reruns >= 0")
     commands = {str(k): [str(a) for a in v] for k, v in (commands or {}).items()}
     for name, argv in commands.items():
         if not argv:
@@ -118,7 +126,8 @@ def compare(
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
-        progress=progress, warmup=warmup, zygote=zygote,
+        progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
+        reruns=reruns,
     )
     if envs:
         opts.interpreters = {k: (e.spec.client, e.python) for k, e in envs.items()}
