@@ -36,6 +36,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 30.0  # seconds, per request (connect to last byte)
 DEFAULT_DURATION = 10.0  # seconds, when neither n nor duration is given
+LATE_THRESHOLD_NS = 10_000_000  # rate mode: a send this late counts as missed (engine default)
 
 
 
@@ -328,6 +329,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         "first_error": raw["first_error"],
         "tls_info": raw["tls_info"],
         "generator": "httpbench",
+        **({"late_threshold_ns": LATE_THRESHOLD_NS} if rate else {}),
         **system_metadata(),
     }
     return BenchResult(
@@ -359,6 +361,13 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         series_responses=tuple(raw["series_ok"]),
         series_errors=tuple(raw["series_err"]),
         metadata=meta,
+        setup=raw["setup"],
+        sends=raw["sends"],
+        sends_late=raw["sends_late"] if rate else None,
+        unsent=raw["unsent"] if rate else None,
+        connect_attempts=raw["connect_attempts"],
+        connect_failures=raw["connect_failures"],
+        connect_fd_exhausted=raw["connect_fd_exhausted"],
     )
 
 
