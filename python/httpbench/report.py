@@ -266,7 +266,8 @@ def _percentile_table(h: Any, title: str) -> list[str]:
 def format_spectrum(h: Any, title: str = "Latency distribution (ms)") -> str:
     """HdrHistogram-style percentile spectrum: value, percentile, count, 1/(1-p)."""
     lines = [title, f"{'Value':>12} {'Percentile':>12} {'TotalCount':>11} {'1/(1-p)':>12}"]
-    spec = percentile_spectrum(h, levels=SPECTRUM)
+    # The .hgrm export's rows (hdr_hgrm): the two agree line by line.
+    spec = percentile_spectrum(h)
     if not spec:
         return "\n".join(lines + ["  (no samples)"])
     for v, p, cnt in spec:
