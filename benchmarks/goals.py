@@ -112,6 +112,14 @@ BENCHMARKS = [
                           "embedded server in another process; CPU is the engine threads' "
                           "own in both. Overhead: wall time minus warm-up and duration, "
                           "attaching by address each run."),)),
+    Benchmark("deterministic", "bench_deterministic.py", ("--runs", "5", "--calls", "200"),
+              ("--runs", "3", "--calls", "50"),
+              ("--runs", "2", "--calls", "10", "--clients", "native,requests"),
+              ours="instructions", timeout=3600.0,
+              notes=(("", "measure(instructions=True) against the embedded server in its own "
+                          "process: instructions/request under callgrind in a child process "
+                          "per run, CPU time/request from the in-process timing run of the "
+                          "same measure() call; CV = stdev/mean over the runs."),)),
     Benchmark("import", "bench_import.py", ("--rounds", "20"), ("--rounds", "10"),
               ("--rounds", "3"), ours="httpbench", timeout=300.0,
               notes=(("", "Time of `import httpbench` inside a fresh interpreter (start-up "
@@ -165,6 +173,15 @@ GOALS = [
          detail="urllib3 GET, median of per-round ratios; tracemalloc in the same run: "
                 "{tracemalloc|slow-down}×; estimated from the hook cost per allocation: "
                 "{alloc+GC accounting (hook cost estimate)|slow-down}×"),
+    # deterministic counts
+    Goal("deterministic", "deterministic counts",
+         "instructions/request CV ≤ 0.1 % over the runs ({case})", "CV", "<=", 0.1,
+         "instructions", case="* GET 150 B", unit=" %",
+         detail="CPU-time CV in the same runs: {CPU time|CV} %"),
+    Goal("deterministic", "deterministic counts",
+         "a 200-call instruction count of a requests GET takes ≤ 30 s", "time", "<=", 30.0,
+         "callgrind", case="requests GET 150 B, 200 calls", unit=" s",
+         detail="valgrind start-up, 20 warm-up calls and 200 counted calls"),
     # distributed runs on Dask vs one process, same total load
     Goal("distributed", "distributed", "requests/s ≥ 0.9× one process ({case})", "req/s", ">=",
          0.9, "dask-local 2", "one process"),

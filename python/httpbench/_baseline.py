@@ -42,6 +42,7 @@ __all__ = [
     "Comparison",
     "compare_metrics",
     "diff",
+    "function_movers",
     "format_compare_table",
 ]
 
@@ -286,11 +287,16 @@ TIMING_COMPARED = {
     "bench": ("rps", "p50", "cpu_per_request"),
 }
 # Deterministic metrics, compared tightly (not scaled): (relative, absolute) slack.
+# Instruction counts move by a few hundred per call with the environment (paths,
+# environment variables), so they get a relative tolerance (see compare_metrics).
 DETERMINISTIC_COMPARED = {
     "allocs_per_request": (0.02, 0.5),
     "alloc_bytes_per_request": (0.02, 16.0),
     "errors": (0.0, 0.0),
     "requests": (0.0, 0.0),
+    "instructions_per_request": (0.01, 0.0),
+    "syscalls_per_request": (0.0, 0.0),
+    "gc_per_request": (0.0, 0.0),
 }
 
 
@@ -328,6 +334,7 @@ def compare_metrics(
     scale: float,
     tolerance: float,
     bounded: bool = False,
+    instructions_tolerance: float | None = None,
 ) -> list[CompareRow]:
     """Compare ``current`` metrics with ``baseline`` ones (both from :func:`result_metrics`).
 
@@ -337,7 +344,8 @@ def compare_metrics(
     differ by ``tolerance`` (a fraction). Deterministic metrics
     (:data:`DETERMINISTIC_COMPARED`) are compared with a small fixed slack,
     whatever the tolerance; ``requests`` only when the run had a fixed count
-    (``bounded``). A metric missing on either side is not compared.
+    (``bounded``); ``instructions_tolerance`` replaces the instruction count's
+    default 1 %. A metric missing on either side is not compared.
     """
     rows = []
     for name in TIMING_COMPARED.get(kind, ()):
@@ -358,11 +366,18 @@ def compare_metrics(
         if name not in baseline or name not in current or (name == "requests" and not bounded):
             continue
         m = METRICS[name]
+        if name == "instructions_per_request" and instructions_tolerance is not None:
+            rel = instructions_tolerance
         base, cur = float(baseline[name]), float(current[name])
+        if name == "gc_per_request" and current.get("requests"):
+            # Where the gen-0 counter stood when the run began shifts one collection.
+            absolute = 1.0 / float(current["requests"])
         slack = max(abs(base) * rel, absolute)
         diff = cur - base if m.upper else base - cur  # > 0: worse
         verdict = "slower" if diff > slack else "faster" if diff < -slack else "ok"
         allowed = "exact" if slack == 0 else f"±{format_value(m.kind, slack)}"
+        if name == "gc_per_request" and slack:
+            allowed = "±1 collection"
         rows.append(CompareRow(m, base, base, cur, allowed, verdict))
     return rows
 
@@ -385,14 +400,35 @@ def format_compare_table(rows: list[CompareRow]) -> str:
     return render_table(cells[0], cells[1:], style="bare")
 
 
+def function_movers(baseline: Mapping[str, float], current: Mapping[str, float],
+                    k: int = 8) -> str:
+    """The functions whose inclusive instructions per call moved most, as a table
+    (empty when either side has no per-function figures)."""
+    if not baseline or not current:
+        return ""
+    names = set(baseline) | set(current)
+    moves = [(current.get(n, 0.0) - baseline.get(n, 0.0), n) for n in names]
+    moves = [m for m in moves if m[0]]
+    moves.sort(key=lambda m: (-abs(m[0]), m[1]))
+    if not moves:
+        return ""
+    rows = [[n if len(n) <= 60 else n[:57] + "...", U.format_count(baseline.get(n, math.nan)),
+             U.format_count(current.get(n, math.nan)), f"{d:+,.0f}"] for d, n in moves[:k]]
+    head = ["function (inclusive instructions/call)", "baseline", "measured", "change"]
+    note = ("(top functions by inclusive cost on either side; a function outside one "
+            "side's top list shows n/a there)")
+    return "top movers:\n" + render_table(head, rows, style="bare") + "\n" + note
+
+
 class BaselineRegression(AssertionError):
     """A measurement regressed against its saved baseline (or, with fail-faster, improved).
 
-    ``rows`` holds every compared metric; ``scale`` the calibration ratio used.
+    ``rows`` holds every compared metric; ``scale`` the calibration ratio used;
+    ``detail`` is appended to the message (the per-function movers).
     """
 
     def __init__(self, rows: list[CompareRow], *, key: str, scale: float,
-                 fail_faster: bool = False) -> None:
+                 fail_faster: bool = False, detail: str = "") -> None:
         self.rows = list(rows)
         self.key = key
         self.scale = scale
@@ -410,4 +446,5 @@ class BaselineRegression(AssertionError):
             f"{key} vs baseline: {'; '.join(what)}\n"
             f"(timing baselines scaled by this machine's calibration ratio {scale:.3f})\n"
             + format_compare_table(self.rows)
+            + ("\n" + detail if detail else "")
         )

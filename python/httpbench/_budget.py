@@ -80,6 +80,11 @@ METRICS: dict[str, Metric] = {
         _m("allocs_per_request", "count", True, True, "Python heap allocations per call"),
         _m("alloc_bytes_per_request", "size", True, True, "bytes allocated per call"),
         _m("gc_collections", "count", True, True, "GC collections during the run (all generations)"),
+        _m("gc_per_request", "count", True, True, "GC collections (all generations) per call"),
+        _m("instructions_per_request", "count", True, True,
+           "user-space instructions per call under callgrind (measure(instructions=True))"),
+        _m("syscalls_per_request", "count", True, True,
+           "system calls per call, all names (measure(syscalls=True))"),
         _m("gc_pause", "duration", True, False, "total GC pause time during the run"),
         _m("peak_rss", "size", True, False, "peak resident set size"),
         _m("rps", "rate", False, False, "successful requests (calls) per second"),
@@ -102,6 +107,13 @@ ALIASES = {
     "calls_per_sec": "rps",
     "requests_per_sec": "rps",
     "calls": "requests",
+    "allocations": "allocs_per_request",
+    "gc": "gc_per_request",
+    "gc_per_call": "gc_per_request",
+    "instructions": "instructions_per_request",
+    "instructions_per_call": "instructions_per_request",
+    "syscalls": "syscalls_per_request",
+    "syscalls_per_call": "syscalls_per_request",
 }
 
 
@@ -223,8 +235,25 @@ def parse_limit(name: str, spec: Any) -> Limit:
     return Limit(metric, op, value, str(spec))
 
 
-def parse_budget(budget: Mapping[str, Any]) -> list[Limit]:
-    """Parse a whole budget mapping; an empty budget is an error (it would check nothing)."""
+def _split_text(text: str) -> dict[str, str]:
+    """``"instructions<2.5M, syscalls<=12"`` -> ``{"instructions": "<2.5M", ...}``."""
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        i = next((j for j, ch in enumerate(part) if ch in "<>="), -1)
+        if i <= 0:
+            raise BudgetError(f"budget {part!r}: expected 'metric<value' (or <=, >, >=, ==)")
+        out[part[:i].strip()] = part[i:].strip()
+    return out
+
+
+def parse_budget(budget: Mapping[str, Any] | str) -> list[Limit]:
+    """Parse a whole budget mapping (or ``"metric<value, ..."`` text); an empty
+    budget is an error (it would check nothing)."""
+    if isinstance(budget, str):
+        budget = _split_text(budget)
     if not isinstance(budget, Mapping):
         raise BudgetError(f"a budget is a mapping of metric -> limit, not {type(budget).__name__}")
     if not budget:
@@ -291,6 +320,10 @@ def result_metrics(result: Any) -> dict[str, float]:
         _put(out, "allocs_per_request", result.allocs_per_call)
         _put(out, "alloc_bytes_per_request", result.alloc_bytes_per_call)
         _put(out, "gc_collections", result.gc_total)
+        if result.gc_total is not None and calls:
+            _put(out, "gc_per_request", result.gc_total / calls)
+        _put(out, "instructions_per_request", getattr(result, "instructions_per_call", None))
+        _put(out, "syscalls_per_request", getattr(result, "syscalls_total_per_call", None))
         _put(out, "gc_pause", result.gc_pause_ns)
         _put(out, "peak_rss", result.peak_rss_bytes)
         _put(out, "errors", result.errors)

@@ -12,6 +12,10 @@ callable in the same process beside them: ``overhead_ns_per_call`` (not
 subtracted from latencies) and ``overhead_allocs_per_call`` (subtracted from
 the allocation counts, which therefore are "attributed to fn").
 
+``instructions=True`` / ``syscalls=True`` add exact per-call counts from a
+child process (callgrind / strace, see ``_deterministic``): the callable
+must be picklable or a ``"module:function"`` string.
+
 Native (C-library) allocations are only visible when the process was started
 with the preloadable counter: ``LD_PRELOAD=$(python -c "import httpbench;
 print(httpbench.native_alloc_preload_path())")``.
@@ -21,13 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import dataclasses
 import glob
 import inspect
 import os
+import statistics
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from . import _core
+from . import _core, _deterministic
 from ._metadata import system_metadata
 from ._results import MeasureResult
 
@@ -257,7 +263,85 @@ def _build(raw: dict[str, Any], cal: dict[str, Any] | None, *, label: str, alloc
 def _label_of(fn: Any, label: str | None) -> str:
     if label is not None:
         return str(label)
+    if isinstance(fn, str):
+        return fn
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+# --------------------------------------------------------------------------
+# deterministic counts (child processes)
+
+DETERMINISTIC_DEFAULT_CALLS = 200
+_DET_WARMUP = 20
+
+
+def deterministic_counts(fn: Any, args: Sequence[Any] = (), *, n: int,
+                         warmup: int = _DET_WARMUP, instructions: bool | str = True,
+                         syscalls: bool = True, callgrind_file: str | None = None,
+                         top: int = 15) -> dict[str, Any]:
+    """Exact per-call counts of ``n`` calls of ``fn(*args)``, each in a child
+    process: the MeasureResult fields (``instructions_per_call``, ...) and
+    metadata entries. ``fn``: picklable, or a ``"module:function"`` string.
+    ``instructions="per-call"`` also gives each call's count (slower: a
+    callgrind dump per call)."""
+    kw: dict[str, Any] = {}
+    meta: dict[str, Any] = {"deterministic_calls": int(n), "deterministic_warmup_calls": warmup}
+    if instructions:
+        per_call = _per_call_mode(instructions)
+        r = _deterministic.count_instructions(fn, args, n=n, warmup=warmup, per_call=per_call,
+                                              keep_file=callgrind_file)
+        kw["instructions_per_call"] = sum(r.instructions) / r.calls
+        if per_call:
+            kw["instructions_by_call"] = tuple(r.instructions)
+            meta["instructions_stdev"] = statistics.pstdev(r.instructions)
+        meta["instructions_scope"] = (
+            "user-space instructions (Ir) per call under callgrind, all threads, in a child "
+            "process with PYTHONHASHSEED=0; no kernel time, I/O waits or cache effects")
+        meta["callgrind_top"] = [list(t) for t in _deterministic.top_functions(r.functions, top)]
+        if r.callgrind_file:
+            meta["callgrind_file"] = r.callgrind_file
+    if syscalls:
+        r = _deterministic.count_syscalls(fn, args, n=n, warmup=warmup)
+        names: dict[str, int] = {}
+        for c in r.syscalls:
+            for k, v in c.items():
+                names[k] = names.get(k, 0) + v
+        kw["syscalls_per_call"] = {k: v / r.calls for k, v in sorted(names.items())}
+        kw["syscalls_by_call"] = tuple(sum(c.values()) for c in r.syscalls)
+        meta["syscalls_scope"] = ("system calls per call of the calling thread, by name, under "
+                                  "strace -f between marker syscalls (vDSO calls not included)")
+        if r.other_threads:
+            meta["syscalls_other_threads"] = dict(r.other_threads)
+    return {"fields": kw, "metadata": meta}
+
+
+def _per_call_mode(instructions: bool | str) -> bool:
+    if instructions is True:
+        return False
+    if instructions == "per-call":
+        return True
+    raise ValueError(f"instructions must be False, True or 'per-call', not {instructions!r}")
+
+
+def _with_counts(res: MeasureResult, fn: Any, args: tuple, n: int | None, warmup: int | None,
+                 instructions: bool | str, syscalls: bool, callgrind_file: str | None
+                 ) -> MeasureResult:
+    if not (instructions or syscalls):
+        return res
+    det = deterministic_counts(
+        fn, args, n=n or DETERMINISTIC_DEFAULT_CALLS,
+        warmup=_DET_WARMUP if warmup is None else warmup, instructions=instructions,
+        syscalls=syscalls, callgrind_file=callgrind_file)
+    meta = dict(res.metadata)
+    meta.update(det["metadata"])
+    return dataclasses.replace(res, metadata=meta, **det["fields"])
+
+
+def _det_warmup(warmup: int | float | None) -> int | None:
+    """Warm-up calls of the counting children: int as given, else the default."""
+    if isinstance(warmup, int) and not isinstance(warmup, bool):
+        return warmup
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -275,6 +359,9 @@ def measure(
     gc: bool = True,
     label: str | None = None,
     calibrate: bool = True,
+    instructions: bool | str = False,
+    syscalls: bool = False,
+    callgrind_file: str | None = None,
 ) -> MeasureResult:
     """Call ``fn(*args)`` repeatedly from a C loop and report what each call costs.
 
@@ -284,9 +371,28 @@ def measure(
     allocations / GC collections during the measured span. ``calibrate``:
     measure a no-op with the same call shape first, for the harness overhead.
 
+    ``instructions`` / ``syscalls``: also count instructions (callgrind) /
+    system calls (strace, each call's) of ``n`` calls (200 when only
+    ``duration`` is given) in a child process, after ``warmup`` calls (20
+    unless an int is given); ``instructions="per-call"`` also keeps each
+    call's instruction count (a callgrind dump per call: slower). ``fn`` must then be picklable or a ``"module:function"`` string
+    (which is also accepted alone: it is resolved here for the timing run).
+    ``callgrind_file``: keep callgrind's output there (for callgrind_annotate
+    or kcachegrind; one part per call).
+
     Exceptions raised by ``fn`` (and KeyboardInterrupt) stop the run and
     propagate with their traceback; hooks are disarmed first.
     """
+    spec = fn
+    if isinstance(fn, str):
+        fn = _deterministic.resolve_callable(fn)
+    if callgrind_file is not None and not instructions:
+        raise ValueError("callgrind_file needs instructions=True")
+    if instructions:
+        _per_call_mode(instructions)
+    if (instructions or syscalls) and n is None and duration is None:
+        n = DETERMINISTIC_DEFAULT_CALLS
+    _deterministic.preflight(spec, args, instructions=instructions, syscalls=syscalls)
     if not callable(fn):
         raise TypeError(f"fn must be callable, not {type(fn).__name__}")
     if inspect.iscoroutinefunction(fn):
@@ -302,9 +408,11 @@ def measure(
         cal = _core._measure_loop(noop, args, _CALIBRATION_CALLS, None, 200, 0, alloc, gc)
     rss_reset = _reset_peak_rss()
     raw = _core._measure_loop(fn, args, n, dur_ns, wn, wns, alloc, gc)
-    return _build(raw, cal, label=_label_of(fn, label), alloc=alloc, gc=gc, concurrency=1,
-                  rss_reset=rss_reset, extra_meta={"mode": "sync", "warmup_calls": wn,
-                                                   "warmup_ns": wns})
+    res = _build(raw, cal, label=_label_of(spec, label), alloc=alloc, gc=gc, concurrency=1,
+                 rss_reset=rss_reset, extra_meta={"mode": "sync", "warmup_calls": wn,
+                                                  "warmup_ns": wns})
+    return _with_counts(res, spec, args, n, _det_warmup(warmup), instructions, syscalls,
+                        callgrind_file)
 
 
 # --------------------------------------------------------------------------

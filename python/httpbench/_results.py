@@ -81,7 +81,10 @@ __all__ = [
 #     measure()'s "cpu_count" became "cpus" (usable CPUs) and its "kernel" gained the
 #     system name ("Linux 6.1.0"), as compare runs had; a compare worker's
 #     "python_impl" became "python_implementation".
-SCHEMA_VERSION = 2
+#   3: deterministic counts - MeasureResult gained instructions_per_call,
+#     instructions_by_call, syscalls_per_call (by name) and syscalls_by_call;
+#     version-2 files load with them absent (None).
+SCHEMA_VERSION = 3
 FILE_FORMAT = "httpbench-results"
 
 # Typed transport errors a load-generator run counts (issue 4).
@@ -770,6 +773,12 @@ class MeasureResult(_ResultMixin):
     GC (None when ``gc=False``): ``gc_collections`` per generation (0, 1, 2),
     ``gc_pause_ns`` total time inside collections.
 
+    Deterministic counts (None unless asked for, from a child process):
+    ``instructions_per_call`` mean user-space instructions per call under
+    callgrind and ``instructions_by_call`` each call's count;
+    ``syscalls_per_call`` mean system calls per call by name and
+    ``syscalls_by_call`` each call's total.
+
     ``peak_rss_bytes``: the process's peak resident set. ``overhead_ns_per_call``:
     the harness's own cost per call measured on a no-op callable in the same
     process (reported, not subtracted from latencies). ``concurrency``:
@@ -802,10 +811,26 @@ class MeasureResult(_ResultMixin):
     start_unix_ns: int = 0
     end_unix_ns: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    instructions_per_call: float | None = None
+    instructions_by_call: tuple[int, ...] | None = None
+    syscalls_per_call: dict[str, float] | None = None
+    syscalls_by_call: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not is_histogram(self.latency):
             raise TypeError("latency must be a Histogram")
+        if self.instructions_per_call is not None:
+            object.__setattr__(self, "instructions_per_call", float(self.instructions_per_call))
+        for name in ("instructions_by_call", "syscalls_by_call"):
+            v = getattr(self, name)
+            if v is not None:
+                t = tuple(int(x) for x in v)
+                if any(x < 0 for x in t):
+                    raise ValueError(f"{name} must be counts >= 0")
+                object.__setattr__(self, name, t)
+        if self.syscalls_per_call is not None:
+            object.__setattr__(self, "syscalls_per_call", {
+                str(k): float(v) for k, v in dict(self.syscalls_per_call).items()})
         for name in ("alloc_counts", "alloc_bytes"):
             v = getattr(self, name)
             if v is not None:
@@ -880,6 +905,13 @@ class MeasureResult(_ResultMixin):
         """GC collections (all generations) per 10,000 calls (NaN when not tracked)."""
         return _per(None if self.gc_total is None else self.gc_total * 10_000, self.calls)
 
+    @property
+    def syscalls_total_per_call(self) -> float | None:
+        """System calls per call, all names (None when not counted)."""
+        if self.syscalls_per_call is None:
+            return None
+        return float(sum(self.syscalls_per_call.values()))
+
     def percentiles(self, ps: Iterable[float] = DEFAULT_PERCENTILES) -> dict[float, float]:
         """``{p: latency_ns}`` of the call latency histogram."""
         return percentiles(self.latency, ps)
@@ -895,8 +927,10 @@ class MeasureResult(_ResultMixin):
             return _hist_to_json(v)
         if name == "gc_collections" and v is not None:
             return list(v)
-        if name in ("overhead_ns_per_call", "overhead_allocs_per_call"):
+        if name in ("overhead_ns_per_call", "overhead_allocs_per_call", "instructions_per_call"):
             return _num_json(v)
+        if name in ("instructions_by_call", "syscalls_by_call") and v is not None:
+            return list(v)
         if name == "metadata":
             return _jsonable(v)
         return v
@@ -925,8 +959,15 @@ class MeasureResult(_ResultMixin):
         for name in ("cpu_thread_ns", "alloc_net_bytes", "alloc_net_count", "native_alloc_count",
                      "native_alloc_bytes", "gc_pause_ns", "peak_rss_bytes"):
             kw[name] = _as_int(d.get(name), f"{w}.{name}", optional=True)
-        for name in ("overhead_ns_per_call", "overhead_allocs_per_call"):
+        for name in ("overhead_ns_per_call", "overhead_allocs_per_call", "instructions_per_call"):
             kw[name] = _as_float(d.get(name), f"{w}.{name}", optional=True)
+        for name in ("instructions_by_call", "syscalls_by_call"):
+            if d.get(name) is not None:
+                kw[name] = _int_tuple(d[name], f"{w}.{name}")
+        if d.get("syscalls_per_call") is not None:
+            sc = _as_dict(d["syscalls_per_call"], f"{w}.syscalls_per_call")
+            kw["syscalls_per_call"] = {str(k): _as_float(v, f"{w}.syscalls_per_call.{k}")
+                                       for k, v in sc.items()}
         _passthrough(cls, d, kw)
         return cls(**kw)
 
@@ -1208,7 +1249,15 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 # schema version N -> function turning a version-N document into version N+1.
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
+    # Only fields were added; from_dict fills absent ones with None.
+    doc = dict(doc)
+    doc["schema_version"] = 3
+    return doc
+
+
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def dumps(record: AnyRecord, indent: int | None = None) -> str:

@@ -51,6 +51,8 @@ DATAFRAME_COLUMNS: dict[str, str] = {
     "gc_pause_ns": "total time in GC, ns (measure)",
     "peak_rss_bytes": "peak resident set size, bytes (measure)",
     "overhead_ns_per_call": "calibrated harness overhead per call, ns (measure)",
+    "instructions_per_request": "user-space instructions per call under callgrind (measure)",
+    "syscalls_per_request": "system calls per call, all names, under strace (measure)",
     "concurrency": "requests in flight (bench connections / measure_async coroutines)",
     "threads": "load-generator threads (bench)",
     "rate": "target rate, requests/s, NaN for closed loop (bench)",
@@ -112,6 +114,8 @@ def record_row(client: str, scenario: str, repeat: int, r: Any, notes: str = "")
             gc_gen2=_n(gc[2]) if gc else _NAN, gc_per_10k=r.gc_per_10k,
             gc_pause_ns=_n(r.gc_pause_ns), peak_rss_bytes=_n(r.peak_rss_bytes),
             overhead_ns_per_call=_n(r.overhead_ns_per_call),
+            instructions_per_request=_n(r.instructions_per_call),
+            syscalls_per_request=_n(r.syscalls_total_per_call),
             concurrency=float(r.concurrency),
         )
     else:

@@ -26,6 +26,7 @@ Options
     ``--httpbench-tolerance=10%``    allowed change of timing metrics
     ``--httpbench-fail-faster``      also fail when a metric improved beyond tolerance
     ``--httpbench-repeats=3``        runs (best kept) before a timing regression counts
+    ``--httpbench-instructions-tolerance=1%``  allowed change of instructions per call
     ``--httpbench-json=PATH``        write the summary lines as JSON
 """
 
@@ -71,6 +72,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--httpbench-repeats", metavar="N", type=int, default=3,
                     help="runs of a measurement (best kept) before a timing regression "
                          "against the baseline counts (default: 3)")
+    group.addoption("--httpbench-instructions-tolerance", metavar="PCT", default="1%",
+                    help="allowed change of instructions per call against the baseline "
+                         "(default: 1%%; syscalls, allocations and GC counts compare exactly)")
     group.addoption("--httpbench-json", metavar="PATH", default=None,
                     help="write the httpbench summary (one entry per measurement) to PATH")
 
@@ -148,6 +152,7 @@ class Record:
     budget_rows: list[Any] = field(default_factory=list)
     budget_failed: list[str] = field(default_factory=list)
     compare_rows: list[Any] = field(default_factory=list)
+    functions: dict[str, float] = field(default_factory=dict)  # inclusive instructions/call
     regressed: list[str] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
     has_baseline: bool = False
@@ -192,7 +197,7 @@ class Record:
         return {
             "key": self.key, "nodeid": self.nodeid, "name": self.name, "kind": self.kind,
             "metrics": self.metrics, "bounded": self.bounded, "calibration": self.calibration,
-            "runs": self.runs, "outcome": self.outcome,
+            "functions": self.functions, "runs": self.runs, "outcome": self.outcome,
             "verdict": self.verdict(fail_faster, comparing),
             "figures": self.summary_figures(),
             "budget_failed": self.budget_failed, "regressed": self.regressed,
@@ -242,6 +247,8 @@ class HttpbenchSession:
         self.compare_path: str | None = opt("httpbench_compare")
         self.json_path: str | None = opt("httpbench_json")
         self.tolerance = parse_tolerance(opt("httpbench_tolerance"))
+        self.instructions_tolerance = parse_tolerance(
+            opt("httpbench_instructions_tolerance"), "--httpbench-instructions-tolerance")
         self.fail_faster: bool = opt("httpbench_fail_faster")
         self.repeats: int = opt("httpbench_repeats")
         if self.repeats < 1:
@@ -308,6 +315,8 @@ class HttpbenchSession:
             results[(r["nodeid"], r["name"] or "-", 0)] = _results.result_from_dict(r["result"])
             entries[r["key"]] = {k: r[k] for k in ("metrics", "kind", "bounded", "calibration",
                                                    "nodeid", "name")}
+            if r.get("functions"):
+                entries[r["key"]]["functions"] = r["functions"]
         meta = {
             **system_metadata(),
             "source": "pytest --httpbench-save",
@@ -617,6 +626,7 @@ class Httpbench:
         from ._measure import measure
 
         __tracebackhide__ = True
+        kwargs = self._deterministic_kwargs(kwargs, name)
         return self._run("measure", lambda: measure(fn, **kwargs), name, kwargs)
 
     def measure_async(self, coro_fn: Callable[..., Any], *, name: str | None = None,
@@ -643,6 +653,30 @@ class Httpbench:
                 and self.server._https is not None and url.startswith(self.server.https_url):
             kwargs["ca_file"] = self.server.ca_file
         return self._run("bench", lambda: bench(url, **kwargs), name, kwargs)
+
+    def _deterministic_kwargs(self, kwargs: dict[str, Any], name: str | None) -> dict[str, Any]:
+        """Count instructions / syscalls when the marker budget or the baseline entry
+        names them and the caller did not say otherwise."""
+        wanted: set[str] = set()
+        for lim in self._node.stash.get(BUDGET_KEY, None) or ():
+            wanted.add(lim.metric.name)
+        s = self._session
+        if s.baseline is not None:
+            n = self._name_peek(name)
+            key = f"{self._node.nodeid}[{n}]" if n else self._node.nodeid
+            wanted.update((s.baseline.entries.get(key) or {}).get("metrics", {}))
+        out = dict(kwargs)
+        if "instructions_per_request" in wanted:
+            out.setdefault("instructions", True)
+        if "syscalls_per_request" in wanted:
+            out.setdefault("syscalls", True)
+        return out
+
+    def _name_peek(self, name: str | None) -> str:
+        if name:
+            return str(name)
+        n = len(self._session.for_node(self._node.nodeid))
+        return "" if n == 0 else f"#{n}"
 
     # the recording / checking core
     def _name(self, name: str | None) -> str:
@@ -672,7 +706,8 @@ class Httpbench:
         # A fixed count (not also cut short by a duration) makes request counts comparable.
         bounded = kwargs.get("n") is not None and kwargs.get("duration") is None
         rec = Record(key=key, nodeid=self._node.nodeid, name=name, kind=kind,
-                     metrics=metrics, bounded=bounded, calibration=cal, result=result)
+                     metrics=metrics, bounded=bounded, calibration=cal, result=result,
+                     functions=_functions_of(result))
         s.add(rec)
         self.results.append(result)
 
@@ -694,7 +729,8 @@ class Httpbench:
 
             def compare() -> list[Any]:
                 return compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,
-                                       tolerance=tol, bounded=both_bounded)
+                                       tolerance=tol, bounded=both_bounded,
+                                       instructions_tolerance=s.instructions_tolerance)
 
             rows = compare()
             # Timing noise: re-run while a timing metric looks slower, keeping the best of each
@@ -715,10 +751,22 @@ class Httpbench:
             rec.regressed = [r.metric.name for r in rows if r.verdict == "slower"]
             rec.improved = [r.metric.name for r in rows if r.verdict == "faster"]
             if rec.regressed or (s.fail_faster and rec.improved):
-                error = BaselineRegression(rows, key=key, scale=scale, fail_faster=s.fail_faster)
+                from ._baseline import function_movers
+
+                detail = ""
+                if "instructions_per_request" in rec.regressed + rec.improved:
+                    detail = function_movers(entry.get("functions") or {}, rec.functions)
+                error = BaselineRegression(rows, key=key, scale=scale, fail_faster=s.fail_faster,
+                                           detail=detail)
         if error is not None:
             raise error
         return result
+
+
+def _functions_of(result: Any) -> dict[str, float]:
+    """Inclusive instructions per call of the top functions (measure(instructions=True))."""
+    top = getattr(result, "metadata", {}).get("callgrind_top") or []
+    return {str(t[0]): float(t[1]) for t in top if isinstance(t, (list, tuple)) and len(t) >= 2}
 
 
 def _is_deterministic(name: str) -> bool:

@@ -97,6 +97,9 @@ _MEASURE_COLS = [
     ("alloc/req", "alloc_bytes_per_request", "size"),
     ("GC/10k req", "gc_per_10k", "count"),
     ("peak RSS", "peak_rss_bytes", "size"),
+    # Present only for deterministic runs (dropped when no row has them).
+    ("instr/req", "instructions_per_request", "count"),
+    ("syscalls/req", "syscalls_per_request", "count"),
 ]
 _BENCH_COLS = [
     ("req/s", "rps", "rate"),
@@ -198,6 +201,12 @@ def _measure_rows(r: MeasureResult) -> list[list[str]]:
         rows.append(["peak RSS", U.format_bytes(r.peak_rss_bytes)])
     if r.overhead_ns_per_call is not None:
         rows.append(["harness overhead/call", U.format_duration(r.overhead_ns_per_call)])
+    if r.instructions_per_call is not None:
+        rows.append(["instructions/call", U.format_count(r.instructions_per_call)])
+    if r.syscalls_per_call is not None:
+        rows.append(["syscalls/call", U.format_count(r.syscalls_total_per_call)])
+        top = sorted(r.syscalls_per_call.items(), key=lambda kv: (-kv[1], kv[0]))[:6]
+        rows.append(["  by name", ", ".join(f"{k} {U.format_count(v)}" for k, v in top)])
     return rows
 
 

@@ -1,0 +1,71 @@
+"""Build the libFuzzer harnesses (csrc/fuzz/fuzz_parse.c: the parser;
+csrc/fuzz/fuzz_request.c: URL splitting and request-head building) and run each
+for HTTPBENCH_FUZZ_SECONDS (default 20; .ci/run sets 60). Any crash, sanitizer
+report, leak, timeout or contract violation (the harness traps) fails the test.
+Seed corpora are copied to a temporary directory so the repo never changes."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FUZZ = os.path.join(ROOT, "csrc", "fuzz")
+CORE = os.path.join(ROOT, "csrc", "core")
+SECONDS = int(os.environ.get("HTTPBENCH_FUZZ_SECONDS", "20"))
+
+
+def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
+          dict_file: str | None, flags: tuple[str, ...] = ()) -> None:
+    src = os.path.join(FUZZ, f"{name}.c")
+    if not os.path.exists(src):
+        pytest.skip("fuzz sources not present (installed without the source tree)")
+    clang = shutil.which("clang")
+    if clang is None:
+        pytest.skip("clang not installed: libFuzzer harness not built (apt-get install clang)")
+    exe = str(tmp_path / name)
+    cmd = [clang, "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+           "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
+           "-I", CORE, src, *(os.path.join(CORE, c) for c in core), "-o", exe]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if build.returncode != 0 and "clang_rt.fuzzer" in build.stderr:
+        pytest.skip("clang has no libFuzzer runtime (install libclang-rt-<ver>-dev)")
+    assert build.returncode == 0, f"fuzzer build failed:\n{' '.join(cmd)}\n{build.stderr}"
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(os.path.join(FUZZ, corpus_dir), corpus)
+    seeds = len(os.listdir(corpus))
+    assert seeds >= min_seeds
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    run = subprocess.run(
+        [exe, f"-max_total_time={SECONDS}", "-timeout=10", "-rss_limit_mb=2048",
+         "-print_final_stats=1", *flags,
+         *([f"-dict={os.path.join(FUZZ, dict_file)}"] if dict_file else []),
+         f"-artifact_prefix={artifacts}/", str(corpus)],
+        capture_output=True, text=True, timeout=SECONDS + 300,
+        env=dict(os.environ, ASAN_OPTIONS="detect_leaks=1",
+                 UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"),
+    )
+    found = sorted(glob.glob(str(artifacts / "*")))
+    tail = run.stderr[-4000:]
+    assert run.returncode == 0, f"fuzzer failed (rc={run.returncode}), artifacts {found}:\n{tail}"
+    assert not found, f"fuzzer left crash/timeout/leak inputs {found}:\n{tail}"
+    assert "Done " in run.stderr, tail
+
+
+@pytest.mark.slow
+def test_fuzz_parse(tmp_path):
+    # max_len above the 64 KiB head and trailer bounds, so the limit paths are reachable
+    _fuzz(tmp_path, "fuzz_parse", ["hb_parse.c", "hb_common.c"], "corpus", 12, "fuzz_parse.dict",
+          ("-max_len=70000",))
+
+
+@pytest.mark.slow
+def test_fuzz_request(tmp_path):
+    _fuzz(tmp_path, "fuzz_request", ["hb_request.c", "hb_parse.c", "hb_common.c"],
+          "corpus_request", 8, None)

@@ -1,0 +1,182 @@
+"""The package is layered: a module imports only from its own layer or lower ones.
+
+Every import is checked (top-level and inside functions, relative and absolute
+``httpbench.x``), so a helper can never again end up in a module above its users.
+The only upward imports allowed are the lazy convenience methods of the result
+records, listed below by module and function.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import httpbench
+
+PKG = pathlib.Path(httpbench.__file__).parent
+
+# module (dotted, relative to the package) -> layer
+LAYERS: dict[str, int] = {
+    # L0: pure helpers (and the compiled extensions and version constant they sit on)
+    "_core": 0,
+    "_mcount": 0,
+    "_version": 0,
+    "_units": 0,
+    "_hist": 0,
+    "_metadata": 0,
+    "_stats": 0,
+    "_tables": 0,
+    "_specs": 0,
+    "_delta": 0,
+    # L1: plain records, versioned JSON, and their flattening into rows
+    "_results": 1,
+    "_rows": 1,
+    # L2: budgets and baselines
+    "_budget": 2,
+    "_baseline": 2,
+    # L3: presentation
+    "report": 3,
+    "plot": 3,
+    "_hdrexport": 3,
+    # L4: running things
+    "_bench": 4,
+    "_distributed": 4,
+    "_measure": 4,
+    "_deterministic": 4,
+    "_compare": 4,
+    "_runner": 4,
+    "_worker": 4,
+    "_scenarios": 4,
+    "_adapters": 4,
+    "_adapters._process": 4,
+    "_adapters.aiohttp_": 4,
+    "_adapters.command": 4,
+    "_adapters.curl": 4,
+    "_adapters.http_client": 4,
+    "_adapters.httpx_": 4,
+    "_adapters.native": 4,
+    "_adapters.niquests_": 4,
+    "_adapters.pycurl_": 4,
+    "_adapters.requests_": 4,
+    "_adapters.urllib3_": 4,
+    "plugin": 4,
+    "_cli": 4,
+    "_envs": 4,
+    "_versions": 4,
+    "_completion": 4,
+    "_server": 4,
+    "_client": 4,
+    # the public face
+    "__init__": 5,
+    "__main__": 5,
+}
+
+# (module, function) allowed to import upward, lazily: record convenience methods.
+ALLOWED_UPWARD: set[tuple[str, str]] = {
+    ("_results", "to_dataframe"),
+    ("_results", "summary"),
+    ("_results", "plot"),
+    ("_results", "_repr_mimebundle_"),
+    ("_results", "assert_budget"),
+}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(PKG).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _package_of(mod: str, path: pathlib.Path) -> list[str]:
+    """The package a module's relative imports start from, as name parts."""
+    parts = mod.split(".") if mod != "__init__" else []
+    return parts if path.name == "__init__.py" else parts[:-1]
+
+
+def _resolve(target: str) -> str | None:
+    """The LAYERS key a dotted name inside the package belongs to (longest match)."""
+    parts = target.split(".") if target else []
+    while parts:
+        name = ".".join(parts)
+        if name in LAYERS:
+            return name
+        parts.pop()
+    return "__init__" if not target else None
+
+
+def _imports(path: pathlib.Path, mod: str) -> list[tuple[str, str, int]]:
+    """(imported module key, enclosing function or "", line) for every package import."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    pkg = _package_of(mod, path)
+    out: list[tuple[str, str, int]] = []
+
+    def add(target: str, func: str, line: int) -> None:
+        key = _resolve(target)
+        assert key is not None, f"{path.name}:{line} imports unknown module httpbench.{target}"
+        out.append((key, func, line))
+
+    def visit(node: ast.AST, func: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            f = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func
+            if isinstance(child, ast.Import):
+                for a in child.names:
+                    if a.name == "httpbench" or a.name.startswith("httpbench."):
+                        add(a.name[len("httpbench."):] if "." in a.name else "", f, child.lineno)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = pkg[: len(pkg) - (child.level - 1)] if child.level > 1 else list(pkg)
+                    stem = ".".join(base + ([child.module] if child.module else []))
+                elif child.module and (child.module == "httpbench"
+                                       or child.module.startswith("httpbench.")):
+                    stem = child.module[len("httpbench."):] if "." in child.module else ""
+                else:
+                    continue
+                for a in child.names:
+                    # `from . import x` / `from .pkg import x`: x may be a submodule
+                    sub = f"{stem}.{a.name}" if stem else a.name
+                    add(sub if _resolve(sub) == sub else stem, f, child.lineno)
+            visit(child, f)
+
+    visit(tree, "")
+    return out
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    return {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(set(_modules()) - set(LAYERS))
+    assert not missing, f"modules missing from the LAYERS table: {missing}"
+
+
+def test_no_upward_imports():
+    bad = []
+    used_allowances = set()
+    for mod, path in _modules().items():
+        layer = LAYERS[mod]
+        for target, func, line in _imports(path, mod):
+            if LAYERS[target] <= layer:
+                continue
+            if (mod, func) in ALLOWED_UPWARD:
+                used_allowances.add((mod, func))
+                continue
+            bad.append(f"{path.relative_to(PKG)}:{line} ({func or 'module level'}) "
+                       f"L{layer} {mod} imports L{LAYERS[target]} {target}")
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+    # an allowance nobody needs any more is dead weight
+    assert used_allowances == ALLOWED_UPWARD, ALLOWED_UPWARD - used_allowances
+
+
+def test_the_checker_sees_function_level_and_absolute_imports(tmp_path):
+    fake = tmp_path / "m.py"
+    fake.write_text("import httpbench._compare\n"
+                    "def f():\n    from .report import diff\n    from httpbench import plot\n"
+                    "    from ._adapters import curl\n")
+    got = _imports(fake, "_units")
+    assert ("_compare", "", 1) in got
+    assert ("report", "f", 3) in got
+    assert ("plot", "f", 4) in got
+    assert ("_adapters.curl", "f", 5) in got
