@@ -20,12 +20,6 @@ from httpbench._hist import hist_count, hist_stat
 from httpbench.report import export_histogram, format_report, format_spectrum, hdr_hgrm
 
 
-@pytest.fixture(scope="module")
-def server():
-    with httpbench.Server() as s:
-        yield s
-
-
 def _cli(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "httpbench", *args], capture_output=True,
                           text=True, timeout=timeout, **kw)
