@@ -67,6 +67,7 @@ def compare(
     min_requests: int = 10,
     reruns: int = 2,
     baseline_file: str | os.PathLike[str] | None = None,
+    pythons: Sequence[str] | None = None,
 ) -> ResultSet:
     """Compare HTTP clients on scenarios; returns the :class:`ResultSet`.
 
@@ -99,6 +100,10 @@ def compare(
     label, else the same client) on the scenarios both runs have, flagged as
     not interleaved (``metadata["baseline_file"]``). ``ValueError`` before any
     measurement when the file cannot be read or shares no scenario.
+
+    ``pythons``: interpreter paths; every versioned spec then runs once per
+    interpreter, in an environment made from it (rows ``urllib3 2.2.3
+    (python3.12)``); plain names keep running in this interpreter.
 
     A timed round runs until its time and ``min_requests`` requests; a round
     short of them, or disturbed by other processes or CPU steal, runs again
@@ -135,6 +140,9 @@ def compare(
         if gone:
             progress(f"baseline file has no {', '.join(gone)}: not compared there")
     specs = _versions.specs_of(names)
+    if pythons:
+        specs, baseline = _versions.with_pythons(specs, list(pythons), baseline)
+        names = [s.text for s in specs]
     envs = _versions.prepare(specs, progress, baseline) if specs else {}
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
@@ -411,6 +419,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--baseline-file", metavar="RESULTS_JSON",
                     help="also compare every row with the matching row of a saved results.json "
                          "(same scenarios; not interleaved: measured at another time)")
+    ap.add_argument("--python", action="append", default=[], metavar="PATH",
+                    help="run every versioned client spec in an environment made from this "
+                         "interpreter (repeat or comma-separate for several: a second "
+                         "dimension)")
     ap.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return ap
@@ -499,6 +511,7 @@ def cli_main(argv: list[str]) -> int:
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
             baseline=args.baseline, baseline_file=args.baseline_file,
+            pythons=[p.strip() for v in args.python for p in v.split(",") if p.strip()],
         )
     except (ValueError, KeyError) as exc:
         if progress:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from ._results import MeasureResult, ResultSet, load
 from ._specs import ClientSpec, parse_spec
 
 __all__ = ["against_file", "deltas", "delta_lines", "file_lines", "load_baseline_file", "prepare",
-           "relabel", "specs_of"]
+           "relabel", "specs_of", "with_pythons"]
 
 # (key, label, kind, attribute): what the delta line reports, in order
 METRICS = (
@@ -48,6 +49,36 @@ def specs_of(names: Sequence[str]) -> list[ClientSpec]:
                 raise
             out.append(ClientSpec(n, n))  # e.g. a command client's free-form name
     return out
+
+
+def with_pythons(specs: Sequence[ClientSpec], pythons: Sequence[str],
+                 baseline: str | None = None) -> tuple[list[ClientSpec], str | None]:
+    """Every versioned spec once per interpreter in ``pythons`` (``SPEC [PATH]``).
+
+    Plain names keep running in this interpreter. A ``baseline`` naming a spec
+    as written picks its first interpreter.
+    """
+    if not pythons:
+        return list(specs), baseline
+    if not any(s.isolated for s in specs):
+        raise ValueError("python interpreters apply to versioned client specs "
+                         "(NAME==VERSION, NAME@PATH); none was given")
+    paths = []
+    for py in pythons:
+        exe = shutil.which(py) if os.sep not in py else py
+        if not exe or not os.path.isfile(exe) or not os.access(exe, os.X_OK):
+            raise ValueError(f"python {py}: no such executable")
+        paths.append(os.path.abspath(exe))
+    out: list[ClientSpec] = []
+    for s in specs:
+        if not s.isolated:
+            out.append(s)
+            continue
+        for py in dict.fromkeys(paths):
+            out.append(dataclasses.replace(s, text=f"{s.text} [{py}]", python=py))
+            if baseline == s.text:
+                baseline = out[-1].text
+    return out, baseline
 
 
 def prepare(specs: Sequence[ClientSpec], progress: Callable[[str], None] | None = None,
@@ -83,6 +114,11 @@ def relabel(rs: ResultSet, specs: Sequence[ClientSpec], envs: dict[str, Env],
             ver = loaded.get(s.text) or next((f for f in found if f and f != "?"), None) \
                 or s.version or "?"
             label = f"{_short(s)} {str(ver).split(' ')[0]}"
+            if s.python:
+                pv = env.python_version if env else "?"
+                same = [t for t in specs if t.python and t.python != s.python
+                        and (envs.get(t.text) and envs[t.text].python_version == pv)]
+                label += f" (python {pv})" if pv != "?" and not same else f" ({s.python})"
             if label in used:
                 label = f"{label} ({s.text})"
             labels[s.text] = label
@@ -113,6 +149,7 @@ def relabel(rs: ResultSet, specs: Sequence[ClientSpec], envs: dict[str, Env],
         env = envs.get(s.text)
         info[labels[s.text]] = {
             "spec": s.text, "kind": s.kind, "client": s.client, "version": s.version,
+            "python": s.python,
             "source": s.source, "env": env.path if env else None,
             "env_created": env.created if env else None,
             "env_seconds": round(env.seconds, 3) if env else None,
