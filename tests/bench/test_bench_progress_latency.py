@@ -19,10 +19,8 @@ def test_progress_percentiles_bounded_by_the_final_max(server):
     assert with_lat, seen
     for p in with_lat:
         assert 0 < p.p50_ns <= p.p99_ns <= r.latency.max, (p, r.latency.max)
-    # the last snapshot agrees with the exact histogram within the bucket width
-    last = with_lat[-1]
-    assert last.p50_ns <= r.latency.max
-    assert r.latency.percentile(50) >= last.p50_ns / PRECISION
+    # each figure is the floor of a bucket holding a real sample, at most 1/16 below it
+    assert all(p.p50_ns >= r.latency.min / PRECISION for p in with_lat)
 
 
 @pytest.mark.slow
