@@ -45,3 +45,45 @@ def test_terminal_line_shows_percentiles(capsys):
     line = capsys.readouterr().err.split("\r\x1b[2K")[-1]
     assert "p50 20" in line and "p99 25" in line and "ms" in line
     assert "2.5s/10s" in line
+
+
+def test_tqdm_bar_shows_percentiles(capsys):
+    pytest.importorskip("tqdm")
+    from httpbench import report as RP
+
+    bar = RP.progress_bar("bench", enable=True)
+    bar(Progress(10, 10, 0, 0, 0.5, False, 100, None, 20_000_000, 25_000_000))
+    bar.close()
+    err = capsys.readouterr().err
+    assert "p50=20" in err and "p99=25" in err, err
+
+
+@pytest.mark.slow
+def test_cli_progress_line_shows_percentiles_on_a_tty(server):
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "httpbench", server.url + "/delay/5", "-d",
+                            "0.8s", "-c", "2"], stdout=subprocess.PIPE, stderr=slave,
+                           text=True, timeout=60)
+        os.close(slave)
+        slave = -1
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert p.returncode == 0
+    assert b"p50 " in err and b"p99 " in err and b" ms" in err, err
