@@ -758,8 +758,9 @@ class MeasureResult(_ResultMixin):
 
     Totals over the measured span (warm-up excluded): ``calls`` completed calls,
     ``wall_ns`` elapsed wall time, ``latency`` histogram of per-call wall time
-    (ns), ``cpu_user_ns``/``cpu_sys_ns`` process CPU, ``cpu_thread_ns`` the
-    calling thread's CPU.
+    (ns), ``cpu_user_ns``/``cpu_sys_ns`` the client's CPU (the process's, less
+    the threads of any in-process server; see docs/metrics.md), ``cpu_thread_ns``
+    the calling thread's CPU.
 
     Python allocations (None when ``alloc=False``): ``alloc_counts`` /
     ``alloc_bytes`` map each domain of :data:`ALLOC_DOMAINS` to the number of

@@ -180,7 +180,7 @@ def _measure_rows(r: MeasureResult) -> list[list[str]]:
     for p, v in r.percentiles((50, 90, 99, 99.9)).items():
         rows.append([f"p{p:g}", U.format_duration(v)])
     rows.append(["max", U.format_duration(hist_stat(r.latency, "max"))])
-    rows.append(["CPU/call (process)", U.format_duration(r.cpu_ns_per_call)])
+    rows.append(["CPU/call (client)", U.format_duration(r.cpu_ns_per_call)])
     rows.append(["CPU/call (thread)", U.format_duration(r.thread_cpu_ns_per_call)])
     if r.alloc_counts is not None:
         rows.append(["Python allocs/call", U.format_count(r.allocs_per_call)])
