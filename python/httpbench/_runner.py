@@ -560,6 +560,16 @@ def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> 
 # ---------------------------------------------------------------- runner
 
 
+def _eta(t_start: float, finished: int, total: int) -> str:
+    """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
+    included); empty before the first round or after the last."""
+    if finished <= 0 or finished >= total:
+        return ""
+    left = (time.time() - t_start) / finished * (total - finished)
+    m, sec = divmod(int(left + 0.5), 60)
+    return f"  ETA {m}m{sec:02d}s" if m else f"  ETA {sec}s"
+
+
 class Runner:
     """Runs clients × scenarios × repeats in isolated workers and builds a ResultSet.
 
@@ -702,13 +712,17 @@ class Runner:
                             done += 1
                             if w.dead:
                                 continue
+                            self._progress(
+                                f"[{done}/{total}] running {sc.name} {c} "
+                                f"#{rep + 1}/{self.opt.repeat}{_eta(t_start, done - 1, total)}")
                             mr = self._round_checked(c, sc, rep, w, srv)
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
                                 self._progress(
                                     f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
-                                    f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
+                                    f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
+                                    f"{_eta(t_start, done, total)}")
                     for c in workers:
                         self.notes.extend(spread_notes(c, sc, rounds[c]))
                     kept = [r.metadata.get("noise") for c in workers for r in rounds[c]]
