@@ -326,9 +326,9 @@ class Worker:
     def deterministic(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Instructions and syscalls of ``n`` requests, one at a time, made by
         a fresh adapter in counting children (after the timing rounds)."""
+        # AdapterCall by its module name: run as ``-m httpbench._worker`` this file
+        # is __main__, which the counting child cannot import
         from . import _measure
-        # by its module name: run as ``-m httpbench._worker`` this file is __main__,
-        # which the counting child cannot import
         from ._worker import AdapterCall
 
         if self.kind == "process":
