@@ -113,3 +113,13 @@ def test_a_hanging_call_ends_with_a_clear_timeout_error() -> None:
     with pytest.raises(TimeoutError, match=r"did not finish .* in 3 s and was killed.*scaled"):
         _deterministic.count_syscalls(hang, n=2, warmup=0, timeout=3)
     assert time.monotonic() - t0 < 30
+
+
+def test_cli_flags_and_bad_count() -> None:
+    from httpbench._compare import _parser
+
+    args = _parser().parse_args(["--deterministic", "--deterministic-n", "50"])
+    assert args.deterministic and args.deterministic_n == 50
+    assert not _parser().parse_args([]).deterministic
+    with pytest.raises(ValueError, match="deterministic_n"):
+        httpbench.compare(["native"], ["get-150b"], deterministic=True, deterministic_n=0)
