@@ -28,13 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import httpbench
 from httpbench import start_process
@@ -54,51 +52,19 @@ print(json.dumps({"ok": r.successes, "done": r.responses + r.errors, "errors": r
 """
 
 
-def run_with_rusage(cmd: list[str], timeout: float) -> tuple[str, float]:
-    """Run cmd; return (stdout+stderr, user+sys CPU seconds of the child)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + timeout
-    out_chunks = []
-    # wait4 gives the child's own rusage (not the sum of all our children).
-    import threading
-
-    reader = threading.Thread(target=lambda: out_chunks.append(p.stdout.read()), daemon=True)
-    reader.start()
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            p.kill()
-        time.sleep(0.01)
-    reader.join(5)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return "".join(out_chunks), ru.ru_utime + ru.ru_stime
+def _tool_run(r: _peers.LoadResult, failed: int = 0) -> dict:
+    """A wrk/h2load run of _peers in this script's record shape (ok: 2xx responses)."""
+    return {"ok": r.requests - r.non_2xx - failed, "done": r.requests,
+            "duration_s": r.seconds, "cpu_s": r.cpu_s}
 
 
 def run_wrk(url: str, conns: int, dur: float) -> dict:
-    out, cpu = run_with_rusage(["wrk", "-t1", f"-c{conns}", f"-d{dur:g}s", url], dur + 30)
-    m = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
-    if not m:
-        raise RuntimeError(f"wrk output not understood:\n{out}")
-    n = int(m.group(1))
-    secs = float(m.group(2)) / (1000 if m.group(3) == "ms" else 1)
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    nb = int(bad.group(1)) if bad else 0
-    return {"ok": n - nb, "done": n, "duration_s": secs, "cpu_s": cpu}
+    return _tool_run(_peers.run_wrk(url, connections=conns, duration=dur, latency=False))
 
 
 def run_h2load(url: str, conns: int, dur: float) -> dict:
-    out, cpu = run_with_rusage(
-        ["h2load", "--h1", "-t1", f"-c{conns}", "-D", f"{dur:g}", url], dur + 30)
-    m = re.search(r"finished in ([\d.]+)(m?s)", out)
-    r = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded", out)
-    s2 = re.search(r"status codes: (\d+) 2xx", out)
-    if not (m and r):
-        raise RuntimeError(f"h2load output not understood:\n{out}")
-    secs = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-    ok = int(s2.group(1)) if s2 else int(r.group(4))
-    return {"ok": ok, "done": int(r.group(3)), "duration_s": secs, "cpu_s": cpu}
+    r = _peers.run_h2load(url, connections=conns, duration=dur)
+    return _tool_run(r, failed=r.errors)  # h2load's done includes errored requests
 
 
 def run_httpbench(url: str, conns: int, dur: float) -> dict:

@@ -37,6 +37,9 @@
 #define FILE_CHUNK (64u * 1024u)
 #define SENDFILE_CHUNK (1u << 20)
 #define HEAD_CACHE_CAP 1024u /* response heads up to this size are remembered */
+#define LATE_DEFAULT_NS (10ull * 1000000ull)
+#define RETRY_MIN_NS 1000000ull /* first wait after a failed connect */
+#define RETRY_MAX_SHIFT 7       /* doubling stops at 128 ms */
 
 enum cstate { C_IDLE = 0, C_CONNECTING, C_HANDSHAKE, C_OPEN };
 enum rstate { R_HEAD = 0, R_BODY_LEN, R_BODY_CHUNKED, R_BODY_CLOSE };
@@ -78,6 +81,9 @@ typedef struct econn {
     char *wbuf;     /* TLS + file body: chunk buffer */
     /* rate mode */
     uint64_t next_slot;
+    /* failed connects in a row, and no attempt before retry_at */
+    uint32_t conn_fails;
+    uint64_t retry_at;
 } econn;
 
 typedef struct ethread {
@@ -127,6 +133,7 @@ struct hb_engine {
     uint64_t k_warm;                       /* rate mode: first measured slot */
     uint64_t slot_end;                     /* rate + n mode: k_warm + n */
     double slot_ns;                        /* rate mode: ns between global slots */
+    uint64_t late_ns;                      /* rate mode: lateness threshold */
     uint32_t nsec;
     _Atomic int stop;
     _Atomic uint32_t nfinished;
@@ -267,6 +274,14 @@ static void fail_all(econn *c, int type, int rc, const char *detail)
         c->rcount--;
     }
     conn_close(c);
+    if (type == HB_ENG_ERR_CONNECT) {
+        /* A refusing target must not be hammered: back off before retrying. */
+        th->r.connect_failures++;
+        if (rc == -EMFILE || rc == -ENFILE) th->r.connect_fd_exhausted++;
+        uint32_t sh = c->conn_fails < RETRY_MAX_SHIFT ? c->conn_fails : RETRY_MAX_SHIFT;
+        c->conn_fails++;
+        c->retry_at = now + (RETRY_MIN_NS << sh);
+    }
     defer_fill(c);
 }
 
@@ -280,6 +295,7 @@ static void start_connect(econn *c)
     err[0] = 0;
     c->conn_start = hb_now_ns();
     c->conn_warm = c->conn_start < e->measure_ns;
+    th->r.connect_attempts++;
     int rc = hb_sock_connect(&c->s, (const struct sockaddr *)&e->cfg.addr, e->cfg.addrlen, 0, err);
     if (rc < 0 && rc != HB_AGAIN) {
         fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
@@ -342,6 +358,7 @@ static void on_connected(econn *c)
     if (!c->conn_warm)
         hb_hist_record(&th->r.connect, (c->conn_end ? c->conn_end : now) - c->conn_start);
     th->r.connections_opened++;
+    c->conn_fails = 0;
     if (c->opened_before && e->cfg.keepalive) th->r.reconnects++;
     c->opened_before = 1;
     if (e->cfg.tls) {
@@ -381,7 +398,12 @@ static void issue(econn *c, uint64_t intended, uint64_t now, int warm)
     q->start = now;
     q->written = 0;
     q->warm = warm;
-    if (warm) c->th->warm_inflight++;
+    if (warm) {
+        c->th->warm_inflight++;
+    } else {
+        c->th->r.sends++;
+        if (now - intended > e->late_ns) c->th->r.sends_late++;
+    }
     c->rcount++;
     c->wleft += e->req_len;
 }
@@ -399,6 +421,10 @@ static void fill(econn *c, uint64_t now)
     hb_engine *e = th->e;
     if (th->finished_loop) return;
     if (c->state != C_OPEN && c->state != C_IDLE) return; /* connecting: wait */
+    if (c->state == C_IDLE && c->retry_at > now) {
+        (void)hb_timer_start(&th->loop, &c->timer, c->retry_at);
+        return;
+    }
     uint32_t cap = c->state == C_OPEN ? e->cfg.pipeline : 1;
     uint32_t before = c->rcount;
     if (e->cfg.rate > 0) {
@@ -535,6 +561,7 @@ static void complete(econn *c, uint64_t now)
         hb_hist_record(&r->latency, now - q->intended);
         if (e->cfg.rate > 0) hb_hist_record(&r->latency_uncorrected, now - q->start);
         hb_hist_record(&r->processing, now - written);
+        hb_hist_record(&r->setup, written - q->start);
         hb_hist_record(&r->ttfb, c->first_byte > written ? c->first_byte - written : 0);
         r->responses++;
         r->completed++;
@@ -856,6 +883,27 @@ static int thread_should_end(ethread *th, uint64_t now)
     return now >= e->end_ns;
 }
 
+static uint64_t slots_below(uint64_t g, uint64_t C, uint64_t x);
+
+/* Rate mode, at the end of the loop: the measured slots due before the end
+ * that no connection issued (the schedule fell behind or the run stopped). */
+static void count_unsent(ethread *th)
+{
+    hb_engine *e = th->e;
+    uint64_t C = e->cfg.connections;
+    uint64_t T = th->end_ns > e->start_ns ? th->end_ns - e->start_ns : 0;
+    uint64_t K = (uint64_t)((double)T / e->slot_ns); /* first slot at or after the end */
+    while (K > 0 && slot_time(e, K - 1) >= th->end_ns) K--;
+    while (slot_time(e, K) < th->end_ns) K++;
+    if (e->cfg.n && K > e->slot_end) K = e->slot_end;
+    for (uint32_t i = 0; i < th->nconns; i++) {
+        econn *c = &th->conns[i];
+        uint64_t from = c->next_slot > e->k_warm ? c->next_slot : e->k_warm;
+        uint64_t a = slots_below(c->gidx, C, K), b = slots_below(c->gidx, C, from);
+        if (a > b) th->r.unsent += a - b;
+    }
+}
+
 static void *thread_main(void *arg)
 {
     ethread *th = arg;
@@ -900,6 +948,7 @@ static void *thread_main(void *arg)
     if (!e->cfg.n && th->end_ns > e->end_ns &&
         !atomic_load_explicit(&e->stop, memory_order_relaxed))
         th->end_ns = e->end_ns;
+    if (e->cfg.rate > 0) count_unsent(th);
     for (uint32_t i = 0; i < th->nconns; i++) {
         econn *c = &th->conns[i];
         for (uint32_t k = 0; k < c->rcount; k++)
@@ -927,8 +976,8 @@ static int result_init(hb_engine_result *r, uint32_t nsec, char *err)
     memset(r, 0, sizeof *r);
     r->doc_length = -1;
     hb_hist_config hc = hb_hist_default_config();
-    hb_hist *hs[] = {&r->latency, &r->latency_uncorrected, &r->processing,
-                     &r->ttfb,    &r->connect,             &r->tls};
+    hb_hist *hs[] = {&r->latency, &r->latency_uncorrected, &r->processing, &r->ttfb,
+                     &r->connect, &r->tls,                 &r->setup};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
         int rc = hb_hist_init(hs[i], &hc, err);
         if (rc < 0) return rc;
@@ -951,6 +1000,7 @@ void hb_engine_result_free(hb_engine_result *r)
     hb_hist_free(&r->ttfb);
     hb_hist_free(&r->connect);
     hb_hist_free(&r->tls);
+    hb_hist_free(&r->setup);
     free(r->sec_ok);
     free(r->sec_err);
     r->sec_ok = r->sec_err = NULL;
@@ -1093,6 +1143,7 @@ int hb_engine_start(hb_engine *e, char *err)
     e->end_ns = c->n ? UINT64_MAX : e->measure_ns + c->duration_ns;
     if (c->rate > 0) {
         e->slot_ns = 1e9 / c->rate;
+        e->late_ns = c->late_ns ? c->late_ns : LATE_DEFAULT_NS;
         e->k_warm = (uint64_t)ceil((double)c->warmup_ns / e->slot_ns);
         e->slot_end = e->k_warm + c->n;
     }
@@ -1220,6 +1271,13 @@ int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err)
         hb_hist_merge(&r->ttfb, &x->ttfb, NULL);
         hb_hist_merge(&r->connect, &x->connect, NULL);
         hb_hist_merge(&r->tls, &x->tls, NULL);
+        hb_hist_merge(&r->setup, &x->setup, NULL);
+        r->sends += x->sends;
+        r->sends_late += x->sends_late;
+        r->unsent += x->unsent;
+        r->connect_attempts += x->connect_attempts;
+        r->connect_failures += x->connect_failures;
+        r->connect_fd_exhausted += x->connect_fd_exhausted;
     }
     /* Closed loop: uncorrected == corrected (both from the actual start). */
     if (e->cfg.rate <= 0) hb_hist_merge(&r->latency_uncorrected, &r->latency, NULL);

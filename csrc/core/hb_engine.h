@@ -26,6 +26,9 @@
  *    still `rate`. After a stall the overdue slots are sent back to back (a
  *    burst, like wrk2): none is skipped, so the queueing delay shows up in the
  *    corrected histogram and the schedule catches up.
+ *    Every measured slot is accounted once: sent on time, sent late (more
+ *    than late_ns after its time: `sends_late`), or never sent before the run
+ *    ended (`unsent`); sends + unsent = the measured slots due in the window.
  *  - Warm-up (warmup_ns): requests started before start+warmup are sent but
  *    not recorded and not counted in n; measurement starts after it.
  *
@@ -37,6 +40,10 @@
  *  connect start, so its latency includes connect and TLS handshake. Errors
  *  of a connection (read error, peer close, timeout, protocol) fail every
  *  request in flight on it, each once, with that error's type.
+ *  Connection attempts are counted apart from requests (`connect_attempts`,
+ *  `connect_failures`); after a failed connect the connection waits before
+ *  its next attempt, 1 ms doubling to 128 ms (reset by a successful connect),
+ *  so a refusing target sees at most 1,000 attempts/s per connection.
  */
 #ifndef HB_ENGINE_H
 #define HB_ENGINE_H
@@ -93,6 +100,7 @@ typedef struct hb_engine_config {
     uint64_t timeout_ns;  /* per request, 0 = none */
     size_t rbuf_size;     /* per connection read buffer; 0 = auto (16..64 KiB) */
     uint32_t max_seconds; /* per-second series length; 0 = auto */
+    uint64_t late_ns;     /* rate mode: a send later than this is `late`; 0 = 10 ms */
 } hb_engine_config;
 
 /* Defaults: 1 connection, 1 thread, pipeline 1, keep-alive, 10 s, no timeout. */
@@ -116,15 +124,22 @@ typedef struct hb_engine_result {
     uint64_t tls_resumed;               /* handshakes that resumed a session */
     uint64_t inflight_at_stop;          /* started, not finished when the run stopped */
     uint64_t warmup_requests;           /* finished during warm-up (not recorded) */
+    uint64_t sends;                     /* measured requests issued */
+    uint64_t sends_late;                /* rate mode: issued more than late_ns after their slot */
+    uint64_t unsent;                    /* rate mode: measured slots due but never issued */
+    uint64_t connect_attempts;          /* connect() calls (measured window and warm-up) */
+    uint64_t connect_failures;          /* attempts that failed (refused, EMFILE, ...) */
+    uint64_t connect_fd_exhausted;      /* failures for lack of file descriptors */
     int interrupted;                    /* stopped by hb_engine_stop */
     uint64_t start_ns, end_ns;          /* measured window (hb_now_ns clock) */
     uint64_t cpu_user_ns, cpu_sys_ns;   /* the engine threads' CPU (getrusage) */
     /* Histograms (ns): latency (CO corrected in rate mode), latency_uncorrected
      * (from the actual start), processing (first byte written -> done),
      * ttfb (first byte written -> first response byte), connect and tls
-     * (per connection). Initialised by hb_engine_result; free with
-     * hb_engine_result_free. */
-    hb_hist latency, latency_uncorrected, processing, ttfb, connect, tls;
+     * (per connection), setup (per request: issued -> first byte written,
+     * so setup + processing = total for each request). Initialised by
+     * hb_engine_result; free with hb_engine_result_free. */
+    hb_hist latency, latency_uncorrected, processing, ttfb, connect, tls, setup;
     /* Per-second series of the measured window: ok / errors (incl. non-2xx)
      * finished in second i. */
     uint32_t nseconds;

@@ -74,6 +74,12 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
     U("tls_resumed", r->tls_resumed);
     U("inflight_at_stop", r->inflight_at_stop);
     U("warmup_requests", r->warmup_requests);
+    U("sends", r->sends);
+    U("sends_late", r->sends_late);
+    U("unsent", r->unsent);
+    U("connect_attempts", r->connect_attempts);
+    U("connect_failures", r->connect_failures);
+    U("connect_fd_exhausted", r->connect_fd_exhausted);
     U("cpu_user_ns", r->cpu_user_ns);
     U("cpu_sys_ns", r->cpu_sys_ns);
     U("duration_ns", r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0);
@@ -120,7 +126,7 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
         const hb_hist *h;
     } hs[] = {{"latency", &r->latency}, {"latency_uncorrected", &r->latency_uncorrected},
               {"processing", &r->processing}, {"ttfb", &r->ttfb},
-              {"connect", &r->connect}, {"tls", &r->tls}};
+              {"connect", &r->connect}, {"tls", &r->tls}, {"setup", &r->setup}};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         if (set_item(d, hs[i].k, hb_py_hist_from_core(st, hs[i].h)) < 0) goto fail;
     return d;

@@ -36,6 +36,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 30.0  # seconds, per request (connect to last byte)
 DEFAULT_DURATION = 10.0  # seconds, when neither n nor duration is given
+LATE_THRESHOLD_NS = 10_000_000  # rate mode: a send this late counts as missed (engine default)
 
 
 
@@ -295,6 +296,7 @@ def bench(
         server_name=server_name, session_resumption=bool(session_resumption), progress=cb,
         tls_max_version=tls_max_version, lenient=bool(lenient),
     )
+    _raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
     return _to_result(tgt, raw, method, n, dur, concurrency, threads, rate, keepalive,
                       pipeline, tmo, wup, hdrs, body_len, bool(verify), ca_file, label)
@@ -328,6 +330,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         "first_error": raw["first_error"],
         "tls_info": raw["tls_info"],
         "generator": "httpbench",
+        **({"late_threshold_ns": LATE_THRESHOLD_NS} if rate else {}),
         **system_metadata(),
     }
     return BenchResult(
@@ -359,6 +362,13 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         series_responses=tuple(raw["series_ok"]),
         series_errors=tuple(raw["series_err"]),
         metadata=meta,
+        setup=raw["setup"],
+        sends=raw["sends"],
+        sends_late=raw["sends_late"] if rate else None,
+        unsent=raw["unsent"] if rate else None,
+        connect_attempts=raw["connect_attempts"],
+        connect_failures=raw["connect_failures"],
+        connect_fd_exhausted=raw["connect_fd_exhausted"],
     )
 
 
@@ -411,6 +421,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="warm-up period not recorded, e.g. 2s")
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
     p.add_argument("--json", metavar="FILE", help="also save the result as JSON")
+    p.add_argument("--threshold", action="append", default=[], metavar="EXPR",
+                   help="fail (exit 1) unless EXPR holds, e.g. 'p99<2ms', 'errors<1%%', "
+                        "'non_2xx=0', 'rps>5000' (repeatable; metrics as in assert_budget)")
+    ab = p.add_argument_group("ApacheBench spellings")
+    ab.add_argument("-s", dest="timeout", metavar="S", help="ab: timeout in seconds (= --timeout)")
+    ab.add_argument("-m", dest="method", metavar="METHOD", help="ab: request method (= -X)")
+    ab.add_argument("-i", dest="head", action="store_true", help="ab: HEAD requests (= -X HEAD)")
+    ab.add_argument("-e", dest="csv", metavar="FILE",
+                    help="ab: write the percentiles (0..100) as CSV to FILE")
+    ab.add_argument("-l", dest="ab_l", action="store_true",
+                    help="ab: accept varying response lengths (always the case here)")
+    ab.add_argument("-g", dest="ab_g", metavar="FILE", help=argparse.SUPPRESS)
+    ab.add_argument("-v", dest="ab_v", metavar="LEVEL", help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     dk = p.add_mutually_exclusive_group()
     dk.add_argument("--dask", metavar="ADDRESS",
@@ -418,6 +441,12 @@ def _parser() -> argparse.ArgumentParser:
     dk.add_argument("--dask-local", type=int, metavar="N",
                     help="run on N local Dask worker processes")
     return p
+
+
+def load_test_help() -> str:
+    """The option list of ``httpbench URL`` (shown by ``httpbench --help``)."""
+    text = _parser().format_help()
+    return "load-test " + text[text.index("options:"):]
 
 
 def _dur_arg(text: str | None, what: str) -> float | None:
@@ -431,14 +460,117 @@ def _dur_arg(text: str | None, what: str) -> float | None:
         raise _UsageError(f"{what}: {exc}") from None
 
 
+# ab flags with no direct counterpart: what to use instead.
+_AB_REJECTED = {
+    "ab_g": "-g (gnuplot data per request) is not recorded: httpbench keeps histograms; "
+            "use --json FILE, or -e FILE for the percentiles as CSV",
+    "ab_v": "-v (verbosity) has no levels here: the report always shows the first error; "
+            "use --latency for the full latency spectrum",
+}
+
+
+def _writable(path: str, flag: str) -> None:
+    """Fail before the run when ``path`` cannot be written (not after it)."""
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise _UsageError(f"{flag} {path}: is a directory")
+    if not os.path.isdir(parent):
+        raise _UsageError(f"{flag} {path}: directory {parent} does not exist")
+    if os.path.exists(target):
+        ok = os.access(target, os.W_OK)
+    else:
+        ok = os.access(parent, os.W_OK | os.X_OK)
+    if not ok:
+        raise _UsageError(f"{flag} {path}: not writable")
+
+
+def _parse_thresholds(exprs: list[str]) -> list[Any]:
+    """``p99<2ms``, ``errors<1%``, ``non_2xx=0``, ``rps>5000`` as budget limits."""
+    import re
+
+    from ._budget import BudgetError, parse_limit
+
+    limits = []
+    for expr in exprs:
+        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|=|<|>)\s*(\S.*?)\s*", expr)
+        if not m:
+            raise _UsageError(f"--threshold {expr!r}: expected METRIC OP VALUE, e.g. p99<2ms")
+        name, op, value = m.groups()
+        if name == "errors" and value.endswith("%"):
+            name = "error_rate"  # errors<1% limits the share of failed requests
+        try:
+            limits.append(parse_limit(name, ("==" if op == "=" else op) + value))
+        except BudgetError as exc:
+            raise _UsageError(f"--threshold {expr!r}: {exc}") from None
+    return limits
+
+
+def _write_csv(path: str, result: BenchResult) -> None:
+    """ab's -e file: the latency (ms) under which each percentage 0..100 was served."""
+    from ._hist import hist_count, hist_percentile
+
+    rows = ["Percentage served,Time in ms"]
+    has = hist_count(result.latency) > 0
+    for p in range(101):
+        v = hist_percentile(result.latency, float(p)) / 1e6 if has else 0.0
+        rows.append(f"{p},{v:.3f}")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+def _raise_nofile() -> tuple[int, int] | None:
+    """Raise the open-file soft limit to the hard limit; (soft, hard) after, None if unknown."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def _save_json(path: str, result: BenchResult) -> bool:
+    try:
+        result.save(path)
+    except OSError as exc:
+        sys.stderr.write(f"httpbench: cannot write {path}: {exc.strerror}\n")
+        return False
+    return True
+
+
 def cli_main(argv: list[str]) -> int:
-    """``httpbench URL [options]``; returns the exit code (2 for usage errors)."""
+    """``httpbench URL [options]``; returns the exit code (2 for usage errors).
+
+    Exit status: 0 when the run completed and every ``--threshold`` held (a
+    warning on stderr when any request failed or got a non-2xx answer); 1 when
+    a threshold failed, every request failed, the connections could not be
+    opened, a worker of a distributed run was lost or an output file could not
+    be written; 2 for usage errors; 130 when interrupted (partial report and
+    JSON still written).
+    """
     p = _parser()
     if not argv:
         p.print_usage(sys.stderr)
         return 2
     try:
         a = p.parse_args(argv)
+        for dest, msg in _AB_REJECTED.items():
+            if getattr(a, dest) is not None:
+                raise _UsageError(msg)
+        if a.head:
+            if a.method not in (None, "HEAD"):
+                raise _UsageError("-i (HEAD) and a method other than HEAD")
+            a.method = "HEAD"
+        limits = _parse_thresholds(a.threshold)
+        for flag, path in (("--json", a.json), ("-e", a.csv)):
+            if path is not None:
+                _writable(path, flag)
         try:
             parse_url(a.url)
         except ValueError as exc:
@@ -474,6 +606,14 @@ def cli_main(argv: list[str]) -> int:
             raise _UsageError("--dask-local must be >= 1")
         cluster = a.dask or (f"local:{a.dask_local}" if a.dask_local else None)
         show = (not a.quiet) and sys.stderr.isatty() and cluster is None
+        if cluster is None:
+            nofile = _raise_nofile()
+            # Each connection needs a descriptor; leave room for the process's own.
+            if nofile is not None and a.concurrency + 32 > nofile[0]:
+                sys.stderr.write(
+                    f"httpbench: cannot open {a.concurrency} connections: the open-file limit "
+                    f"is {nofile[0]} (hard limit {nofile[1]}); lower -c or raise `ulimit -n`\n")
+                return 1
         kw: dict[str, Any] = dict(
             n=a.requests, duration=duration, concurrency=a.concurrency, threads=a.threads,
             rate=a.rate, keepalive=a.keepalive, pipeline=a.pipeline, method=method,
@@ -495,12 +635,19 @@ def cli_main(argv: list[str]) -> int:
         sys.stderr.write("\r\x1b[2K")
         sys.stderr.flush()
     sys.stdout.write(format_report(result, latency=a.latency))
-    if a.json:
+    if a.json and not _save_json(a.json, result):
+        return 1
+    if a.csv:
         try:
-            result.save(a.json)
+            _write_csv(a.csv, result)
         except OSError as exc:
-            sys.stderr.write(f"httpbench: cannot write {a.json}: {exc.strerror}\n")
+            sys.stderr.write(f"httpbench: cannot write {a.csv}: {exc.strerror}\n")
             return 1
+    return _exit_status(result, limits)
+
+
+def _exit_status(result: BenchResult, limits: list[Any]) -> int:
+    """The exit policy (see cli_main), with its messages on stderr."""
     if result.interrupted:
         sys.stderr.write("httpbench: interrupted; the report covers the partial run\n")
         return 130
@@ -513,4 +660,24 @@ def cli_main(argv: list[str]) -> int:
         sys.stderr.write(f"httpbench: every request failed ({errs}); "
                          f"first error: {result.metadata.get('first_error', '')}\n")
         return 1
+    if result.connect_fd_exhausted:
+        sys.stderr.write(
+            f"httpbench: could not open the connections: {result.connect_fd_exhausted} "
+            "connects failed for lack of file descriptors (EMFILE/ENFILE); "
+            "lower -c or raise `ulimit -n`\n")
+        return 1
+    if limits:
+        from ._budget import check_budget, format_table
+
+        rows = check_budget(result, limits)
+        failed = [r for r in rows if not r.ok]
+        if failed:
+            sys.stdout.write(f"\nThresholds: {len(failed)} of {len(rows)} failed\n"
+                             + format_table(rows) + "\n")
+            return 1
+        sys.stdout.write(f"\nThresholds: all {len(rows)} held\n" + format_table(rows) + "\n")
+    elif result.failures:
+        sys.stderr.write(f"httpbench: warning: {result.errors} failed requests and "
+                         f"{result.non_2xx} non-2xx responses (exit status 0 without "
+                         "--threshold; e.g. --threshold errors=0 --threshold non_2xx=0)\n")
     return 0

@@ -39,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
+        if args:  # the load-test flags too: `httpbench URL` is the command most runs use
+            from ._bench import load_test_help
+
+            sys.stdout.write("\n" + load_test_help())
         return 0 if args else 2
     if args[0] in ("-V", "--version"):
         from ._version import __version__

@@ -23,18 +23,24 @@ from typing import Any
 from . import _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status
 from ._deterministic import ToolMissing, require_tool
+from ._noise import summary_line
 from ._results import MeasureResult, ResultSet
 from ._runner import Runner, RunOptions
 from ._scenarios import QUICK_SCENARIOS, SCENARIOS, Scenario, resolve_scenarios
 from ._specs import split_specs
-from ._stats import median_spread
+from ._stats import median_ci, median_spread
 from ._tables import render_table
 from ._units import format_bytes, format_count, format_duration
 
 __all__ = ["compare", "cli_main", "format_tables", "summarize"]
 
 QUICK_SCALE = 0.2
-QUICK_REPEAT = 2
+# odd, so the median is one of the measured rounds
+QUICK_REPEAT = 3
+DEFAULT_REPEAT = 3
+# a cell resting on fewer repeats or requests than these is marked "thin"
+THIN_REPEATS = 3
+THIN_CALLS = 10  # the runner's default fewest requests of a timed round
 
 COLUMNS = ("client", "req/s", "p50", "p99", "CPU µs/req", "Python allocs/req",
            "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes")
@@ -59,6 +65,8 @@ def compare(
     progress: Callable[[str], None] | None = None,
     server_factory: Callable[[bool, int], Any] | None = None,
     baseline: str | None = None,
+    min_requests: int = 10,
+    reruns: int = 2,
     deterministic: bool = False,
     deterministic_n: int = 200,
 ) -> ResultSet:
@@ -69,9 +77,9 @@ def compare(
     placeholders ``{url}``, ``{out}``, ``{ca_file}``, ``{body_file}``);
     ``scenarios``: names, ``NAME:key=value,...`` specs or :class:`Scenario`
     objects (default: all built-in scenarios, or the quick set); ``repeat``:
-    interleaved rounds per pair (default 3; 2 with ``quick``); ``n``:
+    interleaved rounds per pair (default 3, also with ``quick``); ``n``:
     requests per round (default: each scenario's duration budget); ``quick``:
-    fewer scenarios and shorter rounds (≤ 30 s in all); ``out``: directory
+    fewer scenarios and shorter rounds (about a minute in all); ``out``: directory
     for ``results.json`` and, if ``plots``, PNG figures (None: write
     nothing). Keywords: ``native_allocs`` (preload the malloc counter; None:
     when available on Linux), ``pin`` (CPU pinning), ``timeout`` (seconds per
@@ -88,6 +96,10 @@ def compare(
     it cannot be), its row is labelled with the version it imported, and each
     row gets deltas against ``baseline`` (a spec or label; default: the first).
 
+    A timed round runs until its time and ``min_requests`` requests; a round
+    short of them, or disturbed by other processes or CPU steal, runs again
+    up to ``reruns`` times (docs/metrics.md).
+
     ``deterministic``: after each scenario's timing rounds, every client
     counts instructions (callgrind) and syscalls (strace) of
     ``deterministic_n`` requests, one at a time, in children of its worker;
@@ -95,11 +107,13 @@ def compare(
     skipped with a note.
     """
     if repeat is None:
-        repeat = QUICK_REPEAT if quick else 3
+        repeat = QUICK_REPEAT if quick else DEFAULT_REPEAT
     if repeat < 1:
         raise ValueError("repeat must be >= 1")
     if n is not None and n < 1:
         raise ValueError("n must be >= 1")
+    if min_requests < 1 or reruns < 0:
+        raise ValueError("min_requests must be >= 1 and reruns >= 0")
     if deterministic:
         if deterministic_n < 1:
             raise ValueError("deterministic_n must be >= 1")
@@ -126,7 +140,8 @@ def compare(
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
-        progress=progress, warmup=warmup, zygote=zygote,
+        progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
+        reruns=reruns,
         deterministic=deterministic, deterministic_n=deterministic_n,
     )
     if envs:
@@ -183,21 +198,35 @@ def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
         reps = [r for r in rs.repeats(client, scenario) if isinstance(r, MeasureResult)]
         if not reps:
             continue
-        rate, spread = median_spread([r.calls_per_s for r in reps])
+        rate = median_spread([r.calls_per_s for r in reps])[0]
+        lo, hi, coverage = median_ci([r.calls_per_s for r in reps])
+        spread = (hi - lo) / rate if rate and len(reps) > 1 else 0.0
+        p50s = [r.p50 for r in reps]
+        cpus = [r.cpu_ns_per_call / 1e3 for r in reps]
         kib = [r.alloc_bytes_per_call / 1024 for r in reps]
         tags: dict[str, int] = {}
         for note in rs.notes:
             if note.client == client and note.scenario == scenario:
                 tags[note.kind] = tags.get(note.kind, 0) + 1
+        calls = [r.calls for r in reps]
+        least = int(rs.metadata.get("min_requests") or THIN_CALLS)
+        thin = len(reps) < THIN_REPEATS or min(calls) < least
+        if thin:
+            tags["thin"] = 1
         rows.append({
             "client": client,
             "repeats": len(reps),
-            "calls": sum(r.calls for r in reps),
+            "calls": sum(calls),
+            "min_round_calls": min(calls),
+            "thin": thin,
             "rps": rate,
             "rps_spread": spread,
-            "p50_ns": _median([r.p50 for r in reps]),
+            "ci_coverage": coverage,
+            "p50_ns": _median(p50s),
+            "p50_ci_ns": median_ci(p50s)[:2],
             "p99_ns": _median([r.p99 for r in reps]),
-            "cpu_us_per_req": _median([r.cpu_ns_per_call / 1e3 for r in reps]),
+            "cpu_us_per_req": _median(cpus),
+            "cpu_us_per_req_ci": median_ci(cpus)[:2],
             "py_allocs_per_req": _median([r.allocs_per_call for r in reps]),
             "native_allocs_per_req": _median([r.native_allocs_per_call for r in reps]),
             "kib_per_req": _median(kib),
@@ -221,6 +250,15 @@ def _fmt_num(v: float, digits: int = 3) -> str:
     return format_count(v, digits)
 
 
+def _pm(row: dict[str, Any], ci_key: str) -> str:
+    """' ±x%': half the CI's width relative to the median ('' for one repeat)."""
+    ci = row.get(ci_key)
+    med = row.get(ci_key.replace("_ci", ""))
+    if row.get("repeats", 1) < 2 or not ci or not med or any(math.isnan(x) for x in ci):
+        return ""
+    return f" ±{(ci[1] - ci[0]) / abs(med) * 50:.0f}%"
+
+
 def _fmt_cell(key: str, row: dict[str, Any]) -> str:
     v = row.get(key)
     if key == "rps":
@@ -229,7 +267,11 @@ def _fmt_cell(key: str, row: dict[str, Any]) -> str:
         if row.get("repeats", 1) > 1 and sp is not None and not math.isnan(sp):
             s += f" ±{sp * 50:.0f}%"  # half the min..max range, relative to the median
         return s
-    if key in ("p50_ns", "p99_ns"):
+    if key == "p50_ns":
+        return format_duration(v) + _pm(row, "p50_ci_ns")
+    if key == "cpu_us_per_req":
+        return _fmt_num(v) + _pm(row, "cpu_us_per_req_ci")
+    if key == "p99_ns":
         return format_duration(v)
     if key == "peak_rss_bytes":
         return format_bytes(v)
@@ -254,6 +296,26 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return render_table(heads, cells, align=align, style="grid")
 
 
+def _env_line(md: dict[str, Any]) -> str | None:
+    changes = md.get("environment_changes") or {}
+    if not changes:
+        return None
+    return ("   environment: the caller's, changed for every client alike: "
+            + "; ".join(f"{k}: {v}" for k, v in changes.items()))
+
+
+def _under_table(rs: ResultSet, scenario: str) -> list[str]:
+    """The lines under a scenario's table: environment changes, machine noise."""
+    lines = []
+    env = _env_line(rs.metadata)
+    if env:
+        lines.append(env)
+    noise = (rs.metadata.get("noise") or {}).get(scenario)
+    if noise:
+        lines.append("   " + summary_line(noise))
+    return lines
+
+
 def format_tables(rs: ResultSet) -> str:
     """All per-scenario tables, then notes, skipped clients and the run's metadata line."""
     out: list[str] = []
@@ -270,10 +332,15 @@ def format_tables(rs: ResultSet) -> str:
         out.append(f"== {s}" + (f" — {desc}" if desc else ""))
         if rows:
             reps = max(r["repeats"] for r in rows)
-            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}; "
-                       "±: half the min..max range of req/s)")
+            cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
+            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}; ±: half the "
+                       f"width of the {cov:.0%} order-statistic confidence interval of the "
+                       "median, relative to it" + ("; thin: too few repeats or requests"
+                                                   if any(r["thin"] for r in rows) else "")
+                       + ")")
             out.append(_table(rows))
             out.extend(_versions.delta_lines(rs, s))
+            out.extend(_under_table(rs, s))
         else:
             out.append("   (no results)")
         out.append("")
@@ -327,11 +394,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--scenarios", help="comma-separated scenarios (default: all built-in; "
                     "NAME:key=value;... defines one, e.g. big:method=POST;path=/sink;body=2m)")
     ap.add_argument("--repeat", type=int, default=None,
-                    help="interleaved rounds per client and scenario (default 3; 2 with --quick)")
+                    help="interleaved rounds per client and scenario (default 3, an odd count so the median is a round)")
     ap.add_argument("--n", type=int, default=None,
                     help="requests per round (default: a time budget per scenario)")
     ap.add_argument("--quick", action="store_true",
-                    help=f"{len(QUICK_SCENARIOS)} scenarios, short rounds: about 30 s")
+                    help=f"{len(QUICK_SCENARIOS)} scenarios, short rounds: about a minute")
     ap.add_argument("--out", help="output directory (default ./httpbench-results/<timestamp>/)")
     ap.add_argument("--no-out", action="store_true", help="write no files")
     ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")

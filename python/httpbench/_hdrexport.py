@@ -194,7 +194,17 @@ def export_histogram(h: Any, path: str | os.PathLike[str], fmt: str | None = Non
     HistogramLogProcessor, hdrh.log) or "hgrm" (percentile distribution text -
     the HdrHistogram plotter, hdr-plot). Default from the file suffix (``.hgrm``
     -> hgrm, anything else -> hlog).
+
+    ``h`` may also be a result record (``BenchResult``/``MeasureResult``): its
+    latency histogram is written and, unless given, the interval log's start
+    time and length are the run's own.
     """
+    if getattr(h, "latency", None) is not None and hasattr(h, "start_unix_ns"):
+        rec = h
+        h = rec.latency
+        start_unix_ns = start_unix_ns or int(rec.start_unix_ns or 0)
+        duration_ns = duration_ns or int(getattr(rec, "duration_ns", 0)
+                                         or getattr(rec, "wall_ns", 0) or 0)
     p = os.fspath(path)
     if fmt is None:
         fmt = "hgrm" if p.endswith(".hgrm") else "hlog"

@@ -30,6 +30,7 @@ import glob
 import inspect
 import os
 import statistics
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -260,6 +261,39 @@ def _build(raw: dict[str, Any], cal: dict[str, Any] | None, *, label: str, alloc
     )
 
 
+def _server_cpu() -> dict[int, int] | None:
+    """CPU of the in-process servers' threads so far (None: none can exist here)."""
+    mod = sys.modules.get("httpbench._server")
+    if mod is None:
+        return None
+    snap = mod.in_process_server_cpu()
+    return snap or None
+
+
+def _exclude_server_cpu(raw: dict[str, Any], before: dict[int, int] | None,
+                        meta: dict[str, Any]) -> None:
+    """Take the in-process servers' thread CPU of the span out of the process CPU.
+
+    The client's CPU is the quantity reported; the process figure stays in the
+    metadata under its own name. The server's CPU has no user/system split, so
+    each part is reduced in proportion to its share.
+    """
+    after = _server_cpu()
+    if before is None and after is None:
+        return
+    before = before or {}
+    delta = sum(max(0, v - before.get(k, 0)) for k, v in (after or {}).items())
+    user, sys_ = int(raw["cpu_user_ns"]), int(raw["cpu_sys_ns"])
+    total = user + sys_
+    meta["process_cpu_ns"] = total
+    meta["in_process_server_cpu_ns"] = delta
+    if total <= 0:
+        return
+    cut = min(delta, total)
+    raw["cpu_user_ns"] = user - round(cut * user / total)
+    raw["cpu_sys_ns"] = total - cut - raw["cpu_user_ns"]
+
+
 def _label_of(fn: Any, label: str | None) -> str:
     if label is not None:
         return str(label)
@@ -443,10 +477,18 @@ def measure(
         noop = _noop_for(len(args))
         cal = _core._measure_loop(noop, args, _CALIBRATION_CALLS, None, 200, 0, alloc, gc)
     rss_reset = _reset_peak_rss()
+    meta: dict[str, Any] = {"mode": "sync", "warmup_calls": wn, "warmup_ns": wns}
+    srv0 = _server_cpu()
+    if srv0 is not None:
+        # the server's CPU is read around the span alone, so warm up apart first
+        if wn or wns:
+            _core._measure_loop(fn, args, wn or None, wns or None, 0, 0, False, False)
+        srv0 = _server_cpu()
+        wn, wns = 0, 0
     raw = _core._measure_loop(fn, args, n, dur_ns, wn, wns, alloc, gc)
+    _exclude_server_cpu(raw, srv0, meta)
     res = _build(raw, cal, label=_label_of(spec, label), alloc=alloc, gc=gc, concurrency=1,
-                 rss_reset=rss_reset, extra_meta={"mode": "sync", "warmup_calls": wn,
-                                                  "warmup_ns": wns})
+                 rss_reset=rss_reset, extra_meta=meta)
     return _with_counts(res, spec, args, n, _det_warmup(warmup), instructions, syscalls,
                         callgrind_file)
 
@@ -630,11 +672,13 @@ def measure_async(
     if wn or wns:
         span(coro_fn, wn or None, wns or None, False)
     rss_reset = _reset_peak_rss()
+    srv0 = _server_cpu()
     raw = span(coro_fn, n, dur_ns, True)
     assert raw is not None
+    meta: dict[str, Any] = {"mode": "async", "event_loop": type(loop).__module__ + "." +
+                            type(loop).__name__, "warmup_calls": wn, "warmup_ns": wns}
+    _exclude_server_cpu(raw, srv0, meta)
     res = _build(raw, cal, label=_label_of(spec, label), alloc=alloc, gc=gc,
-                 concurrency=concurrency, rss_reset=rss_reset,
-                 extra_meta={"mode": "async", "event_loop": type(loop).__module__ + "." +
-                             type(loop).__name__, "warmup_calls": wn, "warmup_ns": wns})
+                 concurrency=concurrency, rss_reset=rss_reset, extra_meta=meta)
     return _with_counts(res, det_fn, args, n, _det_warmup(warmup), instructions, syscalls,
                         callgrind_file)

@@ -403,7 +403,11 @@ class BenchConfig:
         )
 
 
-_BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "processing")
+_BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "processing",
+                "setup")
+# Optional BenchResult fields: in JSON only when set (older records load without them).
+_BENCH_OPTIONAL = ("setup", "sends", "sends_late", "unsent", "connect_attempts",
+                   "connect_failures", "connect_fd_exhausted")
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,6 +501,16 @@ class BenchResult(_ResultMixin):
     ``in_flight_at_stop``: requests sent but unanswered when the run stopped
     (reported, never counted as successes or errors). ``interrupted``: stopped
     early (Ctrl-C); the record then holds the partial run.
+
+    Optional (None when not recorded): ``setup`` - per request, issue to first
+    byte written (connect and TLS for a request that opened its connection), so
+    ``setup + processing`` is each request's total time from its actual start;
+    ``sends`` - measured requests sent; constant-rate runs also count
+    ``sends_late`` (sent more than the lateness threshold after their scheduled
+    time) and ``unsent`` (scheduled in the window, never sent): see
+    :attr:`missed`. ``connect_attempts``/``connect_failures`` count connection
+    attempts apart from requests; ``connect_fd_exhausted`` those that failed for
+    lack of file descriptors (EMFILE/ENFILE).
     """
 
     KIND = "BenchResult"
@@ -533,6 +547,13 @@ class BenchResult(_ResultMixin):
     # Distributed runs only (in JSON only when set): the shards, and whether any was lost.
     workers: tuple[WorkerResult, ...] = ()
     partial: bool = False
+    setup: Histogram | None = None
+    sends: int | None = None
+    sends_late: int | None = None
+    unsent: int | None = None
+    connect_attempts: int | None = None
+    connect_failures: int | None = None
+    connect_fd_exhausted: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(
@@ -625,6 +646,23 @@ class BenchResult(_ResultMixin):
         """Generator CPU (user+sys) per completed request (responses + errors), ns."""
         return _per(self.cpu_ns, self.responses + self.errors)
 
+    @property
+    def target_rate(self) -> float | None:
+        """Constant-rate runs: the scheduled send rate (requests/s); None in closed loop."""
+        return self.config.rate or None
+
+    @property
+    def send_rate(self) -> float | None:
+        """Requests actually sent per second of the measured window (None if not recorded)."""
+        return None if self.sends is None else _rate(self.sends, self.duration_ns)
+
+    @property
+    def missed(self) -> int | None:
+        """Constant-rate runs: scheduled sends that went out late or never (None otherwise)."""
+        if not self.config.rate or self.sends_late is None or self.unsent is None:
+            return None
+        return self.sends_late + self.unsent
+
     # latency
     def percentiles(
         self, ps: Iterable[float] = DEFAULT_PERCENTILES, which: str = "latency"
@@ -653,6 +691,9 @@ class BenchResult(_ResultMixin):
             del d["workers"]
         if not self.partial:
             del d["partial"]
+        for name in _BENCH_OPTIONAL:
+            if d.get(name) is None:
+                d.pop(name, None)
         return d
 
     def _field_to_json(self, name: str, v: Any) -> Any:
@@ -717,8 +758,9 @@ class MeasureResult(_ResultMixin):
 
     Totals over the measured span (warm-up excluded): ``calls`` completed calls,
     ``wall_ns`` elapsed wall time, ``latency`` histogram of per-call wall time
-    (ns), ``cpu_user_ns``/``cpu_sys_ns`` process CPU, ``cpu_thread_ns`` the
-    calling thread's CPU.
+    (ns), ``cpu_user_ns``/``cpu_sys_ns`` the client's CPU (the process's, less
+    the threads of any in-process server; see docs/metrics.md), ``cpu_thread_ns``
+    the calling thread's CPU.
 
     Python allocations (None when ``alloc=False``): ``alloc_counts`` /
     ``alloc_bytes`` map each domain of :data:`ALLOC_DOMAINS` to the number of

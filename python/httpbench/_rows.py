@@ -34,7 +34,8 @@ DATAFRAME_COLUMNS: dict[str, str] = {
     "p99_ns": "99th percentile latency, ns",
     "p999_ns": "99.9th percentile latency, ns",
     "max_ns": "slowest request, ns",
-    "cpu_ns_per_request": "CPU per request, ns (measure: process user+sys; bench: generator)",
+    "cpu_ns_per_request": "client CPU per request, ns (measure: process user+sys less any "
+                          "in-process server's threads; bench: generator)",
     "thread_cpu_ns_per_request": "calling thread CPU per call, ns (measure)",
     "allocs_per_request": "Python heap allocations per call, all domains (measure)",
     "alloc_bytes_per_request": "Python heap bytes allocated per call (measure)",

@@ -32,10 +32,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _noise
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
 from ._scenarios import Scenario
+from ._stats import median_ci
 
 __all__ = [
     "RunOptions",
@@ -45,6 +47,7 @@ __all__ = [
     "system_metadata",
     "nagle_fraction",
     "preload_library",
+    "worker_env",
 ]
 
 # Latency band that Nagle + delayed ACK produces on Linux (the 40 ms ACK timer).
@@ -71,7 +74,9 @@ class RunOptions:
     ``n``: requests per round (None: ``scale`` × the scenario's duration);
     ``repeat``: rounds per (client, scenario); ``timeout``: seconds a worker
     may take for one reply (setup or round) before it is killed as hung;
-    ``native_allocs``: preload the malloc counter in workers (None: on when a
+    ``min_requests``: fewest requests of a timed round (re-run below it);
+    ``reruns``: how often a round disturbed by machine noise or short of
+    requests is run again at most; ``native_allocs``: preload the malloc counter in workers (None: on when a
     counter library exists, Linux); ``pin``: CPU pinning server/workers;
     ``commands``: name -> argv of extra process-level clients; ``zygote``:
     fork workers from one pre-imported process (False: a new interpreter each).
@@ -79,6 +84,10 @@ class RunOptions:
 
     repeat: int = 3
     n: int | None = None
+    # fewest requests a timed round rests on (the scenario's min_n when larger)
+    min_requests: int = 10
+    # a round disturbed by machine noise or short of min_requests runs again, this often at most
+    reruns: int = 2
     scale: float = 1.0
     warmup: int = 3
     timeout: float = 120.0
@@ -326,6 +335,45 @@ class WorkerProc:
             self.errfile.close()
 
 
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+               "ALL_PROXY")
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _bypassed(no_proxy: str) -> bool:
+    items = {x.strip().lower() for x in no_proxy.split(",") if x.strip()}
+    return "*" in items or all(h in items for h in _LOOPBACK)
+
+
+def worker_env(env: dict[str, str], preload: str | None = None
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """(environment for every worker, {variable: what changed and why}).
+
+    Workers get the caller's environment as it is. Two changes, the same for
+    every client: the malloc counter is preloaded when native allocations are
+    counted, and when a proxy is configured without a loopback bypass, the
+    loopback addresses are added to ``NO_PROXY``/``no_proxy`` (the target is
+    local; a proxy would not reach it). Proxy variables themselves stay, so a
+    library that looks them up per request pays for it as its users do.
+    """
+    out = dict(env)
+    changes: dict[str, str] = {}
+    if any(out.get(k) for k in _PROXY_VARS):
+        for k in ("NO_PROXY", "no_proxy"):
+            cur = out.get(k, "")
+            if not _bypassed(cur):
+                have = [x.strip() for x in cur.split(",") if x.strip()]
+                add = [h for h in _LOOPBACK if h not in {x.lower() for x in have}]
+                out[k] = ",".join(have + add)
+                changes[k] = (f"{','.join(add)} added: a proxy is configured and the target "
+                              "is on loopback")
+    if preload:
+        old = out.get("LD_PRELOAD")
+        out["LD_PRELOAD"] = preload + (":" + old if old else "")
+        changes["LD_PRELOAD"] = "native allocation counter preloaded"
+    return out, changes
+
+
 def _isolated_env(env: dict[str, str]) -> dict[str, str]:
     """A worker environment for a spec's interpreter: nothing from this one leaks in."""
     out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
@@ -495,17 +543,19 @@ def round_notes(
 
 
 def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> list[Note]:
-    """A note when requests/s varies by more than SPREAD_LIMIT across repeats."""
+    """A note when the confidence interval of the median requests/s is wider than
+    SPREAD_LIMIT of it (with up to 5 repeats: their min..max range)."""
     rates = [r.calls_per_s for r in rounds if r.calls and r.wall_ns > 0]
     if len(rates) < 2:
         return []
     med = statistics.median(rates)
     if med <= 0:
         return []
-    spread = (max(rates) - min(rates)) / med
+    lo, hi, cov = median_ci(rates)
+    spread = (hi - lo) / med
     if spread > SPREAD_LIMIT:
         return [Note("spread", f"requests/s varied {spread:.0%} across {len(rates)} repeats "
-                     f"({min(rates):,.0f} .. {max(rates):,.0f}); treat with care",
+                     f"({lo:,.0f} .. {hi:,.0f}, {cov:.0%} CI of the median); treat with care",
                      client, sc.name, None, "info")]
     return []
 
@@ -543,6 +593,9 @@ class Runner:
             self.worker_cpu: int | None = cpus[-1]
         else:
             self.server_cpus, self.worker_cpu = None, None
+        self.env_changes: dict[str, str] = {}
+        self.noise: dict[str, dict[str, Any]] = {}
+        self._reruns: dict[str, int] = {}
         self.preload = None
         if self.opt.native_allocs is not False and sys.platform.startswith("linux"):
             self.preload = preload_library()
@@ -571,15 +624,8 @@ class Runner:
             return {k: None for k in _server_counts({})}
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                  "ALL_PROXY"):
-            env.pop(k, None)
-        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-        env["PYTHONUNBUFFERED"] = "1"
-        if self.preload:
-            old = env.get("LD_PRELOAD")
-            env["LD_PRELOAD"] = self.preload + (":" + old if old else "")
+        """The caller's environment, with only the changes every client needs (recorded)."""
+        env, self.env_changes = worker_env(dict(os.environ), self.preload)
         return env
 
     def _get_zygote(self, env: dict[str, str], python: str | None = None) -> Zygote | None:
@@ -659,7 +705,7 @@ class Runner:
                             done += 1
                             if w.dead:
                                 continue
-                            mr = self._round(c, sc, rep, w, srv)
+                            mr = self._round_checked(c, sc, rep, w, srv)
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
@@ -668,6 +714,8 @@ class Runner:
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
                     for c in workers:
                         self.notes.extend(spread_notes(c, sc, rounds[c]))
+                    kept = [r.metadata.get("noise") for c in workers for r in rounds[c]]
+                    self.noise[sc.name] = _noise.summary(kept, self._reruns.get(sc.name, 0))
                     if self.opt.deterministic:  # after every timing round of the scenario
                         for c, w in workers.items():
                             self._deterministic(c, sc, results, w)
@@ -693,6 +741,11 @@ class Runner:
             "pinning": ({"server_cpus": sorted(self.server_cpus), "worker_cpu": self.worker_cpu}
                         if self.server_cpus else None),
             "native_alloc_counter": self.preload,
+            "environment_changes": self.env_changes,
+            "min_requests": self.opt.min_requests,
+            "noise": self.noise,
+            "noise_thresholds": {"other": _noise.DISTURBED_OTHER,
+                                 "steal": _noise.DISTURBED_STEAL},
             "server_threads": self.opt.server_threads,
             "scenarios": {sc.name: sc.to_dict() for sc in scenarios},
             "clients": list(clients),
@@ -766,6 +819,51 @@ class Runner:
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
 
+    def _min_n(self, sc: Scenario) -> int:
+        return max(sc.min_n, self.opt.min_requests)
+
+    def _round_checked(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
+                       srv: Any) -> MeasureResult | None:
+        """One round, re-run (a bounded number of times) while it was disturbed by
+        machine noise or rests on fewer requests than a round must; the last is kept."""
+        mark = len(self.notes)
+        mr = self._round(client, sc, rep, w, srv)
+        tries = 0
+        while mr is not None and tries < self.opt.reruns and not w.dead:
+            why = self._redo_reason(mr, sc)
+            if why is None:
+                break
+            tries += 1
+            self._reruns[sc.name] = self._reruns.get(sc.name, 0) + 1
+            self._progress(f"re-run {sc.name} {client} #{rep + 1}: {why}")
+            del self.notes[mark:]  # the notes of the round that is replaced
+            again = self._round(client, sc, rep, w, srv)
+            if again is None:
+                break
+            mr = again
+        if mr is not None:
+            md = dict(mr.metadata)
+            md["reruns"] = tries
+            why = self._redo_reason(mr, sc)
+            if why is not None:
+                self.notes.append(Note("noisy" if "disturbed" in why else "few-requests",
+                                       f"round {rep + 1}: {why} (after {tries} re-run(s))",
+                                       client, sc.name, rep, "warning"))
+            import dataclasses
+
+            mr = dataclasses.replace(mr, metadata=md)
+        return mr
+
+    def _redo_reason(self, mr: MeasureResult, sc: Scenario) -> str | None:
+        noise = mr.metadata.get("noise")
+        if _noise.disturbed(noise):
+            return (f"disturbed: other processes {noise['other']:.0%}, steal "
+                    f"{noise['steal']:.0%} of the client's CPU")
+        timed = self.opt.n is None and sc.n is None
+        if timed and mr.calls < self._min_n(sc):
+            return f"only {mr.calls} requests (a round needs {self._min_n(sc)})"
+        return None
+
     def _round(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                srv: Any) -> MeasureResult | None:
         cmd: dict[str, Any] = {"cmd": "run"}
@@ -773,7 +871,7 @@ class Runner:
             cmd["n"] = self.opt.n if self.opt.n is not None else sc.n
         else:
             cmd["duration"] = sc.duration * self.opt.scale
-            cmd["min_n"] = sc.min_n
+            cmd["min_n"] = self._min_n(sc)
         try:
             w.send({"cmd": "rewarm"})
             warm = w.recv()
@@ -794,7 +892,12 @@ class Runner:
             return None
         mr = MeasureResult.from_dict(msg["result"])
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
+        raw_noise = msg.get("noise") or [None, None]
+        # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
+        shared = 0 if self.server_cpus else (srv_delta.get("cpu_ns") or 0)
+        noise = _noise.round_noise(raw_noise[0], raw_noise[1], exclude_ns=shared)
         md = dict(mr.metadata)
+        md["noise"] = noise
         md.update({
             "client": client, "scenario": sc.name, "repeat": rep,
             "server": srv_delta, "server_threads": self.opt.server_threads,

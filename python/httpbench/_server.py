@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from types import TracebackType
 from typing import Any
 
@@ -57,6 +58,26 @@ def _ms(seconds: float, name: str) -> int:
     if seconds <= 0:
         raise ValueError(f"{name} must be > 0, got {seconds!r}")
     return max(1, int(round(seconds * 1000)))
+
+
+# Servers running in this process: measure() takes their threads' CPU out of the
+# client's figure (their C threads share the process's CPU clock).
+_RUNNING: weakref.WeakSet[Server] = weakref.WeakSet()
+
+
+def in_process_server_cpu() -> dict[int, int]:
+    """{id(server): CPU ns its worker threads used so far} for every in-process Server
+    started in this process and still alive (a stopped one keeps its final figure)."""
+    out: dict[int, int] = {}
+    for srv in list(_RUNNING):
+        h = srv._handle or srv._last
+        if h is None:
+            continue
+        try:
+            out[id(srv)] = int(h.stats().get("cpu_ns") or 0)
+        except Exception:  # stopped between the check and the read
+            continue
+    return out
 
 
 class Server:
@@ -137,6 +158,7 @@ class Server:
                 handle.stop()
                 raise
             self._handle = handle
+            _RUNNING.add(self)
             return self
 
     def stop(self) -> None:

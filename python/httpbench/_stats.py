@@ -7,7 +7,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-__all__ = ["mann_whitney_u", "median", "median_spread", "spread", "welch_t_test"]
+__all__ = ["mann_whitney_u", "median", "median_ci", "median_spread", "spread", "welch_t_test"]
 
 
 def _finite(xs: Sequence[float]) -> list[float]:
@@ -29,6 +29,29 @@ def median_spread(values: Sequence[float]) -> tuple[float, float]:
     if len(v) < 2 or med == 0:
         return med, 0.0
     return med, (max(v) - min(v)) / abs(med)
+
+
+def median_ci(xs: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """(low, high, coverage): distribution-free order-statistic CI of the median.
+
+    The narrowest symmetric pair of order statistics whose coverage is at least
+    ``level``; with too few values for that, min..max and its (lower) coverage,
+    1 - 2**(1-n) (75 % for 3 values, 94 % for 5). NaNs when there are none.
+    """
+    v = sorted(_finite(xs))
+    n = len(v)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    if n == 1:
+        return v[0], v[0], 0.0
+
+    def coverage(k: int) -> float:  # P(x_(k) <= median <= x_(n-k+1)), 1-based k
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k + 1 <= n // 2 and coverage(k + 1) >= level:
+        k += 1
+    return v[k - 1], v[n - k], coverage(k)
 
 
 def spread(xs: Sequence[float]) -> float:

@@ -180,7 +180,7 @@ def _measure_rows(r: MeasureResult) -> list[list[str]]:
     for p, v in r.percentiles((50, 90, 99, 99.9)).items():
         rows.append([f"p{p:g}", U.format_duration(v)])
     rows.append(["max", U.format_duration(hist_stat(r.latency, "max"))])
-    rows.append(["CPU/call (process)", U.format_duration(r.cpu_ns_per_call)])
+    rows.append(["CPU/call (client)", U.format_duration(r.cpu_ns_per_call)])
     rows.append(["CPU/call (thread)", U.format_duration(r.thread_cpu_ns_per_call)])
     if r.alloc_counts is not None:
         rows.append(["Python allocs/call", U.format_count(r.allocs_per_call)])
@@ -275,7 +275,8 @@ def _percentile_table(h: Any, title: str) -> list[str]:
 def format_spectrum(h: Any, title: str = "Latency distribution (ms)") -> str:
     """HdrHistogram-style percentile spectrum: value, percentile, count, 1/(1-p)."""
     lines = [title, f"{'Value':>12} {'Percentile':>12} {'TotalCount':>11} {'1/(1-p)':>12}"]
-    spec = percentile_spectrum(h, levels=SPECTRUM)
+    # The .hgrm export's rows (hdr_hgrm): the two agree line by line.
+    spec = percentile_spectrum(h)
     if not spec:
         return "\n".join(lines + ["  (no samples)"])
     for v, p, cnt in spec:
@@ -337,12 +338,33 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     if r.in_flight_at_stop or cfg.duration_ns is not None or r.interrupted:
         kv("In flight at stop", r.in_flight_at_stop)
     kv("Connections opened", f"{r.connections} (reconnects: {r.reconnects})")
+    if r.connect_attempts is not None and r.connect_failures:
+        kv("Connection attempts", f"{r.connect_attempts} ({r.connect_failures} failed"
+                                  + (f", {r.connect_fd_exhausted} for lack of file descriptors"
+                                     if r.connect_fd_exhausted else "") + ")")
+        errs = r.error_counts
+        written = r.responses + r.errors - errs.get("connect", 0) - errs.get("tls", 0)
+        if written == 0:
+            why = str(md.get("first_error") or "connect failed")
+            why = why.removeprefix("connect: ").lower()
+            lines.append(f"   ({why}: {r.connect_attempts} attempts, 0 requests sent)")
     kv("Total transferred", f"{r.bytes_in} bytes")
     kv("HTML transferred", f"{md.get('body_bytes_in', 0)} bytes")
+    if cfg.rate:
+        lines += _rate_lines(r, w)
     kv("Requests per second", f"{r.rps:.2f} [#/sec] (mean, 2xx only)")
     if r.failures:
         kv("Failures per second", f"{r.error_rps:.2f} [#/sec] (errors + non-2xx)")
-    if completed:
+    if cfg.rate:
+        # The schedule sets the pace, so C * time / n says nothing: show measured latency.
+        measured = r.latency_uncorrected if r.latency_uncorrected is not None else r.latency
+        if hist_count(measured):
+            kv("Time per request", f"{_ms(hist_stat(measured, 'mean'))} [ms] "
+                                   "(mean, measured from the actual send)")
+        if hist_count(r.latency):
+            kv("Time per request", f"{_ms(hist_stat(r.latency, 'mean'))} [ms] "
+                                   "(mean, from the intended send time)")
+    elif completed:
         kv("Time per request", f"{cfg.concurrency * secs * 1e3 / completed:.3f} [ms] (mean)")
         kv("Time per request", f"{secs * 1e3 / completed:.3f} [ms] "
                                "(mean, across all concurrent requests)")
@@ -356,12 +378,18 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     lines.append("")
     lines.append("Connection Times (ms)")
     lines.append(f"{'':<12}{'min':>9}{'mean':>9}{'[+/-sd]':>8}{'median':>9}{'max':>10}")
-    lines.append(_row("Connect:", r.connect))
+    # ab's rows are per-request components: Connect (issue to first byte
+    # written) + Processing = Total for every request, from its actual start.
+    per_request = r.setup is not None
+    lines.append(_row("Connect:", r.setup if per_request else r.connect))
     if r.tls is not None:
         lines.append(_row("TLS:", r.tls))
     lines.append(_row("Processing:", r.processing))
     lines.append(_row("Waiting:", r.ttfb))
-    lines.append(_row("Total:", r.latency))
+    total = r.latency
+    if per_request and cfg.rate and r.latency_uncorrected is not None:
+        total = r.latency_uncorrected
+    lines.append(_row("Total:", total))
     lines.append("")
     title = "Percentage of the requests served within a certain time (ms)"
     if cfg.rate:
@@ -378,6 +406,23 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
         lines.append("")
         lines += _worker_table(r)
     return "\n".join(lines) + "\n"
+
+
+def _rate_lines(r: BenchResult, w: int) -> list[str]:
+    """Constant-rate accounting: target, achieved send rate, missed sends, a warning."""
+    out = [f"{'Target rate:':<{w}}{r.config.rate:.2f} [#/sec]"]
+    if r.send_rate is not None:
+        out.append(f"{'Achieved send rate:':<{w}}{r.send_rate:.2f} [#/sec]")
+    if r.missed is not None:
+        late = (r.metadata.get("late_threshold_ns") or 0) / 1e6
+        out.append(f"{'Missed sends:':<{w}}{r.missed} ({r.sends_late} late by more than "
+                   f"{late:g} ms, {r.unsent} never sent)")
+    rate = r.config.rate or 0.0
+    if r.send_rate is not None and rate and r.send_rate < 0.95 * rate:
+        out.append(f"WARNING: sent {r.send_rate:.2f} req/s, {100 * r.send_rate / rate:.0f}% of "
+                   f"the target {rate:g} req/s: the target (or the generator) cannot keep up; "
+                   "add connections (-c) or lower -R")
+    return out
 
 
 def _worker_table(r: BenchResult) -> list[str]:

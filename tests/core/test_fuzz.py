@@ -1,6 +1,6 @@
 """Build the libFuzzer harnesses (csrc/fuzz/fuzz_parse.c: the parser;
 csrc/fuzz/fuzz_request.c: URL splitting and request-head building) and run each
-for HTTPBENCH_FUZZ_SECONDS (default 20; .ci/run sets 60). Any crash, sanitizer
+for HTTPBENCH_FUZZ_SECONDS (default 20 per harness; .ci/run sets 30). Any crash, sanitizer
 report, leak, timeout or contract violation (the harness traps) fails the test.
 Seed corpora are copied to a temporary directory so the repo never changes."""
 

@@ -15,6 +15,12 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+# An in-process pytester run forgets the modules first imported inside it, and httpbench
+# loads its public names on first use: resolve them all here, or a class loaded inside a run
+# would exist twice (isinstance against httpbench.ResultSet would then fail).
+for _name in httpbench.__all__:
+    getattr(httpbench, _name)
+
 WORKLOAD = '''
 import os
 import time
