@@ -294,6 +294,8 @@ _BAR_METRICS = {
     "alloc_bytes_per_request": ("Allocated per request", 1024.0, "KiB"),
     "native_allocs_per_request": ("Native mallocs per request", 1.0, "count"),
     "gc_per_10k": ("GC collections per 10k requests", 1.0, "count"),
+    "instructions_per_request": ("Instructions per request (callgrind)", 1.0, "count"),
+    "syscalls_per_request": ("System calls per request (strace)", 1.0, "count"),
     "p50_ns": ("Median latency", 1e3, "µs"),
     "p99_ns": ("p99 latency", 1e3, "µs"),
     "rps": ("Requests per second", 1.0, "req/s"),
