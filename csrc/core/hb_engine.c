@@ -86,6 +86,12 @@ typedef struct econn {
     uint64_t retry_at;
 } econn;
 
+/* Progress latency buckets: exact below 16 ns, then 16 per power of two (a
+ * bucket spans 1/16 of its lower bound), covering the whole uint64_t range. */
+#define PLAT_SUB_BITS 4
+#define PLAT_SUB (1u << PLAT_SUB_BITS)
+#define PLAT_BUCKETS ((64 - PLAT_SUB_BITS) * PLAT_SUB)
+
 typedef struct ethread {
     struct hb_engine *e;
     uint32_t idx;
@@ -115,6 +121,7 @@ typedef struct ethread {
     /* Progress for other threads: single writer, relaxed stores. */
     _Alignas(64) _Atomic uint64_t p_completed;
     _Atomic uint64_t p_ok, p_errors, p_bytes_in;
+    _Atomic uint64_t p_lat[PLAT_BUCKETS]; /* coarse latency counts, see plat_bucket */
     char pad[64];
 } ethread;
 
@@ -170,6 +177,29 @@ static inline void progress_publish(ethread *th)
     atomic_store_explicit(&th->p_errors, th->r.errors_total + th->r.non2xx,
                           memory_order_relaxed);
     atomic_store_explicit(&th->p_bytes_in, th->r.bytes_in, memory_order_relaxed);
+}
+
+static inline unsigned plat_bucket(uint64_t v)
+{
+    if (v < PLAT_SUB) return (unsigned)v;
+    unsigned msb = 63u - (unsigned)__builtin_clzll(v);
+    unsigned sub = (unsigned)(v >> (msb - PLAT_SUB_BITS)) & (PLAT_SUB - 1);
+    return (msb - PLAT_SUB_BITS + 1) * PLAT_SUB + sub;
+}
+
+static inline uint64_t plat_lower(unsigned i)
+{
+    if (i < PLAT_SUB) return i;
+    unsigned k = i / PLAT_SUB;
+    return (uint64_t)(PLAT_SUB + i % PLAT_SUB) << (k - 1);
+}
+
+/* Single writer: a relaxed load + store, no locked instruction on the hot path. */
+static inline void plat_record(ethread *th, uint64_t v)
+{
+    _Atomic uint64_t *b = &th->p_lat[plat_bucket(v)];
+    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 
 static inline void sec_count(ethread *th, uint64_t now, int ok)
@@ -559,6 +589,7 @@ static void complete(econn *c, uint64_t now)
     } else {
         uint64_t written = q->written ? q->written : q->start;
         hb_hist_record(&r->latency, now - q->intended);
+        plat_record(th, now - q->intended);
         if (e->cfg.rate > 0) hb_hist_record(&r->latency_uncorrected, now - q->start);
         hb_hist_record(&r->processing, now - written);
         hb_hist_record(&r->setup, written - q->start);
@@ -1202,6 +1233,32 @@ int hb_engine_wait(hb_engine *e, uint64_t timeout_ns)
     return hb_engine_done(e);
 }
 
+/* p50/p99 from the threads' coarse buckets (each read once, relaxed). */
+static void plat_percentiles(hb_engine *e, hb_engine_progress *p)
+{
+    uint64_t sum[PLAT_BUCKETS] = {0}, total = 0;
+    for (uint32_t t = 0; t < e->nthreads; t++)
+        for (unsigned i = 0; i < PLAT_BUCKETS; i++) {
+            uint64_t c = atomic_load_explicit(&e->threads[t].p_lat[i], memory_order_relaxed);
+            sum[i] += c;
+            total += c;
+        }
+    if (!total) return;
+    uint64_t want50 = (total + 1) / 2, want99 = total - total / 100, acc = 0;
+    int have50 = 0;
+    for (unsigned i = 0; i < PLAT_BUCKETS; i++) {
+        acc += sum[i];
+        if (!have50 && acc >= want50) {
+            p->p50_ns = plat_lower(i);
+            have50 = 1;
+        }
+        if (acc >= want99) {
+            p->p99_ns = plat_lower(i);
+            break;
+        }
+    }
+}
+
 void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p)
 {
     memset(p, 0, sizeof *p);
@@ -1212,6 +1269,7 @@ void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p)
         p->errors += atomic_load_explicit(&th->p_errors, memory_order_relaxed);
         p->bytes_in += atomic_load_explicit(&th->p_bytes_in, memory_order_relaxed);
     }
+    plat_percentiles(e, p);
     uint64_t now = hb_now_ns();
     if (e->running) {
         p->warming_up = now < e->measure_ns;

@@ -164,11 +164,16 @@ void hb_engine_stop(hb_engine *e);
 int hb_engine_done(hb_engine *e);
 /* Wait up to timeout_ns for the run to end; 1 done, 0 still running. */
 int hb_engine_wait(hb_engine *e, uint64_t timeout_ns);
-/* Progress, readable from any thread while running (relaxed atomics). */
+/* Progress, readable from any thread while running (relaxed atomics).
+ * p50_ns/p99_ns: latency percentiles of the measured responses so far, from a
+ * coarse per-thread copy of the latency histogram (16 log-linear buckets per
+ * power of two, single writer, no locks); each is the lower bound of its
+ * bucket, so the exact value lies in [p, p * 1.0625). 0 before any response. */
 typedef struct hb_engine_progress {
     uint64_t completed, ok, errors, bytes_in;
     uint64_t elapsed_ns;
     int warming_up;
+    uint64_t p50_ns, p99_ns;
 } hb_engine_progress;
 void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p);
 /* Join the threads (stopping them first if stop != 0) and merge results into

@@ -157,9 +157,11 @@ static int supervise(hb_engine *e, PyObject *progress, double interval_s)
             hb_engine_progress p;
             hb_engine_progress_get(e, &p);
             PyObject *res = PyObject_CallFunction(
-                progress, "KKKKdO", (unsigned long long)p.completed, (unsigned long long)p.ok,
-                (unsigned long long)p.errors, (unsigned long long)p.bytes_in,
-                (double)p.elapsed_ns / 1e9, p.warming_up ? Py_True : Py_False);
+                progress, "KKKKdOKK", (unsigned long long)p.completed,
+                (unsigned long long)p.ok, (unsigned long long)p.errors,
+                (unsigned long long)p.bytes_in, (double)p.elapsed_ns / 1e9,
+                p.warming_up ? Py_True : Py_False, (unsigned long long)p.p50_ns,
+                (unsigned long long)p.p99_ns);
             if (!res) {
                 hb_engine_stop(e);
                 if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {

@@ -45,6 +45,7 @@ _LAZY: dict[str, str] = {
     "MeasureResult": "_results",
     "ResultSet": "_results",
     "load": "_results",
+    "WorkerResult": "_results",
     "Server": "_server",
     "ServerProcess": "_server",
     "expected_bytes": "_server",
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
         TLSError,
     )
     from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
-    from ._results import BenchResult, MeasureResult, ResultSet, load
+    from ._results import BenchResult, MeasureResult, ResultSet, WorkerResult, load
     from ._server import Server, ServerProcess, expected_bytes, start_process
     from .report import diff
 
@@ -118,6 +119,7 @@ __all__ = [
     "BenchResult",
     "MeasureResult",
     "ResultSet",
+    "WorkerResult",
     "load",
     "diff",
     "compare_results",

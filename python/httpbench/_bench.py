@@ -77,6 +77,10 @@ class Progress(NamedTuple):
     warming_up: bool
     total: int | None  # n, when the run is count-bound
     duration_s: float | None  # the duration, when the run is time-bound
+    # Latency percentiles of the responses so far, from a coarse copy of the histogram:
+    # the exact value lies in [p, p * 1.0625). 0 until the first response.
+    p50_ns: int = 0
+    p99_ns: int = 0
 
 
 def _norm_headers(headers: Any) -> list[tuple[str, str]]:
@@ -125,6 +129,8 @@ def _int_arg(v: Any, name: str, lo: int, hi: int) -> int:
 
 def _stderr_progress() -> Callable[[Progress], None]:
     """A one-line progress display on stderr (\\r-rewritten)."""
+    from . import _units as U
+
     last = [0.0, 0]
 
     def show(p: Progress) -> None:
@@ -139,7 +145,11 @@ def _stderr_progress() -> Callable[[Progress], None]:
                 what = f"{p.completed}/{p.total} requests ({100.0 * p.completed / p.total:.0f}%)"
             else:
                 what = f"{p.completed} requests"
-            line = f"{what}  {rate:,.0f} req/s  {p.failed} failed  {p.elapsed_s:.1f}s"
+            line = f"{what}  {rate:,.0f} req/s  {p.failed} failed"
+            if p.p50_ns:
+                line += (f"  p50 {U.format_duration(p.p50_ns)}"
+                         f"  p99 {U.format_duration(p.p99_ns)}")
+            line += f"  {p.elapsed_s:.1f}s"
             if p.duration_s:
                 line += f"/{p.duration_s:.0f}s"
                 left = p.duration_s - p.elapsed_s
@@ -282,8 +292,9 @@ def bench(
         user_cb = progress
 
         def cb(completed: int, ok: int, failed: int, bytes_in: int, elapsed: float,
-               warming: bool) -> None:
-            user_cb(Progress(completed, ok, failed, bytes_in, elapsed, bool(warming), n, dur))
+               warming: bool, p50_ns: int = 0, p99_ns: int = 0) -> None:
+            user_cb(Progress(completed, ok, failed, bytes_in, elapsed, bool(warming), n, dur,
+                             p50_ns, p99_ns))
     elif progress not in (None, False):
         raise TypeError("progress must be a bool or a callable")
 

@@ -76,7 +76,10 @@ METRICS: dict[str, Metric] = {
           for p, v in PERCENTILES.items()],
         _m("max", "duration", True, False, "slowest request/call"),
         _m("cpu_per_request", "duration", True, False,
-           "CPU time per request (measure: calling thread; bench: generator user+sys)"),
+           "client CPU per request (measure: the process less in-process servers; "
+           "bench: the generator's threads)"),
+        _m("thread_cpu_per_request", "duration", True, False,
+           "the calling thread's CPU per call (measure only)"),
         _m("allocs_per_request", "count", True, True, "Python heap allocations per call"),
         _m("alloc_bytes_per_request", "size", True, True, "bytes allocated per call"),
         _m("gc_collections", "count", True, True, "GC collections during the run (all generations)"),
@@ -297,9 +300,9 @@ def result_metrics(result: Any) -> dict[str, float]:
 
     ``errors`` of a BenchResult counts every failed request: transport errors
     plus non-2xx responses (``non_2xx`` alone is also available).
-    ``cpu_per_request`` of a MeasureResult is the calling thread's CPU when it
-    was measured (an in-process server's threads are not the client's cost),
-    else the process's.
+    ``cpu_per_request`` is the client's CPU, as everywhere else (for a
+    MeasureResult the process's CPU less any in-process server's threads);
+    ``thread_cpu_per_request`` is the calling thread's alone.
     """
     out: dict[str, float] = {}
     hist = getattr(result, "latency", None)
@@ -313,10 +316,8 @@ def result_metrics(result: Any) -> dict[str, float]:
         calls = result.calls
         _put(out, "requests", calls)
         _put(out, "rps", result.calls_per_s)
-        cpu = result.thread_cpu_ns_per_call
-        if _finite(cpu) is None:
-            cpu = result.cpu_ns_per_call
-        _put(out, "cpu_per_request", cpu)
+        _put(out, "cpu_per_request", result.cpu_ns_per_call)
+        _put(out, "thread_cpu_per_request", result.thread_cpu_ns_per_call)
         _put(out, "allocs_per_request", result.allocs_per_call)
         _put(out, "alloc_bytes_per_request", result.alloc_bytes_per_call)
         _put(out, "gc_collections", result.gc_total)

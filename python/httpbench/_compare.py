@@ -22,6 +22,7 @@ from typing import Any
 
 from . import _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status
+from ._deterministic import ToolMissing, require_tool
 from ._noise import summary_line
 from ._results import MeasureResult, ResultSet
 from ._runner import Runner, RunOptions
@@ -68,6 +69,8 @@ def compare(
     reruns: int = 2,
     baseline_file: str | os.PathLike[str] | None = None,
     pythons: Sequence[str] | None = None,
+    deterministic: bool = False,
+    deterministic_n: int = 200,
 ) -> ResultSet:
     """Compare HTTP clients on scenarios; returns the :class:`ResultSet`.
 
@@ -108,6 +111,12 @@ def compare(
     A timed round runs until its time and ``min_requests`` requests; a round
     short of them, or disturbed by other processes or CPU steal, runs again
     up to ``reruns`` times (docs/metrics.md).
+
+    ``deterministic``: after each scenario's timing rounds, every client
+    counts instructions (callgrind) and syscalls (strace) of
+    ``deterministic_n`` requests, one at a time, in children of its worker;
+    the instr/req and syscalls/req columns appear. Process clients are
+    skipped with a note.
     """
     if repeat is None:
         repeat = QUICK_REPEAT if quick else DEFAULT_REPEAT
@@ -117,6 +126,11 @@ def compare(
         raise ValueError("n must be >= 1")
     if min_requests < 1 or reruns < 0:
         raise ValueError("min_requests must be >= 1 and reruns >= 0")
+    if deterministic:
+        if deterministic_n < 1:
+            raise ValueError("deterministic_n must be >= 1")
+        require_tool("valgrind")
+        require_tool("strace")
     commands = {str(k): [str(a) for a in v] for k, v in (commands or {}).items()}
     for name, argv in commands.items():
         if not argv:
@@ -149,6 +163,7 @@ def compare(
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
         progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
         reruns=reruns,
+        deterministic=deterministic, deterministic_n=deterministic_n,
     )
     if envs:
         opts.interpreters = {k: (e.spec.client, e.python) for k, e in envs.items()}
@@ -242,8 +257,16 @@ def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
             "peak_rss_bytes": max((r.peak_rss_bytes or 0) for r in reps) or math.nan,
             "errors": sum(r.errors for r in reps),
             "notes": tags,
+            "instructions_per_req": _median_of([r.instructions_per_call for r in reps]),
+            "syscalls_per_req": _median_of([r.syscalls_total_per_call for r in reps]),
         })
     return rows
+
+
+def _median_of(values: list[float | None]) -> float | None:
+    """Median of the measured values; None when none was measured."""
+    got = [v for v in values if v is not None]
+    return _median(got) if got else None
 
 
 def _fmt_num(v: float, digits: int = 3) -> str:
@@ -278,18 +301,22 @@ def _fmt_cell(key: str, row: dict[str, Any]) -> str:
     if key == "notes":
         tags = row.get("notes") or {}
         return ", ".join(k + (f"×{c}" if c > 1 else "") for k, c in tags.items()) or ""
-    return _fmt_num(v)
+    return _fmt_num(math.nan if v is None else v)
 
 
 _KEYS = ("client", "rps", "p50_ns", "p99_ns", "cpu_us_per_req", "py_allocs_per_req",
          "native_allocs_per_req", "kib_per_req", "gc_per_10k", "peak_rss_bytes", "notes")
-_RIGHT = set(_KEYS[1:-1])
+# columns shown only when some row has them (compare --deterministic)
+_DET_COLUMNS = (("instructions_per_req", "instr/req"), ("syscalls_per_req", "syscalls/req"))
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    cells = [[r["client"]] + [_fmt_cell(k, r) for k in _KEYS[1:]] for r in rows]
-    align = "".join("r" if k in _RIGHT else "l" for k in _KEYS)
-    return render_table(COLUMNS, cells, align=align, style="grid")
+    det = [(k, h) for k, h in _DET_COLUMNS if any(r.get(k) is not None for r in rows)]
+    keys = list(_KEYS[:-1]) + [k for k, _ in det] + [_KEYS[-1]]
+    heads = list(COLUMNS[:-1]) + [h for _, h in det] + [COLUMNS[-1]]
+    cells = [[r["client"]] + [_fmt_cell(k, r) for k in keys[1:]] for r in rows]
+    align = "".join("l" if k in ("client", "notes") else "r" for k in keys)
+    return render_table(heads, cells, align=align, style="grid")
 
 
 def _env_line(md: dict[str, Any]) -> str | None:
@@ -423,6 +450,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="run every versioned client spec in an environment made from this "
                          "interpreter (repeat or comma-separate for several: a second "
                          "dimension)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="after the timing rounds, count instructions (callgrind) and syscalls "
+                         "(strace) per request in children of each worker: instr/req and "
+                         "syscalls/req columns (needs valgrind and strace)")
+    ap.add_argument("--deterministic-n", type=int, default=200, metavar="N",
+                    help="requests counted per client and scenario with --deterministic (200)")
     ap.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return ap
@@ -512,8 +545,10 @@ def cli_main(argv: list[str]) -> int:
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
             baseline=args.baseline, baseline_file=args.baseline_file,
             pythons=[p.strip() for v in args.python for p in v.split(",") if p.strip()],
+            deterministic=args.deterministic,
+            deterministic_n=args.deterministic_n,
         )
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, ToolMissing) as exc:
         if progress:
             progress.done()
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

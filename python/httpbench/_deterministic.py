@@ -27,10 +27,12 @@ process's ``sys.path`` so hashing, and so dict probing, repeat exactly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +51,7 @@ __all__ = [
     "preflight",
     "require_tool",
     "resolve_callable",
+    "scaled_timeout",
 ]
 
 # Debian packages that ship each tool.
@@ -56,6 +59,17 @@ _PACKAGES = {"valgrind": "valgrind", "callgrind_annotate": "valgrind", "strace":
 _MARK = "httpbench:det:"
 # Valgrind runs Python about 50x slower; a child's deadline is scaled by this.
 SLOWDOWN = 50.0
+# Interpreter start-up and imports under valgrind, and the margin on the scaled calls.
+_STARTUP_S = 120.0
+_MARGIN = 4.0
+
+
+def scaled_timeout(per_call_s: float, calls: int) -> float:
+    """A counting child's overall deadline: ``calls`` calls of ``per_call_s``
+    seconds each (as timed natively) slowed down ``SLOWDOWN`` times, with a
+    margin, plus interpreter start-up under valgrind."""
+    per_call_s = max(float(per_call_s), 1e-4)
+    return _STARTUP_S + _MARGIN * SLOWDOWN * per_call_s * max(int(calls), 1)
 
 
 class ToolMissing(RuntimeError):
@@ -152,13 +166,30 @@ def _run_child(prefix: list[str], fn: Any, args: Sequence[Any], n: int, warmup: 
                      "out": out, "per_call": bool(per_call)}, f)
     cmd = [*prefix, sys.executable, "-c",
            "import sys; from httpbench._deterministic import _child; _child(sys.argv[1])", spec]
+    # A session of its own: on timeout the whole group goes (strace's tracee
+    # would otherwise be detached and left running).
+    p = subprocess.Popen(cmd, env=_child_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, env=_child_env(), capture_output=True, text=True,
-                           timeout=timeout)
+        _, stderr = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        raise TimeoutError(f"{prefix[0]} child did not finish in {timeout:.0f} s") from e
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        tool = os.path.basename(prefix[0])
+        raise TimeoutError(
+            f"the measuring child ({tool}) did not finish {n} calls (+{warmup} warm-up) in "
+            f"{timeout:.0f} s and was killed: the deadline is scaled for valgrind's ~"
+            f"{SLOWDOWN:.0f}x slowdown (start-up {_STARTUP_S:.0f} s + {_MARGIN:.0f} x "
+            f"{SLOWDOWN:.0f} x the natively timed call); a call that hangs, or waits on "
+            "something that never answers, ends here") from e
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
     if p.returncode != 0 or not os.path.exists(out):
-        tail = "\n".join(p.stderr.strip().splitlines()[-15:])
+        tail = "\n".join(stderr.strip().splitlines()[-15:])
         raise RuntimeError(f"the measuring child ({os.path.basename(prefix[0])}) failed with "
                            f"exit status {p.returncode}:\n{tail}")
     with open(out) as f:

@@ -312,18 +312,21 @@ _DET_WARMUP = 20
 def deterministic_counts(fn: Any, args: Sequence[Any] = (), *, n: int,
                          warmup: int = _DET_WARMUP, instructions: bool | str = True,
                          syscalls: bool = True, callgrind_file: str | None = None,
-                         top: int = 15) -> dict[str, Any]:
+                         top: int = 15, timeout: float | None = None) -> dict[str, Any]:
     """Exact per-call counts of ``n`` calls of ``fn(*args)``, each in a child
     process: the MeasureResult fields (``instructions_per_call``, ...) and
     metadata entries. ``fn``: picklable, or a ``"module:function"`` string.
     ``instructions="per-call"`` also gives each call's count (slower: a
-    callgrind dump per call)."""
+    callgrind dump per call). ``timeout``: seconds each child may take
+    (see ``_deterministic.scaled_timeout``); TimeoutError after it."""
     kw: dict[str, Any] = {}
     meta: dict[str, Any] = {"deterministic_calls": int(n), "deterministic_warmup_calls": warmup}
+    if timeout is not None:
+        meta["deterministic_timeout_s"] = round(float(timeout), 1)
     if instructions:
         per_call = _per_call_mode(instructions)
         r = _deterministic.count_instructions(fn, args, n=n, warmup=warmup, per_call=per_call,
-                                              keep_file=callgrind_file)
+                                              keep_file=callgrind_file, timeout=timeout)
         kw["instructions_per_call"] = sum(r.instructions) / r.calls
         if per_call:
             kw["instructions_by_call"] = tuple(r.instructions)
@@ -335,7 +338,7 @@ def deterministic_counts(fn: Any, args: Sequence[Any] = (), *, n: int,
         if r.callgrind_file:
             meta["callgrind_file"] = r.callgrind_file
     if syscalls:
-        r = _deterministic.count_syscalls(fn, args, n=n, warmup=warmup)
+        r = _deterministic.count_syscalls(fn, args, n=n, warmup=warmup, timeout=timeout)
         names: dict[str, int] = {}
         for c in r.syscalls:
             for k, v in c.items():
@@ -362,13 +365,46 @@ def _with_counts(res: MeasureResult, fn: Any, args: tuple, n: int | None, warmup
                  ) -> MeasureResult:
     if not (instructions or syscalls):
         return res
+    n = n or DETERMINISTIC_DEFAULT_CALLS
+    warmup = _DET_WARMUP if warmup is None else warmup
     det = deterministic_counts(
-        fn, args, n=n or DETERMINISTIC_DEFAULT_CALLS,
-        warmup=_DET_WARMUP if warmup is None else warmup, instructions=instructions,
-        syscalls=syscalls, callgrind_file=callgrind_file)
+        fn, args, n=n, warmup=warmup, instructions=instructions, syscalls=syscalls,
+        callgrind_file=callgrind_file,
+        timeout=_deterministic.scaled_timeout(_slowest_per_call_s(res), n + warmup))
     meta = dict(res.metadata)
     meta.update(det["metadata"])
     return dataclasses.replace(res, metadata=meta, **det["fields"])
+
+
+def _slowest_per_call_s(res: MeasureResult) -> float:
+    """Seconds one call took when timed natively (the larger of the mean wall
+    time per call and the p99 latency), the base of the children's deadline."""
+    per = res.wall_ns / res.calls * res.concurrency if res.calls else 0.0
+    return max(per, float(res.p99 or 0.0)) / 1e9
+
+
+class _AsyncCall:
+    """A picklable synchronous call of a coroutine function: each call runs
+    ``coro_fn(*args)`` to completion on one event loop made on first use (in
+    the counting child, during its warm-up)."""
+
+    def __init__(self, coro_fn: Any, uvloop: bool = False) -> None:
+        self.coro_fn = coro_fn
+        self.uvloop = uvloop
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"coro_fn": self.coro_fn, "uvloop": self.uvloop}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["coro_fn"], state["uvloop"])  # type: ignore[misc]
+
+    def __call__(self, *args: Any) -> Any:
+        if self._loop is None:
+            if isinstance(self.coro_fn, str):
+                self.coro_fn = _deterministic.resolve_callable(self.coro_fn)
+            self._loop = event_loop(self.uvloop)
+        return self._loop.run_until_complete(self.coro_fn(*args))
 
 
 def _det_warmup(warmup: int | float | None) -> int | None:
@@ -562,6 +598,9 @@ def measure_async(
     gc: bool = True,
     label: str | None = None,
     calibrate: bool = True,
+    instructions: bool | str = False,
+    syscalls: bool = False,
+    callgrind_file: str | None = None,
 ) -> MeasureResult:
     """Await ``coro_fn(*args)`` ``n`` times (or for ``duration`` s) with
     ``concurrency`` coroutines in flight on one persistent event loop.
@@ -572,7 +611,22 @@ def measure_async(
     called from synchronous code (no running loop in this thread). Latency is
     per request; ``calls`` counts completed requests; allocation/GC/CPU
     figures cover the event loop's work during the span.
+
+    ``instructions`` / ``syscalls`` / ``callgrind_file``: as for
+    :func:`measure`; the child awaits one call at a time on one event loop
+    it creates (``coro_fn`` picklable or a ``"module:function"`` string).
     """
+    spec = coro_fn
+    if isinstance(coro_fn, str):
+        coro_fn = _deterministic.resolve_callable(coro_fn)
+    if callgrind_file is not None and not instructions:
+        raise ValueError("callgrind_file needs instructions=True")
+    if instructions:
+        _per_call_mode(instructions)
+    if (instructions or syscalls) and n is None and duration is None:
+        n = DETERMINISTIC_DEFAULT_CALLS
+    det_fn = _AsyncCall(spec, uvloop)  # pickles as coro_fn: checking spec checks it
+    _deterministic.preflight(spec, args, instructions=instructions, syscalls=syscalls)
     if not callable(coro_fn):
         raise TypeError(f"coro_fn must be callable, not {type(coro_fn).__name__}")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -624,5 +678,7 @@ def measure_async(
     meta: dict[str, Any] = {"mode": "async", "event_loop": type(loop).__module__ + "." +
                             type(loop).__name__, "warmup_calls": wn, "warmup_ns": wns}
     _exclude_server_cpu(raw, srv0, meta)
-    return _build(raw, cal, label=_label_of(coro_fn, label), alloc=alloc, gc=gc,
-                  concurrency=concurrency, rss_reset=rss_reset, extra_meta=meta)
+    res = _build(raw, cal, label=_label_of(spec, label), alloc=alloc, gc=gc,
+                 concurrency=concurrency, rss_reset=rss_reset, extra_meta=meta)
+    return _with_counts(res, det_fn, args, n, _det_warmup(warmup), instructions, syscalls,
+                        callgrind_file)

@@ -858,12 +858,12 @@ class MeasureResult(_ResultMixin):
 
     @property
     def cpu_ns(self) -> int:
-        """Process CPU, user + sys, ns."""
+        """Client CPU, user + sys, ns: the process's, less any in-process server's threads."""
         return self.cpu_user_ns + self.cpu_sys_ns
 
     @property
     def cpu_ns_per_call(self) -> float:
-        """Process CPU (user+sys) per call, ns."""
+        """Client CPU (user+sys) per call, ns."""
         return _per(self.cpu_ns, self.calls)
 
     @property

@@ -99,6 +99,9 @@ class RunOptions:
     progress: Callable[[str], None] | None = None
     # client key -> (adapter name, interpreter): clients running in an environment of their own
     interpreters: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # instructions/syscalls per request from counting children, after the timing rounds
+    deterministic: bool = False
+    deterministic_n: int = 200
 
 
 # ---------------------------------------------------------------- workers
@@ -560,6 +563,16 @@ def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> 
 # ---------------------------------------------------------------- runner
 
 
+def _eta(t_start: float, finished: int, total: int) -> str:
+    """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
+    included); empty before the first round or after the last."""
+    if finished <= 0 or finished >= total:
+        return ""
+    left = (time.time() - t_start) / finished * (total - finished)
+    m, sec = divmod(int(left + 0.5), 60)
+    return f"  ETA {m}m{sec:02d}s" if m else f"  ETA {sec}s"
+
+
 class Runner:
     """Runs clients × scenarios × repeats in isolated workers and builds a ResultSet.
 
@@ -702,17 +715,24 @@ class Runner:
                             done += 1
                             if w.dead:
                                 continue
+                            self._progress(
+                                f"[{done}/{total}] running {sc.name} {c} "
+                                f"#{rep + 1}/{self.opt.repeat}{_eta(t_start, done - 1, total)}")
                             mr = self._round_checked(c, sc, rep, w, srv)
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
                                 self._progress(
                                     f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
-                                    f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs")
+                                    f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
+                                    f"{_eta(t_start, done, total)}")
                     for c in workers:
                         self.notes.extend(spread_notes(c, sc, rounds[c]))
                     kept = [r.metadata.get("noise") for c in workers for r in rounds[c]]
                     self.noise[sc.name] = _noise.summary(kept, self._reruns.get(sc.name, 0))
+                    if self.opt.deterministic:  # after every timing round of the scenario
+                        for c, w in workers.items():
+                            self._deterministic(c, sc, results, w)
                 finally:
                     for w in workers.values():  # all exit in parallel
                         w.request_close()
@@ -908,6 +928,49 @@ class Runner:
             client, sc, rep, md["kind"], mr, srv_delta, int(msg.get("round_requests") or 0),
             msg.get("verify") or {}, md["error_samples"], self.opt.server_threads))
         return mr
+
+    def _deterministic(self, client: str, sc: Scenario,
+                       results: dict[tuple[str, str, int], MeasureResult], w: WorkerProc) -> None:
+        """Counts of ``deterministic_n`` requests from the worker's counting
+        children, attached to each of the client's rounds of ``sc``."""
+        from ._deterministic import scaled_timeout
+
+        reps = {k: r for k, r in results.items() if k[0] == client and k[1] == sc.name}
+        if w.dead or not reps:
+            return
+        n = self.opt.deterministic_n
+        per = max(max(r.wall_ns / r.calls * r.concurrency if r.calls else 0.0, r.p99)
+                  for r in reps.values()) / 1e9
+        child_s = scaled_timeout(per, n + 20)
+        self._progress(f"counting {sc.name} {client}: {n} requests under callgrind and strace")
+        try:
+            w.send({"cmd": "deterministic", "n": n, "timeout": child_s})
+            # two children (callgrind, strace), each bounded by child_s
+            msg = w.recv(timeout=2 * child_s + self.opt.timeout)
+        except WorkerFailed as exc:
+            self.notes.append(Note("deterministic-failed", f"counting failed: {exc}", client,
+                                   sc.name, None, "warning"))
+            return
+        st = msg.get("status")
+        if st == "skipped":
+            self.notes.append(Note("deterministic-skipped", "no instruction/syscall counts: "
+                                   + str(msg.get("reason")), client, sc.name, None, "info"))
+            return
+        if st != "ok":
+            self.notes.append(Note("deterministic-failed", f"counting failed: "
+                                   f"{msg.get('error')}", client, sc.name, None, "warning"))
+            return
+        import dataclasses
+
+        fields = {k: tuple(v) if isinstance(v, list) else v
+                  for k, v in (msg.get("fields") or {}).items()}
+        det_md = dict(msg.get("metadata") or {})
+        det_md["deterministic_scope"] = ("a separate run of fresh adapters, one request at a "
+                                         "time, after the timing rounds")
+        for key, mr in reps.items():
+            md = dict(mr.metadata)
+            md.update(det_md)
+            results[key] = dataclasses.replace(mr, metadata=md, **fields)
 
     def stop(self) -> None:
         """Stop the server processes and the zygote this runner started."""

@@ -8,6 +8,9 @@ adapter(s), checks one response against a reference read with
 result pipe. Each further stdin line is a command: ``{"cmd": "run", "n": N}``
 or ``{"cmd": "run", "duration": S, "min_n": K}`` measures one round and
 answers ``{"status": "ok", "result": MeasureResult.to_dict(), ...}``;
+``{"cmd": "deterministic", "n": N, "timeout": S}`` counts instructions and
+syscalls of N requests in counting children (see ``_deterministic``) and
+answers ``{"status": "ok", "fields": ..., "metadata": ...}``;
 ``{"cmd": "close"}`` (or EOF) closes the adapter and exits.
 
 Results travel only over the result pipe, so whatever a library prints on
@@ -89,6 +92,45 @@ def _safe_async(req, errs: _Errors):  # noqa: ANN001, ANN202
 def _children_usage() -> tuple[int, int, int]:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return int(ru.ru_utime * 1e9), int(ru.ru_stime * 1e9), int(ru.ru_maxrss) * 1024
+
+
+class AdapterCall:
+    """One request of a client, picklable: the counting child sets up its own
+    adapter from these primitives on the first call (its warm-up), then each
+    call makes one request (async adapters: on one event loop made there)."""
+
+    def __init__(self, client: str, kind: str, base_url: str, ca_file: str | None,
+                 params: dict[str, Any]) -> None:
+        self.client, self.kind = client, kind
+        self.base_url, self.ca_file, self.params = base_url, ca_file, params
+        self._adapter: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("client", "kind", "base_url", "ca_file", "params")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def __call__(self) -> None:
+        a = self._adapter
+        if a is None:
+            from ._adapters import load_adapter
+
+            a = load_adapter(self.client)()
+            if self.kind == "async":
+                self._loop = asyncio.new_event_loop()
+                self._loop.run_until_complete(a.asetup(self.base_url, self.ca_file,
+                                                       **self.params))
+            else:
+                a.setup(self.base_url, self.ca_file, **self.params)
+            self._adapter = a
+        if self._loop is not None:
+            self._loop.run_until_complete(a.request())
+        else:
+            a.request()
+        if a.last_status != 200:
+            raise RuntimeError(f"{self.client}: status {a.last_status} in a counted request")
 
 
 class Worker:
@@ -281,6 +323,35 @@ class Worker:
             elif sc.expect_bytes is not None and n != sc.expect_bytes:
                 problems.append(f"{where}body {n} bytes, scenario expects {sc.expect_bytes}")
         return {"ok": not problems, "detail": "; ".join(problems[:3])}
+
+    # ------------------------------------------------------------ deterministic
+    def deterministic(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Instructions and syscalls of ``n`` requests, one at a time, made by
+        a fresh adapter in counting children (after the timing rounds)."""
+        # AdapterCall by its module name: run as ``-m httpbench._worker`` this file
+        # is __main__, which the counting child cannot import
+        from . import _measure
+        from ._worker import AdapterCall
+
+        if self.kind == "process":
+            return {"status": "skipped",
+                    "reason": "a process client runs a child process per request; counting "
+                              "a process tree under callgrind is out of scope"}
+        params = self._params(0)
+        if "download_path" in params:
+            params["download_path"] = os.path.join(self.workdir, "download-det.bin")
+        fn = AdapterCall(self.job["client"], self.kind, self.job["base_url"],
+                         self.job.get("ca_file"), params)
+        n = int(cmd.get("n") or _measure.DETERMINISTIC_DEFAULT_CALLS)
+        timeout = cmd.get("timeout")
+        det = _measure.deterministic_counts(
+            fn, n=n, instructions=bool(cmd.get("instructions", True)),
+            syscalls=bool(cmd.get("syscalls", True)),
+            timeout=None if timeout is None else float(timeout))
+        self.requests += n + int(det["metadata"]["deterministic_warmup_calls"])
+        fields = {k: list(v) if isinstance(v, tuple) else v for k, v in det["fields"].items()}
+        return {"status": "ok", "fields": fields, "metadata": det["metadata"],
+                "requests": self.requests}
 
     # ------------------------------------------------------------ rounds
     def rewarm(self) -> dict[str, Any]:
@@ -537,6 +608,14 @@ def serve(lines: Iterator[bytes], send: Callable[[dict[str, Any]], None]) -> int
                 break
             if cmd.get("cmd") == "rewarm":
                 send(w.rewarm())
+                continue
+            if cmd.get("cmd") == "deterministic":
+                try:
+                    send(w.deterministic(cmd))
+                except Exception as exc:
+                    send({"status": "error", "stage": "deterministic",
+                          "error": f"{type(exc).__name__}: {exc}",
+                          "traceback": traceback.format_exc()[-3000:], "requests": w.requests})
                 continue
             if cmd.get("cmd") == "run":
                 try:

@@ -10,6 +10,7 @@ display, in tests and in Jupyter, where a Figure displays itself).
 * :func:`plot_bars` - per-scenario bars per client: CPU µs/request,
   allocations/request, KiB allocated/request; whiskers span the repeats.
 * :func:`plot_throughput` - bench()'s per-second series.
+* :func:`plot_workers` - a distributed run's throughput per worker and merged.
 * :func:`plot_latency_vs_concurrency` - p50/p99 and req/s over a concurrency sweep.
 
 ``plot(obj, kind=...)`` dispatches; ``save_plots(obj, dir)`` writes PNG + SVG.
@@ -39,10 +40,11 @@ __all__ = [
     "plot_latency_vs_concurrency",
     "plot_percentiles",
     "plot_throughput",
+    "plot_workers",
     "save_plots",
 ]
 
-KINDS = ("percentiles", "cdf", "bars", "throughput", "concurrency")
+KINDS = ("percentiles", "cdf", "bars", "throughput", "workers", "concurrency")
 _MAX_X = 1e5  # 99.999th percentile on the 1/(1-p) axis
 _WIDE = 10.0  # values spanning more than this factor get a log axis
 
@@ -292,6 +294,8 @@ _BAR_METRICS = {
     "alloc_bytes_per_request": ("Allocated per request", 1024.0, "KiB"),
     "native_allocs_per_request": ("Native mallocs per request", 1.0, "count"),
     "gc_per_10k": ("GC collections per 10k requests", 1.0, "count"),
+    "instructions_per_request": ("Instructions per request (callgrind)", 1.0, "count"),
+    "syscalls_per_request": ("System calls per request (strace)", 1.0, "count"),
     "p50_ns": ("Median latency", 1e3, "µs"),
     "p99_ns": ("p99 latency", 1e3, "µs"),
     "rps": ("Requests per second", 1.0, "req/s"),
@@ -397,6 +401,48 @@ def plot_throughput(obj: Any, *, title: str | None = None,
     return fig
 
 
+def _worker_label(w: Any) -> str:
+    where = w.host or w.worker
+    return f"{where} shard {w.shard}" + ("" if w.status == "ok" else f" ({w.status})")
+
+
+def plot_workers(obj: Any, *, title: str | None = None,
+                 figsize: tuple[float, float] = (8.0, 4.0)) -> Any:
+    """A distributed run's successful requests per second: one line per worker (its
+    series placed on the run's wall-clock seconds, as in the merge) and the merged
+    total, bold; one panel per distributed bench() result."""
+    runs = [(lab, r) for lab, r in _bench_results(obj)
+            if any(w.series_responses for w in r.workers)]
+    if not runs:
+        raise ValueError("nothing to plot: no distributed bench() result with per-worker series")
+    fig, axes = _figure((figsize[0], figsize[1] * (1 if len(runs) == 1 else 0.8 * len(runs))),
+                        nrows=len(runs))
+    for (label, r), row in zip(runs, axes, strict=True):
+        ax = row[0]
+        step = r.series_interval_ns / 1e9
+        iv = max(1, r.series_interval_ns)
+        for w in r.workers:
+            if not w.series_responses:
+                continue
+            # the merge places a shard's series by its start on the scheduler's clock
+            shift = max(0, (w.start_unix_ns - r.start_unix_ns + iv // 2) // iv)
+            xs = [(shift + i + 1) * step for i in range(len(w.series_responses))]
+            ax.plot(xs, [v / step for v in w.series_responses], marker=".", linewidth=1.2,
+                    label=_worker_label(w))
+        if r.series_responses:
+            xs = [(i + 1) * step for i in range(len(r.series_responses))]
+            ax.plot(xs, [v / step for v in r.series_responses], color="black", linewidth=2.4,
+                    label="total")
+        ax.set_xlabel("time since start (s)")
+        ax.set_ylabel("requests per second")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.set_title(title or (_title(r, "Throughput per worker") if len(runs) == 1
+                               else f"Throughput per worker: {label}"))
+        ax.legend(fontsize="small")
+    return fig
+
+
 def plot_latency_vs_concurrency(obj: Any, *, title: str | None = None,
                                 figsize: tuple[float, float] = (8.0, 4.5)) -> Any:
     """p50 and p99 latency (left axis) and req/s (right axis) against concurrency,
@@ -440,13 +486,14 @@ _DISPATCH = {
     "cdf": plot_cdf,
     "bars": plot_bars,
     "throughput": plot_throughput,
+    "workers": plot_workers,
     "concurrency": plot_latency_vs_concurrency,
 }
 
 
 def plot(obj: Any, kind: str = "percentiles", **kwargs: Any) -> Any:
     """A Figure of ``obj`` (record, list of records or ResultSet); ``kind`` is one of
-    percentiles (alias spectrum), cdf, bars, throughput, concurrency."""
+    percentiles (alias spectrum), cdf, bars, throughput, workers, concurrency."""
     fn = _DISPATCH.get(kind)
     if fn is None:
         raise ValueError(f"unknown plot kind {kind!r}; one of {KINDS}")
@@ -470,6 +517,8 @@ def _applicable(obj: Any) -> list[str]:
     benches = [r for r in recs if isinstance(r, BenchResult)]
     if any(r.series_responses for r in benches):
         kinds.append("throughput")
+    if any(w.series_responses for r in benches for w in r.workers):
+        kinds.append("workers")
     if len({r.config.concurrency for r in benches}) >= 2:
         kinds.append("concurrency")
     return kinds

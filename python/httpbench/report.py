@@ -573,7 +573,10 @@ class ProgressBar:
         else:
             bar = self._ensure(getattr(p, "duration_s", None), "s")
             bar.n = round(p.elapsed_s, 1)
-        bar.set_postfix(ok=p.ok, failed=p.failed, refresh=False)
+        extra = {}
+        if getattr(p, "p50_ns", 0):
+            extra = {"p50": U.format_duration(p.p50_ns), "p99": U.format_duration(p.p99_ns)}
+        bar.set_postfix(ok=p.ok, failed=p.failed, **extra, refresh=False)
         bar.refresh()
 
     def close(self, result: Any = None) -> None:

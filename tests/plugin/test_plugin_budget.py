@@ -14,7 +14,7 @@ def _measure_record(**kw):
     for us in range(1000, 2001):
         h.record(us * 1000)
     fields = dict(label="known", calls=1001, wall_ns=2_000_000_000, latency=h,
-                  cpu_thread_ns=80_000 * 1001, alloc_counts={"obj": 5005},
+                  cpu_user_ns=80_000 * 1001, alloc_counts={"obj": 5005},
                   alloc_bytes={"obj": 100_100}, gc_collections=(3, 1, 0))
     fields.update(kw)
     return httpbench.MeasureResult(**fields)
@@ -132,7 +132,7 @@ def test_budget_exceeded_is_an_assertion_with_a_table():
 
 def test_exact_boundary_holds_despite_float_noise():
     # 80 µs * calls / calls in float is not exactly 80000.0; the limit must still hold.
-    r = _measure_record(calls=3, cpu_thread_ns=240_001)
+    r = _measure_record(calls=3, cpu_user_ns=240_001)
     B.assert_budget(r, cpu_per_request="80.00033333us")
     with pytest.raises(B.BudgetExceeded):
         B.assert_budget(r, cpu_per_request="<80.00033333us")
@@ -161,3 +161,16 @@ def test_compare_metrics_scales_timing_and_is_tight_on_counts():
     rows = BL.compare_metrics({"rps": 1000.0}, {"rps": 400.0}, kind="bench", scale=2.0,
                              tolerance=0.1)
     assert [(r.metric.name, r.verdict, r.expected) for r in rows] == [("rps", "slower", 500.0)]
+
+
+def test_cpu_per_request_is_the_client_cpu_everywhere():
+    # The budget name means what the DataFrame's cpu_ns_per_request and MeasureResult's
+    # cpu_ns_per_call mean; the calling thread's CPU has its own name.
+    r = _measure_record(cpu_user_ns=70_000 * 1001, cpu_sys_ns=10_000 * 1001,
+                        cpu_thread_ns=50_000 * 1001)
+    m = B.result_metrics(r)
+    assert m["cpu_per_request"] == pytest.approx(r.cpu_ns_per_call) == pytest.approx(80_000)
+    assert m["thread_cpu_per_request"] == pytest.approx(50_000)
+    B.assert_budget(r, cpu_per_request="<=80us", thread_cpu_per_request="<=50us")
+    with pytest.raises(B.BudgetExceeded):
+        B.assert_budget(r, cpu_per_request="<60us")
