@@ -6,7 +6,6 @@ import os
 import time
 
 import pytest
-
 from httpbench import _compare
 from httpbench._compare import cli_main, out_dir_error, unknown_client_error
 
