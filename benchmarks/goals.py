@@ -135,6 +135,13 @@ BENCHMARKS = [
               notes=(("", "Time of `import httpbench` inside a fresh interpreter (start-up "
                           "excluded), median over the rounds; heavy parts (asyncio, argparse, "
                           "ssl, json, matplotlib) load on first use of the names needing them."),)),
+    Benchmark("versions", "bench_versions.py", ("--rounds", "2"), ("--rounds", "1"),
+              ("--rounds", "1", "--smoke"), ours="warm", timeout=1800.0,
+              notes=(("", "Wall time of `httpbench compare --clients "
+                          "urllib3==1.26.20,urllib3==2.2.3 --quick` from outside: cold with an "
+                          "empty XDG_CACHE_HOME (httpbench wheel built, both environments made "
+                          "from the index), warm the same command again; split into "
+                          "environments, the measured run and the rest."),)),
     Benchmark("syscalls", "(built in: strace -f -c)", (), (), (), peers=("wrk", "nginx"),
               ours="httpbench", builtin=True,
               notes=(("", "(calls in a long run − calls in a short run) ÷ extra requests, "
@@ -213,6 +220,11 @@ GOALS = [
     # package import
     Goal("import", "package", "import httpbench ≤ 30 ms", "import", "<=", 30.0, "httpbench",
          unit=" ms", detail="{modules loaded|modules} modules loaded"),
+    # versions side by side: cached environments pay off
+    Goal("versions", "versions side by side", "warm two-spec --quick compare < cold", "wall",
+         "<", 1.0, "warm", "cold", unit="×",
+         detail="cold {cold|wall} s (environments {cold|envs} s, other {cold|other} s), "
+                "warm {warm|wall} s (environments {warm|envs} s)"),
     # load generator memory
     Goal("engine_mem", "load generator", "0 heap allocations per request (HTTP)", "mallocs",
          "==", 0.0, "per extra request", case="* HTTP", unit="",

@@ -68,6 +68,8 @@ def compare(
     baseline: str | None = None,
     min_requests: int = 10,
     reruns: int = 2,
+    baseline_file: str | os.PathLike[str] | None = None,
+    pythons: Sequence[str] | None = None,
     deterministic: bool = False,
     deterministic_n: int = 200,
 ) -> ResultSet:
@@ -96,6 +98,16 @@ def compare(
     environment of its own (made before any measurement; ``ValueError`` when
     it cannot be), its row is labelled with the version it imported, and each
     row gets deltas against ``baseline`` (a spec or label; default: the first).
+
+    ``baseline_file``: a saved ``results.json`` of an earlier compare run;
+    every row also gets deltas against the saved run's matching row (same
+    label, else the same client) on the scenarios both runs have, flagged as
+    not interleaved (``metadata["baseline_file"]``). ``ValueError`` before any
+    measurement when the file cannot be read or shares no scenario.
+
+    ``pythons``: interpreter paths; every versioned spec then runs once per
+    interpreter, in an environment made from it (rows ``urllib3 2.2.3
+    (python3.12)``); plain names keep running in this interpreter.
 
     A timed round runs until its time and ``min_requests`` requests; a round
     short of them, or disturbed by other processes or CPU steal, runs again
@@ -136,7 +148,16 @@ def compare(
         if not names:
             raise ValueError("no clients given")
     scs = resolve_scenarios(list(scenarios) if scenarios is not None else None, quick=quick)
+    saved = (_versions.load_baseline_file(baseline_file, [s.name for s in scs])
+             if baseline_file is not None else None)
+    if saved is not None and progress:
+        gone = [s.name for s in scs if s.name not in saved.scenarios]
+        if gone:
+            progress(f"baseline file has no {', '.join(gone)}: not compared there")
     specs = _versions.specs_of(names)
+    if pythons:
+        specs, baseline = _versions.with_pythons(specs, list(pythons), baseline)
+        names = [s.text for s in specs]
     envs = _versions.prepare(specs, progress, baseline) if specs else {}
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
@@ -151,6 +172,8 @@ def compare(
     rs = runner.run(names, scs)
     if specs:
         rs = _versions.relabel(rs, specs, envs, baseline)
+    if saved is not None and baseline_file is not None:
+        rs = _versions.against_file(rs, saved, baseline_file)
     for c, (_, reason, pip) in missing.items():
         rs = rs.with_skipped(c, f"not installed: {reason}" + (f" (pip install {pip})" if pip else ""))
     rs = rs.with_metadata(quick=quick, explicit_clients=explicit,
@@ -340,6 +363,7 @@ def format_tables(rs: ResultSet) -> str:
                        + ")")
             out.append(_table(rows))
             out.extend(_versions.delta_lines(rs, s))
+            out.extend(_versions.file_lines(rs, s))
             out.extend(_under_table(rs, s))
         else:
             out.append("   (no results)")
@@ -419,6 +443,13 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--baseline", metavar="SPEC",
                     help="with versioned client specs (NAME==VERSION, NAME@PATH): the spec the "
                          "others are compared with (default: the first)")
+    ap.add_argument("--baseline-file", metavar="RESULTS_JSON",
+                    help="also compare every row with the matching row of a saved results.json "
+                         "(same scenarios; not interleaved: measured at another time)")
+    ap.add_argument("--python", action="append", default=[], metavar="PATH",
+                    help="run every versioned client spec in an environment made from this "
+                         "interpreter (repeat or comma-separate for several: a second "
+                         "dimension)")
     ap.add_argument("--deterministic", action="store_true",
                     help="after the timing rounds, count instructions (callgrind) and syscalls "
                          "(strace) per request in children of each worker: instr/req and "
@@ -574,7 +605,9 @@ def cli_main(argv: list[str]) -> int:
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
-            baseline=args.baseline, deterministic=args.deterministic,
+            baseline=args.baseline, baseline_file=args.baseline_file,
+            pythons=[p.strip() for v in args.python for p in v.split(",") if p.strip()],
+            deterministic=args.deterministic,
             deterministic_n=args.deterministic_n,
         )
     except (ValueError, KeyError, ToolMissing) as exc:

@@ -18,6 +18,7 @@ message; the full installer log is kept next to the environments.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -59,6 +60,7 @@ class Env:
     created: bool
     seconds: float
     versions: dict[str, str]
+    python_version: str = "?"
 
 
 Progress = Callable[[str], None]
@@ -139,9 +141,9 @@ def _reason(out: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _make_venv(path: str, log: list[str]) -> str:
+def _make_venv(path: str, log: list[str], python: str | None = None) -> str:
     uv = _uv()
-    base = getattr(sys, "_base_executable", None) or sys.executable
+    base = python or getattr(sys, "_base_executable", None) or sys.executable
     if uv:
         _run([*uv, "venv", "--quiet", "--python", base, path], log)
     else:
@@ -185,8 +187,27 @@ def _git_head(root: str) -> str | None:
     return p.stdout.decode().strip() or None if p.returncode == 0 else None
 
 
-def _interp_tag() -> str:
-    return f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}".replace("/", "_")
+_TAG = "import sys, sysconfig; print(sys.implementation.cache_tag + '-' + sysconfig.get_platform())"
+
+
+@functools.cache
+def _interp_tag(python: str | None = None) -> str:
+    """``cpython-311-linux-x86_64`` of this interpreter or of ``python``."""
+    if python is None:
+        tag = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
+    else:
+        try:
+            p = subprocess.run([python, "-c", _TAG], capture_output=True, timeout=60,
+                               check=False)
+        except OSError as exc:
+            raise EnvError(f"python {python}: cannot run it ({exc.strerror or exc})") from None
+        except subprocess.TimeoutExpired:
+            raise EnvError(f"python {python}: did not answer in 60 s") from None
+        if p.returncode != 0 or not p.stdout.strip():
+            raise EnvError(f"python {python}: not a working Python interpreter "
+                           f"({_reason(p.stderr.decode('utf-8', 'replace')) or p.returncode})")
+        tag = p.stdout.decode().strip().splitlines()[-1]
+    return tag.replace("/", "_")
 
 
 # ---------------------------------------------------------------- httpbench wheel
@@ -222,17 +243,22 @@ def _httpbench_source() -> tuple[str | None, str | None]:
     return None, None
 
 
-def httpbench_wheel(progress: Progress | None = None) -> tuple[str, str]:
-    """(wheel path, key) of this httpbench for this interpreter, built once and cached."""
+def httpbench_wheel(progress: Progress | None = None,
+                    python: str | None = None) -> tuple[str, str]:
+    """(wheel path, key) of this httpbench for this interpreter (or ``python``), built once
+    and cached."""
     wheels = os.path.join(cache_dir(), "wheels")
     _writable(wheels)
     env_wheel = os.environ.get("HTTPBENCH_WHEEL")
     src, wheel = _httpbench_source()
     if env_wheel:
         src, wheel = None, env_wheel
+    tag = _interp_tag(python)
+    if wheel is not None and not env_wheel and src is not None and tag != _interp_tag():
+        wheel = None  # built for this interpreter: another one builds from the source
     if wheel is not None:
         h = hashlib.sha256(open(wheel, "rb").read()).hexdigest()[:16]  # noqa: SIM115
-        return wheel, f"{__version__}-{_interp_tag()}-{h}"
+        return wheel, f"{__version__}-{tag}-{h}"
     if src is None:
         raise EnvError("cannot find httpbench's source tree or wheel to install into the "
                        "environments: install httpbench from a source checkout or a local "
@@ -245,21 +271,26 @@ def httpbench_wheel(progress: Progress | None = None) -> tuple[str, str]:
     for d in ("python", "csrc", "src"):
         if os.path.isdir(os.path.join(src, d)):
             _tree_hash(os.path.join(src, d), h)
-    key = f"{__version__}-{_interp_tag()}-{h.hexdigest()[:16]}"
+    key = f"{__version__}-{tag}-{h.hexdigest()[:16]}"
     dest = os.path.join(wheels, key)
     found = [f for f in os.listdir(dest) if f.endswith(".whl")] if os.path.isdir(dest) else []
     if found:
         return os.path.join(dest, found[0]), key
-    _say(progress, f"building the httpbench {__version__} wheel for {_interp_tag()} "
+    _say(progress, f"building the httpbench {__version__} wheel for {tag} "
                    "(once per httpbench source and interpreter)")
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=wheels)
     log: list[str] = []
     try:
-        if importlib.util.find_spec("pip") is not None:
-            _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+        builder = python or sys.executable
+        has_pip = (importlib.util.find_spec("pip") is not None if python is None else
+                   subprocess.run([python, "-c", "import pip"], capture_output=True,
+                                  timeout=60, check=False).returncode == 0)
+        if has_pip:
+            _run([builder, "-m", "pip", "wheel", "--quiet", "--no-deps",
                   "--disable-pip-version-check", "-w", tmp, src], log)
         elif _uv():
-            _run([*(_uv() or []), "build", "--wheel", "--out-dir", tmp, src], log)
+            _run([*(_uv() or []), "build", "--wheel", "--python", builder, "--out-dir", tmp,
+                  src], log)
         else:
             raise _StepFailed("neither pip nor uv is available to build it")
         if not any(f.endswith(".whl") for f in os.listdir(tmp)):
@@ -336,8 +367,9 @@ def _stamp(spec: ClientSpec, wheel_key: str) -> dict[str, Any]:
 
 
 def _env_key(spec: ClientSpec) -> str:
+    base = os.path.realpath(spec.python or sys.executable)
     ident = json.dumps([spec.kind, spec.client, list(spec.extras), spec.version, spec.source,
-                        os.path.realpath(sys.executable), _interp_tag()])
+                        base, _interp_tag(spec.python)])
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
@@ -346,8 +378,23 @@ _PROBE = ("import importlib, json, sys\n"
           "for m in sys.argv[1:]:\n"
           "    mod = importlib.import_module(m)\n"
           "    v = getattr(mod, '__version__', None)\n"
+          "    top = m.split('.')[0]\n"
+          "    if not isinstance(v, str):\n"
+          "        v = getattr(importlib.import_module(top), '__version__', None)\n"
+          "    if not isinstance(v, str):\n"
+          "        try:\n"
+          "            from importlib.metadata import version\n"
+          "            v = version(top)\n"
+          "        except Exception:\n"
+          "            v = None\n"
           "    out[m] = v if isinstance(v, str) else '?'\n"
           "print(json.dumps(out))\n")
+
+
+def _python_version(python: str) -> str:
+    p = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                       capture_output=True, timeout=60, check=False)
+    return p.stdout.decode().strip() or "?"
 
 
 def _read_meta(path: str) -> dict[str, Any] | None:
@@ -365,7 +412,7 @@ def _build(spec: ClientSpec, final: str, wheel: str, stamp: dict[str, Any],
     log: list[str] = []
     req = requirement(spec)
     try:
-        python = _make_venv(tmp, log)
+        python = _make_venv(tmp, log, spec.python)
         _say(progress, f"env {spec.text}: installing httpbench and {req}")
         _install(python, [wheel, req], log)
         mods = ["httpbench"]
@@ -381,8 +428,8 @@ def _build(spec: ClientSpec, final: str, wheel: str, stamp: dict[str, Any],
             raise _StepFailed("installed, but importing it failed: "
                               + (_reason(p.stderr.decode("utf-8", "replace")) or "?"))
         meta = {"spec": spec.text, "kind": spec.kind, "client": spec.client,
-                "requirement": req, "python": sys.version.split()[0],
-                "base_python": os.path.realpath(sys.executable), "stamp": stamp,
+                "requirement": req, "python": _python_version(python),
+                "base_python": os.path.realpath(spec.python or sys.executable), "stamp": stamp,
                 "versions": json.loads(p.stdout.decode().strip().splitlines()[-1]),
                 "created_unix": time.time()}
         with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
@@ -413,9 +460,12 @@ def ensure_envs(specs: Sequence[ClientSpec], progress: Progress | None = None) -
         return {}
     envs = _envs_dir()
     _writable(envs)
-    wheel, wkey = httpbench_wheel(progress)
+    wheels: dict[str | None, tuple[str, str]] = {}
     out: dict[str, Env] = {}
     for spec in iso:
+        if spec.python not in wheels:
+            wheels[spec.python] = httpbench_wheel(progress, spec.python)
+        wheel, wkey = wheels[spec.python]
         t0 = time.monotonic()
         final = os.path.join(envs, _env_key(spec))
         stamp = _stamp(spec, wkey)
@@ -431,7 +481,8 @@ def ensure_envs(specs: Sequence[ClientSpec], progress: Progress | None = None) -
                 os.utime(os.path.join(final, META))  # last use, for `envs list`
         assert meta is not None
         out[spec.text] = Env(spec, final, os.path.join(final, "bin", "python"), created,
-                             time.monotonic() - t0, dict(meta.get("versions") or {}))
+                             time.monotonic() - t0, dict(meta.get("versions") or {}),
+                             str(meta.get("python") or "?"))
     return out
 
 

@@ -39,7 +39,8 @@ class ClientSpec:
     name; ``extras``: extras of the distribution; ``version``: an exact
     release; ``source``: an absolute local path or a URL; ``kind``:
     ``"current"``, ``"release"``, ``"path"`` (a source tree), ``"wheel"`` or
-    ``"url"``.
+    ``"url"``; ``python``: the interpreter its environment is made from
+    (None: the one running httpbench).
     """
 
     text: str
@@ -48,6 +49,7 @@ class ClientSpec:
     version: str | None = None
     source: str | None = None
     kind: str = "current"
+    python: str | None = None  # the base interpreter of its environment (None: this one)
 
     @property
     def isolated(self) -> bool:

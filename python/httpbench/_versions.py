@@ -11,23 +11,28 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._delta import TEST, exact_delta, format_delta, ratio_delta
 from ._envs import Env, ensure_envs
-from ._results import MeasureResult, ResultSet
+from ._results import MeasureResult, ResultSet, load
 from ._specs import ClientSpec, parse_spec
 
-__all__ = ["deltas", "delta_lines", "prepare", "relabel", "specs_of"]
+__all__ = ["against_file", "deltas", "delta_lines", "file_lines", "load_baseline_file", "prepare",
+           "relabel", "specs_of", "with_pythons"]
 
 # (key, label, kind, attribute): what the delta line reports, in order
 METRICS = (
     ("cpu", "CPU", "ratio", "cpu_ns_per_call"),
     ("p50", "p50", "ratio", "p50"),
+    ("rps", "req/s", "ratio", "calls_per_s"),
     ("allocs", "allocs", "exact", "allocs_per_call"),
     ("native_allocs", "native allocs", "exact", "native_allocs_per_call"),
     ("gc", "GC/10k", "exact", "gc_per_10k"),
+    ("rss", "peak RSS", "ratio", "peak_rss_bytes"),
 )
 
 
@@ -44,6 +49,36 @@ def specs_of(names: Sequence[str]) -> list[ClientSpec]:
                 raise
             out.append(ClientSpec(n, n))  # e.g. a command client's free-form name
     return out
+
+
+def with_pythons(specs: Sequence[ClientSpec], pythons: Sequence[str],
+                 baseline: str | None = None) -> tuple[list[ClientSpec], str | None]:
+    """Every versioned spec once per interpreter in ``pythons`` (``SPEC [PATH]``).
+
+    Plain names keep running in this interpreter. A ``baseline`` naming a spec
+    as written picks its first interpreter.
+    """
+    if not pythons:
+        return list(specs), baseline
+    if not any(s.isolated for s in specs):
+        raise ValueError("python interpreters apply to versioned client specs "
+                         "(NAME==VERSION, NAME@PATH); none was given")
+    paths = []
+    for py in pythons:
+        exe = shutil.which(py) if os.sep not in py else py
+        if not exe or not os.path.isfile(exe) or not os.access(exe, os.X_OK):
+            raise ValueError(f"python {py}: no such executable")
+        paths.append(os.path.abspath(exe))
+    out: list[ClientSpec] = []
+    for s in specs:
+        if not s.isolated:
+            out.append(s)
+            continue
+        for py in dict.fromkeys(paths):
+            out.append(dataclasses.replace(s, text=f"{s.text} [{py}]", python=py))
+            if baseline == s.text:
+                baseline = out[-1].text
+    return out, baseline
 
 
 def prepare(specs: Sequence[ClientSpec], progress: Callable[[str], None] | None = None,
@@ -73,9 +108,17 @@ def relabel(rs: ResultSet, specs: Sequence[ClientSpec], envs: dict[str, Env],
     for s in specs:
         if s.isolated:
             env = envs.get(s.text)
-            ver = loaded.get(s.text) or (env.versions.get(_short(s)) if env else None) \
+            # what the worker imported; else what the environment's probe found
+            found = [env.versions.get(k) for k in (_short(s), s.client.partition(":")[0])] \
+                if env else []
+            ver = loaded.get(s.text) or next((f for f in found if f and f != "?"), None) \
                 or s.version or "?"
             label = f"{_short(s)} {str(ver).split(' ')[0]}"
+            if s.python:
+                pv = env.python_version if env else "?"
+                same = [t for t in specs if t.python and t.python != s.python
+                        and (envs.get(t.text) and envs[t.text].python_version == pv)]
+                label += f" (python {pv})" if pv != "?" and not same else f" ({s.python})"
             if label in used:
                 label = f"{label} ({s.text})"
             labels[s.text] = label
@@ -106,6 +149,7 @@ def relabel(rs: ResultSet, specs: Sequence[ClientSpec], envs: dict[str, Env],
         env = envs.get(s.text)
         info[labels[s.text]] = {
             "spec": s.text, "kind": s.kind, "client": s.client, "version": s.version,
+            "python": s.python,
             "source": s.source, "env": env.path if env else None,
             "env_created": env.created if env else None,
             "env_seconds": round(env.seconds, 3) if env else None,
@@ -117,49 +161,167 @@ def relabel(rs: ResultSet, specs: Sequence[ClientSpec], envs: dict[str, Env],
     return ResultSet(results, md, notes, skipped)
 
 
+def _measured(rs: ResultSet, client: str, scenario: str) -> list[MeasureResult]:
+    return [r for r in rs.repeats(client, scenario) if isinstance(r, MeasureResult)]
+
+
+def _row_delta(b: Sequence[MeasureResult], cr: Sequence[MeasureResult]) -> dict[str, Any]:
+    """Each metric's delta of rounds ``cr`` against baseline rounds ``b``."""
+    row: dict[str, Any] = {}
+    for key, _, kind, attr in METRICS:
+        xa = [getattr(r, attr) for r in b]
+        xb = [getattr(r, attr) for r in cr]
+        fn = ratio_delta if kind == "ratio" else exact_delta
+        d = fn(xa, xb)
+        if any(isinstance(x, float) and not math.isnan(x) for x in d.values()):
+            row[key] = d
+    return row
+
+
 def deltas(rs: ResultSet, scenario: str) -> dict[str, dict[str, Any]]:
     """Per row (other than the baseline): each metric's delta against the baseline."""
     v = rs.metadata.get("versions") or {}
     base = v.get("baseline")
-
-    def reps(c: str) -> list[MeasureResult]:
-        return [r for r in rs.repeats(c, scenario) if isinstance(r, MeasureResult)]
-
-    b = reps(base) if base else []
+    b = _measured(rs, base, scenario) if base else []
     out: dict[str, dict[str, Any]] = {}
     if not b:
         return out
     for c in rs.clients:
         if c == base:
             continue
-        cr = reps(c)
-        if not cr:
-            continue
-        row: dict[str, Any] = {}
-        for key, _, kind, attr in METRICS:
-            xa = [getattr(r, attr) for r in b]
-            xb = [getattr(r, attr) for r in cr]
-            fn = ratio_delta if kind == "ratio" else exact_delta
-            d = fn(xa, xb)
-            if any(isinstance(x, float) and not math.isnan(x) for x in d.values()):
-                row[key] = d
-        out[c] = row
+        cr = _measured(rs, c, scenario)
+        if cr:
+            out[c] = _row_delta(b, cr)
     return out
 
 
+# ---------------------------------------------------------------- against a saved run
+
+
+def load_baseline_file(path: str | os.PathLike[str], scenarios: Sequence[str]) -> ResultSet:
+    """The saved ResultSet at ``path``; ValueError (one line) when it cannot serve as a baseline."""
+    p = os.fspath(path)
+    try:
+        saved = load(p)
+    except OSError as exc:
+        raise ValueError(f"baseline file {p}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"baseline file: {exc}") from None
+    if not isinstance(saved, ResultSet):
+        raise ValueError(f"baseline file {p}: a {type(saved).__name__}, not the results of a "
+                         "compare run")
+    if scenarios and not set(scenarios) & set(saved.scenarios):
+        raise ValueError(f"baseline file {p} has none of the scenarios "
+                         f"{', '.join(scenarios)} (it has {', '.join(saved.scenarios) or 'none'})")
+    return saved
+
+
+def _saved_match(rs: ResultSet, saved: ResultSet, client: str) -> str | None:
+    """The saved run's row that ``client`` is compared with: same label, same spec,
+    the same adapter under another version, or the only row of each run."""
+    have = saved.clients
+    if client in have:
+        return client
+    spec = next((r.metadata.get("spec") for r in rs.results.values()
+                 if isinstance(r, MeasureResult) and r.metadata.get("client") == client
+                 and r.metadata.get("spec")), None)
+    if spec in have:
+        return spec
+    stem = client.split(" ")[0]
+    same = [c for c in have if c.split(" ")[0] == stem]
+    if len(same) == 1:
+        return same[0]
+    return have[0] if len(have) == 1 and len(rs.clients) == 1 else None
+
+
+def against_file(rs: ResultSet, saved: ResultSet, path: str | os.PathLike[str]) -> ResultSet:
+    """``rs`` with ``metadata["baseline_file"]``: every row's deltas against the saved run.
+
+    The saved rounds were measured at another time (not interleaved), so drift
+    of the machine between the runs is part of each delta.
+    """
+    p = os.path.abspath(os.fspath(path))
+    match = {c: _saved_match(rs, saved, c) for c in rs.clients}
+    out: dict[str, dict[str, Any]] = {}
+    for sc in rs.scenarios:
+        if sc not in saved.scenarios:
+            continue
+        rows: dict[str, Any] = {}
+        for c, sc_c in match.items():
+            b = _measured(saved, sc_c, sc) if sc_c else []
+            cr = _measured(rs, c, sc)
+            if b and cr:
+                rows[c] = _row_delta(b, cr)
+        out[sc] = rows
+    smd = saved.metadata
+    info = {
+        "path": p, "interleaved": False, "test": TEST, "matched": match,
+        "missing_scenarios": [sc for sc in rs.scenarios if sc not in saved.scenarios],
+        "saved_started_unix_ns": smd.get("started_unix_ns"),
+        "deltas": out,
+    }
+    return rs.with_metadata(baseline_file=info)
+
+
+def _nan(d: dict[str, Any]) -> dict[str, Any]:
+    # a saved file stores NaN as null
+    return {k: (math.nan if v is None and k != "p" else v) for k, v in d.items()}
+
+
+def _format_row(row: dict[str, Any]) -> str:
+    parts = []
+    for key, name, kind, _ in METRICS:
+        if key in row:
+            parts.append(f"{name} {format_delta(kind, _nan(row[key]), '/req' if 'alloc' in key else '')}")
+    return ", ".join(parts)
+
+
+def file_lines(rs: ResultSet, scenario: str) -> list[str]:
+    """The delta lines against a saved run (``--baseline-file``) for ``scenario``."""
+    bf = rs.metadata.get("baseline_file")
+    if not bf:
+        return []
+    name = os.path.basename(str(bf.get("path")))
+    if scenario in (bf.get("missing_scenarios") or []):
+        return [f"   vs saved run {name}: it has no {scenario} (not compared)"]
+    rows = (bf.get("deltas") or {}).get(scenario) or {}
+    lines = [f"   vs saved run {name} (not interleaved: measured at another time; "
+             f"{bf.get('test', TEST)}; allocations and GC: exact differences)"]
+    match = bf.get("matched") or {}
+    for c in rs.clients:
+        if not _measured(rs, c, scenario):
+            continue
+        if c in rows:
+            lines.append(f"   {c} vs saved {match.get(c)}: {_format_row(rows[c])}")
+        else:
+            lines.append(f"   {c}: no matching row in {name}")
+    return lines
+
+
+def _why_not(rs: ResultSet, client: str, scenario: str) -> str:
+    """Why ``client`` has no rounds on ``scenario``: its error note or skip reason."""
+    for n in rs.notes:
+        if n.client == client and n.scenario in (scenario, None) and n.severity == "error":
+            return f"{n.kind}: {n.message}"
+    return rs.skipped.get(f"{client}/{scenario}") or rs.skipped.get(client) or "no rounds"
+
+
 def delta_lines(rs: ResultSet, scenario: str) -> list[str]:
-    """The table's delta lines for ``scenario`` (none for runs without specs)."""
+    """The table's delta lines for ``scenario`` (none for runs without specs).
+
+    A spec without rounds on ``scenario`` (its worker crashed, failed or was
+    skipped) gets a line with the reason; the other rows are still compared.
+    """
     v = rs.metadata.get("versions")
     if not v:
         return []
     ds = deltas(rs, scenario)
-    if not ds:
+    lost = [c for c in (v.get("specs") or {}) if not _measured(rs, c, scenario)]
+    if not ds and not lost:
         return []
     lines = [f"   vs {v['baseline']} ({TEST}; allocations and GC: exact differences)"]
     for c, row in ds.items():
-        parts = []
-        for key, name, kind, _ in METRICS:
-            if key in row:
-                parts.append(f"{name} {format_delta(kind, row[key], '/req' if 'alloc' in key else '')}")
-        lines.append(f"   {c} vs {v['baseline']}: " + ", ".join(parts))
+        lines.append(f"   {c} vs {v['baseline']}: " + _format_row(row))
+    for c in lost:
+        lines.append(f"   {c}: not compared ({_why_not(rs, c, scenario)})")
     return lines

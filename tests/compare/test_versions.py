@@ -269,3 +269,101 @@ def test_two_urllib3_releases_interleaved(cache) -> None:
     d = rs.metadata["versions"]["deltas"]["get-150b"]
     assert set(d) == {"urllib3 2.2.3", "http.client"}
     assert d["urllib3 2.2.3"]["allocs"]["delta"] != 0  # the releases allocate differently
+
+
+CRASH = '''
+import os
+
+from slowpkg.adapter import SlowAdapter
+
+_seen = 0
+
+
+class CrashAdapter(SlowAdapter):
+    """Exits the worker process (no exception, no answer) after {after} requests."""
+
+    def request(self):
+        global _seen
+        _seen += 1
+        if _seen > {after}:
+            os._exit(3)
+        super().request()
+'''
+
+
+@pytest.mark.slow
+@needs_pypi
+def test_worker_crash_in_one_env(cache, tmp_path) -> None:
+    ok = _checkout(tmp_path, "1.0", 0, 0)
+    early = _checkout(tmp_path, "3.0", 0, 0)  # dies in its first request (the warm-up)
+    late = _checkout(tmp_path, "4.0", 0, 0)  # dies during its second round
+    (tmp_path / "slowpkg-3.0" / "slowpkg" / "crash.py").write_text(CRASH.format(after=0))
+    (tmp_path / "slowpkg-4.0" / "slowpkg" / "crash.py").write_text(CRASH.format(after=200))
+    specs = [f"slowpkg.adapter:SlowAdapter@{ok}", f"slowpkg.crash:CrashAdapter@{early}",
+             f"slowpkg.crash:CrashAdapter@{late}"]
+    rs = httpbench.compare(clients=specs, scenarios=["get-150b"], n=150, repeat=3,
+                           plots=False, warmup=5)
+    assert len(rs.repeats("slowpkg 1.0", "get-150b")) == 3  # the run went on
+    crashed = {n.client: n.message for n in rs.notes if n.kind == "worker-crashed"}
+    assert set(crashed) == {"slowpkg 3.0", "slowpkg 4.0"}, rs.notes
+    assert all("exited with code 3" in m for m in crashed.values())
+    assert rs.repeats("slowpkg 3.0", "get-150b") == []
+    assert 1 <= len(rs.repeats("slowpkg 4.0", "get-150b")) < 3
+    from httpbench._compare import format_tables
+
+    text = format_tables(rs)
+    assert "slowpkg 3.0: not compared (worker-crashed: " in text
+    assert "slowpkg 4.0 vs slowpkg 1.0: CPU " in text  # its rounds before the crash count
+    assert "[worker-crashed] slowpkg 4.0/get-150b" in text
+
+
+def test_pythons_need_versioned_specs_and_real_interpreters(tmp_path) -> None:
+    with pytest.raises(ValueError, match="versioned client specs"):
+        httpbench.compare(clients=["http.client"], pythons=["python3"], scenarios=["get-150b"],
+                          n=10, repeat=1, plots=False)
+    with pytest.raises(ValueError, match="no such executable"):
+        httpbench.compare(clients=["urllib3==2.2.3"], pythons=[str(tmp_path / "nope")],
+                          scenarios=["get-150b"], n=10, repeat=1, plots=False)
+    from httpbench._compare import cli_main
+
+    assert cli_main(["--clients", "urllib3==2.2.3", "--python", str(tmp_path / "nope"),
+                     "--no-out", "-q"]) == 2
+
+
+def _interpreters() -> list[str]:
+    import shutil
+    import sys
+
+    found = [getattr(sys, "_base_executable", None) or sys.executable,
+             "/usr/bin/python3", shutil.which("python3") or ""]
+    out: dict[str, str] = {}
+    for p in found:
+        if p and os.path.isfile(p):
+            out.setdefault(os.path.realpath(p), p)
+    return list(out.values())[:2]
+
+
+@pytest.mark.slow
+@needs_pypi
+def test_python_as_a_second_dimension(cache) -> None:
+    import subprocess
+
+    pys = _interpreters()
+    vers = [subprocess.run([p, "-c", "import platform; print(platform.python_version())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+            for p in pys]
+    rs = httpbench.compare(clients=["urllib3==2.2.3", "http.client"], pythons=pys,
+                           baseline="urllib3==2.2.3", scenarios=["get-150b"], n=100, repeat=2,
+                           plots=False)
+    v = rs.metadata["versions"]
+    iso = [label for label, s in v["specs"].items() if s["python"]]
+    assert len(iso) == len(pys) and v["baseline"] == iso[0]  # the spec's first interpreter
+    assert rs.clients == [*iso, "http.client"]
+    for label, py, ver in zip(iso, pys, vers, strict=True):
+        assert v["specs"][label]["python"] == os.path.abspath(py)
+        for r in rs.repeats(label, "get-150b"):
+            assert r.metadata["worker"]["python"] == ver
+            assert r.metadata["worker"]["loaded_versions"]["urllib3"] == "2.2.3"
+    if len(set(vers)) == len(vers):
+        assert iso == [f"urllib3 2.2.3 (python {x})" for x in vers]
+    assert set(v["deltas"]["get-150b"]) == {*iso[1:], "http.client"}
