@@ -102,7 +102,7 @@ def main() -> None:
                      f"{len(rs.scenarios)} scenarios, {wall:.0f} s")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     notes.append(f"load average at the end: {load:.1f} on {os.cpu_count()} CPUs"
-                 + ("; the machine was busy, CVs are upper bounds" if load > 0.5 else ""))
+                 + ("; the machine was busy: the CVs are not an idle machine's" if load > 0.5 else ""))
     for r in rows:
         if r["values"]:
             print(f"{r['case']:>16} | {r['contender']:<12} | {r['metric']:<15} | median "
