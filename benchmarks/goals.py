@@ -120,6 +120,16 @@ BENCHMARKS = [
                           "process: instructions/request under callgrind in a child process "
                           "per run, CPU time/request from the in-process timing run of the "
                           "same measure() call; CV = stdev/mean over the runs."),)),
+    Benchmark("compare_cv", "bench_compare_cv.py", ("--trials", "5"),
+              ("--trials", "3", "--quick", "--wall", "quick"),
+              ("--trials", "1", "--quick", "--scale", "0.5", "--wall", "none",
+               "--clients", "native,requests"),
+              ours="new defaults", timeout=3600.0,
+              notes=(("", "compare(clients, ['get-150b']) with the defaults and with the old "
+                          "ones (2 repeats under --quick, min_requests=1, reruns=0), "
+                          "interleaved; CV = stdev/mean of a cell's repeats, one per run and "
+                          "client ('all clients' pools them). Only meaningful on an idle "
+                          "machine: the 'other processes' row says how busy it was."),)),
     Benchmark("import", "bench_import.py", ("--rounds", "20"), ("--rounds", "10"),
               ("--rounds", "3"), ours="httpbench", timeout=300.0,
               notes=(("", "Time of `import httpbench` inside a fresh interpreter (start-up "
@@ -197,6 +207,16 @@ GOALS = [
     Goal("distributed", "distributed", "fixed overhead of a distributed run ≤ 1 s", "overhead",
          "<=", 1.0, "dask-local 2", unit=" s",
          detail="attach, checks, barrier lead {dask-local 2|barrier lead} s, merge"),
+    # compare's repeatability and cost
+    Goal("compare_cv", "compare", "median repeat-to-repeat CV of CPU/request ≤ 3 % (get-150b)",
+         "CPU/req CV", "<=", 3.0, "new defaults", case="all clients", unit=" %",
+         detail="old defaults: {old defaults|CPU/req CV} %; other processes "
+                "{new defaults|other processes} % of the client's CPU"),
+    Goal("compare_cv", "compare", "median repeat-to-repeat CV of p50 ≤ old defaults' ({case})",
+         "p50 CV", "<=", 1.0, "new defaults", "old defaults", case="all clients",
+         primary=False),
+    Goal("compare_cv", "compare", "a default compare takes ≤ 3 min", "time", "<=", 180.0,
+         "compare()", case="default compare", unit=" s"),
     # package import
     Goal("import", "package", "import httpbench ≤ 30 ms", "import", "<=", 30.0, "httpbench",
          unit=" ms", detail="{modules loaded|modules} modules loaded"),

@@ -12,24 +12,28 @@ anomaly notes, and writes ``results.json`` plus PNG plots to ``--out``.
 from __future__ import annotations
 
 import argparse
+import difflib
+import errno
 import math
 import os
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _versions
-from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status
+from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
 from ._deterministic import ToolMissing, require_tool
 from ._noise import summary_line
 from ._results import MeasureResult, ResultSet
+from ._rows import THIN_CALLS, THIN_REPEATS, is_thin  # noqa: F401  (public names here before)
 from ._runner import Runner, RunOptions
 from ._scenarios import QUICK_SCENARIOS, SCENARIOS, Scenario, resolve_scenarios
-from ._specs import split_specs
+from ._specs import parse_spec, split_specs
 from ._stats import median_ci, median_spread
-from ._tables import render_table
+from ._tables import ci_pm, render_table
 from ._units import format_bytes, format_count, format_duration
 
 __all__ = ["compare", "cli_main", "format_tables", "summarize"]
@@ -38,9 +42,6 @@ QUICK_SCALE = 0.2
 # odd, so the median is one of the measured rounds
 QUICK_REPEAT = 3
 DEFAULT_REPEAT = 3
-# a cell resting on fewer repeats or requests than these is marked "thin"
-THIN_REPEATS = 3
-THIN_CALLS = 10  # the runner's default fewest requests of a timed round
 
 COLUMNS = ("client", "req/s", "p50", "p99", "CPU µs/req", "Python allocs/req",
            "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes")
@@ -232,8 +233,7 @@ def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
             if note.client == client and note.scenario == scenario:
                 tags[note.kind] = tags.get(note.kind, 0) + 1
         calls = [r.calls for r in reps]
-        least = int(rs.metadata.get("min_requests") or THIN_CALLS)
-        thin = len(reps) < THIN_REPEATS or min(calls) < least
+        thin = is_thin(calls, rs.metadata.get("min_requests"))
         if thin:
             tags["thin"] = 1
         rows.append({
@@ -277,9 +277,9 @@ def _pm(row: dict[str, Any], ci_key: str) -> str:
     """' ±x%': half the CI's width relative to the median ('' for one repeat)."""
     ci = row.get(ci_key)
     med = row.get(ci_key.replace("_ci", ""))
-    if row.get("repeats", 1) < 2 or not ci or not med or any(math.isnan(x) for x in ci):
+    if row.get("repeats", 1) < 2 or not ci or med is None:
         return ""
-    return f" ±{(ci[1] - ci[0]) / abs(med) * 50:.0f}%"
+    return ci_pm(ci[0], ci[1], med)
 
 
 def _fmt_cell(key: str, row: dict[str, Any]) -> str:
@@ -518,6 +518,56 @@ def _split_scenarios(text: str) -> list[str]:
     return [s.replace(";", ",") for s in out]
 
 
+def unknown_client_error(clients: Sequence[str], commands: Sequence[str] = ()) -> str | None:
+    """A message naming the first client that is no adapter, with the closest known names.
+
+    Custom ``module:Class`` names, ``--command`` names and versioned specs of a
+    known adapter pass; a spec that does not parse is left to ``compare()``.
+    """
+    known = [c for c in ADAPTERS if c != "command"]
+    for text in clients:
+        try:
+            name = parse_spec(text).client
+        except ValueError:
+            continue
+        if name in ADAPTERS or name in commands or is_custom(name):
+            continue
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        if not close:
+            close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.4)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        return (f"unknown client {name!r}{hint} (known: {', '.join(known)}; or "
+                "package.module:Class, or --command NAME=ARGV)")
+    return None
+
+
+def out_dir_error(path: str) -> str | None:
+    """Why results could not be written into directory ``path`` (None: they can).
+
+    Probes the directory, or its nearest existing ancestor, with a real
+    temporary file, so read-only filesystems fail too; nothing is left behind.
+    """
+    target = os.path.abspath(path)
+    if os.path.exists(target) and not os.path.isdir(target):
+        return f"--out {path}: exists and is not a directory"
+    probe = target
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return f"--out {path}: {probe} is not a directory"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".httpbench-probe-", dir=probe)
+    except OSError as exc:
+        why = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        return f"--out {path}: cannot write in {probe} ({why})"
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
 def cli_main(argv: list[str]) -> int:
     """``httpbench compare ...``; returns the exit code."""
     ap = _parser()
@@ -534,7 +584,19 @@ def cli_main(argv: list[str]) -> int:
     clients = split_specs(args.clients) if args.clients else None
     if clients is not None and commands:
         clients += [c for c in commands if c not in clients]
+    if clients is not None:
+        err = unknown_client_error(clients, list(commands))
+        if err:
+            sys.stderr.write(f"httpbench compare: {err}\n")
+            return 2
     scenarios = _split_scenarios(args.scenarios) if args.scenarios else None
+    out = None
+    if not args.no_out:
+        out = args.out or os.path.join("httpbench-results", time.strftime("%Y%m%d-%H%M%S"))
+        err = out_dir_error(out)
+        if err:
+            sys.stderr.write(f"httpbench compare: {err}\n")
+            return 2
     progress = None if args.quiet else _Progress()
     t0 = time.monotonic()
     try:
@@ -557,8 +619,7 @@ def cli_main(argv: list[str]) -> int:
     if progress:
         progress.done()
     written: dict[str, Any] = {}
-    if not args.no_out:
-        out = args.out or os.path.join("httpbench-results", time.strftime("%Y%m%d-%H%M%S"))
+    if out is not None:
         if progress:
             progress("writing results" + ("" if args.no_plots else " and plots"))
             progress.done()

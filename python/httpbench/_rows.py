@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._hist import hist_percentile, hist_stat
 from ._results import BenchResult, MeasureResult, ResultSet, load
 
-__all__ = ["DATAFRAME_COLUMNS", "as_set", "entries", "isnan", "record_row", "result_rows"]
+__all__ = ["DATAFRAME_COLUMNS", "THIN_CALLS", "THIN_REPEATS", "as_set", "entries", "is_thin",
+           "isnan", "record_row", "result_rows"]
+
+# a cell resting on fewer repeats, or on a round with fewer requests, is marked "thin"
+THIN_REPEATS = 3
+THIN_CALLS = 10  # the runner's default fewest requests of a timed round
+
+
+def is_thin(round_calls: Sequence[int], min_requests: int | None = None) -> bool:
+    """True when a cell's rounds are too few, or one of them too short, to headline."""
+    least = int(min_requests or THIN_CALLS)
+    return len(round_calls) < THIN_REPEATS or not round_calls or min(round_calls) < least
 
 # Column -> meaning (base units). One row per (client, scenario, repeat); a
 # column that does not apply to a record kind is NaN (never a fake 0).
@@ -73,6 +84,12 @@ DATAFRAME_COLUMNS: dict[str, str] = {
     "p99_uncorrected_ns": "99th percentile from the actual send time (bench)",
     "start_unix_ns": "start time, Unix epoch ns",
     "notes": "anomaly note kinds concerning this (client, scenario), ';'-separated",
+    "noise_other_pct": "CPU used by other processes during the round, % of the client's CPU "
+                       "(measure, in a compare run)",
+    "noise_steal_pct": "CPU steal during the round, % of the client's CPU (measure, in a "
+                       "compare run)",
+    "thin": "the (client, scenario) cell rests on fewer than 3 repeats or on a round under "
+            "the minimum request count (measure)",
 }
 
 _NAN = math.nan
@@ -82,7 +99,13 @@ def _n(v: Any) -> float:
     return _NAN if v is None else float(v)
 
 
-def record_row(client: str, scenario: str, repeat: int, r: Any, notes: str = "") -> dict[str, Any]:
+def _pct(noise: Any, key: str) -> float:
+    v = noise.get(key) if isinstance(noise, Mapping) else None
+    return _NAN if v is None else float(v) * 100
+
+
+def record_row(client: str, scenario: str, repeat: int, r: Any, notes: str = "",
+               thin: bool | None = None) -> dict[str, Any]:
     row = dict.fromkeys(DATAFRAME_COLUMNS, _NAN)
     h = r.latency
     row.update(
@@ -118,6 +141,9 @@ def record_row(client: str, scenario: str, repeat: int, r: Any, notes: str = "")
             instructions_per_request=_n(r.instructions_per_call),
             syscalls_per_request=_n(r.syscalls_total_per_call),
             concurrency=float(r.concurrency),
+            noise_other_pct=_pct(r.metadata.get("noise"), "other"),
+            noise_steal_pct=_pct(r.metadata.get("noise"), "steal"),
+            thin=is_thin([r.calls]) if thin is None else thin,
         )
     else:
         c = r.config
@@ -166,10 +192,17 @@ def result_rows(obj: Any) -> list[dict[str, Any]]:
     if isinstance(obj, ResultSet):
         for n in obj.notes:
             notes.setdefault((n.client, n.scenario), []).append(n.kind)
+    least = obj.metadata.get("min_requests") if isinstance(obj, ResultSet) else None
+    found = entries(obj)
+    calls: dict[tuple[str, str], list[int]] = {}
+    for c, s, _, r in found:
+        if isinstance(r, MeasureResult):
+            calls.setdefault((c, s), []).append(r.calls)
     rows = []
-    for c, s, i, r in entries(obj):
+    for c, s, i, r in found:
         kinds = notes.get((c, s), []) + notes.get((c, None), []) + notes.get((None, s), [])
-        rows.append(record_row(c, s, i, r, ";".join(dict.fromkeys(kinds))))
+        thin = is_thin(calls[(c, s)], least) if (c, s) in calls else None
+        rows.append(record_row(c, s, i, r, ";".join(dict.fromkeys(kinds)), thin))
     return rows
 
 

@@ -12,9 +12,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from . import _units as U
-from ._stats import median, spread
+from ._stats import median, median_ci, spread
 
-__all__ = ["column_unit", "median_cell", "number", "render_table"]
+__all__ = ["ci_pm", "column_unit", "median_cell", "median_ci_cell", "number", "render_table"]
 
 # Text styles: (column separator, separator of the rule under the header or None,
 # header aligned like its column).
@@ -95,18 +95,39 @@ def column_unit(values: Iterable[float], kind: str) -> str | None:
     return None
 
 
+def _value(m: float, kind: str, unit: str | None) -> str:
+    if kind == "duration":
+        return U.format_duration(m, unit=unit) if unit is None else number(m / U.DURATION_UNITS[unit])
+    if kind == "size":
+        return U.format_bytes(m) if unit is None else number(m / U.SIZE_UNITS[unit.lower()])
+    if kind == "byterate":
+        return U.format_byte_rate(m)
+    return U.format_count(m)
+
+
 def median_cell(values: Sequence[float], kind: str, unit: str | None = None) -> str:
     """Median of repeated values in readable units, with "±N%" half-range spread."""
-    m = median(values)
-    if kind == "duration":
-        s = U.format_duration(m, unit=unit) if unit is None else number(m / U.DURATION_UNITS[unit])
-    elif kind == "size":
-        s = U.format_bytes(m) if unit is None else number(m / U.SIZE_UNITS[unit.lower()])
-    elif kind == "byterate":
-        s = U.format_byte_rate(m)
-    else:
-        s = U.format_count(m)
+    s = _value(median(values), kind, unit)
     sp = spread(values)
     if not math.isnan(sp) and s != U.MISSING:
         s += f" ±{sp * 100:.0f}%"
     return s
+
+
+def ci_pm(low: float, high: float, med: float) -> str:
+    """' ±N%': half the width of the median's confidence interval, relative to the
+    median ('' when the interval or the median is unknown or zero)."""
+    if any(x is None or math.isnan(x) for x in (low, high, med)) or not med:
+        return ""
+    return f" ±{(high - low) / abs(med) * 50:.0f}%"
+
+
+def median_ci_cell(values: Sequence[float], kind: str, unit: str | None = None) -> str:
+    """Median of repeated values in readable units, with "±N%" from the
+    order-statistic confidence interval of the median (as compare's tables)."""
+    s = _value(median(values), kind, unit)
+    finite = [v for v in values if v is not None and not math.isnan(v)]
+    if len(finite) < 2 or s == U.MISSING:
+        return s
+    low, high, _ = median_ci(finite)
+    return s + ci_pm(low, high, median(finite))

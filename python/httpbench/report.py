@@ -29,8 +29,8 @@ from ._hdrexport import (
 from ._hist import hist_count, hist_percentile, hist_stat, percentile_spectrum
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._rows import DATAFRAME_COLUMNS, entries, isnan, result_rows
-from ._stats import mann_whitney_u, welch_t_test
-from ._tables import column_unit, median_cell, render_table
+from ._stats import mann_whitney_u, median_ci, welch_t_test
+from ._tables import column_unit, median_cell, median_ci_cell, render_table
 
 __all__ = [
     "DATAFRAME_COLUMNS",
@@ -113,6 +113,10 @@ _BENCH_COLS = [
 ]
 
 
+# columns whose ± is the median's confidence interval, as in compare's tables
+_CI_KEYS = frozenset({"p50_ns", "cpu_ns_per_request"})
+
+
 def _group_cells(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
                  first: str = "client") -> tuple[list[str], list[list[str]], bool]:
     """Headers and cells of a per-client table (medians over repeats ± half range)."""
@@ -130,7 +134,8 @@ def _group_cells(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
         headers.append("notes")
     out = []
     for name, rs in groups.items():
-        cells = [name] + [median_cell([r[key] for r in rs], kind, units[key]) for _, key, kind in cols]
+        cells = [name] + [(median_ci_cell if key in _CI_KEYS else median_cell)(
+            [r[key] for r in rs], kind, units[key]) for _, key, kind in cols]
         if has_notes:
             cells.append(rs[0]["notes"])
         out.append(cells)
@@ -149,7 +154,8 @@ def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str
 
 
 def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
-    """One table per scenario: a row per client, medians over repeats ± half range."""
+    """One table per scenario: a row per client, medians over repeats ± half range
+    (p50 and CPU/req: ± the median's confidence interval, as ``compare`` shows it)."""
     rows = result_rows(rs)
     parts = []
     heading = (lambda s: f"## {s}") if fmt == "md" else (lambda s: f"{s}\n{'=' * len(s)}")
@@ -158,8 +164,11 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
         nrep = max(r["repeat"] for r in srows) + 1
         kinds = {r["kind"] for r in srows}
         cols = _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS
+        cov = median_ci(range(nrep))[2]
         title = f"{sc}" + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
-        parts.append(heading(title) + "\n\n" + _group_table(srows, fmt, cols))
+        ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
+              "of the median\n\n" if nrep > 1 else "")
+        parts.append(heading(title) + "\n\n" + ci + _group_table(srows, fmt, cols))
     if rs.notes:
         bullet = "- " if fmt == "md" else "  * "
         parts.append(("**Notes**" if fmt == "md" else "Notes:") + "\n"
