@@ -418,6 +418,20 @@ def _det_warmup(warmup: int | float | None) -> int | None:
 # measure()
 
 
+
+def _counting_args(fn: Any, n: int | None, duration: Any, instructions: Any, syscalls: bool,
+                   callgrind_file: Any) -> tuple[Any, int | None]:
+    """The callable behind a ``"module:function"`` spec, and ``n`` when counting needs one."""
+    if isinstance(fn, str):
+        fn = _deterministic.resolve_callable(fn)
+    if callgrind_file is not None and not instructions:
+        raise ValueError("callgrind_file needs instructions=True")
+    if instructions:
+        _per_call_mode(instructions)
+    if (instructions or syscalls) and n is None and duration is None:
+        n = DETERMINISTIC_DEFAULT_CALLS
+    return fn, n
+
 def measure(
     fn: Callable[..., Any],
     *,
@@ -454,14 +468,7 @@ def measure(
     propagate with their traceback; hooks are disarmed first.
     """
     spec = fn
-    if isinstance(fn, str):
-        fn = _deterministic.resolve_callable(fn)
-    if callgrind_file is not None and not instructions:
-        raise ValueError("callgrind_file needs instructions=True")
-    if instructions:
-        _per_call_mode(instructions)
-    if (instructions or syscalls) and n is None and duration is None:
-        n = DETERMINISTIC_DEFAULT_CALLS
+    fn, n = _counting_args(fn, n, duration, instructions, syscalls, callgrind_file)
     _deterministic.preflight(spec, args, instructions=instructions, syscalls=syscalls)
     if not callable(fn):
         raise TypeError(f"fn must be callable, not {type(fn).__name__}")
@@ -617,14 +624,7 @@ def measure_async(
     it creates (``coro_fn`` picklable or a ``"module:function"`` string).
     """
     spec = coro_fn
-    if isinstance(coro_fn, str):
-        coro_fn = _deterministic.resolve_callable(coro_fn)
-    if callgrind_file is not None and not instructions:
-        raise ValueError("callgrind_file needs instructions=True")
-    if instructions:
-        _per_call_mode(instructions)
-    if (instructions or syscalls) and n is None and duration is None:
-        n = DETERMINISTIC_DEFAULT_CALLS
+    coro_fn, n = _counting_args(coro_fn, n, duration, instructions, syscalls, callgrind_file)
     det_fn = _AsyncCall(spec, uvloop)  # pickles as coro_fn: checking spec checks it
     _deterministic.preflight(spec, args, instructions=instructions, syscalls=syscalls)
     if not callable(coro_fn):
