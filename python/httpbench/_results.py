@@ -87,7 +87,7 @@ __all__ = [
 SCHEMA_VERSION = 3
 FILE_FORMAT = "httpbench-results"
 
-# Typed transport errors a load-generator run counts (issue 4).
+# Typed transport errors a load-generator run counts.
 ERROR_TYPES = ("connect", "tls", "write", "read", "timeout", "protocol", "closed")
 # Python allocator domains (PyMem_SetAllocator).
 ALLOC_DOMAINS = ("raw", "mem", "obj")
