@@ -844,9 +844,10 @@ class Runner:
         mr = self._round(client, sc, rep, w, srv)
         tries = 0
         while mr is not None and tries < self.opt.reruns and not w.dead:
-            why = self._redo_reason(mr, sc)
-            if why is None:
+            reasons = self._redo_reasons(mr, sc)
+            if not reasons:
                 break
+            why = "; ".join(text for _, text in reasons)
             tries += 1
             self._reruns[sc.name] = self._reruns.get(sc.name, 0) + 1
             self._progress(f"re-run {sc.name} {client} #{rep + 1}: {why}")
@@ -858,25 +859,27 @@ class Runner:
         if mr is not None:
             md = dict(mr.metadata)
             md["reruns"] = tries
-            why = self._redo_reason(mr, sc)
-            if why is not None:
-                self.notes.append(Note("noisy" if "disturbed" in why else "few-requests",
-                                       f"round {rep + 1}: {why} (after {tries} re-run(s))",
+            # a round both disturbed and short gets both notes: each is its own warning
+            for kind, why in self._redo_reasons(mr, sc):
+                self.notes.append(Note(kind, f"round {rep + 1}: {why} (after {tries} re-run(s))",
                                        client, sc.name, rep, "warning"))
             import dataclasses
 
             mr = dataclasses.replace(mr, metadata=md)
         return mr
 
-    def _redo_reason(self, mr: MeasureResult, sc: Scenario) -> str | None:
+    def _redo_reasons(self, mr: MeasureResult, sc: Scenario) -> list[tuple[str, str]]:
+        """Why a round must run again, as (note kind, text): disturbed, short, or both."""
+        reasons: list[tuple[str, str]] = []
         noise = mr.metadata.get("noise")
         if _noise.disturbed(noise):
-            return (f"disturbed: other processes {noise['other']:.0%}, steal "
-                    f"{noise['steal']:.0%} of the client's CPU")
+            reasons.append(("noisy", f"disturbed: other processes {noise['other']:.0%}, steal "
+                                     f"{noise['steal']:.0%} of the client's CPU"))
         timed = self.opt.n is None and sc.n is None
         if timed and mr.calls < self._min_n(sc):
-            return f"only {mr.calls} requests (a round needs {self._min_n(sc)})"
-        return None
+            reasons.append(("few-requests",
+                            f"only {mr.calls} requests (a round needs {self._min_n(sc)})"))
+        return reasons
 
     def _round(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                srv: Any) -> MeasureResult | None:
