@@ -801,3 +801,14 @@ if __name__ == "__main__":  # a quick self-check: peers and metadata
     for name in PEERS:
         if find_peer(name) is None:
             print(f"missing {name}: {install_hint(name)}")
+
+
+def write_rows(rows: list[dict[str, Any]], notes: list[str], path: str | None) -> None:
+    """A script's ``{"rows", "notes", "metadata"}`` document (what run.py reads), to path or stdout."""
+    doc = {"rows": rows, "notes": notes, "metadata": machine_metadata()}
+    if path:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+    else:
+        print(json.dumps(doc, indent=1))
+

@@ -16,17 +16,16 @@ usage: python benchmarks/bench_compare_cv.py [--trials 3] [--quick] [--scale F]
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.util
 import os
 import statistics
 import sys
 import time
 
 import httpbench
-from httpbench._adapters import adapter_status
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import machine_metadata  # noqa: E402
+from _peers import write_rows  # noqa: E402
 
 SCENARIO = "get-150b"
 
@@ -48,6 +47,13 @@ def _noise(rs: httpbench.ResultSet) -> dict:
     return (rs.metadata.get("noise") or {}).get(SCENARIO) or {}
 
 
+
+def _installed(client: str) -> bool:
+    """Whether the client's library imports (native and http.client always do)."""
+    module = {"native": "httpbench", "http.client": "http.client"}.get(client, client)
+    return importlib.util.find_spec(module) is not None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=3)
@@ -58,8 +64,9 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     clients = [c for c in a.clients.split(",") if c]
-    notes = [f"{c} skipped: not installed" for c in clients if not adapter_status(c)[0]]
-    clients = [c for c in clients if adapter_status(c)[0]]
+    missing = [c for c in clients if not _installed(c)]
+    notes = [f"{c} skipped: not installed" for c in missing]
+    clients = [c for c in clients if c not in missing]
     configs = ("new defaults", "old defaults")
     cvs: dict[tuple[str, str, str], list[float]] = {}
     noise: dict[str, list[float]] = {c: [] for c in configs}
@@ -108,12 +115,7 @@ def main() -> None:
             print(f"{r['case']:>16} | {r['contender']:<12} | {r['metric']:<15} | median "
                   f"{statistics.median(r['values']):.2f} {r['unit']} (n={len(r['values'])})",
                   file=sys.stderr)
-    doc = {"rows": rows, "notes": notes, "metadata": machine_metadata()}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
-    else:
-        print(json.dumps(doc, indent=1))
+    write_rows(rows, notes, a.json)
 
 
 if __name__ == "__main__":

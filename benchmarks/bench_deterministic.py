@@ -15,7 +15,6 @@ usage: python benchmarks/bench_deterministic.py [--runs 5] [--calls 200]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -24,7 +23,7 @@ import time
 import httpbench
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import machine_metadata  # noqa: E402
+from _peers import write_rows  # noqa: E402
 
 
 class Get:
@@ -107,12 +106,7 @@ def main() -> None:
                 rows.append({"case": "requests GET 150 B, 200 calls", "contender": "callgrind",
                              "metric": "time", "unit": "s", "values": [took]})
                 print(f"200-call requests instruction count: {took:.1f} s", file=sys.stderr)
-    doc = {"rows": rows, "notes": notes, "metadata": machine_metadata()}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
-    else:
-        print(json.dumps(doc, indent=1))
+    write_rows(rows, notes, a.json)
 
 
 if __name__ == "__main__":

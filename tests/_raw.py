@@ -14,6 +14,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 # --------------------------------------------------------------------------- client side
 
@@ -244,4 +245,33 @@ def echo_handler(c: Conn) -> None:
         head, body = req
         digest = hashlib.sha256(body).hexdigest().encode()
         c.send(ok(digest + b" %d" % len(body)))
+
+
+def run_with_tty_stderr(argv: list[str], timeout: float = 60) -> tuple[Any, bytes]:
+    """Run argv with stderr on a pseudo-terminal (so progress lines are drawn) and stdout
+    piped; returns (CompletedProcess, everything written to the terminal)."""
+    import os
+    import pty
+    import subprocess
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=slave, text=True,
+                           timeout=timeout)
+        os.close(slave)
+        slave = -1
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO once the terminal's other side is closed
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    return p, err
 

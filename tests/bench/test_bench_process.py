@@ -250,27 +250,10 @@ def test_cli_unreachable():
 
 @pytest.mark.slow
 def test_cli_progress_line_on_a_tty(server):
-    import pty
+    from _raw import run_with_tty_stderr
 
-    master, slave = pty.openpty()
-    try:
-        p = subprocess.run([sys.executable, "-m", "httpbench", server.url + "/", "-d", "0.8s"],
-                           stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60)
-        os.close(slave)
-        slave = -1
-        err = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            err += chunk
-    finally:
-        if slave >= 0:
-            os.close(slave)
-        os.close(master)
+    p, err = run_with_tty_stderr([sys.executable, "-m", "httpbench", server.url + "/", "-d",
+                                  "0.8s"])
     assert p.returncode == 0
     assert b"req/s" in err and b"failed" in err  # the \r-rewritten progress line
     assert "Complete requests:" in p.stdout

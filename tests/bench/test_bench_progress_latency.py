@@ -60,30 +60,11 @@ def test_tqdm_bar_shows_percentiles(capsys):
 
 @pytest.mark.slow
 def test_cli_progress_line_shows_percentiles_on_a_tty(server):
-    import os
-    import pty
-    import subprocess
     import sys
 
-    master, slave = pty.openpty()
-    try:
-        p = subprocess.run([sys.executable, "-m", "httpbench", server.url + "/delay/5", "-d",
-                            "0.8s", "-c", "2"], stdout=subprocess.PIPE, stderr=slave,
-                           text=True, timeout=60)
-        os.close(slave)
-        slave = -1
-        err = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            err += chunk
-    finally:
-        if slave >= 0:
-            os.close(slave)
-        os.close(master)
+    from _raw import run_with_tty_stderr
+
+    p, err = run_with_tty_stderr([sys.executable, "-m", "httpbench", server.url + "/delay/5",
+                                  "-d", "0.8s", "-c", "2"])
     assert p.returncode == 0
     assert b"p50 " in err and b"p99 " in err and b" ms" in err, err
