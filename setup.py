@@ -41,11 +41,31 @@ macros = []
 if _cg == "1" or (_cg != "0" and have_header("valgrind/callgrind.h")):
     macros.append(("HB_HAVE_CALLGRIND", "1"))
 
+def pkg_config(pkg: str) -> tuple[list[str], list[str], list[str]] | None:
+    """(include dirs, library dirs, libraries) of `pkg` from pkg-config; None when absent."""
+    try:
+        p = subprocess.run(["pkg-config", "--cflags", "--libs", pkg], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if p.returncode != 0:
+        return None
+    flags = p.stdout.split()
+    return ([f[2:] for f in flags if f.startswith("-I")],
+            [f[2:] for f in flags if f.startswith("-L")],
+            [f[2:] for f in flags if f.startswith("-l")])
+
+
+# HTTP/2 framing and HPACK come from nghttp2 (found by pkg-config, with a
+# plain -lnghttp2 fallback; toolchain_problems names the package when absent).
+NGHTTP2 = pkg_config("libnghttp2") or ([], [], ["nghttp2"])
+
 core = Extension(
     "httpbench._core",
     sources=sources("csrc/core") + sources("csrc/module"),
-    include_dirs=["csrc/core", "csrc/module"],
-    libraries=["ssl", "crypto", "pthread"],
+    include_dirs=["csrc/core", "csrc/module", *NGHTTP2[0]],
+    library_dirs=NGHTTP2[1],
+    libraries=[*NGHTTP2[2], "ssl", "crypto", "pthread"],
     extra_compile_args=extra,
     define_macros=macros,
 )
@@ -63,9 +83,9 @@ if sources("csrc/preload"):
     exts.append(mcount)
 
 PACKAGES_HINT = """\
-  Debian/Ubuntu: sudo apt-get install build-essential python3-dev libssl-dev
-  Fedora/RHEL:   sudo dnf install gcc python3-devel openssl-devel
-  Alpine:        sudo apk add build-base python3-dev openssl-dev
+  Debian/Ubuntu: sudo apt-get install build-essential python3-dev libssl-dev libnghttp2-dev pkg-config
+  Fedora/RHEL:   sudo dnf install gcc python3-devel openssl-devel libnghttp2-devel pkgconf
+  Alpine:        sudo apk add build-base python3-dev openssl-dev nghttp2-dev pkgconf
 or install a prebuilt manylinux wheel (tools/build-wheel makes one)."""
 
 
@@ -77,14 +97,18 @@ def toolchain_problems(compiler) -> list[str]:
     missing = []
     if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
         missing.append("the Python headers (Python.h)")
+    probes = [("openssl/ssl.h", "the OpenSSL headers (openssl/ssl.h)", []),
+              ("nghttp2/nghttp2.h", "the nghttp2 headers (nghttp2/nghttp2.h, package libnghttp2-dev)",
+               NGHTTP2[0])]
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "probe.c")
-        with open(src, "w") as f:
-            f.write("#include <openssl/ssl.h>\nint main(void) { return 0; }\n")
-        try:
-            compiler.compile([src], output_dir=tmp)
-        except Exception:  # CompileError, or the compiler failing to start
-            missing.append("the OpenSSL headers (openssl/ssl.h)")
+        for i, (header, what, incs) in enumerate(probes):
+            src = os.path.join(tmp, f"probe{i}.c")
+            with open(src, "w") as f:
+                f.write(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
+            try:
+                compiler.compile([src], output_dir=tmp, include_dirs=incs)
+            except Exception:  # CompileError, or the compiler failing to start
+                missing.append(what)
     return missing
 
 

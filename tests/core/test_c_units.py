@@ -32,7 +32,7 @@ def test_c_unit(src: str) -> None:
     exe = os.path.join(BUILD, os.path.basename(src)[:-2])
     core_sources = sorted(glob.glob(os.path.join(CORE, "*.c")))
     cmd = [CC, *CFLAGS, "-I", CORE, "-I", CDIR, src, *core_sources, "-o", exe,
-           "-lssl", "-lcrypto", "-lpthread", "-lm"]
+           "-lnghttp2", "-lssl", "-lcrypto", "-lpthread", "-lm"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, f"build failed:\n{' '.join(cmd)}\n{build.stderr}"
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",

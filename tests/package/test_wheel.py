@@ -39,6 +39,23 @@ def test_source_build_names_what_is_missing(tmp_path, env, names):
     assert not list((tmp_path / "t").rglob("*.o")), "the check must come before compiling"
 
 
+def test_source_build_names_nghttp2_when_its_headers_are_missing(tmp_path):
+    # A header that fails to compile shadows the system's, as if libnghttp2-dev were absent.
+    fake = tmp_path / "inc" / "nghttp2"
+    fake.mkdir(parents=True)
+    (fake / "nghttp2.h").write_text("#error no nghttp2 here\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "setup.py"), "-q", "build_ext",
+                           "--build-temp", str(tmp_path / "t"), "--build-lib", str(tmp_path / "l")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=dict(os.environ, CFLAGS=f"-I{tmp_path / 'inc'}"))
+    assert proc.returncode != 0
+    msg = proc.stderr[proc.stderr.find("httpbench: cannot build"):]
+    assert msg.startswith("httpbench: cannot build the C extension: missing the nghttp2 headers")
+    assert "OpenSSL headers" not in msg.splitlines()[0]
+    assert "libnghttp2-dev" in msg
+    assert not list((tmp_path / "t").rglob("*.o")), "the check must come before compiling"
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> pathlib.Path:
     """The repaired wheel: $HTTPBENCH_WHEEL when set, else built once per session."""
@@ -70,6 +87,7 @@ def test_wheel_is_manylinux_and_bundles_openssl(wheel):
     libs = [n for n in names if n.startswith("httpbench.libs/")]
     assert any("libssl" in n for n in libs), libs
     assert any("libcrypto" in n for n in libs), libs
+    assert any("libnghttp2" in n for n in libs), libs
     show = subprocess.run([_tool("auditwheel") or "auditwheel", "show", str(wheel)],
                           capture_output=True, text=True, timeout=120)
     assert show.returncode == 0, show.stderr
