@@ -187,6 +187,8 @@ def bench(
     lenient: bool = False,
     label: str = "",
     cluster: Any = None,
+    http2: bool = False,
+    streams: int = 1,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -210,6 +212,13 @@ def bench(
     (default: the URL's host); ``tls_max_version``: "1.2" or "1.3".
     ``lenient``: accept bare-LF line ends in responses (RFC 9112 2.2); strict
     parsing counts them as protocol errors.
+
+    ``http2``: speak HTTP/2 (h2c with prior knowledge for ``http://``, ALPN
+    "h2" for ``https://``), with ``streams`` concurrent streams per connection
+    (h2load's ``-m``); ``concurrency`` connections × ``streams`` requests are in
+    flight. Stream errors are counted as ``rst_stream``, ``goaway`` and
+    ``protocol``. A server that does not negotiate HTTP/2 raises ProtocolError
+    (the run never falls back to HTTP/1.1).
 
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
@@ -244,6 +253,19 @@ def bench(
         rate = float(rate)
     if not keepalive and pipeline > 1:
         raise ValueError("pipelining needs keep-alive connections")
+    streams = _int_arg(streams, "streams", 1, 1024)
+    http2 = bool(http2)
+    if http2:
+        if pipeline > 1:
+            raise ValueError("pipeline is HTTP/1.1 pipelining; with http2=True use streams")
+        if not keepalive and streams > 1:
+            raise ValueError("keepalive=False opens a connection per request: streams must be 1")
+        if cluster is not None:
+            raise ValueError("http2=True is not supported with cluster")
+        if isinstance(body, os.PathLike):
+            raise ValueError("http2=True sends the body from memory: pass bytes, not a path")
+    elif streams > 1:
+        raise ValueError("streams (concurrent streams per connection) needs http2=True")
     if not isinstance(method, str):
         raise ValueError(f"invalid method {method!r}")
     tmo = _seconds(timeout, "timeout") or 0.0
@@ -273,8 +295,10 @@ def bench(
 
     from ._version import __version__
 
-    head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive),
-                                    f"httpbench/{__version__}")
+    ua = f"httpbench/{__version__}"
+    head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive), ua)
+    # The same request as HTTP/2 fields; validated here so bad headers fail before the run.
+    h2_fields = _core.build_h2_fields(method, tgt.url, hdrs, body_len, ua) if http2 else None
 
     if cluster is not None:
         from ._distributed import run_distributed
@@ -307,22 +331,33 @@ def bench(
         server_name=server_name, session_resumption=bool(session_resumption), progress=cb,
         tls_max_version=tls_max_version, lenient=bool(lenient),
     )
+    if http2:
+        kw.update(http2=True, h2_fields=h2_fields, pipeline=streams, head=None)
     _raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
     return _to_result(tgt, raw, method, n, dur, concurrency, threads, rate, keepalive,
-                      pipeline, tmo, wup, hdrs, body_len, bool(verify), ca_file, label)
+                      pipeline, tmo, wup, hdrs, body_len, bool(verify), ca_file, label,
+                      http2, streams)
+
+
+_H2_ERRORS = ("rst_stream", "goaway")  # error kinds only HTTP/2 runs can have
 
 
 def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
                dur: float | None, concurrency: int, threads: int, rate: float | None,
                keepalive: bool, pipeline: int, tmo: float, wup: float,
                hdrs: list[tuple[str, str]], body_len: int, verify: bool, ca_file: Any,
-               label: str) -> BenchResult:
+               label: str, http2: bool = False, streams: int = 1) -> BenchResult:
+    errors = dict(raw["errors"])
+    if not http2:
+        for k in _H2_ERRORS:  # always 0: HTTP/1.1 results keep their keys as before
+            errors.pop(k, None)
     cfg = BenchConfig(
         n=n, duration_ns=int(dur * 1e9) if dur is not None else None,
         concurrency=concurrency, threads=min(threads, concurrency), rate=rate,
         keepalive=bool(keepalive), pipeline=pipeline,
         timeout_ns=int(tmo * 1e9) if tmo else None, warmup_ns=int(wup * 1e9),
+        protocol="h2" if http2 else "http/1.1", streams=streams if http2 else 1,
         extra={"headers": [f"{k}: {v}" for k, v in hdrs], "body_bytes": max(body_len, 0),
                "tls": tgt.tls, "verify": verify,
                "ca_file": os.fspath(ca_file) if ca_file is not None else None},
@@ -354,7 +389,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         responses=raw["responses"],
         successes=raw["ok"],
         status_counts=raw["status"],
-        error_counts=raw["errors"],
+        error_counts=errors,
         bytes_in=raw["bytes_in"],
         bytes_out=raw["bytes_out"],
         latency_uncorrected=raw["latency_uncorrected"] if rate else None,
