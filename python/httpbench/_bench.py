@@ -463,6 +463,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="per-request timeout, e.g. 5s (0 = none; default 30s)")
     p.add_argument("--pipeline", type=int, default=1, metavar="P",
                    help="requests in flight per connection (default 1)")
+    p.add_argument("--h2", action="store_true",
+                   help="HTTP/2: h2c with prior knowledge for http://, ALPN h2 for https:// "
+                        "(fails when the server does not speak it)")
+    p.add_argument("-m", "--streams", dest="streams", metavar="STREAMS", default=None,
+                   help="with --h2: concurrent streams per connection (h2load's -m; default 1). "
+                        "ab's -m METHOD still works without --h2; prefer -X METHOD")
     p.add_argument("--warmup", metavar="D", default="0",
                    help="warm-up period not recorded, e.g. 2s")
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
@@ -472,7 +478,6 @@ def _parser() -> argparse.ArgumentParser:
                         "'non_2xx=0', 'rps>5000' (repeatable; metrics as in assert_budget)")
     ab = p.add_argument_group("ApacheBench spellings")
     ab.add_argument("-s", dest="timeout", metavar="S", help="ab: timeout in seconds (= --timeout)")
-    ab.add_argument("-m", dest="method", metavar="METHOD", help="ab: request method (= -X)")
     ab.add_argument("-i", dest="head", action="store_true", help="ab: HEAD requests (= -X HEAD)")
     ab.add_argument("-e", dest="csv", metavar="FILE",
                     help="ab: write the percentiles (0..100) as CSV to FILE")
@@ -609,6 +614,30 @@ def cli_main(argv: list[str]) -> int:
         for dest, msg in _AB_REJECTED.items():
             if getattr(a, dest) is not None:
                 raise _UsageError(msg)
+        streams = 1
+        if a.streams is not None:
+            try:
+                streams = int(a.streams)
+            except ValueError:
+                if a.h2:
+                    raise _UsageError(f"-m {a.streams}: with --h2, -m is the number of streams "
+                                      f"per connection; for the request method use "
+                                      f"-X {a.streams}") from None
+                # ab's -m METHOD (without --h2 there are no streams to mean).
+                if a.method is None:
+                    a.method = a.streams
+            else:
+                if not a.h2:
+                    raise _UsageError(f"-m {a.streams}: streams per connection need --h2 "
+                                      "(for ab's -m METHOD use -X METHOD)")
+                if not 1 <= streams <= 1024:
+                    raise _UsageError("-m (streams per connection) must be in 1..1024")
+        if a.h2 and a.pipeline > 1:
+            raise _UsageError("--pipeline is HTTP/1.1 pipelining; with --h2 use -m STREAMS")
+        if a.h2 and not a.keepalive and streams > 1:
+            raise _UsageError("--no-keepalive opens a connection per request: -m must be 1")
+        if a.h2 and (a.dask or a.dask_local):
+            raise _UsageError("--h2 is not supported with --dask / --dask-local")
         if a.head:
             if a.method not in (None, "HEAD"):
                 raise _UsageError("-i (HEAD) and a method other than HEAD")
@@ -666,6 +695,11 @@ def cli_main(argv: list[str]) -> int:
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
             ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
         )
+        if a.h2:
+            if a.post_file is not None:
+                with open(a.post_file, "rb") as f:
+                    kw["body"] = f.read()  # HTTP/2 sends the body from memory
+            kw.update(http2=True, streams=streams)
         try:
             result = bench(a.url, **kw)
         except (ValueError, TypeError) as exc:
