@@ -15,9 +15,8 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
-import pytest
-
 import httpbench
+import pytest
 
 NGINX = shutil.which("nginx") or next(
     (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
