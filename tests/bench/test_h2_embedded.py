@@ -3,9 +3,8 @@ exactly against the server's own /__stats (by_protocol["h2"], h2 stream counters
 
 from __future__ import annotations
 
-import pytest
-
 import httpbench
+import pytest
 
 pytestmark = pytest.mark.own_server
 
