@@ -72,7 +72,8 @@ typedef struct h2conn {
     uint32_t *free;   /* stack of free slot indices */
     uint32_t nfree;
     uint32_t pending;   /* used slots not yet submitted (waiting for the connection) */
-    uint32_t unwritten; /* submitted slots whose HEADERS may not be out yet */
+    uint32_t *unw;      /* submitted slots whose HEADERS may not be out yet */
+    uint32_t nunw;
     uint64_t now;       /* clock of the read being processed */
     uint64_t seen_in, seen_out; /* cli byte counters already added to the results */
 } h2conn;
@@ -921,7 +922,7 @@ static void h2_reset(econn *c)
         h->free[i] = m - 1 - i;
     }
     h->nfree = m;
-    h->pending = h->unwritten = 0;
+    h->pending = h->nunw = 0;
     c->rcount = 0;
 }
 
@@ -1059,6 +1060,7 @@ static int h2_start(econn *c)
     err[0] = 0;
     hb_h2cli_settings st = {0};
     st.max_streams = c->th->e->cfg.pipeline;
+    st.stable_fields = 1; /* e->h2f lives as long as the engine */
     int rc = hb_h2cli_init(&h->cli, &c->s, &st, &H2_CBS, c, err);
     if (rc < 0) {
         h2_fatal(c, rc, HB_ENG_ERR_PROTOCOL, err);
@@ -1129,7 +1131,7 @@ static void h2_send(econn *c)
         }
         sl->submitted = 1;
         h->pending--;
-        h->unwritten++;
+        if (h->nunw < m) h->unw[h->nunw++] = i; /* stamped after the write */
     }
     if (!hb_h2cli_wants_write(&h->cli)) return;
     uint64_t now = hb_now_ns();
@@ -1148,12 +1150,11 @@ static void h2_send(econn *c)
         h2_fatal(c, rc, HB_ENG_ERR_WRITE, h->cli.err);
         return;
     }
-    if (h->unwritten) {
-        for (uint32_t i = 0; i < m; i++)
-            if (h->slots[i].used && h->slots[i].submitted && !h->slots[i].q.written)
-                h->slots[i].q.written = now;
-        h->unwritten = 0;
+    for (uint32_t k = 0; k < h->nunw; k++) {
+        h2slot *sl = &h->slots[h->unw[k]];
+        if (sl->used && !sl->q.written) sl->q.written = now;
     }
+    h->nunw = 0;
     if (c->write_blocked) {
         c->write_blocked = 0;
         update_interest(c);
@@ -1537,7 +1538,8 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
                 if (!h) goto nomem;
                 h->slots = calloc(c->pipeline, sizeof *h->slots);
                 h->free = calloc(c->pipeline, sizeof *h->free);
-                if (!h->slots || !h->free) goto nomem;
+                h->unw = calloc(c->pipeline, sizeof *h->unw);
+                if (!h->slots || !h->free || !h->unw) goto nomem;
                 h2_reset(cn);
             } else {
                 cn->rcap = rcap;
@@ -1766,6 +1768,7 @@ void hb_engine_free(hb_engine *e)
                         if (cn->h2->live) hb_h2cli_free(&cn->h2->cli);
                         free(cn->h2->slots);
                         free(cn->h2->free);
+                        free(cn->h2->unw);
                         free(cn->h2);
                     }
                 }

@@ -90,6 +90,7 @@ typedef struct hb_h2cli_settings {
     uint32_t conn_window_bits; /* connection receive window, 16..30; default 30 */
     uint32_t max_frame_size;   /* SETTINGS_MAX_FRAME_SIZE we accept; default 16384 */
     uint32_t max_streams;      /* our cap on concurrent streams; default: the peer's */
+    int stable_fields;         /* 1: submit's field strings outlive the session (not copied) */
 } hb_h2cli_settings;
 
 /* A request body sent as DATA frames: caller-owned, must stay valid (and
@@ -109,6 +110,7 @@ typedef struct hb_h2cli {
     const hb_h2cli_callbacks *cb;
     void *ud;
     uint32_t max_streams; /* our cap (0: the peer's only) */
+    uint8_t nv_flags;     /* nghttp2 NV flags for submitted fields */
     uint32_t nopen;       /* submitted streams not yet closed */
     int preface_checked;  /* first bytes from the peer looked at */
     int goaway_recv;      /* a GOAWAY arrived: no new streams */
