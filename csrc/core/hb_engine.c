@@ -279,7 +279,7 @@ static int h2_start(econn *c);
 static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm);
 static uint32_t h2_cap(econn *c);
 static void h2_send(econn *c);
-static void h2_io(econn *c);
+static void h2_io(econn *c, uint32_t events);
 static int h2_timed_out(econn *c, uint64_t now, uint64_t tmo);
 
 static inline req_slot *ring_at(econn *c, uint32_t i)
@@ -990,6 +990,8 @@ static void h2_fatal(econn *c, int rc, int type, const char *why)
     fail_all(c, type, rc, detail);
 }
 
+static const hb_h2cli_callbacks H2_CBS_QUIET;
+
 static void h2_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
 {
     (void)sud;
@@ -1004,7 +1006,10 @@ static void h2_on_response(void *ud, void *sud, int status)
 {
     econn *c = ud;
     h2slot *sl = sud;
-    c->th->have_server = 1;
+    if (!c->th->have_server) {
+        c->th->have_server = 1;
+        c->h2->cli.cb = &H2_CBS_QUIET; /* header fields are not needed any more */
+    }
     if (!sl) return;
     sl->status = status;
     sl->first_byte = c->h2->now;
@@ -1051,6 +1056,8 @@ static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
 
 static const hb_h2cli_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
                                           NULL};
+static const hb_h2cli_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
+                                                NULL};
 
 /* The connection (and TLS) is up: start the session. 0, or -1 when c was failed. */
 static int h2_start(econn *c)
@@ -1061,7 +1068,8 @@ static int h2_start(econn *c)
     hb_h2cli_settings st = {0};
     st.max_streams = c->th->e->cfg.pipeline;
     st.stable_fields = 1; /* e->h2f lives as long as the engine */
-    int rc = hb_h2cli_init(&h->cli, &c->s, &st, &H2_CBS, c, err);
+    int rc = hb_h2cli_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c,
+                           err);
     if (rc < 0) {
         h2_fatal(c, rc, HB_ENG_ERR_PROTOCOL, err);
         return -1;
@@ -1161,10 +1169,17 @@ static void h2_send(econn *c)
     }
 }
 
-static void h2_io(econn *c)
+static void h2_io(econn *c, uint32_t events)
 {
     h2conn *h = c->h2;
     h->now = hb_now_ns();
+    const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+    if (!(events & rd) && !c->read_wants_write) { /* writable only */
+        fill(c, h->now);
+        return;
+    }
+    /* Edge-triggered: a short read drained the socket, unless a FIN came too. */
+    h->cli.short_read_drains = c->et && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
     int rc = hb_h2cli_read(&h->cli);
     h2_count_bytes(c, h->now);
     if (rc != HB_AGAIN) {
@@ -1216,7 +1231,7 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
     case C_HANDSHAKE: do_handshake(c); return;
     case C_OPEN:
         if (c->h2) {
-            h2_io(c);
+            h2_io(c, events);
             return;
         }
         if (c->wleft) {
