@@ -177,6 +177,98 @@ static ssize_t body_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
     return (ssize_t)n;
 }
 
+/* ---- nghttp2's allocations ----
+ * A session allocates and frees the same few sizes for every stream (stream
+ * object, frames, header copies): size-classed free lists per session keep
+ * those off the general allocator, whose per-size caches are too small for
+ * many streams in flight. */
+
+#define POOL_HDR 16u      /* keeps nghttp2's 16-byte alignment */
+#define POOL_CLASSES 8    /* 64 B .. 8 KiB blocks, header included */
+#define POOL_KEEP 256     /* free blocks kept per class */
+#define POOL_BIG 0xffu
+
+struct hb_h2pool {
+    void *head[POOL_CLASSES];
+    uint32_t n[POOL_CLASSES];
+};
+
+static inline unsigned pool_class(size_t size)
+{
+    size_t need = size + POOL_HDR;
+    unsigned k = 0;
+    while (k < POOL_CLASSES && (64u << k) < need)
+        k++;
+    return k < POOL_CLASSES ? k : POOL_BIG;
+}
+
+static void *pool_malloc(size_t size, void *ud)
+{
+    struct hb_h2pool *p = ud;
+    unsigned k = pool_class(size);
+    uint8_t *b;
+    if (k != POOL_BIG && p->head[k]) {
+        b = p->head[k];
+        p->head[k] = *(void **)(b + POOL_HDR);
+        p->n[k]--;
+    } else {
+        b = malloc(k == POOL_BIG ? size + POOL_HDR : (size_t)64u << k);
+        if (!b) return NULL;
+    }
+    b[0] = (uint8_t)k;
+    return b + POOL_HDR;
+}
+
+static void pool_free(void *ptr, void *ud)
+{
+    if (!ptr) return;
+    struct hb_h2pool *p = ud;
+    uint8_t *b = (uint8_t *)ptr - POOL_HDR;
+    unsigned k = b[0];
+    if (k == POOL_BIG || p->n[k] >= POOL_KEEP) {
+        free(b);
+        return;
+    }
+    *(void **)(b + POOL_HDR) = p->head[k];
+    p->head[k] = b;
+    p->n[k]++;
+}
+
+static void *pool_calloc(size_t nmemb, size_t size, void *ud)
+{
+    if (size && nmemb > SIZE_MAX / size) return NULL;
+    void *q = pool_malloc(nmemb * size, ud);
+    if (q) memset(q, 0, nmemb * size);
+    return q;
+}
+
+static void *pool_realloc(void *ptr, size_t size, void *ud)
+{
+    if (!ptr) return pool_malloc(size, ud);
+    uint8_t *b = (uint8_t *)ptr - POOL_HDR;
+    unsigned k = b[0];
+    if (k != POOL_BIG && size + POOL_HDR <= (size_t)64u << k) return ptr;
+    if (k == POOL_BIG) {
+        uint8_t *nb = realloc(b, size + POOL_HDR);
+        return nb ? nb + POOL_HDR : NULL;
+    }
+    void *q = pool_malloc(size, ud);
+    if (!q) return NULL;
+    memcpy(q, ptr, ((size_t)64u << k) - POOL_HDR);
+    pool_free(ptr, ud);
+    return q;
+}
+
+static void pool_drain(struct hb_h2pool *p)
+{
+    for (unsigned k = 0; k < POOL_CLASSES; k++)
+        while (p->head[k]) {
+            uint8_t *b = p->head[k];
+            p->head[k] = *(void **)(b + POOL_HDR);
+            free(b);
+        }
+}
+
 /* ---- lifecycle ---- */
 
 int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
@@ -209,8 +301,9 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
                                     : NGHTTP2_NV_FLAG_NONE;
     c->rbuf = malloc(HB_H2CLI_RBUF);
     c->wbuf = malloc(HB_H2CLI_WBUF);
+    c->pool = calloc(1, sizeof *c->pool);
     nghttp2_session_callbacks *cbs = NULL;
-    if (!c->rbuf || !c->wbuf || nghttp2_session_callbacks_new(&cbs) != 0) goto nomem;
+    if (!c->rbuf || !c->wbuf || !c->pool || nghttp2_session_callbacks_new(&cbs) != 0) goto nomem;
     nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, cb_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cbs, cb_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb_frame_recv);
@@ -226,7 +319,8 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
         goto nomem;
     }
     nghttp2_option_set_peer_max_concurrent_streams(opt, 1);
-    int rc = nghttp2_session_client_new2(&c->ng, cbs, c, opt);
+    nghttp2_mem mem = {c->pool, pool_malloc, pool_free, pool_calloc, pool_realloc};
+    int rc = nghttp2_session_client_new3(&c->ng, cbs, c, opt, &mem);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
     if (rc != 0) goto nomem;
@@ -250,6 +344,9 @@ void hb_h2cli_free(hb_h2cli *c)
     c->freeing = 1;
     if (c->ng) nghttp2_session_del(c->ng);
     c->ng = NULL;
+    if (c->pool) pool_drain(c->pool);
+    free(c->pool);
+    c->pool = NULL;
     free(c->rbuf);
     free(c->wbuf);
     c->rbuf = c->wbuf = NULL;

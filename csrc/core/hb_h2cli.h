@@ -62,6 +62,7 @@
 #include "hb_sock.h"
 
 struct nghttp2_session;
+struct hb_h2pool;
 
 /* How a stream ended (on_close). */
 enum hb_h2_end {
@@ -126,6 +127,7 @@ typedef struct hb_h2cli {
     int fatal_rc;
     int freeing;
     uint64_t bytes_in, bytes_out; /* HTTP/2 bytes (after TLS) */
+    struct hb_h2pool *pool; /* nghttp2's allocations go through it */
     uint8_t *rbuf;
     uint8_t *wbuf;
     size_t wlen, wpos;     /* wbuf[wpos..wlen) not yet written */
