@@ -171,7 +171,6 @@ struct hb_engine {
     uint64_t late_ns;                      /* rate mode: lateness threshold */
     uint32_t nsec;
     _Atomic int stop;
-    _Atomic int fatal; /* a thread set fatal_rc/fatal in its result */
     _Atomic uint32_t nfinished;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -974,7 +973,6 @@ static void h2_fatal(econn *c, int rc, int type, const char *why)
             th->r.fatal_rc = rc;
             snprintf(th->r.fatal, sizeof th->r.fatal, "%s", detail);
         }
-        atomic_store(&th->e->fatal, 1);
         hb_engine_stop(th->e);
         type = HB_ENG_ERR_PROTOCOL;
     } else if (rc == HB_E_H2) {
