@@ -7,15 +7,35 @@ from __future__ import annotations
 import socket
 import ssl
 
+import httpbench
 import pytest
 from _h2raw import (
-    ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR,
-    FRAME_SIZE_ERROR, GOAWAY, HEADERS, PREFACE, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM,
-    SETTINGS, STREAM_CLOSED, H2Conn, data, frame, headers, hpack_indexed, hpack_literal,
-    request_block, settings, window_update,
+    ACK,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    ENHANCE_YOUR_CALM,
+    FLOW_CONTROL_ERROR,
+    FRAME_SIZE_ERROR,
+    GOAWAY,
+    HEADERS,
+    PREFACE,
+    PROTOCOL_ERROR,
+    REFUSED_STREAM,
+    RST_STREAM,
+    SETTINGS,
+    STREAM_CLOSED,
+    H2Conn,
+    data,
+    frame,
+    headers,
+    hpack_indexed,
+    hpack_literal,
+    request_block,
+    settings,
+    window_update,
 )
-
-import httpbench
 from httpbench import expected_bytes
 
 pytestmark = pytest.mark.own_server

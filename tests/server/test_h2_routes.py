@@ -10,9 +10,8 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-
 import httpbench
+import pytest
 from httpbench import expected_bytes
 from httpbench._server import crc32
 
