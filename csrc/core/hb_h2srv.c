@@ -66,6 +66,7 @@ struct hb_h2srv {
     uint32_t nlive;
     uint32_t term_code;
     uint8_t term_pending, fatal, fatal_counted;
+    uint8_t timers; /* a stream may have a deadline: hb_h2srv_deadline must look */
     int iov_first, niov;
     size_t alen, qbytes;
     struct iovec iov[NIOV];
@@ -232,6 +233,7 @@ static ssize_t on_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len
         if (st->wait == W_STALL && !st->stall_armed) {
             st->stall_armed = 1;
             st->deadline = *s->cfg.now + st->rq.p.stall.ms * NS_PER_MS;
+            s->timers = 1;
         }
         st->deferred = 1;
         return NGHTTP2_ERR_DEFERRED;
@@ -403,12 +405,14 @@ static void finish(hb_h2srv *s, h2stream *st)
         }
         st->wait = W_DELAY;
         st->deadline = now + rq->p.delay.ms * NS_PER_MS;
+        s->timers = 1;
         break;
     case HB_ROUTE_STATUS: respond_mem(s, st, rq->p.status.code, CT_TEXT, "", 0); break;
     case HB_ROUTE_DRIP:
         if (rq->p.drip.n && !st->head_only) {
             st->wait = W_DRIP;
             st->deadline = now + rq->p.drip.interval_ms * NS_PER_MS;
+            s->timers = 1;
         }
         respond_content(s, st, (int64_t)rq->p.drip.n, rq->p.drip.n, 0);
         break;
@@ -791,11 +795,13 @@ int hb_h2srv_busy(const hb_h2srv *s)
     return s->nlive > 0 || s->niov > 0;
 }
 
-uint64_t hb_h2srv_deadline(const hb_h2srv *s)
+uint64_t hb_h2srv_deadline(hb_h2srv *s)
 {
+    if (!s->timers) return 0; /* the common case: no scan of the live streams */
     uint64_t d = 0;
     for (const h2stream *st = s->live; st; st = st->next)
         if (st->deadline && (!d || st->deadline < d)) d = st->deadline;
+    if (!d) s->timers = 0;
     return d;
 }
 

@@ -95,7 +95,7 @@ int hb_h2srv_done(const hb_h2srv *s);
  * not idle). */
 int hb_h2srv_busy(const hb_h2srv *s);
 /* Earliest timer of a waiting stream (absolute ns), 0 when none. */
-uint64_t hb_h2srv_deadline(const hb_h2srv *s);
+uint64_t hb_h2srv_deadline(hb_h2srv *s);
 /* Run the timers due at now (cfg->now must say the same). */
 void hb_h2srv_timer(hb_h2srv *s);
 
