@@ -5,7 +5,8 @@
  * provider with NGHTTP2_DATA_FLAG_NO_COPY: the read callback only decides a
  * frame's length, and the send-data callback queues the frame header plus
  * the payload - iovecs into the shared content buffer for generated bodies,
- * a copy only for small texts, the stats page and echoed bytes. Automatic
+ * a copy only for payloads up to 1 KiB, texts, the stats page and echoed
+ * bytes. Automatic
  * WINDOW_UPDATEs are off so an echo stream's window reopens only as its
  * bytes are sent back: a client that uploads but never reads cannot make
  * the server buffer more than one stream window. */
@@ -27,6 +28,7 @@
 #define CONN_WINDOW (1 << 30) /* connection receive window: streams do the limiting */
 #define BOMB_FACTOR 16        /* decoded header bytes beyond limit x this: GOAWAY */
 #define NS_PER_MS 1000000ull
+#define SMALL_BODY 1024 /* DATA payloads up to this are copied into the queue */
 
 #define ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
 
@@ -252,7 +254,10 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
     hb_h2srv *s = user;
     h2stream *st = src->ptr;
     size_t pad = frame->data.padlen; /* never set by this server; handled for completeness */
-    int copy = st->src != SRC_CONTENT;
+    /* small generated payloads are copied behind their frame header, so a burst
+     * of small responses is one contiguous buffer, not two iovecs each */
+    int small = st->src == SRC_CONTENT && length <= SMALL_BODY;
+    int copy = st->src != SRC_CONTENT || small;
     size_t need = 9 + pad + (copy ? length : 0);
     if (!room(s, need, 4 + (int)(length / HB_CONTENT_WIN)) || s->qbytes >= BATCH)
         return NGHTTP2_ERR_WOULDBLOCK;
@@ -261,7 +266,10 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
         uint8_t pl = (uint8_t)(pad - 1);
         q_copy(s, &pl, 1);
     }
-    if (st->src == SRC_CONTENT) {
+    if (small) {
+        q_copy(s, hb_content_buf() + st->soff % HB_CONTENT_PERIOD, length);
+        st->soff += length;
+    } else if (st->src == SRC_CONTENT) {
         const char *content = hb_content_buf();
         size_t n = length;
         while (n) {
