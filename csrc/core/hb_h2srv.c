@@ -309,7 +309,15 @@ static void respond(hb_h2srv *s, h2stream *st, int status, const char *ct, int64
     st->stbuf[1] = (char)('0' + status / 10 % 10);
     st->stbuf[2] = (char)('0' + status % 10);
     size_t cll = 0;
-    if (cl >= 0) cll = (size_t)snprintf(st->clbuf, sizeof st->clbuf, "%lld", (long long)cl);
+    if (cl >= 0) { /* decimal digits, without snprintf on every response */
+        char tmp[24];
+        uint64_t v = (uint64_t)cl;
+        do {
+            tmp[cll++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        for (size_t i = 0; i < cll; i++) st->clbuf[i] = tmp[cll - 1 - i];
+    }
     nghttp2_nv nva[5];
     size_t n = 0;
     nva[n++] = (nghttp2_nv)NV(":status", st->stbuf, 3);
