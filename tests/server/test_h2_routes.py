@@ -242,3 +242,15 @@ def test_h2load_errors_and_faults_counted(server):
     assert after["h2"]["streams_reset_sent"] - before["h2"]["streams_reset_sent"] == 50
     assert after["h2"]["goaway_sent"] == before["h2"]["goaway_sent"]
     assert _delta(before, after, "connections_by_protocol") == {"h2": 6}
+
+
+@pytest.mark.slow
+def test_h2_in_a_server_process_with_two_workers():
+    with httpbench.start_process(threads=2, h2_max_concurrent_streams=20) as p:
+        out = _h2load(p.url + "/bytes/150", "-n", "2000", "-c", "8", "-m", "10")
+        assert "2000 succeeded, 0 failed, 0 errored" in out
+        st = p.stats()  # over the child's pipe: the same keys as Server.stats()
+        assert st["by_protocol"] == {"http/1.1": 0, "h2": 2000}
+        assert st["connections_by_protocol"] == {"http/1.1": 0, "h2": 8}
+        assert st["h2"]["streams"] == 2000 and st["requests"] == 2000
+        assert st["h2"]["settings"]["max_concurrent_streams"] == 20
