@@ -10,9 +10,8 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-
 import httpbench
+import pytest
 from httpbench import expected_bytes
 from httpbench._server import crc32
 
@@ -226,3 +225,32 @@ def test_echo_large_upload_byte_exact(server, tmp_path):
     up.write_bytes(data)
     rc, meta, got = _curl(server.url + "/echo", "--data-binary", f"@{up}")
     assert rc == 0 and meta == "200 2" and got == data
+
+
+@pytest.mark.slow
+def test_h2load_errors_and_faults_counted(server):
+    before = server.stats()
+    out = _h2load(server.url + "/nope", "-n", "50", "-c", "2", "-m", "5")
+    assert "0 succeeded, 50 failed, 0 errored" in out and "50 4xx" in out
+    out = _h2load(server.url + "/fault/stall/1?bytes=100", "-n", "50", "-c", "2", "-m", "5")
+    assert "50 succeeded, 0 failed, 0 errored" in out
+    out = _h2load(server.url + "/fault/reset", "-n", "50", "-c", "2", "-m", "5")
+    assert "0 succeeded, 50 failed, 50 errored" in out  # every stream reset, connections kept
+    after = server.stats()
+    assert _delta(before, after, "by_route") == {"not_found": 50, "stall": 50, "reset": 50}
+    assert _delta(before, after, "by_status") == {404: 50, 200: 50, 0: 50}
+    assert after["h2"]["streams_reset_sent"] - before["h2"]["streams_reset_sent"] == 50
+    assert after["h2"]["goaway_sent"] == before["h2"]["goaway_sent"]
+    assert _delta(before, after, "connections_by_protocol") == {"h2": 6}
+
+
+@pytest.mark.slow
+def test_h2_in_a_server_process_with_two_workers():
+    with httpbench.start_process(threads=2, h2_max_concurrent_streams=20) as p:
+        out = _h2load(p.url + "/bytes/150", "-n", "2000", "-c", "8", "-m", "10")
+        assert "2000 succeeded, 0 failed, 0 errored" in out
+        st = p.stats()  # over the child's pipe: the same keys as Server.stats()
+        assert st["by_protocol"] == {"http/1.1": 0, "h2": 2000}
+        assert st["connections_by_protocol"] == {"http/1.1": 0, "h2": 8}
+        assert st["h2"]["streams"] == 2000 and st["requests"] == 2000
+        assert st["h2"]["settings"]["max_concurrent_streams"] == 20
