@@ -319,17 +319,20 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
         goto nomem;
     }
     nghttp2_option_set_peer_max_concurrent_streams(opt, 1);
+    /* No RFC 7540 priorities here: closed streams need not be kept for them. */
+    nghttp2_option_set_no_closed_streams(opt, 1);
     nghttp2_mem mem = {c->pool, pool_malloc, pool_free, pool_calloc, pool_realloc};
     int rc = nghttp2_session_client_new3(&c->ng, cbs, c, opt, &mem);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
     if (rc != 0) goto nomem;
-    nghttp2_settings_entry iv[3] = {
+    nghttp2_settings_entry iv[4] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (1u << wbits) - 1},
         {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, mfs},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0) goto nomem;
+    if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 4) != 0) goto nomem;
     if (cbits > 16 &&
         nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, (int32_t)((1u << cbits) - 1)) != 0)
         goto nomem;
