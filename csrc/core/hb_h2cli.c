@@ -496,8 +496,6 @@ int hb_h2cli_read(hb_h2cli *c)
         if (c->fatal) return c->fatal_rc;
         if (c->short_read_drains && (size_t)n < HB_H2CLI_RBUF) break;
     }
-    (void)pack(c);
-    if (c->fatal) return c->fatal_rc;
     if (c->goaway_recv && c->nopen == 0 && !hb_h2cli_wants_write(c))
         return set_fatal(c, HB_E_CLOSED, "the server sent GOAWAY");
     return HB_AGAIN;

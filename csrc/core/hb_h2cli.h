@@ -159,7 +159,9 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
  * the socket would block: returns HB_AGAIN (the normal result; wait per
  * sock->want, which can be WRITE under TLS) or a fatal code (see above).
  * Frames nghttp2 wants to send in reply (SETTINGS ACK, WINDOW_UPDATE, PING
- * ACK) are queued: check hb_h2cli_wants_write afterwards. */
+ * ACK, or a GOAWAY for a protocol error of the peer's) are queued: check
+ * hb_h2cli_wants_write afterwards; a protocol error detected here may only
+ * surface as HB_E_H2 from that hb_h2cli_write. */
 int hb_h2cli_read(hb_h2cli *c);
 
 /* Send queued frames until none are left (0) or the socket would block
