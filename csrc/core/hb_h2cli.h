@@ -48,8 +48,10 @@
  *                with HB_H2_END_GOAWAY; no new stream may be submitted.
  *
  * Allocation: nghttp2's session plus one read and one write buffer per
- * session at init; submit lets nghttp2 copy the header fields (its own
- * allocation); nothing else allocates per request.
+ * session at init. nghttp2's own per-stream allocations (stream objects,
+ * frames, header copies unless settings.stable_fields) go through free lists
+ * of the session, so a steady run reuses blocks instead of calling malloc;
+ * they never hold more than the session's peak use and are freed with it.
  */
 #ifndef HB_H2CLI_H
 #define HB_H2CLI_H
