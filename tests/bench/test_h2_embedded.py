@@ -111,3 +111,13 @@ def test_interrupt_gives_partial_result(server) -> None:
     assert r.interrupted and r.responses > 0 and r.errors == 0
     seen = _delta(before, after, "by_protocol", "h2")
     assert r.responses <= seen <= r.responses + r.in_flight_at_stop
+
+
+def test_head_status_and_large_bodies(server) -> None:
+    r = httpbench.bench(server.url + "/bytes/100", http2=True, n=10, method="HEAD")
+    assert (r.responses, r.errors, r.metadata["body_bytes_in"]) == (10, 0, 0)
+    r = httpbench.bench(server.url + "/status/404", http2=True, n=10, streams=3)
+    assert (r.responses, r.successes, r.non_2xx, r.status_counts) == (10, 0, 10, {404: 10})
+    # 1 MB bodies: flow control (the server's 64 KiB window) and WINDOW_UPDATEs work.
+    r = httpbench.bench(server.url + "/bytes/1000000", http2=True, n=20, streams=4)
+    assert (r.responses, r.errors, r.metadata["body_bytes_in"]) == (20, 0, 20_000_000)
