@@ -1189,6 +1189,21 @@ static void h2_io(econn *c, uint32_t events)
         c->read_wants_write = rw;
         update_interest(c);
     }
+    if (!h->cli.nopen && !h->cli.goaway_recv && hb_h2cli_peer_max_streams(&h->cli) == 0) {
+        /* Nothing can ever be sent on this connection: fail what waits and
+         * reconnect later (a new connection's first stream goes out before
+         * the SETTINGS, so each attempt accounts a request). */
+        static const char why[] = "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0)";
+        if (c->rcount) {
+            fail_all(c, HB_ENG_ERR_PROTOCOL, HB_E_H2, why);
+        } else {
+            note_error(c->th, HB_ENG_ERR_PROTOCOL, HB_E_H2, why);
+            conn_close(c);
+            defer_fill(c);
+        }
+        c->retry_at = h->now + (RETRY_MIN_NS << RETRY_MAX_SHIFT);
+        return;
+    }
     if (c->closing && c->rcount == 0) { /* keep-alive off: one request per connection */
         conn_close(c);
         fill(c, h->now);

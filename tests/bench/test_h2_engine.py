@@ -37,7 +37,8 @@ class H2Nginx:
 
     def __init__(self, d: str) -> None:
         self.dir = d
-        self.ports = {k: _free_port() for k in ("h2c", "h2", "h1", "h1tls", "goaway")}
+        self.ports = {k: _free_port() for k in ("h2c", "h2", "h1", "h1tls", "goaway",
+                                                "nostreams")}
         crt, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
         subprocess.run(
             ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
@@ -69,6 +70,8 @@ class H2Nginx:
             f"    listen 127.0.0.1:{p['h2']} ssl http2; listen 127.0.0.1:{p['h1tls']} ssl;\n"
             f"    {tls} {common} }}\n"
             f"  server {{ listen 127.0.0.1:{p['goaway']} http2; keepalive_requests 5; {common} }}\n"
+            f"  server {{ listen 127.0.0.1:{p['nostreams']} http2; "
+            f"http2_max_concurrent_streams 0; {common} }}\n"
             "}\n")
         self.conf = os.path.join(d, "nginx.conf")
         with open(self.conf, "w") as f:
@@ -218,6 +221,14 @@ def test_goaway_streams_typed(fresh: H2Nginx) -> None:
     assert r.errors == r.error_counts["goaway"]
     assert r.error_counts["goaway"] > 0 and r.responses <= 5 * r.connections
     assert fresh.settle(r.responses, "goaway") == Counter({("goaway", "200"): r.responses})
+
+
+def test_server_allowing_no_streams_ends(fresh: H2Nginx) -> None:
+    # SETTINGS_MAX_CONCURRENT_STREAMS 0: each connection's first stream (sent before the
+    # SETTINGS) is refused, then the connection is dropped; -n still ends, every stream typed.
+    r = httpbench.bench(fresh.url("nostreams"), http2=True, streams=3, n=3)
+    assert r.responses == 0 and r.error_counts["rst_stream"] == 3 == r.errors
+    assert "REFUSED_STREAM" in r.metadata["first_error"]
 
 
 def test_server_without_h2c_is_a_typed_error(fresh: H2Nginx) -> None:
