@@ -1176,8 +1176,9 @@ static void h2_io(econn *c, uint32_t events)
         fill(c, h->now);
         return;
     }
-    /* Edge-triggered: a short read drained the socket, unless a FIN came too. */
-    h->cli.short_read_drains = c->et && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+    /* Edge-triggered: a short read drained the socket, unless a FIN came too;
+     * TLS is level-triggered: epoll reports what OpenSSL has not read. */
+    h->cli.short_read_drains = !c->et || !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
     int rc = hb_h2cli_read(&h->cli);
     h2_count_bytes(c, h->now);
     if (rc != HB_AGAIN) {

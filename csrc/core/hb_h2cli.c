@@ -494,7 +494,9 @@ int hb_h2cli_read(hb_h2cli *c)
         ssize_t k = nghttp2_session_mem_recv(c->ng, c->rbuf, (size_t)n);
         if (k < 0) return set_fatal(c, HB_E_H2, "h2: %s", nghttp2_strerror((int)k));
         if (c->fatal) return c->fatal_rc;
-        if (c->short_read_drains && (size_t)n < HB_H2CLI_RBUF) break;
+        if (c->short_read_drains &&
+            (c->sock->ssl ? !hb_sock_has_buffered(c->sock) : (size_t)n < HB_H2CLI_RBUF))
+            break;
     }
     if (c->goaway_recv && c->nopen == 0 && !hb_h2cli_wants_write(c))
         return set_fatal(c, HB_E_CLOSED, "the server sent GOAWAY");

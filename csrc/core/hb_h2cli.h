@@ -112,9 +112,11 @@ typedef struct hb_h2cli {
     struct nghttp2_session *ng;
     const hb_h2cli_callbacks *cb; /* may be replaced between calls (e.g. to drop on_header) */
     void *ud;
-    /* 1: a read shorter than the buffer ends hb_h2cli_read (an edge-triggered
-     * plain socket is then drained: TCP hands over all it holds); 0: read
-     * until HB_AGAIN. Set by the caller before each read. */
+    /* 1: hb_h2cli_read stops once the input known to be there is read - after
+     * a read shorter than the buffer on a plain socket (TCP hands over all it
+     * holds, so an edge-triggered socket is drained), when OpenSSL holds no
+     * more on a TLS one (level-triggered epoll reports the rest) - instead of
+     * reading until HB_AGAIN, which costs a syscall. Set before each read. */
     int short_read_drains;
     uint32_t max_streams; /* our cap (0: the peer's only) */
     uint8_t nv_flags;     /* nghttp2 NV flags for submitted fields */
