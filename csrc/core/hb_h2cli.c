@@ -205,6 +205,7 @@ static inline unsigned pool_class(size_t size)
 static void *pool_malloc(size_t size, void *ud)
 {
     struct hb_h2pool *p = ud;
+    if (size > SIZE_MAX - POOL_HDR) return NULL;
     unsigned k = pool_class(size);
     uint8_t *b;
     if (k != POOL_BIG && p->head[k]) {
@@ -245,6 +246,7 @@ static void *pool_calloc(size_t nmemb, size_t size, void *ud)
 static void *pool_realloc(void *ptr, size_t size, void *ud)
 {
     if (!ptr) return pool_malloc(size, ud);
+    if (size > SIZE_MAX - POOL_HDR) return NULL;
     uint8_t *b = (uint8_t *)ptr - POOL_HDR;
     unsigned k = b[0];
     if (k != POOL_BIG && size + POOL_HDR <= (size_t)64u << k) return ptr;

@@ -51,6 +51,17 @@ static int srv_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     if (strcmp(last_path, "/goaway") == 0)
         return nghttp2_submit_goaway(s, 0, id - 2, NGHTTP2_NO_ERROR, NULL, 0);
     if (strcmp(last_path, "/hold") == 0) return 0; /* never answered */
+    if (strcmp(last_path, "/big") == 0) { /* header blocks that grow nghttp2's buffers */
+        static uint8_t big[20000];
+        memset(big, 'b', sizeof big);
+        nghttp2_nv bh[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+                           {(uint8_t *)"server", (uint8_t *)"t", 6, 1, 0},
+                           {(uint8_t *)"x-big", big, 5, sizeof big, 0},
+                           {(uint8_t *)"x-big2", big, 6, sizeof big / 2, 0}};
+        nghttp2_data_provider p = {.source.ptr = NULL, .read_callback = srv_body};
+        v->body_off = 0;
+        return nghttp2_submit_response(s, id, bh, 4, &p);
+    }
     nghttp2_nv hd[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
                        {(uint8_t *)"server", (uint8_t *)"t", 6, 1, 0}};
     nghttp2_data_provider p = {.source.ptr = NULL, .read_callback = srv_body};
@@ -96,9 +107,11 @@ typedef struct rec {
 
 static void on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
 {
-    (void)ud, (void)v, (void)vl;
+    (void)ud;
     rec *r = sud;
     if (nl == 6 && memcmp(n, "server", 6) == 0) r->headers++;
+    if (nl == 5 && memcmp(n, "x-big", 5) == 0 && vl == 20000 && v[0] == 'b' && v[vl - 1] == 'b')
+        r->headers += 10;
 }
 static void on_response(void *ud, void *sud, int status)
 {
@@ -194,12 +207,21 @@ static void test_exchange(void)
     CHECK_EQ_INT(b.end, HB_H2_END_RESET);
     CHECK_EQ_INT(b.code, NGHTTP2_INTERNAL_ERROR);
     CHECK_EQ_INT(hb_h2cli_open_streams(&c), 0);
-    /* GOAWAY naming stream 5 as the last: 7 (submitted after) is not processed. */
-    CHECK_EQ_INT(submit(&c, "http://h/hold", &d), 5);
-    CHECK_EQ_INT(submit(&c, "http://h/goaway", &e), 7);
+    /* Large header fields, twice: the HPACK buffers grow (realloc) and are reused. */
+    for (int k = 0; k < 2; k++) {
+        rec g = {0};
+        CHECK(submit(&c, "http://h/big", &g) > 0);
+        CHECK_EQ_INT(run(&c, &v, 4), HB_AGAIN);
+        CHECK_EQ_INT(g.status, 200);
+        CHECK_EQ_INT(g.headers, 11);
+        CHECK_EQ_INT(g.end, HB_H2_END_OK);
+    }
+    /* GOAWAY naming stream 9 as the last: 11 (submitted after) is not processed. */
+    CHECK_EQ_INT(submit(&c, "http://h/hold", &d), 9);
+    CHECK_EQ_INT(submit(&c, "http://h/goaway", &e), 11);
     int rc = run(&c, &v, 4);
     CHECK_EQ_INT(rc, HB_AGAIN); /* stream 5 still open */
-    CHECK_EQ_INT(top.goaway_last, 5);
+    CHECK_EQ_INT(top.goaway_last, 9);
     CHECK_EQ_INT(e.closes, 1);
     CHECK_EQ_INT(e.end, HB_H2_END_GOAWAY);
     CHECK_EQ_INT(d.closes, 0);
