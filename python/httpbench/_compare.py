@@ -472,7 +472,8 @@ def _list() -> str:
     lines.append("Scenarios:" + "  (* = --quick)")
     for name, sc in SCENARIOS.items():
         mark = "*" if name in QUICK_SCENARIOS else " "
-        lines.append(f" {mark} {name:<22} {sc.description}")
+        h2 = "  (HTTP/2: runs when named)" if sc.protocol == "h2" else ""
+        lines.append(f" {mark} {name:<22} {sc.description}{h2}")
     return "\n".join(lines) + "\n"
 
 
