@@ -177,15 +177,23 @@ int hb_tls_client_ctx_new(hb_tls_ctx **out, const hb_tls_client_opts *o, char *e
     }
     const char *alpn = o->alpn ? o->alpn : "http/1.1";
     if (alpn[0]) {
-        unsigned char wire[256];
-        size_t n = strlen(alpn);
-        if (n > 255) {
-            rc = hb_fail(err, HB_E_INVALID, "ALPN protocol name too long");
-            goto fail;
+        /* A comma-separated list ("h2,http/1.1") in preference order. */
+        unsigned char wire[512];
+        size_t w = 0;
+        for (const char *p = alpn;;) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (n == 0 || n > 255 || w + 1 + n > sizeof wire) {
+                rc = hb_fail(err, HB_E_INVALID, "invalid ALPN list '%.100s'", alpn);
+                goto fail;
+            }
+            wire[w++] = (unsigned char)n;
+            memcpy(wire + w, p, n);
+            w += n;
+            if (!e) break;
+            p = e + 1;
         }
-        wire[0] = (unsigned char)n;
-        memcpy(wire + 1, alpn, n);
-        if (SSL_CTX_set_alpn_protos(c->ctx, wire, (unsigned)(n + 1)) != 0) {
+        if (SSL_CTX_set_alpn_protos(c->ctx, wire, (unsigned)w) != 0) {
             rc = hb__tls_fail(err, HB_E_TLS, "SSL_CTX_set_alpn_protos");
             goto fail;
         }

@@ -31,7 +31,7 @@ typedef struct hb_tls_client_opts {
     const char *ca_pem;     /* PEM text of trusted CA(s) / a self-signed cert */
     int insecure;           /* 1: no certificate or host verification */
     int session_resumption; /* default 1 */
-    const char *alpn;       /* default "http/1.1"; "" = send no ALPN */
+    const char *alpn;       /* default "http/1.1"; a list "h2,http/1.1"; "" = send no ALPN */
     int min_version, max_version;
 } hb_tls_client_opts;
 
