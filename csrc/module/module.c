@@ -25,14 +25,15 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
 {
     const char *text = (detail && detail[0]) ? detail : hb_strerror(rc);
     PyObject *exc;
-    if (hb_is_protocol_error(rc)) {
+    if (hb_is_protocol_error(rc) || rc == HB_E_NO_H2) {
         /* Keep the HB_PE_* code on the exception (.code) so callers can tell
          * parse errors apart without matching the text. */
-        PyObject *inst = PyObject_CallFunction(st->ProtocolError, "s", text);
+        PyObject *cls = rc == HB_E_NO_H2 ? st->HTTP2NotSupported : st->ProtocolError;
+        PyObject *inst = PyObject_CallFunction(cls, "s", text);
         if (inst) {
             PyObject *code = PyLong_FromLong(rc);
             if (code && PyObject_SetAttrString(inst, "code", code) == 0)
-                PyErr_SetObject(st->ProtocolError, inst);
+                PyErr_SetObject(cls, inst);
             Py_XDECREF(code);
             Py_DECREF(inst);
         }
@@ -47,6 +48,7 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
         case -ECONNRESET:
         case -EPIPE: exc = st->RemoteClosed; break;
         case HB_E_TOO_LARGE: exc = st->BodyTooLarge; break;
+        case HB_E_H2: exc = st->ProtocolError; break;
         case HB_E_CONNECT:
         case -ECONNREFUSED:
         case -EHOSTUNREACH:
@@ -273,6 +275,13 @@ static int add_exceptions(PyObject *m, hb_modstate *st)
         m, "BodyTooLarge", "A response body over the client's max_body (or memory).", b);
     Py_DECREF(b);
     if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge) return -1;
+    b = PyTuple_Pack(1, st->ProtocolError);
+    if (!b) return -1;
+    st->HTTP2NotSupported = new_exc(
+        m, "HTTP2NotSupported",
+        "HTTP/2 was asked for and the server does not speak it (ALPN or h2c preface).", b);
+    Py_DECREF(b);
+    if (!st->HTTP2NotSupported) return -1;
 
     st->TLSError = NULL;
     b = PyTuple_Pack(2, st->HttpbenchError, PyExc_OSError);
@@ -329,6 +338,7 @@ static int hb_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->TLSError);
     Py_VISIT(st->RemoteClosed);
     Py_VISIT(st->BodyTooLarge);
+    Py_VISIT(st->HTTP2NotSupported);
     Py_VISIT(st->HistogramType);
     Py_VISIT(st->ServerType);
     Py_VISIT(st->ClientType);
@@ -349,6 +359,7 @@ static int hb_clear(PyObject *m)
     Py_CLEAR(st->TLSError);
     Py_CLEAR(st->RemoteClosed);
     Py_CLEAR(st->BodyTooLarge);
+    Py_CLEAR(st->HTTP2NotSupported);
     Py_CLEAR(st->HistogramType);
     Py_CLEAR(st->ServerType);
     Py_CLEAR(st->ClientType);
