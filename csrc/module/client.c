@@ -798,6 +798,10 @@ static PyObject *client_get_many(PyObject *self, PyObject *const *args, Py_ssize
     static const char *const names[] = {"urls", "headers", "max_body"};
     PyObject *a[3];
     if (hb_args("get_many", args, nargs, kwnames, names, 3, 2, 1, a) < 0) return NULL;
+    if (PyUnicode_Check(a[0]) || PyBytes_Check(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "urls must be a sequence of URLs, not one string");
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(a[0], "urls must be a sequence of str");
     if (!seq) return NULL;
     ClientObject *c = (ClientObject *)self;

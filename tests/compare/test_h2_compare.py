@@ -219,6 +219,7 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
                                              "worker-failed", "new-connections")]
     assert not bad, bad
     ran = {c for (c, _, _) in rs.results}
+    assert {"native", "pycurl"} & set(clients) <= ran
     skipped = {k.split("/")[0] for k in rs.skipped}
     assert ran | skipped == set(clients)
     for k, why in rs.skipped.items():  # only a known client limitation may skip
