@@ -224,6 +224,15 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
     assert ran | skipped == set(clients)
     for k, why in rs.skipped.items():  # only a known client limitation may skip
         assert "curl 7." in why or "not built" in why, (k, why)
+    from httpbench._compare import format_tables
+    from httpbench.report import format_resultset
+
+    sc = SCENARIOS[scenario]
+    proto = "h2" if sc.tls else "h2c"
+    assert (f"protocol: {proto}, {sc.concurrency} in flight on one connection; proven in every "
+            "round") in format_tables(rs)
+    assert f"HTTP/2 ({proto}), {sc.concurrency} stream(s) on one connection" in \
+        format_resultset(rs)
     for (c, _, _), m in rs.results.items():
         srv = m.metadata["server"]
         assert m.metadata["protocol"] == "h2", (c, srv)

@@ -38,7 +38,7 @@ class NativeAdapter(Adapter):
         if self.http2:
             from . import AdapterUnavailable
 
-            if "http2" not in (Client.__doc__ or ""):
+            if not hasattr(Client, "get_many"):
                 raise AdapterUnavailable(self.name, "Client(http2=True) is not built in this "
                                          "version")
             if self.concurrency > 1 and (self.method != "GET" or self.body is not None
