@@ -188,6 +188,10 @@ def server_start(
     keepalive_timeout_ms: int | None = None,
     max_head: int | None = None,
     backlog: int | None = None,
+    http2: bool = True,
+    h2_max_concurrent_streams: int | None = None,
+    h2_initial_window_size: int | None = None,
+    h2_max_frame_size: int | None = None,
 ) -> ServerHandle: ...
 def expected_bytes(n: int, offset: int = 0) -> bytes: ...
 def crc32(data: bytes | bytearray | memoryview, crc: int = 0, /) -> int: ...
