@@ -216,7 +216,16 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cbs, cb_frame_send);
     nghttp2_session_callbacks_set_error_callback2(cbs, cb_error);
-    int rc = nghttp2_session_client_new(&c->ng, cbs, c);
+    /* One stream until the peer's SETTINGS say how many it takes: a burst
+     * above a lower limit would be refused (nghttp2 assumes 100). */
+    nghttp2_option *opt = NULL;
+    if (nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cbs);
+        goto nomem;
+    }
+    nghttp2_option_set_peer_max_concurrent_streams(opt, 1);
+    int rc = nghttp2_session_client_new2(&c->ng, cbs, c, opt);
+    nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
     if (rc != 0) goto nomem;
     nghttp2_settings_entry iv[3] = {

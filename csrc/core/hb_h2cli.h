@@ -165,12 +165,14 @@ static inline uint32_t hb_h2cli_open_streams(const hb_h2cli *c)
 {
     return c->nopen;
 }
-/* Streams that may still be submitted now (0 after a GOAWAY or error). */
+/* Streams that may still be submitted now (0 after a GOAWAY or error).
+ * Until the peer's SETTINGS arrive this allows one stream in all, so a burst
+ * never exceeds a server limit it has not heard yet. */
 uint32_t hb_h2cli_room(hb_h2cli *c);
 /* 1 when the session has nothing more to do: GOAWAY received (or a fatal
  * error) and no stream left open. */
 int hb_h2cli_done(hb_h2cli *c);
-/* The peer's SETTINGS_MAX_CONCURRENT_STREAMS (0xffffffff before its SETTINGS). */
+/* The peer's SETTINGS_MAX_CONCURRENT_STREAMS (1 before its SETTINGS arrive). */
 uint32_t hb_h2cli_peer_max_streams(hb_h2cli *c);
 
 /* Queue a GOAWAY(NO_ERROR) so the peer can close cleanly; flush it with

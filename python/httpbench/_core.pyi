@@ -208,6 +208,14 @@ def build_request_head(
     user_agent: str | None,
     /,
 ) -> bytes: ...
+def build_h2_fields(
+    method: str,
+    url: str,
+    headers: _HeaderArg,
+    body_len: int,
+    user_agent: str | None,
+    /,
+) -> list[tuple[bytes, bytes]]: ...
 
 # -- load generator (engine.c) ------------------------------------------------------------
 

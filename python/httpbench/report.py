@@ -327,7 +327,13 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     dl = md.get("doc_length", -1)
     kv("Document Length", f"{dl} bytes" if dl is not None and dl >= 0 else "(no 2xx response)")
     lines.append("")
+    if cfg.protocol == "h2":
+        kv("Protocol", "HTTP/2 (ALPN h2)" if cfg.extra.get("tls") else "HTTP/2 (h2c, prior knowledge)")
+    else:
+        kv("Protocol", "HTTP/1.1")
     kv("Concurrency Level", cfg.concurrency)
+    if cfg.protocol == "h2":
+        kv("Streams per connection", f"{cfg.streams} ({cfg.concurrency * cfg.streams} in flight)")
     mode = [f"{cfg.threads} thread{'s' if cfg.threads != 1 else ''}"]
     mode.append("keep-alive" if cfg.keepalive else "new connection per request")
     if cfg.pipeline > 1:

@@ -174,6 +174,7 @@ static void test_exchange(void)
     char err[HB_ERR_LEN];
     rec top = {0}, a = {0}, b = {0}, d = {0}, e = {0};
     CHECK_EQ_INT(hb_h2cli_init(&c, &s, NULL, &CBS, &top, err), 0);
+    CHECK_EQ_INT(hb_h2cli_room(&c), 1); /* one stream until the server's SETTINGS */
     CHECK_EQ_INT(run(&c, &v, 3), HB_AGAIN); /* preface + SETTINGS both ways */
     CHECK_EQ_INT(hb_h2cli_peer_max_streams(&c), 2);
     CHECK_EQ_INT(submit(&c, "http://h/", &a), 1);

@@ -1,0 +1,83 @@
+"""The HTTP/2 load generator against the embedded server: every stream accounted
+exactly against the server's own /__stats (by_protocol["h2"], h2 stream counters)."""
+
+from __future__ import annotations
+
+import httpbench
+import pytest
+
+pytestmark = pytest.mark.own_server
+
+
+def _delta(before: dict, after: dict, *keys: str) -> int:
+    a, b = after, before
+    for k in keys:
+        a, b = a[k], b[k]
+    return a - b
+
+
+def test_n_exact_h2c_and_tls(server, tls_server) -> None:
+    for srv, kw in ((server, {}), (tls_server, {"ca_file": tls_server.ca_file})):
+        before = srv.stats()
+        r = httpbench.bench(srv.url + "/bytes/150", http2=True, streams=6, concurrency=3,
+                            n=777, **kw)
+        after = srv.stats()
+        assert (r.responses, r.successes, r.errors, r.in_flight_at_stop) == (777, 777, 0, 0)
+        assert r.metadata["body_bytes_in"] == 777 * 150
+        assert _delta(before, after, "by_protocol", "h2") == 777
+        assert _delta(before, after, "by_protocol", "http/1.1") == 0
+        assert _delta(before, after, "connections_by_protocol", "h2") == 3
+
+
+def test_rate_and_warmup_exact(server) -> None:
+    before = server.stats()
+    r = httpbench.bench(server.url + "/bytes/10", http2=True, streams=3, concurrency=2,
+                        n=150, rate=1500, warmup=0.1)
+    after = server.stats()
+    warm = r.metadata["warmup_requests"]
+    assert (r.responses, r.errors, r.sends, r.unsent) == (150, 0, 150, 0)
+    assert _delta(before, after, "by_protocol", "h2") == 150 + warm
+
+
+@pytest.mark.slow
+def test_duration_every_stream_once(server) -> None:
+    before = server.stats()
+    r = httpbench.bench(server.url + "/bytes/150", http2=True, streams=10, concurrency=2,
+                        duration=1)
+    after = server.stats()
+    seen = _delta(before, after, "by_protocol", "h2")
+    assert r.errors == 0 and r.responses > 100
+    assert r.responses <= seen <= r.responses + r.in_flight_at_stop
+
+
+def test_body_sent_over_h2(server) -> None:
+    before = server.stats()
+    r = httpbench.bench(server.url + "/sink", http2=True, streams=4, n=20, method="POST",
+                        body=b"x" * 50_000)
+    after = server.stats()
+    assert (r.responses, r.successes) == (20, 20)
+    assert _delta(before, after, "body_bytes_in") == 20 * 50_000
+
+
+def test_rst_stream_typed_and_counted(server) -> None:
+    before = server.stats()
+    r = httpbench.bench(server.url + "/fault/reset", http2=True, streams=2, n=8)
+    after = server.stats()
+    assert r.responses == 0 and r.error_counts["rst_stream"] == 8 == r.errors
+    assert _delta(before, after, "h2", "streams_reset_sent") == 8
+
+
+def test_server_limit_on_concurrent_streams_is_respected() -> None:
+    with httpbench.Server(h2_max_concurrent_streams=2) as srv:
+        r = httpbench.bench(srv.url + "/bytes/10", http2=True, streams=16, n=300)
+        st = srv.stats()
+    assert (r.responses, r.errors) == (300, 0)
+    assert st["h2"]["refused_streams"] == 0 and st["by_protocol"]["h2"] == 300
+
+
+def test_server_with_http2_off_is_a_typed_error() -> None:
+    with httpbench.Server(http2=False) as srv:
+        with pytest.raises(httpbench.ProtocolError, match="does not speak HTTP/2") as ei:
+            httpbench.bench(srv.url + "/bytes/10", http2=True, n=5)
+        assert srv.stats()["by_protocol"]["h2"] == 0
+    assert ei.value.code < 0
