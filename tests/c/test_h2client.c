@@ -1,7 +1,8 @@
 /* test_h2client.c - hb_h2client batches against the embedded server over h2c:
  * bodies byte-exact into growing memory sinks, exact h2 counts, one connection
  * reused by the next batch, a batch larger than the server's stream limit,
- * max_body per stream, HB_E_NO_H2 from an HTTP/1.1-only peer, a deadline
+ * max_body per stream, a session ended while idle replaced once, HB_E_NO_H2
+ * from an HTTP/1.1-only peer, a deadline
  * against a silent peer. */
 #include <errno.h>
 #include <netinet/in.h>
@@ -117,6 +118,18 @@ static void test_batches(void)
     hb_server_stats_read(srv, &s2);
     CHECK_EQ_INT(s2.requests_h2 - s1.requests_h2, 3);
     CHECK_EQ_INT(pool.stats.connects, 1);
+
+    /* a session whose connection ended while idle: the batch goes on a new one */
+    xs[1].max_body = 0;
+    CHECK(hc.live && hc.conn != NULL);
+    if (hc.conn) shutdown(hc.conn->sock.fd, SHUT_RD);
+    CHECK_EQ_INT(hb_h2client_run(&pool, &hc, &t, xs, 2, dl, dl, err), 0);
+    CHECK_EQ_INT(xs[0].rc, 0);
+    CHECK_EQ_INT(xs[1].rc, 0);
+    CHECK(body_ok(&rs[1].sink, 997));
+    CHECK_EQ_INT(pool.stats.connects, 2);
+    hb_server_stats_read(srv, &s1);
+    CHECK_EQ_INT(s1.requests_h2 - s2.requests_h2, 2);
 
     hb_h2conn_close(&pool, &hc);
     for (size_t i = 0; i < NX; i++) free(rs[i].sink.buf);
