@@ -132,6 +132,7 @@ static void on_close(void *ud, void *sud, int end, uint32_t code)
     batch *b = ud;
     hb_h2x *x = sud;
     x->state = 2;
+    x->end = end;
     x->t_done = hb_now_ns();
     b->done++;
     if (end != HB_H2_END_OK) {
@@ -191,25 +192,23 @@ static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, batch 
     return 0;
 }
 
-static void reset_batch(hb_h2x *xs, size_t n, uint64_t now)
+static void reset_one(hb_h2x *x, uint64_t now)
 {
-    for (size_t i = 0; i < n; i++) {
-        hb_h2x *x = &xs[i];
-        x->head_len = HB_H2X_STATUS_LEN;
-        memcpy(x->head, "HTTP/1.1 000 \r\n", HB_H2X_STATUS_LEN);
-        x->status = 0;
-        x->rc = 0;
-        x->err[0] = '\0';
-        x->body_bytes = 0;
-        x->content_length = UINT64_MAX;
-        x->t_start = now;
-        x->t_first_byte = x->t_done = 0;
-        x->state = 0;
-        x->b.data = x->body;
-        x->b.len = x->body_len;
-        x->b.sent = 0;
-        if (x->sink) x->sink->len = 0;
-    }
+    x->head_len = HB_H2X_STATUS_LEN;
+    memcpy(x->head, "HTTP/1.1 000 \r\n", HB_H2X_STATUS_LEN);
+    x->status = 0;
+    x->rc = 0;
+    x->err[0] = '\0';
+    x->body_bytes = 0;
+    x->content_length = UINT64_MAX;
+    x->t_start = now;
+    x->t_first_byte = x->t_done = 0;
+    x->state = 0;
+    x->end = HB_H2_END_OK;
+    x->b.data = x->body;
+    x->b.len = x->body_len;
+    x->b.sent = 0;
+    if (x->sink) x->sink->len = 0;
 }
 
 /* Submit what the session has room for. 0, or a connection-fatal code. */
@@ -217,6 +216,10 @@ static int submit_more(hb_h2conn *hc, batch *b, size_t *next)
 {
     while (*next < b->n) {
         hb_h2x *x = &b->xs[*next];
+        if (x->state != 0) { /* ended in an earlier attempt */
+            (*next)++;
+            continue;
+        }
         int id = hb_h2cli_submit(&hc->cli, x->fields, x->nfields, x->body ? &x->b : NULL, x,
                                  x->err);
         if (id == HB_AGAIN) return 0;
@@ -250,8 +253,8 @@ static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, c
     int rc = 0;
     for (;;) {
         rc = hb_h2cli_read(&hc->cli);
+        if (b->done == b->n) return 0; /* every stream ended, whatever came after */
         if (rc != HB_AGAIN && rc < 0) break;
-        if (b->done == b->n) return 0;
         rc = submit_more(hc, b, &next);
         if (rc < 0) break;
         rc = flush(hc);
@@ -281,31 +284,53 @@ int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, s
     for (size_t i = 0; i < n; i++)
         if (!xs[i].head || xs[i].head_cap < HB_H2X_STATUS_LEN + 2)
             return hb_fail(err, HB_E_INVALID, "HTTP/2 exchange %zu has no head buffer", i);
-    for (int attempt = 0;; attempt++) {
+    uint64_t now = hb_now_ns();
+    for (size_t i = 0; i < n; i++) reset_one(&xs[i], now);
+    int idle_retried = 0;
+    for (;;) {
         int rc = 0;
-        int reused = hc->live;
         if (hc->live && (hb_h2cli_done(&hc->cli) || hc->cli.goaway_recv)) drop_session(p, hc);
-        reused = hc->live;
+        int reused = hc->live;
         if (!hc->live) {
             rc = connect_session(p, hc, t, &b, deadline_ns, connect_deadline_ns, err);
             if (rc < 0) goto fail_all;
         } else {
             hc->cli.ud = &b; /* this batch's state for the callbacks */
         }
-        reset_batch(xs, n, hb_now_ns());
-        for (size_t i = 0; i < n; i++) xs[i].reused = reused;
         b.done = 0;
         b.any_byte = 0;
+        size_t before = 0; /* streams that had ended before this attempt */
+        for (size_t i = 0; i < n; i++) {
+            if (xs[i].state == 2)
+                before++;
+            else
+                xs[i].reused = reused;
+        }
+        b.done = before;
         rc = run_once(p, hc, &b, deadline_ns, err);
         if (rc == 0) {
             hc->batches++;
-            return 0;
+            /* streams above a GOAWAY's last id were not processed: send them again
+             * on a new connection (a server ending connections after N requests) */
+            size_t again = 0;
+            for (size_t i = 0; i < n; i++)
+                if (xs[i].end == HB_H2_END_GOAWAY) again++;
+            /* as long as each connection serves some of them */
+            if (again == 0 || n - again <= before) return 0;
+            for (size_t i = 0; i < n; i++)
+                if (xs[i].end == HB_H2_END_GOAWAY) reset_one(&xs[i], xs[i].t_start);
+            drop_session(p, hc);
+            continue;
         }
         drop_session(p, hc);
         /* an idle session the server had closed: once more on a new connection */
-        if (reused && attempt == 0 && !b.any_byte && (rc == HB_E_CLOSED || rc == -ECONNRESET ||
-                                                      rc == -EPIPE))
+        if (reused && !idle_retried && !b.any_byte &&
+            (rc == HB_E_CLOSED || rc == -ECONNRESET || rc == -EPIPE)) {
+            idle_retried = 1;
+            for (size_t i = 0; i < n; i++)
+                if (xs[i].state != 2) reset_one(&xs[i], xs[i].t_start);
             continue;
+        }
     fail_all:
         for (size_t i = 0; i < n; i++)
             if (xs[i].state != 2) {

@@ -8,7 +8,9 @@
  * rest as streams end), then reads and writes until each has ended, waiting
  * with poll against one deadline for the whole batch. A session that the
  * server closed while idle (EOF or GOAWAY before any response byte of the
- * batch) is replaced once by a new connection and the batch sent again.
+ * batch) is replaced once by a new connection and the batch sent again;
+ * streams a GOAWAY left unprocessed (above its last stream id) are sent again
+ * on a new connection, as long as each connection answers some of them.
  *
  * Per exchange the caller owns everything: the header fields (from
  * hb_build_h2_fields), the body, the sink, and a head buffer where the
@@ -60,6 +62,7 @@ typedef struct hb_h2x {
     uint64_t content_length; /* UINT64_MAX: not given */
     uint64_t t_start, t_first_byte, t_done;
     int reused; /* sent on a session that served an earlier batch */
+    int end;    /* how the stream ended (HB_H2_END_*) */
     /* private */
     hb_h2_body b;
     int state; /* 0 not submitted, 1 open, 2 ended */
