@@ -244,3 +244,14 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
 def test_stats_keys_ignore_non_numbers():
     c = _server_counts({"requests": 3, "by_protocol": {"http/1.1": "x", "h2": 2}})
     assert (c["http1_requests"], c["h2_requests"]) == (None, 2)
+
+
+def test_list_marks_h2_scenarios(capsys):
+    from httpbench._compare import cli_main
+
+    assert cli_main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name in H2_SCENARIOS:
+        line = next(x for x in lines if x.split()[:1] == [name] or f" {name} " in x)
+        assert line.endswith("(HTTP/2: runs when named)"), line
+    assert not next(x for x in lines if " get-150b " in x).endswith("runs when named)")
