@@ -426,10 +426,8 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen, P
         sl->sink.fd = -1;
         x->sink = &sl->sink;
     }
-    /* the fields hold copies: the header objects may go now */
-    if (hs != hstack) PyMem_Free(hs);
-    hs = hstack;
-    Py_CLEAR(hkeep);
+    /* the fields point into the headers' strings: hs and hkeep live until the end
+     * (streams beyond the server's limit are submitted later in the run) */
     if (dl_path) {
         if (!PyUnicode_FSConverter(dl_path, &dl_enc)) goto done;
         dl_fd = open(PyBytes_AS_STRING(dl_enc), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);

@@ -148,3 +148,16 @@ def test_http1_client_get_many_in_order(server):
         rs = c.get_many([f"{server.url}/bytes/{n}" for n in (3, 1, 2)])
     assert [r.body for r in rs] == [httpbench.expected_bytes(n) for n in (3, 1, 2)]
     assert {r.http_version for r in rs} == {"HTTP/1.1"}
+
+
+def test_headers_outlive_a_batch_beyond_the_stream_limit(server):
+    """Streams past the server's limit (100) are submitted later in the run: their
+    header fields must still be valid then."""
+    urls = [f"{server.url}/bytes/{i % 7}" for i in range(150)]
+    hdrs = {"X-Run": "h2-" + "v" * 200, "Accept": "*/*"}
+    with Client(http2=True) as c:
+        s0 = _h2(server.stats())
+        rs = c.get_many(urls, {k: str(v) for k, v in hdrs.items()})
+        s1 = _h2(server.stats())
+    assert [r.body for r in rs] == [httpbench.expected_bytes(i % 7) for i in range(150)]
+    assert _delta(s0, s1) == (150, 0, 1)
