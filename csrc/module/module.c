@@ -25,15 +25,14 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
 {
     const char *text = (detail && detail[0]) ? detail : hb_strerror(rc);
     PyObject *exc;
-    if (hb_is_protocol_error(rc) || rc == HB_E_NO_H2) {
+    if (hb_is_protocol_error(rc)) {
         /* Keep the HB_PE_* code on the exception (.code) so callers can tell
          * parse errors apart without matching the text. */
-        PyObject *cls = rc == HB_E_NO_H2 ? st->HTTP2NotSupported : st->ProtocolError;
-        PyObject *inst = PyObject_CallFunction(cls, "s", text);
+        PyObject *inst = PyObject_CallFunction(st->ProtocolError, "s", text);
         if (inst) {
             PyObject *code = PyLong_FromLong(rc);
             if (code && PyObject_SetAttrString(inst, "code", code) == 0)
-                PyErr_SetObject(cls, inst);
+                PyErr_SetObject(st->ProtocolError, inst);
             Py_XDECREF(code);
             Py_DECREF(inst);
         }
@@ -48,7 +47,6 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
         case -ECONNRESET:
         case -EPIPE: exc = st->RemoteClosed; break;
         case HB_E_TOO_LARGE: exc = st->BodyTooLarge; break;
-        case HB_E_H2: exc = st->ProtocolError; break;
         case HB_E_CONNECT:
         case -ECONNREFUSED:
         case -EHOSTUNREACH:
