@@ -223,7 +223,8 @@ static int submit_more(hb_h2conn *hc, batch *b, size_t *next)
         int id = hb_h2cli_submit(&hc->cli, x->fields, x->nfields, x->body ? &x->b : NULL, x,
                                  x->err);
         if (id == HB_AGAIN) return 0;
-        if (id == HB_E_CLOSED) return HB_E_CLOSED;
+        if (id == HB_E_CLOSED) /* after a GOAWAY: the rest goes on a new connection */
+            return hc->cli.goaway_recv ? 0 : HB_E_CLOSED;
         (*next)++;
         if (id < 0) { /* this request only (invalid fields, no memory) */
             x->rc = id;
@@ -254,6 +255,8 @@ static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, c
     for (;;) {
         rc = hb_h2cli_read(&hc->cli);
         if (b->done == b->n) return 0; /* every stream ended, whatever came after */
+        /* a GOAWAY and nothing left open: the unsubmitted rest is the caller's to resend */
+        if (hc->cli.goaway_recv && hb_h2cli_open_streams(&hc->cli) == 0) return 0;
         if (rc != HB_AGAIN && rc < 0) break;
         rc = submit_more(hc, b, &next);
         if (rc < 0) break;
@@ -314,11 +317,20 @@ int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, s
              * on a new connection (a server ending connections after N requests) */
             size_t again = 0;
             for (size_t i = 0; i < n; i++)
-                if (xs[i].end == HB_H2_END_GOAWAY) again++;
-            /* as long as each connection serves some of them */
-            if (again == 0 || n - again <= before) return 0;
+                if (xs[i].end == HB_H2_END_GOAWAY || xs[i].state == 0) again++;
+            if (again == 0) return 0;
+            if (n - again <= before) { /* a new connection served none: give up */
+                for (size_t i = 0; i < n; i++)
+                    if (xs[i].state == 0) {
+                        xs[i].state = 2;
+                        x_fail(&xs[i], HB_E_H2, "not sent: the server refused new streams "
+                                                "(GOAWAY) on every connection tried");
+                    }
+                return 0;
+            }
             for (size_t i = 0; i < n; i++)
-                if (xs[i].end == HB_H2_END_GOAWAY) reset_one(&xs[i], xs[i].t_start);
+                if (xs[i].end == HB_H2_END_GOAWAY || xs[i].state == 0)
+                    reset_one(&xs[i], xs[i].t_start);
             drop_session(p, hc);
             continue;
         }
