@@ -129,6 +129,10 @@ def test_bad_input(server):
     with pytest.raises(ValueError, match="lenient"):
         Client(http2=True, lenient=True)
     c = Client(http2=True)
+    with pytest.raises(httpbench.BodyTooLarge):
+        c.get(server.url + "/bytes/1000", max_body=10)
+    # the stream failed alone: the session goes on
+    assert c.get(server.url + "/bytes/1000").body == httpbench.expected_bytes(1000)
     with pytest.raises(ValueError, match="same origin"):
         c.get_many([server.url + "/bytes/1", "http://127.0.0.2:1/bytes/1"])
     with pytest.raises(TypeError, match="bytes-like"):
