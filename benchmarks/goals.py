@@ -84,6 +84,17 @@ BENCHMARKS = [
                                "request head and writes the same prebuilt response bytes, "
                                "nothing else; its CPU/request is the kernel's loopback cost for "
                                "a server here, the least any server can spend."))),
+    Benchmark("h2server", "bench_h2server.py", ("--duration", "5", "--rounds", "3"),
+              ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
+              peers=("h2load", "nginx"), ours="embedded*",
+              notes=(("", "HTTP/2: h2load -t1 against the embedded server (1 worker) and nginx "
+                          "(1 worker, http2 on both listeners); h2c = prior knowledge on the "
+                          "plain port, h2 = TLS with ALPN. Server CPU: utime+stime of the server "
+                          "process over the run (/proc/<pid>/stat) / requests h2load completed; "
+                          "server on CPU 0, h2load on CPU 1. The embedded server's stats "
+                          "confirm every request was an h2 stream. nginx-static: "
+                          "open_file_cache + sendfile; nginx-return: `return 200` from "
+                          "memory."),)),
     Benchmark("client", "bench_client.py", ("-n", "20000", "--rounds", "5", "--dl-repeats", "9"),
               ("-n", "5000", "--rounds", "3", "--dl-repeats", "3"),
               ("-n", "300", "--rounds", "1", "--dl-repeats", "1", "--warmup", "10",
@@ -170,6 +181,11 @@ GOALS = [
          "floor (find blank line + write) CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
          0.8, "floor", "nginx*", primary=False, detail=REACHABLE),
     Goal("server", "embedded server", "requests/s ≥ nginx ({case})", "req/s", ">=", 1.0,
+         "embedded", "nginx*", primary=False),
+    # embedded server over HTTP/2 vs the cheaper nginx, h2c and h2 (TLS)
+    Goal("h2server", "embedded server", "h2 CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
+         0.8, "embedded", "nginx*"),
+    Goal("h2server", "embedded server", "h2 requests/s ≥ nginx ({case})", "req/s", ">=", 1.0,
          "embedded", "nginx*", primary=False),
     # native Client vs pycurl, sequential keep-alive requests
     Goal("client", "native Client", "CPU/request ≤ 0.5× pycurl: {case}", "CPU/req", "<=", 0.5,

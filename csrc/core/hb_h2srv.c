@@ -5,7 +5,8 @@
  * provider with NGHTTP2_DATA_FLAG_NO_COPY: the read callback only decides a
  * frame's length, and the send-data callback queues the frame header plus
  * the payload - iovecs into the shared content buffer for generated bodies,
- * a copy only for small texts, the stats page and echoed bytes. Automatic
+ * a copy only for payloads up to 1 KiB, texts, the stats page and echoed
+ * bytes. Automatic
  * WINDOW_UPDATEs are off so an echo stream's window reopens only as its
  * bytes are sent back: a client that uploads but never reads cannot make
  * the server buffer more than one stream window. */
@@ -27,6 +28,7 @@
 #define CONN_WINDOW (1 << 30) /* connection receive window: streams do the limiting */
 #define BOMB_FACTOR 16        /* decoded header bytes beyond limit x this: GOAWAY */
 #define NS_PER_MS 1000000ull
+#define SMALL_BODY 1024 /* DATA payloads up to this are copied into the queue */
 
 #define ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
 
@@ -66,6 +68,7 @@ struct hb_h2srv {
     uint32_t nlive;
     uint32_t term_code;
     uint8_t term_pending, fatal, fatal_counted;
+    uint8_t timers; /* a stream may have a deadline: hb_h2srv_deadline must look */
     int iov_first, niov;
     size_t alen, qbytes;
     struct iovec iov[NIOV];
@@ -232,6 +235,7 @@ static ssize_t on_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len
         if (st->wait == W_STALL && !st->stall_armed) {
             st->stall_armed = 1;
             st->deadline = *s->cfg.now + st->rq.p.stall.ms * NS_PER_MS;
+            s->timers = 1;
         }
         st->deferred = 1;
         return NGHTTP2_ERR_DEFERRED;
@@ -250,7 +254,10 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
     hb_h2srv *s = user;
     h2stream *st = src->ptr;
     size_t pad = frame->data.padlen; /* never set by this server; handled for completeness */
-    int copy = st->src != SRC_CONTENT;
+    /* small generated payloads are copied behind their frame header, so a burst
+     * of small responses is one contiguous buffer, not two iovecs each */
+    int small = st->src == SRC_CONTENT && length <= SMALL_BODY;
+    int copy = st->src != SRC_CONTENT || small;
     size_t need = 9 + pad + (copy ? length : 0);
     if (!room(s, need, 4 + (int)(length / HB_CONTENT_WIN)) || s->qbytes >= BATCH)
         return NGHTTP2_ERR_WOULDBLOCK;
@@ -259,7 +266,10 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
         uint8_t pl = (uint8_t)(pad - 1);
         q_copy(s, &pl, 1);
     }
-    if (st->src == SRC_CONTENT) {
+    if (small) {
+        q_copy(s, hb_content_buf() + st->soff % HB_CONTENT_PERIOD, length);
+        st->soff += length;
+    } else if (st->src == SRC_CONTENT) {
         const char *content = hb_content_buf();
         size_t n = length;
         while (n) {
@@ -299,7 +309,15 @@ static void respond(hb_h2srv *s, h2stream *st, int status, const char *ct, int64
     st->stbuf[1] = (char)('0' + status / 10 % 10);
     st->stbuf[2] = (char)('0' + status % 10);
     size_t cll = 0;
-    if (cl >= 0) cll = (size_t)snprintf(st->clbuf, sizeof st->clbuf, "%lld", (long long)cl);
+    if (cl >= 0) { /* decimal digits, without snprintf on every response */
+        char tmp[24];
+        uint64_t v = (uint64_t)cl;
+        do {
+            tmp[cll++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        for (size_t i = 0; i < cll; i++) st->clbuf[i] = tmp[cll - 1 - i];
+    }
     nghttp2_nv nva[5];
     size_t n = 0;
     nva[n++] = (nghttp2_nv)NV(":status", st->stbuf, 3);
@@ -403,12 +421,14 @@ static void finish(hb_h2srv *s, h2stream *st)
         }
         st->wait = W_DELAY;
         st->deadline = now + rq->p.delay.ms * NS_PER_MS;
+        s->timers = 1;
         break;
     case HB_ROUTE_STATUS: respond_mem(s, st, rq->p.status.code, CT_TEXT, "", 0); break;
     case HB_ROUTE_DRIP:
         if (rq->p.drip.n && !st->head_only) {
             st->wait = W_DRIP;
             st->deadline = now + rq->p.drip.interval_ms * NS_PER_MS;
+            s->timers = 1;
         }
         respond_content(s, st, (int64_t)rq->p.drip.n, rq->p.drip.n, 0);
         break;
@@ -791,11 +811,13 @@ int hb_h2srv_busy(const hb_h2srv *s)
     return s->nlive > 0 || s->niov > 0;
 }
 
-uint64_t hb_h2srv_deadline(const hb_h2srv *s)
+uint64_t hb_h2srv_deadline(hb_h2srv *s)
 {
+    if (!s->timers) return 0; /* the common case: no scan of the live streams */
     uint64_t d = 0;
     for (const h2stream *st = s->live; st; st = st->next)
         if (st->deadline && (!d || st->deadline < d)) d = st->deadline;
+    if (!d) s->timers = 0;
     return d;
 }
 

@@ -8,7 +8,7 @@
  *   - hb_h2srv_recv() takes received bytes (the client preface included);
  *   - hb_h2srv_fill() serializes pending frames into an output queue of
  *     iovecs (hb_h2srv_out / hb_h2srv_sent); DATA payloads of generated
- *     bodies are iovecs into hb_content_buf(), never copied;
+ *     bodies over 1 KiB are iovecs into hb_content_buf(), never copied;
  *   - hb_h2srv_deadline() / hb_h2srv_timer() run /delay, /drip and /fault/stall
  *     at the owner's clock (cfg->now).
  * Routes keep their HTTP/1.1 semantics and bytes; faults map onto their h2
@@ -95,7 +95,7 @@ int hb_h2srv_done(const hb_h2srv *s);
  * not idle). */
 int hb_h2srv_busy(const hb_h2srv *s);
 /* Earliest timer of a waiting stream (absolute ns), 0 when none. */
-uint64_t hb_h2srv_deadline(const hb_h2srv *s);
+uint64_t hb_h2srv_deadline(hb_h2srv *s);
 /* Run the timers due at now (cfg->now must say the same). */
 void hb_h2srv_timer(hb_h2srv *s);
 

@@ -31,11 +31,14 @@ int hb__tls_ctx_apply_client(struct hb_tls_ctx *c, struct ssl_st *ssl, const cha
 int hb__tls_fail(char *err, int rc, const char *prefix);
 
 /* ---- server ---- */
-/* The embedded server (hb_server.h) is four files sharing these:
+/* The embedded server (hb_server.h) is five files sharing these:
  *   hb_server.c       workers on hb_loop, accept, timeout sweep, public API
  *   hb_server_conn.c  connection lifecycle and I/O: the state machine driver
  *   hb_server_req.c   request handling: head, body, the response per route
  *   hb_server_out.c   output queue, response heads, streamed bodies
+ *   hb_server_h2.c    protocol choice (ALPN, preface) and the HTTP/2 driver; an
+ *                     h2 connection's frames, streams and buffers are its
+ *                     hb_h2srv session's (only the read buffer is shared)
  * Per connection: one read buffer (max_head bytes), one small output buffer
  * for response heads, and an iovec queue whose entries point into that
  * buffer, into the read buffer (echo) or into hb_content_buf(). Input is only

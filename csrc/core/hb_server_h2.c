@@ -193,7 +193,13 @@ void hb__h2_sweep(hb__conn *c)
         if (w->now >= c->wr_deadline) hb__conn_free(c, 1); /* the reader stopped reading */
         return;
     }
-    if (hb_h2srv_busy(c->h2)) return;
+    if (hb_h2srv_busy(c->h2)) {
+        /* open streams, none waiting on a timer, and no input for request_timeout: a
+         * request (head or body) or a flow-controlled reader that stopped */
+        if (!hb_h2srv_deadline(c->h2) && w->now - c->idle_since >= w->req_timeout_ns)
+            hb__conn_free(c, 0);
+        return;
+    }
     if (w->now - c->idle_since >= (uint64_t)w->srv->o.keepalive_timeout_ms * HB__SRV_MS) {
         HB__ADD(w->st.idle_timeouts, 1);
         hb__conn_free(c, 0);

@@ -235,3 +235,17 @@ def test_server_frames_are_well_formed(srv):
     assert mine[0].type == HEADERS and mine[0].flags & END_HEADERS
     assert mine[-1].type == DATA and mine[-1].flags & END_STREAM
     assert body == expected_bytes(60)
+
+
+def test_stalled_request_times_out():
+    # a request whose body never comes: after request_timeout the connection is closed
+    # and the stream, counted under its route, ends with status 0
+    with httpbench.Server(request_timeout=0.3) as s:
+        with H2Conn(s.port) as c:
+            c.read_until(lambda f: f.type == SETTINGS and f.flags & ACK)
+            c.send(headers(1, request_block("/sink", "POST"), end_stream=False))
+            frames = c.read_all()
+            assert c.closed
+            assert not [f for f in frames if f.stream == 1]
+        st = s.stats()
+        assert st["by_route"]["sink"] == 1 and st["by_status"] == {0: 1}

@@ -225,3 +225,20 @@ def test_echo_large_upload_byte_exact(server, tmp_path):
     up.write_bytes(data)
     rc, meta, got = _curl(server.url + "/echo", "--data-binary", f"@{up}")
     assert rc == 0 and meta == "200 2" and got == data
+
+
+@pytest.mark.slow
+def test_h2load_errors_and_faults_counted(server):
+    before = server.stats()
+    out = _h2load(server.url + "/nope", "-n", "50", "-c", "2", "-m", "5")
+    assert "0 succeeded, 50 failed, 0 errored" in out and "50 4xx" in out
+    out = _h2load(server.url + "/fault/stall/1?bytes=100", "-n", "50", "-c", "2", "-m", "5")
+    assert "50 succeeded, 0 failed, 0 errored" in out
+    out = _h2load(server.url + "/fault/reset", "-n", "50", "-c", "2", "-m", "5")
+    assert "0 succeeded, 50 failed, 50 errored" in out  # every stream reset, connections kept
+    after = server.stats()
+    assert _delta(before, after, "by_route") == {"not_found": 50, "stall": 50, "reset": 50}
+    assert _delta(before, after, "by_status") == {404: 50, 200: 50, 0: 50}
+    assert after["h2"]["streams_reset_sent"] - before["h2"]["streams_reset_sent"] == 50
+    assert after["h2"]["goaway_sent"] == before["h2"]["goaway_sent"]
+    assert _delta(before, after, "connections_by_protocol") == {"h2": 6}
