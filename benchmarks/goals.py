@@ -73,6 +73,13 @@ BENCHMARKS = [
                           "(the Python start-up, ~0.27 s CPU, is outside the span). The goals "
                           "are stated at -c16; -c1 figures are informational."),
                      ("floor", FLOOR_LOADGEN))),
+    Benchmark("h2loadgen", "bench_h2loadgen.py", ("--duration", "5", "--rounds", "3"),
+              ("--quick",), ("--duration", "1", "--rounds", "1"),
+              peers=("h2load", "nginx"), ours="httpbench",
+              notes=(("", "HTTP/2: -t1 with -c16 -m10 and -c1 -m100 (connections x streams "
+                          "per connection), against nginx over TLS (ALPN h2) and the embedded "
+                          "server over h2c and h2. httpbench's CPU is its engine threads' own "
+                          "rusage, h2load's its process's (wait4); runs interleaved."),)),
     Benchmark("server", "bench_server.py", ("--duration", "10", "--rounds", "3"),
               ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
               peers=("wrk", "nginx"), ours="embedded*",
@@ -174,6 +181,11 @@ GOALS = [
              "floor (send+recv only) CPU/request ≤ 0.8× wrk ({case})", "CPU/req", "<=", 0.8,
              "floor", "wrk", conns, primary=False, detail=REACHABLE),
     )),
+    # the HTTP/2 load generator vs h2load, every target and shape
+    Goal("h2loadgen", "HTTP/2 load generator", "CPU/request ≤ 0.8× h2load ({case})", "CPU/req",
+         "<=", 0.8, "httpbench", "h2load"),
+    Goal("h2loadgen", "HTTP/2 load generator", "requests/s ≥ h2load ({case})", "req/s", ">=",
+         1.0, "httpbench", "h2load"),
     # embedded server vs the cheaper nginx
     Goal("server", "embedded server", "CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
          0.8, "embedded", "nginx*", floor="floor"),

@@ -72,7 +72,8 @@ typedef struct h2conn {
     uint32_t *free;   /* stack of free slot indices */
     uint32_t nfree;
     uint32_t pending;   /* used slots not yet submitted (waiting for the connection) */
-    uint32_t unwritten; /* submitted slots whose HEADERS may not be out yet */
+    uint32_t *unw;      /* submitted slots whose HEADERS may not be out yet */
+    uint32_t nunw;
     uint64_t now;       /* clock of the read being processed */
     uint64_t seen_in, seen_out; /* cli byte counters already added to the results */
 } h2conn;
@@ -278,7 +279,7 @@ static int h2_start(econn *c);
 static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm);
 static uint32_t h2_cap(econn *c);
 static void h2_send(econn *c);
-static void h2_io(econn *c);
+static void h2_io(econn *c, uint32_t events);
 static int h2_timed_out(econn *c, uint64_t now, uint64_t tmo);
 
 static inline req_slot *ring_at(econn *c, uint32_t i)
@@ -921,7 +922,7 @@ static void h2_reset(econn *c)
         h->free[i] = m - 1 - i;
     }
     h->nfree = m;
-    h->pending = h->unwritten = 0;
+    h->pending = h->nunw = 0;
     c->rcount = 0;
 }
 
@@ -989,6 +990,8 @@ static void h2_fatal(econn *c, int rc, int type, const char *why)
     fail_all(c, type, rc, detail);
 }
 
+static const hb_h2cli_callbacks H2_CBS_QUIET;
+
 static void h2_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
 {
     (void)sud;
@@ -1003,7 +1006,10 @@ static void h2_on_response(void *ud, void *sud, int status)
 {
     econn *c = ud;
     h2slot *sl = sud;
-    c->th->have_server = 1;
+    if (!c->th->have_server) {
+        c->th->have_server = 1;
+        c->h2->cli.cb = &H2_CBS_QUIET; /* header fields are not needed any more */
+    }
     if (!sl) return;
     sl->status = status;
     sl->first_byte = c->h2->now;
@@ -1050,6 +1056,8 @@ static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
 
 static const hb_h2cli_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
                                           NULL};
+static const hb_h2cli_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
+                                                NULL};
 
 /* The connection (and TLS) is up: start the session. 0, or -1 when c was failed. */
 static int h2_start(econn *c)
@@ -1059,7 +1067,9 @@ static int h2_start(econn *c)
     err[0] = 0;
     hb_h2cli_settings st = {0};
     st.max_streams = c->th->e->cfg.pipeline;
-    int rc = hb_h2cli_init(&h->cli, &c->s, &st, &H2_CBS, c, err);
+    st.stable_fields = 1; /* e->h2f lives as long as the engine */
+    int rc = hb_h2cli_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c,
+                           err);
     if (rc < 0) {
         h2_fatal(c, rc, HB_ENG_ERR_PROTOCOL, err);
         return -1;
@@ -1129,7 +1139,7 @@ static void h2_send(econn *c)
         }
         sl->submitted = 1;
         h->pending--;
-        h->unwritten++;
+        if (h->nunw < m) h->unw[h->nunw++] = i; /* stamped after the write */
     }
     if (!hb_h2cli_wants_write(&h->cli)) return;
     uint64_t now = hb_now_ns();
@@ -1148,22 +1158,28 @@ static void h2_send(econn *c)
         h2_fatal(c, rc, HB_ENG_ERR_WRITE, h->cli.err);
         return;
     }
-    if (h->unwritten) {
-        for (uint32_t i = 0; i < m; i++)
-            if (h->slots[i].used && h->slots[i].submitted && !h->slots[i].q.written)
-                h->slots[i].q.written = now;
-        h->unwritten = 0;
+    for (uint32_t k = 0; k < h->nunw; k++) {
+        h2slot *sl = &h->slots[h->unw[k]];
+        if (sl->used && !sl->q.written) sl->q.written = now;
     }
+    h->nunw = 0;
     if (c->write_blocked) {
         c->write_blocked = 0;
         update_interest(c);
     }
 }
 
-static void h2_io(econn *c)
+static void h2_io(econn *c, uint32_t events)
 {
     h2conn *h = c->h2;
     h->now = hb_now_ns();
+    const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+    if (!(events & rd) && !c->read_wants_write) { /* writable only */
+        fill(c, h->now);
+        return;
+    }
+    /* Edge-triggered: a short read drained the socket, unless a FIN came too. */
+    h->cli.short_read_drains = c->et && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
     int rc = hb_h2cli_read(&h->cli);
     h2_count_bytes(c, h->now);
     if (rc != HB_AGAIN) {
@@ -1215,7 +1231,7 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
     case C_HANDSHAKE: do_handshake(c); return;
     case C_OPEN:
         if (c->h2) {
-            h2_io(c);
+            h2_io(c, events);
             return;
         }
         if (c->wleft) {
@@ -1537,7 +1553,8 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
                 if (!h) goto nomem;
                 h->slots = calloc(c->pipeline, sizeof *h->slots);
                 h->free = calloc(c->pipeline, sizeof *h->free);
-                if (!h->slots || !h->free) goto nomem;
+                h->unw = calloc(c->pipeline, sizeof *h->unw);
+                if (!h->slots || !h->free || !h->unw) goto nomem;
                 h2_reset(cn);
             } else {
                 cn->rcap = rcap;
@@ -1766,6 +1783,7 @@ void hb_engine_free(hb_engine *e)
                         if (cn->h2->live) hb_h2cli_free(&cn->h2->cli);
                         free(cn->h2->slots);
                         free(cn->h2->free);
+                        free(cn->h2->unw);
                         free(cn->h2);
                     }
                 }

@@ -205,6 +205,8 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
     c->cb = cb;
     c->ud = ud;
     c->max_streams = st->max_streams;
+    c->nv_flags = st->stable_fields ? NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE
+                                    : NGHTTP2_NV_FLAG_NONE;
     c->rbuf = malloc(HB_H2CLI_RBUF);
     c->wbuf = malloc(HB_H2CLI_WBUF);
     nghttp2_session_callbacks *cbs = NULL;
@@ -288,7 +290,7 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
         nv[i].namelen = fields[i].name_len;
         nv[i].value = (uint8_t *)(uintptr_t)fields[i].value;
         nv[i].valuelen = fields[i].value_len;
-        nv[i].flags = NGHTTP2_NV_FLAG_NONE;
+        nv[i].flags = c->nv_flags;
     }
     nghttp2_data_provider prd;
     if (body) {
@@ -392,6 +394,7 @@ int hb_h2cli_read(hb_h2cli *c)
         ssize_t k = nghttp2_session_mem_recv(c->ng, c->rbuf, (size_t)n);
         if (k < 0) return set_fatal(c, HB_E_H2, "h2: %s", nghttp2_strerror((int)k));
         if (c->fatal) return c->fatal_rc;
+        if (c->short_read_drains && (size_t)n < HB_H2CLI_RBUF) break;
     }
     (void)pack(c);
     if (c->fatal) return c->fatal_rc;

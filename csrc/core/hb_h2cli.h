@@ -90,6 +90,7 @@ typedef struct hb_h2cli_settings {
     uint32_t conn_window_bits; /* connection receive window, 16..30; default 30 */
     uint32_t max_frame_size;   /* SETTINGS_MAX_FRAME_SIZE we accept; default 16384 */
     uint32_t max_streams;      /* our cap on concurrent streams; default: the peer's */
+    int stable_fields;         /* 1: submit's field strings outlive the session (not copied) */
 } hb_h2cli_settings;
 
 /* A request body sent as DATA frames: caller-owned, must stay valid (and
@@ -106,9 +107,14 @@ typedef struct hb_h2_body {
 typedef struct hb_h2cli {
     hb_sock *sock; /* not owned */
     struct nghttp2_session *ng;
-    const hb_h2cli_callbacks *cb;
+    const hb_h2cli_callbacks *cb; /* may be replaced between calls (e.g. to drop on_header) */
     void *ud;
+    /* 1: a read shorter than the buffer ends hb_h2cli_read (an edge-triggered
+     * plain socket is then drained: TCP hands over all it holds); 0: read
+     * until HB_AGAIN. Set by the caller before each read. */
+    int short_read_drains;
     uint32_t max_streams; /* our cap (0: the peer's only) */
+    uint8_t nv_flags;     /* nghttp2 NV flags for submitted fields */
     uint32_t nopen;       /* submitted streams not yet closed */
     int preface_checked;  /* first bytes from the peer looked at */
     int goaway_recv;      /* a GOAWAY arrived: no new streams */

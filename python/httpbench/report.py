@@ -384,7 +384,9 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
             kv("Time per request", f"{_ms(hist_stat(r.latency, 'mean'))} [ms] "
                                    "(mean, from the intended send time)")
     elif completed:
-        kv("Time per request", f"{cfg.concurrency * secs * 1e3 / completed:.3f} [ms] (mean)")
+        # ab's concurrency x time / n; over HTTP/2 every stream slot is a concurrent request.
+        inflight = cfg.concurrency * (cfg.streams if cfg.protocol == "h2" else 1)
+        kv("Time per request", f"{inflight * secs * 1e3 / completed:.3f} [ms] (mean)")
         kv("Time per request", f"{secs * 1e3 / completed:.3f} [ms] "
                                "(mean, across all concurrent requests)")
     kv("Transfer rate", f"{r.bytes_in_per_s / 1024:.2f} [Kbytes/sec] received")

@@ -81,3 +81,33 @@ def test_server_with_http2_off_is_a_typed_error() -> None:
             httpbench.bench(srv.url + "/bytes/10", http2=True, n=5)
         assert srv.stats()["by_protocol"]["h2"] == 0
     assert ei.value.code < 0
+
+
+def test_timeout_typed(server) -> None:
+    r = httpbench.bench(server.url + "/delay/3000", http2=True, streams=3, n=3, timeout=0.2)
+    assert r.responses == 0 and r.error_counts["timeout"] == 3 == r.errors
+
+
+def test_fault_close_mid_body_is_goaway(server) -> None:
+    before = server.stats()
+    r = httpbench.bench(server.url + "/fault/close-mid-body?bytes=10000", http2=True, n=4)
+    after = server.stats()
+    assert r.responses == 0 and r.error_counts["goaway"] == 4 == r.errors
+    assert _delta(before, after, "h2", "goaway_sent") == 4
+
+
+def test_interrupt_gives_partial_result(server) -> None:
+    calls = []
+
+    def progress(p: httpbench.Progress) -> None:
+        calls.append(p)
+        if p.completed:
+            raise KeyboardInterrupt
+
+    before = server.stats()
+    r = httpbench.bench(server.url + "/bytes/10", http2=True, streams=4, concurrency=2,
+                        duration=30, progress=progress)
+    after = server.stats()
+    assert r.interrupted and r.responses > 0 and r.errors == 0
+    seen = _delta(before, after, "by_protocol", "h2")
+    assert r.responses <= seen <= r.responses + r.in_flight_at_stop
