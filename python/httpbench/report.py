@@ -166,6 +166,10 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
         cols = _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS
         cov = median_ci(range(nrep))[2]
         title = f"{sc}" + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
+        spec = (rs.metadata.get("scenarios") or {}).get(sc) or {}
+        if spec.get("protocol") == "h2":
+            title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "
+                      f"{spec.get('concurrency', 1)} stream(s) on one connection")
         ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
               "of the median\n\n" if nrep > 1 else "")
         parts.append(heading(title) + "\n\n" + ci + _group_table(srows, fmt, cols))
