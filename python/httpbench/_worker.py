@@ -152,8 +152,11 @@ class Worker:
         if self.sc.protocol == "h2":
             from ._adapters import AdapterUnavailable
 
-            if self.cls.h2_mode not in ("async", "shared", "batch"):
+            if self.cls.h2_mode not in ("async", "shared", "batch", "single"):
                 raise AdapterUnavailable(self.client, f"no HTTP/2: {self.cls.h2_reason}")
+            if self.cls.h2_mode == "single" and self.sc.concurrency > 1:
+                raise AdapterUnavailable(self.client, f"one stream at a time over HTTP/2: "
+                                         f"{self.cls.h2_reason}")
             if (self.cls.h2_mode == "async") != (self.kind == "async"):
                 raise AdapterUnavailable(self.client, f"h2_mode {self.cls.h2_mode!r} does not "
                                          f"fit a {self.kind} adapter")
