@@ -42,6 +42,9 @@ QUICK_SCALE = 0.2
 # odd, so the median is one of the measured rounds
 QUICK_REPEAT = 3
 DEFAULT_REPEAT = 3
+# a timed round is taken in this many slices, in turn with the other rounds and
+# clients: each round then samples the machine over the whole scenario
+DEFAULT_SLICES = 10
 
 COLUMNS = ("client", "req/s", "p50", "p99", "CPU µs/req", "Python allocs/req",
            "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes")
@@ -68,6 +71,7 @@ def compare(
     baseline: str | None = None,
     min_requests: int = 10,
     reruns: int = 2,
+    slices: int | None = None,
     baseline_file: str | os.PathLike[str] | None = None,
     pythons: Sequence[str] | None = None,
     deterministic: bool = False,
@@ -127,6 +131,10 @@ def compare(
         raise ValueError("n must be >= 1")
     if min_requests < 1 or reruns < 0:
         raise ValueError("min_requests must be >= 1 and reruns >= 0")
+    if slices is None:
+        slices = DEFAULT_SLICES
+    if slices < 1:
+        raise ValueError("slices must be >= 1")
     if deterministic:
         if deterministic_n < 1:
             raise ValueError("deterministic_n must be >= 1")
@@ -163,7 +171,7 @@ def compare(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
         progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
-        reruns=reruns,
+        reruns=reruns, slices=slices,
         deterministic=deterministic, deterministic_n=deterministic_n,
     )
     if envs:

@@ -56,6 +56,8 @@ NAGLE_MIN_FRACTION = 0.10
 NAGLE_MAX_BYTES = 1 << 20
 SATURATED_FRACTION = 0.90
 SPREAD_LIMIT = 0.25
+# transfers this large run their rounds in one piece (see Runner._slices)
+SLICE_MAX_BYTES = 1 << 20
 
 
 class WorkerFailed(Exception):
@@ -76,7 +78,8 @@ class RunOptions:
     may take for one reply (setup or round) before it is killed as hung;
     ``min_requests``: fewest requests of a timed round (re-run below it);
     ``reruns``: how often a round disturbed by machine noise or short of
-    requests is run again at most; ``native_allocs``: preload the malloc counter in workers (None: on when a
+    requests is run again at most; ``slices``: pieces a timed round is taken
+    in, in turn with every other round and client (1: one contiguous piece); ``native_allocs``: preload the malloc counter in workers (None: on when a
     counter library exists, Linux); ``pin``: CPU pinning server/workers;
     ``commands``: name -> argv of extra process-level clients; ``zygote``:
     fork workers from one pre-imported process (False: a new interpreter each).
@@ -88,6 +91,8 @@ class RunOptions:
     min_requests: int = 10
     # a round disturbed by machine noise or short of min_requests runs again, this often at most
     reruns: int = 2
+    # a timed round is taken in this many slices, in turn with the other rounds and clients
+    slices: int = 1
     scale: float = 1.0
     warmup: int = 3
     timeout: float = 120.0
@@ -448,6 +453,53 @@ def preload_library() -> str | None:
     return p if p and os.path.exists(p) else None
 
 
+def merge_slices(parts: Sequence[MeasureResult]) -> MeasureResult:
+    """One round's result from its slices: counts, times and CPU summed, latency
+    histograms merged, peak RSS the largest; a single slice is returned as is."""
+    import dataclasses
+
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+
+    def total(name: str) -> int | None:
+        vals = [getattr(p, name) for p in parts]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    def dict_total(name: str) -> dict[str, int] | None:
+        vals = [getattr(p, name) for p in parts]
+        if any(v is None for v in vals):
+            return None
+        out: dict[str, int] = {}
+        for v in vals:
+            for k, x in v.items():
+                out[k] = out.get(k, 0) + x
+        return out
+
+    lat = first.latency.copy()
+    for p in parts[1:]:
+        lat.merge(p.latency)
+    calls = sum(p.calls for p in parts)
+    gcs = [p.gc_collections for p in parts]
+    over = [p.overhead_ns_per_call for p in parts]
+    rss = [p.peak_rss_bytes for p in parts if p.peak_rss_bytes is not None]
+    md = dict(first.metadata)
+    md["slice_calls"] = [p.calls for p in parts]
+    return dataclasses.replace(
+        first, calls=calls, wall_ns=sum(p.wall_ns for p in parts), latency=lat,
+        cpu_user_ns=sum(p.cpu_user_ns for p in parts), cpu_sys_ns=sum(p.cpu_sys_ns for p in parts),
+        cpu_thread_ns=total("cpu_thread_ns"), alloc_counts=dict_total("alloc_counts"),
+        alloc_bytes=dict_total("alloc_bytes"), alloc_net_bytes=total("alloc_net_bytes"),
+        alloc_net_count=total("alloc_net_count"), native_alloc_count=total("native_alloc_count"),
+        native_alloc_bytes=total("native_alloc_bytes"),
+        gc_collections=(None if any(g is None for g in gcs)
+                        else tuple(sum(g[i] for g in gcs) for i in range(3))),  # type: ignore[index]
+        gc_pause_ns=total("gc_pause_ns"), peak_rss_bytes=max(rss) if rss else None,
+        overhead_ns_per_call=(None if any(o is None for o in over) or not calls
+                              else sum(o * p.calls for o, p in zip(over, parts, strict=True)) / calls),
+        errors=sum(p.errors for p in parts), end_unix_ns=parts[-1].end_unix_ns, metadata=md)
+
+
 # ---------------------------------------------------------------- anomalies
 
 
@@ -606,6 +658,7 @@ class Runner:
         self.env_changes: dict[str, str] = {}
         self.noise: dict[str, dict[str, Any]] = {}
         self._reruns: dict[str, int] = {}
+        self.slices: dict[str, int] = {}
         self.preload = None
         if self.opt.native_allocs is not False and sys.platform.startswith("linux"):
             self.preload = preload_library()
@@ -710,6 +763,24 @@ class Runner:
                 try:
                     workers = self._start_workers(clients, sc, srv, workdir)
                     rounds: dict[str, list[MeasureResult]] = {c: [] for c in workers}
+                    k = self._slices(sc)
+                    self.slices[sc.name] = k
+                    # k > 1: every round is assembled from k slices taken in turn with
+                    # every other round and client, so each round samples the machine's
+                    # state over the whole scenario instead of one stretch of it
+                    parts: dict[tuple[str, int], list[dict[str, Any]] | None] = {}
+                    for s in range(k - 1):
+                        for rep in range(self.opt.repeat):
+                            for c, w in list(workers.items()):
+                                got = parts.setdefault((c, rep), [])
+                                if w.dead or got is None:
+                                    continue
+                                self._progress(f"slice {s + 1}/{k} {sc.name} {c} #{rep + 1}")
+                                part = self._part(c, sc, rep, w, srv, k)
+                                if part is None:
+                                    parts[(c, rep)] = None
+                                else:
+                                    got.append(part)
                     for rep in range(self.opt.repeat):
                         for c, w in list(workers.items()):
                             done += 1
@@ -718,7 +789,13 @@ class Runner:
                             self._progress(
                                 f"[{done}/{total}] running {sc.name} {c} "
                                 f"#{rep + 1}/{self.opt.repeat}{_eta(t_start, done - 1, total)}")
-                            mr = self._round_checked(c, sc, rep, w, srv)
+                            if k == 1:
+                                mr = self._round_checked(c, sc, rep, w, srv)
+                            else:
+                                got = parts.get((c, rep), [])
+                                last = None if got is None else self._part(c, sc, rep, w, srv, k)
+                                mr = (None if got is None or last is None else
+                                      self._round_checked(c, sc, rep, w, srv, got + [last]))
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
@@ -757,6 +834,7 @@ class Runner:
             "native_alloc_counter": self.preload,
             "environment_changes": self.env_changes,
             "min_requests": self.opt.min_requests,
+            "slices": self.slices,
             "noise": self.noise,
             "noise_thresholds": {"other": _noise.DISTURBED_OTHER,
                                  "steal": _noise.DISTURBED_STEAL},
@@ -833,15 +911,30 @@ class Runner:
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
 
+    def _slices(self, sc: Scenario) -> int:
+        """Slices per round: ``opt.slices`` for timed rounds of small transfers; 1 for
+        rounds of a fixed request count and multi-megabyte transfers (a slice would
+        hold one request and its fixed costs)."""
+        if self.opt.n is not None or sc.n is not None:
+            return 1
+        if (sc.expect_bytes or 0) + sc.body_size >= SLICE_MAX_BYTES:
+            return 1
+        return max(1, self.opt.slices)
+
     def _min_n(self, sc: Scenario) -> int:
         return max(sc.min_n, self.opt.min_requests)
 
     def _round_checked(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
-                       srv: Any) -> MeasureResult | None:
-        """One round, re-run (a bounded number of times) while it was disturbed by
+                       srv: Any, parts: list[dict[str, Any]] | None = None
+                       ) -> MeasureResult | None:
+        """One round (or the round made of ``parts``, its slices), re-run as one
+        contiguous round (a bounded number of times) while it was disturbed by
         machine noise or rests on fewer requests than a round must; the last is kept."""
         mark = len(self.notes)
-        mr = self._round(client, sc, rep, w, srv)
+        if parts is None:
+            mr = self._round(client, sc, rep, w, srv)
+        else:
+            mr = self._assemble(client, sc, rep, w, parts) if parts else None
         tries = 0
         while mr is not None and tries < self.opt.reruns and not w.dead:
             reasons = self._redo_reasons(mr, sc)
@@ -883,12 +976,20 @@ class Runner:
 
     def _round(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                srv: Any) -> MeasureResult | None:
+        """One contiguous round (the whole duration in one slice)."""
+        part = self._part(client, sc, rep, w, srv, 1)
+        return None if part is None else self._assemble(client, sc, rep, w, [part])
+
+    def _part(self, client: str, sc: Scenario, rep: int, w: WorkerProc, srv: Any,
+              slices: int) -> dict[str, Any] | None:
+        """One slice of a round: ``1/slices`` of its time and minimum requests, checked
+        against the server's stats; None (and a failure note) when the worker failed."""
         cmd: dict[str, Any] = {"cmd": "run"}
         if self.opt.n is not None or sc.n is not None:
             cmd["n"] = self.opt.n if self.opt.n is not None else sc.n
         else:
-            cmd["duration"] = sc.duration * self.opt.scale
-            cmd["min_n"] = self._min_n(sc)
+            cmd["duration"] = sc.duration * self.opt.scale / slices
+            cmd["min_n"] = -(-self._min_n(sc) // slices)
         try:
             w.send({"cmd": "rewarm"})
             warm = w.recv()
@@ -907,29 +1008,45 @@ class Runner:
                 f"{client}/{sc.name} round {rep + 1}: {msg.get('error')}",
                 msg.get("traceback") or "", "worker-failed"), rep)
             return None
-        mr = MeasureResult.from_dict(msg["result"])
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
-        raw_noise = msg.get("noise") or [None, None]
+        return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
+
+    def _assemble(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
+                  parts: list[dict[str, Any]]) -> MeasureResult:
+        """A round from its slices: summed counts, merged latencies, summed noise
+        windows, then the round's anomaly notes."""
+        mr = merge_slices([p["mr"] for p in parts])
+        srv_delta: dict[str, int | None] = {}
+        for k in parts[0]["server"]:
+            vals = [p["server"][k] for p in parts]
+            srv_delta[k] = None if any(v is None for v in vals) else sum(vals)
         # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
-        shared = 0 if self.server_cpus else (srv_delta.get("cpu_ns") or 0)
-        noise = _noise.round_noise(raw_noise[0], raw_noise[1], exclude_ns=shared)
+        windows = [tuple(p["msg"].get("noise") or (None, None)) for p in parts]
+        shared = 0 if self.server_cpus else sum(p["server"].get("cpu_ns") or 0 for p in parts)
+        noise = _noise.windows_noise(windows, exclude_ns=shared)
+        msgs = [p["msg"] for p in parts]
+        round_requests = sum(int(m.get("round_requests") or 0) for m in msgs)
+        problems = [m["verify"] for m in msgs if m.get("verify") and not m["verify"].get("ok")]
+        verify = problems[-1] if problems else (msgs[-1].get("verify") or {"ok": True})
+        samples = [s for m in msgs for s in (m.get("error_samples") or [])][:5]
         md = dict(mr.metadata)
         md["noise"] = noise
         md.update({
             "client": client, "scenario": sc.name, "repeat": rep,
             "server": srv_delta, "server_threads": self.opt.server_threads,
-            "worker_requests": msg.get("round_requests"),
-            "verify": msg.get("verify"), "error_samples": msg.get("error_samples") or [],
+            "worker_requests": round_requests,
+            "verify": verify, "error_samples": samples,
             "client_version": self.versions.get(client),
             "kind": w.info.get("kind", "sync"),
             "worker": w.info,
+            "slices": len(parts),
         })
         import dataclasses
 
         mr = dataclasses.replace(mr, metadata=md)
         self.notes.extend(round_notes(
-            client, sc, rep, md["kind"], mr, srv_delta, int(msg.get("round_requests") or 0),
-            msg.get("verify") or {}, md["error_samples"], self.opt.server_threads))
+            client, sc, rep, md["kind"], mr, srv_delta, round_requests,
+            verify, md["error_samples"], self.opt.server_threads))
         return mr
 
     def _deterministic(self, client: str, sc: Scenario,
