@@ -115,7 +115,10 @@ def compare(
 
     A timed round runs until its time and ``min_requests`` requests; a round
     short of them, or disturbed by other processes or CPU steal, runs again
-    up to ``reruns`` times (docs/metrics.md).
+    up to ``reruns`` times (docs/metrics.md). ``slices``: each timed round is
+    taken in this many pieces (default ``DEFAULT_SLICES``, none under 25 ms),
+    slice k of every round and client before slice k + 1 of any, so every
+    round samples the machine over the whole scenario.
 
     ``deterministic``: after each scenario's timing rounds, every client
     counts instructions (callgrind) and syscalls (strace) of
@@ -429,6 +432,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="interleaved rounds per client and scenario (default 3, an odd count so the median is a round)")
     ap.add_argument("--n", type=int, default=None,
                     help="requests per round (default: a time budget per scenario)")
+    ap.add_argument("--slices", type=int, default=None, metavar="K",
+                    help=f"take each timed round in K slices, in turn with every other round "
+                         f"and client (default {DEFAULT_SLICES}, each at least 25 ms; 1: one "
+                         "contiguous piece)")
     ap.add_argument("--quick", action="store_true",
                     help=f"{len(QUICK_SCENARIOS)} scenarios, short rounds: about a minute")
     ap.add_argument("--out", help="output directory (default ./httpbench-results/<timestamp>/)")
@@ -610,6 +617,7 @@ def cli_main(argv: list[str]) -> int:
     try:
         rs = compare(
             clients=clients, scenarios=scenarios, repeat=args.repeat, n=args.n,
+            slices=args.slices,
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,

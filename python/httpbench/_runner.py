@@ -58,6 +58,8 @@ SATURATED_FRACTION = 0.90
 SPREAD_LIMIT = 0.25
 # transfers this large run their rounds in one piece (see Runner._slices)
 SLICE_MAX_BYTES = 1 << 20
+# the shortest slice of a round, seconds
+SLICE_MIN_S = 0.025
 
 
 class WorkerFailed(Exception):
@@ -912,14 +914,16 @@ class Runner:
         self._progress(f"FAILED {msg[:300]}")
 
     def _slices(self, sc: Scenario) -> int:
-        """Slices per round: ``opt.slices`` for timed rounds of small transfers; 1 for
-        rounds of a fixed request count and multi-megabyte transfers (a slice would
-        hold one request and its fixed costs)."""
+        """Slices per round: ``opt.slices`` for timed rounds of small transfers, fewer
+        when a slice would be shorter than SLICE_MIN_S; 1 for rounds of a fixed
+        request count and multi-megabyte transfers (a slice would hold one request)."""
         if self.opt.n is not None or sc.n is not None:
             return 1
         if (sc.expect_bytes or 0) + sc.body_size >= SLICE_MAX_BYTES:
             return 1
-        return max(1, self.opt.slices)
+        # a slice's fixed costs (re-warm-up, stats, messages) are a few ms: not shorter
+        per_round = sc.duration * self.opt.scale
+        return max(1, min(self.opt.slices, int(per_round / SLICE_MIN_S + 1e-9)))
 
     def _min_n(self, sc: Scenario) -> int:
         return max(sc.min_n, self.opt.min_requests)
