@@ -617,7 +617,7 @@ def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> 
 # ---------------------------------------------------------------- runner
 
 
-def _eta(t_start: float, finished: int, total: int) -> str:
+def _eta(t_start: float, finished: float, total: int) -> str:
     """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
     included); empty before the first round or after the last."""
     if finished <= 0 or finished >= total:
@@ -767,37 +767,30 @@ class Runner:
                     rounds: dict[str, list[MeasureResult]] = {c: [] for c in workers}
                     k = self._slices(sc)
                     self.slices[sc.name] = k
-                    # k > 1: every round is assembled from k slices taken in turn with
-                    # every other round and client, so each round samples the machine's
-                    # state over the whole scenario instead of one stretch of it
-                    parts: dict[tuple[str, int], list[dict[str, Any]] | None] = {}
-                    for s in range(k - 1):
-                        for rep in range(self.opt.repeat):
-                            for c, w in list(workers.items()):
-                                got = parts.setdefault((c, rep), [])
-                                if w.dead or got is None:
-                                    continue
-                                self._progress(f"slice {s + 1}/{k} {sc.name} {c} #{rep + 1}")
-                                part = self._part(c, sc, rep, w, srv, k)
-                                if part is None:
-                                    parts[(c, rep)] = None
-                                else:
-                                    got.append(part)
+                    sliced: dict[tuple[str, int], MeasureResult] = {}
+                    if k > 1:
+                        # every round is assembled from k slices taken in turn with every
+                        # other round and client: each samples the machine's state over
+                        # the whole scenario instead of one stretch of it
+                        base = done
+
+                        def at(i: int, of: int, base: int = base, n: int = len(workers)) -> str:
+                            part = base + n * self.opt.repeat * i / of
+                            return f"[{int(part)}/{total}]{_eta(t_start, part, total)}"
+
+                        sliced = self._sliced_checked(workers, sc, srv, k, at)
                     for rep in range(self.opt.repeat):
                         for c, w in list(workers.items()):
                             done += 1
-                            if w.dead:
+                            if k > 1:
+                                mr = sliced.get((c, rep))
+                            elif w.dead:
                                 continue
-                            self._progress(
-                                f"[{done}/{total}] running {sc.name} {c} "
-                                f"#{rep + 1}/{self.opt.repeat}{_eta(t_start, done - 1, total)}")
-                            if k == 1:
-                                mr = self._round_checked(c, sc, rep, w, srv)
                             else:
-                                got = parts.get((c, rep), [])
-                                last = None if got is None else self._part(c, sc, rep, w, srv, k)
-                                mr = (None if got is None or last is None else
-                                      self._round_checked(c, sc, rep, w, srv, got + [last]))
+                                self._progress(
+                                    f"[{done}/{total}] running {sc.name} {c} #{rep + 1}/"
+                                    f"{self.opt.repeat}{_eta(t_start, done - 1, total)}")
+                                mr = self._round_checked(c, sc, rep, w, srv)
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
@@ -929,16 +922,11 @@ class Runner:
         return max(sc.min_n, self.opt.min_requests)
 
     def _round_checked(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
-                       srv: Any, parts: list[dict[str, Any]] | None = None
-                       ) -> MeasureResult | None:
-        """One round (or the round made of ``parts``, its slices), re-run as one
-        contiguous round (a bounded number of times) while it was disturbed by
+                       srv: Any) -> MeasureResult | None:
+        """One round, re-run (a bounded number of times) while it was disturbed by
         machine noise or rests on fewer requests than a round must; the last is kept."""
         mark = len(self.notes)
-        if parts is None:
-            mr = self._round(client, sc, rep, w, srv)
-        else:
-            mr = self._assemble(client, sc, rep, w, parts) if parts else None
+        mr = self._round(client, sc, rep, w, srv)
         tries = 0
         while mr is not None and tries < self.opt.reruns and not w.dead:
             reasons = self._redo_reasons(mr, sc)
@@ -953,17 +941,75 @@ class Runner:
             if again is None:
                 break
             mr = again
-        if mr is not None:
-            md = dict(mr.metadata)
-            md["reruns"] = tries
-            # a round both disturbed and short gets both notes: each is its own warning
-            for kind, why in self._redo_reasons(mr, sc):
-                self.notes.append(Note(kind, f"round {rep + 1}: {why} (after {tries} re-run(s))",
-                                       client, sc.name, rep, "warning"))
-            import dataclasses
+        return None if mr is None else self._kept(client, sc, rep, mr, tries)
 
-            mr = dataclasses.replace(mr, metadata=md)
-        return mr
+    def _kept(self, client: str, sc: Scenario, rep: int, mr: MeasureResult,
+              tries: int) -> MeasureResult:
+        """The round kept after ``tries`` re-runs, noted when still disturbed or short."""
+        import dataclasses
+
+        md = dict(mr.metadata)
+        md["reruns"] = tries
+        # a round both disturbed and short gets both notes: each is its own warning
+        for kind, why in self._redo_reasons(mr, sc):
+            self.notes.append(Note(kind, f"round {rep + 1}: {why} (after {tries} re-run(s))",
+                                   client, sc.name, rep, "warning"))
+        return dataclasses.replace(mr, metadata=md)
+
+    def _sliced(self, workers: dict[str, WorkerProc], sc: Scenario, srv: Any, k: int,
+                want: list[tuple[str, int]], progress: Callable[[int, int], str]
+                ) -> dict[tuple[str, int], tuple[MeasureResult, list[Note]]]:
+        """The rounds ``want`` ((client, repeat), in run order), each taken in ``k``
+        slices: slice s of every one before slice s + 1 of any. A round whose
+        worker failed in a slice is left out (its failure is noted)."""
+        parts: dict[tuple[str, int], list[dict[str, Any]] | None] = {key: [] for key in want}
+        for s in range(k):
+            for i, (c, rep) in enumerate(want):
+                w, got = workers[c], parts[(c, rep)]
+                if w.dead or got is None:
+                    continue
+                self._progress(f"{progress(s * len(want) + i, k * len(want))} {sc.name} {c} "
+                               f"#{rep + 1} slice {s + 1}/{k}")
+                part = self._part(c, sc, rep, w, srv, k)
+                if part is None:
+                    parts[(c, rep)] = None
+                else:
+                    got.append(part)
+        out: dict[tuple[str, int], tuple[MeasureResult, list[Note]]] = {}
+        for (c, rep), got in parts.items():
+            if got:
+                mark = len(self.notes)
+                mr = self._assemble(c, sc, rep, workers[c], got)
+                out[(c, rep)] = (mr, self.notes[mark:])
+                del self.notes[mark:]
+        return out
+
+    def _sliced_checked(self, workers: dict[str, WorkerProc], sc: Scenario, srv: Any, k: int,
+                        progress: Callable[[int, int], str]
+                        ) -> dict[tuple[str, int], MeasureResult]:
+        """Every round of the scenario in slices; rounds disturbed or short are taken
+        again, in slices among themselves (at most ``reruns`` times); the last is kept."""
+        want = [(c, rep) for rep in range(self.opt.repeat) for c in workers]
+        got = self._sliced(workers, sc, srv, k, want, progress)
+        tries = dict.fromkeys(got, 0)
+        for _ in range(self.opt.reruns):
+            redo = [key for key in want if key in got and not workers[key[0]].dead
+                    and self._redo_reasons(got[key][0], sc)]
+            if not redo:
+                break
+            for c, rep in redo:
+                why = "; ".join(t for _, t in self._redo_reasons(got[(c, rep)][0], sc))
+                self._progress(f"re-run {sc.name} {c} #{rep + 1}: {why}")
+                self._reruns[sc.name] = self._reruns.get(sc.name, 0) + 1
+                tries[(c, rep)] += 1
+            got.update(self._sliced(workers, sc, srv, k, redo, progress))
+        out: dict[tuple[str, int], MeasureResult] = {}
+        for key in want:
+            if key in got:
+                mr, notes = got[key]
+                self.notes.extend(notes)
+                out[key] = self._kept(key[0], sc, key[1], mr, tries[key])
+        return out
 
     def _redo_reasons(self, mr: MeasureResult, sc: Scenario) -> list[tuple[str, str]]:
         """Why a round must run again, as (note kind, text): disturbed, short, or both."""

@@ -109,3 +109,40 @@ def test_sliced_rounds_match_server_stats_and_interleave():
         assert all(r.wall_ns < r.end_unix_ns - r.start_unix_ns for r in reps)
     if len(os.sched_getaffinity(0)) >= 2:
         assert rs.metadata["pinning"]["worker_cpu"] not in rs.metadata["pinning"]["server_cpus"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU of its own")
+def test_disturbed_sliced_rounds_are_taken_again_in_slices():
+    import subprocess
+    import sys
+    import time
+
+    from httpbench._compare import format_tables
+
+    worker_cpu = sorted(os.sched_getaffinity(0))[-1]  # where the runner pins its workers
+    hog = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()+60\n"
+                            "while time.time()<t: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {worker_cpu})
+        time.sleep(0.2)
+        opts = RunOptions(repeat=3, scale=0.4, warmup=1, native_allocs=False, timeout=60,
+                          reruns=1, slices=4)
+        rs = Runner(opts).run(["http.client"], [SCENARIOS["get-150b"]])
+    finally:
+        hog.kill()
+        hog.wait(timeout=10)
+    noise = rs.metadata["noise"]["get-150b"]
+    assert noise["reruns"] >= 1 and noise["disturbed"] >= 1, noise
+    reps = rs.repeats("http.client", "get-150b")
+    assert len(reps) == 3
+    for r in reps:
+        # the re-run is in slices too, and counted once per round at most
+        assert r.metadata["slices"] == 4 and r.metadata["reruns"] in (0, 1)
+        assert r.metadata["server"]["requests"] == r.calls
+    assert sum(r.metadata["reruns"] for r in reps) == noise["reruns"]
+    noisy = [n for n in rs.notes if n.kind == "noisy"]
+    assert noisy and all("after 1 re-run(s)" in n.message for n in noisy)
+    # one note per kept round at most: the replaced rounds' notes are gone
+    assert len({n.repeat for n in noisy}) == len(noisy)
+    assert "still disturbed" in format_tables(rs)
