@@ -7,7 +7,10 @@ the adapter up, warms up and then measures one round per command. Rounds are
 interleaved across clients (A B C A B C) so drift in the machine's state hits
 every client alike. Results come back as JSON over a pipe; a worker that
 crashes, hangs (per-reply timeout) or fails is reported with its stderr and
-the run goes on.
+the run goes on. A timed round can be taken in slices (``RunOptions.slices``):
+slice k of every round and client before slice k + 1 of any, so each round
+samples the machine's state over the whole scenario (a virtual machine's CPU
+speed drifts over seconds); the slices' counts are summed into the round.
 
 Each round is checked against the server's own stats (requests, connections
 accepted, server CPU) and turned into anomaly notes: server saturated, new
@@ -909,10 +912,12 @@ class Runner:
     def _slices(self, sc: Scenario) -> int:
         """Slices per round: ``opt.slices`` for timed rounds of small transfers, fewer
         when a slice would be shorter than SLICE_MIN_S; 1 for rounds of a fixed
-        request count and multi-megabyte transfers (a slice would hold one request)."""
+        request count, multi-megabyte transfers (a slice would hold one request) and
+        concurrent scenarios (each slice would start its threads and re-warm every
+        connection again)."""
         if self.opt.n is not None or sc.n is not None:
             return 1
-        if (sc.expect_bytes or 0) + sc.body_size >= SLICE_MAX_BYTES:
+        if (sc.expect_bytes or 0) + sc.body_size >= SLICE_MAX_BYTES or sc.concurrency > 1:
             return 1
         # a slice's fixed costs (re-warm-up, stats, messages) are a few ms: not shorter
         per_round = sc.duration * self.opt.scale

@@ -71,7 +71,8 @@ def test_noise_over_slices_leaves_out_the_time_between_them():
 def test_slices_per_scenario():
     r = Runner(RunOptions(slices=10, native_allocs=False))
     assert r._slices(SCENARIOS["get-150b"]) == 10
-    assert r._slices(SCENARIOS["get-150b-concurrent"]) == 10
+    assert r._slices(SCENARIOS["get-150b-new-conn"]) == 10
+    assert r._slices(SCENARIOS["get-150b-concurrent"]) == 1  # threads and 16 re-warm-ups each
     assert r._slices(SCENARIOS["download-7m"]) == 1  # one request would fill a slice
     assert r._slices(Scenario("fixed", path="/bytes/10", n=50)) == 1
     short = Runner(RunOptions(slices=10, scale=0.2, native_allocs=False))
