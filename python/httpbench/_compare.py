@@ -44,7 +44,7 @@ QUICK_REPEAT = 3
 DEFAULT_REPEAT = 3
 # a timed round is taken in this many slices, in turn with the other rounds and
 # clients: each round then samples the machine over the whole scenario
-DEFAULT_SLICES = 10
+DEFAULT_SLICES = 8
 
 COLUMNS = ("client", "req/s", "p50", "p99", "CPU µs/req", "Python allocs/req",
            "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes")
@@ -367,7 +367,9 @@ def format_tables(rs: ResultSet) -> str:
         if rows:
             reps = max(r["repeats"] for r in rows)
             cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
-            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}; ±: half the "
+            k = int((md.get("slices") or {}).get(s) or 1)
+            sliced = f", each taken in {k} slices" if k > 1 else ""
+            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}{sliced}; ±: half the "
                        f"width of the {cov:.0%} order-statistic confidence interval of the "
                        "median, relative to it" + ("; thin: too few repeats or requests"
                                                    if any(r["thin"] for r in rows) else "")

@@ -8,6 +8,7 @@ import os
 import httpbench
 import pytest
 from httpbench import _noise
+from httpbench._compare import format_tables
 from httpbench._core import Histogram
 from httpbench._runner import Runner, RunOptions, merge_slices
 from httpbench._scenarios import SCENARIOS, Scenario
@@ -93,6 +94,7 @@ def test_sliced_rounds_match_server_stats_and_interleave():
     rs = httpbench.compare(clients=clients, scenarios=["get-150b"], repeat=3, scale=0.4,
                            slices=4, warmup=1, plots=False, out=None, reruns=0)
     assert rs.metadata["slices"] == {"get-150b": 4}
+    assert "(medians of 3 repeats, each taken in 4 slices;" in format_tables(rs)
     assert [k for k in rs.keys()] == [(c, "get-150b", i) for i in range(3) for c in clients]
     for c in clients:
         reps = rs.repeats(c, "get-150b")
@@ -118,8 +120,6 @@ def test_disturbed_sliced_rounds_are_taken_again_in_slices():
     import subprocess
     import sys
     import time
-
-    from httpbench._compare import format_tables
 
     worker_cpu = sorted(os.sched_getaffinity(0))[-1]  # where the runner pins its workers
     hog = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()+60\n"
