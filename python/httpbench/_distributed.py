@@ -302,6 +302,13 @@ def _merge(parts: list[tuple[WorkerResult, BenchResult]], shards: list[WorkerRes
     hists = {name: _merge_hist([getattr(r, name) for r in rs])
              for name in ("latency", "latency_uncorrected", "connect", "tls", "ttfb",
                           "processing")}
+    setups = [r.setup for r in rs if r.setup is not None]
+    # Optional counters: summed over the shards that report them, None when none does.
+    counters = {name: (sum(v for v in vals if v is not None)
+                       if any(v is not None for v in vals) else None)
+                for name in ("sends", "sends_late", "unsent", "connect_attempts",
+                             "connect_failures", "connect_fd_exhausted")
+                for vals in [[getattr(r, name) for r in rs]]}
     return BenchResult(
         url=first.url, duration_ns=max(0, end - start), method=first.method, config=cfg,
         label=first.label, responses=sum(r.responses for r in rs),
@@ -316,7 +323,8 @@ def _merge(parts: list[tuple[WorkerResult, BenchResult]], shards: list[WorkerRes
         start_unix_ns=start, end_unix_ns=end, series_interval_ns=iv,
         series_responses=tuple(ok), series_errors=tuple(err), metadata=md,
         workers=tuple(shards), partial=any(s.status == "lost" for s in shards),
-        **hists,
+        setup=_merge_hist(setups) if setups else None,
+        **hists, **counters,
     )
 
 

@@ -112,6 +112,15 @@ def _check_sums(r: BenchResult) -> None:
     assert r.config.concurrency == sum(w.concurrency for w in r.workers)
 
 
+def _check_counters(r: BenchResult, shard_results: list[BenchResult]) -> None:
+    """The merged run's rate and connection counters are the shards' sums."""
+    for name in ("sends", "sends_late", "unsent", "connect_attempts", "connect_failures",
+                 "connect_fd_exhausted"):
+        vals = [getattr(s, name) for s in shard_results]
+        want = None if all(v is None for v in vals) else sum(v or 0 for v in vals)
+        assert getattr(r, name) == want, name
+
+
 # -- the split (no cluster) ---------------------------------------------
 
 
@@ -220,11 +229,13 @@ def test_duration_exact_against_server(server, client):
 
 
 @pytest.mark.slow
-def test_rate_split_exact(server, client):
+def test_rate_split_exact(server, client, shards):
     before = server.stats()
     r = httpbench.bench(server.url + "/", n=301, rate=600, concurrency=4, cluster=client)
     after = _settled(server)
     assert r.successes == 301 and after["requests"] - before["requests"] == 301
+    _check_counters(r, shards)
+    assert r.sends == 301 and r.connect_attempts >= 4 and r.connect_failures == 0
     assert [w.n for w in r.workers] == [151, 150]
     assert sum(w.rate for w in r.workers) == 600.0 == r.config.rate
     assert r.latency.count == r.latency_uncorrected.count == 301
