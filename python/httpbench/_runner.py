@@ -966,7 +966,7 @@ class Runner:
                 ) -> dict[tuple[str, int], tuple[MeasureResult, list[Note]]]:
         """The rounds ``want`` ((client, repeat), in run order), each taken in ``k``
         slices: slice s of every one before slice s + 1 of any. A round whose
-        worker failed in a slice is left out (its failure is noted)."""
+        worker failed in any slice is left out (its failure is noted)."""
         parts: dict[tuple[str, int], list[dict[str, Any]] | None] = {key: [] for key in want}
         for s in range(k):
             for i, (c, rep) in enumerate(want):
@@ -982,7 +982,7 @@ class Runner:
                     got.append(part)
         out: dict[tuple[str, int], tuple[MeasureResult, list[Note]]] = {}
         for (c, rep), got in parts.items():
-            if got:
+            if got and len(got) == k:  # a round short of slices (its worker died) is lost
                 mark = len(self.notes)
                 mr = self._assemble(c, sc, rep, workers[c], got)
                 out[(c, rep)] = (mr, self.notes[mark:])

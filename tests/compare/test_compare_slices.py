@@ -147,3 +147,41 @@ def test_disturbed_sliced_rounds_are_taken_again_in_slices():
     # one note per kept round at most: the replaced rounds' notes are gone
     assert len({n.repeat for n in noisy}) == len(noisy)
     assert "still disturbed" in format_tables(rs)
+
+
+CRASHER = '''
+import os, sys, time
+from httpbench._adapters.http_client import HttpClientAdapter
+
+class LateCrash(HttpClientAdapter):
+    name = "late-crash"
+    calls = 0
+    def request(self):
+        # ~5 ms a request: a 25 ms slice holds 4-7 with its re-warm-up, so the
+        # 25th request falls after the first pass of slices and before the last
+        LateCrash.calls += 1
+        if LateCrash.calls > 24:
+            sys.stderr.write("late-crash-marker\\n")
+            sys.stderr.flush()
+            os._exit(3)
+        time.sleep(0.005)
+        super().request()
+'''
+
+
+@pytest.mark.slow
+def test_a_worker_dying_between_slices_leaves_no_partial_round(tmp_path, monkeypatch):
+    (tmp_path / "hb_slice_crash.py").write_text(CRASHER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    old = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + (":" + old if old else ""))
+    bad = "hb_slice_crash:LateCrash"
+    rs = httpbench.compare(clients=["http.client", bad], scenarios=["get-150b"], repeat=3,
+                           scale=0.4, slices=4, warmup=1, plots=False, out=None, reruns=0)
+    crashed = [n for n in rs.notes if n.client == bad and n.kind == "worker-crashed"]
+    assert len(crashed) == 1 and "late-crash-marker" in crashed[0].message
+    for r in rs.repeats(bad, "get-150b"):  # only rounds that got all their slices
+        assert len(r.metadata["slice_calls"]) == 4
+    assert len(rs.repeats(bad, "get-150b")) < 3
+    good = rs.repeats("http.client", "get-150b")
+    assert len(good) == 3 and all(len(r.metadata["slice_calls"]) == 4 for r in good)
