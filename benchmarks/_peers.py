@@ -246,15 +246,17 @@ class Nginx:
 
     ``files``: extra ``{name: size}`` served as ``/<name>`` (deterministic
     bytes), besides :data:`NGINX_FILES`. ``tls``: also listen with HTTPS.
+    ``http2``: both ports speak HTTP/2 (h2c with prior knowledge, ALPN h2).
     ``open_file_cache``: cache open file descriptors, as a tuned nginx does.
     """
 
     def __init__(self, *, tls: bool = False, workers: int = 1,
                  files: Mapping[str, int] | None = None, open_file_cache: bool = True,
-                 start_timeout: float = 10.0) -> None:
+                 start_timeout: float = 10.0, http2: bool = False) -> None:
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.tls = tls
+        self.http2 = http2
         self.workers = workers
         self.files = {**NGINX_FILES, **(files or {})}
         self.open_file_cache = open_file_cache
@@ -291,12 +293,13 @@ class Nginx:
             with open(os.path.join(www, name), "wb") as f:
                 f.write(_payload(size))
         self.port = free_port()
-        listen = f"    listen 127.0.0.1:{self.port};\n"
+        h2 = " http2" if self.http2 else ""
+        listen = f"    listen 127.0.0.1:{self.port}{h2};\n"
         if self.tls:
             crt, key = _gen_cert(d)
             self.ca_file = crt
             self.tls_port = free_port()
-            listen += (f"    listen 127.0.0.1:{self.tls_port} ssl;\n"
+            listen += (f"    listen 127.0.0.1:{self.tls_port} ssl{h2};\n"
                        f"    ssl_certificate {crt}; ssl_certificate_key {key};\n"
                        "    ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:S:1m;\n")
         cache = "  open_file_cache max=64 inactive=300s;\n" if self.open_file_cache else ""

@@ -73,6 +73,13 @@ BENCHMARKS = [
                           "(the Python start-up, ~0.27 s CPU, is outside the span). The goals "
                           "are stated at -c16; -c1 figures are informational."),
                      ("floor", FLOOR_LOADGEN))),
+    Benchmark("h2loadgen", "bench_h2loadgen.py", ("--duration", "5", "--rounds", "3"),
+              ("--quick",), ("--duration", "1", "--rounds", "1"),
+              peers=("h2load", "nginx"), ours="httpbench",
+              notes=(("", "HTTP/2: -t1 with -c16 -m10 and -c1 -m100 (connections x streams "
+                          "per connection), against nginx over TLS (ALPN h2) and the embedded "
+                          "server over h2c and h2. httpbench's CPU is its engine threads' own "
+                          "rusage, h2load's its process's (wait4); runs interleaved."),)),
     Benchmark("server", "bench_server.py", ("--duration", "10", "--rounds", "3"),
               ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
               peers=("wrk", "nginx"), ours="embedded*",
@@ -84,6 +91,17 @@ BENCHMARKS = [
                                "request head and writes the same prebuilt response bytes, "
                                "nothing else; its CPU/request is the kernel's loopback cost for "
                                "a server here, the least any server can spend."))),
+    Benchmark("h2server", "bench_h2server.py", ("--duration", "5", "--rounds", "3"),
+              ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
+              peers=("h2load", "nginx"), ours="embedded*",
+              notes=(("", "HTTP/2: h2load -t1 against the embedded server (1 worker) and nginx "
+                          "(1 worker, http2 on both listeners); h2c = prior knowledge on the "
+                          "plain port, h2 = TLS with ALPN. Server CPU: utime+stime of the server "
+                          "process over the run (/proc/<pid>/stat) / requests h2load completed; "
+                          "server on CPU 0, h2load on CPU 1. The embedded server's stats "
+                          "confirm every request was an h2 stream. nginx-static: "
+                          "open_file_cache + sendfile; nginx-return: `return 200` from "
+                          "memory."),)),
     Benchmark("client", "bench_client.py", ("-n", "20000", "--rounds", "5", "--dl-repeats", "9"),
               ("-n", "5000", "--rounds", "3", "--dl-repeats", "3"),
               ("-n", "300", "--rounds", "1", "--dl-repeats", "1", "--warmup", "10",
@@ -166,6 +184,11 @@ GOALS = [
              "floor (send+recv only) CPU/request ≤ 0.8× wrk ({case})", "CPU/req", "<=", 0.8,
              "floor", "wrk", conns, primary=False, detail=REACHABLE),
     )),
+    # the HTTP/2 load generator vs h2load, every target and shape
+    Goal("h2loadgen", "HTTP/2 load generator", "CPU/request ≤ 0.8× h2load ({case})", "CPU/req",
+         "<=", 0.8, "httpbench", "h2load"),
+    Goal("h2loadgen", "HTTP/2 load generator", "requests/s ≥ h2load ({case})", "req/s", ">=",
+         1.0, "httpbench", "h2load"),
     # embedded server vs the cheaper nginx
     Goal("server", "embedded server", "CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
          0.8, "embedded", "nginx*", floor="floor"),
@@ -173,6 +196,11 @@ GOALS = [
          "floor (find blank line + write) CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
          0.8, "floor", "nginx*", primary=False, detail=REACHABLE),
     Goal("server", "embedded server", "requests/s ≥ nginx ({case})", "req/s", ">=", 1.0,
+         "embedded", "nginx*", primary=False),
+    # embedded server over HTTP/2 vs the cheaper nginx, h2c and h2 (TLS)
+    Goal("h2server", "embedded server", "h2 CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
+         0.8, "embedded", "nginx*"),
+    Goal("h2server", "embedded server", "h2 requests/s ≥ nginx ({case})", "req/s", ">=", 1.0,
          "embedded", "nginx*", primary=False),
     # native Client vs pycurl, sequential keep-alive requests
     Goal("client", "native Client", "CPU/request ≤ 0.5× pycurl: {case}", "CPU/req", "<=", 0.5,

@@ -9,6 +9,8 @@
 const char *hb_strerror(int rc)
 {
     if (rc > -4096 && rc < 0 && rc != HB_ERROR && rc != HB_AGAIN) return strerror(-rc);
+    if (rc == HB_E_H2) return "HTTP/2 connection error";
+    if (rc == HB_E_NO_H2) return "the server does not speak HTTP/2";
     if (hb_is_protocol_error(rc)) return hb_parse_strerror(rc);
     switch (rc) {
     case HB_OK: return "ok";

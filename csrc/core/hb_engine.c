@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "hb_clock.h"
+#include "hb_h2cli.h"
 #include "hb_loop.h"
 #include "hb_parse.h"
 #include "hb_sock.h"
@@ -52,6 +53,30 @@ typedef struct req_slot {
 } req_slot;
 
 struct ethread;
+struct econn;
+
+/* HTTP/2: one stream slot (a stream in flight, or free). */
+typedef struct h2slot {
+    req_slot q;
+    struct econn *c;
+    hb_h2_body body;
+    uint64_t first_byte, body_bytes;
+    int status; /* 0 until the final response head */
+    int used, submitted;
+} h2slot;
+
+typedef struct h2conn {
+    hb_h2cli cli;
+    int live;         /* cli initialised on the current socket */
+    h2slot *slots;    /* pipeline of them */
+    uint32_t *free;   /* stack of free slot indices */
+    uint32_t nfree;
+    uint32_t pending;   /* used slots not yet submitted (waiting for the connection) */
+    uint32_t *unw;      /* submitted slots whose HEADERS may not be out yet */
+    uint32_t nunw;
+    uint64_t now;       /* clock of the read being processed */
+    uint64_t seen_in, seen_out; /* cli byte counters already added to the results */
+} h2conn;
 
 typedef struct econn {
     hb_io io;
@@ -84,6 +109,7 @@ typedef struct econn {
     /* failed connects in a row, and no attempt before retry_at */
     uint32_t conn_fails;
     uint64_t retry_at;
+    h2conn *h2; /* HTTP/2 state, NULL for HTTP/1.1 connections */
 } econn;
 
 /* Progress latency buckets: exact below 16 ns, then 16 per power of two (a
@@ -128,6 +154,8 @@ typedef struct ethread {
 struct hb_engine {
     hb_engine_config cfg;
     char *head;       /* copy of cfg.head */
+    hb_header *h2f;   /* copy of cfg.h2_fields (strings in h2buf) */
+    char *h2buf;
     char *host;       /* copy of cfg.host */
     char *body;       /* copy of cfg.body (NULL when empty/file) */
     int body_fd;      /* dup of cfg.body_fd or -1 */
@@ -149,8 +177,8 @@ struct hb_engine {
     int running, joined;
 };
 
-static const char *const err_names[HB_ENG_NERR] = {"connect", "tls",      "write", "read",
-                                                   "timeout", "protocol", "closed"};
+static const char *const err_names[HB_ENG_NERR] = {
+    "connect", "tls", "write", "read", "timeout", "protocol", "closed", "rst_stream", "goaway"};
 
 const char *hb_eng_err_name(int type)
 {
@@ -244,6 +272,14 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events);
 static void on_timer(hb_loop *l, hb_timer *t, uint64_t now);
 static void fill(econn *c, uint64_t now);
 static void flush(econn *c);
+static void h2_reset(econn *c);
+static void h2_fail_streams(econn *c, int type, uint64_t now);
+static int h2_start(econn *c);
+static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm);
+static uint32_t h2_cap(econn *c);
+static void h2_send(econn *c);
+static void h2_io(econn *c, uint32_t events);
+static int h2_timed_out(econn *c, uint64_t now, uint64_t tmo);
 
 static inline req_slot *ring_at(econn *c, uint32_t i)
 {
@@ -277,6 +313,7 @@ static void defer_fill(econn *c)
 
 static void conn_close(econn *c)
 {
+    if (c->h2) h2_reset(c);
     if (c->s.fd >= 0) hb_sock_close(&c->s);
     hb_io_forget(&c->io);
     c->state = C_IDLE;
@@ -298,6 +335,7 @@ static void fail_all(econn *c, int type, int rc, const char *detail)
     uint64_t now = hb_now_ns();
     note_error(th, type, rc, detail);
     uint32_t cap = th->e->cfg.pipeline;
+    if (c->h2) h2_fail_streams(c, type, now);
     while (c->rcount) {
         account_error(th, &c->ring[c->rhead], type, now);
         c->rhead = (c->rhead + 1) % cap;
@@ -354,6 +392,7 @@ static void start_connect(econn *c)
 static void conn_ready(econn *c)
 {
     c->state = C_OPEN;
+    if (c->h2 && h2_start(c) < 0) return;
     update_interest(c);
     fill(c, hb_now_ns());
 }
@@ -455,7 +494,7 @@ static void fill(econn *c, uint64_t now)
         (void)hb_timer_start(&th->loop, &c->timer, c->retry_at);
         return;
     }
-    uint32_t cap = c->state == C_OPEN ? e->cfg.pipeline : 1;
+    uint32_t cap = c->state == C_OPEN ? (c->h2 ? h2_cap(c) : e->cfg.pipeline) : 1;
     uint32_t before = c->rcount;
     if (e->cfg.rate > 0) {
         while (c->rcount < cap) {
@@ -468,18 +507,26 @@ static void fill(econn *c, uint64_t now)
                 (void)hb_timer_start(&th->loop, &c->timer, t);
                 break;
             }
-            issue(c, t, now, s < e->k_warm);
+            if (c->h2)
+                h2_issue(c, t, now, s < e->k_warm);
+            else
+                issue(c, t, now, s < e->k_warm);
             c->next_slot += e->cfg.connections;
         }
     } else {
         int warm;
         while (c->rcount < cap && may_issue_closed(th, now, &warm)) {
-            issue(c, now, now, warm);
+            if (c->h2)
+                h2_issue(c, now, now, warm);
+            else
+                issue(c, now, now, warm);
             if (!warm) th->issued++;
         }
     }
     if (c->state == C_IDLE) {
         if (c->rcount) start_connect(c);
+    } else if (c->h2) {
+        h2_send(c);
     } else if (c->wleft && (c->rcount != before || !c->write_blocked)) {
         flush(c);
     }
@@ -572,17 +619,12 @@ static void flush(econn *c)
     }
 }
 
-/* The response at the head of the ring is complete. */
-static void complete(econn *c, uint64_t now)
+/* One request got a complete response (status st, body bytes, first response byte at first_byte). */
+static inline void account_response(ethread *th, const req_slot *q, int st, uint64_t body,
+                                    uint64_t first_byte, uint64_t now)
 {
-    ethread *th = c->th;
     hb_engine *e = th->e;
     hb_engine_result *r = &th->r;
-    req_slot *q = &c->ring[c->rhead];
-    c->rhead = (c->rhead + 1) % e->cfg.pipeline;
-    c->rcount--;
-    if (c->nstarted) c->nstarted--;
-    int st = c->resp_status;
     if (q->warm) {
         r->warmup_requests++;
         th->warm_inflight--;
@@ -593,11 +635,11 @@ static void complete(econn *c, uint64_t now)
         if (e->cfg.rate > 0) hb_hist_record(&r->latency_uncorrected, now - q->start);
         hb_hist_record(&r->processing, now - written);
         hb_hist_record(&r->setup, written - q->start);
-        hb_hist_record(&r->ttfb, c->first_byte > written ? c->first_byte - written : 0);
+        hb_hist_record(&r->ttfb, first_byte > written ? first_byte - written : 0);
         r->responses++;
         r->completed++;
         th->done++;
-        r->body_bytes += c->resp_body;
+        r->body_bytes += body;
         if (st >= 0 && st < 1000) r->status[st]++;
         int cls = st / 100;
         r->status_class[cls >= 1 && cls <= 5 ? cls : 0]++;
@@ -606,7 +648,7 @@ static void complete(econn *c, uint64_t now)
             r->ok++;
             if (!th->have_doc) {
                 th->have_doc = 1;
-                r->doc_length = (int64_t)c->resp_body;
+                r->doc_length = (int64_t)body;
             }
         } else {
             r->non2xx++;
@@ -614,6 +656,18 @@ static void complete(econn *c, uint64_t now)
         sec_count(th, now, ok);
         progress_publish(th);
     }
+}
+
+/* The response at the head of the ring is complete. */
+static void complete(econn *c, uint64_t now)
+{
+    ethread *th = c->th;
+    hb_engine *e = th->e;
+    req_slot *q = &c->ring[c->rhead];
+    c->rhead = (c->rhead + 1) % e->cfg.pipeline;
+    c->rcount--;
+    if (c->nstarted) c->nstarted--;
+    account_response(th, q, c->resp_status, c->resp_body, c->first_byte, now);
     c->rstate = R_HEAD;
     c->have_first = 0;
     c->resp_body = 0;
@@ -849,6 +903,326 @@ static void do_read(econn *c, uint32_t events)
     }
 }
 
+/* ---- HTTP/2 connections ----
+ * A connection's requests are stream slots instead of a ring: streams end in
+ * any order. c->rcount counts used slots, so fill() and the run's bookkeeping
+ * treat them like pipelined requests. hb_h2cli runs the session. */
+
+/* All slots free, session gone (the socket is closed by the caller). */
+static void h2_reset(econn *c)
+{
+    h2conn *h = c->h2;
+    uint32_t m = c->th->e->cfg.pipeline;
+    if (h->live) hb_h2cli_free(&h->cli);
+    h->live = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        h->slots[i].used = 0;
+        h->slots[i].c = c;
+        h->free[i] = m - 1 - i;
+    }
+    h->nfree = m;
+    h->pending = h->nunw = 0;
+    c->rcount = 0;
+}
+
+static void h2_release(econn *c, h2slot *sl)
+{
+    h2conn *h = c->h2;
+    if (!sl->submitted) h->pending--;
+    sl->used = 0;
+    h->free[h->nfree++] = (uint32_t)(sl - h->slots);
+    c->rcount--;
+}
+
+static void h2_fail_streams(econn *c, int type, uint64_t now)
+{
+    h2conn *h = c->h2;
+    uint32_t m = c->th->e->cfg.pipeline;
+    for (uint32_t i = 0; i < m && c->rcount; i++) {
+        h2slot *sl = &h->slots[i];
+        if (!sl->used) continue;
+        account_error(c->th, &sl->q, type, now);
+        h2_release(c, sl);
+    }
+}
+
+static void h2_count_bytes(econn *c, uint64_t now)
+{
+    h2conn *h = c->h2;
+    if (!h->live) return;
+    if (now >= c->th->e->measure_ns) {
+        c->th->r.bytes_in += h->cli.bytes_in - h->seen_in;
+        c->th->r.bytes_out += h->cli.bytes_out - h->seen_out;
+    }
+    h->seen_in = h->cli.bytes_in;
+    h->seen_out = h->cli.bytes_out;
+}
+
+/* A connection-fatal result rc of the session (or its start). */
+static void h2_fatal(econn *c, int rc, int type, const char *why)
+{
+    ethread *th = c->th;
+    h2conn *h = c->h2;
+    char detail[HB_ERR_LEN - 32]; /* room for note_error's "type: " prefix */
+    snprintf(detail, sizeof detail, "%s", why ? why : "");
+    int goaway = h->live && h->cli.goaway_recv;
+    if (h->live) h2_count_bytes(c, hb_now_ns());
+    if (rc == HB_E_NO_H2) {
+        /* Asked for HTTP/2, the server does not speak it: the run is invalid. */
+        if (!th->r.fatal_rc) {
+            th->r.fatal_rc = rc;
+            snprintf(th->r.fatal, sizeof th->r.fatal, "%s", detail);
+        }
+        hb_engine_stop(th->e);
+        type = HB_ENG_ERR_PROTOCOL;
+    } else if (rc == HB_E_H2) {
+        type = goaway ? HB_ENG_ERR_GOAWAY : HB_ENG_ERR_PROTOCOL;
+    } else if (rc == HB_E_CLOSED || type == HB_ENG_ERR_READ) {
+        if (c->rcount == 0) { /* idle, or drained after a graceful GOAWAY: reconnect */
+            conn_close(c);
+            defer_fill(c);
+            return;
+        }
+        if (rc == HB_E_CLOSED) type = goaway ? HB_ENG_ERR_GOAWAY : HB_ENG_ERR_CLOSED;
+    }
+    fail_all(c, type, rc, detail);
+}
+
+static const hb_h2cli_callbacks H2_CBS_QUIET;
+
+static void h2_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
+{
+    (void)sud;
+    ethread *th = ((econn *)ud)->th;
+    if (th->have_server || nl != 6 || memcmp(n, "server", 6) != 0) return;
+    if (vl >= HB_ENG_SERVER_LEN) vl = HB_ENG_SERVER_LEN - 1;
+    memcpy(th->r.server, v, vl);
+    th->r.server[vl] = 0;
+}
+
+static void h2_on_response(void *ud, void *sud, int status)
+{
+    econn *c = ud;
+    h2slot *sl = sud;
+    if (!c->th->have_server) {
+        c->th->have_server = 1;
+        c->h2->cli.cb = &H2_CBS_QUIET; /* header fields are not needed any more */
+    }
+    if (!sl) return;
+    sl->status = status;
+    sl->first_byte = c->h2->now;
+}
+
+static void h2_on_data(void *ud, void *sud, const uint8_t *d, size_t len)
+{
+    (void)ud;
+    (void)d;
+    h2slot *sl = sud;
+    if (sl) sl->body_bytes += len;
+}
+
+static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
+{
+    econn *c = ud;
+    h2slot *sl = sud;
+    ethread *th = c->th;
+    uint64_t now = c->h2->now;
+    if (!sl || !sl->used) return;
+    if (end == HB_H2_END_OK && sl->status) {
+        account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
+    } else {
+        int type = end == HB_H2_END_RESET    ? HB_ENG_ERR_RST_STREAM
+                   : end == HB_H2_END_GOAWAY ? HB_ENG_ERR_GOAWAY
+                                             : HB_ENG_ERR_PROTOCOL;
+        if (!th->r.first_error[0]) {
+            char d[HB_ERR_LEN - 32];
+            if (end == HB_H2_END_RESET)
+                snprintf(d, sizeof d, "the server reset the stream (RST_STREAM %s)",
+                         hb_h2_code_name(code));
+            else if (end == HB_H2_END_GOAWAY)
+                snprintf(d, sizeof d, "the stream was above the last stream id of the server's GOAWAY");
+            else
+                snprintf(d, sizeof d, "invalid HTTP/2 response (%s%s%.160s)", hb_h2_code_name(code),
+                         c->h2->cli.err[0] ? ": " : "", c->h2->cli.err);
+            note_error(th, type, HB_E_H2, d);
+        }
+        account_error(th, &sl->q, type, now);
+    }
+    h2_release(c, sl);
+    if (!th->e->cfg.keepalive) c->closing = 1;
+}
+
+static const hb_h2cli_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
+                                          NULL};
+static const hb_h2cli_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
+                                                NULL};
+
+/* The connection (and TLS) is up: start the session. 0, or -1 when c was failed. */
+static int h2_start(econn *c)
+{
+    h2conn *h = c->h2;
+    char err[HB_ERR_LEN];
+    err[0] = 0;
+    hb_h2cli_settings st = {0};
+    st.max_streams = c->th->e->cfg.pipeline;
+    st.stable_fields = 1; /* e->h2f lives as long as the engine */
+    int rc = hb_h2cli_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c,
+                           err);
+    if (rc < 0) {
+        h2_fatal(c, rc, HB_ENG_ERR_PROTOCOL, err);
+        return -1;
+    }
+    h->live = 1;
+    h->seen_in = h->seen_out = 0;
+    c->closing = 0;
+    return 0;
+}
+
+/* Streams c may have in flight now: the open ones plus the session's room. */
+static uint32_t h2_cap(econn *c)
+{
+    h2conn *h = c->h2;
+    if (!h->live || c->closing) return c->rcount;
+    uint32_t cap = c->rcount - h->pending + hb_h2cli_room(&h->cli);
+    uint32_t m = c->th->e->cfg.pipeline;
+    return cap < m ? cap : m;
+}
+
+static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm)
+{
+    h2conn *h = c->h2;
+    ethread *th = c->th;
+    h2slot *sl = &h->slots[h->free[--h->nfree]];
+    sl->q.intended = intended;
+    sl->q.start = now;
+    sl->q.written = 0;
+    sl->q.warm = warm;
+    sl->used = 1;
+    sl->submitted = 0;
+    sl->status = 0;
+    sl->body_bytes = 0;
+    sl->first_byte = 0;
+    if (warm) {
+        th->warm_inflight++;
+    } else {
+        th->r.sends++;
+        if (now - intended > th->e->late_ns) th->r.sends_late++;
+    }
+    c->rcount++;
+    h->pending++;
+}
+
+/* Submit the slots waiting for the session, then write what is queued. */
+static void h2_send(econn *c)
+{
+    h2conn *h = c->h2;
+    hb_engine *e = c->th->e;
+    if (!h->live) return;
+    uint32_t m = e->cfg.pipeline;
+    for (uint32_t i = 0; i < m && h->pending; i++) {
+        h2slot *sl = &h->slots[i];
+        if (!sl->used || sl->submitted) continue;
+        hb_h2_body *b = NULL;
+        if (e->cfg.body_len) {
+            sl->body.data = e->body;
+            sl->body.len = e->cfg.body_len;
+            b = &sl->body;
+        }
+        char err[HB_ERR_LEN];
+        int id = hb_h2cli_submit(&h->cli, e->h2f, e->cfg.h2_nfields, b, sl, err);
+        if (id == HB_AGAIN || id == HB_E_CLOSED) break; /* closes or GOAWAY come through read */
+        if (id < 0) {
+            fail_all(c, HB_ENG_ERR_WRITE, id, err);
+            return;
+        }
+        sl->submitted = 1;
+        h->pending--;
+        if (h->nunw < m) h->unw[h->nunw++] = i; /* stamped after the write */
+    }
+    if (!hb_h2cli_wants_write(&h->cli)) return;
+    uint64_t now = hb_now_ns();
+    h->now = now;
+    int rc = hb_h2cli_write(&h->cli);
+    h2_count_bytes(c, now);
+    if (rc == HB_AGAIN) {
+        int blocked = c->s.want != HB_WANT_READ;
+        if (blocked != c->write_blocked) {
+            c->write_blocked = blocked;
+            update_interest(c);
+        }
+        return;
+    }
+    if (rc < 0) {
+        h2_fatal(c, rc, HB_ENG_ERR_WRITE, h->cli.err);
+        return;
+    }
+    for (uint32_t k = 0; k < h->nunw; k++) {
+        h2slot *sl = &h->slots[h->unw[k]];
+        if (sl->used && !sl->q.written) sl->q.written = now;
+    }
+    h->nunw = 0;
+    if (c->write_blocked) {
+        c->write_blocked = 0;
+        update_interest(c);
+    }
+}
+
+static void h2_io(econn *c, uint32_t events)
+{
+    h2conn *h = c->h2;
+    h->now = hb_now_ns();
+    const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+    if (!(events & rd) && !c->read_wants_write) { /* writable only */
+        fill(c, h->now);
+        return;
+    }
+    /* Edge-triggered: a short read drained the socket, unless a FIN came too;
+     * TLS is level-triggered: epoll reports what OpenSSL has not read. */
+    h->cli.short_read_drains = !c->et || !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+    int rc = hb_h2cli_read(&h->cli);
+    h2_count_bytes(c, h->now);
+    if (rc != HB_AGAIN) {
+        h2_fatal(c, rc, HB_ENG_ERR_READ, h->cli.err);
+        return;
+    }
+    int rw = c->s.want == HB_WANT_WRITE;
+    if (rw != c->read_wants_write) {
+        c->read_wants_write = rw;
+        update_interest(c);
+    }
+    if (!h->cli.nopen && !h->cli.goaway_recv && hb_h2cli_peer_max_streams(&h->cli) == 0) {
+        /* Nothing can ever be sent on this connection: fail what waits and
+         * reconnect later (a new connection's first stream goes out before
+         * the SETTINGS, so each attempt accounts a request). */
+        static const char why[] = "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0)";
+        if (c->rcount) {
+            fail_all(c, HB_ENG_ERR_PROTOCOL, HB_E_H2, why);
+        } else {
+            note_error(c->th, HB_ENG_ERR_PROTOCOL, HB_E_H2, why);
+            conn_close(c);
+            defer_fill(c);
+        }
+        c->retry_at = h->now + (RETRY_MIN_NS << RETRY_MAX_SHIFT);
+        return;
+    }
+    if (c->closing && c->rcount == 0) { /* keep-alive off: one request per connection */
+        conn_close(c);
+        fill(c, h->now);
+        return;
+    }
+    fill(c, h->now);
+}
+
+static int h2_timed_out(econn *c, uint64_t now, uint64_t tmo)
+{
+    uint32_t m = c->th->e->cfg.pipeline;
+    for (uint32_t i = 0; i < m; i++) {
+        const h2slot *sl = &c->h2->slots[i];
+        if (sl->used && now - sl->q.start > tmo) return 1;
+    }
+    return 0;
+}
+
 static void on_io(hb_loop *l, hb_io *io, uint32_t events)
 {
     (void)l;
@@ -870,6 +1244,10 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
     }
     case C_HANDSHAKE: do_handshake(c); return;
     case C_OPEN:
+        if (c->h2) {
+            h2_io(c, events);
+            return;
+        }
         if (c->wleft) {
             flush(c);
             if (c->state != C_OPEN) return;
@@ -896,7 +1274,9 @@ static void on_tick(hb_loop *l, hb_timer *t, uint64_t now)
     if (e->cfg.timeout_ns) {
         for (uint32_t i = 0; i < th->nconns; i++) {
             econn *c = &th->conns[i];
-            if (c->rcount && now - c->ring[c->rhead].start > e->cfg.timeout_ns)
+            if (!c->rcount) continue;
+            if (c->h2 ? h2_timed_out(c, now, e->cfg.timeout_ns)
+                      : now - c->ring[c->rhead].start > e->cfg.timeout_ns)
                 fail_all(c, HB_ENG_ERR_TIMEOUT, HB_E_TIMEOUT, "request timed out");
         }
     }
@@ -982,8 +1362,13 @@ static void *thread_main(void *arg)
     if (e->cfg.rate > 0) count_unsent(th);
     for (uint32_t i = 0; i < th->nconns; i++) {
         econn *c = &th->conns[i];
-        for (uint32_t k = 0; k < c->rcount; k++)
-            if (!ring_at(c, k)->warm) th->r.inflight_at_stop++;
+        if (c->h2) {
+            for (uint32_t k = 0; k < e->cfg.pipeline; k++)
+                if (c->h2->slots[k].used && !c->h2->slots[k].q.warm) th->r.inflight_at_stop++;
+        } else {
+            for (uint32_t k = 0; k < c->rcount; k++)
+                if (!ring_at(c, k)->warm) th->r.inflight_at_stop++;
+        }
         c->rcount = 0;
         conn_close(c);
     }
@@ -1050,7 +1435,11 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
     if (cfg->threads < 1) return hb_fail(err, HB_E_INVALID, "threads must be >= 1");
     if (cfg->pipeline < 1 || cfg->pipeline > 1024)
         return hb_fail(err, HB_E_INVALID, "pipeline must be in 1..1024");
-    if (!cfg->head || cfg->head_len < 4)
+    if (cfg->h2 && (!cfg->h2_fields || cfg->h2_nfields < 4))
+        return hb_fail(err, HB_E_INVALID, "HTTP/2 needs the request's header fields");
+    if (cfg->h2 && cfg->body_fd >= 0)
+        return hb_fail(err, HB_E_INVALID, "HTTP/2 sends a body from memory only, not from a file");
+    if (!cfg->h2 && (!cfg->head || cfg->head_len < 4))
         return hb_fail(err, HB_E_INVALID, "a serialized request head is required");
     if (cfg->addrlen == 0) return hb_fail(err, HB_E_INVALID, "no target address");
     if (!cfg->n && !cfg->duration_ns)
@@ -1081,10 +1470,34 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
         if (!e->host) goto nomem;
     }
     c->host = e->host;
-    e->head = malloc(c->head_len);
-    if (!e->head) goto nomem;
-    memcpy(e->head, cfg->head, c->head_len);
-    c->head = e->head;
+    if (c->h2) {
+        size_t tot = 0;
+        for (size_t i = 0; i < c->h2_nfields; i++)
+            tot += cfg->h2_fields[i].name_len + cfg->h2_fields[i].value_len;
+        e->h2f = calloc(c->h2_nfields, sizeof *e->h2f);
+        e->h2buf = malloc(tot + 1);
+        if (!e->h2f || !e->h2buf) goto nomem;
+        size_t o = 0;
+        for (size_t i = 0; i < c->h2_nfields; i++) {
+            const hb_header *f = &cfg->h2_fields[i];
+            memcpy(e->h2buf + o, f->name, f->name_len);
+            e->h2f[i].name = e->h2buf + o;
+            e->h2f[i].name_len = f->name_len;
+            o += f->name_len;
+            memcpy(e->h2buf + o, f->value, f->value_len);
+            e->h2f[i].value = e->h2buf + o;
+            e->h2f[i].value_len = f->value_len;
+            o += f->value_len;
+        }
+        c->h2_fields = e->h2f;
+        c->head = NULL;
+        c->head_len = 0;
+    } else {
+        e->head = malloc(c->head_len);
+        if (!e->head) goto nomem;
+        memcpy(e->head, cfg->head, c->head_len);
+        c->head = e->head;
+    }
     if (cfg->body && cfg->body_len) {
         e->body = malloc(cfg->body_len);
         if (!e->body) goto nomem;
@@ -1100,7 +1513,7 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
     }
     c->body = e->body;
     e->req_len = c->head_len + c->body_len;
-    if (e->body_fd < 0 && e->req_len * c->pipeline <= PBUF_MAX) {
+    if (!c->h2 && e->body_fd < 0 && e->req_len * c->pipeline <= PBUF_MAX) {
         e->pbuf_len = (size_t)e->req_len * c->pipeline;
         e->pbuf = malloc(e->pbuf_len);
         if (!e->pbuf) goto nomem;
@@ -1146,10 +1559,22 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
             hb_timer_init(&cn->timer, on_timer);
             cn->timer.precise = c->rate > 0; /* scheduled sends go out on time */
             hb_sock_init(&cn->s);
-            cn->rcap = rcap;
-            cn->rbuf = malloc(rcap);
             cn->ring = calloc(c->pipeline, sizeof *cn->ring);
-            if (!cn->rbuf || !cn->ring) goto nomem;
+            if (!cn->ring) goto nomem;
+            if (c->h2) {
+                /* nghttp2 and hb_h2cli buffer the input: no read buffer here. */
+                h2conn *h = cn->h2 = calloc(1, sizeof *cn->h2);
+                if (!h) goto nomem;
+                h->slots = calloc(c->pipeline, sizeof *h->slots);
+                h->free = calloc(c->pipeline, sizeof *h->free);
+                h->unw = calloc(c->pipeline, sizeof *h->unw);
+                if (!h->slots || !h->free || !h->unw) goto nomem;
+                h2_reset(cn);
+            } else {
+                cn->rcap = rcap;
+                cn->rbuf = malloc(rcap);
+                if (!cn->rbuf) goto nomem;
+            }
             if (e->body_fd >= 0 && c->tls) {
                 cn->wbuf = malloc(FILE_CHUNK);
                 if (!cn->wbuf) goto nomem;
@@ -1323,6 +1748,10 @@ int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err)
         if (!r->tls_info[0] && x->tls_info[0]) memcpy(r->tls_info, x->tls_info, sizeof r->tls_info);
         if (!r->first_error[0] && x->first_error[0])
             memcpy(r->first_error, x->first_error, sizeof r->first_error);
+        if (!r->fatal_rc && x->fatal_rc) {
+            r->fatal_rc = x->fatal_rc;
+            memcpy(r->fatal, x->fatal, sizeof r->fatal);
+        }
         hb_hist_merge(&r->latency, &x->latency, NULL);
         hb_hist_merge(&r->latency_uncorrected, &x->latency_uncorrected, NULL);
         hb_hist_merge(&r->processing, &x->processing, NULL);
@@ -1364,6 +1793,13 @@ void hb_engine_free(hb_engine *e)
                     free(cn->rbuf);
                     free(cn->ring);
                     free(cn->wbuf);
+                    if (cn->h2) {
+                        if (cn->h2->live) hb_h2cli_free(&cn->h2->cli);
+                        free(cn->h2->slots);
+                        free(cn->h2->free);
+                        free(cn->h2->unw);
+                        free(cn->h2);
+                    }
                 }
                 free(th->conns);
             }
@@ -1374,6 +1810,8 @@ void hb_engine_free(hb_engine *e)
     }
     if (e->body_fd >= 0) close(e->body_fd);
     free(e->head);
+    free(e->h2f);
+    free(e->h2buf);
     free(e->host);
     free(e->body);
     free(e->pbuf);

@@ -40,6 +40,16 @@
  *  connect start, so its latency includes connect and TLS handshake. Errors
  *  of a connection (read error, peer close, timeout, protocol) fail every
  *  request in flight on it, each once, with that error's type.
+ *  HTTP/2 (h2 = 1): each connection carries up to `pipeline` concurrent
+ *  streams (h2load's -m), fewer when the server's
+ *  SETTINGS_MAX_CONCURRENT_STREAMS is lower; streams complete in any order and
+ *  each one is accounted as above (a stream slot takes the place of a
+ *  pipelined request, so rate mode's slots and coordinated-omission
+ *  correction work per stream slot). Stream ends map to errors:
+ *  RST_STREAM -> rst_stream, above a GOAWAY's last stream id (or cut by a
+ *  GOAWAY with an error) -> goaway, a response breaking HTTP/2 -> protocol.
+ *  A server that does not speak HTTP/2 (ALPN without "h2", or an HTTP/1.x
+ *  answer to the h2c preface) stops the whole run: `fatal_rc` = HB_E_NO_H2.
  *  Connection attempts are counted apart from requests (`connect_attempts`,
  *  `connect_failures`); after a failed connect the connection waits before
  *  its next attempt, 1 ms doubling to 128 ms (reset by a successful connect),
@@ -66,9 +76,12 @@ enum hb_eng_err {
     HB_ENG_ERR_TIMEOUT,     /* the request (or its connect) passed timeout_ns */
     HB_ENG_ERR_PROTOCOL,    /* malformed response / unsolicited data */
     HB_ENG_ERR_CLOSED,      /* peer closed before the response was complete */
+    HB_ENG_ERR_RST_STREAM,  /* HTTP/2: the server reset the stream (RST_STREAM) */
+    HB_ENG_ERR_GOAWAY,      /* HTTP/2: the stream was not processed or was cut by a GOAWAY */
     HB_ENG_NERR
 };
-/* "connect", "tls", "write", "read", "timeout", "protocol", "closed". */
+/* "connect", "tls", "write", "read", "timeout", "protocol", "closed",
+ * "rst_stream", "goaway". */
 const char *hb_eng_err_name(int type);
 
 typedef struct hb_engine_config {
@@ -101,6 +114,13 @@ typedef struct hb_engine_config {
     size_t rbuf_size;     /* per connection read buffer; 0 = auto (16..64 KiB) */
     uint32_t max_seconds; /* per-second series length; 0 = auto */
     uint64_t late_ns;     /* rate mode: a send later than this is `late`; 0 = 10 ms */
+    /* HTTP/2: h2c with prior knowledge on plain sockets, ALPN "h2" with TLS
+     * (the TLS context must offer it). The request is h2_fields (from
+     * hb_build_h2_fields, copied by hb_engine_new) instead of head; a body
+     * must be in memory (body_fd is refused). pipeline = streams per connection. */
+    int h2;
+    const struct hb_header *h2_fields;
+    size_t h2_nfields;
 } hb_engine_config;
 
 /* Defaults: 1 connection, 1 thread, pipeline 1, keep-alive, 10 s, no timeout. */
@@ -149,6 +169,10 @@ typedef struct hb_engine_result {
     int64_t doc_length;
     char first_error[HB_ERR_LEN]; /* detail of the first error seen */
     char tls_info[HB_ENG_SERVER_LEN]; /* first handshake: "TLSv1.3,TLS_AES_256_GCM_SHA384,http/1.1" */
+    /* A condition that ended the run as invalid (HB_E_NO_H2), 0 if none;
+     * fatal has its detail. The counters above still hold. */
+    int fatal_rc;
+    char fatal[HB_ERR_LEN];
 } hb_engine_result;
 
 typedef struct hb_engine hb_engine;

@@ -31,11 +31,14 @@ int hb__tls_ctx_apply_client(struct hb_tls_ctx *c, struct ssl_st *ssl, const cha
 int hb__tls_fail(char *err, int rc, const char *prefix);
 
 /* ---- server ---- */
-/* The embedded server (hb_server.h) is four files sharing these:
+/* The embedded server (hb_server.h) is five files sharing these:
  *   hb_server.c       workers on hb_loop, accept, timeout sweep, public API
  *   hb_server_conn.c  connection lifecycle and I/O: the state machine driver
  *   hb_server_req.c   request handling: head, body, the response per route
  *   hb_server_out.c   output queue, response heads, streamed bodies
+ *   hb_server_h2.c    protocol choice (ALPN, preface) and the HTTP/2 driver; an
+ *                     h2 connection's frames, streams and buffers are its
+ *                     hb_h2srv session's (only the read buffer is shared)
  * Per connection: one read buffer (max_head bytes), one small output buffer
  * for response heads, and an iovec queue whose entries point into that
  * buffer, into the read buffer (echo) or into hb_content_buf(). Input is only
@@ -46,6 +49,7 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
 #include <sys/uio.h>
 #include <time.h>
 
+#include "hb_h2srv.h"
 #include "hb_loop.h"
 #include "hb_parse.h"
 #include "hb_route.h"
@@ -63,8 +67,9 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
 /* Upper bound of the /__stats JSON: every status code with a 20-digit
  * count, every route and worker, and the fixed fields. */
 #define HB__SRV_STATS_MAX                                                                          \
-    (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 2048)
+    (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 4096)
 
+enum { HB__PROTO_NONE, HB__PROTO_H1, HB__PROTO_H2 };
 enum hb__phase { HB__PH_HANDSHAKE, HB__PH_HEAD, HB__PH_BODY, HB__PH_WAIT, HB__PH_LINGER };
 enum hb__body_mode { HB__BM_DISCARD, HB__BM_SINK, HB__BM_ECHO };
 /* What the connection does once its queued output is written. */
@@ -78,6 +83,8 @@ typedef struct hb__wstats {
     uint64_t by_status[600];
     uint64_t bytes_in, bytes_out, accepted, closed, hs, hs_resumed, hs_err, idle_timeouts,
         body_in, client_gone;
+    uint64_t conns_h1, conns_h2; /* connections once their protocol is decided */
+    hb_h2srv_stats h2;           /* h2 streams (by_route/by_status add to the totals) */
 } hb__wstats;
 
 #define HB__ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
@@ -116,6 +123,8 @@ typedef struct hb__conn {
     size_t olen;
     int iov_first, niov;
     char *stats_body; /* a queued /__stats document (malloc), freed once written */
+    struct hb_h2srv *h2; /* an HTTP/2 connection's session (then the fields above rest) */
+    uint8_t proto;       /* HB__PROTO_*: 0 until the first bytes or ALPN decide */
     /* everything from here on needs no clearing when a conn is recycled */
     struct iovec iov[HB__SRV_NIOV];
     char obuf[HB__SRV_OBUF];
@@ -156,6 +165,7 @@ typedef struct hb__worker {
         char buf[HB__SRV_HEAD_CACHE];
     } hc;
     hb__wstats st;
+    hb_h2srv_config h2cfg; /* every h2 session of this worker */
 } hb__worker;
 
 struct hb_server {
@@ -216,7 +226,29 @@ void hb__respond_error_close(hb__conn *c, int route, int status, const char *msg
 /* The timer of a PH_WAIT connection fired: continue its route. */
 void hb__req_timer(hb__conn *c);
 
+/* The /__stats JSON document (malloc'ed, *len bytes); NULL when out of memory.
+ * arg is the hb_server. */
+char *hb__stats_json(void *arg, size_t *len);
+
+/* hb_server_h2.c: HTTP/2 connections. */
+/* Fill w->h2cfg from the server's options (at worker start). */
+void hb__h2_worker_config(hb__worker *w);
+/* After the TLS handshake: ALPN chose h2 (1: the connection is now h2 and
+ * has run, or is freed) or not (0; counted as HTTP/1.1 when ALPN said so). */
+int hb__h2_alpn(hb__conn *c);
+/* Undecided connection with buffered input: 1 the preface made it h2 (it
+ * has run, or is freed), 0 a partial preface (read more), -1 HTTP/1.1. */
+int hb__h2_sniff(hb__conn *c);
+/* Drive an h2 connection as far as it goes without blocking. */
+void hb__h2_run(hb__conn *c);
+/* The connection's timer fired: run its streams' timers. */
+void hb__h2_timer(hb__conn *c);
+/* Write / idle timeouts of an h2 connection at w->now. */
+void hb__h2_sweep(hb__conn *c);
+
 /* hb_server_conn.c: connection lifecycle and I/O. */
+/* FIN now, then discard input until EOF or the linger time (then free). */
+void hb__conn_linger(hb__conn *c);
 /* Adopt an accepted socket; 0, or -1 when out of connection structs. */
 int hb__conn_accept(hb__worker *w, int fd);
 /* abort_it: RST instead of FIN. The struct goes to the free list, or back to

@@ -409,3 +409,104 @@ int hb_build_head(char *buf, size_t cap, const hb_head_spec *s, char *err)
     buf[o.len] = '\0';
     return (int)o.len;
 }
+
+/* ---- HTTP/2 header fields ---- */
+
+#define H2_FIXED_FIELDS 7 /* 4 pseudo-headers + authorization, user-agent, content-length */
+
+size_t hb_build_h2_bound(const hb_head_spec *s, size_t *nfields)
+{
+    size_t n = hb_url_target_len(s->url) + 1 + hb_url_basic_auth_len(s->url) + 24;
+    for (size_t i = 0; i < s->num_headers; i++)
+        n += s->headers[i].name_len;
+    if (nfields) *nfields = H2_FIXED_FIELDS + s->num_headers;
+    return n;
+}
+
+/* Headers that only mean something for one HTTP/1.1 connection. */
+static int h2_forbidden(const hb_header *h)
+{
+    if (name_is(h->name, h->name_len, "te"))
+        return !(h->value_len == 8 && strncasecmp(h->value, "trailers", 8) == 0);
+    return name_is(h->name, h->name_len, "connection") ||
+           name_is(h->name, h->name_len, "keep-alive") ||
+           name_is(h->name, h->name_len, "proxy-connection") ||
+           name_is(h->name, h->name_len, "upgrade");
+}
+
+static void set_field(hb_header *f, const char *n, size_t nl, const char *v, size_t vl)
+{
+    f->name = n;
+    f->name_len = nl;
+    f->value = v;
+    f->value_len = vl;
+}
+
+int hb_build_h2_fields(hb_header *fields, size_t fcap, char *buf, size_t bufcap,
+                       const hb_head_spec *s, char *err)
+{
+    char q[4 * QUOTE_MAX + 16];
+    int rc = hb_check_method(s->method, s->method_len, err);
+    if (rc < 0) return rc;
+    int given = 0;
+    for (size_t i = 0; i < s->num_headers; i++) {
+        const hb_header *h = &s->headers[i];
+        rc = check_header(h, 1, &given, err);
+        if (rc < 0) return rc;
+        if (h2_forbidden(h))
+            return hb_fail(err, HB_E_INVALID,
+                           "header %s is connection-specific and not allowed in HTTP/2",
+                           quote(q, sizeof q, h->name, h->name_len));
+    }
+    if (s->body_len < HB_REQ_CHUNKED)
+        return hb_fail(err, HB_E_INVALID, "invalid body length %lld", (long long)s->body_len);
+    if (s->user_agent && strpbrk(s->user_agent, "\r\n"))
+        return hb_fail(err, HB_E_INVALID, "User-Agent must not contain CR or LF");
+    size_t need_f;
+    size_t need_b = hb_build_h2_bound(s, &need_f);
+    if (fcap < need_f || bufcap < need_b)
+        return hb_fail(err, HB_E_INVALID, "h2 header field buffers too small");
+
+    const hb_url *u = s->url;
+    size_t nf = 0, o = 0;
+    set_field(&fields[nf++], ":method", 7, s->method, s->method_len);
+    set_field(&fields[nf++], ":scheme", 7, u->tls ? "https" : "http", u->tls ? 5 : 4);
+    const char *auth = u->host_header;
+    size_t auth_len = u->host_header_len;
+    for (size_t i = 0; i < s->num_headers; i++)
+        if (name_is(s->headers[i].name, s->headers[i].name_len, "host")) {
+            auth = s->headers[i].value;
+            auth_len = s->headers[i].value_len;
+        }
+    set_field(&fields[nf++], ":authority", 10, auth, auth_len);
+    size_t tl = hb_url_target_len(u);
+    (void)hb_url_target(u, buf + o, bufcap - o, NULL);
+    set_field(&fields[nf++], ":path", 5, buf + o, tl);
+    o += tl;
+    for (size_t i = 0; i < s->num_headers; i++) {
+        const hb_header *h = &s->headers[i];
+        if (name_is(h->name, h->name_len, "host")) continue;
+        char *lname = buf + o;
+        for (size_t k = 0; k < h->name_len; k++) {
+            char c = h->name[k];
+            lname[k] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+        }
+        o += h->name_len;
+        set_field(&fields[nf++], lname, h->name_len, h->value, h->value_len);
+    }
+    if (u->user && !(given & GIVEN_AUTH)) {
+        int n = hb_url_basic_auth(u, buf + o, bufcap - o, err);
+        if (n < 0) return n;
+        set_field(&fields[nf++], "authorization", 13, buf + o, (size_t)n);
+        o += (size_t)n + 1;
+    }
+    if (s->user_agent && !(given & GIVEN_UA))
+        set_field(&fields[nf++], "user-agent", 10, s->user_agent, strlen(s->user_agent));
+    if (s->body_len >= 0 || (s->body_len == HB_REQ_NO_BODY &&
+                             method_wants_length(s->method, s->method_len))) {
+        int n = snprintf(buf + o, bufcap - o, "%lld", (long long)(s->body_len >= 0 ? s->body_len : 0));
+        set_field(&fields[nf++], "content-length", 14, buf + o, (size_t)n);
+        o += (size_t)n + 1;
+    }
+    return (int)nf;
+}

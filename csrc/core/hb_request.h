@@ -102,6 +102,23 @@ size_t hb_build_head_bound(const hb_head_spec *s);
  * "request head too large"). */
 int hb_build_head(char *buf, size_t cap, const hb_head_spec *s, char *err);
 
+/* The same request as HTTP/2 header fields (RFC 9113 section 8.3), from the
+ * same spec: ":method", ":scheme" (from the URL), ":authority" (the Host
+ * header given, else the URL's), ":path", then the caller's headers in order
+ * with lowercase names (Host dropped: it is :authority), "authorization"
+ * from userinfo, "user-agent", and "content-length" on the same rule as the
+ * HTTP/1.1 head. keepalive is ignored (connection reuse is the caller's).
+ * Validation is hb_build_head's, plus connection-specific headers
+ * (Connection, Keep-Alive, Proxy-Connection, Upgrade, and TE other than
+ * "trailers") are refused, and HB_REQ_CHUNKED just means no content-length.
+ * fields[i] point into the spec's strings or into buf (lowercased names, the
+ * path, credentials, the length), so both must outlive their use.
+ * Returns the field count, or HB_E_INVALID (a validation reason, or
+ * "... too small" when fcap/bufcap are below the bounds). */
+size_t hb_build_h2_bound(const hb_head_spec *s, size_t *nfields);
+int hb_build_h2_fields(hb_header *fields, size_t fcap, char *buf, size_t bufcap,
+                       const hb_head_spec *s, char *err);
+
 /* 0 when m[0..n) is a valid method (a non-empty token), else HB_E_INVALID. */
 int hb_check_method(const char *m, size_t n, char *err);
 

@@ -143,6 +143,10 @@ void hb_server_opts_init(hb_server_opts *o)
     o->keepalive_timeout_ms = 30000;
     o->max_head = 16384;
     o->backlog = 4096;
+    o->http2 = 1;
+    o->h2_max_concurrent_streams = 100;
+    o->h2_initial_window_size = 65535;
+    o->h2_max_frame_size = 16384;
 }
 
 /* reuseport: join the SO_REUSEPORT group (workers > 1); listen=0 makes a
@@ -227,6 +231,17 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         return hb_fail(err, HB_E_INVALID, "timeouts must be > 0");
     if (o->max_head < 256 || o->max_head > (64u << 20))
         return hb_fail(err, HB_E_INVALID, "max_head must be 256 B .. 64 MiB");
+    if (o->h2_max_concurrent_streams < 1 ||
+        (unsigned)o->h2_max_concurrent_streams > HB_H2_MAX_STREAMS_MAX)
+        return hb_fail(err, HB_E_INVALID, "h2_max_concurrent_streams must be 1..%u",
+                       HB_H2_MAX_STREAMS_MAX);
+    if (o->h2_initial_window_size < 0)
+        return hb_fail(err, HB_E_INVALID, "h2_initial_window_size must be 0..%u",
+                       HB_H2_WINDOW_MAX);
+    if ((unsigned)o->h2_max_frame_size < HB_H2_FRAME_MIN ||
+        (unsigned)o->h2_max_frame_size > HB_H2_FRAME_MAX)
+        return hb_fail(err, HB_E_INVALID, "h2_max_frame_size must be %u..%u", HB_H2_FRAME_MIN,
+                       HB_H2_FRAME_MAX);
     hb_server *s = calloc(1, sizeof *s);
     if (!s) return hb_fail(err, HB_E_NOMEM, "out of memory");
     s->o = *o;
@@ -253,6 +268,7 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         to.cert_file = o->cert_file;
         to.key_file = o->key_file;
         to.session_resumption = o->session_resumption;
+        to.alpn_h2 = o->http2;
         if ((rc = hb_tls_server_ctx_new(&s->tls, &to, err)) < 0) goto fail;
     }
     s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -274,6 +290,7 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         w->srv = s;
         w->idx = i;
         w->req_timeout_ns = (uint64_t)o->request_timeout_ms * HB__SRV_MS;
+        hb__h2_worker_config(w);
         if ((rc = make_listener(s, &ss, slen, reuseport, 1, err)) < 0) goto fail;
         w->lfd = rc;
         if (i == 0) { /* port 0: every later listener joins the chosen port */
@@ -363,15 +380,28 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
 {
     memset(out, 0, sizeof *out);
     out->threads = s->nworkers;
+    out->h2_max_concurrent_streams = s->o.h2_max_concurrent_streams;
+    out->h2_initial_window_size = s->o.h2_initial_window_size;
+    out->h2_max_frame_size = s->o.h2_max_frame_size;
     for (int i = 0; i < s->nworkers; i++) {
         hb__worker *w = &s->w[i];
         hb__wstats *st = &w->st;
         for (int r = 0; r < HB_ROUTE_COUNT; r++) {
-            uint64_t v = HB__LOAD(st->by_route[r]);
-            out->by_route[r] += v;
-            out->requests += v;
+            uint64_t v = HB__LOAD(st->by_route[r]), v2 = HB__LOAD(st->h2.by_route[r]);
+            out->by_route[r] += v + v2;
+            out->requests += v + v2;
+            out->requests_h2 += v2;
         }
-        for (int k = 0; k < 600; k++) out->by_status[k] += HB__LOAD(st->by_status[k]);
+        for (int k = 0; k < 600; k++)
+            out->by_status[k] += HB__LOAD(st->by_status[k]) + HB__LOAD(st->h2.by_status[k]);
+        out->connections_h1 += HB__LOAD(st->conns_h1);
+        out->connections_h2 += HB__LOAD(st->conns_h2);
+        out->h2_streams += HB__LOAD(st->h2.streams);
+        out->h2_rst_sent += HB__LOAD(st->h2.rst_sent);
+        out->h2_rst_received += HB__LOAD(st->h2.rst_recv);
+        out->h2_goaway_sent += HB__LOAD(st->h2.goaway_sent);
+        out->h2_protocol_errors += HB__LOAD(st->h2.protocol_errors);
+        out->h2_refused_streams += HB__LOAD(st->h2.refused);
         out->bytes_in += HB__LOAD(st->bytes_in);
         out->bytes_out += HB__LOAD(st->bytes_out);
         out->connections_accepted += HB__LOAD(st->accepted);
@@ -380,8 +410,8 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->tls_resumed += HB__LOAD(st->hs_resumed);
         out->tls_handshake_errors += HB__LOAD(st->hs_err);
         out->idle_timeouts += HB__LOAD(st->idle_timeouts);
-        out->body_bytes_in += HB__LOAD(st->body_in);
-        out->client_gone += HB__LOAD(st->client_gone);
+        out->body_bytes_in += HB__LOAD(st->body_in) + HB__LOAD(st->h2.body_in);
+        out->client_gone += HB__LOAD(st->client_gone) + HB__LOAD(st->h2.client_gone);
         uint64_t cpu = 0;
         if (!__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE) &&
             __atomic_load_n(&w->has_cpu_clock, __ATOMIC_ACQUIRE))

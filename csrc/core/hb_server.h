@@ -1,4 +1,4 @@
-/* hb_server.h - the embedded HTTP/1.1 (+TLS) test server.
+/* hb_server.h - the embedded HTTP/1.1 and HTTP/2 (+TLS) test server.
  *
  * N worker threads, each running its own hb_loop with its own SO_REUSEPORT
  * listener on the same port; connections never move between threads.
@@ -7,6 +7,9 @@
  * Responses are assembled from static pieces and a shared read-only buffer
  * of deterministic content with writev; nothing is allocated per request
  * (connection structs are recycled per worker, up to a bounded free list).
+ *
+ * HTTP/2 (hb_h2srv.h): on TLS when ALPN selects h2, on the plain port when a
+ * connection starts with the client preface (h2c with prior knowledge).
  *
  * Bodies are deterministic content (hb_content.h); routes and their
  * parameters are hb_route.h's table.
@@ -38,6 +41,11 @@ typedef struct hb_server_opts {
     int keepalive_timeout_ms;    /* idle keep-alive connection lifetime; default 30000 */
     size_t max_head;             /* request head limit -> 431; default 16384 */
     int backlog;                 /* listen backlog; default 4096 */
+    int http2;                   /* h2 through ALPN (TLS) and h2c prior knowledge; default 1 */
+    int h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS 1..100000; default 100 */
+    int h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE 0..2^31-1; default 65535 */
+    int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */
+    /* (SETTINGS_MAX_HEADER_LIST_SIZE is max_head: a larger header list gets 431) */
 } hb_server_opts;
 
 typedef struct hb_server_stats {
@@ -52,8 +60,13 @@ typedef struct hb_server_stats {
     uint64_t body_bytes_in; /* request body bytes consumed */
     uint64_t client_gone;   /* requests whose client closed or reset the connection before
                                their response began (also in by_status[0]) */
+    uint64_t requests_h2;     /* h2 streams among requests (the rest are HTTP/1.1) */
+    uint64_t connections_h1, connections_h2; /* once the protocol is decided */
+    uint64_t h2_streams, h2_rst_sent, h2_rst_received, h2_goaway_sent, h2_protocol_errors,
+        h2_refused_streams;
+    int h2_max_concurrent_streams, h2_initial_window_size, h2_max_frame_size;
     int threads;
-    uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
+    uint64_t cpu_ns;                              /* sum of the workers' thread CPU time */
     uint64_t thread_cpu_ns[HB_SERVER_MAX_THREADS]; /* per worker */
 } hb_server_stats;
 

@@ -65,6 +65,10 @@ void hb__conn_free(hb__conn *c, int abort_it)
         if (c->peer_left) HB__ADD(w->st.client_gone, 1);
     }
     c->status_owed = 0;
+    if (c->h2) {
+        hb_h2srv_free(c->h2, c->peer_left);
+        c->h2 = NULL;
+    }
     free(c->stats_body);
     c->stats_body = NULL;
     if (c->prev)
@@ -138,6 +142,14 @@ static void begin_linger(hb__conn *c)
     (void)hb_sock_shutdown(&c->sock); /* FIN (TLS: close_notify first); errors: just close */
     c->phase = HB__PH_LINGER;
     c->linger_until = c->w->now + LINGER_NS;
+}
+
+static void linger_read(hb__conn *c);
+
+void hb__conn_linger(hb__conn *c)
+{
+    begin_linger(c);
+    linger_read(c);
 }
 
 /* Discard input until EOF (then close) or until the linger time is over, so
@@ -299,6 +311,7 @@ static void handshake_step(hb__conn *c)
     c->req_deadline = 0;
     c->idle_since = w->now;
     c->rd_ready = c->wr_ready = 1;
+    if (w->srv->o.http2 && hb__h2_alpn(c)) return;
     hb__conn_run(c);
 }
 
@@ -311,6 +324,10 @@ void hb__conn_run(hb__conn *c)
         }
         if (c->phase == HB__PH_HANDSHAKE) {
             handshake_step(c);
+            return;
+        }
+        if (c->h2) {
+            hb__h2_run(c);
             return;
         }
         if (hb__has_output(c)) {
@@ -338,7 +355,9 @@ void hb__conn_run(hb__conn *c)
             linger_read(c);
             return;
         }
-        if (c->rpos < c->rlen ||
+        /* the first bytes decide the protocol (the h2 preface, or HTTP/1.1) */
+        if (!c->proto && c->rpos < c->rlen && hb__h2_sniff(c) > 0) return;
+        if ((c->rpos < c->rlen && c->proto) ||
             (c->phase == HB__PH_BODY && !c->body_chunked && !c->body_left)) {
             int r = hb__process_input(c);
             if (r < 0 || r > 0) continue;
@@ -383,7 +402,10 @@ static void on_timer(hb_loop *l, hb_timer *t, uint64_t now)
     (void)l;
     hb__conn *c = (hb__conn *)(void *)((char *)t - offsetof(hb__conn, timer));
     c->w->now = now;
-    hb__req_timer(c);
+    if (c->h2)
+        hb__h2_timer(c);
+    else
+        hb__req_timer(c);
     hb__conn_run(c);
 }
 
@@ -393,6 +415,10 @@ void hb__conn_sweep(hb__conn *c)
     uint64_t now = w->now;
     if (c->phase == HB__PH_LINGER) {
         if (now >= c->linger_until) hb__conn_free(c, 0);
+        return;
+    }
+    if (c->h2) {
+        hb__h2_sweep(c);
         return;
     }
     if (c->phase == HB__PH_WAIT && !hb__has_output(c)) return;

@@ -370,15 +370,12 @@ int hb__process_input(hb__conn *c)
  * (queued by reference and freed once written), so it is never cut short
  * whatever was queued before it. Reading stats is not a benchmark path: the
  * one malloc per /__stats keeps the per-connection buffers small. */
-static void respond_stats(hb__conn *c)
+char *hb__stats_json(void *arg, size_t *len)
 {
     hb_server_stats st;
-    hb_server_stats_read(c->w->srv, &st);
+    hb_server_stats_read(arg, &st);
     char *body = malloc(HB__SRV_STATS_MAX);
-    if (!body) {
-        HB__RESPOND_LIT(c, 503, "out of memory\n");
-        return;
-    }
+    if (!body) return NULL;
     size_t n = 0, cap = HB__SRV_STATS_MAX;
 #define J(...)                                                                                     \
     do {                                                                                           \
@@ -399,16 +396,42 @@ static void respond_stats(hb__conn *c)
     J("}, \"bytes_in\": %llu, \"bytes_out\": %llu, \"connections_accepted\": %llu, "
       "\"connections_closed\": %llu, \"tls_handshakes\": %llu, \"tls_resumed\": %llu, "
       "\"tls_handshake_errors\": %llu, \"idle_timeouts\": %llu, \"body_bytes_in\": %llu, "
-      "\"client_gone\": %llu, \"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [",
+      "\"client_gone\": %llu, ",
       (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
       (unsigned long long)st.connections_accepted, (unsigned long long)st.connections_closed,
       (unsigned long long)st.tls_handshakes, (unsigned long long)st.tls_resumed,
       (unsigned long long)st.tls_handshake_errors, (unsigned long long)st.idle_timeouts,
-      (unsigned long long)st.body_bytes_in, (unsigned long long)st.client_gone, st.threads, (unsigned long long)st.cpu_ns);
+      (unsigned long long)st.body_bytes_in, (unsigned long long)st.client_gone);
+    J("\"by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu}, "
+      "\"connections_by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu}, "
+      "\"h2\": {\"streams\": %llu, \"streams_reset_sent\": %llu, "
+      "\"streams_reset_received\": %llu, \"goaway_sent\": %llu, \"protocol_errors\": %llu, "
+      "\"refused_streams\": %llu, \"settings\": {\"max_concurrent_streams\": %d, "
+      "\"initial_window_size\": %d, \"max_frame_size\": %d}}, ",
+      (unsigned long long)(st.requests - st.requests_h2), (unsigned long long)st.requests_h2,
+      (unsigned long long)st.connections_h1, (unsigned long long)st.connections_h2,
+      (unsigned long long)st.h2_streams, (unsigned long long)st.h2_rst_sent,
+      (unsigned long long)st.h2_rst_received, (unsigned long long)st.h2_goaway_sent,
+      (unsigned long long)st.h2_protocol_errors, (unsigned long long)st.h2_refused_streams,
+      st.h2_max_concurrent_streams, st.h2_initial_window_size, st.h2_max_frame_size);
+    J("\"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [", st.threads,
+      (unsigned long long)st.cpu_ns);
     for (int i = 0; i < st.threads; i++)
         J("%s%llu", i ? ", " : "", (unsigned long long)st.thread_cpu_ns[i]);
     J("]}\n");
 #undef J
+    *len = n;
+    return body;
+}
+
+static void respond_stats(hb__conn *c)
+{
+    size_t n = 0;
+    char *body = hb__stats_json(c->w->srv, &n);
+    if (!body) {
+        HB__RESPOND_LIT(c, 503, "out of memory\n");
+        return;
+    }
     hb__out_head(c, 200, HB__CT_JSON, sizeof HB__CT_JSON - 1, (int64_t)n, 0);
     if (c->head_only) {
         free(body);

@@ -32,6 +32,7 @@ struct hb_tls_ctx {
 };
 
 static const unsigned char ALPN_HTTP11[] = "\x08http/1.1";
+static const unsigned char ALPN_H2_HTTP11[] = "\x02h2\x08http/1.1"; /* server preference */
 
 int hb__tls_fail(char *err, int rc, const char *prefix)
 {
@@ -177,15 +178,23 @@ int hb_tls_client_ctx_new(hb_tls_ctx **out, const hb_tls_client_opts *o, char *e
     }
     const char *alpn = o->alpn ? o->alpn : "http/1.1";
     if (alpn[0]) {
-        unsigned char wire[256];
-        size_t n = strlen(alpn);
-        if (n > 255) {
-            rc = hb_fail(err, HB_E_INVALID, "ALPN protocol name too long");
-            goto fail;
+        /* A comma-separated list ("h2,http/1.1") in preference order. */
+        unsigned char wire[512];
+        size_t w = 0;
+        for (const char *p = alpn;;) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (n == 0 || n > 255 || w + 1 + n > sizeof wire) {
+                rc = hb_fail(err, HB_E_INVALID, "invalid ALPN list '%.100s'", alpn);
+                goto fail;
+            }
+            wire[w++] = (unsigned char)n;
+            memcpy(wire + w, p, n);
+            w += n;
+            if (!e) break;
+            p = e + 1;
         }
-        wire[0] = (unsigned char)n;
-        memcpy(wire + 1, alpn, n);
-        if (SSL_CTX_set_alpn_protos(c->ctx, wire, (unsigned)(n + 1)) != 0) {
+        if (SSL_CTX_set_alpn_protos(c->ctx, wire, (unsigned)w) != 0) {
             rc = hb__tls_fail(err, HB_E_TLS, "SSL_CTX_set_alpn_protos");
             goto fail;
         }
@@ -236,11 +245,12 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
                        const unsigned char *in, unsigned int inlen, void *arg)
 {
     (void)ssl;
-    (void)arg;
+    const unsigned char *ours = arg ? ALPN_H2_HTTP11 : ALPN_HTTP11;
+    unsigned ours_len = arg ? sizeof ALPN_H2_HTTP11 - 1 : sizeof ALPN_HTTP11 - 1;
     unsigned char *sel = NULL;
-    if (SSL_select_next_proto(&sel, outlen, ALPN_HTTP11, sizeof ALPN_HTTP11 - 1, in, inlen) !=
+    if (SSL_select_next_proto(&sel, outlen, ours, ours_len, in, inlen) !=
         OPENSSL_NPN_NEGOTIATED)
-        return SSL_TLSEXT_ERR_NOACK; /* no h2 here; the client falls back to HTTP/1.1 */
+        return SSL_TLSEXT_ERR_NOACK; /* nothing in common: no ALPN, the first bytes decide */
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
 }
@@ -376,7 +386,7 @@ int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *e
         goto fail;
     }
     if ((rc = store_cert_pem(c, SSL_CTX_get0_certificate(c->ctx), err)) < 0) goto fail;
-    SSL_CTX_set_alpn_select_cb(c->ctx, alpn_select, NULL);
+    SSL_CTX_set_alpn_select_cb(c->ctx, alpn_select, o->alpn_h2 ? (void *)ALPN_H2_HTTP11 : NULL);
     static const unsigned char sid_ctx[] = "httpbench";
     SSL_CTX_set_session_id_context(c->ctx, sid_ctx, sizeof sid_ctx - 1);
     if (o->session_resumption) {

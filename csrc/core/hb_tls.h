@@ -31,7 +31,7 @@ typedef struct hb_tls_client_opts {
     const char *ca_pem;     /* PEM text of trusted CA(s) / a self-signed cert */
     int insecure;           /* 1: no certificate or host verification */
     int session_resumption; /* default 1 */
-    const char *alpn;       /* default "http/1.1"; "" = send no ALPN */
+    const char *alpn;       /* default "http/1.1"; a list "h2,http/1.1"; "" = send no ALPN */
     int min_version, max_version;
 } hb_tls_client_opts;
 
@@ -40,6 +40,7 @@ typedef struct hb_tls_server_opts {
     const char *key_file;   /* PEM private key; NULL with cert_file: key in cert_file */
     int session_resumption; /* default 1: session cache + tickets; 0: full handshakes */
     int min_version, max_version;
+    int alpn_h2; /* 1: ALPN selects h2 when the client offers it (else http/1.1) */
 } hb_tls_server_opts;
 
 /* Fill opts with the defaults (verify on, resumption on, ALPN http/1.1). */
@@ -51,7 +52,7 @@ int hb_tls_client_ctx_new(hb_tls_ctx **out, const hb_tls_client_opts *o, char *e
 /* Without cert_file: an in-memory ECDSA P-256 key and a self-signed
  * certificate (CN=localhost, SAN DNS:localhost, IP:127.0.0.1, IP:::1, valid
  * from now-1h for 30 days, basicConstraints CA:TRUE so it can be used directly
- * as the trust anchor). ALPN: selects http/1.1 when the client offers it. */
+ * as the trust anchor). ALPN: selects h2 (with alpn_h2) or http/1.1 when the client offers it. */
 int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *err);
 void hb_tls_ctx_free(hb_tls_ctx *c);
 

@@ -13,6 +13,10 @@
  *
  * Thread safety: a Client may be used from several threads at once; the pool
  * is guarded by a mutex and each request runs on its own connection.
+ *
+ * http2=True: every request goes over HTTP/2 (hb_h2client.h), one session per
+ * origin held by the Client; get_many() multiplexes a batch on it. Threads
+ * take turns on an origin's session (one lock per Client), a batch at a time.
  */
 #include "module.h"
 
@@ -25,6 +29,7 @@
 
 #include "hb_client.h"
 #include "hb_clock.h"
+#include "hb_h2client.h"
 #include "hb_request.h"
 #include "hb_tls.h"
 
@@ -49,7 +54,24 @@ typedef struct {
     double timeout, connect_timeout, idle_timeout; /* as given (-1: None) */
     uint64_t max_body; /* in-memory bodies; 0: no limit */
     int lenient;       /* HB_PARSE_LENIENT_LF for responses */
+    int http2;
+    PyThread_type_lock h2lock; /* guards h2 and every session in it */
+    struct h2origin *h2;       /* HTTP/2 sessions, one per origin */
 } ClientObject;
+
+/* One HTTP/2 session per (scheme, host, port). */
+typedef struct h2origin {
+    struct h2origin *next;
+    int tls, port;
+    size_t host_len;
+    char host[HB_POOL_MAX_HOST + 1];
+    hb_h2conn hc;
+} h2origin;
+
+/* Response head buffer per HTTP/2 exchange (headers in HTTP/1.1 form). */
+#define H2_HEAD_CAP (16 * 1024)
+/* Initial in-memory body of an HTTP/2 response (grown as data arrives). */
+#define H2_BODY_INITIAL 1024
 
 /* -------------------------------------------------------------- request prep */
 
@@ -163,6 +185,9 @@ static int ensure_tls(ClientObject *self)
     hb_tls_client_opts_init(&o);
     o.ca_file = self->ca_file;
     o.insecure = !self->verify;
+    /* h2 first; a server that picks http/1.1 is refused after the handshake
+     * (HTTP2NotSupported), never used: a clearer error than an ALPN alert */
+    if (self->http2) o.alpn = "h2,http/1.1";
     char err[HB_ERR_LEN] = "";
     hb_tls_ctx *ctx = NULL;
     int rc = hb_tls_client_ctx_new(&ctx, &o, err);
@@ -214,6 +239,15 @@ static void raise_rc(hb_modstate *st, int rc, const char *err, const char *metho
     char text[HB_ERR_LEN + 256];
     PyOS_snprintf(text, sizeof text, "%s (%.*s %.*s)", err && err[0] ? err : hb_strerror(rc),
                   (int)mlen, method, (int)(ulen > 200 ? 200 : ulen), url);
+    if (rc == HB_E_NO_H2) { /* http2=True and the server does not speak it */
+        PyObject *inst = PyObject_CallFunction(st->HTTP2NotSupported, "s", text);
+        PyObject *code = inst ? PyLong_FromLong(rc) : NULL;
+        if (code && PyObject_SetAttrString(inst, "code", code) == 0)
+            PyErr_SetObject(st->HTTP2NotSupported, inst);
+        Py_XDECREF(code);
+        Py_XDECREF(inst);
+        return;
+    }
     hb_raise(st, rc, text);
 }
 
@@ -251,11 +285,276 @@ static int arg_max_body(PyObject *o, uint64_t dflt, uint64_t *out)
     return 0;
 }
 
+/* ------------------------------------------------------------------ HTTP/2 */
+
+static void h2_lock(ClientObject *self)
+{
+    if (!PyThread_acquire_lock(self->h2lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->h2lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+/* The origin's session entry (created on first use); called with h2lock held. */
+static h2origin *h2_origin(ClientObject *self, const hb_url *u)
+{
+    for (h2origin *o = self->h2; o; o = o->next)
+        if (o->tls == u->tls && o->port == u->port && o->host_len == u->host_len &&
+            memcmp(o->host, u->host, u->host_len) == 0)
+            return o;
+    if (u->host_len > HB_POOL_MAX_HOST) {
+        PyErr_SetString(PyExc_ValueError, "host name too long");
+        return NULL;
+    }
+    h2origin *o = PyMem_Calloc(1, sizeof *o);
+    if (!o) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    o->tls = u->tls;
+    o->port = u->port;
+    o->host_len = u->host_len;
+    memcpy(o->host, u->host, u->host_len);
+    hb_h2conn_init(&o->hc);
+    o->next = self->h2;
+    self->h2 = o;
+    return o;
+}
+
+/* Close every session; with h2lock held (or from dealloc). */
+static void h2_close_all(ClientObject *self, int free_entries)
+{
+    for (h2origin *o = self->h2, *nx; o; o = nx) {
+        nx = o->next;
+        hb_h2conn_close(&self->pool, &o->hc);
+        if (free_entries) PyMem_Free(o);
+    }
+    if (free_entries) self->h2 = NULL;
+}
+
+/* Per exchange of a batch, besides the core's hb_h2x. */
+typedef struct {
+    hb_sink sink;
+    grow_ctx g;
+    PyObject *body; /* bytes being filled */
+} h2slot;
+
+/* Run one method on urls[0..n) over HTTP/2 (same origin), multiplexed; a list of
+ * Responses in order (as_list) or the one Response. */
+static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen, PyObject *const *urls,
+                          Py_ssize_t n, PyObject *headers, PyObject *body, PyObject *dl_path,
+                          PyObject *max_body_arg, int as_list)
+{
+    hb_modstate *st = self->st;
+    if (self->closed) {
+        PyErr_SetString(PyExc_ValueError, "the client is closed");
+        return NULL;
+    }
+    if (n < 1) return as_list ? PyList_New(0) : NULL;
+    uint64_t max_body = dl_path ? 0 : self->max_body;
+    if (max_body_arg && arg_max_body(max_body_arg, max_body, &max_body) < 0) return NULL;
+    Py_buffer view = {0};
+    if (body && body != Py_None) {
+        if (!PyObject_CheckBuffer(body)) {
+            PyErr_Format(PyExc_TypeError,
+                         "an HTTP/2 request body must be bytes-like (or None), not %.100s",
+                         Py_TYPE(body)->tp_name);
+            return NULL;
+        }
+        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) return NULL;
+    }
+    hb_header hstack[HEADERS_STACK], *hs = hstack;
+    PyObject *hkeep = NULL, *out = NULL;
+    char *block = NULL;
+    hb_h2x *xs = NULL;
+    h2slot *slots = NULL;
+    hb_url *ups = NULL;
+    int dl_fd = -1, dl_created = 0, locked = 0;
+    PyObject *dl_enc = NULL;
+    char err[HB_ERR_LEN] = "";
+    int rc;
+
+    Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
+    if (nh < 0) goto done;
+    ups = PyMem_Calloc((size_t)n, sizeof *ups);
+    xs = PyMem_Calloc((size_t)n, sizeof *xs);
+    slots = PyMem_Calloc((size_t)n, sizeof *slots);
+    if (!ups || !xs || !slots) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t blen = view.obj ? (int64_t)view.len : HB_REQ_NO_BODY;
+    size_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *u;
+        Py_ssize_t ulen;
+        if (hb_py_url(st, urls[i], &ups[i], &u, &ulen) < 0) goto done;
+        if (i && (ups[i].tls != ups[0].tls || ups[i].port != ups[0].port ||
+                  ups[i].host_len != ups[0].host_len ||
+                  memcmp(ups[i].host, ups[0].host, ups[0].host_len) != 0)) {
+            PyErr_SetString(PyExc_ValueError,
+                            "every URL of an HTTP/2 batch must have the same origin "
+                            "(scheme, host, port): they share one connection");
+            goto done;
+        }
+        hb_head_spec spec = {method, mlen, &ups[i], hs, (size_t)nh, blen, 1, NULL};
+        size_t nf = 0;
+        size_t bound = hb_build_h2_bound(&spec, &nf);
+        total += nf * sizeof(hb_header) + bound + H2_HEAD_CAP + 16;
+    }
+    block = PyMem_Malloc(total);
+    if (!block) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *cur = block;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        hb_head_spec spec = {method, mlen, &ups[i], hs, (size_t)nh, blen, 1, NULL};
+        size_t nf = 0;
+        size_t bound = hb_build_h2_bound(&spec, &nf);
+        cur = block + ((size_t)(cur - block) + 15) / 16 * 16;
+        hb_header *fields = (hb_header *)cur;
+        cur += nf * sizeof(hb_header);
+        char *fbuf = cur;
+        cur += bound;
+        int nfields = hb_build_h2_fields(fields, nf, fbuf, bound, &spec, err);
+        if (nfields < 0) {
+            hb_raise(st, nfields, err);
+            goto done;
+        }
+        hb_h2x *x = &xs[i];
+        x->fields = fields;
+        x->nfields = (size_t)nfields;
+        x->body = view.obj ? view.buf : NULL;
+        x->body_len = view.obj ? (size_t)view.len : 0;
+        x->max_body = max_body;
+        x->head = cur;
+        x->head_cap = H2_HEAD_CAP;
+        cur += H2_HEAD_CAP;
+        h2slot *sl = &slots[i];
+        sl->sink.fd = -1;
+        x->sink = &sl->sink;
+    }
+    /* the fields point into the headers' strings: hs and hkeep live until the end
+     * (streams beyond the server's limit are submitted later in the run) */
+    if (dl_path) {
+        if (!PyUnicode_FSConverter(dl_path, &dl_enc)) goto done;
+        dl_fd = open(PyBytes_AS_STRING(dl_enc), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (dl_fd < 0) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dl_path);
+            goto done;
+        }
+        dl_created = 1;
+        slots[0].sink.fd = dl_fd;
+    } else {
+        int is_head = hb_method_is_head(method, mlen);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            h2slot *sl = &slots[i];
+            sl->body = PyBytes_FromStringAndSize(NULL, is_head ? 0 : H2_BODY_INITIAL);
+            if (!sl->body) goto done;
+            sl->g.obj = sl->body;
+            sl->sink.buf = PyBytes_AS_STRING(sl->body);
+            sl->sink.cap = (size_t)PyBytes_GET_SIZE(sl->body);
+            sl->sink.grow = is_head ? NULL : sink_grow;
+            sl->sink.ctx = &sl->g;
+        }
+    }
+    if (ups[0].tls && ensure_tls(self) < 0) goto done;
+
+    h2_lock(self);
+    locked = 1;
+    h2origin *o = h2_origin(self, &ups[0]);
+    if (!o) goto done;
+    hb_target t = {ups[0].tls, ups[0].host, ups[0].host_len, ups[0].port};
+    uint64_t start = hb_now_ns();
+    uint64_t dl = self->timeout_ns == UINT64_MAX ? UINT64_MAX : start + self->timeout_ns;
+    uint64_t cdl = self->connect_timeout_ns == UINT64_MAX ? dl : start + self->connect_timeout_ns;
+    if (cdl > dl) cdl = dl;
+    PyThreadState *ts = PyEval_SaveThread();
+    for (Py_ssize_t i = 0; i < n; i++) slots[i].g.ts = ts;
+    rc = hb_h2client_run(&self->pool, &o->hc, &t, xs, (size_t)n, dl, cdl, err);
+    PyEval_RestoreThread(ts);
+    uint64_t t_conn = o->hc.t_connected, t_tls = o->hc.t_tls_done;
+    PyThread_release_lock(self->h2lock);
+    locked = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        slots[i].g.ts = NULL;
+        if (slots[i].sink.grow) slots[i].body = slots[i].g.obj; /* may have moved */
+    }
+    if (rc < 0) {
+        const char *u;
+        Py_ssize_t ulen;
+        u = PyUnicode_AsUTF8AndSize(urls[0], &ulen);
+        raise_rc(st, rc, err, method, mlen, u ? u : "", u ? ulen : 0);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (xs[i].rc < 0) {
+            const char *u;
+            Py_ssize_t ulen;
+            u = PyUnicode_AsUTF8AndSize(urls[i], &ulen);
+            raise_rc(st, xs[i].rc, xs[i].err, method, mlen, u ? u : "", u ? ulen : 0);
+            goto done;
+        }
+    }
+    if (dl_fd >= 0) {
+        int crc = close(dl_fd);
+        dl_fd = -1;
+        if (crc < 0) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dl_path);
+            goto done;
+        }
+    }
+    out = as_list ? PyList_New(n) : NULL;
+    if (as_list && !out) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h2slot *sl = &slots[i];
+        PyObject *b = sl->body;
+        sl->body = NULL;
+        if (!b) {
+            b = PyBytes_FromStringAndSize(NULL, 0);
+        } else if ((size_t)PyBytes_GET_SIZE(b) != sl->sink.len &&
+                   _PyBytes_Resize(&b, (Py_ssize_t)sl->sink.len) < 0) {
+            b = NULL;
+        }
+        PyObject *r = b ? hb_py_response_h2(st, &xs[i], urls[i], b, t_conn, t_tls) : NULL;
+        if (!r) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        if (!as_list) {
+            out = r;
+            break;
+        }
+        PyList_SET_ITEM(out, i, r);
+    }
+    dl_created = 0; /* complete: keep the file */
+done:
+    if (locked) PyThread_release_lock(self->h2lock);
+    if (slots)
+        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(slots[i].body);
+    PyMem_Free(slots);
+    PyMem_Free(xs);
+    PyMem_Free(ups);
+    PyMem_Free(block);
+    if (hs != hstack) PyMem_Free(hs);
+    Py_XDECREF(hkeep);
+    if (view.obj) PyBuffer_Release(&view);
+    if (dl_fd >= 0) close(dl_fd);
+    if (dl_enc) {
+        if (dl_created) unlink(PyBytes_AS_STRING(dl_enc)); /* never a truncated file */
+        Py_DECREF(dl_enc);
+    }
+    return out;
+}
+
 static PyObject *do_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
                             PyObject *headers, PyObject *body, PyObject *dl_path,
                             PyObject *max_body_arg)
 {
     hb_modstate *st = self->st;
+    if (self->http2)
+        return h2_batch(self, method, mlen, &url, 1, headers, body, dl_path, max_body_arg, 0);
     if (self->closed) {
         PyErr_SetString(PyExc_ValueError, "the client is closed");
         return NULL;
@@ -500,10 +799,46 @@ static PyObject *client_download(PyObject *self, PyObject *const *args, Py_ssize
     return do_request((ClientObject *)self, "GET", 3, a[0], a[2], NULL, a[1], a[3]);
 }
 
+static PyObject *client_get_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    static const char *const names[] = {"urls", "headers", "max_body"};
+    PyObject *a[3];
+    if (hb_args("get_many", args, nargs, kwnames, names, 3, 2, 1, a) < 0) return NULL;
+    if (PyUnicode_Check(a[0]) || PyBytes_Check(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "urls must be a sequence of URLs, not one string");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(a[0], "urls must be a sequence of str");
+    if (!seq) return NULL;
+    ClientObject *c = (ClientObject *)self;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *out;
+    if (c->http2) {
+        out = h2_batch(c, "GET", 3, items, n, a[1], NULL, NULL, a[2], 1);
+    } else { /* HTTP/1.1: one after the other on the pool */
+        out = PyList_New(n);
+        for (Py_ssize_t i = 0; out && i < n; i++) {
+            PyObject *r = do_request(c, "GET", 3, items[i], a[1], NULL, NULL, a[2]);
+            if (!r) Py_CLEAR(out);
+            else PyList_SET_ITEM(out, i, r);
+        }
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyObject *client_close(PyObject *o, PyObject *unused)
 {
     (void)unused;
     ClientObject *self = (ClientObject *)o;
+    if (self->h2 && self->pool_ok) {
+        h2_lock(self);
+        Py_BEGIN_ALLOW_THREADS h2_close_all(self, 0);
+        Py_END_ALLOW_THREADS
+        PyThread_release_lock(self->h2lock);
+    }
     if (!self->closed && self->pool_ok) {
         self->closed = 1;
         Py_BEGIN_ALLOW_THREADS hb_pool_close(&self->pool);
@@ -583,6 +918,11 @@ static PyObject *client_get_lenient(PyObject *o, void *c)
     (void)c;
     return PyBool_FromLong(((ClientObject *)o)->lenient);
 }
+static PyObject *client_get_http2(PyObject *o, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((ClientObject *)o)->http2);
+}
 static PyObject *client_get_closed(PyObject *o, void *c)
 {
     (void)c;
@@ -598,12 +938,17 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"timeout",      "connect_timeout", "verify",  "ca_file",
                              "max_connections_per_host",        "stale_check",
-                             "idle_timeout", "max_body",        "lenient", NULL};
+                             "idle_timeout", "max_body",        "lenient", "http2", NULL};
     PyObject *timeout = NULL, *ctimeout = NULL, *ca = NULL, *idle = NULL, *mb = NULL;
-    int verify = 1, stale = 1, maxc = HB_POOL_DEFAULT_MAX_PER_HOST, lenient = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipOOp:Client", kwlist, &timeout, &ctimeout,
-                                     &verify, &ca, &maxc, &stale, &idle, &mb, &lenient))
+    int verify = 1, stale = 1, maxc = HB_POOL_DEFAULT_MAX_PER_HOST, lenient = 0, http2 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipOOpp:Client", kwlist, &timeout,
+                                     &ctimeout, &verify, &ca, &maxc, &stale, &idle, &mb, &lenient,
+                                     &http2))
         return NULL;
+    if (http2 && lenient) {
+        PyErr_SetString(PyExc_ValueError, "lenient applies to HTTP/1.1 framing, not http2");
+        return NULL;
+    }
     uint64_t max_body;
     if (arg_max_body(mb, DEFAULT_MAX_BODY, &max_body) < 0) return NULL;
     double t = 10.0, ct = -1, it = HB_POOL_DEFAULT_IDLE_NS / 1e9;
@@ -628,6 +973,11 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     self->connect_timeout_ns = to_ns(ct);
     self->max_body = max_body;
     self->lenient = lenient;
+    self->http2 = http2;
+    if (http2 && !(self->h2lock = PyThread_allocate_lock())) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     if (ca && ca != Py_None) {
         PyObject *enc = NULL;
         if (!PyUnicode_FSConverter(ca, &enc)) goto fail;
@@ -662,6 +1012,8 @@ static void client_dealloc(PyObject *o)
 {
     ClientObject *self = (ClientObject *)o;
     PyTypeObject *tp = Py_TYPE(o);
+    if (self->pool_ok) h2_close_all(self, 1); /* sessions hold pool connections */
+    if (self->h2lock) PyThread_free_lock(self->h2lock);
     if (self->pool_ok) hb_pool_destroy(&self->pool);
     if (self->tls) hb_tls_ctx_free(self->tls);
     PyMem_Free(self->ca_file);
@@ -684,6 +1036,12 @@ static PyMethodDef client_methods[] = {
      "GET url -> Response, streaming the body into the file at path (never held in "
      "memory, so the client's max_body does not apply; pass one to cap the file); the "
      "Response's body is b'' and .size the bytes written. On error the file is removed."},
+    {"get_many", (PyCFunction)(void (*)(void))client_get_many, METH_FASTCALL | METH_KEYWORDS,
+     "get_many($self, /, urls, headers=None, *, max_body=<client's>)\n--\n\n"
+     "GET every URL -> list of Responses in the same order. With http2=True the "
+     "requests are multiplexed on the origin's one HTTP/2 connection (all URLs must "
+     "share an origin), all in flight at once up to the server's stream limit; "
+     "otherwise they run one after the other. The first failed request raises."},
     {"close", client_close, METH_NOARGS,
      "close($self, /)\n--\n\nClose all pooled connections; later requests raise ValueError."},
     {"pool_stats", client_pool_stats, METH_NOARGS,
@@ -700,6 +1058,7 @@ static PyGetSetDef client_getset[] = {
     {"timeout", client_get_timeout, NULL, "Whole-request deadline in seconds (None: none).",
      NULL},
     {"closed", client_get_closed, NULL, "True after close().", NULL},
+    {"http2", client_get_http2, NULL, "True when every request goes over HTTP/2.", NULL},
     {"max_body", client_get_max_body, NULL,
      "Largest response body held in memory, in bytes (None: no limit).", NULL},
     {"lenient", client_get_lenient, NULL,
@@ -712,12 +1071,15 @@ static PyType_Slot client_slots[] = {
     {Py_tp_doc,
      "Client(*, timeout=10.0, connect_timeout=None, verify=True, ca_file=None, "
      "max_connections_per_host=10, stale_check=True, idle_timeout=60.0, "
-     "max_body=1073741824, lenient=False)\n--\n\n"
+     "max_body=1073741824, lenient=False, http2=False)\n--\n\n"
      "A native HTTP/1.1 client with a keep-alive pool per (scheme, host, port).\n"
      "timeout is a deadline for the whole request (connect to last byte); "
      "connect_timeout bounds connecting (TCP + TLS). max_body caps a body held in "
      "memory (BodyTooLarge; None: no limit); lenient accepts bare LF line ends in "
-     "responses, counted in Response.tolerated. Safe to share between threads."},
+     "responses, counted in Response.tolerated. Safe to share between threads. "
+     "http2=True: every request over HTTP/2 (h2c with prior knowledge for http://, "
+     "ALPN h2 for https://; HTTP2NotSupported when the server does not speak it), one "
+     "connection per origin; get_many() multiplexes a batch on it."},
     {Py_tp_new, client_new},
     {Py_tp_dealloc, client_dealloc},
     {Py_tp_methods, client_methods},

@@ -22,14 +22,14 @@ enum {
     A_HOST, A_PORT, A_TLS, A_HEAD, A_BODY, A_BODY_FILE, A_METHOD_IS_HEAD, A_N, A_DURATION,
     A_WARMUP, A_CONNECTIONS, A_THREADS, A_PIPELINE, A_RATE, A_KEEPALIVE, A_TIMEOUT, A_VERIFY,
     A_CA_FILE, A_CA_PEM, A_SERVER_NAME, A_SESSION_RESUMPTION, A_ALPN, A_PROGRESS,
-    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_TLS_MAX_VERSION, A_LENIENT, A_NARGS
+    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_TLS_MAX_VERSION, A_LENIENT, A_HTTP2, A_H2_FIELDS, A_NARGS
 };
 static const char *const arg_names[A_NARGS] = {
     "host",    "port",        "tls",      "head",      "body",      "body_file", "method_is_head",
     "n",       "duration",    "warmup",   "connections", "threads", "pipeline",  "rate",
     "keepalive", "timeout",   "verify",   "ca_file",   "ca_pem",    "server_name",
     "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size", "tls_max_version",
-    "lenient",
+    "lenient", "http2", "h2_fields",
 };
 
 static int set_item(PyObject *d, const char *k, PyObject *v)
@@ -194,7 +194,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     }
     uint64_t port, n, conns, threads, pipeline, rbuf;
     double duration, warmup, rate, timeout, interval;
-    int tls, keepalive, verify, resumption, is_head, lenient;
+    int tls, keepalive, verify, resumption, is_head, lenient, http2;
     if (hb_arg_u64(a[A_PORT], 0, "port", &port) < 0 || hb_arg_u64(a[A_N], 0, "n", &n) < 0 ||
         hb_arg_u64(a[A_CONNECTIONS], 1, "connections", &conns) < 0 ||
         hb_arg_u64(a[A_THREADS], 1, "threads", &threads) < 0 ||
@@ -209,7 +209,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         hb_arg_bool(a[A_VERIFY], 1, &verify) < 0 ||
         hb_arg_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
         hb_arg_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0 ||
-        hb_arg_bool(a[A_LENIENT], 0, &lenient) < 0)
+        hb_arg_bool(a[A_LENIENT], 0, &lenient) < 0 || hb_arg_bool(a[A_HTTP2], 0, &http2) < 0)
         return NULL;
     if (port < 1 || port > 65535) {
         PyErr_SetString(PyExc_ValueError, "port must be in 1..65535");
@@ -221,9 +221,32 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                         "connections must be 1..1000000, threads 1..1024, pipeline 1..1024");
         return NULL;
     }
-    if (!a[A_HEAD] || !PyBytes_Check(a[A_HEAD])) {
+    if (!http2 && (!a[A_HEAD] || !PyBytes_Check(a[A_HEAD]))) {
         PyErr_SetString(PyExc_TypeError, "head must be bytes");
         return NULL;
+    }
+    /* HTTP/2: the request as (name, value) bytes pairs from build_h2_fields. */
+    hb_header h2f[128];
+    Py_ssize_t nf = 0;
+    if (http2) {
+        PyObject *l = a[A_H2_FIELDS];
+        if (!l || !PyList_Check(l) || PyList_GET_SIZE(l) < 4 || PyList_GET_SIZE(l) > 128) {
+            PyErr_SetString(PyExc_TypeError, "h2_fields must be a list of 4..128 (bytes, bytes) pairs");
+            return NULL;
+        }
+        nf = PyList_GET_SIZE(l);
+        for (Py_ssize_t i = 0; i < nf; i++) {
+            PyObject *t = PyList_GET_ITEM(l, i);
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(t, 0)) ||
+                !PyBytes_Check(PyTuple_GET_ITEM(t, 1))) {
+                PyErr_SetString(PyExc_TypeError, "h2_fields must hold (bytes, bytes) pairs");
+                return NULL;
+            }
+            h2f[i].name = PyBytes_AS_STRING(PyTuple_GET_ITEM(t, 0));
+            h2f[i].name_len = (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, 0));
+            h2f[i].value = PyBytes_AS_STRING(PyTuple_GET_ITEM(t, 1));
+            h2f[i].value_len = (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, 1));
+        }
     }
     if (a[A_BODY] && !PyBytes_Check(a[A_BODY])) {
         PyErr_SetString(PyExc_TypeError, "body must be bytes");
@@ -251,8 +274,14 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
 
-    cfg.head = PyBytes_AS_STRING(a[A_HEAD]);
-    cfg.head_len = (size_t)PyBytes_GET_SIZE(a[A_HEAD]);
+    if (http2) {
+        cfg.h2 = 1;
+        cfg.h2_fields = h2f;
+        cfg.h2_nfields = (size_t)nf;
+    } else {
+        cfg.head = PyBytes_AS_STRING(a[A_HEAD]);
+        cfg.head_len = (size_t)PyBytes_GET_SIZE(a[A_HEAD]);
+    }
     if (a[A_BODY]) {
         cfg.body = PyBytes_AS_STRING(a[A_BODY]);
         cfg.body_len = (size_t)PyBytes_GET_SIZE(a[A_BODY]);
@@ -295,7 +324,10 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         o.ca_file = ca_file;
         o.ca_pem = ca_pem;
         o.session_resumption = resumption;
-        if (alpn) o.alpn = alpn;
+        if (alpn)
+            o.alpn = alpn;
+        else if (http2)
+            o.alpn = "h2,http/1.1"; /* so a server without h2 is named, not a handshake failure */
         o.max_version = max_version;
         rc = hb_tls_client_ctx_new(&tctx, &o, err);
         cfg.tls = tctx;
@@ -322,6 +354,14 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     if (rc < 0) return hb_raise(st, rc, err);
+    if (r.fatal_rc) {
+        /* The run was invalid as asked (e.g. HTTP/2 to a server without it). */
+        char fatal[HB_ERR_LEN];
+        int frc = r.fatal_rc;
+        memcpy(fatal, r.fatal, sizeof fatal);
+        hb_engine_result_free(&r);
+        return hb_raise(st, frc, fatal);
+    }
     int64_t mono_to_unix = (int64_t)hb_clock_ns_of(CLOCK_REALTIME) - (int64_t)hb_now_ns();
     PyObject *d = result_dict(st, &r, mono_to_unix);
     hb_engine_result_free(&r);

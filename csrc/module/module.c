@@ -273,6 +273,13 @@ static int add_exceptions(PyObject *m, hb_modstate *st)
         m, "BodyTooLarge", "A response body over the client's max_body (or memory).", b);
     Py_DECREF(b);
     if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge) return -1;
+    b = PyTuple_Pack(1, st->ProtocolError);
+    if (!b) return -1;
+    st->HTTP2NotSupported = new_exc(
+        m, "HTTP2NotSupported",
+        "HTTP/2 was asked for and the server does not speak it (ALPN or h2c preface).", b);
+    Py_DECREF(b);
+    if (!st->HTTP2NotSupported) return -1;
 
     st->TLSError = NULL;
     b = PyTuple_Pack(2, st->HttpbenchError, PyExc_OSError);
@@ -329,6 +336,7 @@ static int hb_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->TLSError);
     Py_VISIT(st->RemoteClosed);
     Py_VISIT(st->BodyTooLarge);
+    Py_VISIT(st->HTTP2NotSupported);
     Py_VISIT(st->HistogramType);
     Py_VISIT(st->ServerType);
     Py_VISIT(st->ClientType);
@@ -349,6 +357,7 @@ static int hb_clear(PyObject *m)
     Py_CLEAR(st->TLSError);
     Py_CLEAR(st->RemoteClosed);
     Py_CLEAR(st->BodyTooLarge);
+    Py_CLEAR(st->HTTP2NotSupported);
     Py_CLEAR(st->HistogramType);
     Py_CLEAR(st->ServerType);
     Py_CLEAR(st->ClientType);

@@ -179,6 +179,62 @@ static PyObject *build_request_head(PyObject *m, PyObject *const *args, Py_ssize
     return res;
 }
 
+
+static PyObject *build_h2_fields(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "build_h2_fields(method, url, headers, body_len, user_agent)");
+        return NULL;
+    }
+    hb_modstate *st = hb_state(m);
+    const char *method, *url, *ua;
+    Py_ssize_t mlen, ulen;
+    hb_url u;
+    if (hb_arg_str(args[0], "method", &method, &mlen) < 0 ||
+        hb_arg_str(args[4], "user_agent", &ua, NULL) < 0)
+        return NULL;
+    if (!method) {
+        PyErr_SetString(PyExc_TypeError, "method is required");
+        return NULL;
+    }
+    long long body_len = PyLong_AsLongLong(args[3]);
+    if (body_len == -1 && PyErr_Occurred()) return NULL;
+    if (hb_py_url(st, args[1], &u, &url, &ulen) < 0) return NULL;
+    char err[HB_ERR_LEN];
+    hb_header stack[32], *hs;
+    PyObject *keep, *res = NULL;
+    Py_ssize_t nh = hb_py_headers(args[2], stack, 32, &hs, &keep);
+    if (nh < 0) return NULL;
+    hb_head_spec s = {method, (size_t)mlen, &u, hs, (size_t)nh, body_len, 1, ua};
+    size_t nf;
+    size_t cap = hb_build_h2_bound(&s, &nf);
+    hb_header *f = PyMem_New(hb_header, nf);
+    char *buf = PyMem_Malloc(cap);
+    if (!f || !buf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int rc = hb_build_h2_fields(f, nf, buf, cap, &s, err);
+    if (rc < 0) {
+        hb_raise(st, rc, err);
+        goto done;
+    }
+    res = PyList_New(rc);
+    for (int i = 0; res && i < rc; i++) {
+        PyObject *t = Py_BuildValue("(y#y#)", f[i].name, (Py_ssize_t)f[i].name_len, f[i].value,
+                                    (Py_ssize_t)f[i].value_len);
+        if (!t) Py_CLEAR(res);
+        else PyList_SET_ITEM(res, i, t);
+    }
+done:
+    PyMem_Free(f);
+    PyMem_Free(buf);
+    if (hs != stack) PyMem_Free(hs);
+    Py_XDECREF(keep);
+    return res;
+}
+
 static PyMethodDef request_methods[] = {
     {"split_url", split_url, METH_O,
      "split_url(url) -> (scheme, host, port, target, host_header, authorization)\n\n"
@@ -187,6 +243,9 @@ static PyMethodDef request_methods[] = {
     {"build_request_head", (PyCFunction)(void (*)(void))build_request_head, METH_FASTCALL,
      "build_request_head(method, url, headers, body_len, keepalive, user_agent) -> bytes\n\n"
      "The serialized request head. body_len: bytes, -1 none, -2 chunked."},
+    {"build_h2_fields", (PyCFunction)(void (*)(void))build_h2_fields, METH_FASTCALL,
+     "build_h2_fields(method, url, headers, body_len, user_agent) -> list[tuple[bytes, bytes]]\n\n"
+     "The same request as HTTP/2 header fields (pseudo-headers first, lowercase names)."},
     {NULL, NULL, 0, NULL},
 };
 

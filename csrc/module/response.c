@@ -7,6 +7,7 @@
 #include <structmember.h>
 
 #include "hb_client.h"
+#include "hb_h2client.h"
 
 /* Variable-size: the final response head as received is stored inline
  * (ob_size bytes at `head`), so a response costs one allocation, not two. */
@@ -17,6 +18,7 @@ typedef struct {
     int reused;
     unsigned parse_flags; /* the head was parsed with these: so is every re-parse */
     unsigned tolerated;
+    int h2; /* received over HTTP/2 (the head is stored in HTTP/1.1 form) */
     Py_ssize_t reason_off, reason_len; /* within head */
     PyObject *body;                    /* bytes */
     PyObject *url;
@@ -48,7 +50,9 @@ static PyObject *resp_reason(PyObject *o, void *c)
 static PyObject *resp_version(PyObject *o, void *c)
 {
     (void)c;
-    return PyUnicode_FromString(((ResponseObject *)o)->minor ? "HTTP/1.1" : "HTTP/1.0");
+    ResponseObject *r = (ResponseObject *)o;
+    if (r->h2) return PyUnicode_FromString("HTTP/2");
+    return PyUnicode_FromString(r->minor ? "HTTP/1.1" : "HTTP/1.0");
 }
 
 static PyObject *resp_headers(PyObject *o, void *c)
@@ -150,7 +154,7 @@ static PyMemberDef resp_members[] = {
 
 static PyGetSetDef resp_getset[] = {
     {"reason", resp_reason, NULL, "Reason phrase as sent (may be empty).", NULL},
-    {"http_version", resp_version, NULL, "'HTTP/1.1' or 'HTTP/1.0'.", NULL},
+    {"http_version", resp_version, NULL, "'HTTP/1.1', 'HTTP/1.0' or 'HTTP/2'.", NULL},
     {"headers", resp_headers, NULL,
      "Response headers: a Headers (ordered, case-insensitive, duplicates kept).", NULL},
     {"elapsed", resp_elapsed, NULL, "Seconds from the start of the request to its last byte.",
@@ -208,6 +212,34 @@ void hb_py_response_finish(PyObject *resp, const hb_exchange *x, PyObject *body)
     r->size = (unsigned long long)x->body_bytes;
     r->tolerated = x->tolerated;
     Py_XSETREF(r->body, body);
+}
+
+PyObject *hb_py_response_h2(hb_modstate *st, const hb_h2x *x, PyObject *url, PyObject *body,
+                            uint64_t t_connected, uint64_t t_tls_done)
+{
+    ResponseObject *r =
+        (ResponseObject *)st->ResponseType->tp_alloc(st->ResponseType, (Py_ssize_t)x->head_len);
+    if (!r) {
+        Py_DECREF(body);
+        return NULL;
+    }
+    r->status = x->status;
+    r->minor = 1;
+    r->h2 = 1;
+    r->reused = x->reused;
+    r->parse_flags = 0;
+    r->reason_off = HB_H2X_STATUS_LEN - 2; /* HTTP/2 has no reason phrase: "" */
+    r->reason_len = 0;
+    r->url = Py_NewRef(url);
+    memcpy(r->head, x->head, x->head_len);
+    r->t_start = x->t_start;
+    r->t_connected = x->reused ? 0 : t_connected;
+    r->t_tls_done = x->reused ? 0 : t_tls_done;
+    r->t_first_byte = x->t_first_byte;
+    r->t_done = x->t_done;
+    r->size = (unsigned long long)x->body_bytes;
+    r->body = body;
+    return (PyObject *)r;
 }
 
 int hb_mod_response_init(PyObject *m, hb_modstate *st)

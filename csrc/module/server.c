@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hb_content.h"
+#include "hb_h2srv.h"
 #include "hb_server.h"
 
 typedef struct {
@@ -16,11 +17,13 @@ typedef struct {
 
 enum {
     S_HOST, S_PORT, S_TLS, S_THREADS, S_CERT_FILE, S_KEY_FILE, S_SESSION_RESUMPTION,
-    S_REQUEST_TIMEOUT_MS, S_KEEPALIVE_TIMEOUT_MS, S_MAX_HEAD, S_BACKLOG, S_NARGS
+    S_REQUEST_TIMEOUT_MS, S_KEEPALIVE_TIMEOUT_MS, S_MAX_HEAD, S_BACKLOG, S_HTTP2, S_H2_STREAMS,
+    S_H2_WINDOW, S_H2_FRAME, S_NARGS
 };
 static const char *const s_names[S_NARGS] = {
     "host", "port", "tls", "threads", "cert_file", "key_file", "session_resumption",
-    "request_timeout_ms", "keepalive_timeout_ms", "max_head", "backlog",
+    "request_timeout_ms", "keepalive_timeout_ms", "max_head", "backlog", "http2",
+    "h2_max_concurrent_streams", "h2_initial_window_size", "h2_max_frame_size",
 };
 
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -44,11 +47,18 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
         hb_arg_int(a[S_KEEPALIVE_TIMEOUT_MS], o.keepalive_timeout_ms, 1, 86400000,
                 "keepalive_timeout_ms", &o.keepalive_timeout_ms) < 0 ||
         hb_arg_int(a[S_MAX_HEAD], max_head, 256, 64 << 20, "max_head", &max_head) < 0 ||
-        hb_arg_int(a[S_BACKLOG], o.backlog, 1, 1 << 20, "backlog", &o.backlog) < 0)
+        hb_arg_int(a[S_BACKLOG], o.backlog, 1, 1 << 20, "backlog", &o.backlog) < 0 ||
+        hb_arg_int(a[S_H2_STREAMS], o.h2_max_concurrent_streams, 1, HB_H2_MAX_STREAMS_MAX,
+                   "h2_max_concurrent_streams", &o.h2_max_concurrent_streams) < 0 ||
+        hb_arg_int(a[S_H2_WINDOW], o.h2_initial_window_size, 0, (int)HB_H2_WINDOW_MAX,
+                   "h2_initial_window_size", &o.h2_initial_window_size) < 0 ||
+        hb_arg_int(a[S_H2_FRAME], o.h2_max_frame_size, HB_H2_FRAME_MIN, HB_H2_FRAME_MAX,
+                   "h2_max_frame_size", &o.h2_max_frame_size) < 0)
         return NULL;
     o.max_head = (size_t)max_head;
     if (hb_arg_bool(a[S_TLS], o.tls, &o.tls) < 0 ||
-        hb_arg_bool(a[S_SESSION_RESUMPTION], o.session_resumption, &o.session_resumption) < 0)
+        hb_arg_bool(a[S_SESSION_RESUMPTION], o.session_resumption, &o.session_resumption) < 0 ||
+        hb_arg_bool(a[S_HTTP2], o.http2, &o.http2) < 0)
         return NULL;
     ServerObject *self = PyObject_New(ServerObject, st->ServerType);
     if (!self) return NULL;
@@ -117,7 +127,28 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
     hb_server_stats s;
     hb_server_stats_read(self->srv, &s);
     PyObject *d = PyDict_New(), *routes = NULL, *status = NULL, *cpu = NULL;
+    PyObject *byp = NULL, *cbyp = NULL, *h2 = NULL, *h2set = NULL;
     if (!d) return NULL;
+    if (!(byp = PyDict_New()) || !(cbyp = PyDict_New()) || !(h2 = PyDict_New()) ||
+        !(h2set = PyDict_New()))
+        goto fail;
+    if (set_u64(byp, "http/1.1", s.requests - s.requests_h2) < 0 ||
+        set_u64(byp, "h2", s.requests_h2) < 0 ||
+        set_u64(cbyp, "http/1.1", s.connections_h1) < 0 ||
+        set_u64(cbyp, "h2", s.connections_h2) < 0 || set_u64(h2, "streams", s.h2_streams) < 0 ||
+        set_u64(h2, "streams_reset_sent", s.h2_rst_sent) < 0 ||
+        set_u64(h2, "streams_reset_received", s.h2_rst_received) < 0 ||
+        set_u64(h2, "goaway_sent", s.h2_goaway_sent) < 0 ||
+        set_u64(h2, "protocol_errors", s.h2_protocol_errors) < 0 ||
+        set_u64(h2, "refused_streams", s.h2_refused_streams) < 0 ||
+        set_u64(h2set, "max_concurrent_streams", (uint64_t)s.h2_max_concurrent_streams) < 0 ||
+        set_u64(h2set, "initial_window_size", (uint64_t)s.h2_initial_window_size) < 0 ||
+        set_u64(h2set, "max_frame_size", (uint64_t)s.h2_max_frame_size) < 0 ||
+        PyDict_SetItemString(h2, "settings", h2set) < 0 ||
+        PyDict_SetItemString(d, "by_protocol", byp) < 0 ||
+        PyDict_SetItemString(d, "connections_by_protocol", cbyp) < 0 ||
+        PyDict_SetItemString(d, "h2", h2) < 0)
+        goto fail;
     if (!(routes = PyDict_New()) || !(status = PyDict_New()) || !(cpu = PyList_New(s.threads)))
         goto fail;
     for (int i = 0; i < HB_ROUTE_COUNT; i++)
@@ -153,8 +184,16 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
     Py_DECREF(routes);
     Py_DECREF(status);
     Py_DECREF(cpu);
+    Py_DECREF(byp);
+    Py_DECREF(cbyp);
+    Py_DECREF(h2);
+    Py_DECREF(h2set);
     return d;
 fail:
+    Py_XDECREF(byp);
+    Py_XDECREF(cbyp);
+    Py_XDECREF(h2);
+    Py_XDECREF(h2set);
     Py_XDECREF(routes);
     Py_XDECREF(status);
     Py_XDECREF(cpu);

@@ -187,6 +187,8 @@ def bench(
     lenient: bool = False,
     label: str = "",
     cluster: Any = None,
+    http2: bool = False,
+    streams: int = 1,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -210,6 +212,13 @@ def bench(
     (default: the URL's host); ``tls_max_version``: "1.2" or "1.3".
     ``lenient``: accept bare-LF line ends in responses (RFC 9112 2.2); strict
     parsing counts them as protocol errors.
+
+    ``http2``: speak HTTP/2 (h2c with prior knowledge for ``http://``, ALPN
+    "h2" for ``https://``), with ``streams`` concurrent streams per connection
+    (h2load's ``-m``); ``concurrency`` connections × ``streams`` requests are in
+    flight. Stream errors are counted as ``rst_stream``, ``goaway`` and
+    ``protocol``. A server that does not negotiate HTTP/2 raises ProtocolError
+    (the run never falls back to HTTP/1.1).
 
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
@@ -244,6 +253,19 @@ def bench(
         rate = float(rate)
     if not keepalive and pipeline > 1:
         raise ValueError("pipelining needs keep-alive connections")
+    streams = _int_arg(streams, "streams", 1, 1024)
+    http2 = bool(http2)
+    if http2:
+        if pipeline > 1:
+            raise ValueError("pipeline is HTTP/1.1 pipelining; with http2=True use streams")
+        if not keepalive and streams > 1:
+            raise ValueError("keepalive=False opens a connection per request: streams must be 1")
+        if cluster is not None:
+            raise ValueError("http2=True is not supported with cluster")
+        if isinstance(body, os.PathLike):
+            raise ValueError("http2=True sends the body from memory: pass bytes, not a path")
+    elif streams > 1:
+        raise ValueError("streams (concurrent streams per connection) needs http2=True")
     if not isinstance(method, str):
         raise ValueError(f"invalid method {method!r}")
     tmo = _seconds(timeout, "timeout") or 0.0
@@ -273,8 +295,10 @@ def bench(
 
     from ._version import __version__
 
-    head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive),
-                                    f"httpbench/{__version__}")
+    ua = f"httpbench/{__version__}"
+    head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive), ua)
+    # The same request as HTTP/2 fields; validated here so bad headers fail before the run.
+    h2_fields = _core.build_h2_fields(method, tgt.url, hdrs, body_len, ua) if http2 else None
 
     if cluster is not None:
         from ._distributed import run_distributed
@@ -307,22 +331,33 @@ def bench(
         server_name=server_name, session_resumption=bool(session_resumption), progress=cb,
         tls_max_version=tls_max_version, lenient=bool(lenient),
     )
+    if http2:
+        kw.update(http2=True, h2_fields=h2_fields, pipeline=streams, head=None)
     _raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
     return _to_result(tgt, raw, method, n, dur, concurrency, threads, rate, keepalive,
-                      pipeline, tmo, wup, hdrs, body_len, bool(verify), ca_file, label)
+                      pipeline, tmo, wup, hdrs, body_len, bool(verify), ca_file, label,
+                      http2, streams)
+
+
+_H2_ERRORS = ("rst_stream", "goaway")  # error kinds only HTTP/2 runs can have
 
 
 def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
                dur: float | None, concurrency: int, threads: int, rate: float | None,
                keepalive: bool, pipeline: int, tmo: float, wup: float,
                hdrs: list[tuple[str, str]], body_len: int, verify: bool, ca_file: Any,
-               label: str) -> BenchResult:
+               label: str, http2: bool = False, streams: int = 1) -> BenchResult:
+    errors = dict(raw["errors"])
+    if not http2:
+        for k in _H2_ERRORS:  # always 0: HTTP/1.1 results keep their keys as before
+            errors.pop(k, None)
     cfg = BenchConfig(
         n=n, duration_ns=int(dur * 1e9) if dur is not None else None,
         concurrency=concurrency, threads=min(threads, concurrency), rate=rate,
         keepalive=bool(keepalive), pipeline=pipeline,
         timeout_ns=int(tmo * 1e9) if tmo else None, warmup_ns=int(wup * 1e9),
+        protocol="h2" if http2 else "http/1.1", streams=streams if http2 else 1,
         extra={"headers": [f"{k}: {v}" for k, v in hdrs], "body_bytes": max(body_len, 0),
                "tls": tgt.tls, "verify": verify,
                "ca_file": os.fspath(ca_file) if ca_file is not None else None},
@@ -354,7 +389,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         responses=raw["responses"],
         successes=raw["ok"],
         status_counts=raw["status"],
-        error_counts=raw["errors"],
+        error_counts=errors,
         bytes_in=raw["bytes_in"],
         bytes_out=raw["bytes_out"],
         latency_uncorrected=raw["latency_uncorrected"] if rate else None,
@@ -428,6 +463,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="per-request timeout, e.g. 5s (0 = none; default 30s)")
     p.add_argument("--pipeline", type=int, default=1, metavar="P",
                    help="requests in flight per connection (default 1)")
+    p.add_argument("--h2", action="store_true",
+                   help="HTTP/2: h2c with prior knowledge for http://, ALPN h2 for https:// "
+                        "(fails when the server does not speak it)")
+    p.add_argument("-m", "--streams", dest="streams", metavar="STREAMS", default=None,
+                   help="with --h2: concurrent streams per connection (h2load's -m; default 1). "
+                        "ab's -m METHOD still works without --h2; prefer -X METHOD")
     p.add_argument("--warmup", metavar="D", default="0",
                    help="warm-up period not recorded, e.g. 2s")
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
@@ -437,7 +478,6 @@ def _parser() -> argparse.ArgumentParser:
                         "'non_2xx=0', 'rps>5000' (repeatable; metrics as in assert_budget)")
     ab = p.add_argument_group("ApacheBench spellings")
     ab.add_argument("-s", dest="timeout", metavar="S", help="ab: timeout in seconds (= --timeout)")
-    ab.add_argument("-m", dest="method", metavar="METHOD", help="ab: request method (= -X)")
     ab.add_argument("-i", dest="head", action="store_true", help="ab: HEAD requests (= -X HEAD)")
     ab.add_argument("-e", dest="csv", metavar="FILE",
                     help="ab: write the percentiles (0..100) as CSV to FILE")
@@ -574,6 +614,30 @@ def cli_main(argv: list[str]) -> int:
         for dest, msg in _AB_REJECTED.items():
             if getattr(a, dest) is not None:
                 raise _UsageError(msg)
+        streams = 1
+        if a.streams is not None:
+            try:
+                streams = int(a.streams)
+            except ValueError:
+                if a.h2:
+                    raise _UsageError(f"-m {a.streams}: with --h2, -m is the number of streams "
+                                      f"per connection; for the request method use "
+                                      f"-X {a.streams}") from None
+                # ab's -m METHOD (without --h2 there are no streams to mean).
+                if a.method is None:
+                    a.method = a.streams
+            else:
+                if not a.h2:
+                    raise _UsageError(f"-m {a.streams}: streams per connection need --h2 "
+                                      "(for ab's -m METHOD use -X METHOD)")
+                if not 1 <= streams <= 1024:
+                    raise _UsageError("-m (streams per connection) must be in 1..1024")
+        if a.h2 and a.pipeline > 1:
+            raise _UsageError("--pipeline is HTTP/1.1 pipelining; with --h2 use -m STREAMS")
+        if a.h2 and not a.keepalive and streams > 1:
+            raise _UsageError("--no-keepalive opens a connection per request: -m must be 1")
+        if a.h2 and (a.dask or a.dask_local):
+            raise _UsageError("--h2 is not supported with --dask / --dask-local")
         if a.head:
             if a.method not in (None, "HEAD"):
                 raise _UsageError("-i (HEAD) and a method other than HEAD")
@@ -631,6 +695,11 @@ def cli_main(argv: list[str]) -> int:
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
             ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
         )
+        if a.h2:
+            if a.post_file is not None:
+                with open(a.post_file, "rb") as f:
+                    kw["body"] = f.read()  # HTTP/2 sends the body from memory
+            kw.update(http2=True, streams=streams)
         try:
             result = bench(a.url, **kw)
         except (ValueError, TypeError) as exc:

@@ -25,8 +25,15 @@ counts them in ``Response.tolerated``. A Client is
 safe to use from several threads (the pool is guarded by a mutex; each
 request runs on its own connection); the GIL is released during network I/O.
 
+``http2=True``: every request goes over HTTP/2 (h2c with prior knowledge for
+``http://``, ALPN ``h2`` for ``https://``, verified as for HTTP/1.1), on one
+connection per origin kept by the Client; ``get_many(urls)`` multiplexes a
+batch of GETs on it and returns the responses in order. A server that does
+not speak HTTP/2 raises ``HTTP2NotSupported`` (never a silent HTTP/1.1).
+
 Errors: ``ConnectError``, ``RequestTimeout``, ``TLSError``, ``ProtocolError``,
-``RemoteClosed`` (a truncated body is always an error) and ``BodyTooLarge``,
+``RemoteClosed`` (a truncated body is always an error), ``BodyTooLarge`` and
+``HTTP2NotSupported`` (a ``ProtocolError``),
 all subclasses of ``HttpbenchError``.
 """
 

@@ -347,6 +347,14 @@ def _under_table(rs: ResultSet, scenario: str) -> list[str]:
     noise = (rs.metadata.get("noise") or {}).get(scenario)
     if noise:
         lines.append("   " + summary_line(noise))
+    sc = (rs.metadata.get("scenarios") or {}).get(scenario) or {}
+    if sc.get("protocol") == "h2":
+        protos = {r.metadata.get("protocol") for k, r in rs.results.items() if k[1] == scenario}
+        proof = ("proven in every round by the server's per-protocol counts"
+                 if protos == {"h2"} else
+                 "NOT proven in every round (see the notes): " + ", ".join(sorted(map(str, protos))))
+        lines.append(f"   protocol: {'h2' if sc.get('tls') else 'h2c'}, "
+                     f"{sc.get('concurrency', 1)} in flight on one connection; {proof}")
     return lines
 
 
@@ -489,7 +497,8 @@ def _list() -> str:
     lines.append("Scenarios:" + "  (* = --quick)")
     for name, sc in SCENARIOS.items():
         mark = "*" if name in QUICK_SCENARIOS else " "
-        lines.append(f" {mark} {name:<22} {sc.description}")
+        h2 = "  (HTTP/2: runs when named)" if sc.protocol == "h2" else ""
+        lines.append(f" {mark} {name:<22} {sc.description}{h2}")
     return "\n".join(lines) + "\n"
 
 

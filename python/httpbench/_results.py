@@ -363,6 +363,8 @@ class BenchConfig:
     timeout_ns: int | None = None
     warmup_ns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    protocol: str = "http/1.1"  # "http/1.1" or "h2"
+    streams: int = 1  # HTTP/2: concurrent streams per connection
 
     @property
     def constant_rate(self) -> bool:
@@ -382,6 +384,8 @@ class BenchConfig:
             "timeout_ns": self.timeout_ns,
             "warmup_ns": self.warmup_ns,
             "extra": _jsonable(self.extra),
+            "protocol": self.protocol,
+            "streams": self.streams,
         }
 
     @classmethod
@@ -400,7 +404,15 @@ class BenchConfig:
             timeout_ns=_as_int(d.get("timeout_ns"), f"{w}.timeout_ns", optional=True),
             warmup_ns=_as_int(d.get("warmup_ns", 0), f"{w}.warmup_ns"),
             extra=_as_dict(d.get("extra"), f"{w}.extra"),
+            protocol=_protocol(d.get("protocol", "http/1.1"), f"{w}.protocol"),
+            streams=_as_int(d.get("streams", 1), f"{w}.streams"),
         )
+
+
+def _protocol(v: Any, where: str) -> str:
+    if v not in ("http/1.1", "h2"):
+        raise ValueError(f"{where} must be 'http/1.1' or 'h2', not {v!r}")
+    return str(v)
 
 
 _BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "processing",

@@ -16,7 +16,10 @@ Each round is checked against the server's own stats (requests, connections
 accepted, server CPU) and turned into anomaly notes: server saturated, new
 connections where keep-alive was expected, a latency mode near 40 ms (Nagle /
 delayed ACK), errors, a POST answered early that broke the connection,
-responses that failed verification, large run-to-run spread.
+responses that failed verification, large run-to-run spread. In an HTTP/2
+scenario the server's per-protocol counts prove the protocol of every round:
+a client that fell back to HTTP/1.1 is noted ``h1-fallback`` and its figures
+are dropped (listed under skipped), never reported as h2.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ __all__ = [
     "system_metadata",
     "nagle_fraction",
     "preload_library",
+    "protocol_verdict",
     "worker_env",
 ]
 
@@ -412,6 +416,14 @@ def _server_counts(stats: Any) -> dict[str, int | None]:
             cpu = (u or 0) + (y or 0)
     routes = s.get("by_route") if isinstance(s.get("by_route"), dict) else {}
     early = routes.get("early_response")
+    proto = s.get("by_protocol") if isinstance(s.get("by_protocol"), dict) else None
+
+    def per_protocol(name: str) -> int | None:
+        if proto is None:  # a server without per-protocol counts
+            return None
+        v = proto.get(name, 0)
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
     return {
         "requests": pick("requests", "requests_total", "total_requests"),
         "connections": pick("connections_accepted", "connections", "accepted"),
@@ -420,7 +432,30 @@ def _server_counts(stats: Any) -> dict[str, int | None]:
         "bytes_in": pick("bytes_in"),
         "bytes_out": pick("bytes_out"),
         "tls_handshakes": pick("tls_handshakes"),
+        "http1_requests": per_protocol("http/1.1"),
+        "h2_requests": per_protocol("h2"),
     }
+
+
+def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """The protocol a round actually used, from the server's per-protocol request deltas:
+    ``(protocol, note kind, message)``; protocol ``"unproven"`` when the counts cannot
+    tell. Only HTTP/2 scenarios are checked (an HTTP/1.1 round is what it asked for)."""
+    if sc.protocol != "h2":
+        return sc.protocol, None, None
+    h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
+    if h1 is None and h2 is None:
+        return ("unproven", "protocol-unproven", "the server's stats have no per-protocol "
+                "counts: HTTP/2 is not proven")
+    h1, h2 = h1 or 0, h2 or 0
+    if h1 > 0:
+        return ("http/1.1", "h1-fallback",
+                f"the server answered {h1} of the round's requests over HTTP/1.1 and {h2} over "
+                "h2: the client fell back to HTTP/1.1; its figures are not reported as h2")
+    if h2 == 0:
+        return ("unproven", "protocol-unproven",
+                "the server counted no request of the round on any protocol")
+    return "h2", None, None
 
 
 def _pin_process(pid: int, cpus: set[int]) -> bool:
@@ -571,7 +606,7 @@ def round_notes(
                     msg = (f"{conns} new connections for {calls} requests: a new connection "
                            "per request although keep-alive was expected")
                 else:
-                    want = ("one kept-alive connection" if sc.concurrency == 1
+                    want = ("one kept-alive connection" if sc.concurrency == 1 or sc.is_h2
                             else f"{sc.concurrency} kept-alive connections")
                     msg = (f"{conns} new connections for {calls} requests where {want} "
                            "opened before the round were expected")
@@ -647,6 +682,8 @@ class Runner:
         self.skipped: dict[str, str] = {}
         self.versions: dict[str, str | None] = {}
         self.failed: set[tuple[str, str]] = set()
+        # (client, scenario) pairs whose HTTP/2 rounds went over HTTP/1.1
+        self.h1_fallback: set[tuple[str, str]] = set()
         self._zygote: Zygote | None = None
         self._zygote_failed = False
         self._env_zygotes: dict[str, Zygote] = {}
@@ -787,7 +824,7 @@ class Runner:
                             done += 1
                             if k > 1:
                                 mr = sliced.get((c, rep))
-                            elif w.dead:
+                            elif w.dead or (c, sc.name) in self.h1_fallback:
                                 continue
                             else:
                                 self._progress(
@@ -801,6 +838,11 @@ class Runner:
                                     f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
                                     f"{_eta(t_start, done, total)}")
+                    for c in workers:
+                        if (c, sc.name) in self.h1_fallback:  # none of its figures is h2
+                            rounds[c] = []
+                            for key in [k for k in results if k[:2] == (c, sc.name)]:
+                                del results[key]
                     for c in workers:
                         self.notes.extend(spread_notes(c, sc, rounds[c]))
                     kept = [r.metadata.get("noise") for c in workers for r in rounds[c]]
@@ -971,7 +1013,7 @@ class Runner:
         for s in range(k):
             for i, (c, rep) in enumerate(want):
                 w, got = workers[c], parts[(c, rep)]
-                if w.dead or got is None:
+                if w.dead or got is None or (c, sc.name) in self.h1_fallback:
                     continue
                 self._progress(f"{progress(s * len(want) + i, k * len(want))} {sc.name} {c} "
                                f"#{rep + 1} slice {s + 1}/{k}")
@@ -1064,6 +1106,14 @@ class Runner:
                 msg.get("traceback") or "", "worker-failed"), rep)
             return None
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
+        protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
+        if pkind == "h1-fallback":
+            self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
+                                   "error"))
+            self.h1_fallback.add((client, sc.name))
+            self.skipped[f"{client}/{sc.name}"] = f"h1-fallback: {pmsg}"
+            self._progress(f"h1-fallback {client}/{sc.name}: {pmsg}")
+            return None
         return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
 
     def _assemble(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
@@ -1075,6 +1125,10 @@ class Runner:
         for k in parts[0]["server"]:
             vals = [p["server"][k] for p in parts]
             srv_delta[k] = None if any(v is None for v in vals) else sum(vals)
+        protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
+        if pkind is not None and pmsg is not None:
+            self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
+                                   "warning"))
         # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
         windows = [tuple(p["msg"].get("noise") or (None, None)) for p in parts]
         shared = 0 if self.server_cpus else sum(p["server"].get("cpu_ns") or 0 for p in parts)
@@ -1088,6 +1142,7 @@ class Runner:
         md["noise"] = noise
         md.update({
             "client": client, "scenario": sc.name, "repeat": rep,
+            "protocol": protocol,
             "server": srv_delta, "server_threads": self.opt.server_threads,
             "worker_requests": round_requests,
             "verify": verify, "error_samples": samples,

@@ -16,10 +16,14 @@ measured by hand:
 * ``get-150b-new-conn`` — keep-alive off (``Connection: close``), what a new
   connection per request costs;
 * ``get-150b-concurrent`` — 16 requests in flight: async clients natively,
-  sync clients with one thread (and one connection) each.
+  sync clients with one thread (and one connection) each;
+* ``h2-get-150b`` / ``h2-https-get-150b`` — the same 16 requests in flight over
+  HTTP/2 on one connection (h2c with prior knowledge, h2 through ALPN), each
+  client in its own idiom (see the adapters); ``h2-download-7m`` — the 7 MB
+  download over h2c. The server's per-protocol counts prove the protocol.
 
 User-defined scenarios: ``Scenario(name, method=..., path=..., body_size=...,
-tls=..., concurrency=...)`` or :func:`parse_scenario` for the CLI's
+tls=..., concurrency=..., protocol="h2")`` or :func:`parse_scenario` for the CLI's
 ``name:KEY=VALUE,...`` form.
 """
 
@@ -33,6 +37,8 @@ __all__ = [
     "Scenario",
     "SCENARIOS",
     "DEFAULT_SCENARIOS",
+    "H2_SCENARIOS",
+    "PROTOCOLS",
     "QUICK_SCENARIOS",
     "get_scenario",
     "parse_scenario",
@@ -41,6 +47,7 @@ __all__ = [
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
+PROTOCOLS = ("http/1.1", "h2")
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,9 @@ class Scenario:
     ``expect_bytes`` is the response body size checked after each round
     (``None``: not checked). ``duration`` is the default measuring time of one
     round in seconds (``n`` requests instead when given), ``min_n`` the fewest
-    requests a round makes.
+    requests a round makes. ``protocol`` ``"h2"``: HTTP/2 (h2c with prior
+    knowledge without TLS, ALPN with it), ``concurrency`` requests in flight
+    on one connection; clients without HTTP/2 are skipped.
     """
 
     name: str
@@ -71,6 +80,7 @@ class Scenario:
     duration: float = 0.25
     min_n: int = 5
     expect_bytes: int | None = None
+    protocol: str = "http/1.1"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -92,6 +102,20 @@ class Scenario:
             raise ValueError(f"scenario {self.name}: n must be >= 1")
         if not self.duration > 0:
             raise ValueError(f"scenario {self.name}: duration must be > 0")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"scenario {self.name}: protocol must be one of "
+                             f"{', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if self.protocol == "h2" and not self.keep_alive:
+            raise ValueError(f"scenario {self.name}: keep_alive=False has no meaning over h2 "
+                             "(Connection: close is not an HTTP/2 header)")
+        if self.protocol == "h2" and self.download and self.concurrency > 1:
+            raise ValueError(f"scenario {self.name}: an h2 download runs one transfer at a time "
+                             "(concurrency 1)")
+
+    @property
+    def is_h2(self) -> bool:
+        """True for an HTTP/2 scenario."""
+        return self.protocol == "h2"
 
     @property
     def is_post(self) -> bool:
@@ -141,12 +165,23 @@ def _builtin() -> dict[str, Scenario]:
                  path="/bytes/150", keep_alive=False, expect_bytes=150),
         Scenario("get-150b-concurrent", "GET of ~150 bytes, 16 in flight (async natively, sync: threads)",
                  path="/bytes/150", concurrency=16, expect_bytes=150, min_n=32),
+        Scenario("h2-get-150b", "GET of ~150 bytes over h2c (prior knowledge), 16 in flight "
+                 "on one connection", path="/bytes/150", concurrency=16, expect_bytes=150,
+                 min_n=64, protocol="h2"),
+        Scenario("h2-https-get-150b", "GET of ~150 bytes over h2 (TLS, ALPN, verified), 16 in "
+                 "flight on one connection", path="/bytes/150", tls=True, concurrency=16,
+                 expect_bytes=150, min_n=64, protocol="h2"),
+        Scenario("h2-download-7m", "download of a 7 MB file over h2c, streamed to disk",
+                 path="/bytes/7000000", download=True, expect_bytes=7_000_000, min_n=3,
+                 protocol="h2"),
     ]
     return {x.name: x for x in s}
 
 
 SCENARIOS: dict[str, Scenario] = _builtin()
-DEFAULT_SCENARIOS: tuple[str, ...] = tuple(SCENARIOS)
+# HTTP/2 scenarios run when named (``--scenarios h2-get-150b``, or all of H2_SCENARIOS)
+H2_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h2)
+DEFAULT_SCENARIOS: tuple[str, ...] = tuple(n for n in SCENARIOS if n not in H2_SCENARIOS)
 QUICK_SCENARIOS: tuple[str, ...] = ("get-150b", "post-300k-file", "download-7m", "https-get-150b")
 
 
@@ -166,7 +201,8 @@ def parse_scenario(spec: str) -> Scenario:
     """A scenario from ``NAME`` (built-in) or ``NAME:key=value,...`` (user-defined).
 
     Keys: method, path, body (or body_size, bytes; suffix k/m), body_from
-    (mem|file), download, tls, keep_alive, concurrency, n, duration. A
+    (mem|file), download, tls, keep_alive, concurrency, n, duration,
+    protocol (http/1.1|h2). A
     built-in NAME with keys is that scenario modified, e.g.
     ``get-150b:tls=1,n=500``.
     """
@@ -201,7 +237,7 @@ def parse_scenario(spec: str) -> Scenario:
                 fields[key] = float(val)
             except ValueError:
                 raise ValueError(f"scenario {name}: duration must be a number") from None
-        elif key in ("method", "path", "body_from", "description"):
+        elif key in ("method", "path", "body_from", "description", "protocol"):
             fields[key] = val
         elif key == "expect_bytes":
             fields[key] = _size(val)

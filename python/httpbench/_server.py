@@ -60,6 +60,12 @@ def _ms(seconds: float, name: str) -> int:
     return max(1, int(round(seconds * 1000)))
 
 
+# HTTP/2 SETTINGS ranges (RFC 9113 6.5.2; streams capped by the server).
+H2_MAX_STREAMS = 100000
+H2_MAX_WINDOW = 2**31 - 1
+H2_MIN_FRAME = 16384
+H2_MAX_FRAME = 2**24 - 1
+
 # Servers running in this process: measure() takes their threads' CPU out of the
 # client's figure (their C threads share the process's CPU clock).
 _RUNNING: weakref.WeakSet[Server] = weakref.WeakSet()
@@ -93,7 +99,14 @@ class Server:
     ``request_timeout``: seconds a started request (head and body) or a
     stalled response write may take before the server answers 408 / closes.
     ``keepalive_timeout``: seconds an idle keep-alive connection is kept.
-    ``max_head``: request head limit in bytes (larger heads get 431).
+    ``max_head``: request head limit in bytes (larger heads get 431; over
+    HTTP/2 it is also SETTINGS_MAX_HEADER_LIST_SIZE).
+
+    ``http2``: speak HTTP/2 too - on TLS when ALPN offers ``h2``, on the plain
+    port when a connection starts with the HTTP/2 preface (h2c with prior
+    knowledge). ``h2_max_concurrent_streams`` (1..100000),
+    ``h2_initial_window_size`` (0..2147483647) and ``h2_max_frame_size``
+    (16384..16777215) are the SETTINGS the server announces.
     """
 
     def __init__(
@@ -109,6 +122,10 @@ class Server:
         keepalive_timeout: float = 30.0,
         max_head: int = 16384,
         backlog: int = 4096,
+        http2: bool = True,
+        h2_max_concurrent_streams: int = 100,
+        h2_initial_window_size: int = 65535,
+        h2_max_frame_size: int = 16384,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0..65535, got {port!r}")
@@ -116,6 +133,13 @@ class Server:
             raise ValueError(f"threads must be >= 1, got {threads!r}")
         if key_file is not None and cert_file is None:
             raise ValueError("key_file needs cert_file")
+        for name, value, lo, hi in (
+            ("h2_max_concurrent_streams", h2_max_concurrent_streams, 1, H2_MAX_STREAMS),
+            ("h2_initial_window_size", h2_initial_window_size, 0, H2_MAX_WINDOW),
+            ("h2_max_frame_size", h2_max_frame_size, H2_MIN_FRAME, H2_MAX_FRAME),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be an int in {lo}..{hi}, got {value!r}")
         if (cert_file is not None) and not tls:
             raise ValueError("cert_file/key_file need tls=True")
         self.host = host
@@ -133,7 +157,12 @@ class Server:
             keepalive_timeout_ms=_ms(keepalive_timeout, "keepalive_timeout"),
             max_head=max_head,
             backlog=backlog,
+            http2=bool(http2),
+            h2_max_concurrent_streams=h2_max_concurrent_streams,
+            h2_initial_window_size=h2_initial_window_size,
+            h2_max_frame_size=h2_max_frame_size,
         )
+        self.http2 = bool(http2)
         self._handle: Any = None
         self._last: Any = None  # the stopped handle, for stats() after stop()
         self._ca_file: str | None = None
@@ -247,6 +276,14 @@ class Server:
         ``idle_timeouts``, ``body_bytes_in``, ``threads``, ``cpu_ns`` (the
         workers' CPU time) and ``thread_cpu_ns`` (per worker). Requests to
         ``/__stats`` are not counted. After stop(), the final counters.
+
+        Per protocol: ``by_protocol`` {"http/1.1": requests, "h2": streams}
+        (their sum is ``requests``), ``connections_by_protocol`` {"http/1.1": n,
+        "h2": n} (connections counted once their protocol is decided), and
+        ``h2`` {``streams`` opened, ``streams_reset_sent``,
+        ``streams_reset_received``, ``goaway_sent``, ``protocol_errors``,
+        ``refused_streams``, ``settings`` {``max_concurrent_streams``,
+        ``initial_window_size``, ``max_frame_size``}}.
         """
         h = self._handle or self._last
         if h is None:
@@ -456,6 +493,13 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument(
         "--request-timeout", type=float, default=10.0, help="seconds per request (default 10)"
     )
+    ap.add_argument("--no-h2", action="store_true", help="HTTP/1.1 only (no h2 / h2c)")
+    ap.add_argument("--h2-max-streams", type=int, default=100, metavar="N",
+                    help="h2 SETTINGS_MAX_CONCURRENT_STREAMS (default 100)")
+    ap.add_argument("--h2-window", type=int, default=65535, metavar="N",
+                    help="h2 SETTINGS_INITIAL_WINDOW_SIZE in bytes (default 65535)")
+    ap.add_argument("--h2-max-frame", type=int, default=16384, metavar="N",
+                    help="h2 SETTINGS_MAX_FRAME_SIZE in bytes (default 16384)")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     try:
@@ -468,6 +512,10 @@ def cli_main(argv: list[str]) -> int:
             key_file=args.key_file,
             session_resumption=not args.no_session_resumption,
             request_timeout=args.request_timeout,
+            http2=not args.no_h2,
+            h2_max_concurrent_streams=args.h2_max_streams,
+            h2_initial_window_size=args.h2_window,
+            h2_max_frame_size=args.h2_max_frame,
         )
         srv.start()
     except (OSError, ValueError, _core.HttpbenchError) as exc:
@@ -483,7 +531,9 @@ def cli_main(argv: list[str]) -> int:
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
-        print(f"httpbench server listening on {srv.url} ({srv.threads} thread(s))", flush=True)
+        protos = "HTTP/1.1" + ((" and h2" if srv.tls else " and h2c") if srv.http2 else "")
+        print(f"httpbench server listening on {srv.url} ({srv.threads} thread(s), {protos})",
+              flush=True)
         if srv.ca_file:
             print(f"CA certificate: {srv.ca_file}", flush=True)
         print("routes: / /bytes/N /chunked/N /sink /echo /delay/MS /status/CODE /drip/N "

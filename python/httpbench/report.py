@@ -166,6 +166,10 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
         cols = _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS
         cov = median_ci(range(nrep))[2]
         title = f"{sc}" + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
+        spec = (rs.metadata.get("scenarios") or {}).get(sc) or {}
+        if spec.get("protocol") == "h2":
+            title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "
+                      f"{spec.get('concurrency', 1)} stream(s) on one connection")
         ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
               "of the median\n\n" if nrep > 1 else "")
         parts.append(heading(title) + "\n\n" + ci + _group_table(srows, fmt, cols))
@@ -323,7 +327,13 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     dl = md.get("doc_length", -1)
     kv("Document Length", f"{dl} bytes" if dl is not None and dl >= 0 else "(no 2xx response)")
     lines.append("")
+    if cfg.protocol == "h2":
+        kv("Protocol", "HTTP/2 (ALPN h2)" if cfg.extra.get("tls") else "HTTP/2 (h2c, prior knowledge)")
+    else:
+        kv("Protocol", "HTTP/1.1")
     kv("Concurrency Level", cfg.concurrency)
+    if cfg.protocol == "h2":
+        kv("Streams per connection", f"{cfg.streams} ({cfg.concurrency * cfg.streams} in flight)")
     mode = [f"{cfg.threads} thread{'s' if cfg.threads != 1 else ''}"]
     mode.append("keep-alive" if cfg.keepalive else "new connection per request")
     if cfg.pipeline > 1:
@@ -374,7 +384,9 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
             kv("Time per request", f"{_ms(hist_stat(r.latency, 'mean'))} [ms] "
                                    "(mean, from the intended send time)")
     elif completed:
-        kv("Time per request", f"{cfg.concurrency * secs * 1e3 / completed:.3f} [ms] (mean)")
+        # ab's concurrency x time / n; over HTTP/2 every stream slot is a concurrent request.
+        inflight = cfg.concurrency * (cfg.streams if cfg.protocol == "h2" else 1)
+        kv("Time per request", f"{inflight * secs * 1e3 / completed:.3f} [ms] (mean)")
         kv("Time per request", f"{secs * 1e3 / completed:.3f} [ms] "
                                "(mean, across all concurrent requests)")
     kv("Transfer rate", f"{r.bytes_in_per_s / 1024:.2f} [Kbytes/sec] received")

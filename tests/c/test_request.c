@@ -307,6 +307,80 @@ static void test_methods(void)
     CHECK(!hb_method_idempotent("GETX", 4));
 }
 
+
+/* The h2 field list as "name: value\n" lines, for whole-list comparisons. */
+static int h2(const char *method, const char *url, const hb_header *hs, size_t nh,
+              int64_t body_len, const char *ua, char *out, size_t cap, char *err)
+{
+    hb_url u;
+    int rc = split(url, &u, err);
+    if (rc < 0) return rc;
+    hb_head_spec s = {method, strlen(method), &u, hs, nh, body_len, 1, ua};
+    hb_header f[32];
+    char scratch[512];
+    size_t nf;
+    size_t bound = hb_build_h2_bound(&s, &nf);
+    CHECK(bound <= sizeof scratch);
+    rc = hb_build_h2_fields(f, nf, scratch, bound, &s, err);
+    if (rc < 0) return rc;
+    CHECK((size_t)rc <= nf);
+    size_t o = 0;
+    for (int i = 0; i < rc; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%.*s: %.*s\n", (int)f[i].name_len, f[i].name,
+                              (int)f[i].value_len, f[i].value);
+    return (int)o;
+}
+
+static void test_h2_fields(void)
+{
+    char out[1024], err[HB_ERR_LEN];
+    int n = h2("GET", "https://h:8443/x?q=1", NULL, 0, HB_REQ_NO_BODY, NULL, out, sizeof out, err);
+    CHECK_STR(out, (size_t)n, ":method: GET\n:scheme: https\n:authority: h:8443\n:path: /x?q=1\n");
+    n = h2("GET", "http://h?a", NULL, 0, HB_REQ_NO_BODY, "hb/1", out, sizeof out, err);
+    CHECK_STR(out, (size_t)n,
+              ":method: GET\n:scheme: http\n:authority: h\n:path: /?a\nuser-agent: hb/1\n");
+    hb_header hs[] = {H("X-Thing", "A b"), H("Host", "other:1"), H("User-Agent", "mine")};
+    n = h2("POST", "http://u:p@h/", hs, 3, 5, "hb/1", out, sizeof out, err);
+    CHECK_STR(out, (size_t)n,
+              ":method: POST\n:scheme: http\n:authority: other:1\n:path: /\nx-thing: A b\n"
+              "user-agent: mine\nauthorization: Basic dTpw\ncontent-length: 5\n");
+    /* Same length rule as HTTP/1.1: POST without a body says 0; chunked says nothing. */
+    n = h2("PUT", "http://h/", NULL, 0, HB_REQ_NO_BODY, NULL, out, sizeof out, err);
+    CHECK(n > 0 && strstr(out, "content-length: 0\n") != NULL);
+    n = h2("POST", "http://h/", NULL, 0, HB_REQ_CHUNKED, NULL, out, sizeof out, err);
+    CHECK(n > 0 && strstr(out, "content-length") == NULL);
+    hb_header te[] = {H("TE", "trailers")};
+    CHECK(h2("GET", "http://h/", te, 1, HB_REQ_NO_BODY, NULL, out, sizeof out, err) > 0);
+    /* Connection-specific headers are refused, and hb_build_head's checks apply. */
+    const char *bad[] = {"Connection", "Keep-Alive", "Proxy-Connection", "Upgrade"};
+    for (size_t i = 0; i < 4; i++) {
+        hb_header b = {bad[i], strlen(bad[i]), "x", 1};
+        CHECK_EQ_INT(h2("GET", "http://h/", &b, 1, HB_REQ_NO_BODY, NULL, out, sizeof out, err),
+                     HB_E_INVALID);
+        CHECK(strstr(err, "not allowed in HTTP/2") != NULL);
+    }
+    hb_header te2[] = {H("te", "gzip")};
+    CHECK_EQ_INT(h2("GET", "http://h/", te2, 1, HB_REQ_NO_BODY, NULL, out, sizeof out, err),
+                 HB_E_INVALID);
+    hb_header cl[] = {H("Content-Length", "3")};
+    CHECK_EQ_INT(h2("GET", "http://h/", cl, 1, HB_REQ_NO_BODY, NULL, out, sizeof out, err),
+                 HB_E_INVALID);
+    CHECK(strstr(err, "set from the body") != NULL);
+    hb_header crlf[] = {H("X", "a\r\nb")};
+    CHECK_EQ_INT(h2("GET", "http://h/", crlf, 1, HB_REQ_NO_BODY, NULL, out, sizeof out, err),
+                 HB_E_INVALID);
+    CHECK_EQ_INT(h2("G T", "http://h/", NULL, 0, HB_REQ_NO_BODY, NULL, out, sizeof out, err),
+                 HB_E_INVALID);
+    /* Buffers below the bound are refused, not overrun. */
+    hb_url u;
+    split("http://h/abc", &u, err);
+    hb_head_spec s = {"GET", 3, &u, NULL, 0, HB_REQ_NO_BODY, 1, NULL};
+    hb_header f[8];
+    char small[4];
+    CHECK_EQ_INT(hb_build_h2_fields(f, 8, small, sizeof small, &s, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_build_h2_fields(f, 2, out, sizeof out, &s, err), HB_E_INVALID);
+}
+
 int main(void)
 {
     test_url_basic();
@@ -318,5 +392,6 @@ int main(void)
     test_head_headers();
     test_head_errors();
     test_methods();
+    test_h2_fields();
     HB_TEST_MAIN_END();
 }

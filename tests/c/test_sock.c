@@ -399,6 +399,39 @@ static void test_buffered_and_describe(void)
     hb_sock_close(&c);
     hb_sock_close(&s);
 
+    /* A list "h2,http/1.1" goes out as both protocols: a server with h2
+     * picks it, one without picks http/1.1; malformed lists are refused. */
+    hb_tls_ctx *list = NULL, *bad = NULL, *h2srv = NULL;
+    hb_tls_server_opts so2;
+    hb_tls_server_opts_init(&so2);
+    so2.alpn_h2 = 1;
+    CHECK_EQ_INT(hb_tls_server_ctx_new(&h2srv, &so2, err), 0);
+    hb_tls_client_opts_init(&co);
+    co.insecure = 1;
+    co.alpn = "h2,http/1.1";
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&list, &co, err), 0);
+    hb_tls_ctx *servers[2] = {h2srv, sctx};
+    const char *want[2] = {"h2", "http/1.1"};
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+        CHECK_EQ_INT(hb_sock_tls_client(&c, list, NULL, err), 0);
+        CHECK_EQ_INT(hb_sock_tls_server(&s, servers[i], err), 0);
+        CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+        size_t al = 0;
+        const char *ap = hb_sock_alpn(&c, &al);
+        CHECK(ap && al == strlen(want[i]) && memcmp(ap, want[i], al) == 0);
+        hb_sock_close(&c);
+        hb_sock_close(&s);
+    }
+    hb_tls_ctx_free(h2srv);
+    const char *bads[] = {"h2,", ",h2", "h2,,http/1.1"};
+    for (size_t i = 0; i < 3; i++) {
+        co.alpn = bads[i];
+        CHECK_EQ_INT(hb_tls_client_ctx_new(&bad, &co, err), HB_E_INVALID);
+        CHECK(strstr(err, "invalid ALPN list") != NULL);
+    }
+
+    hb_tls_ctx_free(list);
     hb_tls_ctx_free(noalpn);
     hb_tls_ctx_free(cctx);
     hb_tls_ctx_free(sctx);

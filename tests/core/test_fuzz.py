@@ -1,5 +1,6 @@
 """Build the libFuzzer harnesses (csrc/fuzz/fuzz_parse.c: the parser;
-csrc/fuzz/fuzz_request.c: URL splitting and request-head building) and run each
+csrc/fuzz/fuzz_request.c: URL splitting and request-head building; csrc/fuzz/fuzz_h2srv.c:
+the embedded server's HTTP/2 input path) and run each
 for HTTPBENCH_FUZZ_SECONDS (default 20 per harness; .ci/run sets 30). Any crash, sanitizer
 report, leak, timeout or contract violation (the harness traps) fails the test.
 Seed corpora are copied to a temporary directory so the repo never changes."""
@@ -20,7 +21,7 @@ SECONDS = int(os.environ.get("HTTPBENCH_FUZZ_SECONDS", "20"))
 
 
 def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
-          dict_file: str | None, flags: tuple[str, ...] = ()) -> None:
+          dict_file: str | None, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) -> None:
     src = os.path.join(FUZZ, f"{name}.c")
     if not os.path.exists(src):
         pytest.skip("fuzz sources not present (installed without the source tree)")
@@ -30,7 +31,7 @@ def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
     exe = str(tmp_path / name)
     cmd = [clang, "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
            "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
-           "-I", CORE, src, *(os.path.join(CORE, c) for c in core), "-o", exe]
+           "-I", CORE, src, *(os.path.join(CORE, c) for c in core), "-o", exe, *libs]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if build.returncode != 0 and "clang_rt.fuzzer" in build.stderr:
         pytest.skip("clang has no libFuzzer runtime (install libclang-rt-<ver>-dev)")
@@ -69,3 +70,10 @@ def test_fuzz_parse(tmp_path):
 def test_fuzz_request(tmp_path):
     _fuzz(tmp_path, "fuzz_request", ["hb_request.c", "hb_parse.c", "hb_common.c"],
           "corpus_request", 8, None)
+
+
+@pytest.mark.slow
+def test_fuzz_h2srv(tmp_path):
+    _fuzz(tmp_path, "fuzz_h2srv", ["hb_h2srv.c", "hb_route.c", "hb_content.c", "hb_common.c",
+                        "hb_parse.c"],
+          "corpus_h2srv", 12, None, ("-max_len=70000",), ("-lnghttp2",))

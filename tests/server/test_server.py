@@ -191,7 +191,7 @@ def test_https_unverified_fails(tls_server):
 
 def test_https_alpn_versions_and_resumption(tls_server):
     ctx = ssl.create_default_context(cafile=tls_server.ca_file)
-    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    ctx.set_alpn_protocols(["spdy/3", "http/1.1"])  # offered h2 is chosen: test_h2_routes
     for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
         ctx.minimum_version = ctx.maximum_version = version
         before = tls_server.stats()

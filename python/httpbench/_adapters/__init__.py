@@ -18,6 +18,15 @@ rusage).
 Your own client: subclass :class:`Adapter` in an importable module and pass
 ``"package.module:ClassName"`` as the client name.
 
+HTTP/2 scenarios (``protocol="h2"``): ``configure(http2=True)`` asks for
+HTTP/2 (h2c with prior knowledge for ``http://``, ALPN for ``https://``);
+``h2_mode`` says how a client keeps ``concurrency`` requests in flight on one
+connection, in its own idiom: ``"async"`` (coroutines gathered on one
+client), ``"shared"`` (one thread-safe client used from that many threads) or
+``"batch"`` (:meth:`Adapter.request_batch` multiplexes that many requests and
+returns when all are done). ``h2_mode = None``: the client has no HTTP/2 and
+is skipped with ``h2_reason``.
+
 A client whose library is not installed raises :class:`AdapterUnavailable`
 from :func:`load_adapter` carrying the pip name, and the runner reports it as
 skipped.
@@ -95,6 +104,10 @@ class Adapter:
     pip_name: ClassVar[str | None] = None
     modules: ClassVar[tuple[str, ...]] = ()
 
+    #: how the client runs an HTTP/2 scenario (see the module doc); None: it cannot
+    h2_mode: ClassVar[str | None] = None
+    h2_reason: ClassVar[str] = "the adapter declares no HTTP/2 mode (h2_mode)"
+
     last_status: int = 0
     last_body: bytes | None = None
 
@@ -113,6 +126,7 @@ class Adapter:
         concurrency: int = 1,
         timeout: float = 30.0,
         argv: list[str] | None = None,
+        http2: bool = False,
     ) -> None:
         """Store the request description (primitives only)."""
         if not base_url.startswith(("http://", "https://")):
@@ -135,6 +149,7 @@ class Adapter:
         self.concurrency = concurrency
         self.timeout = timeout
         self.argv = list(argv) if argv else None
+        self.http2 = http2
         # Keep-alive off is the same header for every client.
         self.headers: dict[str, str] = {} if keep_alive else {"Connection": "close"}
 
@@ -156,6 +171,13 @@ class Adapter:
 
     def request(self):  # noqa: ANN201 - a coroutine function on async adapters
         """Perform one request, reading the whole body (or writing it to disk)."""
+        raise NotImplementedError
+
+    def request_batch(self, k: int) -> int:
+        """``h2_mode == "batch"``: ``k`` requests in flight at once, multiplexed on one
+        connection; returns when all have ended, with the number that failed (a
+        failure of the whole batch raises). ``last_status`` is 200 only when all
+        answered 200; ``last_body`` is one of their bodies."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -67,14 +67,18 @@ class ProcessAdapter(Adapter):
             self._tmp_paths: list[str] = []
         return self._tmp_paths
 
-    def request(self) -> None:
-        pid = os.posix_spawnp(self.cmd[0], self.cmd, self.env, file_actions=self.file_actions)
+    def _spawn(self, cmd: list[str]) -> None:
+        """Run ``cmd`` to its end; a non-zero exit is a ``RuntimeError``."""
+        pid = os.posix_spawnp(cmd[0], cmd, self.env, file_actions=self.file_actions)
         _, status = os.waitpid(pid, 0)
         rc = os.waitstatus_to_exitcode(status)
         self.last_rc = rc
         if rc != 0:
-            raise RuntimeError(f"{self.cmd[0]} exited with {rc}")
+            raise RuntimeError(f"{cmd[0]} exited with {rc}")
         self.last_status = 200
+
+    def request(self) -> None:
+        self._spawn(self.cmd)
         if self.download_path is None and self.capture_body:
             with open(self.out_path, "rb") as f:
                 self.last_body = f.read()

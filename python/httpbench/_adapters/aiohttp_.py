@@ -15,6 +15,7 @@ class AiohttpAdapter(Adapter):
     dist = "aiohttp"
     pip_name = "aiohttp"
     modules = ("aiohttp",)
+    h2_reason = "aiohttp's client speaks HTTP/1.1 only"
 
     async def _asetup(self) -> None:
         import aiohttp

@@ -20,6 +20,8 @@ class CommandAdapter(ProcessAdapter):
     """Runs ``argv`` (with placeholders filled) per request; exit code 0 is success."""
 
     name = "command"
+    h2_reason = ("a command's protocol is its own argv's; run it in an HTTP/1.1 scenario or a "
+                 "scenario of your own")
 
     def _argv(self) -> list[str]:
         if not self.argv:

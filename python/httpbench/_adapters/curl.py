@@ -1,4 +1,9 @@
-"""The curl command-line tool, one process per request (or per download), as users run it."""
+"""The curl command-line tool, one process per request (or per download), as users run it.
+
+Over HTTP/2: ``--http2-prior-knowledge`` (h2c) or ``--http2`` (ALPN); the
+scenario's requests in flight are one process per batch, ``--parallel`` with
+one URL per request (curl multiplexes them on one connection).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,18 @@ from ._process import ProcessAdapter
 __all__ = ["CurlAdapter"]
 
 
+def _curl_version() -> tuple[int, ...] | None:
+    """curl's version as numbers, from ``curl --version`` (None: unknown)."""
+    first = CurlAdapter.version() or ""
+    parts = first.split()
+    if len(parts) < 2 or parts[0] != "curl":
+        return None
+    try:
+        return tuple(int(x) for x in parts[1].split(".")[:3])
+    except ValueError:
+        return None
+
+
 class CurlAdapter(ProcessAdapter):
     """``curl -sS --fail -o OUT [--cacert CA] URL``; bodies with ``--data-binary @file``
     (read into memory, ``*-mem``) or ``-T file -X POST`` (streamed, ``*-file``)."""
@@ -18,6 +35,7 @@ class CurlAdapter(ProcessAdapter):
     name = "curl"
     pip_name = None
     capture_body = True
+    h2_mode = "batch"
 
     @classmethod
     def check(cls) -> None:
@@ -37,8 +55,34 @@ class CurlAdapter(ProcessAdapter):
         first = out.stdout.splitlines()[:1]
         return first[0] if first else None
 
+    def _setup(self) -> None:
+        if self.http2 and not self.tls and self.concurrency > 1:
+            ver = _curl_version()
+            if ver is not None and ver < (8, 0):
+                # its prior-knowledge code breaks when a second transfer reuses the connection
+                raise AdapterUnavailable(
+                    self.name, f"curl {'.'.join(map(str, ver))}: --http2-prior-knowledge fails "
+                    "on a reused connection (error 16; fixed in curl 8.0)")
+        super()._setup()
+        if self.http2 and self.concurrency > 1:
+            self.batch_outs = [self._scratch_out() for _ in range(self.concurrency)]
+            base = self._argv()[:-3]  # without "-o OUT URL"
+            self.batch_cmd = [*base, "--parallel", "--parallel-max", str(self.concurrency)]
+            for out in self.batch_outs:
+                self.batch_cmd += ["-o", out, self.url]
+
+    def request_batch(self, k: int) -> int:
+        if k != self.concurrency or not hasattr(self, "batch_cmd"):
+            raise ValueError(f"curl: a batch of {k} needs http2 and concurrency {k}")
+        self._spawn(self.batch_cmd)
+        with open(self.batch_outs[-1], "rb") as f:
+            self.last_body = f.read()
+        return 0
+
     def _argv(self) -> list[str]:
-        argv = [shutil.which("curl") or "curl", "-sS", "--fail", "-o", self.out_path]
+        argv = [shutil.which("curl") or "curl", "-sS", "--fail"]
+        if self.http2:
+            argv.append("--http2" if self.tls else "--http2-prior-knowledge")
         if self.tls and self.ca_file:
             argv += ["--cacert", self.ca_file]
         for k, v in self.headers.items():
@@ -52,4 +96,4 @@ class CurlAdapter(ProcessAdapter):
                          "-H", "Content-Type: application/octet-stream"]
         elif self.method != "GET":
             argv += ["-X", self.method]
-        return argv + [self.url]
+        return argv + ["-o", self.out_path, self.url]

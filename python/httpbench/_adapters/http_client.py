@@ -15,6 +15,7 @@ class HttpClientAdapter(Adapter):
     """One ``HTTPConnection``; it reconnects by itself after a server close."""
 
     name = "http.client"
+    h2_reason = "http.client speaks HTTP/1.1 only"
 
     @classmethod
     def version(cls) -> str | None:

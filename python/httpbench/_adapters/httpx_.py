@@ -1,4 +1,10 @@
-"""httpx: ``Client`` (sync) and ``AsyncClient`` (async), one each."""
+"""httpx: ``Client`` (sync) and ``AsyncClient`` (async), one each.
+
+Over HTTP/2 (``http2=True``, the ``h2`` package): ``AsyncClient`` keeps the
+scenario's requests in flight as coroutines gathered on one client,
+``Client`` is shared by that many threads; both multiplex one connection.
+Plain ``http://`` uses prior knowledge (``http1=False``).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ class HttpxAdapter(Adapter):
     dist = "httpx"
     pip_name = "httpx"
     modules = ("httpx",)
+    h2_mode = "shared"
 
     def _client_kwargs(self) -> dict:
         import httpx
@@ -21,6 +28,17 @@ class HttpxAdapter(Adapter):
         kw: dict = {"timeout": httpx.Timeout(self.timeout)}
         if self.tls:
             kw["verify"] = self.ssl_context()
+        if self.http2:
+            import importlib.util
+
+            from . import AdapterUnavailable
+
+            if importlib.util.find_spec("h2") is None:
+                raise AdapterUnavailable(self.name, "httpx needs the 'h2' package for HTTP/2",
+                                         "httpx[http2]")
+            kw["http2"] = True
+            if not self.tls:
+                kw["http1"] = False  # h2c: prior knowledge (httpx has no Upgrade)
         return kw
 
     def _setup(self) -> None:
@@ -54,6 +72,7 @@ class HttpxAsyncAdapter(HttpxAdapter):
 
     name = "httpx-async"
     kind = "async"
+    h2_mode = "async"
 
     async def _asetup(self) -> None:
         import httpx

@@ -1,4 +1,8 @@
-"""httpbench's own native client (``httpbench.Client``): one pooled keep-alive connection."""
+"""httpbench's own native client (``httpbench.Client``): one pooled keep-alive connection.
+
+Over HTTP/2 ``Client(http2=True)``: a batch is one ``get_many(urls)`` call,
+the requests multiplexed on the origin's one connection.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ class NativeAdapter(Adapter):
 
     name = "native"
     dist = "httpbench"
+    h2_mode = "batch"
 
     @classmethod
     def check(cls) -> None:
@@ -30,8 +35,20 @@ class NativeAdapter(Adapter):
         kw: dict = {"timeout": self.timeout}
         if self.tls and self.ca_file:
             kw["ca_file"] = self.ca_file
+        if self.http2:
+            from . import AdapterUnavailable
+
+            if not hasattr(Client, "get_many"):
+                raise AdapterUnavailable(self.name, "Client(http2=True) is not built in this "
+                                         "version")
+            if self.concurrency > 1 and (self.method != "GET" or self.body is not None
+                                         or self.body_file is not None):
+                raise AdapterUnavailable(self.name, "native HTTP/2 batches are GETs "
+                                         "(Client.get_many)")
+            kw["http2"] = True
         self.client = Client(**kw)
         self.hdrs = self.headers or None
+        self.batch_urls = [self.url] * self.concurrency
 
     def request(self) -> None:
         c = self.client
@@ -44,6 +61,14 @@ class NativeAdapter(Adapter):
             r = c.request(self.method, self.url, body=self.body, headers=self.hdrs)
             self.last_body = r.body
         self.last_status = r.status
+
+    def request_batch(self, k: int) -> int:
+        urls = self.batch_urls if k == len(self.batch_urls) else [self.url] * k
+        rs = self.client.get_many(urls, self.hdrs)
+        bad = [r.status for r in rs if r.status != 200]
+        self.last_status = bad[0] if bad else 200
+        self.last_body = rs[-1].body
+        return len(bad)
 
     def close(self) -> None:
         self.client.close()

@@ -15,6 +15,7 @@ class RequestsAdapter(Adapter):
     pip_name = "requests"
     modules = ("requests",)
     _lib = "requests"
+    h2_reason = "requests speaks HTTP/1.1 only (http.client through urllib3)"
 
     def _setup(self) -> None:
         import importlib

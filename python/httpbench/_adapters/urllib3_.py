@@ -14,6 +14,8 @@ class Urllib3Adapter(Adapter):
     dist = "urllib3"
     pip_name = "urllib3"
     modules = ("urllib3",)
+    h2_reason = ("the urllib3 adapter measures urllib3's HTTP/1.1 pool (its HTTP/2 is "
+                 "experimental, TLS only)")
 
     def _setup(self) -> None:
         import urllib3

@@ -1,0 +1,200 @@
+/* hb_h2cli.h - an HTTP/2 client session over one hb_sock, on nghttp2.
+ *
+ * nghttp2 does the framing, HPACK and flow control; this file owns the I/O
+ * (through hb_sock, plain = h2c with prior knowledge, TLS = after ALPN "h2")
+ * and turns nghttp2's callbacks into four per-stream events. It is shared by
+ * the load generator (many streams, non-blocking, epoll) and the native
+ * blocking client (poll on sock->fd per sock->want, then read/write).
+ *
+ * Usage (one thread per session; sessions are independent):
+ *
+ *   hb_h2cli c;                        // caller-owned, may be embedded
+ *   hb_h2cli_init(&c, &sock, NULL, &cbs, ud, err);   // sock connected (+ TLS done)
+ *   id = hb_h2cli_submit(&c, fields, n, body, stream_ud, err);
+ *   loop:
+ *     while (hb_h2cli_wants_write(&c)) rc = hb_h2cli_write(&c);  // HB_AGAIN: wait for sock->want
+ *     rc = hb_h2cli_read(&c);          // HB_AGAIN: drained, wait for readability
+ *   hb_h2cli_free(&c);                 // then close the socket (hb_sock is not owned)
+ *
+ * Return codes follow hb_common.h. Connection-fatal results of read/write:
+ *   HB_E_CLOSED  the peer closed the TCP connection (EOF) or the session is
+ *                over (GOAWAY handled and no stream left: hb_h2cli_done)
+ *   HB_E_H2      an HTTP/2 connection error: ours (the peer broke the
+ *                protocol; a GOAWAY was queued) or the peer's GOAWAY with an
+ *                error code; detail in c->err
+ *   HB_E_NO_H2   the peer does not speak HTTP/2 (it answered the h2c
+ *                preface with HTTP/1.x; or, from init, ALPN did not pick h2)
+ *   -errno, HB_E_TLS  from the socket
+ * After one of these the session is unusable: the caller fails the streams
+ * it still has open (their on_close is NOT called), frees the session and
+ * closes the socket.
+ *
+ * Callbacks run only inside hb_h2cli_read and hb_h2cli_write (never from
+ * submit or free). They may call hb_h2cli_submit, never read/write/free.
+ * For each stream submitted, in order:
+ *   on_header*   header fields of the final response (names lowercase,
+ *                pseudo-headers and 1xx responses and trailers excluded);
+ *                optional (NULL: not called)
+ *   on_response  once, the final status (>= 200) after its header block
+ *   on_data*     response body bytes as they arrive (pointer valid for the
+ *                call only)
+ *   on_close     exactly once per submitted stream while the session lives:
+ *                how the stream ended (HB_H2_END_*) and the HTTP/2 error code
+ *                (RFC 9113 section 7; 0 = NO_ERROR). END_OK without an earlier
+ *                on_response cannot happen (nghttp2 resets such a stream:
+ *                HB_H2_END_PROTOCOL).
+ *   on_goaway    once per GOAWAY received: last stream id the peer will
+ *                process and its error code; streams above it are then closed
+ *                with HB_H2_END_GOAWAY; no new stream may be submitted.
+ *
+ * Allocation: nghttp2's session plus one read and one write buffer per
+ * session at init. nghttp2's own per-stream allocations (stream objects,
+ * frames, header copies unless settings.stable_fields) go through free lists
+ * of the session, so a steady run reuses blocks instead of calling malloc;
+ * they never hold more than the session's peak use and are freed with it.
+ */
+#ifndef HB_H2CLI_H
+#define HB_H2CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hb_common.h"
+#include "hb_parse.h"
+#include "hb_sock.h"
+
+struct nghttp2_session;
+struct hb_h2pool;
+
+/* How a stream ended (on_close). */
+enum hb_h2_end {
+    HB_H2_END_OK = 0,   /* complete response (END_STREAM both ways) */
+    HB_H2_END_RESET,    /* the peer sent RST_STREAM(code) */
+    HB_H2_END_GOAWAY,   /* above the last stream id of the peer's GOAWAY: not processed */
+    HB_H2_END_PROTOCOL, /* we reset it: the response broke HTTP/2 or HTTP semantics */
+};
+/* "ok", "rst_stream", "goaway", "protocol". */
+const char *hb_h2_end_name(int end);
+/* RFC 9113 error code name: "NO_ERROR", "PROTOCOL_ERROR", ..., "unknown". */
+const char *hb_h2_code_name(uint32_t code);
+
+typedef struct hb_h2cli_callbacks {
+    void (*on_header)(void *ud, void *stream_ud, const char *name, size_t name_len,
+                      const char *value, size_t value_len);
+    void (*on_response)(void *ud, void *stream_ud, int status);
+    void (*on_data)(void *ud, void *stream_ud, const uint8_t *data, size_t len);
+    void (*on_close)(void *ud, void *stream_ud, int end, uint32_t code);
+    void (*on_goaway)(void *ud, int32_t last_stream_id, uint32_t code);
+} hb_h2cli_callbacks;
+
+/* Our SETTINGS (0 = default). Server push is always disabled. */
+typedef struct hb_h2cli_settings {
+    uint32_t window_bits;      /* stream receive window 2^bits - 1, 1..30; default 30 (h2load's) */
+    uint32_t conn_window_bits; /* connection receive window, 16..30; default 30 */
+    uint32_t max_frame_size;   /* SETTINGS_MAX_FRAME_SIZE we accept; default 16384 */
+    uint32_t max_streams;      /* our cap on concurrent streams; default: the peer's */
+    int stable_fields;         /* 1: submit's field strings outlive the session (not copied) */
+} hb_h2cli_settings;
+
+/* A request body sent as DATA frames: caller-owned, must stay valid (and
+ * unchanged) until the stream's on_close; `sent` is the library's cursor. */
+typedef struct hb_h2_body {
+    const char *data;
+    size_t len;
+    size_t sent;
+} hb_h2_body;
+
+#define HB_H2CLI_RBUF (32u * 1024u)
+#define HB_H2CLI_WBUF (32u * 1024u)
+
+typedef struct hb_h2cli {
+    hb_sock *sock; /* not owned */
+    struct nghttp2_session *ng;
+    const hb_h2cli_callbacks *cb; /* may be replaced between calls (e.g. to drop on_header) */
+    void *ud;
+    /* 1: hb_h2cli_read stops once the input known to be there is read - after
+     * a read shorter than the buffer on a plain socket (TCP hands over all it
+     * holds, so an edge-triggered socket is drained), when OpenSSL holds no
+     * more on a TLS one (level-triggered epoll reports the rest) - instead of
+     * reading until HB_AGAIN, which costs a syscall. Set before each read. */
+    int short_read_drains;
+    uint32_t max_streams; /* our cap (0: the peer's only) */
+    uint8_t nv_flags;     /* nghttp2 NV flags for submitted fields */
+    uint32_t nopen;       /* submitted streams not yet closed */
+    int preface_checked;  /* first bytes from the peer looked at */
+    int goaway_recv;      /* a GOAWAY arrived: no new streams */
+    int32_t goaway_last;  /* its last stream id */
+    uint32_t goaway_code;
+    int32_t rst_recv_id;   /* stream of the RST_STREAM being handled */
+    int hdr_status;        /* :status of the header block being received */
+    int fatal;             /* a connection error was seen (code in fatal_rc) */
+    int fatal_rc;
+    int freeing;
+    uint64_t bytes_in, bytes_out; /* HTTP/2 bytes (after TLS) */
+    struct hb_h2pool *pool; /* nghttp2's allocations go through it */
+    uint8_t *rbuf;
+    uint8_t *wbuf;
+    size_t wlen, wpos;     /* wbuf[wpos..wlen) not yet written */
+    const uint8_t *pend;   /* nghttp2's chunk not yet copied into wbuf */
+    size_t pend_len;
+    char err[HB_ERR_LEN]; /* detail of the last fatal result */
+} hb_h2cli;
+
+/* Start a session on a connected socket (a TLS socket must have finished its
+ * handshake: ALPN must have selected "h2", else HB_E_NO_H2 with the
+ * protocol named in err). Queues the connection preface and our SETTINGS
+ * (call hb_h2cli_write). settings may be NULL (defaults). cb and ud must
+ * outlive the session. Returns 0, HB_E_NO_H2, HB_E_INVALID or HB_E_NOMEM;
+ * on error nothing needs freeing (hb_h2cli_free is still safe). */
+int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *settings,
+                  const hb_h2cli_callbacks *cb, void *ud, char *err);
+
+/* Submit a request: fields from hb_build_h2_fields (hb_request.h), pseudo
+ * headers first; body NULL for none (END_STREAM on HEADERS). Returns the
+ * stream id (> 0), HB_AGAIN when the concurrency limit (the peer's
+ * SETTINGS_MAX_CONCURRENT_STREAMS or settings.max_streams) is reached -
+ * retry after an on_close - HB_E_CLOSED after a GOAWAY or a fatal error
+ * (open a new connection), HB_E_INVALID (detail in err) or HB_E_NOMEM. The
+ * frames go out on the next hb_h2cli_write. */
+int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_body *body,
+                    void *stream_ud, char *err);
+
+/* Read what the socket has and feed it to nghttp2 (callbacks run here), until
+ * the socket would block: returns HB_AGAIN (the normal result; wait per
+ * sock->want, which can be WRITE under TLS) or a fatal code (see above).
+ * Frames nghttp2 wants to send in reply (SETTINGS ACK, WINDOW_UPDATE, PING
+ * ACK, or a GOAWAY for a protocol error of the peer's) are queued: check
+ * hb_h2cli_wants_write afterwards; a protocol error detected here may only
+ * surface as HB_E_H2 from that hb_h2cli_write. */
+int hb_h2cli_read(hb_h2cli *c);
+
+/* Send queued frames until none are left (0) or the socket would block
+ * (HB_AGAIN, sock->want set), or a fatal code. */
+int hb_h2cli_write(hb_h2cli *c);
+
+/* 1 when frames are queued (call hb_h2cli_write). */
+int hb_h2cli_wants_write(hb_h2cli *c);
+/* Submitted streams not yet closed. */
+static inline uint32_t hb_h2cli_open_streams(const hb_h2cli *c)
+{
+    return c->nopen;
+}
+/* Streams that may still be submitted now (0 after a GOAWAY or error).
+ * Until the peer's SETTINGS arrive this allows one stream in all, so a burst
+ * never exceeds a server limit it has not heard yet. */
+uint32_t hb_h2cli_room(hb_h2cli *c);
+/* 1 when the session has nothing more to do: GOAWAY received (or a fatal
+ * error) and no stream left open. */
+int hb_h2cli_done(hb_h2cli *c);
+/* The peer's SETTINGS_MAX_CONCURRENT_STREAMS (1 before its SETTINGS arrive). */
+uint32_t hb_h2cli_peer_max_streams(hb_h2cli *c);
+
+/* Queue a GOAWAY(NO_ERROR) so the peer can close cleanly; flush it with
+ * hb_h2cli_write if wanted. Safe at any time after init. */
+void hb_h2cli_goaway(hb_h2cli *c);
+
+/* Free the nghttp2 session and buffers (no callbacks run). Safe on a zeroed
+ * or failed-init struct and twice. The socket is left to the caller. */
+void hb_h2cli_free(hb_h2cli *c);
+
+#endif

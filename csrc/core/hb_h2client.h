@@ -1,0 +1,96 @@
+/* hb_h2client.h - blocking HTTP/2 for the native client: one session per
+ * origin on a pooled connection, a batch of requests multiplexed on it.
+ *
+ * An hb_h2conn holds a fresh connection taken from the pool (connected, TLS
+ * done with ALPN "h2") and its hb_h2cli session for as long as it is usable;
+ * it is never shared with HTTP/1.1 exchanges. hb_h2client_run submits every
+ * exchange of a batch (as many at once as the peer's SETTINGS allow, the
+ * rest as streams end), then reads and writes until each has ended, waiting
+ * with poll against one deadline for the whole batch. A session that the
+ * server closed while idle (EOF or GOAWAY before any response byte of the
+ * batch) is replaced once by a new connection and the batch sent again;
+ * streams a GOAWAY left unprocessed (above its last stream id) are sent again
+ * on a new connection, as long as each connection answers some of them.
+ *
+ * Per exchange the caller owns everything: the header fields (from
+ * hb_build_h2_fields), the body, the sink, and a head buffer where the
+ * response head is written in HTTP/1.1 form ("HTTP/1.1 <status> \r\n",
+ * "name: value\r\n" per field, "\r\n") so one parser reads both protocols.
+ * No allocation here; nghttp2 allocates its own.
+ *
+ * Results: hb_h2client_run returns 0 when every exchange ended (each x->rc
+ * says how: 0 or a per-stream error: HB_E_H2 for a reset or refused stream,
+ * HB_E_TOO_LARGE over max_body or the head buffer, -errno writing a file),
+ * or a connection error for the batch (HB_E_NO_H2 when the server does not
+ * speak HTTP/2, HB_E_H2, HB_E_CLOSED, HB_E_TIMEOUT, HB_E_CONNECT / -errno,
+ * HB_E_TLS*, HB_E_INTERRUPTED), which every exchange not yet ended also
+ * gets in x->rc. After a connection error the session is gone (the next
+ * batch connects again).
+ *
+ * Thread safety: none; the caller serializes the use of one hb_h2conn.
+ */
+#ifndef HB_H2CLIENT_H
+#define HB_H2CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hb_client.h"
+#include "hb_common.h"
+#include "hb_h2cli.h"
+#include "hb_pool.h"
+
+/* The status line prefix written first into each head buffer. */
+#define HB_H2X_STATUS_LEN 15 /* "HTTP/1.1 200 \r\n" */
+
+typedef struct hb_h2x {
+    /* in */
+    const hb_header *fields;
+    size_t nfields;
+    const char *body; /* request body (NULL: none) */
+    size_t body_len;
+    hb_sink *sink;     /* response body: memory (grow) or fd */
+    uint64_t max_body; /* 0: no limit */
+    char *head;        /* caller's buffer for the response head */
+    size_t head_cap;   /* >= HB_H2X_STATUS_LEN + 2 */
+    /* out */
+    size_t head_len;
+    int status;
+    int rc; /* 0 or the exchange's error (see above) */
+    char err[HB_ERR_LEN];
+    uint64_t body_bytes;
+    uint64_t content_length; /* UINT64_MAX: not given */
+    uint64_t t_start, t_first_byte, t_done;
+    int reused; /* sent on a session that served an earlier batch */
+    int end;    /* how the stream ended (HB_H2_END_*) */
+    /* private */
+    hb_h2_body b;
+    int state; /* 0 not submitted, 1 open, 2 ended */
+} hb_h2x;
+
+typedef struct hb_h2conn {
+    hb_conn *conn; /* NULL: no session */
+    hb_h2cli cli;
+    int live;
+    uint64_t batches; /* batches served by this session */
+    uint64_t t_connected, t_tls_done; /* of the session's connect (absolute ns) */
+} hb_h2conn;
+
+/* A zeroed hb_h2conn is a valid "no session" value. */
+static inline void hb_h2conn_init(hb_h2conn *hc)
+{
+    hc->conn = NULL;
+    hc->live = 0;
+    hc->batches = 0;
+    hc->t_connected = hc->t_tls_done = 0;
+}
+
+/* Run the batch xs[0..n) to t over hc (connecting first when it has no
+ * session). deadline_ns / connect_deadline_ns are absolute hb_now_ns. */
+int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, size_t n,
+                    uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err);
+
+/* End the session (GOAWAY, best effort) and give the connection back closed. */
+void hb_h2conn_close(hb_pool *p, hb_h2conn *hc);
+
+#endif
