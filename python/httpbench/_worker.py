@@ -226,6 +226,10 @@ class Worker:
                 a = self.cls()
                 a.setup(base, ca, **self._params(i))
                 self.adapters.append(a)
+        from . import _measure
+
+        # many short spans of one shape: calibrate the harness once, not per slice
+        _measure.REUSE_CALIBRATION = True
         # Pin only now: imports and set-up of all workers may use every core, the
         # warm-up and the measured rounds run where the runner wants the client.
         cpu = self.job.get("cpu")
