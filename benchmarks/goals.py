@@ -158,11 +158,14 @@ BENCHMARKS = [
               ("--trials", "1", "--quick", "--scale", "0.5", "--wall", "none",
                "--clients", "native,requests"),
               ours="new defaults", timeout=3600.0,
-              notes=(("", "compare(clients, ['get-150b']) with the defaults and with the old "
-                          "ones (2 repeats under --quick, min_requests=1, reruns=0), "
+              notes=(("", "compare(clients, ['get-150b']) with the defaults (rounds taken in "
+                          "slices), 'unsliced' (the same, each round in one piece) and the old "
+                          "ones (2 repeats under --quick, min_requests=1, reruns=0, one piece), "
                           "interleaved; CV = stdev/mean of a cell's repeats, one per run and "
-                          "client ('all clients' pools them). Only meaningful on an idle "
-                          "machine: the 'other processes' row says how busy it was."),)),
+                          "client ('all clients' pools them). 'fixed-work' is a control client "
+                          "(a fixed CPU loop per call, no I/O) in the same rounds: its CV is the "
+                          "machine's own drift. Only meaningful on an idle machine: the 'other "
+                          "processes' row says how busy it was."),)),
     Benchmark("import", "bench_import.py", ("--rounds", "20"), ("--rounds", "10"),
               ("--rounds", "3"), ours="httpbench", timeout=300.0,
               notes=(("", "Time of `import httpbench` inside a fresh interpreter (start-up "
@@ -259,7 +262,8 @@ GOALS = [
     # compare's repeatability and cost
     Goal("compare_cv", "compare", "median repeat-to-repeat CV of CPU/request ≤ 3 % (get-150b)",
          "CPU/req CV", "<=", 3.0, "new defaults", case="all clients", unit=" %",
-         detail="old defaults: {old defaults|CPU/req CV} %; other processes "
+         detail="unsliced: {unsliced|CPU/req CV} %; old defaults: {old defaults|CPU/req CV} %; "
+                "other processes "
                 "{new defaults|other processes} % of the client's CPU"),
     Goal("compare_cv", "compare", "median repeat-to-repeat CV of p50 ≤ old defaults' ({case})",
          "p50 CV", "<=", 1.0, "new defaults", "old defaults", case="all clients",

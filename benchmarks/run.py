@@ -6,6 +6,7 @@
     python benchmarks/run.py --only loadgen,server
     python benchmarks/run.py --list
     python benchmarks/run.py --render benchmarks/results/DATE.json   # no run: re-render
+    python benchmarks/run.py --only h2server --into benchmarks/results/DATE.json
 
 Each script in benchmarks/ runs as a subprocess with ``--json`` (the scripts
 interleave their contenders A B A B ... themselves). This script turns their
@@ -612,6 +613,9 @@ def _render_header(doc: dict[str, Any]) -> list[str]:
          "",
          "Peers: " + "; ".join(f"{k}: {v or 'MISSING'}" for k, v in meta["peers"].items()) + ".",
          ""]
+    for rr in doc.get("reruns", []):
+        L += [f"Re-run on {rr['date']} (`--only {','.join(rr['benchmarks'])} --into`), "
+              f"each with its own command and load below: {', '.join(rr['benchmarks'])}.", ""]
     busy = [(r["name"], r.get("other_load_cores")) for r in doc["benchmarks"]
             if r.get("other_load_cores") is not None]
     if busy:
@@ -630,7 +634,8 @@ def _render_body(doc: dict[str, Any], level: str = "##") -> list[str]:
          "from the medians.", ""]
     for r in doc["benchmarks"]:
         L += [f"{level} {r['name']}", "", f"`{r.get('command', r['script'])}`"
-              + (f" — {r['seconds']:.0f} s" if "seconds" in r else ""), ""]
+              + (f" — {r['seconds']:.0f} s" if "seconds" in r else "")
+              + (f", run on {r['date']}" if "date" in r else ""), ""]
         if "error" in r:
             L += [f"**Did not run:** {r['error']}", ""]
             continue
@@ -725,6 +730,27 @@ def render(path: str, performance: bool = True) -> None:
         print(f"wrote {os.path.relpath(PERFORMANCE_MD)}")
 
 
+def merge_into(path: str, results: list[dict[str, Any]], date: str) -> None:
+    """Replace (or append) these benchmarks' entries in the saved full run at ``path``,
+    each stamped with the date it ran, and re-render that run's pages."""
+    with open(path) as f:
+        doc = json.load(f)
+    for r in results:
+        r["date"] = date
+    new = {r["name"]: r for r in results}
+    order = [b.name for b in BENCHMARKS]
+    kept = [r for r in doc["benchmarks"] if r["name"] not in new]
+    doc["benchmarks"] = sorted([*kept, *new.values()],
+                               key=lambda r: order.index(r["name"]) if r["name"] in order
+                               else len(order))
+    doc.setdefault("reruns", []).append({"date": date, "benchmarks": sorted(new)})
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    latest = latest_results()
+    render(path, performance=latest is not None
+           and os.path.abspath(latest) == os.path.abspath(path))
+
+
 def check_peers(benches: list[Benchmark]) -> list[str]:
     missing = sorted({p for b in benches for p in b.peers if find_peer(p) is None})
     return [f"missing peer {p}: install with `{install_hint(p)}`" for p in missing]
@@ -741,6 +767,10 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"results directory (default: {os.path.relpath(RESULTS)}; "
                          "--smoke writes only with --out)")
     ap.add_argument("--no-write", action="store_true", help="print only, write no files")
+    ap.add_argument("--into", metavar="RESULTS.json",
+                    help="with --only (full mode): put the new runs into a saved full run, "
+                         "replacing those benchmarks' entries (each keeps its own date and "
+                         "load), and re-render its pages")
     ap.add_argument("--render", metavar="RESULTS.json", nargs="?", const="latest",
                     help="run nothing: rewrite RESULTS.md and docs/performance.md from a saved "
                          "results file (default: the latest full run)")
@@ -770,6 +800,10 @@ def main(argv: list[str] | None = None) -> int:
         print("the benchmarks needing them will report what they could not measure",
               file=sys.stderr)
     mode = "smoke" if a.smoke else "quick" if a.quick else "full"
+    if a.into and (not a.only or mode != "full" or a.no_write):
+        ap.error("--into needs --only and a full run (no --quick/--smoke/--no-write)")
+    if a.into and not os.path.exists(a.into):
+        ap.error(f"--into {a.into}: no such results file")
     if a.smoke and a.out is None:
         a.no_write = True
     a.out = a.out or RESULTS
@@ -787,6 +821,9 @@ def main(argv: list[str] | None = None) -> int:
            "loadavg_end": list(os.getloadavg()), "missing_peers": missing,
            "benchmarks": results}
     print("\n" + "\n".join(goal_table(results)))
+    if a.into:
+        merge_into(a.into, results, date)
+        return 1 if any("error" in r for r in results) else 0
     if not a.no_write:
         os.makedirs(a.out, exist_ok=True)
         stem = os.path.join(a.out, date + (f"-{mode}" if mode != "full" else "")

@@ -42,6 +42,9 @@ QUICK_SCALE = 0.2
 # odd, so the median is one of the measured rounds
 QUICK_REPEAT = 3
 DEFAULT_REPEAT = 3
+# a timed round is taken in this many slices, in turn with the other rounds and
+# clients: each round then samples the machine over the whole scenario
+DEFAULT_SLICES = 8
 
 COLUMNS = ("client", "req/s", "p50", "p99", "CPU µs/req", "Python allocs/req",
            "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes")
@@ -68,6 +71,7 @@ def compare(
     baseline: str | None = None,
     min_requests: int = 10,
     reruns: int = 2,
+    slices: int | None = None,
     baseline_file: str | os.PathLike[str] | None = None,
     pythons: Sequence[str] | None = None,
     deterministic: bool = False,
@@ -111,7 +115,10 @@ def compare(
 
     A timed round runs until its time and ``min_requests`` requests; a round
     short of them, or disturbed by other processes or CPU steal, runs again
-    up to ``reruns`` times (docs/metrics.md).
+    up to ``reruns`` times (docs/metrics.md). ``slices``: each timed round is
+    taken in this many pieces (default ``DEFAULT_SLICES``, none under 25 ms),
+    slice k of every round and client before slice k + 1 of any, so every
+    round samples the machine over the whole scenario.
 
     ``deterministic``: after each scenario's timing rounds, every client
     counts instructions (callgrind) and syscalls (strace) of
@@ -127,6 +134,10 @@ def compare(
         raise ValueError("n must be >= 1")
     if min_requests < 1 or reruns < 0:
         raise ValueError("min_requests must be >= 1 and reruns >= 0")
+    if slices is None:
+        slices = DEFAULT_SLICES
+    if slices < 1:
+        raise ValueError("slices must be >= 1")
     if deterministic:
         if deterministic_n < 1:
             raise ValueError("deterministic_n must be >= 1")
@@ -163,7 +174,7 @@ def compare(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
         timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
         progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
-        reruns=reruns,
+        reruns=reruns, slices=slices,
         deterministic=deterministic, deterministic_n=deterministic_n,
     )
     if envs:
@@ -364,7 +375,9 @@ def format_tables(rs: ResultSet) -> str:
         if rows:
             reps = max(r["repeats"] for r in rows)
             cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
-            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}; ±: half the "
+            k = int((md.get("slices") or {}).get(s) or 1)
+            sliced = f", each taken in {k} slices" if k > 1 else ""
+            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}{sliced}; ±: half the "
                        f"width of the {cov:.0%} order-statistic confidence interval of the "
                        "median, relative to it" + ("; thin: too few repeats or requests"
                                                    if any(r["thin"] for r in rows) else "")
@@ -429,6 +442,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="interleaved rounds per client and scenario (default 3, an odd count so the median is a round)")
     ap.add_argument("--n", type=int, default=None,
                     help="requests per round (default: a time budget per scenario)")
+    ap.add_argument("--slices", type=int, default=None, metavar="K",
+                    help=f"take each timed round in K slices, in turn with every other round "
+                         f"and client (default {DEFAULT_SLICES}, each at least 25 ms; 1: one "
+                         "contiguous piece)")
     ap.add_argument("--quick", action="store_true",
                     help=f"{len(QUICK_SCENARIOS)} scenarios, short rounds: about a minute")
     ap.add_argument("--out", help="output directory (default ./httpbench-results/<timestamp>/)")
@@ -611,6 +628,7 @@ def cli_main(argv: list[str]) -> int:
     try:
         rs = compare(
             clients=clients, scenarios=scenarios, repeat=args.repeat, n=args.n,
+            slices=args.slices,
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,

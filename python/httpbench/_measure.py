@@ -48,6 +48,10 @@ __all__ = [
 ]
 
 _CALIBRATION_CALLS = 5000
+# A process that measures many short spans of the same shape (a compare worker)
+# sets this: each calibration is made once and reused (it costs ~10 ms with hooks).
+REUSE_CALIBRATION = False
+_calibrations: dict[tuple[Any, ...], Any] = {}
 _DOMAINS = ("raw", "mem", "obj")
 
 
@@ -481,8 +485,13 @@ def measure(
     alloc, gc = bool(alloc), bool(gc)
     cal = None
     if calibrate:
-        noop = _noop_for(len(args))
-        cal = _core._measure_loop(noop, args, _CALIBRATION_CALLS, None, 200, 0, alloc, gc)
+        key = ("sync", len(args), alloc, gc)
+        cal = _calibrations.get(key) if REUSE_CALIBRATION else None
+        if cal is None:
+            noop = _noop_for(len(args))
+            cal = _core._measure_loop(noop, args, _CALIBRATION_CALLS, None, 200, 0, alloc, gc)
+            if REUSE_CALIBRATION:
+                _calibrations[key] = cal
     rss_reset = _reset_peak_rss()
     meta: dict[str, Any] = {"mode": "sync", "warmup_calls": wn, "warmup_ns": wns}
     srv0 = _server_cpu()
@@ -667,8 +676,13 @@ def measure_async(
         async def _noop(*_a: Any) -> None:
             return None
 
-        span(_noop, 200, None, False)
-        cal = span(_noop, 2000, None, True)
+        key = ("async", id(loop), concurrency, len(args), alloc, gc)
+        cal = _calibrations.get(key) if REUSE_CALIBRATION else None
+        if cal is None:
+            span(_noop, 200, None, False)
+            cal = span(_noop, 2000, None, True)
+            if REUSE_CALIBRATION:
+                _calibrations[key] = cal
     if wn or wns:
         span(coro_fn, wn or None, wns or None, False)
     rss_reset = _reset_peak_rss()

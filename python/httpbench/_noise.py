@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["DISTURBED_OTHER", "DISTURBED_STEAL", "disturbed", "round_noise", "snapshot",
-           "summary", "summary_line"]
+           "summary", "summary_line", "windows_noise"]
 
 # a round is disturbed when others took more than this share of the client's CPU(s)
 DISTURBED_OTHER = 0.20
@@ -85,6 +85,32 @@ def round_noise(a: dict[str, Any] | None, b: dict[str, Any] | None,
     other_ns = busy * _TICK_NS - own - max(0, exclude_ns)
     out["steal"] = round(steal / total, 4)
     out["other"] = round(min(1.0, max(0.0, other_ns / total_ns)), 4)
+    return out
+
+
+def windows_noise(windows: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | None]],
+                  exclude_ns: int = 0) -> dict[str, Any] | None:
+    """Steal and other-CPU fractions over several measured windows (a round's
+    slices): their counters summed, the time between them left out."""
+    if not windows or any(a is None or b is None for a, b in windows):
+        return None
+    if len(windows) == 1:
+        return round_noise(windows[0][0], windows[0][1], exclude_ns)
+    width = max(len(a["ticks"]) for a, _ in windows)  # type: ignore[index]
+    ticks = [0] * width
+    own = wall = 0
+    for a, b in windows:
+        assert a is not None and b is not None
+        for i, (x, y) in enumerate(zip(a["ticks"], b["ticks"], strict=False)):
+            ticks[i] += y - x
+        own += b["own_cpu_ns"] - a["own_cpu_ns"]
+        wall += b["wall_ns"] - a["wall_ns"]
+    cpu = windows[0][0]["cpu"]  # type: ignore[index]
+    zero = {"cpu": cpu, "ticks": [0] * width, "own_cpu_ns": 0, "wall_ns": 0}
+    out = round_noise(zero, {"cpu": cpu, "ticks": ticks, "own_cpu_ns": own, "wall_ns": wall},
+                      exclude_ns)
+    if out is not None:
+        out["windows"] = len(windows)
     return out
 
 

@@ -7,7 +7,10 @@ the adapter up, warms up and then measures one round per command. Rounds are
 interleaved across clients (A B C A B C) so drift in the machine's state hits
 every client alike. Results come back as JSON over a pipe; a worker that
 crashes, hangs (per-reply timeout) or fails is reported with its stderr and
-the run goes on.
+the run goes on. A timed round can be taken in slices (``RunOptions.slices``):
+slice k of every round and client before slice k + 1 of any, so each round
+samples the machine's state over the whole scenario (a virtual machine's CPU
+speed drifts over seconds); the slices' counts are summed into the round.
 
 Each round is checked against the server's own stats (requests, connections
 accepted, server CPU) and turned into anomaly notes: server saturated, new
@@ -60,6 +63,10 @@ NAGLE_MIN_FRACTION = 0.10
 NAGLE_MAX_BYTES = 1 << 20
 SATURATED_FRACTION = 0.90
 SPREAD_LIMIT = 0.25
+# transfers this large run their rounds in one piece (see Runner._slices)
+SLICE_MAX_BYTES = 1 << 20
+# the shortest slice of a round, seconds
+SLICE_MIN_S = 0.025
 
 
 class WorkerFailed(Exception):
@@ -80,7 +87,8 @@ class RunOptions:
     may take for one reply (setup or round) before it is killed as hung;
     ``min_requests``: fewest requests of a timed round (re-run below it);
     ``reruns``: how often a round disturbed by machine noise or short of
-    requests is run again at most; ``native_allocs``: preload the malloc counter in workers (None: on when a
+    requests is run again at most; ``slices``: pieces a timed round is taken
+    in, in turn with every other round and client (1: one contiguous piece); ``native_allocs``: preload the malloc counter in workers (None: on when a
     counter library exists, Linux); ``pin``: CPU pinning server/workers;
     ``commands``: name -> argv of extra process-level clients; ``zygote``:
     fork workers from one pre-imported process (False: a new interpreter each).
@@ -92,6 +100,8 @@ class RunOptions:
     min_requests: int = 10
     # a round disturbed by machine noise or short of min_requests runs again, this often at most
     reruns: int = 2
+    # a timed round is taken in this many slices, in turn with the other rounds and clients
+    slices: int = 1
     scale: float = 1.0
     warmup: int = 3
     timeout: float = 120.0
@@ -483,6 +493,53 @@ def preload_library() -> str | None:
     return p if p and os.path.exists(p) else None
 
 
+def merge_slices(parts: Sequence[MeasureResult]) -> MeasureResult:
+    """One round's result from its slices: counts, times and CPU summed, latency
+    histograms merged, peak RSS the largest; a single slice is returned as is."""
+    import dataclasses
+
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+
+    def total(name: str) -> int | None:
+        vals = [getattr(p, name) for p in parts]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    def dict_total(name: str) -> dict[str, int] | None:
+        vals = [getattr(p, name) for p in parts]
+        if any(v is None for v in vals):
+            return None
+        out: dict[str, int] = {}
+        for v in vals:
+            for k, x in v.items():
+                out[k] = out.get(k, 0) + x
+        return out
+
+    lat = first.latency.copy()
+    for p in parts[1:]:
+        lat.merge(p.latency)
+    calls = sum(p.calls for p in parts)
+    gcs = [p.gc_collections for p in parts]
+    over = [p.overhead_ns_per_call for p in parts]
+    rss = [p.peak_rss_bytes for p in parts if p.peak_rss_bytes is not None]
+    md = dict(first.metadata)
+    md["slice_calls"] = [p.calls for p in parts]
+    return dataclasses.replace(
+        first, calls=calls, wall_ns=sum(p.wall_ns for p in parts), latency=lat,
+        cpu_user_ns=sum(p.cpu_user_ns for p in parts), cpu_sys_ns=sum(p.cpu_sys_ns for p in parts),
+        cpu_thread_ns=total("cpu_thread_ns"), alloc_counts=dict_total("alloc_counts"),
+        alloc_bytes=dict_total("alloc_bytes"), alloc_net_bytes=total("alloc_net_bytes"),
+        alloc_net_count=total("alloc_net_count"), native_alloc_count=total("native_alloc_count"),
+        native_alloc_bytes=total("native_alloc_bytes"),
+        gc_collections=(None if any(g is None for g in gcs)
+                        else tuple(sum(g[i] for g in gcs) for i in range(3))),  # type: ignore[index]
+        gc_pause_ns=total("gc_pause_ns"), peak_rss_bytes=max(rss) if rss else None,
+        overhead_ns_per_call=(None if any(o is None for o in over) or not calls
+                              else sum(o * p.calls for o, p in zip(over, parts, strict=True)) / calls),
+        errors=sum(p.errors for p in parts), end_unix_ns=parts[-1].end_unix_ns, metadata=md)
+
+
 # ---------------------------------------------------------------- anomalies
 
 
@@ -598,7 +655,7 @@ def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> 
 # ---------------------------------------------------------------- runner
 
 
-def _eta(t_start: float, finished: int, total: int) -> str:
+def _eta(t_start: float, finished: float, total: int) -> str:
     """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
     included); empty before the first round or after the last."""
     if finished <= 0 or finished >= total:
@@ -643,6 +700,7 @@ class Runner:
         self.env_changes: dict[str, str] = {}
         self.noise: dict[str, dict[str, Any]] = {}
         self._reruns: dict[str, int] = {}
+        self.slices: dict[str, int] = {}
         self.preload = None
         if self.opt.native_allocs is not False and sys.platform.startswith("linux"):
             self.preload = preload_library()
@@ -747,15 +805,32 @@ class Runner:
                 try:
                     workers = self._start_workers(clients, sc, srv, workdir)
                     rounds: dict[str, list[MeasureResult]] = {c: [] for c in workers}
+                    k = self._slices(sc)
+                    self.slices[sc.name] = k
+                    sliced: dict[tuple[str, int], MeasureResult] = {}
+                    if k > 1:
+                        # every round is assembled from k slices taken in turn with every
+                        # other round and client: each samples the machine's state over
+                        # the whole scenario instead of one stretch of it
+                        base = done
+
+                        def at(i: int, of: int, base: int = base, n: int = len(workers)) -> str:
+                            part = base + n * self.opt.repeat * i / of
+                            return f"[{int(part)}/{total}]{_eta(t_start, part, total)}"
+
+                        sliced = self._sliced_checked(workers, sc, srv, k, at)
                     for rep in range(self.opt.repeat):
                         for c, w in list(workers.items()):
                             done += 1
-                            if w.dead or (c, sc.name) in self.h1_fallback:
+                            if k > 1:
+                                mr = sliced.get((c, rep))
+                            elif w.dead or (c, sc.name) in self.h1_fallback:
                                 continue
-                            self._progress(
-                                f"[{done}/{total}] running {sc.name} {c} "
-                                f"#{rep + 1}/{self.opt.repeat}{_eta(t_start, done - 1, total)}")
-                            mr = self._round_checked(c, sc, rep, w, srv)
+                            else:
+                                self._progress(
+                                    f"[{done}/{total}] running {sc.name} {c} #{rep + 1}/"
+                                    f"{self.opt.repeat}{_eta(t_start, done - 1, total)}")
+                                mr = self._round_checked(c, sc, rep, w, srv)
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
@@ -799,6 +874,7 @@ class Runner:
             "native_alloc_counter": self.preload,
             "environment_changes": self.env_changes,
             "min_requests": self.opt.min_requests,
+            "slices": self.slices,
             "noise": self.noise,
             "noise_thresholds": {"other": _noise.DISTURBED_OTHER,
                                  "steal": _noise.DISTURBED_STEAL},
@@ -875,6 +951,20 @@ class Runner:
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
 
+    def _slices(self, sc: Scenario) -> int:
+        """Slices per round: ``opt.slices`` for timed rounds of small transfers, fewer
+        when a slice would be shorter than SLICE_MIN_S; 1 for rounds of a fixed
+        request count, multi-megabyte transfers (a slice would hold one request) and
+        concurrent scenarios (each slice would start its threads and re-warm every
+        connection again)."""
+        if self.opt.n is not None or sc.n is not None:
+            return 1
+        if (sc.expect_bytes or 0) + sc.body_size >= SLICE_MAX_BYTES or sc.concurrency > 1:
+            return 1
+        # a slice's fixed costs (re-warm-up, stats, messages) are a few ms: not shorter
+        per_round = sc.duration * self.opt.scale
+        return max(1, min(self.opt.slices, int(per_round / SLICE_MIN_S + 1e-9)))
+
     def _min_n(self, sc: Scenario) -> int:
         return max(sc.min_n, self.opt.min_requests)
 
@@ -898,17 +988,75 @@ class Runner:
             if again is None:
                 break
             mr = again
-        if mr is not None:
-            md = dict(mr.metadata)
-            md["reruns"] = tries
-            # a round both disturbed and short gets both notes: each is its own warning
-            for kind, why in self._redo_reasons(mr, sc):
-                self.notes.append(Note(kind, f"round {rep + 1}: {why} (after {tries} re-run(s))",
-                                       client, sc.name, rep, "warning"))
-            import dataclasses
+        return None if mr is None else self._kept(client, sc, rep, mr, tries)
 
-            mr = dataclasses.replace(mr, metadata=md)
-        return mr
+    def _kept(self, client: str, sc: Scenario, rep: int, mr: MeasureResult,
+              tries: int) -> MeasureResult:
+        """The round kept after ``tries`` re-runs, noted when still disturbed or short."""
+        import dataclasses
+
+        md = dict(mr.metadata)
+        md["reruns"] = tries
+        # a round both disturbed and short gets both notes: each is its own warning
+        for kind, why in self._redo_reasons(mr, sc):
+            self.notes.append(Note(kind, f"round {rep + 1}: {why} (after {tries} re-run(s))",
+                                   client, sc.name, rep, "warning"))
+        return dataclasses.replace(mr, metadata=md)
+
+    def _sliced(self, workers: dict[str, WorkerProc], sc: Scenario, srv: Any, k: int,
+                want: list[tuple[str, int]], progress: Callable[[int, int], str]
+                ) -> dict[tuple[str, int], tuple[MeasureResult, list[Note]]]:
+        """The rounds ``want`` ((client, repeat), in run order), each taken in ``k``
+        slices: slice s of every one before slice s + 1 of any. A round whose
+        worker failed in any slice is left out (its failure is noted)."""
+        parts: dict[tuple[str, int], list[dict[str, Any]] | None] = {key: [] for key in want}
+        for s in range(k):
+            for i, (c, rep) in enumerate(want):
+                w, got = workers[c], parts[(c, rep)]
+                if w.dead or got is None or (c, sc.name) in self.h1_fallback:
+                    continue
+                self._progress(f"{progress(s * len(want) + i, k * len(want))} {sc.name} {c} "
+                               f"#{rep + 1} slice {s + 1}/{k}")
+                part = self._part(c, sc, rep, w, srv, k)
+                if part is None:
+                    parts[(c, rep)] = None
+                else:
+                    got.append(part)
+        out: dict[tuple[str, int], tuple[MeasureResult, list[Note]]] = {}
+        for (c, rep), got in parts.items():
+            if got and len(got) == k:  # a round short of slices (its worker died) is lost
+                mark = len(self.notes)
+                mr = self._assemble(c, sc, rep, workers[c], got)
+                out[(c, rep)] = (mr, self.notes[mark:])
+                del self.notes[mark:]
+        return out
+
+    def _sliced_checked(self, workers: dict[str, WorkerProc], sc: Scenario, srv: Any, k: int,
+                        progress: Callable[[int, int], str]
+                        ) -> dict[tuple[str, int], MeasureResult]:
+        """Every round of the scenario in slices; rounds disturbed or short are taken
+        again, in slices among themselves (at most ``reruns`` times); the last is kept."""
+        want = [(c, rep) for rep in range(self.opt.repeat) for c in workers]
+        got = self._sliced(workers, sc, srv, k, want, progress)
+        tries = dict.fromkeys(got, 0)
+        for _ in range(self.opt.reruns):
+            redo = [key for key in want if key in got and not workers[key[0]].dead
+                    and self._redo_reasons(got[key][0], sc)]
+            if not redo:
+                break
+            for c, rep in redo:
+                why = "; ".join(t for _, t in self._redo_reasons(got[(c, rep)][0], sc))
+                self._progress(f"re-run {sc.name} {c} #{rep + 1}: {why}")
+                self._reruns[sc.name] = self._reruns.get(sc.name, 0) + 1
+                tries[(c, rep)] += 1
+            got.update(self._sliced(workers, sc, srv, k, redo, progress))
+        out: dict[tuple[str, int], MeasureResult] = {}
+        for key in want:
+            if key in got:
+                mr, notes = got[key]
+                self.notes.extend(notes)
+                out[key] = self._kept(key[0], sc, key[1], mr, tries[key])
+        return out
 
     def _redo_reasons(self, mr: MeasureResult, sc: Scenario) -> list[tuple[str, str]]:
         """Why a round must run again, as (note kind, text): disturbed, short, or both."""
@@ -925,12 +1073,20 @@ class Runner:
 
     def _round(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                srv: Any) -> MeasureResult | None:
+        """One contiguous round (the whole duration in one slice)."""
+        part = self._part(client, sc, rep, w, srv, 1)
+        return None if part is None else self._assemble(client, sc, rep, w, [part])
+
+    def _part(self, client: str, sc: Scenario, rep: int, w: WorkerProc, srv: Any,
+              slices: int) -> dict[str, Any] | None:
+        """One slice of a round: ``1/slices`` of its time and minimum requests, checked
+        against the server's stats; None (and a failure note) when the worker failed."""
         cmd: dict[str, Any] = {"cmd": "run"}
         if self.opt.n is not None or sc.n is not None:
             cmd["n"] = self.opt.n if self.opt.n is not None else sc.n
         else:
-            cmd["duration"] = sc.duration * self.opt.scale
-            cmd["min_n"] = self._min_n(sc)
+            cmd["duration"] = sc.duration * self.opt.scale / slices
+            cmd["min_n"] = -(-self._min_n(sc) // slices)
         try:
             w.send({"cmd": "rewarm"})
             warm = w.recv()
@@ -949,7 +1105,6 @@ class Runner:
                 f"{client}/{sc.name} round {rep + 1}: {msg.get('error')}",
                 msg.get("traceback") or "", "worker-failed"), rep)
             return None
-        mr = MeasureResult.from_dict(msg["result"])
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
         protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
         if pkind == "h1-fallback":
@@ -959,31 +1114,49 @@ class Runner:
             self.skipped[f"{client}/{sc.name}"] = f"h1-fallback: {pmsg}"
             self._progress(f"h1-fallback {client}/{sc.name}: {pmsg}")
             return None
+        return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
+
+    def _assemble(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
+                  parts: list[dict[str, Any]]) -> MeasureResult:
+        """A round from its slices: summed counts, merged latencies, summed noise
+        windows, then the round's anomaly notes."""
+        mr = merge_slices([p["mr"] for p in parts])
+        srv_delta: dict[str, int | None] = {}
+        for k in parts[0]["server"]:
+            vals = [p["server"][k] for p in parts]
+            srv_delta[k] = None if any(v is None for v in vals) else sum(vals)
+        protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
         if pkind is not None and pmsg is not None:
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "warning"))
-        raw_noise = msg.get("noise") or [None, None]
         # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
-        shared = 0 if self.server_cpus else (srv_delta.get("cpu_ns") or 0)
-        noise = _noise.round_noise(raw_noise[0], raw_noise[1], exclude_ns=shared)
+        windows = [tuple(p["msg"].get("noise") or (None, None)) for p in parts]
+        shared = 0 if self.server_cpus else sum(p["server"].get("cpu_ns") or 0 for p in parts)
+        noise = _noise.windows_noise(windows, exclude_ns=shared)
+        msgs = [p["msg"] for p in parts]
+        round_requests = sum(int(m.get("round_requests") or 0) for m in msgs)
+        problems = [m["verify"] for m in msgs if m.get("verify") and not m["verify"].get("ok")]
+        verify = problems[-1] if problems else (msgs[-1].get("verify") or {"ok": True})
+        samples = [s for m in msgs for s in (m.get("error_samples") or [])][:5]
         md = dict(mr.metadata)
         md["noise"] = noise
         md.update({
             "client": client, "scenario": sc.name, "repeat": rep,
             "protocol": protocol,
             "server": srv_delta, "server_threads": self.opt.server_threads,
-            "worker_requests": msg.get("round_requests"),
-            "verify": msg.get("verify"), "error_samples": msg.get("error_samples") or [],
+            "worker_requests": round_requests,
+            "verify": verify, "error_samples": samples,
             "client_version": self.versions.get(client),
             "kind": w.info.get("kind", "sync"),
             "worker": w.info,
+            "slices": len(parts),
         })
         import dataclasses
 
         mr = dataclasses.replace(mr, metadata=md)
         self.notes.extend(round_notes(
-            client, sc, rep, md["kind"], mr, srv_delta, int(msg.get("round_requests") or 0),
-            msg.get("verify") or {}, md["error_samples"], self.opt.server_threads))
+            client, sc, rep, md["kind"], mr, srv_delta, round_requests,
+            verify, md["error_samples"], self.opt.server_threads))
         return mr
 
     def _deterministic(self, client: str, sc: Scenario,

@@ -152,8 +152,11 @@ class Worker:
         if self.sc.protocol == "h2":
             from ._adapters import AdapterUnavailable
 
-            if self.cls.h2_mode not in ("async", "shared", "batch"):
+            if self.cls.h2_mode not in ("async", "shared", "batch", "single"):
                 raise AdapterUnavailable(self.client, f"no HTTP/2: {self.cls.h2_reason}")
+            if self.cls.h2_mode == "single" and self.sc.concurrency > 1:
+                raise AdapterUnavailable(self.client, f"one stream at a time over HTTP/2: "
+                                         f"{self.cls.h2_reason}")
             if (self.cls.h2_mode == "async") != (self.kind == "async"):
                 raise AdapterUnavailable(self.client, f"h2_mode {self.cls.h2_mode!r} does not "
                                          f"fit a {self.kind} adapter")
@@ -223,6 +226,10 @@ class Worker:
                 a = self.cls()
                 a.setup(base, ca, **self._params(i))
                 self.adapters.append(a)
+        from . import _measure
+
+        # many short spans of one shape: calibrate the harness once, not per slice
+        _measure.REUSE_CALIBRATION = True
         # Pin only now: imports and set-up of all workers may use every core, the
         # warm-up and the measured rounds run where the runner wants the client.
         cpu = self.job.get("cpu")

@@ -24,8 +24,9 @@ HTTP/2 (h2c with prior knowledge for ``http://``, ALPN for ``https://``);
 connection, in its own idiom: ``"async"`` (coroutines gathered on one
 client), ``"shared"`` (one thread-safe client used from that many threads) or
 ``"batch"`` (:meth:`Adapter.request_batch` multiplexes that many requests and
-returns when all are done). ``h2_mode = None``: the client has no HTTP/2 and
-is skipped with ``h2_reason``.
+returns when all are done); ``"single"``: HTTP/2 one request at a time only,
+so scenarios with more in flight skip it with ``h2_reason``. ``h2_mode =
+None``: the client has no HTTP/2 and is skipped with ``h2_reason``.
 
 A client whose library is not installed raises :class:`AdapterUnavailable`
 from :func:`load_adapter` carrying the pip name, and the runner reports it as
