@@ -14,6 +14,15 @@ rusage of its process, httpbench's from its engine threads' own rusage
 Goals (benchmarks/goals.py): httpbench CPU/request <= 0.8x h2load's and
 req/s >= h2load's.
 
+"floor" (embedded-h2c only) is benchmarks/floor_h2loadgen.c, compiled on the
+fly: prebuilt frames (preface and SETTINGS once, then one HEADERS frame per
+request with a fixed HPACK block of static-table entries and literals, stream
+id patched in), responses read by their 9-byte frame headers only (no HPACK
+decoding), one send per connection per read batch. It checks every stream got
+a HEADERS frame and ended, and this script checks the server counted every
+stream it opened as an h2 request; its CPU per request is about the least an
+HTTP/2 generator can spend on this machine ("CPU vs floor").
+
     python benchmarks/bench_h2loadgen.py [--duration 5] [--rounds 3] [--json out.json]
 """
 
@@ -22,10 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 import httpbench
 from httpbench import start_process
@@ -66,7 +77,33 @@ def run_h2load(url: str, conns: int, streams: int, dur: float) -> dict:
             "duration_s": d["seconds"], "cpu_s": cpu}
 
 
-TOOLS = {"httpbench": run_httpbench, "h2load": run_h2load}
+FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_h2loadgen.c")
+FLOOR_EXE: str | None = None
+FLOOR_SERVER = None  # the embedded h2c server process: the floor's counts are checked on it
+
+
+def run_floor(url: str, conns: int, streams: int, dur: float) -> dict:
+    if FLOOR_EXE is None or FLOOR_SERVER is None:
+        raise RuntimeError("floor_h2loadgen is not built")
+    m = re.match(r"http://([\d.]+):(\d+)(/.*)$", url)
+    if not m:
+        raise RuntimeError(f"floor cannot run {url} (h2c on an IPv4 address only)")
+    before = FLOOR_SERVER.stats()["by_protocol"]["h2"]
+    argv = [FLOOR_EXE, m.group(1), m.group(2), m.group(3), str(conns), str(streams), f"{dur:g}"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=dur + 60)
+    if p.returncode != 0:
+        raise RuntimeError(f"floor_h2loadgen failed: {p.stderr.strip()}")
+    d = json.loads(p.stdout)
+    served = FLOOR_SERVER.stats()["by_protocol"]["h2"] - before
+    if not (d["sent"] == d["requests"] == served):
+        raise RuntimeError(f"floor_h2loadgen: {d['sent']} streams opened, {d['requests']} "
+                           f"ended with a response, the server counted {served} h2 requests")
+    return {"ok": d["ok"], "done": d["requests"], "duration_s": d["seconds"],
+            "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"]}
+
+
+TOOLS = {"httpbench": run_httpbench, "h2load": run_h2load, "floor": run_floor}
+FLOOR_TARGETS = ("embedded-h2c",)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 s runs, 2 rounds")
     ap.add_argument("--targets", default="nginx-h2,embedded-h2c,embedded-h2")
     ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--json", help="write the rows for benchmarks/run.py")
     a = ap.parse_args(argv)
     if a.quick:
@@ -89,10 +127,20 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     wanted = [t for t in a.targets.split(",") if t]
+    tools = [t for t in a.tools.split(",") if t]
+    if [t for t in tools if t not in TOOLS]:
+        ap.error(f"unknown tool(s); known: {', '.join(TOOLS)}")
+    global FLOOR_EXE, FLOOR_SERVER
+    notes: list[str] = []
+    tmp = tempfile.mkdtemp(prefix="hb-h2floor-")
+    if "floor" in tools:
+        FLOOR_EXE = _peers.build_floor(FLOOR_SRC, tmp)
+        if FLOOR_EXE is None:
+            tools.remove("floor")
+            notes.append("floor_h2loadgen could not be built: its rows are missing")
     ngx = None
     servers = []
     targets: dict[str, str] = {}
-    notes: list[str] = []
     try:
         if "nginx-h2" in wanted:
             if shutil.which("nginx") or os.access("/usr/sbin/nginx", os.X_OK):
@@ -103,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if "embedded-h2c" in wanted:
             s1 = start_process(tls=False)
             servers.append(s1)
+            FLOOR_SERVER = s1
             targets["embedded-h2c"] = s1.url + "/bytes/150"
         if "embedded-h2" in wanted:
             s2 = start_process(tls=True)
@@ -113,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             for tname, url in targets.items():
                 for shape in shapes:
                     conns, streams = SHAPES[shape]
-                    for tool, fn in TOOLS.items():
-                        r = fn(url, conns, streams, a.duration)
+                    for tool in tools:
+                        if tool == "floor" and tname not in FLOOR_TARGETS:
+                            continue
+                        r = TOOLS[tool](url, conns, streams, a.duration)
                         r.update(round=rnd, target=tname, shape=shape, tool=tool,
                                  rps=r["ok"] / r["duration_s"],
                                  cpu_us_per_req=r["cpu_s"] * 1e6 / max(r["done"], 1))
@@ -127,15 +178,18 @@ def main(argv: list[str] | None = None) -> int:
             ngx.stop()
         for s in servers:
             s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     rows = []
     for tname in targets:
         for shape in shapes:
             conns, streams = SHAPES[shape]
             case = f"{tname} -t1 -c{conns} -m{streams}"
-            for tool in TOOLS:
+            for tool in tools:
                 rs = [r for r in runs if (r["target"], r["shape"], r["tool"]) ==
                       (tname, shape, tool)]
+                if not rs:
+                    continue
                 rows.append({"case": case, "contender": tool, "metric": "req/s",
                              "unit": "req/s", "values": [r["rps"] for r in rs]})
                 rows.append({"case": case, "contender": tool, "metric": "CPU/req",

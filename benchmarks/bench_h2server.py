@@ -20,6 +20,12 @@ h2 stream (so nothing fell back to HTTP/1.1), and h2load's output must name
 the protocol it negotiated (h2c / h2). Server on CPU 0, h2load on CPU 1 when
 there are two CPUs (--no-pin to disable).
 
+"floor" (h2c only) is benchmarks/floor_h2server.c, compiled on the fly: it
+reads frames by their 9-byte headers only (no HPACK decoding) and answers each
+request's HEADERS with a prebuilt HEADERS + DATA pair (stream id patched in);
+its count of requests answered must cover h2load's. Its CPU per request is
+about the least an HTTP/2 server can spend on this machine.
+
 Goal (benchmarks/goals.py): embedded CPU/request <= 0.8x nginx's.
 """
 
@@ -29,6 +35,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,7 +45,7 @@ import time
 from httpbench import expected_bytes, start_process
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import free_port, parse_h2load, write_rows  # noqa: E402
+from _peers import build_floor, free_port, parse_h2load, write_rows  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SIZE = 150
@@ -150,6 +157,52 @@ class Nginx:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class FloorServer:
+    """benchmarks/floor_h2server.c on a free port (h2c), serving the same bytes."""
+
+    def __init__(self, exe: str, tmp: str, cpu: int | None) -> None:
+        body = os.path.join(tmp, "body")
+        with open(body, "wb") as f:
+            f.write(expected_bytes(SIZE))
+        self.port = free_port()
+        cmd = [exe, str(self.port), body]
+        if cpu is not None:
+            cmd = ["taskset", "-c", str(cpu), *cmd]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        import socket
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("floor_h2server did not come up") from None
+                time.sleep(0.05)
+
+    def served(self) -> int:
+        """Requests answered so far."""
+        assert self.proc.stdout is not None
+        self.proc.send_signal(signal.SIGUSR1)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("floor_h2server exited")
+        return int(line)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
 def run_h2load(url: str, conns: int, streams: int, duration: float, cpu: int | None) -> dict:
     cmd = ["h2load", "-t1", f"-c{conns}", f"-m{streams}", "-D", f"{duration:g}", url]
     if cpu is not None:
@@ -170,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="--duration 2 --rounds 2")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and h2load to CPUs")
     ap.add_argument("--json", help="write the rows (benchmarks/run.py format) to this file")
+    ap.add_argument("--no-floor", action="store_true", help="leave out the floor server")
     args = ap.parse_args(argv)
     if args.quick:
         args.duration, args.rounds = 2.0, 2
@@ -182,26 +236,38 @@ def main(argv: list[str] | None = None) -> int:
     emb = {"h2c": start_process(threads=1, cpu=srv_cpu),
            "h2": start_process(threads=1, cpu=srv_cpu, tls=True)}
     ng = None
+    floor = None
+    tmp = tempfile.mkdtemp(prefix="hb-h2floor-")
     runs: dict[tuple[str, str, str], list[dict]] = {}
     try:
         ng = Nginx(srv_cpu)
+        exe = None if args.no_floor else build_floor(
+            os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_h2server.c"), tmp)
+        if exe is not None:
+            floor = FloorServer(exe, tmp, srv_cpu)
 
         def target(name: str, proto: str) -> tuple[int, str]:
             if name == "embedded":
                 return emb[proto].pid, f"{emb[proto].url}/bytes/{SIZE}"
+            if name == "floor":
+                assert floor is not None
+                return floor.pid, f"http://127.0.0.1:{floor.port}/bytes/{SIZE}"
             assert ng is not None
             base = (f"http://127.0.0.1:{ng.port}" if proto == "h2c"
                     else f"https://127.0.0.1:{ng.tls_port}")
             path = f"/bytes/{SIZE}" if name == "nginx-static" else f"/return/{SIZE}"
             return ng.pid, base + path
 
-        names = ["embedded", "nginx-static", "nginx-return"]
+        names = ["embedded", "nginx-static", "nginx-return"] + (["floor"] if floor else [])
         for r in range(args.rounds):
             for shape, conns, streams in SHAPES:
                 for proto in PROTOCOLS:
                     for name in (names if r % 2 == 0 else names[::-1]):
+                        if name == "floor" and proto != "h2c":
+                            continue
                         pid, url = target(name, proto)
                         st0 = emb[proto].stats() if name == "embedded" else None
+                        f0 = floor.served() if name == "floor" and floor else None
                         c0 = cpu_ns(pid)
                         res = run_h2load(url, conns, streams, args.duration, gen_cpu)
                         res["cpu_us_per_req"] = (cpu_ns(pid) - c0) / 1000 / res["requests"]
@@ -215,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
                             if h1 or h2 < res["requests"]:
                                 raise RuntimeError(f"embedded counted {h2} h2 streams and {h1} "
                                                    f"HTTP/1.1 requests for {res['requests']}")
+                        if f0 is not None and floor is not None:
+                            served = floor.served() - f0
+                            if served < res["requests"]:
+                                raise RuntimeError(f"floor answered {served} requests, h2load "
+                                                   f"counted {res['requests']}")
                         runs.setdefault((f"{shape} {proto}", name, ""), []).append(res)
                         print(f"round {r + 1} {shape:<10} {proto:<4} {name:<13} "
                               f"{res['req_per_s']:>10.0f} req/s "
@@ -224,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
             p.stop()
         if ng is not None:
             ng.stop()
+        if floor is not None:
+            floor.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     rows = []
     print(f"\nh2load -t1 -D {args.duration:g}, GET {SIZE} B, medians of {args.rounds} "
@@ -233,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         med = {}
         for name in names:
-            rs = runs[(case, name, "")]
+            rs = runs.get((case, name, ""))
+            if not rs:
+                continue
             med[name] = (statistics.median(x["cpu_us_per_req"] for x in rs),
                          statistics.median(x["req_per_s"] for x in rs))
             print(f"{case:<16} {name:<14} {med[name][1]:>10.0f} {med[name][0]:>11.2f}")

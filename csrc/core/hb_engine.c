@@ -1004,9 +1004,10 @@ static void h2_on_response(void *ud, void *sud, int status)
 {
     econn *c = ud;
     h2slot *sl = sud;
-    if (!c->th->have_server) {
+    if (c->h2->cli.cb != &H2_CBS_QUIET) {
+        /* header fields are not needed any more, on any connection */
         c->th->have_server = 1;
-        c->h2->cli.cb = &H2_CBS_QUIET; /* header fields are not needed any more */
+        c->h2->cli.cb = &H2_CBS_QUIET;
     }
     if (!sl) return;
     sl->status = status;

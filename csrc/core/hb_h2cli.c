@@ -61,7 +61,7 @@ static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     (void)flags;
     hb_h2cli *c = ud;
     if (f->hd.type != NGHTTP2_HEADERS) return 0;
-    if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
+    if (namelen == 7 && name[0] == ':' && memcmp(name, ":status", 7) == 0) {
         int st = 0;
         /* nghttp2 has checked it is 3 digits (HTTP messaging is on). */
         for (size_t i = 0; i < valuelen && i < 3; i++)
@@ -196,9 +196,9 @@ struct hb_h2pool {
 static inline unsigned pool_class(size_t size)
 {
     size_t need = size + POOL_HDR;
-    unsigned k = 0;
-    while (k < POOL_CLASSES && (64u << k) < need)
-        k++;
+    if (need <= 64) return 0;
+    /* smallest k with 64 << k >= need: bit length of need - 1, minus 6 */
+    unsigned k = (unsigned)(64 - __builtin_clzll((unsigned long long)(need - 1))) - 6;
     return k < POOL_CLASSES ? k : POOL_BIG;
 }
 
