@@ -57,8 +57,8 @@ typedef struct {
     uint64_t consumed; /* DATA payload bytes since the last connection WINDOW_UPDATE */
     uint8_t fh[9];     /* frame header being read */
     uint32_t fhlen;
-    uint32_t left;      /* payload bytes of the current frame still to come */
-    uint8_t pre[16];    /* first payload bytes of the current frame */
+    uint32_t left;   /* payload bytes of the current frame still to come */
+    uint8_t pre[16]; /* first payload bytes of the current frame */
     uint32_t prelen;
     uint8_t *out; /* bytes to send */
     size_t olen, ocap;
@@ -76,7 +76,8 @@ static uint32_t streams;
 
 __attribute__((noreturn)) static void die(const char *what)
 {
-    fprintf(stderr, "floor_h2loadgen: %s%s%s\n", what, errno ? ": " : "", errno ? strerror(errno) : "");
+    fprintf(stderr, "floor_h2loadgen: %s%s%s\n", what, errno ? ": " : "",
+            errno ? strerror(errno) : "");
     exit(1);
 }
 
@@ -202,7 +203,8 @@ static void on_frame(conn *c, uint32_t len)
         if (flags & 0x1) stream_end(c, id);
         break;
     }
-    case 3: die("the server reset a stream (RST_STREAM)");
+    case 3:
+        die("the server reset a stream (RST_STREAM)");
     case 4: /* SETTINGS */
         if (!(flags & 0x1)) {
             uint8_t f[9];
@@ -219,8 +221,10 @@ static void on_frame(conn *c, uint32_t len)
             out_put(c, f, 17);
         }
         break;
-    case 7: die("the server sent GOAWAY");
-    default: break; /* WINDOW_UPDATE, PRIORITY, CONTINUATION (END_STREAM is on HEADERS) */
+    case 7:
+        die("the server sent GOAWAY");
+    default:
+        break; /* WINDOW_UPDATE, PRIORITY, CONTINUATION (END_STREAM is on HEADERS) */
     }
 }
 

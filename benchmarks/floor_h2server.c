@@ -64,7 +64,8 @@ static volatile sig_atomic_t want_report;
 
 __attribute__((noreturn)) static void die(const char *what)
 {
-    fprintf(stderr, "floor_h2server: %s%s%s\n", what, errno ? ": " : "", errno ? strerror(errno) : "");
+    fprintf(stderr, "floor_h2server: %s%s%s\n", what, errno ? ": " : "",
+            errno ? strerror(errno) : "");
     exit(1);
 }
 
@@ -99,7 +100,8 @@ static void on_frame(conn *c, uint32_t len)
     uint8_t type = c->fh[3], flags = c->fh[4];
     uint32_t id = be32(c->fh + 5) & 0x7fffffffu;
     switch (type) {
-    case 0: die("a request with a body (DATA)");
+    case 0:
+        die("a request with a body (DATA)");
     case 1: /* HEADERS */
         if (!(flags & 0x4)) die("a header block continued in CONTINUATION frames");
         if (!(flags & 0x1)) die("a request with a body (HEADERS without END_STREAM)");
@@ -140,13 +142,17 @@ static void on_frame(conn *c, uint32_t len)
             out_put(c, f, 17);
         }
         break;
-    case 7: c->closing = 1; break; /* GOAWAY: the client is done */
-    case 8:                        /* WINDOW_UPDATE: the connection's only matters here */
+    case 7:
+        c->closing = 1;
+        break; /* GOAWAY: the client is done */
+    case 8:    /* WINDOW_UPDATE: the connection's only matters here */
         if (len != 4) die("bad WINDOW_UPDATE");
         if (id == 0) c->conn_win += be32(c->pre) & 0x7fffffffu;
         break;
-    case 9: die("CONTINUATION");
-    default: break; /* RST_STREAM, PRIORITY: nothing to do */
+    case 9:
+        die("CONTINUATION");
+    default:
+        break; /* RST_STREAM, PRIORITY: nothing to do */
     }
 }
 
@@ -247,7 +253,7 @@ int main(int argc, char **argv)
     resp[b++] = (uint8_t)cll;
     memcpy(resp + b, cl, (size_t)cll);
     b += (size_t)cll;
-    put_hdr(resp, (uint32_t)(b - 9), 1, 0x4, 0); /* END_HEADERS */
+    put_hdr(resp, (uint32_t)(b - 9), 1, 0x4, 0);      /* END_HEADERS */
     put_hdr(resp + b, (uint32_t)body_len, 0, 0x1, 0); /* DATA, END_STREAM */
     memcpy(resp + b + 9, body, body_len);
     resp_len = b + 9 + body_len;

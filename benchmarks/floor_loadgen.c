@@ -224,7 +224,8 @@ int main(int argc, char **argv)
 
     unsigned long long done = 0;
     double u0 = cpu_s(1), s0 = cpu_s(0), t0 = now_s(), end = t0 + secs, t = t0;
-    for (int i = 0; i < nconns; i++) send_req(&conns[i]);
+    for (int i = 0; i < nconns; i++)
+        send_req(&conns[i]);
     struct epoll_event evs[MAX_CONNS];
     while (t < end) {
         int ms = (int)((end - t) * 1000.0) + 1;

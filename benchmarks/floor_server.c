@@ -33,14 +33,14 @@
 
 typedef struct {
     int open;
-    int tail;          /* how many of "\r\n\r\n" the previous read ended with */
-    size_t wpos;       /* offset into the current response of a blocked write */
+    int tail;           /* how many of "\r\n\r\n" the previous read ended with */
+    size_t wpos;        /* offset into the current response of a blocked write */
     unsigned long owed; /* responses not yet written (blocked) */
 } conn;
 
 static conn *conns;
-static char *resp;          /* reps copies of the response, back to back */
-static size_t resp_len;     /* one response */
+static char *resp;      /* reps copies of the response, back to back */
+static size_t resp_len; /* one response */
 static unsigned long reps;
 static volatile sig_atomic_t stop;
 
@@ -117,13 +117,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "floor_server: bad arguments\n");
         return 2;
     }
-    static const char alphabet[] =
-        "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    static const char alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     char head[256];
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 200 OK\r\nServer: httpbench\r\nDate: Wed, 02 Dec 2026 00:00:00 "
-                      "GMT\r\nContent-Type: application/octet-stream\r\nContent-Length: %ld\r\n\r\n",
-                      body);
+    int hl =
+        snprintf(head, sizeof head,
+                 "HTTP/1.1 200 OK\r\nServer: httpbench\r\nDate: Wed, 02 Dec 2026 00:00:00 "
+                 "GMT\r\nContent-Type: application/octet-stream\r\nContent-Length: %ld\r\n\r\n",
+                 body);
     if (hl <= 0 || (size_t)hl >= sizeof head) return 1;
     resp_len = (size_t)hl + (size_t)body;
     reps = (unsigned long)((1u << 20) / resp_len); /* up to 1 MiB of copies */
@@ -133,14 +133,15 @@ int main(int argc, char **argv)
     conns = calloc(MAX_FD, sizeof *conns);
     if (!resp || !conns) die("malloc");
     memcpy(resp, head, (size_t)hl);
-    for (long i = 0; i < body; i++) resp[hl + i] = alphabet[i % 62];
-    for (unsigned long r = 1; r < reps; r++) memcpy(resp + r * resp_len, resp, resp_len);
+    for (long i = 0; i < body; i++)
+        resp[hl + i] = alphabet[i % 62];
+    for (unsigned long r = 1; r < reps; r++)
+        memcpy(resp + r * resp_len, resp, resp_len);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;
-    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
-        die("sigaction");
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0) die("sigaction");
     if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) die("signal");
 
     int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -220,8 +221,7 @@ int main(int argc, char **argv)
                 }
                 /* Edge-triggered: a short read drained the socket, unless a
                  * FIN came with it (RDHUP): then read on to see the EOF. */
-                if ((size_t)n < sizeof buf && !(evs[i].events & (EPOLLRDHUP | EPOLLHUP)))
-                    break;
+                if ((size_t)n < sizeof buf && !(evs[i].events & (EPOLLRDHUP | EPOLLHUP))) break;
             }
         }
     }

@@ -198,9 +198,8 @@ static int read_head(hb_exchange *x, size_t *got, char *err)
     size_t scanned = c->rpos;
     int first = 1;
     for (;;) {
-        if (c->rlen > c->rpos &&
-            (c->rlen - c->rpos >= HB_PARSE_DEFAULT_MAX_HEAD ||
-             worth_parsing(c->rbuf, c->rpos, scanned, c->rlen))) {
+        if (c->rlen > c->rpos && (c->rlen - c->rpos >= HB_PARSE_DEFAULT_MAX_HEAD ||
+                                  worth_parsing(c->rbuf, c->rpos, scanned, c->rlen))) {
             x->resp.headers = x->headers;
             x->resp.num_headers = HB_CLIENT_MAX_HEADERS;
             int n = hb_parse_response_head_ex(c->rbuf + c->rpos, c->rlen - c->rpos, &x->resp, &lim,
@@ -276,13 +275,19 @@ static void setup_body(hb_exchange *x)
     x->body_done = 0;
     x->body_bytes = 0;
     switch (x->kind) {
-    case HB_BODY_NONE: x->body_done = 1; break;
+    case HB_BODY_NONE:
+        x->body_done = 1;
+        break;
     case HB_BODY_LENGTH:
         x->remaining = (uint64_t)h->framing.content_length;
         if (x->remaining == 0) x->body_done = 1;
         break;
-    case HB_BODY_CHUNKED: hb_chunked_init_ex(&x->chunk, x->req->parse_flags); break;
-    case HB_BODY_UNTIL_CLOSE: x->keep_alive = 0; break;
+    case HB_BODY_CHUNKED:
+        hb_chunked_init_ex(&x->chunk, x->req->parse_flags);
+        break;
+    case HB_BODY_UNTIL_CLOSE:
+        x->keep_alive = 0;
+        break;
     }
 }
 
@@ -301,8 +306,8 @@ int hb_client_begin(hb_pool *p, const hb_request *r, hb_exchange *x, char *err)
     if (err) err[0] = '\0';
     for (;;) {
         hb_conn_times ct;
-        int rc = hb_pool_acquire(p, &r->target, x->retried, r->deadline_ns,
-                                 r->connect_deadline_ns, &x->conn, &x->reused, &ct, err);
+        int rc = hb_pool_acquire(p, &r->target, x->retried, r->deadline_ns, r->connect_deadline_ns,
+                                 &x->conn, &x->reused, &ct, err);
         if (rc < 0) {
             x->conn = NULL;
             return rc;
@@ -407,10 +412,9 @@ static int deliver(hb_exchange *x, hb_sink *s, const char *p, size_t n, char *er
 static int closed_in_body(hb_exchange *x, char *err)
 {
     if (x->kind == HB_BODY_LENGTH)
-        return hb_fail(err, HB_E_CLOSED,
-                       "connection closed after %llu of %lld body bytes (truncated body)",
-                       (unsigned long long)x->body_bytes,
-                       (long long)x->resp.framing.content_length);
+        return hb_fail(
+            err, HB_E_CLOSED, "connection closed after %llu of %lld body bytes (truncated body)",
+            (unsigned long long)x->body_bytes, (long long)x->resp.framing.content_length);
     return hb_fail(err, HB_E_CLOSED,
                    "connection closed in the chunked body after %llu bytes (truncated body)",
                    (unsigned long long)x->body_bytes);
@@ -499,8 +503,8 @@ static int read_until_close(hb_exchange *x, hb_sink *s, char *err)
 /* Decode p[0..n) (chunked framing). out: memory destination for an in-place
  * decode (data runs are moved down to *w) or NULL to deliver to the sink.
  * *rest: bytes left after the body ended. */
-static int decode_chunks(hb_exchange *x, hb_sink *s, const char *p, size_t n, char *out,
-                         size_t *w, size_t *rest, char *err)
+static int decode_chunks(hb_exchange *x, hb_sink *s, const char *p, size_t n, char *out, size_t *w,
+                         size_t *rest, char *err)
 {
     while (n > 0 && !x->chunk.done) {
         const char *data;
@@ -582,10 +586,17 @@ int hb_client_read_body(hb_exchange *x, hb_sink *s, char *err)
     }
     if (!x->body_done) {
         switch (x->kind) {
-        case HB_BODY_LENGTH: rc = read_length(x, s, err); break;
-        case HB_BODY_CHUNKED: rc = read_chunked(x, s, err); break;
-        case HB_BODY_UNTIL_CLOSE: rc = read_until_close(x, s, err); break;
-        case HB_BODY_NONE: break;
+        case HB_BODY_LENGTH:
+            rc = read_length(x, s, err);
+            break;
+        case HB_BODY_CHUNKED:
+            rc = read_chunked(x, s, err);
+            break;
+        case HB_BODY_UNTIL_CLOSE:
+            rc = read_until_close(x, s, err);
+            break;
+        case HB_BODY_NONE:
+            break;
         }
     }
     if (x->kind == HB_BODY_CHUNKED) x->tolerated += x->chunk.tolerated;

@@ -69,12 +69,12 @@ typedef struct hb_request {
     int body_fd;
     off_t body_fd_off;
     int64_t body_fd_len;
-    int is_head;    /* method HEAD: the response has no body */
-    int idempotent; /* may be retried on a fresh connection (see above) */
-    unsigned parse_flags; /* HB_PARSE_LENIENT_LF or 0, for the response head and chunks */
-    uint64_t max_body;    /* largest response body accepted; 0: no limit */
-    uint64_t start_ns;           /* hb_now_ns at the start of the request */
-    uint64_t deadline_ns;        /* absolute; whole request */
+    int is_head;                  /* method HEAD: the response has no body */
+    int idempotent;               /* may be retried on a fresh connection (see above) */
+    unsigned parse_flags;         /* HB_PARSE_LENIENT_LF or 0, for the response head and chunks */
+    uint64_t max_body;            /* largest response body accepted; 0: no limit */
+    uint64_t start_ns;            /* hb_now_ns at the start of the request */
+    uint64_t deadline_ns;         /* absolute; whole request */
     uint64_t connect_deadline_ns; /* absolute; <= deadline_ns */
 } hb_request;
 
@@ -82,8 +82,8 @@ typedef struct hb_request {
  * needed, grow(s, need) must make cap >= need (may move buf) or return an
  * error code; need is at most HB_CLIENT_BODY_STEP past len (or the whole
  * Content-Length when it is at most HB_CLIENT_BODY_WHOLE), so a grow that
- * gives exactly need keeps the reservation bounded. File: fd >= 0, data is written there; buf/cap (if set) is
- * scratch space for reading (else the connection's buffer is used). */
+ * gives exactly need keeps the reservation bounded. File: fd >= 0, data is written there; buf/cap
+ * (if set) is scratch space for reading (else the connection's buffer is used). */
 typedef struct hb_sink {
     char *buf;
     size_t len, cap;
@@ -105,10 +105,10 @@ typedef struct hb_exchange {
     uint64_t body_bytes; /* delivered to the sink so far */
     int keep_alive;      /* reusable once the body is fully read */
     int body_done;
-    int reused;  /* sent on a pooled connection */
-    int retried; /* a stale reused connection was replaced */
-    int eintr_abort; /* from the pool's options */
-    unsigned interim; /* 1xx responses skipped */
+    int reused;         /* sent on a pooled connection */
+    int retried;        /* a stale reused connection was replaced */
+    int eintr_abort;    /* from the pool's options */
+    unsigned interim;   /* 1xx responses skipped */
     unsigned tolerated; /* bare LFs accepted under HB_PARSE_LENIENT_LF (heads, then chunks) */
     /* Phase timestamps (absolute hb_now_ns; connected/tls_done 0 on reuse). */
     uint64_t t_start, t_connected, t_tls_done, t_first_byte, t_done;

@@ -13,19 +13,32 @@ const char *hb_strerror(int rc)
     if (rc == HB_E_NO_H2) return "the server does not speak HTTP/2";
     if (hb_is_protocol_error(rc)) return hb_parse_strerror(rc);
     switch (rc) {
-    case HB_OK: return "ok";
-    case HB_ERROR: return "error";
-    case HB_AGAIN: return "try again";
-    case HB_E_TLS: return "TLS error";
-    case HB_E_TLS_VERIFY: return "TLS certificate verification failed";
-    case HB_E_TIMEOUT: return "timed out";
-    case HB_E_CLOSED: return "connection closed by peer";
-    case HB_E_CONNECT: return "connect failed";
-    case HB_E_NOMEM: return "out of memory";
-    case HB_E_INVALID: return "invalid argument";
-    case HB_E_INTERRUPTED: return "interrupted";
-    case HB_E_TOO_LARGE: return "response body too large";
-    default: return hb_is_tls_error(rc) ? "TLS error" : "unknown error";
+    case HB_OK:
+        return "ok";
+    case HB_ERROR:
+        return "error";
+    case HB_AGAIN:
+        return "try again";
+    case HB_E_TLS:
+        return "TLS error";
+    case HB_E_TLS_VERIFY:
+        return "TLS certificate verification failed";
+    case HB_E_TIMEOUT:
+        return "timed out";
+    case HB_E_CLOSED:
+        return "connection closed by peer";
+    case HB_E_CONNECT:
+        return "connect failed";
+    case HB_E_NOMEM:
+        return "out of memory";
+    case HB_E_INVALID:
+        return "invalid argument";
+    case HB_E_INTERRUPTED:
+        return "interrupted";
+    case HB_E_TOO_LARGE:
+        return "response body too large";
+    default:
+        return hb_is_tls_error(rc) ? "TLS error" : "unknown error";
     }
 }
 

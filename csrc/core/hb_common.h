@@ -50,7 +50,6 @@ static inline int hb_is_tls_error(int rc)
 const char *hb_strerror(int rc);
 
 /* snprintf into err (if non-NULL), returns rc so callers can `return hb_fail(...)`. */
-int hb_fail(char *err, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int hb_fail(char *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -11,10 +11,12 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void content_init(void)
 {
     static const char alpha[] = HB_CONTENT_ALPHABET;
-    for (size_t i = 0; i < sizeof det; i++) det[i] = alpha[(i % HB_CONTENT_PERIOD) % 62];
+    for (size_t i = 0; i < sizeof det; i++)
+        det[i] = alpha[(i % HB_CONTENT_PERIOD) % 62];
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
         crc_tab[0][i] = c;
     }
     for (int i = 0; i < 256; i++)
@@ -61,6 +63,7 @@ uint32_t hb_crc32(uint32_t crc, const void *data, size_t n)
         n -= 8;
     }
 #endif
-    while (n--) crc = crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    while (n--)
+        crc = crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return ~crc;
 }

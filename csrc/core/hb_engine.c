@@ -32,7 +32,7 @@
 
 #define NS_PER_S 1000000000ull
 #define STOP_POLL_NS (20ull * 1000000ull) /* bound on how late a stop is noticed */
-#define WARM_DRAIN_NS (10ull * NS_PER_S)   /* n mode, no timeout: wait for warm-up answers */
+#define WARM_DRAIN_NS (10ull * NS_PER_S)  /* n mode, no timeout: wait for warm-up answers */
 #define MAX_HEADERS HB_PARSE_DEFAULT_MAX_HEADERS
 #define PBUF_MAX (256u * 1024u) /* pipelined copies of the request up to this size */
 #define FILE_CHUNK (64u * 1024u)
@@ -67,14 +67,14 @@ typedef struct h2slot {
 
 typedef struct h2conn {
     hb_h2cli cli;
-    int live;         /* cli initialised on the current socket */
-    h2slot *slots;    /* pipeline of them */
-    uint32_t *free;   /* stack of free slot indices */
+    int live;       /* cli initialised on the current socket */
+    h2slot *slots;  /* pipeline of them */
+    uint32_t *free; /* stack of free slot indices */
     uint32_t nfree;
-    uint32_t pending;   /* used slots not yet submitted (waiting for the connection) */
-    uint32_t *unw;      /* submitted slots whose HEADERS may not be out yet */
+    uint32_t pending; /* used slots not yet submitted (waiting for the connection) */
+    uint32_t *unw;    /* submitted slots whose HEADERS may not be out yet */
     uint32_t nunw;
-    uint64_t now;       /* clock of the read being processed */
+    uint64_t now;               /* clock of the read being processed */
     uint64_t seen_in, seen_out; /* cli byte counters already added to the results */
 } h2conn;
 
@@ -88,7 +88,7 @@ typedef struct econn {
     int opened_before;
     uint64_t conn_start, hs_start;
     uint64_t conn_end; /* when connect() was seen complete at once, else 0 */
-    int conn_warm; /* connection opened during warm-up: do not record its times */
+    int conn_warm;     /* connection opened during warm-up: do not record its times */
     int read_wants_write, write_blocked;
     int et; /* plain socket, edge-triggered: registered once, never modified */
     /* read side */
@@ -127,9 +127,9 @@ typedef struct ethread {
     hb_timer tick;
     econn *conns;
     uint32_t nconns;
-    uint64_t quota;  /* n mode: measured requests this thread accounts for */
-    uint64_t issued; /* measured requests issued (closed loop) */
-    uint64_t done;   /* measured requests accounted */
+    uint64_t quota;         /* n mode: measured requests this thread accounts for */
+    uint64_t issued;        /* measured requests issued (closed loop) */
+    uint64_t done;          /* measured requests accounted */
     uint64_t warm_inflight; /* warm-up requests issued and not yet accounted */
     int finished_loop, interrupted;
     uint64_t end_ns;
@@ -153,13 +153,13 @@ typedef struct ethread {
 
 struct hb_engine {
     hb_engine_config cfg;
-    char *head;       /* copy of cfg.head */
-    hb_header *h2f;   /* copy of cfg.h2_fields (strings in h2buf) */
+    char *head;     /* copy of cfg.head */
+    hb_header *h2f; /* copy of cfg.h2_fields (strings in h2buf) */
     char *h2buf;
-    char *host;       /* copy of cfg.host */
-    char *body;       /* copy of cfg.body (NULL when empty/file) */
-    int body_fd;      /* dup of cfg.body_fd or -1 */
-    char *pbuf;       /* pipeline copies of head+body, NULL if too large */
+    char *host;  /* copy of cfg.host */
+    char *body;  /* copy of cfg.body (NULL when empty/file) */
+    int body_fd; /* dup of cfg.body_fd or -1 */
+    char *pbuf;  /* pipeline copies of head+body, NULL if too large */
     size_t pbuf_len;
     uint64_t req_len; /* head + body */
     uint32_t nthreads;
@@ -202,8 +202,7 @@ static inline void progress_publish(ethread *th)
 {
     atomic_store_explicit(&th->p_completed, th->r.completed, memory_order_relaxed);
     atomic_store_explicit(&th->p_ok, th->r.ok, memory_order_relaxed);
-    atomic_store_explicit(&th->p_errors, th->r.errors_total + th->r.non2xx,
-                          memory_order_relaxed);
+    atomic_store_explicit(&th->p_errors, th->r.errors_total + th->r.non2xx, memory_order_relaxed);
     atomic_store_explicit(&th->p_bytes_in, th->r.bytes_in, memory_order_relaxed);
 }
 
@@ -619,7 +618,8 @@ static void flush(econn *c)
     }
 }
 
-/* One request got a complete response (status st, body bytes, first response byte at first_byte). */
+/* One request got a complete response (status st, body bytes, first response byte at first_byte).
+ */
 static inline void account_response(ethread *th, const req_slot *q, int st, uint64_t body,
                                     uint64_t first_byte, uint64_t now)
 {
@@ -768,7 +768,9 @@ static int process(econn *c, uint64_t now)
             c->resp_close = conn_close;
             c->resp_body = 0;
             switch (kind) {
-            case HB_BODY_NONE: complete(c, now); break;
+            case HB_BODY_NONE:
+                complete(c, now);
+                break;
             case HB_BODY_LENGTH:
                 c->body_left = (uint64_t)clen;
                 if (c->body_left == 0)
@@ -1041,7 +1043,8 @@ static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
                 snprintf(d, sizeof d, "the server reset the stream (RST_STREAM %s)",
                          hb_h2_code_name(code));
             else if (end == HB_H2_END_GOAWAY)
-                snprintf(d, sizeof d, "the stream was above the last stream id of the server's GOAWAY");
+                snprintf(d, sizeof d,
+                         "the stream was above the last stream id of the server's GOAWAY");
             else
                 snprintf(d, sizeof d, "invalid HTTP/2 response (%s%s%.160s)", hb_h2_code_name(code),
                          c->h2->cli.err[0] ? ": " : "", c->h2->cli.err);
@@ -1067,8 +1070,8 @@ static int h2_start(econn *c)
     hb_h2cli_settings st = {0};
     st.max_streams = c->th->e->cfg.pipeline;
     st.stable_fields = 1; /* e->h2f lives as long as the engine */
-    int rc = hb_h2cli_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c,
-                           err);
+    int rc =
+        hb_h2cli_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c, err);
     if (rc < 0) {
         h2_fatal(c, rc, HB_ENG_ERR_PROTOCOL, err);
         return -1;
@@ -1195,7 +1198,8 @@ static void h2_io(econn *c, uint32_t events)
         /* Nothing can ever be sent on this connection: fail what waits and
          * reconnect later (a new connection's first stream goes out before
          * the SETTINGS, so each attempt accounts a request). */
-        static const char why[] = "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0)";
+        static const char why[] =
+            "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0)";
         if (c->rcount) {
             fail_all(c, HB_ENG_ERR_PROTOCOL, HB_E_H2, why);
         } else {
@@ -1243,7 +1247,9 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
         on_connected(c);
         return;
     }
-    case C_HANDSHAKE: do_handshake(c); return;
+    case C_HANDSHAKE:
+        do_handshake(c);
+        return;
     case C_OPEN:
         if (c->h2) {
             h2_io(c, events);
@@ -1256,7 +1262,8 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
         if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) || c->read_wants_write)
             do_read(c, events);
         return;
-    default: return;
+    default:
+        return;
     }
 }
 
@@ -1305,8 +1312,10 @@ static void count_unsent(ethread *th)
     uint64_t C = e->cfg.connections;
     uint64_t T = th->end_ns > e->start_ns ? th->end_ns - e->start_ns : 0;
     uint64_t K = (uint64_t)((double)T / e->slot_ns); /* first slot at or after the end */
-    while (K > 0 && slot_time(e, K - 1) >= th->end_ns) K--;
-    while (slot_time(e, K) < th->end_ns) K++;
+    while (K > 0 && slot_time(e, K - 1) >= th->end_ns)
+        K--;
+    while (slot_time(e, K) < th->end_ns)
+        K++;
     if (e->cfg.n && K > e->slot_end) K = e->slot_end;
     for (uint32_t i = 0; i < th->nconns; i++) {
         econn *c = &th->conns[i];
@@ -1332,7 +1341,8 @@ static void *thread_main(void *arg)
     on_tick(&th->loop, &th->tick, now);
     /* A fresh clock per connection: starting one (connect, first write) takes
      * time that must not count against the next one's first request. */
-    for (uint32_t i = 0; i < th->nconns; i++) fill(&th->conns[i], hb_now_ns());
+    for (uint32_t i = 0; i < th->nconns; i++)
+        fill(&th->conns[i], hb_now_ns());
     while (!thread_should_end(th, hb_now_ns())) {
         uint64_t wait = STOP_POLL_NS;
         if (!e->cfg.n) {
@@ -1375,8 +1385,10 @@ static void *thread_main(void *arg)
     }
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru) == 0) {
-        th->r.cpu_user_ns = (uint64_t)ru.ru_utime.tv_sec * NS_PER_S + (uint64_t)ru.ru_utime.tv_usec * 1000u;
-        th->r.cpu_sys_ns = (uint64_t)ru.ru_stime.tv_sec * NS_PER_S + (uint64_t)ru.ru_stime.tv_usec * 1000u;
+        th->r.cpu_user_ns =
+            (uint64_t)ru.ru_utime.tv_sec * NS_PER_S + (uint64_t)ru.ru_utime.tv_usec * 1000u;
+        th->r.cpu_sys_ns =
+            (uint64_t)ru.ru_stime.tv_sec * NS_PER_S + (uint64_t)ru.ru_stime.tv_usec * 1000u;
     }
     progress_publish(th);
     pthread_mutex_lock(&e->mu);
@@ -1393,8 +1405,9 @@ static int result_init(hb_engine_result *r, uint32_t nsec, char *err)
     memset(r, 0, sizeof *r);
     r->doc_length = -1;
     hb_hist_config hc = hb_hist_default_config();
-    hb_hist *hs[] = {&r->latency, &r->latency_uncorrected, &r->processing, &r->ttfb,
-                     &r->connect, &r->tls,                 &r->setup};
+    hb_hist *hs[] = {
+        &r->latency, &r->latency_uncorrected, &r->processing, &r->ttfb, &r->connect, &r->tls,
+        &r->setup};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
         int rc = hb_hist_init(hs[i], &hc, err);
         if (rc < 0) return rc;
@@ -1625,7 +1638,8 @@ int hb_engine_start(hb_engine *e, char *err)
         if (rc != 0) {
             atomic_store(&e->stop, 1);
             /* Threads already running will stop; account the missing ones. */
-            for (uint32_t k = t; k < e->nthreads; k++) atomic_fetch_add(&e->nfinished, 1);
+            for (uint32_t k = t; k < e->nthreads; k++)
+                atomic_fetch_add(&e->nfinished, 1);
             return hb_fail(err, -rc, "pthread_create: %s", strerror(rc));
         }
         e->threads[t].started = 1;
@@ -1725,9 +1739,12 @@ int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err)
         r->responses += x->responses;
         r->ok += x->ok;
         r->non2xx += x->non2xx;
-        for (int i = 0; i < 6; i++) r->status_class[i] += x->status_class[i];
-        for (int i = 0; i < 1000; i++) r->status[i] += x->status[i];
-        for (int i = 0; i < HB_ENG_NERR; i++) r->errors[i] += x->errors[i];
+        for (int i = 0; i < 6; i++)
+            r->status_class[i] += x->status_class[i];
+        for (int i = 0; i < 1000; i++)
+            r->status[i] += x->status[i];
+        for (int i = 0; i < HB_ENG_NERR; i++)
+            r->errors[i] += x->errors[i];
         r->errors_total += x->errors_total;
         r->bytes_in += x->bytes_in;
         r->bytes_out += x->bytes_out;

@@ -99,7 +99,7 @@ typedef struct hb_engine_config {
     const char *body;
     size_t body_len;
     int body_fd;
-    int method_is_head; /* responses carry no body */
+    int method_is_head;   /* responses carry no body */
     unsigned parse_flags; /* HB_PARSE_LENIENT_LF: accept bare LF line ends in responses */
     /* Load. */
     uint64_t n;           /* > 0: exactly n requests; 0: duration_ns */
@@ -129,30 +129,30 @@ void hb_engine_config_init(hb_engine_config *c);
 /* Merged results (filled by hb_engine_result after the run). */
 #define HB_ENG_SERVER_LEN 128
 typedef struct hb_engine_result {
-    uint64_t completed; /* responses + errors (accounted requests) */
-    uint64_t responses; /* complete responses, any status */
-    uint64_t ok;        /* 2xx */
-    uint64_t non2xx;    /* responses with a status outside 200..299 */
+    uint64_t completed;       /* responses + errors (accounted requests) */
+    uint64_t responses;       /* complete responses, any status */
+    uint64_t ok;              /* 2xx */
+    uint64_t non2xx;          /* responses with a status outside 200..299 */
     uint64_t status_class[6]; /* [1..5]: 1xx..5xx, [0]: other */
     uint64_t status[1000];    /* exact codes */
     uint64_t errors[HB_ENG_NERR];
     uint64_t errors_total;
-    uint64_t bytes_in, bytes_out;       /* HTTP bytes (after TLS decryption) */
-    uint64_t body_bytes;                /* response body bytes */
-    uint64_t connections_opened;        /* successful connects */
-    uint64_t reconnects;                /* keep-alive connections re-opened (peer close/error) */
-    uint64_t tls_resumed;               /* handshakes that resumed a session */
-    uint64_t inflight_at_stop;          /* started, not finished when the run stopped */
-    uint64_t warmup_requests;           /* finished during warm-up (not recorded) */
-    uint64_t sends;                     /* measured requests issued */
-    uint64_t sends_late;                /* rate mode: issued more than late_ns after their slot */
-    uint64_t unsent;                    /* rate mode: measured slots due but never issued */
-    uint64_t connect_attempts;          /* connect() calls (measured window and warm-up) */
-    uint64_t connect_failures;          /* attempts that failed (refused, EMFILE, ...) */
-    uint64_t connect_fd_exhausted;      /* failures for lack of file descriptors */
-    int interrupted;                    /* stopped by hb_engine_stop */
-    uint64_t start_ns, end_ns;          /* measured window (hb_now_ns clock) */
-    uint64_t cpu_user_ns, cpu_sys_ns;   /* the engine threads' CPU (getrusage) */
+    uint64_t bytes_in, bytes_out;     /* HTTP bytes (after TLS decryption) */
+    uint64_t body_bytes;              /* response body bytes */
+    uint64_t connections_opened;      /* successful connects */
+    uint64_t reconnects;              /* keep-alive connections re-opened (peer close/error) */
+    uint64_t tls_resumed;             /* handshakes that resumed a session */
+    uint64_t inflight_at_stop;        /* started, not finished when the run stopped */
+    uint64_t warmup_requests;         /* finished during warm-up (not recorded) */
+    uint64_t sends;                   /* measured requests issued */
+    uint64_t sends_late;              /* rate mode: issued more than late_ns after their slot */
+    uint64_t unsent;                  /* rate mode: measured slots due but never issued */
+    uint64_t connect_attempts;        /* connect() calls (measured window and warm-up) */
+    uint64_t connect_failures;        /* attempts that failed (refused, EMFILE, ...) */
+    uint64_t connect_fd_exhausted;    /* failures for lack of file descriptors */
+    int interrupted;                  /* stopped by hb_engine_stop */
+    uint64_t start_ns, end_ns;        /* measured window (hb_now_ns clock) */
+    uint64_t cpu_user_ns, cpu_sys_ns; /* the engine threads' CPU (getrusage) */
     /* Histograms (ns): latency (CO corrected in rate mode), latency_uncorrected
      * (from the actual start), processing (first byte written -> done),
      * ttfb (first byte written -> first response byte), connect and tls
@@ -167,8 +167,9 @@ typedef struct hb_engine_result {
     /* First successful response: Server header and body length (-1 unknown). */
     char server[HB_ENG_SERVER_LEN];
     int64_t doc_length;
-    char first_error[HB_ERR_LEN]; /* detail of the first error seen */
-    char tls_info[HB_ENG_SERVER_LEN]; /* first handshake: "TLSv1.3,TLS_AES_256_GCM_SHA384,http/1.1" */
+    char first_error[HB_ERR_LEN];     /* detail of the first error seen */
+    char tls_info[HB_ENG_SERVER_LEN]; /* first handshake: "TLSv1.3,TLS_AES_256_GCM_SHA384,http/1.1"
+                                       */
     /* A condition that ended the run as invalid (HB_E_NO_H2), 0 if none;
      * fatal has its detail. The counters above still hold. */
     int fatal_rc;

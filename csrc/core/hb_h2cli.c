@@ -12,26 +12,41 @@
 const char *hb_h2_end_name(int end)
 {
     switch (end) {
-    case HB_H2_END_OK: return "ok";
-    case HB_H2_END_RESET: return "rst_stream";
-    case HB_H2_END_GOAWAY: return "goaway";
-    case HB_H2_END_PROTOCOL: return "protocol";
-    default: return "unknown";
+    case HB_H2_END_OK:
+        return "ok";
+    case HB_H2_END_RESET:
+        return "rst_stream";
+    case HB_H2_END_GOAWAY:
+        return "goaway";
+    case HB_H2_END_PROTOCOL:
+        return "protocol";
+    default:
+        return "unknown";
     }
 }
 
 const char *hb_h2_code_name(uint32_t code)
 {
-    static const char *const names[] = {
-        "NO_ERROR",        "PROTOCOL_ERROR",    "INTERNAL_ERROR",     "FLOW_CONTROL_ERROR",
-        "SETTINGS_TIMEOUT", "STREAM_CLOSED",    "FRAME_SIZE_ERROR",   "REFUSED_STREAM",
-        "CANCEL",          "COMPRESSION_ERROR", "CONNECT_ERROR",      "ENHANCE_YOUR_CALM",
-        "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"};
+    static const char *const names[] = {"NO_ERROR",
+                                        "PROTOCOL_ERROR",
+                                        "INTERNAL_ERROR",
+                                        "FLOW_CONTROL_ERROR",
+                                        "SETTINGS_TIMEOUT",
+                                        "STREAM_CLOSED",
+                                        "FRAME_SIZE_ERROR",
+                                        "REFUSED_STREAM",
+                                        "CANCEL",
+                                        "COMPRESSION_ERROR",
+                                        "CONNECT_ERROR",
+                                        "ENHANCE_YOUR_CALM",
+                                        "INADEQUATE_SECURITY",
+                                        "HTTP_1_1_REQUIRED"};
     return code < sizeof names / sizeof names[0] ? names[code] : "unknown";
 }
 
 /* Record the first connection-fatal condition; returns rc. */
-__attribute__((format(printf, 3, 4))) static int set_fatal(hb_h2cli *c, int rc, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int set_fatal(hb_h2cli *c, int rc, const char *fmt,
+                                                           ...)
 {
     if (!c->fatal) {
         c->fatal = 1;
@@ -55,8 +70,7 @@ static int cb_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
 }
 
 static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)flags;
     hb_h2cli *c = ud;
@@ -99,9 +113,11 @@ static int cb_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         if (f->goaway.error_code != NGHTTP2_NO_ERROR)
             set_fatal(c, HB_E_H2, "the server sent GOAWAY(%s)",
                       hb_h2_code_name(f->goaway.error_code));
-        if (c->cb->on_goaway) c->cb->on_goaway(c->ud, f->goaway.last_stream_id, f->goaway.error_code);
+        if (c->cb->on_goaway)
+            c->cb->on_goaway(c->ud, f->goaway.last_stream_id, f->goaway.error_code);
         break;
-    default: break;
+    default:
+        break;
     }
     return 0;
 }
@@ -183,9 +199,9 @@ static ssize_t body_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
  * those off the general allocator, whose per-size caches are too small for
  * many streams in flight. */
 
-#define POOL_HDR 16u      /* keeps nghttp2's 16-byte alignment */
-#define POOL_CLASSES 8    /* 64 B .. 8 KiB blocks, header included */
-#define POOL_KEEP 256     /* free blocks kept per class */
+#define POOL_HDR 16u   /* keeps nghttp2's 16-byte alignment */
+#define POOL_CLASSES 8 /* 64 B .. 8 KiB blocks, header included */
+#define POOL_KEEP 256  /* free blocks kept per class */
 #define POOL_BIG 0xffu
 
 struct hb_h2pool {
@@ -285,8 +301,9 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
     uint32_t cbits = st->conn_window_bits ? st->conn_window_bits : 30;
     uint32_t mfs = st->max_frame_size ? st->max_frame_size : 16384;
     if (wbits > 30 || cbits < 16 || cbits > 30 || mfs < 16384 || mfs > 16777215)
-        return hb_fail(err, HB_E_INVALID, "h2: window bits must be 1..30 (connection 16..30), "
-                                          "max frame size 16384..16777215");
+        return hb_fail(err, HB_E_INVALID,
+                       "h2: window bits must be 1..30 (connection 16..30), "
+                       "max frame size 16384..16777215");
     if (sock->ssl) {
         size_t n = 0;
         const char *p = hb_sock_alpn(sock, &n);
@@ -335,8 +352,8 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 4) != 0) goto nomem;
-    if (cbits > 16 &&
-        nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, (int32_t)((1u << cbits) - 1)) != 0)
+    if (cbits > 16 && nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
+                                                            (int32_t)((1u << cbits) - 1)) != 0)
         goto nomem;
     return 0;
 nomem:

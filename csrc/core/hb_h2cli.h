@@ -125,17 +125,17 @@ typedef struct hb_h2cli {
     int goaway_recv;      /* a GOAWAY arrived: no new streams */
     int32_t goaway_last;  /* its last stream id */
     uint32_t goaway_code;
-    int32_t rst_recv_id;   /* stream of the RST_STREAM being handled */
-    int hdr_status;        /* :status of the header block being received */
-    int fatal;             /* a connection error was seen (code in fatal_rc) */
+    int32_t rst_recv_id; /* stream of the RST_STREAM being handled */
+    int hdr_status;      /* :status of the header block being received */
+    int fatal;           /* a connection error was seen (code in fatal_rc) */
     int fatal_rc;
     int freeing;
     uint64_t bytes_in, bytes_out; /* HTTP/2 bytes (after TLS) */
-    struct hb_h2pool *pool; /* nghttp2's allocations go through it */
+    struct hb_h2pool *pool;       /* nghttp2's allocations go through it */
     uint8_t *rbuf;
     uint8_t *wbuf;
-    size_t wlen, wpos;     /* wbuf[wpos..wlen) not yet written */
-    const uint8_t *pend;   /* nghttp2's chunk not yet copied into wbuf */
+    size_t wlen, wpos;   /* wbuf[wpos..wlen) not yet written */
+    const uint8_t *pend; /* nghttp2's chunk not yet copied into wbuf */
     size_t pend_len;
     char err[HB_ERR_LEN]; /* detail of the last fatal result */
 } hb_h2cli;

@@ -173,8 +173,8 @@ static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, batch 
 {
     hb_conn_times ct;
     int reused = 0;
-    int rc = hb_pool_acquire(p, t, 1, deadline_ns, connect_deadline_ns, &hc->conn, &reused, &ct,
-                             err);
+    int rc =
+        hb_pool_acquire(p, t, 1, deadline_ns, connect_deadline_ns, &hc->conn, &reused, &ct, err);
     if (rc < 0) {
         hc->conn = NULL;
         return rc;
@@ -220,8 +220,8 @@ static int submit_more(hb_h2conn *hc, batch *b, size_t *next)
             (*next)++;
             continue;
         }
-        int id = hb_h2cli_submit(&hc->cli, x->fields, x->nfields, x->body ? &x->b : NULL, x,
-                                 x->err);
+        int id =
+            hb_h2cli_submit(&hc->cli, x->fields, x->nfields, x->body ? &x->b : NULL, x, x->err);
         if (id == HB_AGAIN) return 0;
         if (id == HB_E_CLOSED) /* after a GOAWAY: the rest goes on a new connection */
             return hc->cli.goaway_recv ? 0 : HB_E_CLOSED;
@@ -288,7 +288,8 @@ int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, s
         if (!xs[i].head || xs[i].head_cap < HB_H2X_STATUS_LEN + 2)
             return hb_fail(err, HB_E_INVALID, "HTTP/2 exchange %zu has no head buffer", i);
     uint64_t now = hb_now_ns();
-    for (size_t i = 0; i < n; i++) reset_one(&xs[i], now);
+    for (size_t i = 0; i < n; i++)
+        reset_one(&xs[i], now);
     int idle_retried = 0;
     for (;;) {
         int rc = 0;
@@ -323,8 +324,9 @@ int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, s
                 for (size_t i = 0; i < n; i++)
                     if (xs[i].state == 0) {
                         xs[i].state = 2;
-                        x_fail(&xs[i], HB_E_H2, "not sent: the server refused new streams "
-                                                "(GOAWAY) on every connection tried");
+                        x_fail(&xs[i], HB_E_H2,
+                               "not sent: the server refused new streams "
+                               "(GOAWAY) on every connection tried");
                     }
                 return 0;
             }

@@ -72,7 +72,7 @@ typedef struct hb_h2conn {
     hb_conn *conn; /* NULL: no session */
     hb_h2cli cli;
     int live;
-    uint64_t batches; /* batches served by this session */
+    uint64_t batches;                 /* batches served by this session */
     uint64_t t_connected, t_tls_done; /* of the session's connect (absolute ns) */
 } hb_h2conn;
 

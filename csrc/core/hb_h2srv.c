@@ -316,7 +316,8 @@ static void respond(hb_h2srv *s, h2stream *st, int status, const char *ct, int64
             tmp[cll++] = (char)('0' + v % 10);
             v /= 10;
         } while (v);
-        for (size_t i = 0; i < cll; i++) st->clbuf[i] = tmp[cll - 1 - i];
+        for (size_t i = 0; i < cll; i++)
+            st->clbuf[i] = tmp[cll - 1 - i];
     }
     nghttp2_nv nva[5];
     size_t n = 0;
@@ -348,11 +349,11 @@ static void respond_mem(hb_h2srv *s, h2stream *st, int status, const char *ct, c
     respond(s, st, status, ct, nobody ? -1 : (int64_t)len, !nobody && len > 0);
 }
 
-#define RESPOND_LIT(s, st, code, lit) respond_mem((s), (st), (code), CT_TEXT, (lit), sizeof(lit) - 1)
+#define RESPOND_LIT(s, st, code, lit)                                                              \
+    respond_mem((s), (st), (code), CT_TEXT, (lit), sizeof(lit) - 1)
 
 /* Generated content [0, n): `announce` is the content-length (-1: none). */
-static void respond_content(hb_h2srv *s, h2stream *st, int64_t announce, uint64_t n,
-                            uint64_t avail)
+static void respond_content(hb_h2srv *s, h2stream *st, int64_t announce, uint64_t n, uint64_t avail)
 {
     st->src = SRC_CONTENT;
     st->soff = 0;
@@ -394,13 +395,22 @@ static void finish(hb_h2srv *s, h2stream *st)
         return;
     }
     switch (rq->status) {
-    case 400: RESPOND_LIT(s, st, 400, "bad parameter\n"); return;
-    case 404: RESPOND_LIT(s, st, 404, "not found\n"); return;
-    case 405: RESPOND_LIT(s, st, 405, "method not allowed\n"); return;
-    default: break;
+    case 400:
+        RESPOND_LIT(s, st, 400, "bad parameter\n");
+        return;
+    case 404:
+        RESPOND_LIT(s, st, 404, "not found\n");
+        return;
+    case 405:
+        RESPOND_LIT(s, st, 405, "method not allowed\n");
+        return;
+    default:
+        break;
     }
     switch (rq->route) {
-    case HB_ROUTE_ROOT: RESPOND_LIT(s, st, 200, "httpbench test server\n"); break;
+    case HB_ROUTE_ROOT:
+        RESPOND_LIT(s, st, 200, "httpbench test server\n");
+        break;
     case HB_ROUTE_BYTES:
         respond_content(s, st, (int64_t)rq->p.bytes.n, rq->p.bytes.n, rq->p.bytes.n);
         break;
@@ -423,7 +433,9 @@ static void finish(hb_h2srv *s, h2stream *st)
         st->deadline = now + rq->p.delay.ms * NS_PER_MS;
         s->timers = 1;
         break;
-    case HB_ROUTE_STATUS: respond_mem(s, st, rq->p.status.code, CT_TEXT, "", 0); break;
+    case HB_ROUTE_STATUS:
+        respond_mem(s, st, rq->p.status.code, CT_TEXT, "", 0);
+        break;
     case HB_ROUTE_DRIP:
         if (rq->p.drip.n && !st->head_only) {
             st->wait = W_DRIP;
@@ -450,7 +462,9 @@ static void finish(hb_h2srv *s, h2stream *st)
         respond_content(s, st, (int64_t)rq->p.stall.bytes, rq->p.stall.bytes,
                         rq->p.stall.bytes / 2);
         break;
-    default: RESPOND_LIT(s, st, 404, "not found\n"); break;
+    default:
+        RESPOND_LIT(s, st, 404, "not found\n");
+        break;
     }
 }
 
@@ -578,7 +592,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         ADD(s->st->rst_recv, 1);
         if (st) st->peer_reset = 1;
         break;
-    default: break;
+    default:
+        break;
     }
     return 0;
 }
@@ -600,7 +615,8 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
             }
             if (st->elen + len > st->ecap) {
                 size_t cap = st->ecap ? st->ecap : 16384;
-                while (cap < st->elen + len) cap *= 2;
+                while (cap < st->elen + len)
+                    cap *= 2;
                 char *nb = realloc(st->ebuf, cap);
                 if (!nb) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
                 st->ebuf = nb;
@@ -649,8 +665,10 @@ static int peer_fault(uint32_t code)
     case NGHTTP2_STREAM_CLOSED:
     case NGHTTP2_FRAME_SIZE_ERROR:
     case NGHTTP2_COMPRESSION_ERROR:
-    case NGHTTP2_ENHANCE_YOUR_CALM: return 1;
-    default: return 0;
+    case NGHTTP2_ENHANCE_YOUR_CALM:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -688,8 +706,7 @@ int hb_h2srv_new(hb_h2srv **out, const hb_h2srv_config *cfg, char *err)
         return hb_fail(err, HB_E_INVALID, "h2 max concurrent streams must be 1..%u",
                        HB_H2_MAX_STREAMS_MAX);
     if (cfg->initial_window_size > HB_H2_WINDOW_MAX)
-        return hb_fail(err, HB_E_INVALID, "h2 initial window size must be 0..%u",
-                       HB_H2_WINDOW_MAX);
+        return hb_fail(err, HB_E_INVALID, "h2 initial window size must be 0..%u", HB_H2_WINDOW_MAX);
     if (cfg->max_frame_size < HB_H2_FRAME_MIN || cfg->max_frame_size > HB_H2_FRAME_MAX)
         return hb_fail(err, HB_E_INVALID, "h2 max frame size must be %u..%u", HB_H2_FRAME_MIN,
                        HB_H2_FRAME_MAX);
@@ -846,7 +863,8 @@ void hb_h2srv_timer(hb_h2srv *s)
             st->avail = st->left;
             stream_resume(s, st);
             break;
-        default: break;
+        default:
+            break;
         }
     }
 }

@@ -26,13 +26,14 @@ static int layout(const hb_hist_config *cfg, hb_hist *h, char *err)
     if (cfg->highest > (1ull << 62))
         return hb_fail(err, HB_E_INVALID, "histogram: highest must be <= 2^62");
     if (cfg->highest < 2 * cfg->lowest)
-        return hb_fail(err, HB_E_INVALID,
-                       "histogram: highest (%llu) must be >= 2 * lowest (%llu)",
+        return hb_fail(err, HB_E_INVALID, "histogram: highest (%llu) must be >= 2 * lowest (%llu)",
                        (unsigned long long)cfg->highest, (unsigned long long)cfg->lowest);
     uint64_t single_unit = 2;
-    for (int i = 0; i < cfg->sigfigs; i++) single_unit *= 10;
+    for (int i = 0; i < cfg->sigfigs; i++)
+        single_unit *= 10;
     int mag = 0;
-    while ((1ull << mag) < single_unit) mag++;
+    while ((1ull << mag) < single_unit)
+        mag++;
     int unit = 63 - clz64(cfg->lowest);
     if (unit + mag > 62)
         return hb_fail(err, HB_E_INVALID, "histogram: lowest too large for %d significant digits",
@@ -285,7 +286,8 @@ int hb_hist_merge(hb_hist *dst, const hb_hist *src, char *err)
     if (src->total == 0) return 0;
     if (src->total > (uint64_t)INT64_MAX - dst->total)
         return hb_fail(err, HB_E_INVALID, "histogram merge: total count would overflow");
-    for (int32_t i = 0; i <= src->max_index; i++) dst->counts[i] += src->counts[i];
+    for (int32_t i = 0; i <= src->max_index; i++)
+        dst->counts[i] += src->counts[i];
     dst->total += src->total;
     dst->saturated += src->saturated;
     dst->min = src->min < dst->min ? src->min : dst->min;

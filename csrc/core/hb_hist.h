@@ -50,11 +50,11 @@ typedef struct hb_hist_config {
 typedef struct hb_hist {
     hb_hist_config cfg;
     /* Derived layout. */
-    int unit_magnitude;          /* floor(log2(lowest)) */
-    int sub_bucket_half_mag;     /* log2(sub_bucket_count / 2) */
-    int32_t sub_bucket_count;    /* 2^ceil(log2(2 * 10^sigfigs)) */
-    int32_t sub_bucket_half;     /* sub_bucket_count / 2 */
-    uint64_t sub_bucket_mask;    /* (sub_bucket_count - 1) << unit_magnitude */
+    int unit_magnitude;       /* floor(log2(lowest)) */
+    int sub_bucket_half_mag;  /* log2(sub_bucket_count / 2) */
+    int32_t sub_bucket_count; /* 2^ceil(log2(2 * 10^sigfigs)) */
+    int32_t sub_bucket_half;  /* sub_bucket_count / 2 */
+    uint64_t sub_bucket_mask; /* (sub_bucket_count - 1) << unit_magnitude */
     int32_t bucket_count;
     int32_t counts_len;
     /* State. */
@@ -108,9 +108,9 @@ int hb_hist_merge(hb_hist *dst, const hb_hist *src, char *err);
 
 uint64_t hb_hist_count(const hb_hist *h);
 uint64_t hb_hist_saturated(const hb_hist *h);
-uint64_t hb_hist_min(const hb_hist *h); /* 0 when empty */
-uint64_t hb_hist_max(const hb_hist *h); /* 0 when empty */
-double hb_hist_mean(const hb_hist *h);  /* 0 when empty */
+uint64_t hb_hist_min(const hb_hist *h);  /* 0 when empty */
+uint64_t hb_hist_max(const hb_hist *h);  /* 0 when empty */
+double hb_hist_mean(const hb_hist *h);   /* 0 when empty */
 double hb_hist_stddev(const hb_hist *h); /* population stddev; 0 when empty */
 
 /* Value at percentile p (0..100; clamped into range): the smallest recorded

@@ -66,8 +66,7 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
 #define HB__SRV_FREE_MAX 64
 /* Upper bound of the /__stats JSON: every status code with a 20-digit
  * count, every route and worker, and the fixed fields. */
-#define HB__SRV_STATS_MAX                                                                          \
-    (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 4096)
+#define HB__SRV_STATS_MAX (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 4096)
 
 enum { HB__PROTO_NONE, HB__PROTO_H1, HB__PROTO_H2 };
 enum hb__phase { HB__PH_HANDSHAKE, HB__PH_HEAD, HB__PH_BODY, HB__PH_WAIT, HB__PH_LINGER };
@@ -81,8 +80,8 @@ enum hb__wait { HB__W_NONE, HB__W_DELAY, HB__W_DRIP, HB__W_STALL };
 typedef struct hb__wstats {
     uint64_t by_route[HB_ROUTE_COUNT];
     uint64_t by_status[600];
-    uint64_t bytes_in, bytes_out, accepted, closed, hs, hs_resumed, hs_err, idle_timeouts,
-        body_in, client_gone;
+    uint64_t bytes_in, bytes_out, accepted, closed, hs, hs_resumed, hs_err, idle_timeouts, body_in,
+        client_gone;
     uint64_t conns_h1, conns_h2; /* connections once their protocol is decided */
     hb_h2srv_stats h2;           /* h2 streams (by_route/by_status add to the totals) */
 } hb__wstats;
@@ -109,7 +108,7 @@ typedef struct hb__conn {
     uint8_t peer_left;   /* the peer closed or reset: an owed status is also client_gone */
     uint8_t body_mode, body_chunked, echo_chunked, after, wait_kind, responded, send_continue;
     int minor;
-    hb_route_req rq; /* the current request's route, status and parameters */
+    hb_route_req rq;    /* the current request's route, status and parameters */
     uint64_t body_left; /* Content-Length bytes still to consume */
     hb_chunked chunked;
     uint64_t body_bytes;
@@ -122,7 +121,7 @@ typedef struct hb__conn {
     size_t rpos, rlen;
     size_t olen;
     int iov_first, niov;
-    char *stats_body; /* a queued /__stats document (malloc), freed once written */
+    char *stats_body;    /* a queued /__stats document (malloc), freed once written */
     struct hb_h2srv *h2; /* an HTTP/2 connection's session (then the fields above rest) */
     uint8_t proto;       /* HB__PROTO_*: 0 until the first bytes or ALPN decide */
     /* everything from here on needs no clearing when a conn is recycled */
@@ -148,7 +147,7 @@ typedef struct hb__worker {
     int listen_paused, stop;
     hb__conn *conns;
     hb__conn *free;
-    int nfree; /* structs on the free list, at most HB__SRV_FREE_MAX */
+    int nfree;    /* structs on the free list, at most HB__SRV_FREE_MAX */
     uint64_t now; /* hb_now_ns() at the latest wake-up or timer */
     uint64_t req_timeout_ns;
     time_t date_sec;

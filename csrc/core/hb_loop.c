@@ -191,8 +191,8 @@ void hb_waiter_free(hb_waiter *w)
 static int tfd_arm(hb_waiter *w, uint64_t now, uint64_t deadline)
 {
     if (w->tfd < 0) return -1;
-    if (w->armed > now && w->armed <= deadline) return 0;     /* already covered */
-    if (deadline - now < HB_WAIT_TFD_MIN_NS) return -1; /* not worth a syscall */
+    if (w->armed > now && w->armed <= deadline) return 0; /* already covered */
+    if (deadline - now < HB_WAIT_TFD_MIN_NS) return -1;   /* not worth a syscall */
     struct itimerspec its;
     memset(&its, 0, sizeof its);
     its.it_value.tv_sec = (time_t)(deadline / 1000000000ull);

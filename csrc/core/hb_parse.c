@@ -70,8 +70,8 @@ HB_HOT uint64_t swar_stop(uint64_t w, uint64_t lo)
 HB_HOT unsigned sse_nonval16(const char *p)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i ctl = _mm_and_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
-                                _mm_cmpgt_epi8(v, _mm_set1_epi8(-1)));
+    __m128i ctl =
+        _mm_and_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)), _mm_cmpgt_epi8(v, _mm_set1_epi8(-1)));
     ctl = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\t')), ctl);
     ctl = _mm_or_si128(ctl, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
     return (unsigned)_mm_movemask_epi8(ctl);
@@ -150,7 +150,8 @@ HB_HOT const char *scan_target(const char *p, const char *end)
         p += 8;
     }
 #endif
-    while (p < end && (unsigned)((unsigned char)*p - 0x21) < 0x5e) p++;
+    while (p < end && (unsigned)((unsigned char)*p - 0x21) < 0x5e)
+        p++;
     return p;
 }
 
@@ -205,7 +206,8 @@ HB_HOT const char *scan_token(const char *p, const char *end)
             break;
         p += 8;
     }
-    while (p < end && tok_tab[(unsigned char)*p]) p++;
+    while (p < end && tok_tab[(unsigned char)*p])
+        p++;
     return p;
 }
 
@@ -240,7 +242,8 @@ static int parse_cl(const char *v, size_t n, fr_state *f)
             x = x * 10 + d;
             i++;
         }
-        while (i < n && IS_WS(v[i])) i++;
+        while (i < n && IS_WS(v[i]))
+            i++;
         if (i < n && v[i] != ',') return HB_PE_BAD_CONTENT_LENGTH;
         if (f->has_cl && f->cl != x) return HB_PE_DUP_CONTENT_LENGTH;
         f->has_cl = 1;
@@ -252,13 +255,15 @@ static int parse_cl(const char *v, size_t n, fr_state *f)
 
 static size_t skip_ws(const char *v, size_t i, size_t n)
 {
-    while (i < n && IS_WS(v[i])) i++;
+    while (i < n && IS_WS(v[i]))
+        i++;
     return i;
 }
 
 static size_t skip_token(const char *v, size_t i, size_t n)
 {
-    while (i < n && tok_tab[(unsigned char)v[i]]) i++;
+    while (i < n && tok_tab[(unsigned char)v[i]])
+        i++;
     return i;
 }
 
@@ -333,16 +338,17 @@ static void parse_connection(const char *v, size_t n, fr_state *f)
             continue;
         }
         size_t s = i;
-        while (i < n && v[i] != ',' && !IS_WS(v[i])) i++;
-        if (i - s == 5 && ci_eq(v + s, "close", 5)) f->close = 1;
+        while (i < n && v[i] != ',' && !IS_WS(v[i]))
+            i++;
+        if (i - s == 5 && ci_eq(v + s, "close", 5))
+            f->close = 1;
         else if (i - s == 10 && ci_eq(v + s, "keep-alive", 10))
             f->keep_alive = 1;
     }
 }
 
 /* Dispatch on length first: most names are rejected by one compare. */
-HB_HOT int framing_header(const char *name, size_t nl, const char *v, size_t vl,
-                                 fr_state *f)
+HB_HOT int framing_header(const char *name, size_t nl, const char *v, size_t vl, fr_state *f)
 {
     switch (nl) {
     case 6:
@@ -357,7 +363,8 @@ HB_HOT int framing_header(const char *name, size_t nl, const char *v, size_t vl,
     case 17:
         if (ci_eq(name, "transfer-encoding", 17)) return parse_te(v, vl, f);
         return 0;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -439,7 +446,8 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
             if (c == '\r' || c == '\n') FAIL(HB_PE_NO_COLON);
             if (IS_WS(c)) {
                 /* "Name : v" or "Na me: v" vs a line with no colon at all. */
-                while (p < end && *p != ':' && *p != '\r' && *p != '\n') p++;
+                while (p < end && *p != ':' && *p != '\r' && *p != '\n')
+                    p++;
                 if (p == end) return HB_AGAIN;
                 FAIL(*p == ':' ? HB_PE_SPACE_BEFORE_COLON : HB_PE_NO_COLON);
             }
@@ -450,7 +458,8 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
         if (n >= max) FAIL(HB_PE_TOO_MANY_HEADERS);
         p++;
         if (p < end && *p == ' ') p++; /* the usual single SP, then any more OWS */
-        while (p < end && IS_WS(*p)) p++;
+        while (p < end && IS_WS(*p))
+            p++;
         const char *value = p;
         p = scan_value(p, end);
         if (p == end) return HB_AGAIN;
@@ -460,7 +469,8 @@ static int parse_headers(const char **pp, const char *end, hb_header *hdrs, size
         if (le == HB_AGAIN) return HB_AGAIN;
         if (le == HB_ERROR) FAIL(HB_PE_BAD_LINE_ENDING);
         p += le;
-        while (vend > value && IS_WS(vend[-1])) vend--;
+        while (vend > value && IS_WS(vend[-1]))
+            vend--;
         size_t value_len = (size_t)(vend - value);
         if (hdrs) {
             hdrs[n].name = name;
@@ -483,8 +493,7 @@ static inline int parse_version(const char *p, const char *end, int *err)
 {
     size_t avail = (size_t)(end - p);
     if (avail >= 8) {
-        if (memcmp(p, "HTTP/1.", 7) != 0 || (unsigned)(p[7] - '0') > 9)
-            FAIL(HB_PE_BAD_VERSION);
+        if (memcmp(p, "HTTP/1.", 7) != 0 || (unsigned)(p[7] - '0') > 9) FAIL(HB_PE_BAD_VERSION);
         return p[7] - '0';
     }
     if (memcmp(p, "HTTP/1.", avail < 7 ? avail : 7) != 0) FAIL(HB_PE_BAD_VERSION);
@@ -504,8 +513,8 @@ static void framing_of(const fr_state *f, int minor, hb_framing *out)
 {
     out->content_length = f->has_cl && !f->has_te ? f->cl : -1;
     out->chunked = f->has_te && f->te_last_chunked;
-    out->connection_close = f->close || (minor == 0 && !f->keep_alive) ||
-                            (f->has_te && (f->has_cl || minor == 0));
+    out->connection_close =
+        f->close || (minor == 0 && !f->keep_alive) || (f->has_te && (f->has_cl || minor == 0));
     out->expect_continue = f->expect;
     out->transfer_encoding = f->has_te;
     out->transfer_codings = f->te_codings;
@@ -535,7 +544,8 @@ static int response_head(const char *buf, const char *end, hb_response_head *out
     if (status < 100) FAIL(HB_PE_BAD_STATUS);
     out->status = status;
     /* the SP before an empty reason is commonly left out: tolerated */
-    if (*p == ' ') p++;
+    if (*p == ' ')
+        p++;
     else if (*p != '\r' && *p != '\n')
         FAIL(HB_PE_BAD_STATUS);
     const char *reason = p;
@@ -566,8 +576,9 @@ int hb_parse_response_head_ex(const char *buf, size_t len, hb_response_head *out
     limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
     pctx x = {.err = 0, .lenient = (flags & HB_PARSE_LENIENT_LF) != 0, .tolerated = 0};
     /* len 0 may come with buf NULL, where even NULL + 0 is undefined */
-    int rc = len == 0 ? HB_AGAIN
-                      : response_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &x);
+    int rc = len == 0
+                 ? HB_AGAIN
+                 : response_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &x);
     if (rc == HB_AGAIN && len > max_head) {
         rc = HB_ERROR;
         x.err = HB_PE_HEAD_TOO_LARGE;
@@ -592,7 +603,8 @@ static int request_head(const char *buf, const char *end, hb_request_head *out, 
     int rc = skip_empty_lines(&p, end, x);
     if (rc) return rc;
     const char *method = p;
-    while (p < end && tok_tab[(unsigned char)*p]) p++;
+    while (p < end && tok_tab[(unsigned char)*p])
+        p++;
     if (p == end) return HB_AGAIN;
     if (*p != ' ' || p == method) FAIL(HB_PE_BAD_REQUEST_LINE);
     /* request-line = method SP request-target SP HTTP-version: one SP each
@@ -643,8 +655,9 @@ int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
     limits_of(limits, out->headers, cap, &max_head, &max_hdrs);
     pctx x = {0}; /* requests are never lenient: a server must not guess */
     /* len 0 may come with buf NULL, where even NULL + 0 is undefined */
-    int rc = len == 0 ? HB_AGAIN
-                      : request_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &x);
+    int rc = len == 0
+                 ? HB_AGAIN
+                 : request_head(buf, buf + (len < max_head ? len : max_head), out, max_hdrs, &x);
     if (rc == HB_AGAIN && len > max_head) {
         rc = HB_ERROR;
         x.err = HB_PE_HEAD_TOO_LARGE;
@@ -782,7 +795,8 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             }
             if (c->state == CS_SIZE0) return ch_fail(c, HB_PE_BAD_CHUNK_SIZE);
             /* the digits ended: ';', BWS before one, or the line end */
-            if (ch == ';') c->state = CS_EXT_NAME0;
+            if (ch == ';')
+                c->state = CS_EXT_NAME0;
             else if (IS_WS(ch))
                 c->state = CS_SIZE_WS;
             else if (ch == '\r')
@@ -795,32 +809,37 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
         }
         case CS_SIZE_WS:
             /* "3 \r\n": BWS is only allowed before a ';' */
-            if (ch == ';') c->state = CS_EXT_NAME0;
+            if (ch == ';')
+                c->state = CS_EXT_NAME0;
             else if (!IS_WS(ch))
                 return ch_fail(c, HB_PE_BAD_CHUNK_SIZE);
             break;
         case CS_EXT_NAME0:
-            if (tok_tab[ch]) c->state = CS_EXT_NAME;
+            if (tok_tab[ch])
+                c->state = CS_EXT_NAME;
             else if (!IS_WS(ch))
                 return ch_fail(c, HB_PE_BAD_CHUNK);
             break;
         case CS_EXT_NAME:
             if (tok_tab[ch]) break;
-            if (ch == '=') c->state = CS_EXT_VAL0;
+            if (ch == '=')
+                c->state = CS_EXT_VAL0;
             else if (IS_WS(ch))
                 c->state = CS_EXT_EQ;
             else
                 goto ext_next;
             break;
         case CS_EXT_EQ:
-            if (ch == '=') c->state = CS_EXT_VAL0;
+            if (ch == '=')
+                c->state = CS_EXT_VAL0;
             else if (ch == ';')
                 c->state = CS_EXT_NAME0;
             else if (!IS_WS(ch))
                 return ch_fail(c, HB_PE_BAD_CHUNK);
             break;
         case CS_EXT_VAL0:
-            if (ch == '"') c->state = CS_EXT_QS;
+            if (ch == '"')
+                c->state = CS_EXT_QS;
             else if (tok_tab[ch])
                 c->state = CS_EXT_TOKEN;
             else if (!IS_WS(ch))
@@ -831,7 +850,8 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             goto ext_next;
         case CS_EXT_QS:
             /* qdtext is field-content but '"' and '\\'; no CR or LF inside */
-            if (ch == '"') c->state = CS_EXT_END;
+            if (ch == '"')
+                c->state = CS_EXT_END;
             else if (ch == '\\')
                 c->state = CS_EXT_QP;
             else if (!val_tab[ch])
@@ -844,7 +864,8 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
         case CS_EXT_END:
         ext_next:
             /* after a name or value: the next extension, BWS or the line end */
-            if (ch == ';') c->state = CS_EXT_NAME0;
+            if (ch == ';')
+                c->state = CS_EXT_NAME0;
             else if (IS_WS(ch))
                 c->state = CS_EXT_WS;
             else if (ch == '\r')
@@ -855,7 +876,8 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
                 return ch_fail(c, HB_PE_BAD_CHUNK);
             break;
         case CS_EXT_WS:
-            if (ch == ';') c->state = CS_EXT_NAME0;
+            if (ch == ';')
+                c->state = CS_EXT_NAME0;
             else if (!IS_WS(ch))
                 return ch_fail(c, HB_PE_BAD_CHUNK);
             break;
@@ -869,7 +891,8 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             c->state = c->remaining ? CS_DATA : CS_TRL_START;
             break;
         case CS_DATA_CR:
-            if (ch == '\r') c->state = CS_DATA_LF;
+            if (ch == '\r')
+                c->state = CS_DATA_LF;
             else if (ch != '\n')
                 return ch_fail(c, HB_PE_BAD_CHUNK);
             else if (ch_bare_lf(c))
@@ -882,7 +905,8 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             c->state = CS_SIZE0;
             break;
         case CS_TRL_START:
-            if (ch == '\r') c->state = CS_END_LF;
+            if (ch == '\r')
+                c->state = CS_END_LF;
             else if (tok_tab[ch])
                 c->state = CS_TRL_NAME;
             else if (ch != '\n')
@@ -893,12 +917,14 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
                 return ch_fail(c, HB_PE_BAD_LINE_ENDING);
             break;
         case CS_TRL_NAME:
-            if (ch == ':') c->state = CS_TRL_VALUE;
+            if (ch == ':')
+                c->state = CS_TRL_VALUE;
             else if (!tok_tab[ch])
                 return ch_fail(c, HB_PE_BAD_CHUNK);
             break;
         case CS_TRL_VALUE:
-            if (ch == '\r') c->state = CS_TRL_LF;
+            if (ch == '\r')
+                c->state = CS_TRL_LF;
             else if (val_tab[ch])
                 break;
             else if (ch != '\n')
@@ -920,7 +946,8 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
             c->state = CS_DONE;
             c->done = 1;
             return (ssize_t)i;
-        default: return ch_fail(c, HB_PE_BAD_CHUNK); /* corrupted state */
+        default:
+            return ch_fail(c, HB_PE_BAD_CHUNK); /* corrupted state */
         }
     }
     return (ssize_t)i;
@@ -929,26 +956,47 @@ ssize_t hb_chunked_feed(hb_chunked *c, const char *buf, size_t len, const char *
 const char *hb_parse_strerror(int code)
 {
     switch (code) {
-    case HB_PE_NONE: return "ok";
-    case HB_PE_BAD_VERSION: return "bad protocol version (expected HTTP/1.x)";
-    case HB_PE_BAD_STATUS: return "status code is not 3 digits";
-    case HB_PE_BAD_CONTENT_LENGTH: return "invalid Content-Length";
-    case HB_PE_DUP_CONTENT_LENGTH: return "conflicting Content-Length values";
-    case HB_PE_BAD_CHUNK_SIZE: return "invalid chunk size";
-    case HB_PE_CHUNK_SIZE_OVERFLOW: return "chunk size overflows";
-    case HB_PE_NO_COLON: return "header line without colon";
-    case HB_PE_SPACE_BEFORE_COLON: return "whitespace before colon in header";
-    case HB_PE_BAD_HEADER_CHAR: return "invalid character in header";
-    case HB_PE_HEAD_TOO_LARGE: return "head too large";
-    case HB_PE_TOO_MANY_HEADERS: return "too many headers";
-    case HB_PE_BAD_REQUEST_LINE: return "malformed request line";
-    case HB_PE_BAD_CHUNK: return "malformed chunk framing or trailer";
-    case HB_PE_BAD_TRANSFER_ENCODING: return "unsupported Transfer-Encoding";
-    case HB_PE_BAD_LINE_ENDING: return "bad line ending";
-    case HB_PE_OBS_FOLD: return "obsolete header line folding";
-    case HB_PE_TE_AND_CONTENT_LENGTH: return "both Transfer-Encoding and Content-Length";
-    case HB_PE_CHUNK_LINE_TOO_LONG: return "chunk line too long";
-    case HB_PE_TRAILERS_TOO_LARGE: return "chunked trailers too large";
-    default: return "protocol error";
+    case HB_PE_NONE:
+        return "ok";
+    case HB_PE_BAD_VERSION:
+        return "bad protocol version (expected HTTP/1.x)";
+    case HB_PE_BAD_STATUS:
+        return "status code is not 3 digits";
+    case HB_PE_BAD_CONTENT_LENGTH:
+        return "invalid Content-Length";
+    case HB_PE_DUP_CONTENT_LENGTH:
+        return "conflicting Content-Length values";
+    case HB_PE_BAD_CHUNK_SIZE:
+        return "invalid chunk size";
+    case HB_PE_CHUNK_SIZE_OVERFLOW:
+        return "chunk size overflows";
+    case HB_PE_NO_COLON:
+        return "header line without colon";
+    case HB_PE_SPACE_BEFORE_COLON:
+        return "whitespace before colon in header";
+    case HB_PE_BAD_HEADER_CHAR:
+        return "invalid character in header";
+    case HB_PE_HEAD_TOO_LARGE:
+        return "head too large";
+    case HB_PE_TOO_MANY_HEADERS:
+        return "too many headers";
+    case HB_PE_BAD_REQUEST_LINE:
+        return "malformed request line";
+    case HB_PE_BAD_CHUNK:
+        return "malformed chunk framing or trailer";
+    case HB_PE_BAD_TRANSFER_ENCODING:
+        return "unsupported Transfer-Encoding";
+    case HB_PE_BAD_LINE_ENDING:
+        return "bad line ending";
+    case HB_PE_OBS_FOLD:
+        return "obsolete header line folding";
+    case HB_PE_TE_AND_CONTENT_LENGTH:
+        return "both Transfer-Encoding and Content-Length";
+    case HB_PE_CHUNK_LINE_TOO_LONG:
+        return "chunk line too long";
+    case HB_PE_TRAILERS_TOO_LARGE:
+        return "chunked trailers too large";
+    default:
+        return "protocol error";
     }
 }

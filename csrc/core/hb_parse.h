@@ -43,18 +43,18 @@ enum hb_parse_error {
     HB_PE_DUP_CONTENT_LENGTH = -5004, /* conflicting duplicate Content-Length */
     HB_PE_BAD_CHUNK_SIZE = -5005,     /* chunk size not hex / malformed chunk line */
     HB_PE_CHUNK_SIZE_OVERFLOW = -5006,
-    HB_PE_NO_COLON = -5007,           /* header line without ':' */
-    HB_PE_SPACE_BEFORE_COLON = -5008, /* whitespace between name and ':' */
-    HB_PE_BAD_HEADER_CHAR = -5009,    /* control character or NUL in a name or value */
-    HB_PE_HEAD_TOO_LARGE = -5010,     /* head exceeds max_head */
-    HB_PE_TOO_MANY_HEADERS = -5011,   /* more headers than the limit / capacity */
-    HB_PE_BAD_REQUEST_LINE = -5012,   /* malformed method / target / request line */
-    HB_PE_BAD_CHUNK = -5013,          /* missing CRLF after chunk data, bad trailer */
+    HB_PE_NO_COLON = -5007,              /* header line without ':' */
+    HB_PE_SPACE_BEFORE_COLON = -5008,    /* whitespace between name and ':' */
+    HB_PE_BAD_HEADER_CHAR = -5009,       /* control character or NUL in a name or value */
+    HB_PE_HEAD_TOO_LARGE = -5010,        /* head exceeds max_head */
+    HB_PE_TOO_MANY_HEADERS = -5011,      /* more headers than the limit / capacity */
+    HB_PE_BAD_REQUEST_LINE = -5012,      /* malformed method / target / request line */
+    HB_PE_BAD_CHUNK = -5013,             /* missing CRLF after chunk data, bad trailer */
     HB_PE_BAD_TRANSFER_ENCODING = -5014, /* not a list of codings ending in exactly "chunked",
                                             or malformed (requests: answer 400 and close,
                                             RFC 9112 6.3) */
-    HB_PE_BAD_LINE_ENDING = -5015,    /* bare CR, or garbage where CRLF expected */
-    HB_PE_OBS_FOLD = -5016,           /* header line starting with whitespace (obs-fold) */
+    HB_PE_BAD_LINE_ENDING = -5015,       /* bare CR, or garbage where CRLF expected */
+    HB_PE_OBS_FOLD = -5016,              /* header line starting with whitespace (obs-fold) */
     HB_PE_TE_AND_CONTENT_LENGTH = -5017, /* request with both (a smuggling vector) */
     HB_PE_CHUNK_LINE_TOO_LONG = -5018,   /* chunk size/extension or trailer line too long */
     HB_PE_TRAILERS_TOO_LARGE = -5019,    /* trailer section larger than HB_CHUNK_MAX_TRAILERS */
@@ -66,8 +66,8 @@ enum hb_parse_error {
 #define HB_PARSE_LENIENT_LF 1u
 
 /* Bounds of the chunked decoder's framing lines (data runs are unbounded). */
-#define HB_CHUNK_MAX_LINE 4096             /* one size line incl. extensions, or trailer line */
-#define HB_CHUNK_MAX_TRAILERS (64 * 1024)  /* all trailer lines together */
+#define HB_CHUNK_MAX_LINE 4096            /* one size line incl. extensions, or trailer line */
+#define HB_CHUNK_MAX_TRAILERS (64 * 1024) /* all trailer lines together */
 
 typedef struct hb_parse_limits {
     size_t max_head;    /* bytes of head (start line + headers + CRLFCRLF); 0 = default */
@@ -138,9 +138,9 @@ int hb_parse_request_head(const char *buf, size_t len, hb_request_head *out,
 
 /* How the body of a response is delimited (RFC 9112 6.3). */
 enum hb_body_kind {
-    HB_BODY_NONE = 0,  /* 1xx, 204, 304, response to HEAD */
-    HB_BODY_LENGTH,    /* Content-Length bytes */
-    HB_BODY_CHUNKED,   /* chunked transfer coding */
+    HB_BODY_NONE = 0, /* 1xx, 204, 304, response to HEAD */
+    HB_BODY_LENGTH,   /* Content-Length bytes */
+    HB_BODY_CHUNKED,  /* chunked transfer coding */
     HB_BODY_UNTIL_CLOSE,
 };
 enum hb_body_kind hb_response_body_kind(const hb_response_head *h, int request_was_head);

@@ -502,9 +502,10 @@ int hb_build_h2_fields(hb_header *fields, size_t fcap, char *buf, size_t bufcap,
     }
     if (s->user_agent && !(given & GIVEN_UA))
         set_field(&fields[nf++], "user-agent", 10, s->user_agent, strlen(s->user_agent));
-    if (s->body_len >= 0 || (s->body_len == HB_REQ_NO_BODY &&
-                             method_wants_length(s->method, s->method_len))) {
-        int n = snprintf(buf + o, bufcap - o, "%lld", (long long)(s->body_len >= 0 ? s->body_len : 0));
+    if (s->body_len >= 0 ||
+        (s->body_len == HB_REQ_NO_BODY && method_wants_length(s->method, s->method_len))) {
+        int n =
+            snprintf(buf + o, bufcap - o, "%lld", (long long)(s->body_len >= 0 ? s->body_len : 0));
         set_field(&fields[nf++], "content-length", 14, buf + o, (size_t)n);
         o += (size_t)n + 1;
     }

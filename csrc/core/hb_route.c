@@ -117,8 +117,7 @@ static int p_drip(hb_route_req *rq, int64_t num, query q)
     rq->p.drip.interval_ms = 10;
     if (qopt(q, "interval_ms", &rq->p.drip.interval_ms) < 0 || qopt(q, "chunk", &chunk) < 0)
         return -1;
-    if (rq->p.drip.interval_ms > 60000 || chunk == 0 || chunk > HB_CONTENT_WIN ||
-        num > (1 << 26))
+    if (rq->p.drip.interval_ms > 60000 || chunk == 0 || chunk > HB_CONTENT_WIN || num > (1 << 26))
         return -1;
     rq->p.drip.chunk = (uint32_t)chunk;
     return 0;
@@ -193,13 +192,16 @@ static int row_matches(const route_def *r, const char *p, size_t n, int64_t *num
 {
     size_t l = r->path ? strlen(r->path) : 0;
     switch (r->match) {
-    case M_EXACT: return n == l && memcmp(p, r->path, l) == 0;
+    case M_EXACT:
+        return n == l && memcmp(p, r->path, l) == 0;
     case M_NUM:
         if (n <= l || memcmp(p, r->path, l) != 0) return 0;
         *num = parse_num(p + l, n - l);
         return 1;
-    case M_PREFIX: return n > l && memcmp(p, r->path, l) == 0;
-    default: return 0;
+    case M_PREFIX:
+        return n > l && memcmp(p, r->path, l) == 0;
+    default:
+        return 0;
     }
 }
 
@@ -210,7 +212,8 @@ static int method_ok(int methods, const char *m, size_t ml)
         return (ml == 3 && memcmp(m, "GET", 3) == 0) || (ml == 4 && memcmp(m, "HEAD", 4) == 0);
     case BODY:
         return (ml == 4 && memcmp(m, "POST", 4) == 0) || (ml == 3 && memcmp(m, "PUT", 3) == 0);
-    default: return 1;
+    default:
+        return 1;
     }
 }
 

@@ -25,8 +25,7 @@
 #define MAX_EVENTS 256
 #define TIMERS_INIT 256 /* the heap doubles past this many armed timers */
 
-#define WORKER_OF(ptr, member)                                                                     \
-    ((hb__worker *)(void *)((char *)(ptr) - offsetof(hb__worker, member)))
+#define WORKER_OF(ptr, member) ((hb__worker *)(void *)((char *)(ptr)-offsetof(hb__worker, member)))
 
 /* ---- worker loop ---- */
 
@@ -125,7 +124,8 @@ static void *worker_main(void *arg)
     update_date(w);
     while (!w->stop && !__atomic_load_n(&w->srv->stopping, __ATOMIC_ACQUIRE))
         if (hb_loop_run_once(&w->loop, UINT64_MAX) < 0) break;
-    while (w->conns) hb__conn_free(w->conns, 0);
+    while (w->conns)
+        hb__conn_free(w->conns, 0);
     w->final_cpu_ns = hb_thread_cpu_ns();
     __atomic_store_n(&w->exited, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -236,8 +236,7 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         return hb_fail(err, HB_E_INVALID, "h2_max_concurrent_streams must be 1..%u",
                        HB_H2_MAX_STREAMS_MAX);
     if (o->h2_initial_window_size < 0)
-        return hb_fail(err, HB_E_INVALID, "h2_initial_window_size must be 0..%u",
-                       HB_H2_WINDOW_MAX);
+        return hb_fail(err, HB_E_INVALID, "h2_initial_window_size must be 0..%u", HB_H2_WINDOW_MAX);
     if ((unsigned)o->h2_max_frame_size < HB_H2_FRAME_MIN ||
         (unsigned)o->h2_max_frame_size > HB_H2_FRAME_MAX)
         return hb_fail(err, HB_E_INVALID, "h2_max_frame_size must be %u..%u", HB_H2_FRAME_MIN,
@@ -257,7 +256,8 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         free(s);
         return hb_fail(err, HB_E_NOMEM, "out of memory");
     }
-    for (int i = 0; i < s->nworkers; i++) s->w[i].lfd = -1;
+    for (int i = 0; i < s->nworkers; i++)
+        s->w[i].lfd = -1;
     int rc;
     struct sockaddr_storage ss;
     socklen_t slen;
@@ -300,9 +300,8 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
                 rc = hb_fail(err, -errno, "getsockname: %s", strerror(errno));
                 goto fail;
             }
-            s->port = ntohs(bound.ss_family == AF_INET6
-                                ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                : ((struct sockaddr_in *)&bound)->sin_port);
+            s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                        : ((struct sockaddr_in *)&bound)->sin_port);
             if (ss.ss_family == AF_INET6)
                 ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)s->port);
             else

@@ -29,19 +29,19 @@
 #define HB_SERVER_MAX_THREADS 64
 
 typedef struct hb_server_opts {
-    const char *host;            /* numeric address or "localhost"; default "127.0.0.1" */
-    int port;                    /* 0 = ephemeral (all workers share the chosen port) */
-    int threads;                 /* worker threads, 1..HB_SERVER_MAX_THREADS; default 1 */
-    int tls;                     /* 1 = HTTPS */
-    const char *cert_file;       /* TLS: PEM cert (chain); NULL = generated self-signed */
-    const char *key_file;        /* TLS: PEM key; NULL = in cert_file */
-    int session_resumption;      /* TLS: default 1 */
-    int request_timeout_ms;      /* a started request (head+body) or a stalled write must
-                                    progress within this; default 10000 */
-    int keepalive_timeout_ms;    /* idle keep-alive connection lifetime; default 30000 */
-    size_t max_head;             /* request head limit -> 431; default 16384 */
-    int backlog;                 /* listen backlog; default 4096 */
-    int http2;                   /* h2 through ALPN (TLS) and h2c prior knowledge; default 1 */
+    const char *host;              /* numeric address or "localhost"; default "127.0.0.1" */
+    int port;                      /* 0 = ephemeral (all workers share the chosen port) */
+    int threads;                   /* worker threads, 1..HB_SERVER_MAX_THREADS; default 1 */
+    int tls;                       /* 1 = HTTPS */
+    const char *cert_file;         /* TLS: PEM cert (chain); NULL = generated self-signed */
+    const char *key_file;          /* TLS: PEM key; NULL = in cert_file */
+    int session_resumption;        /* TLS: default 1 */
+    int request_timeout_ms;        /* a started request (head+body) or a stalled write must
+                                      progress within this; default 10000 */
+    int keepalive_timeout_ms;      /* idle keep-alive connection lifetime; default 30000 */
+    size_t max_head;               /* request head limit -> 431; default 16384 */
+    int backlog;                   /* listen backlog; default 4096 */
+    int http2;                     /* h2 through ALPN (TLS) and h2c prior knowledge; default 1 */
     int h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS 1..100000; default 100 */
     int h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE 0..2^31-1; default 65535 */
     int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */
@@ -51,8 +51,8 @@ typedef struct hb_server_opts {
 typedef struct hb_server_stats {
     uint64_t requests; /* == sum(by_route) == sum(by_status) */
     uint64_t by_route[HB_ROUTE_COUNT];
-    uint64_t by_status[600]; /* index = status code; [0] = no response (reset route,
-                                or the connection ended before the response) */
+    uint64_t by_status[600];      /* index = status code; [0] = no response (reset route,
+                                     or the connection ended before the response) */
     uint64_t bytes_in, bytes_out; /* on the wire (TLS: plaintext bytes) */
     uint64_t connections_accepted, connections_closed;
     uint64_t tls_handshakes, tls_resumed, tls_handshake_errors;
@@ -60,13 +60,13 @@ typedef struct hb_server_stats {
     uint64_t body_bytes_in; /* request body bytes consumed */
     uint64_t client_gone;   /* requests whose client closed or reset the connection before
                                their response began (also in by_status[0]) */
-    uint64_t requests_h2;     /* h2 streams among requests (the rest are HTTP/1.1) */
+    uint64_t requests_h2;   /* h2 streams among requests (the rest are HTTP/1.1) */
     uint64_t connections_h1, connections_h2; /* once the protocol is decided */
     uint64_t h2_streams, h2_rst_sent, h2_rst_received, h2_goaway_sent, h2_protocol_errors,
         h2_refused_streams;
     int h2_max_concurrent_streams, h2_initial_window_size, h2_max_frame_size;
     int threads;
-    uint64_t cpu_ns;                              /* sum of the workers' thread CPU time */
+    uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
     uint64_t thread_cpu_ns[HB_SERVER_MAX_THREADS]; /* per worker */
 } hb_server_stats;
 

@@ -30,8 +30,8 @@ static hb__conn *conn_new(hb__worker *w)
         w->free = c->next;
         w->nfree--;
     } else {
-        void *m = mmap(NULL, conn_size(w->srv), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *m = mmap(NULL, conn_size(w->srv), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
         if (m == MAP_FAILED) return NULL;
         c = m;
     }
@@ -259,13 +259,16 @@ static int after_action(hb__conn *c)
         begin_linger(c);
         linger_read(c);
         return 1;
-    case HB__AF_RESET: hb__conn_free(c, 1); return 1;
+    case HB__AF_RESET:
+        hb__conn_free(c, 1);
+        return 1;
     case HB__AF_STALL:
         c->phase = HB__PH_WAIT;
         c->wait_kind = HB__W_STALL;
         if (hb__conn_timer(c, c->w->now + c->rq.p.stall.ms * HB__SRV_MS) < 0) hb__conn_free(c, 1);
         return 1;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 

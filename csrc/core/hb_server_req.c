@@ -93,13 +93,25 @@ static void finish_request(hb__conn *c)
         return;
     }
     switch (rq->status) {
-    case 400: HB__RESPOND_LIT(c, 400, "bad parameter\n"); request_done(c); return;
-    case 404: HB__RESPOND_LIT(c, 404, "not found\n"); request_done(c); return;
-    case 405: HB__RESPOND_LIT(c, 405, "method not allowed\n"); request_done(c); return;
-    default: break;
+    case 400:
+        HB__RESPOND_LIT(c, 400, "bad parameter\n");
+        request_done(c);
+        return;
+    case 404:
+        HB__RESPOND_LIT(c, 404, "not found\n");
+        request_done(c);
+        return;
+    case 405:
+        HB__RESPOND_LIT(c, 405, "method not allowed\n");
+        request_done(c);
+        return;
+    default:
+        break;
     }
     switch (rq->route) {
-    case HB_ROUTE_ROOT: HB__RESPOND_LIT(c, 200, "httpbench test server\n"); break;
+    case HB_ROUTE_ROOT:
+        HB__RESPOND_LIT(c, 200, "httpbench test server\n");
+        break;
     case HB_ROUTE_BYTES:
         hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.bytes.n, 0);
         hb__out_body(c, rq->p.bytes.n);
@@ -129,8 +141,8 @@ static void finish_request(hb__conn *c)
     }
     case HB_ROUTE_DELAY:
         if (rq->p.delay.ms == 0) {
-            hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1,
-                         (int64_t)rq->p.delay.bytes, 0);
+            hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.delay.bytes,
+                         0);
             hb__out_body(c, rq->p.delay.bytes);
             break;
         }
@@ -138,7 +150,9 @@ static void finish_request(hb__conn *c)
         c->wait_kind = HB__W_DELAY;
         if (hb__conn_timer(c, w->now + rq->p.delay.ms * HB__SRV_MS) < 0) c->after = HB__AF_RESET;
         return; /* request_done when the timer fires */
-    case HB_ROUTE_STATUS: hb__respond_text(c, rq->p.status.code, "", 0); break;
+    case HB_ROUTE_STATUS:
+        hb__respond_text(c, rq->p.status.code, "", 0);
+        break;
     case HB_ROUTE_DRIP:
         hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.drip.n, 0);
         if (c->head_only || rq->p.drip.n == 0) break;
@@ -151,14 +165,12 @@ static void finish_request(hb__conn *c)
         return;
     case HB_ROUTE_CLOSE_AFTER_HEADERS:
         c->close_after = 0;
-        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.fault.bytes,
-                     0);
+        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.fault.bytes, 0);
         c->after = HB__AF_CLOSE;
         break;
     case HB_ROUTE_CLOSE_MID_BODY:
         c->close_after = 0;
-        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.fault.bytes,
-                     0);
+        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.fault.bytes, 0);
         if (!c->head_only) hb__stream_start(c, 0, rq->p.fault.bytes / 2, 0, 0);
         c->after = HB__AF_CLOSE;
         break;
@@ -167,13 +179,14 @@ static void finish_request(hb__conn *c)
         c->after = HB__AF_RESET;
         break;
     case HB_ROUTE_STALL:
-        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.stall.bytes,
-                     0);
+        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.stall.bytes, 0);
         if (c->head_only) break;
         hb__stream_start(c, 0, rq->p.stall.bytes / 2, 0, 0);
         c->after = HB__AF_STALL;
         break;
-    default: HB__RESPOND_LIT(c, 404, "not found\n"); break;
+    default:
+        HB__RESPOND_LIT(c, 404, "not found\n");
+        break;
     }
     request_done(c);
 }
@@ -186,8 +199,7 @@ void hb__req_timer(hb__conn *c)
     case HB__W_DELAY:
         c->wait_kind = HB__W_NONE;
         c->phase = HB__PH_HEAD;
-        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.delay.bytes,
-                     0);
+        hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.delay.bytes, 0);
         hb__out_body(c, rq->p.delay.bytes);
         request_done(c);
         break;
@@ -212,7 +224,8 @@ void hb__req_timer(hb__conn *c)
         request_done(c);
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -245,8 +258,7 @@ static int handle_head(hb__conn *c)
     if (h.framing.chunked && h.framing.transfer_codings > 1) {
         /* sound framing, but a coding (gzip, chunked) the server does not
          * decode: 501 (RFC 9112 6.1); the body is never read */
-        hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 501,
-                                "transfer coding not implemented\n");
+        hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 501, "transfer coding not implemented\n");
         return -1;
     }
     c->rpos += (size_t)r;
@@ -354,8 +366,7 @@ int hb__process_input(hb__conn *c)
         if (r < 0) return -1;
         if (r == 0) break;
         progress = 1;
-        if (c->st_active || c->after || c->close_after || c->phase == HB__PH_WAIT ||
-            c->stats_body)
+        if (c->st_active || c->after || c->close_after || c->phase == HB__PH_WAIT || c->stats_body)
             break; /* a second stats document waits until the first is written */
         /* echo output points into rbuf: flush before more body overwrites nothing,
          * but keep the queue short so the client sees its bytes promptly */

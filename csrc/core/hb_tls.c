@@ -248,8 +248,7 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
     const unsigned char *ours = arg ? ALPN_H2_HTTP11 : ALPN_HTTP11;
     unsigned ours_len = arg ? sizeof ALPN_H2_HTTP11 - 1 : sizeof ALPN_HTTP11 - 1;
     unsigned char *sel = NULL;
-    if (SSL_select_next_proto(&sel, outlen, ours, ours_len, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
+    if (SSL_select_next_proto(&sel, outlen, ours, ours_len, in, inlen) != OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK; /* nothing in common: no ALPN, the first bytes decide */
     *out = sel;
     return SSL_TLSEXT_ERR_OK;

@@ -141,8 +141,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hb_h2srv_free(s, 1);
 
     uint64_t routes = 0, statuses = 0;
-    for (int i = 0; i < HB_ROUTE_COUNT; i++) routes += st.by_route[i];
-    for (int i = 0; i < 600; i++) statuses += st.by_status[i];
+    for (int i = 0; i < HB_ROUTE_COUNT; i++)
+        routes += st.by_route[i];
+    for (int i = 0; i < 600; i++)
+        statuses += st.by_status[i];
     REQUIRE(routes == statuses);
     REQUIRE(routes <= st.streams);
     REQUIRE(st.refused <= st.rst_sent);

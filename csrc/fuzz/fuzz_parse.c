@@ -26,7 +26,8 @@
 static uint64_t hash64(const uint8_t *d, size_t n)
 {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ d[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ d[i]) * 1099511628211ULL;
     return h;
 }
 
@@ -47,7 +48,8 @@ static hb_header hdrs[HB_PARSE_DEFAULT_MAX_HEADERS];
 
 static void check_rc(int rc, int err, size_t len)
 {
-    if (rc > 0) REQUIRE((size_t)rc <= len && err == HB_PE_NONE);
+    if (rc > 0)
+        REQUIRE((size_t)rc <= len && err == HB_PE_NONE);
     else if (rc == HB_ERROR)
         REQUIRE(hb_is_protocol_error(err) && err != HB_PE_NONE);
     else
@@ -101,8 +103,8 @@ static void fuzz_response(const char *b, size_t len, uint64_t h)
         if ((size_t)rc <= lim.max_head && n <= lim.max_headers)
             REQUIRE(rc2 == rc);
         else
-            REQUIRE(rc2 == HB_ERROR && (r.error == HB_PE_HEAD_TOO_LARGE ||
-                                        r.error == HB_PE_TOO_MANY_HEADERS));
+            REQUIRE(rc2 == HB_ERROR &&
+                    (r.error == HB_PE_HEAD_TOO_LARGE || r.error == HB_PE_TOO_MANY_HEADERS));
     } else if (rc == HB_AGAIN) {
         for (size_t k = 0; k < len; k += 1 + len / 8)
             REQUIRE(response(b, k, NULL, &r, HB_PARSE_DEFAULT_MAX_HEADERS) == HB_AGAIN);
@@ -116,7 +118,8 @@ static void fuzz_response(const char *b, size_t len, uint64_t h)
     if (lr > 0 && l.tolerated > 0) REQUIRE(rc == HB_ERROR && rc_err == HB_PE_BAD_LINE_ENDING);
     if (rc == HB_AGAIN) REQUIRE(lr == HB_AGAIN);
     /* a strict error other than a line end comes before any bare LF */
-    if (rc == HB_ERROR && rc_err != HB_PE_BAD_LINE_ENDING) REQUIRE(lr == HB_ERROR && l.error == rc_err);
+    if (rc == HB_ERROR && rc_err != HB_PE_BAD_LINE_ENDING)
+        REQUIRE(lr == HB_ERROR && l.error == rc_err);
 }
 
 static int request(const char *b, size_t len, hb_request_head *q, const hb_parse_limits *lim)
@@ -157,8 +160,8 @@ static int fuzz_request(const char *b, size_t len, uint64_t h)
         if ((size_t)rc <= lim.max_head && n <= lim.max_headers)
             REQUIRE(rc2 == rc);
         else
-            REQUIRE(rc2 == HB_ERROR && (q.error == HB_PE_HEAD_TOO_LARGE ||
-                                        q.error == HB_PE_TOO_MANY_HEADERS));
+            REQUIRE(rc2 == HB_ERROR &&
+                    (q.error == HB_PE_HEAD_TOO_LARGE || q.error == HB_PE_TOO_MANY_HEADERS));
         return chunked ? rc : 0;
     }
     return 0;

@@ -41,19 +41,18 @@
 #define DEFAULT_MAX_BODY ((uint64_t)1 << 30)
 
 typedef struct {
-    PyObject_HEAD
-    hb_modstate *st;
+    PyObject_HEAD hb_modstate *st;
     hb_pool pool;
     int pool_ok;
     int closed;
     hb_tls_ctx *tls;
     int verify;
-    char *ca_file; /* PyMem copy or NULL */
-    uint64_t timeout_ns;         /* UINT64_MAX: none */
-    uint64_t connect_timeout_ns; /* UINT64_MAX: only the overall timeout */
+    char *ca_file;                                 /* PyMem copy or NULL */
+    uint64_t timeout_ns;                           /* UINT64_MAX: none */
+    uint64_t connect_timeout_ns;                   /* UINT64_MAX: only the overall timeout */
     double timeout, connect_timeout, idle_timeout; /* as given (-1: None) */
-    uint64_t max_body; /* in-memory bodies; 0: no limit */
-    int lenient;       /* HB_PARSE_LENIENT_LF for responses */
+    uint64_t max_body;                             /* in-memory bodies; 0: no limit */
+    int lenient;                                   /* HB_PARSE_LENIENT_LF for responses */
     int http2;
     PyThread_type_lock h2lock; /* guards h2 and every session in it */
     struct h2origin *h2;       /* HTTP/2 sessions, one per origin */
@@ -79,9 +78,9 @@ typedef struct h2origin {
 typedef struct {
     Py_buffer view; /* in-memory (view.obj set) */
     int fd;
-    int own_fd;   /* opened from a path: close it */
-    off_t off;    /* pread offset, -1 for read() */
-    int64_t len;  /* -1: unknown (chunked) */
+    int own_fd;     /* opened from a path: close it */
+    off_t off;      /* pread offset, -1 for read() */
+    int64_t len;    /* -1: unknown (chunked) */
     PyObject *file; /* file object: seek it past the body afterwards */
     PyObject *keep; /* bytes from file.read() */
 } body_src;
@@ -133,9 +132,8 @@ static int body_prepare(PyObject *body, body_src *bs)
         bs->own_fd = 1;
         return body_from_fd(bs, fd, 0);
     }
-    PyObject *fno = PyObject_HasAttrString(body, "fileno")
-                        ? PyObject_CallMethod(body, "fileno", NULL)
-                        : NULL;
+    PyObject *fno =
+        PyObject_HasAttrString(body, "fileno") ? PyObject_CallMethod(body, "fileno", NULL) : NULL;
     if (fno) {
         long lfd = PyLong_AsLong(fno);
         Py_DECREF(fno);
@@ -341,9 +339,9 @@ typedef struct {
 
 /* Run one method on urls[0..n) over HTTP/2 (same origin), multiplexed; a list of
  * Responses in order (as_list) or the one Response. */
-static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen, PyObject *const *urls,
-                          Py_ssize_t n, PyObject *headers, PyObject *body, PyObject *dl_path,
-                          PyObject *max_body_arg, int as_list)
+static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen,
+                          PyObject *const *urls, Py_ssize_t n, PyObject *headers, PyObject *body,
+                          PyObject *dl_path, PyObject *max_body_arg, int as_list)
 {
     hb_modstate *st = self->st;
     if (self->closed) {
@@ -471,7 +469,8 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen, P
     uint64_t cdl = self->connect_timeout_ns == UINT64_MAX ? dl : start + self->connect_timeout_ns;
     if (cdl > dl) cdl = dl;
     PyThreadState *ts = PyEval_SaveThread();
-    for (Py_ssize_t i = 0; i < n; i++) slots[i].g.ts = ts;
+    for (Py_ssize_t i = 0; i < n; i++)
+        slots[i].g.ts = ts;
     rc = hb_h2client_run(&self->pool, &o->hc, &t, xs, (size_t)n, dl, cdl, err);
     PyEval_RestoreThread(ts);
     uint64_t t_conn = o->hc.t_connected, t_tls = o->hc.t_tls_done;
@@ -532,7 +531,8 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen, P
 done:
     if (locked) PyThread_release_lock(self->h2lock);
     if (slots)
-        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(slots[i].body);
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(slots[i].body);
     PyMem_Free(slots);
     PyMem_Free(xs);
     PyMem_Free(ups);
@@ -636,8 +636,7 @@ static PyObject *do_request(ClientObject *self, const char *method, size_t mlen,
     rq.parse_flags = self->lenient ? HB_PARSE_LENIENT_LF : 0;
     rq.max_body = max_body;
     rq.start_ns = hb_now_ns();
-    rq.deadline_ns =
-        self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq.start_ns + self->timeout_ns;
+    rq.deadline_ns = self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq.start_ns + self->timeout_ns;
     rq.connect_deadline_ns = self->connect_timeout_ns == UINT64_MAX
                                  ? rq.deadline_ns
                                  : rq.start_ns + self->connect_timeout_ns;
@@ -821,8 +820,10 @@ static PyObject *client_get_many(PyObject *self, PyObject *const *args, Py_ssize
         out = PyList_New(n);
         for (Py_ssize_t i = 0; out && i < n; i++) {
             PyObject *r = do_request(c, "GET", 3, items[i], a[1], NULL, NULL, a[2]);
-            if (!r) Py_CLEAR(out);
-            else PyList_SET_ITEM(out, i, r);
+            if (!r)
+                Py_CLEAR(out);
+            else
+                PyList_SET_ITEM(out, i, r);
         }
     }
     Py_DECREF(seq);
@@ -836,8 +837,7 @@ static PyObject *client_close(PyObject *o, PyObject *unused)
     if (self->h2 && self->pool_ok) {
         h2_lock(self);
         Py_BEGIN_ALLOW_THREADS h2_close_all(self, 0);
-        Py_END_ALLOW_THREADS
-        PyThread_release_lock(self->h2lock);
+        Py_END_ALLOW_THREADS PyThread_release_lock(self->h2lock);
     }
     if (!self->closed && self->pool_ok) {
         self->closed = 1;
@@ -936,14 +936,14 @@ static uint64_t to_ns(double s)
 
 static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"timeout",      "connect_timeout", "verify",  "ca_file",
-                             "max_connections_per_host",        "stale_check",
-                             "idle_timeout", "max_body",        "lenient", "http2", NULL};
+    static char *kwlist[] = {
+        "timeout",     "connect_timeout", "verify",   "ca_file", "max_connections_per_host",
+        "stale_check", "idle_timeout",    "max_body", "lenient", "http2",
+        NULL};
     PyObject *timeout = NULL, *ctimeout = NULL, *ca = NULL, *idle = NULL, *mb = NULL;
     int verify = 1, stale = 1, maxc = HB_POOL_DEFAULT_MAX_PER_HOST, lenient = 0, http2 = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipOOpp:Client", kwlist, &timeout,
-                                     &ctimeout, &verify, &ca, &maxc, &stale, &idle, &mb, &lenient,
-                                     &http2))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipOOpp:Client", kwlist, &timeout, &ctimeout,
+                                     &verify, &ca, &maxc, &stale, &idle, &mb, &lenient, &http2))
         return NULL;
     if (http2 && lenient) {
         PyErr_SetString(PyExc_ValueError, "lenient applies to HTTP/1.1 framing, not http2");
@@ -1055,8 +1055,7 @@ static PyMethodDef client_methods[] = {
 static PyGetSetDef client_getset[] = {
     {"stale_check", client_get_stale, client_set_stale,
      "Check idle connections before reuse (settable, to measure its cost).", NULL},
-    {"timeout", client_get_timeout, NULL, "Whole-request deadline in seconds (None: none).",
-     NULL},
+    {"timeout", client_get_timeout, NULL, "Whole-request deadline in seconds (None: none).", NULL},
     {"closed", client_get_closed, NULL, "True after close().", NULL},
     {"http2", client_get_http2, NULL, "True when every request goes over HTTP/2.", NULL},
     {"max_body", client_get_max_body, NULL,
@@ -1068,18 +1067,17 @@ static PyGetSetDef client_getset[] = {
 };
 
 static PyType_Slot client_slots[] = {
-    {Py_tp_doc,
-     "Client(*, timeout=10.0, connect_timeout=None, verify=True, ca_file=None, "
-     "max_connections_per_host=10, stale_check=True, idle_timeout=60.0, "
-     "max_body=1073741824, lenient=False, http2=False)\n--\n\n"
-     "A native HTTP/1.1 client with a keep-alive pool per (scheme, host, port).\n"
-     "timeout is a deadline for the whole request (connect to last byte); "
-     "connect_timeout bounds connecting (TCP + TLS). max_body caps a body held in "
-     "memory (BodyTooLarge; None: no limit); lenient accepts bare LF line ends in "
-     "responses, counted in Response.tolerated. Safe to share between threads. "
-     "http2=True: every request over HTTP/2 (h2c with prior knowledge for http://, "
-     "ALPN h2 for https://; HTTP2NotSupported when the server does not speak it), one "
-     "connection per origin; get_many() multiplexes a batch on it."},
+    {Py_tp_doc, "Client(*, timeout=10.0, connect_timeout=None, verify=True, ca_file=None, "
+                "max_connections_per_host=10, stale_check=True, idle_timeout=60.0, "
+                "max_body=1073741824, lenient=False, http2=False)\n--\n\n"
+                "A native HTTP/1.1 client with a keep-alive pool per (scheme, host, port).\n"
+                "timeout is a deadline for the whole request (connect to last byte); "
+                "connect_timeout bounds connecting (TCP + TLS). max_body caps a body held in "
+                "memory (BodyTooLarge; None: no limit); lenient accepts bare LF line ends in "
+                "responses, counted in Response.tolerated. Safe to share between threads. "
+                "http2=True: every request over HTTP/2 (h2c with prior knowledge for http://, "
+                "ALPN h2 for https://; HTTP2NotSupported when the server does not speak it), one "
+                "connection per origin; get_many() multiplexes a batch on it."},
     {Py_tp_new, client_new},
     {Py_tp_dealloc, client_dealloc},
     {Py_tp_methods, client_methods},

@@ -19,17 +19,67 @@
 
 /* Keyword-only arguments of run_bench, in this order. */
 enum {
-    A_HOST, A_PORT, A_TLS, A_HEAD, A_BODY, A_BODY_FILE, A_METHOD_IS_HEAD, A_N, A_DURATION,
-    A_WARMUP, A_CONNECTIONS, A_THREADS, A_PIPELINE, A_RATE, A_KEEPALIVE, A_TIMEOUT, A_VERIFY,
-    A_CA_FILE, A_CA_PEM, A_SERVER_NAME, A_SESSION_RESUMPTION, A_ALPN, A_PROGRESS,
-    A_PROGRESS_INTERVAL, A_RBUF_SIZE, A_TLS_MAX_VERSION, A_LENIENT, A_HTTP2, A_H2_FIELDS, A_NARGS
+    A_HOST,
+    A_PORT,
+    A_TLS,
+    A_HEAD,
+    A_BODY,
+    A_BODY_FILE,
+    A_METHOD_IS_HEAD,
+    A_N,
+    A_DURATION,
+    A_WARMUP,
+    A_CONNECTIONS,
+    A_THREADS,
+    A_PIPELINE,
+    A_RATE,
+    A_KEEPALIVE,
+    A_TIMEOUT,
+    A_VERIFY,
+    A_CA_FILE,
+    A_CA_PEM,
+    A_SERVER_NAME,
+    A_SESSION_RESUMPTION,
+    A_ALPN,
+    A_PROGRESS,
+    A_PROGRESS_INTERVAL,
+    A_RBUF_SIZE,
+    A_TLS_MAX_VERSION,
+    A_LENIENT,
+    A_HTTP2,
+    A_H2_FIELDS,
+    A_NARGS
 };
 static const char *const arg_names[A_NARGS] = {
-    "host",    "port",        "tls",      "head",      "body",      "body_file", "method_is_head",
-    "n",       "duration",    "warmup",   "connections", "threads", "pipeline",  "rate",
-    "keepalive", "timeout",   "verify",   "ca_file",   "ca_pem",    "server_name",
-    "session_resumption",     "alpn",     "progress",  "progress_interval", "rbuf_size", "tls_max_version",
-    "lenient", "http2", "h2_fields",
+    "host",
+    "port",
+    "tls",
+    "head",
+    "body",
+    "body_file",
+    "method_is_head",
+    "n",
+    "duration",
+    "warmup",
+    "connections",
+    "threads",
+    "pipeline",
+    "rate",
+    "keepalive",
+    "timeout",
+    "verify",
+    "ca_file",
+    "ca_pem",
+    "server_name",
+    "session_resumption",
+    "alpn",
+    "progress",
+    "progress_interval",
+    "rbuf_size",
+    "tls_max_version",
+    "lenient",
+    "http2",
+    "h2_fields",
 };
 
 static int set_item(PyObject *d, const char *k, PyObject *v)
@@ -88,11 +138,11 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
 #undef U
     if (set_item(d, "interrupted", PyBool_FromLong(r->interrupted)) < 0) goto fail;
     if (set_item(d, "doc_length", PyLong_FromLongLong(r->doc_length)) < 0) goto fail;
-    if (set_item(d, "server", PyUnicode_DecodeUTF8(r->server, (Py_ssize_t)strlen(r->server),
-                                                   "replace")) < 0)
+    if (set_item(d, "server",
+                 PyUnicode_DecodeUTF8(r->server, (Py_ssize_t)strlen(r->server), "replace")) < 0)
         goto fail;
-    if (set_item(d, "tls_info", PyUnicode_DecodeUTF8(r->tls_info, (Py_ssize_t)strlen(r->tls_info),
-                                                     "replace")) < 0)
+    if (set_item(d, "tls_info",
+                 PyUnicode_DecodeUTF8(r->tls_info, (Py_ssize_t)strlen(r->tls_info), "replace")) < 0)
         goto fail;
     if (set_item(d, "first_error",
                  PyUnicode_DecodeUTF8(r->first_error, (Py_ssize_t)strlen(r->first_error),
@@ -124,9 +174,13 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
     struct {
         const char *k;
         const hb_hist *h;
-    } hs[] = {{"latency", &r->latency}, {"latency_uncorrected", &r->latency_uncorrected},
-              {"processing", &r->processing}, {"ttfb", &r->ttfb},
-              {"connect", &r->connect}, {"tls", &r->tls}, {"setup", &r->setup}};
+    } hs[] = {{"latency", &r->latency},
+              {"latency_uncorrected", &r->latency_uncorrected},
+              {"processing", &r->processing},
+              {"ttfb", &r->ttfb},
+              {"connect", &r->connect},
+              {"tls", &r->tls},
+              {"setup", &r->setup}};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         if (set_item(d, hs[i].k, hb_py_hist_from_core(st, hs[i].h)) < 0) goto fail;
     return d;
@@ -143,8 +197,8 @@ static int supervise(hb_engine *e, PyObject *progress, double interval_s)
     int done = 0;
     while (!done) {
         Py_BEGIN_ALLOW_THREADS done = hb_engine_wait(e, WAIT_SLICE_NS);
-        Py_END_ALLOW_THREADS
-        if (PyErr_CheckSignals() < 0) {
+        Py_END_ALLOW_THREADS if (PyErr_CheckSignals() < 0)
+        {
             hb_engine_stop(e);
             if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
                 PyErr_Clear(); /* Ctrl-C: a partial result marked interrupted */
@@ -157,11 +211,10 @@ static int supervise(hb_engine *e, PyObject *progress, double interval_s)
             hb_engine_progress p;
             hb_engine_progress_get(e, &p);
             PyObject *res = PyObject_CallFunction(
-                progress, "KKKKdOKK", (unsigned long long)p.completed,
-                (unsigned long long)p.ok, (unsigned long long)p.errors,
-                (unsigned long long)p.bytes_in, (double)p.elapsed_ns / 1e9,
-                p.warming_up ? Py_True : Py_False, (unsigned long long)p.p50_ns,
-                (unsigned long long)p.p99_ns);
+                progress, "KKKKdOKK", (unsigned long long)p.completed, (unsigned long long)p.ok,
+                (unsigned long long)p.errors, (unsigned long long)p.bytes_in,
+                (double)p.elapsed_ns / 1e9, p.warming_up ? Py_True : Py_False,
+                (unsigned long long)p.p50_ns, (unsigned long long)p.p99_ns);
             if (!res) {
                 hb_engine_stop(e);
                 if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
@@ -176,8 +229,7 @@ static int supervise(hb_engine *e, PyObject *progress, double interval_s)
     return 0;
 }
 
-static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
+static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     hb_modstate *st = hb_state(m);
     PyObject *a[A_NARGS];
@@ -231,14 +283,15 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     if (http2) {
         PyObject *l = a[A_H2_FIELDS];
         if (!l || !PyList_Check(l) || PyList_GET_SIZE(l) < 4 || PyList_GET_SIZE(l) > 128) {
-            PyErr_SetString(PyExc_TypeError, "h2_fields must be a list of 4..128 (bytes, bytes) pairs");
+            PyErr_SetString(PyExc_TypeError,
+                            "h2_fields must be a list of 4..128 (bytes, bytes) pairs");
             return NULL;
         }
         nf = PyList_GET_SIZE(l);
         for (Py_ssize_t i = 0; i < nf; i++) {
             PyObject *t = PyList_GET_ITEM(l, i);
-            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(t, 0)) ||
-                !PyBytes_Check(PyTuple_GET_ITEM(t, 1))) {
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 ||
+                !PyBytes_Check(PyTuple_GET_ITEM(t, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(t, 1))) {
                 PyErr_SetString(PyExc_TypeError, "h2_fields must hold (bytes, bytes) pairs");
                 return NULL;
             }
@@ -303,8 +356,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     int rc = 0, body_fd = -1;
     hb_tls_ctx *tctx = NULL;
     hb_engine *e = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    rc = hb_resolve_host(host, (int)port, &cfg.addr, &cfg.addrlen, err);
+    Py_BEGIN_ALLOW_THREADS rc = hb_resolve_host(host, (int)port, &cfg.addr, &cfg.addrlen, err);
     if (rc == 0 && body_file) {
         body_fd = open(body_file, O_RDONLY | O_CLOEXEC);
         struct stat sb;
@@ -335,8 +387,8 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     if (rc == 0) rc = hb_engine_new(&e, &cfg, err);
     if (body_fd >= 0) close(body_fd); /* the engine keeps its own dup */
     if (rc == 0) rc = hb_engine_start(e, err);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    Py_END_ALLOW_THREADS if (rc < 0)
+    {
         if (e) hb_engine_free(e);
         if (tctx) hb_tls_ctx_free(tctx);
         return hb_raise(st, rc, err);
@@ -344,12 +396,11 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
 
     int sup = supervise(e, a[A_PROGRESS], interval);
     hb_engine_result r;
-    Py_BEGIN_ALLOW_THREADS
-    rc = hb_engine_join(e, 1, &r, err);
+    Py_BEGIN_ALLOW_THREADS rc = hb_engine_join(e, 1, &r, err);
     hb_engine_free(e);
     if (tctx) hb_tls_ctx_free(tctx);
-    Py_END_ALLOW_THREADS
-    if (sup < 0) {
+    Py_END_ALLOW_THREADS if (sup < 0)
+    {
         if (rc == 0) hb_engine_result_free(&r);
         return NULL;
     }

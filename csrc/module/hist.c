@@ -9,8 +9,7 @@
 #include "hb_hist.h"
 
 typedef struct {
-    PyObject_HEAD
-    hb_hist h;
+    PyObject_HEAD hb_hist h;
 } HistObject;
 
 /* An int >= 0 as uint64; above UINT64_MAX saturates (the core clamps and counts it). */
@@ -79,8 +78,7 @@ PyObject *hb_py_hist_from_core(hb_modstate *st, const hb_hist *h)
 
 const hb_hist *hb_py_hist_core(hb_modstate *st, PyObject *obj)
 {
-    if (st == NULL || st->HistogramType == NULL ||
-        !PyObject_TypeCheck(obj, st->HistogramType)) {
+    if (st == NULL || st->HistogramType == NULL || !PyObject_TypeCheck(obj, st->HistogramType)) {
         PyErr_Format(PyExc_TypeError, "expected an httpbench.Histogram, got %.100s",
                      Py_TYPE(obj)->tp_name);
         return NULL;
@@ -93,8 +91,7 @@ static PyObject *hist_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"lowest", "highest", "sigfigs", NULL};
     PyObject *lo_o = NULL, *hi_o = NULL;
     int sigfigs = HB_HIST_DEFAULT_SIGFIGS;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOi:Histogram", kwlist, &lo_o, &hi_o,
-                                     &sigfigs))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOi:Histogram", kwlist, &lo_o, &hi_o, &sigfigs))
         return NULL;
     hb_hist_config cfg = hb_hist_default_config();
     cfg.sigfigs = sigfigs;
@@ -258,8 +255,8 @@ static PyObject *hist_buckets(PyObject *self, PyObject *Py_UNUSED(ignored))
     hb_hist_iter it;
     hb_hist_iter_init(&it, H(self));
     while (hb_hist_iter_next(&it)) {
-        PyObject *t = Py_BuildValue("(KKK)", (unsigned long long)it.lo,
-                                    (unsigned long long)it.hi, (unsigned long long)it.count);
+        PyObject *t = Py_BuildValue("(KKK)", (unsigned long long)it.lo, (unsigned long long)it.hi,
+                                    (unsigned long long)it.count);
         if (t == NULL || PyList_Append(list, t) < 0) {
             Py_XDECREF(t);
             Py_DECREF(list);
@@ -390,8 +387,8 @@ static PyObject *hist_repr(PyObject *self)
         "<httpbench.Histogram count=%llu min=%llu p50=%llu p99=%llu max=%llu saturated=%llu>",
         (unsigned long long)hb_hist_count(h), (unsigned long long)hb_hist_min(h),
         (unsigned long long)hb_hist_value_at_percentile(h, 50),
-        (unsigned long long)hb_hist_value_at_percentile(h, 99),
-        (unsigned long long)hb_hist_max(h), (unsigned long long)hb_hist_saturated(h));
+        (unsigned long long)hb_hist_value_at_percentile(h, 99), (unsigned long long)hb_hist_max(h),
+        (unsigned long long)hb_hist_saturated(h));
 }
 
 static PyObject *get_count(PyObject *self, void *c)

@@ -108,8 +108,8 @@ static inline uint64_t ptab_home(const ptab *t, uintptr_t key)
 
 static int ptab_alloc(ptab *t, int bits)
 {
-    void *m = mmap(NULL, sizeof(slot) << bits, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, sizeof(slot) << bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
     if (m == MAP_FAILED) return -1;
     t->s = m;
     t->bits = bits;
@@ -141,7 +141,8 @@ static void ptab_put(ptab *t, uintptr_t key, uint64_t size)
         if (t->overflow) return;
     }
     uint64_t mask = (1ull << t->bits) - 1, i = ptab_home(t, key);
-    while (t->s[i].key && t->s[i].key != key) i = (i + 1) & mask;
+    while (t->s[i].key && t->s[i].key != key)
+        i = (i + 1) & mask;
     if (t->s[i].key == key) {
         t->bytes -= t->s[i].size; /* stale entry (freed while untracked) */
     } else {
@@ -399,7 +400,8 @@ static int hooks_ensure(void)
             mine[d] = (PyMemAllocatorEx){L, gil_malloc, gil_calloc, gil_realloc, gil_free};
     }
     active_id = id;
-    for (int d = 0; d < ND; d++) PyMem_SetAllocator(domains[d], &mine[d]);
+    for (int d = 0; d < ND; d++)
+        PyMem_SetAllocator(domains[d], &mine[d]);
     return 0;
 }
 
@@ -604,8 +606,7 @@ static PyObject *span_stop(int discard)
         PUT("alloc_raw", Py_BuildValue("(KKK)", rn, rb, rf));
         PUT("alloc_mem", Py_BuildValue("(KKK)", g[D_MEM].n, g[D_MEM].bytes, g[D_MEM].frees));
         PUT("alloc_obj", Py_BuildValue("(KKK)", g[D_OBJ].n, g[D_OBJ].bytes, g[D_OBJ].frees));
-        PUT("alloc_raw_nested",
-            Py_BuildValue("(KKK)", g[D_RAW].n, g[D_RAW].bytes, g[D_RAW].frees));
+        PUT("alloc_raw_nested", Py_BuildValue("(KKK)", g[D_RAW].n, g[D_RAW].bytes, g[D_RAW].frees));
         /* Blocks allocated during the span and still alive at its end. */
         if (live_ok)
             PUT("alloc_retained", Py_BuildValue("(KK)", live_n, live_b));
@@ -617,8 +618,8 @@ static PyObject *span_stop(int discard)
         PUT("gc_pause_ns", PyLong_FromUnsignedLongLong(gcp));
     }
     if (s->have_native) {
-        PUT("native", Py_BuildValue("(KKK)", native1[0] - s->native0[0],
-                                    native1[1] - s->native0[1], native1[2] - s->native0[2]));
+        PUT("native", Py_BuildValue("(KKK)", native1[0] - s->native0[0], native1[1] - s->native0[1],
+                                    native1[2] - s->native0[2]));
     }
 #undef PUT
     return d;
@@ -892,8 +893,7 @@ static PyObject *det_loop(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         return NULL;
     }
     uint64_t n, wn;
-    if (hb_arg_u64(a[2], 0, "n", &n) < 0 || hb_arg_u64(a[3], 0, "warmup_n", &wn) < 0)
-        return NULL;
+    if (hb_arg_u64(a[2], 0, "n", &n) < 0 || hb_arg_u64(a[3], 0, "warmup_n", &wn) < 0) return NULL;
     if (n == 0) {
         PyErr_SetString(PyExc_ValueError, "n must be >= 1");
         return NULL;
@@ -925,8 +925,7 @@ static PyObject *running_on_valgrind(PyObject *m, PyObject *Py_UNUSED(ignored))
 /* ---- _Recorder: per-request timing for measure_async ---- */
 
 typedef struct {
-    PyObject_HEAD
-    hb_hist h;
+    PyObject_HEAD hb_hist h;
     uint64_t n, issued, completed, deadline, dur_ns;
     int record;
 } RecObject;

@@ -42,21 +42,34 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
     } else {
         switch (rc) {
         case HB_E_TIMEOUT:
-        case -ETIMEDOUT: exc = st->RequestTimeout; break;
+        case -ETIMEDOUT:
+            exc = st->RequestTimeout;
+            break;
         case HB_E_CLOSED:
         case -ECONNRESET:
-        case -EPIPE: exc = st->RemoteClosed; break;
-        case HB_E_TOO_LARGE: exc = st->BodyTooLarge; break;
+        case -EPIPE:
+            exc = st->RemoteClosed;
+            break;
+        case HB_E_TOO_LARGE:
+            exc = st->BodyTooLarge;
+            break;
         case HB_E_CONNECT:
         case -ECONNREFUSED:
         case -EHOSTUNREACH:
         case -ENETUNREACH:
-        case -EADDRNOTAVAIL: exc = st->ConnectError; break;
+        case -EADDRNOTAVAIL:
+            exc = st->ConnectError;
+            break;
         case HB_E_NOMEM:
-        case -ENOMEM: return PyErr_NoMemory();
+        case -ENOMEM:
+            return PyErr_NoMemory();
         case HB_E_INVALID:
-        case -EINVAL: exc = PyExc_ValueError; break;
-        case HB_E_INTERRUPTED: exc = PyExc_KeyboardInterrupt; break;
+        case -EINVAL:
+            exc = PyExc_ValueError;
+            break;
+        case HB_E_INTERRUPTED:
+            exc = PyExc_KeyboardInterrupt;
+            break;
         default:
             if (rc < 0 && rc > -4096 && rc != HB_ERROR && rc != HB_AGAIN) {
                 PyObject *args = Py_BuildValue("(is)", -rc, text);
@@ -84,9 +97,10 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
 }
 
 int hb_kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                   const char *const *names, int n, PyObject **out)
+               const char *const *names, int n, PyObject **out)
 {
-    for (int i = 0; i < n; i++) out[i] = NULL;
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
     if (nargs) {
         PyErr_Format(PyExc_TypeError, "%s() takes keyword arguments only", fn);
         return -1;
@@ -99,8 +113,7 @@ int hb_kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject
         for (int i = 0; i < n; i++)
             if (strcmp(name, names[i]) == 0) found = i;
         if (found < 0) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn,
-                         name);
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn, name);
             return -1;
         }
         out[found] = args[nargs + k] == Py_None ? NULL : args[nargs + k];
@@ -111,13 +124,15 @@ int hb_kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject
 int hb_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
             const char *const *names, int nnames, int npos_max, int nrequired, PyObject **out)
 {
-    for (int i = 0; i < nnames; i++) out[i] = NULL;
+    for (int i = 0; i < nnames; i++)
+        out[i] = NULL;
     if (nargs > npos_max) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
                      fname, npos_max, nargs);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        out[i] = args[i];
     if (kwnames) {
         Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
         for (Py_ssize_t k = 0; k < nk; k++) {
@@ -130,13 +145,13 @@ int hb_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject
                 }
             }
             if (found < 0) {
-                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R",
-                             fname, key);
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname,
+                             key);
                 return -1;
             }
             if (out[found]) {
-                PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'",
-                             fname, names[found]);
+                PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
+                             names[found]);
                 return -1;
             }
             out[found] = args[nargs + k];
@@ -144,8 +159,7 @@ int hb_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject
     }
     for (int i = 0; i < nrequired; i++) {
         if (!out[i]) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname,
-                         names[i]);
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, names[i]);
             return -1;
         }
     }
@@ -259,8 +273,7 @@ static PyObject *new_exc(PyObject *m, const char *name, const char *doc, PyObjec
 
 static int add_exceptions(PyObject *m, hb_modstate *st)
 {
-    st->HttpbenchError =
-        new_exc(m, "HttpbenchError", "Base class of every httpbench error.", NULL);
+    st->HttpbenchError = new_exc(m, "HttpbenchError", "Base class of every httpbench error.", NULL);
     if (!st->HttpbenchError) return -1;
     PyObject *b;
 
@@ -269,15 +282,15 @@ static int add_exceptions(PyObject *m, hb_modstate *st)
     st->ProtocolError = new_exc(m, "ProtocolError", "Malformed or unsupported HTTP message.", b);
     st->RemoteClosed = new_exc(m, "RemoteClosed",
                                "The peer closed the connection before or during a response.", b);
-    st->BodyTooLarge = new_exc(
-        m, "BodyTooLarge", "A response body over the client's max_body (or memory).", b);
+    st->BodyTooLarge =
+        new_exc(m, "BodyTooLarge", "A response body over the client's max_body (or memory).", b);
     Py_DECREF(b);
     if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge) return -1;
     b = PyTuple_Pack(1, st->ProtocolError);
     if (!b) return -1;
-    st->HTTP2NotSupported = new_exc(
-        m, "HTTP2NotSupported",
-        "HTTP/2 was asked for and the server does not speak it (ALPN or h2c preface).", b);
+    st->HTTP2NotSupported =
+        new_exc(m, "HTTP2NotSupported",
+                "HTTP/2 was asked for and the server does not speak it (ALPN or h2c preface).", b);
     Py_DECREF(b);
     if (!st->HTTP2NotSupported) return -1;
 

@@ -82,8 +82,7 @@ Py_ssize_t hb_py_headers(PyObject *headers, hb_header *stack, size_t cap, hb_hea
 /* request.c: split a str URL (TypeError / ValueError otherwise); *text and
  * *len are its UTF-8, which u points into (valid while url lives). 0 or -1. */
 struct hb_url;
-int hb_py_url(hb_modstate *st, PyObject *url, struct hb_url *u, const char **text,
-              Py_ssize_t *len);
+int hb_py_url(hb_modstate *st, PyObject *url, struct hb_url *u, const char **text, Py_ssize_t *len);
 
 /* response.c: a new Response for the exchange's final head (copied), or NULL
  * with an exception; finish sets the timings, size and body (stolen) once
@@ -94,8 +93,8 @@ void hb_py_response_finish(PyObject *resp, const struct hb_exchange *x, PyObject
 /* A Response for an HTTP/2 exchange: head in HTTP/1.1 form (hb_h2client.h),
  * body stolen, version "HTTP/2"; or NULL with an exception. */
 struct hb_h2x;
-PyObject *hb_py_response_h2(hb_modstate *st, const struct hb_h2x *x, PyObject *url,
-                            PyObject *body, uint64_t t_connected, uint64_t t_tls_done);
+PyObject *hb_py_response_h2(hb_modstate *st, const struct hb_h2x *x, PyObject *url, PyObject *body,
+                            uint64_t t_connected, uint64_t t_tls_done);
 
 /* Component init hooks: add types/functions to the module, return 0 or -1. */
 int hb_mod_parser_init(PyObject *m, hb_modstate *st);

@@ -19,14 +19,49 @@
  * tuple in the module state (st->parser_strings): building the result
  * dict then costs no string creation or hashing. */
 enum {
-    K_CONSUMED, K_VERSION, K_STATUS, K_REASON, K_HEADERS, K_CONTENT_LENGTH, K_CHUNKED,
-    K_CONNECTION_CLOSE, K_TRANSFER_ENCODING, K_EXPECT_CONTINUE, K_BODY_KIND, K_INTERIM,
-    K_METHOD, K_TARGET, V_HTTP10, V_HTTP11, V_NONE, V_LENGTH, V_CHUNKED, V_CLOSE, N_STRINGS
+    K_CONSUMED,
+    K_VERSION,
+    K_STATUS,
+    K_REASON,
+    K_HEADERS,
+    K_CONTENT_LENGTH,
+    K_CHUNKED,
+    K_CONNECTION_CLOSE,
+    K_TRANSFER_ENCODING,
+    K_EXPECT_CONTINUE,
+    K_BODY_KIND,
+    K_INTERIM,
+    K_METHOD,
+    K_TARGET,
+    V_HTTP10,
+    V_HTTP11,
+    V_NONE,
+    V_LENGTH,
+    V_CHUNKED,
+    V_CLOSE,
+    N_STRINGS
 };
 static const char *const string_text[N_STRINGS] = {
-    "consumed", "version", "status", "reason", "headers", "content_length", "chunked",
-    "connection_close", "transfer_encoding", "expect_continue", "body_kind", "interim",
-    "method", "target", "HTTP/1.0", "HTTP/1.1", "none", "length", "chunked", "close",
+    "consumed",
+    "version",
+    "status",
+    "reason",
+    "headers",
+    "content_length",
+    "chunked",
+    "connection_close",
+    "transfer_encoding",
+    "expect_continue",
+    "body_kind",
+    "interim",
+    "method",
+    "target",
+    "HTTP/1.0",
+    "HTTP/1.1",
+    "none",
+    "length",
+    "chunked",
+    "close",
 };
 
 static PyObject *S(hb_modstate *st, int i)
@@ -119,10 +154,14 @@ static PyObject *headers_list(const hb_header *h, size_t n)
 static PyObject *body_kind_str(hb_modstate *st, enum hb_body_kind k)
 {
     switch (k) {
-    case HB_BODY_LENGTH: return S(st, V_LENGTH);
-    case HB_BODY_CHUNKED: return S(st, V_CHUNKED);
-    case HB_BODY_UNTIL_CLOSE: return S(st, V_CLOSE);
-    case HB_BODY_NONE: break;
+    case HB_BODY_LENGTH:
+        return S(st, V_LENGTH);
+    case HB_BODY_CHUNKED:
+        return S(st, V_CHUNKED);
+    case HB_BODY_UNTIL_CLOSE:
+        return S(st, V_CLOSE);
+    case HB_BODY_NONE:
+        break;
     }
     return S(st, V_NONE);
 }
@@ -270,8 +309,7 @@ static PyObject *py_parse_strerror(PyObject *m, PyObject *arg)
 /* ---- ChunkedDecoder ----------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    hb_chunked c;
+    PyObject_HEAD hb_chunked c;
     Py_ssize_t unconsumed;
 } chunked_obj;
 

@@ -179,7 +179,6 @@ static PyObject *build_request_head(PyObject *m, PyObject *const *args, Py_ssize
     return res;
 }
 
-
 static PyObject *build_h2_fields(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
@@ -224,8 +223,10 @@ static PyObject *build_h2_fields(PyObject *m, PyObject *const *args, Py_ssize_t 
     for (int i = 0; res && i < rc; i++) {
         PyObject *t = Py_BuildValue("(y#y#)", f[i].name, (Py_ssize_t)f[i].name_len, f[i].value,
                                     (Py_ssize_t)f[i].value_len);
-        if (!t) Py_CLEAR(res);
-        else PyList_SET_ITEM(res, i, t);
+        if (!t)
+            Py_CLEAR(res);
+        else
+            PyList_SET_ITEM(res, i, t);
     }
 done:
     PyMem_Free(f);

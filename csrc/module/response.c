@@ -12,8 +12,7 @@
 /* Variable-size: the final response head as received is stored inline
  * (ob_size bytes at `head`), so a response costs one allocation, not two. */
 typedef struct {
-    PyObject_VAR_HEAD
-    int status;
+    PyObject_VAR_HEAD int status;
     int minor;
     int reused;
     unsigned parse_flags; /* the head was parsed with these: so is every re-parse */
@@ -43,8 +42,7 @@ static PyObject *resp_reason(PyObject *o, void *c)
 {
     (void)c;
     ResponseObject *r = (ResponseObject *)o;
-    return PyUnicode_DecodeLatin1(r->head + r->reason_off, r->reason_len,
-                                  NULL);
+    return PyUnicode_DecodeLatin1(r->head + r->reason_off, r->reason_len, NULL);
 }
 
 static PyObject *resp_version(PyObject *o, void *c)
@@ -73,11 +71,9 @@ static PyObject *resp_headers(PyObject *o, void *c)
     PyObject *list = PyList_New((Py_ssize_t)h.num_headers);
     if (!list) return NULL;
     for (size_t i = 0; i < h.num_headers; i++) {
-        PyObject *t = Py_BuildValue("(NN)",
-                                    PyUnicode_DecodeLatin1(hs[i].name, (Py_ssize_t)hs[i].name_len,
-                                                           NULL),
-                                    PyUnicode_DecodeLatin1(hs[i].value,
-                                                           (Py_ssize_t)hs[i].value_len, NULL));
+        PyObject *t = Py_BuildValue(
+            "(NN)", PyUnicode_DecodeLatin1(hs[i].name, (Py_ssize_t)hs[i].name_len, NULL),
+            PyUnicode_DecodeLatin1(hs[i].value, (Py_ssize_t)hs[i].value_len, NULL));
         if (!t) {
             Py_DECREF(list);
             return NULL;

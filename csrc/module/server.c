@@ -11,19 +11,43 @@
 #include "hb_server.h"
 
 typedef struct {
-    PyObject_HEAD
-    hb_server *srv;
+    PyObject_HEAD hb_server *srv;
 } ServerObject;
 
 enum {
-    S_HOST, S_PORT, S_TLS, S_THREADS, S_CERT_FILE, S_KEY_FILE, S_SESSION_RESUMPTION,
-    S_REQUEST_TIMEOUT_MS, S_KEEPALIVE_TIMEOUT_MS, S_MAX_HEAD, S_BACKLOG, S_HTTP2, S_H2_STREAMS,
-    S_H2_WINDOW, S_H2_FRAME, S_NARGS
+    S_HOST,
+    S_PORT,
+    S_TLS,
+    S_THREADS,
+    S_CERT_FILE,
+    S_KEY_FILE,
+    S_SESSION_RESUMPTION,
+    S_REQUEST_TIMEOUT_MS,
+    S_KEEPALIVE_TIMEOUT_MS,
+    S_MAX_HEAD,
+    S_BACKLOG,
+    S_HTTP2,
+    S_H2_STREAMS,
+    S_H2_WINDOW,
+    S_H2_FRAME,
+    S_NARGS
 };
 static const char *const s_names[S_NARGS] = {
-    "host", "port", "tls", "threads", "cert_file", "key_file", "session_resumption",
-    "request_timeout_ms", "keepalive_timeout_ms", "max_head", "backlog", "http2",
-    "h2_max_concurrent_streams", "h2_initial_window_size", "h2_max_frame_size",
+    "host",
+    "port",
+    "tls",
+    "threads",
+    "cert_file",
+    "key_file",
+    "session_resumption",
+    "request_timeout_ms",
+    "keepalive_timeout_ms",
+    "max_head",
+    "backlog",
+    "http2",
+    "h2_max_concurrent_streams",
+    "h2_initial_window_size",
+    "h2_max_frame_size",
 };
 
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -43,9 +67,9 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
     if (hb_arg_int(a[S_PORT], 0, 0, 65535, "port", &o.port) < 0 ||
         hb_arg_int(a[S_THREADS], 1, 1, HB_SERVER_MAX_THREADS, "threads", &o.threads) < 0 ||
         hb_arg_int(a[S_REQUEST_TIMEOUT_MS], o.request_timeout_ms, 1, 86400000, "request_timeout_ms",
-                &o.request_timeout_ms) < 0 ||
+                   &o.request_timeout_ms) < 0 ||
         hb_arg_int(a[S_KEEPALIVE_TIMEOUT_MS], o.keepalive_timeout_ms, 1, 86400000,
-                "keepalive_timeout_ms", &o.keepalive_timeout_ms) < 0 ||
+                   "keepalive_timeout_ms", &o.keepalive_timeout_ms) < 0 ||
         hb_arg_int(a[S_MAX_HEAD], max_head, 256, 64 << 20, "max_head", &max_head) < 0 ||
         hb_arg_int(a[S_BACKLOG], o.backlog, 1, 1 << 20, "backlog", &o.backlog) < 0 ||
         hb_arg_int(a[S_H2_STREAMS], o.h2_max_concurrent_streams, 1, HB_H2_MAX_STREAMS_MAX,
@@ -66,10 +90,9 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
     char err[HB_ERR_LEN] = "";
     int rc;
     hb_server *srv = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    rc = hb_server_start(&srv, &o, err);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    Py_BEGIN_ALLOW_THREADS rc = hb_server_start(&srv, &o, err);
+    Py_END_ALLOW_THREADS if (rc < 0)
+    {
         Py_DECREF(self);
         return hb_raise(st, rc, err);
     }
@@ -83,8 +106,7 @@ static void server_dealloc(ServerObject *self)
     hb_server *srv = self->srv;
     self->srv = NULL;
     if (srv) {
-        Py_BEGIN_ALLOW_THREADS
-        hb_server_free(srv);
+        Py_BEGIN_ALLOW_THREADS hb_server_free(srv);
         Py_END_ALLOW_THREADS
     }
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -101,8 +123,7 @@ static PyObject *server_stop(ServerObject *self, PyObject *const *args, Py_ssize
     }
     if (self->srv) {
         hb_server *srv = self->srv;
-        Py_BEGIN_ALLOW_THREADS
-        hb_server_stop(srv);
+        Py_BEGIN_ALLOW_THREADS hb_server_stop(srv);
         Py_END_ALLOW_THREADS
     }
     Py_RETURN_NONE;
@@ -133,8 +154,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         !(h2set = PyDict_New()))
         goto fail;
     if (set_u64(byp, "http/1.1", s.requests - s.requests_h2) < 0 ||
-        set_u64(byp, "h2", s.requests_h2) < 0 ||
-        set_u64(cbyp, "http/1.1", s.connections_h1) < 0 ||
+        set_u64(byp, "h2", s.requests_h2) < 0 || set_u64(cbyp, "http/1.1", s.connections_h1) < 0 ||
         set_u64(cbyp, "h2", s.connections_h2) < 0 || set_u64(h2, "streams", s.h2_streams) < 0 ||
         set_u64(h2, "streams_reset_sent", s.h2_rst_sent) < 0 ||
         set_u64(h2, "streams_reset_received", s.h2_rst_received) < 0 ||
@@ -264,7 +284,8 @@ static PyObject *expected_bytes(PyObject *m, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "expected_bytes(n, offset=0)");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < nargs; i++) a[i] = args[i];
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        a[i] = args[i];
     for (Py_ssize_t k = 0; k < nk; k++) {
         const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
         if (!name) return NULL;
@@ -314,10 +335,8 @@ static PyObject *crc32_fn(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     uint32_t r;
-    Py_BEGIN_ALLOW_THREADS
-    r = hb_crc32((uint32_t)crc, view.buf, (size_t)view.len);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
+    Py_BEGIN_ALLOW_THREADS r = hb_crc32((uint32_t)crc, view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(r);
 }
 

@@ -158,5 +158,6 @@ EXPORT void *memalign(size_t align, size_t n)
 EXPORT void hb_mcount_read(uint64_t *out, int n)
 {
     uint64_t v[3] = {atomic_load(&n_allocs), atomic_load(&n_bytes), atomic_load(&n_frees)};
-    for (int i = 0; i < n && i < 3; i++) out[i] = v[i];
+    for (int i = 0; i < n && i < 3; i++)
+        out[i] = v[i];
 }

@@ -78,15 +78,19 @@ static void serve_conn(srv_t *s, int fd)
             SEND(fd, "SSH-2.0-OpenSSH_9.6\r\n");
         else
             SEND(fd, "\x16");
-        for (int i = 0; i < 100 && !atomic_load(&s->stop); i++) usleep(20000);
+        for (int i = 0; i < 100 && !atomic_load(&s->stop); i++)
+            usleep(20000);
         return;
     }
     while (read_head(fd) == 0) {
         switch (s->mode) {
-        case M_KEEPALIVE: SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"); break;
+        case M_KEEPALIVE:
+            SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+            break;
         case M_CHUNKED: {
             static const char head[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
-            for (size_t i = 0; i < sizeof head - 1; i++) send_all(fd, head + i, 1);
+            for (size_t i = 0; i < sizeof head - 1; i++)
+                send_all(fd, head + i, 1);
             SEND(fd, "5;ext=1\r\nhello\r\n");
             SEND(fd, "6\r\n world\r\n0\r\nX-T: 1\r\n\r\n");
             break;
@@ -95,9 +99,15 @@ static void serve_conn(srv_t *s, int fd)
             SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
             usleep(20000);
             return;
-        case M_SILENT: usleep(500000); return;
-        case M_TRUNC: SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"); return;
-        case M_BAD: SEND(fd, "HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n"); return;
+        case M_SILENT:
+            usleep(500000);
+            return;
+        case M_TRUNC:
+            SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+            return;
+        case M_BAD:
+            SEND(fd, "HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n");
+            return;
         case M_HUGE_CL:
             SEND(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\nabc");
             return;
@@ -219,7 +229,8 @@ static void test_keepalive_reuse(void)
 static int grow_heap(hb_sink *s, size_t need, char *err)
 {
     size_t nc = s->cap ? s->cap * 2 : 8;
-    while (nc < need) nc *= 2;
+    while (nc < need)
+        nc *= 2;
     char *nb = realloc(s->buf, nc);
     if (!nb) return hb_fail(err, HB_E_NOMEM, "oom");
     s->buf = nb;
@@ -311,7 +322,8 @@ static void test_errors(void)
 
 static void test_download_to_file(void)
 {
-    for (int i = 0; i < BIG_N; i++) big_body[i] = (char)('a' + (i * 7) % 26);
+    for (int i = 0; i < BIG_N; i++)
+        big_body[i] = (char)('a' + (i * 7) % 26);
     srv_t s;
     srv_start(&s, M_BIG);
     hb_pool p;

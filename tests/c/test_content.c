@@ -37,7 +37,8 @@ static void test_crc(void)
     char buf[37];
     hb_content_fill(buf, sizeof buf, 5);
     uint32_t whole = hb_crc32(0, buf, sizeof buf), parts = 0;
-    for (size_t i = 0; i < sizeof buf; i++) parts = hb_crc32(parts, buf + i, 1);
+    for (size_t i = 0; i < sizeof buf; i++)
+        parts = hb_crc32(parts, buf + i, 1);
     CHECK_EQ_INT(whole, parts);
 }
 

@@ -38,7 +38,8 @@ static void test_loop_timers(void)
     CHECK_EQ_INT(hb_loop_init(&l, 8, 4, err), 0);
     hb_timer t[5];
     uint64_t base = hb_now_ns() / 8 * 8;
-    for (int i = 0; i < 5; i++) hb_timer_init(&t[i], tcb);
+    for (int i = 0; i < 5; i++)
+        hb_timer_init(&t[i], tcb);
     /* deadlines encode the id in the low bits; all in the past -> fire in order */
     CHECK_EQ_INT(hb_timer_start(&l, &t[0], base - 800 + 3), 0);
     CHECK_EQ_INT(hb_timer_start(&l, &t[1], base - 1600 + 1), 0);
@@ -65,7 +66,8 @@ static void test_loop_timers(void)
     hb_timer_init(&t[0], tcb);
     uint64_t t0 = hb_now_ns();
     CHECK_EQ_INT(hb_timer_start(&l, &t[0], (t0 + 5000000) / 8 * 8 + 6), 0);
-    while (hb_timer_armed(&t[0]) && hb_now_ns() - t0 < 1000000000ull) hb_loop_run_once(&l, 100000000);
+    while (hb_timer_armed(&t[0]) && hb_now_ns() - t0 < 1000000000ull)
+        hb_loop_run_once(&l, 100000000);
     CHECK(!hb_timer_armed(&t[0]));
     CHECK(hb_now_ns() - t0 >= 4000000);
     CHECK(hb_now_ns() - t0 < 500000000);
@@ -121,11 +123,13 @@ static void test_loop_timerfd(void)
     /* near is sooner than the armed timerfd: it must still fire first, on time. */
     CHECK_EQ_INT(hb_timer_start(&l, &near, dnear), 0);
     int waits = 0;
-    while (!fired_at[0] && waits++ < 100) CHECK(hb_loop_run_once(&l, UINT64_MAX) >= 0);
+    while (!fired_at[0] && waits++ < 100)
+        CHECK(hb_loop_run_once(&l, UINT64_MAX) >= 0);
     CHECK(fired_at[0] >= dnear);
     CHECK(fired_at[1] == 0);
     CHECK(hb_timer_armed(&far));
-    while (!fired_at[1] && waits++ < 100) CHECK(hb_loop_run_once(&l, UINT64_MAX) >= 0);
+    while (!fired_at[1] && waits++ < 100)
+        CHECK(hb_loop_run_once(&l, UINT64_MAX) >= 0);
     CHECK(fired_at[1] >= dfar);
     CHECK_EQ_INT(l.heap_len, 0);
     CHECK(waits < 10); /* one wait per deadline, not a poll loop */
@@ -269,7 +273,8 @@ static const char OK_RESP[] = "HTTP/1.1 200 OK\r\nServer: mini\r\nContent-Length
 static const char CHUNK_RESP[] =
     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
 static const char NF_RESP[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
-static const char CLOSE_RESP[] = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok";
+static const char CLOSE_RESP[] =
+    "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok";
 
 static void mclose(mini *m, mconn *c, int rst)
 {
@@ -301,7 +306,8 @@ static int mserve(mini *m, mconn *c)
         size_t hl = (size_t)(end - c->buf) + 4;
         atomic_fetch_add(&m->requests, 1);
         int close_req = memmem(c->buf, hl, "Connection: close", 17) != NULL;
-        const char *path = c->buf + (strchr(c->buf, ' ') ? (size_t)(strchr(c->buf, ' ') - c->buf) + 1 : 0);
+        const char *path =
+            c->buf + (strchr(c->buf, ' ') ? (size_t)(strchr(c->buf, ' ') - c->buf) + 1 : 0);
         if (!strncmp(path, "/chunked ", 9)) {
             wr(c->fd, CHUNK_RESP, sizeof CHUNK_RESP - 1);
         } else if (!strncmp(path, "/404 ", 5)) {
@@ -479,7 +485,8 @@ static void test_exact_n(void)
     CHECK_EQ_INT(atomic_load(&m.requests), 1003);
     CHECK_EQ_INT(atomic_load(&m.accepted), 5);
     uint64_t secsum = 0;
-    for (uint32_t i = 0; i < r.nseconds; i++) secsum += r.sec_ok[i];
+    for (uint32_t i = 0; i < r.nseconds; i++)
+        secsum += r.sec_ok[i];
     CHECK_EQ_INT(secsum, 1003);
     hb_engine_result_free(&r);
 
@@ -549,7 +556,8 @@ static void test_errors(void)
         CHECK_EQ_INT(r.errors_total, 7);
         CHECK_EQ_INT(r.errors[cases[i].type], 7);
         CHECK_EQ_INT(r.ok, 0);
-        if (r.errors[cases[i].type] != 7) fprintf(stderr, "case %s: %s\n", cases[i].path, r.first_error);
+        if (r.errors[cases[i].type] != 7)
+            fprintf(stderr, "case %s: %s\n", cases[i].path, r.first_error);
         hb_engine_result_free(&r);
     }
     /* connect refused: a port nobody listens on */

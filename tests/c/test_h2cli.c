@@ -38,7 +38,8 @@ static int srv_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t 
                       const uint8_t *v, size_t vl, uint8_t flags, void *ud)
 {
     (void)s, (void)f, (void)flags, (void)ud;
-    if (nl == 5 && memcmp(n, ":path", 5) == 0) snprintf(last_path, sizeof last_path, "%.*s", (int)vl, v);
+    if (nl == 5 && memcmp(n, ":path", 5) == 0)
+        snprintf(last_path, sizeof last_path, "%.*s", (int)vl, v);
     return 0;
 }
 
@@ -47,11 +48,12 @@ static int srv_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     srv *v = ud;
     if (f->hd.type != NGHTTP2_HEADERS || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     int32_t id = f->hd.stream_id;
-    if (strcmp(last_path, "/rst") == 0) return nghttp2_submit_rst_stream(s, 0, id, NGHTTP2_INTERNAL_ERROR);
+    if (strcmp(last_path, "/rst") == 0)
+        return nghttp2_submit_rst_stream(s, 0, id, NGHTTP2_INTERNAL_ERROR);
     if (strcmp(last_path, "/goaway") == 0)
         return nghttp2_submit_goaway(s, 0, id - 2, NGHTTP2_NO_ERROR, NULL, 0);
     if (strcmp(last_path, "/hold") == 0) return 0; /* never answered */
-    if (strcmp(last_path, "/big") == 0) { /* header blocks that grow nghttp2's buffers */
+    if (strcmp(last_path, "/big") == 0) {          /* header blocks that grow nghttp2's buffers */
         static uint8_t big[20000];
         memset(big, 'b', sizeof big);
         nghttp2_nv bh[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
@@ -90,9 +92,11 @@ static void srv_pump(srv *v)
 {
     uint8_t buf[65536];
     ssize_t n;
-    while ((n = read(v->fd, buf, sizeof buf)) > 0) nghttp2_session_mem_recv(v->ng, buf, (size_t)n);
+    while ((n = read(v->fd, buf, sizeof buf)) > 0)
+        nghttp2_session_mem_recv(v->ng, buf, (size_t)n);
     const uint8_t *p;
-    while ((n = nghttp2_session_mem_send(v->ng, &p)) > 0) CHECK(write(v->fd, p, (size_t)n) == n);
+    while ((n = nghttp2_session_mem_send(v->ng, &p)) > 0)
+        CHECK(write(v->fd, p, (size_t)n) == n);
 }
 
 /* ---- the client side ---- */
@@ -187,7 +191,7 @@ static void test_exchange(void)
     char err[HB_ERR_LEN];
     rec top = {0}, a = {0}, b = {0}, d = {0}, e = {0};
     CHECK_EQ_INT(hb_h2cli_init(&c, &s, NULL, &CBS, &top, err), 0);
-    CHECK_EQ_INT(hb_h2cli_room(&c), 1); /* one stream until the server's SETTINGS */
+    CHECK_EQ_INT(hb_h2cli_room(&c), 1);     /* one stream until the server's SETTINGS */
     CHECK_EQ_INT(run(&c, &v, 3), HB_AGAIN); /* preface + SETTINGS both ways */
     CHECK_EQ_INT(hb_h2cli_peer_max_streams(&c), 2);
     CHECK_EQ_INT(submit(&c, "http://h/", &a), 1);

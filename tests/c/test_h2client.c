@@ -89,7 +89,8 @@ static void test_batches(void)
     hb_h2conn_init(&hc);
     static req_t rs[NX];
     static hb_h2x xs[NX];
-    for (size_t i = 0; i < NX; i++) prep(&rs[i], &xs[i], port, i * 997 % 70001);
+    for (size_t i = 0; i < NX; i++)
+        prep(&rs[i], &xs[i], port, i * 997 % 70001);
     hb_target t = {0, rs[0].u.host, rs[0].u.host_len, port};
     hb_server_stats s0, s1, s2;
     hb_server_stats_read(srv, &s0);
@@ -132,7 +133,8 @@ static void test_batches(void)
     CHECK_EQ_INT(s1.requests_h2 - s2.requests_h2, 2);
 
     hb_h2conn_close(&pool, &hc);
-    for (size_t i = 0; i < NX; i++) free(rs[i].sink.buf);
+    for (size_t i = 0; i < NX; i++)
+        free(rs[i].sink.buf);
     hb_pool_destroy(&pool);
     hb_server_stop(srv);
     hb_server_free(srv);

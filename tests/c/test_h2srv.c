@@ -28,11 +28,10 @@ typedef struct {
 
 static void put_frame(wbuf *w, int type, int flags, uint32_t stream, const void *p, size_t len)
 {
-    unsigned char h[9] = {(unsigned char)(len >> 16), (unsigned char)(len >> 8),
-                          (unsigned char)len,         (unsigned char)type,
-                          (unsigned char)flags,       (unsigned char)(stream >> 24),
-                          (unsigned char)(stream >> 16), (unsigned char)(stream >> 8),
-                          (unsigned char)stream};
+    unsigned char h[9] = {
+        (unsigned char)(len >> 16),    (unsigned char)(len >> 8),    (unsigned char)len,
+        (unsigned char)type,           (unsigned char)flags,         (unsigned char)(stream >> 24),
+        (unsigned char)(stream >> 16), (unsigned char)(stream >> 8), (unsigned char)stream};
     memcpy(w->b + w->n, h, 9);
     memcpy(w->b + w->n + 9, p, len);
     w->n += 9 + len;
@@ -98,7 +97,8 @@ static void reader_feed(reader *r, const unsigned char *p, size_t n)
                 r->type = r->hdr[3];
                 r->flags = r->hdr[4];
                 r->stream = ((uint32_t)r->hdr[5] << 24 | (uint32_t)r->hdr[6] << 16 |
-                             (uint32_t)r->hdr[7] << 8 | r->hdr[8]) & 0x7fffffffu;
+                             (uint32_t)r->hdr[7] << 8 | r->hdr[8]) &
+                            0x7fffffffu;
                 r->rst_got = 0;
                 if (r->stream < NSTREAMS) {
                     if (r->type == 1) r->headers[r->stream]++;
@@ -125,7 +125,8 @@ static void reader_feed(reader *r, const unsigned char *p, size_t n)
             r->data[r->stream] += k;
         }
         if (r->type == 3 && r->stream < NSTREAMS) {
-            for (size_t i = 0; i < k && r->rst_got < 4; i++) r->rst_buf[r->rst_got++] = p[i];
+            for (size_t i = 0; i < k && r->rst_got < 4; i++)
+                r->rst_buf[r->rst_got++] = p[i];
             if (r->rst_got == 4)
                 r->rst_code[r->stream] = (uint32_t)r->rst_buf[0] << 24 |
                                          (uint32_t)r->rst_buf[1] << 16 |

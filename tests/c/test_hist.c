@@ -33,7 +33,11 @@ static void test_config(void)
     hb_hist_free(&h);
 
     hb_hist_config bad[] = {
-        {0, 1000, 3}, {1, 1, 3}, {1, 1000, 0}, {1, 1000, 6}, {1, (1ull << 62) + 1, 3},
+        {0, 1000, 3},
+        {1, 1, 3},
+        {1, 1000, 0},
+        {1, 1000, 6},
+        {1, (1ull << 62) + 1, 3},
         {1ull << 55, 1ull << 60, 5},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -244,11 +248,13 @@ static void test_corrected(void)
     CHECK_EQ_INT(hb_hist_init(&h, &c, err), 0);
     CHECK_EQ_INT(hb_hist_init(&ref, &c, err), 0);
     /* HdrHistogram's example: 10000 x 1 ms then one 100 s stall at a 10 ms interval. */
-    for (int i = 0; i < 10000; i++) hb_hist_record_corrected(&h, 1000000, 10000000);
+    for (int i = 0; i < 10000; i++)
+        hb_hist_record_corrected(&h, 1000000, 10000000);
     hb_hist_record_corrected(&h, 100000000000ull, 10000000);
     CHECK_EQ_INT(hb_hist_count(&h), 10000 + 10000);
     /* The reference loop, one value at a time. */
-    for (int i = 0; i < 10000; i++) hb_hist_record(&ref, 1000000);
+    for (int i = 0; i < 10000; i++)
+        hb_hist_record(&ref, 1000000);
     hb_hist_record(&ref, 100000000000ull);
     for (uint64_t m = 100000000000ull - 10000000; m >= 10000000; m -= 10000000)
         hb_hist_record(&ref, m);
@@ -312,7 +318,8 @@ static void test_encoding(void)
     CHECK_EQ_INT(hb_hist_count(&d), 0);
     hb_hist_free(&d);
 
-    for (int i = 0; i < 50000; i++) hb_hist_record(&h, gen_lognormal());
+    for (int i = 0; i < 50000; i++)
+        hb_hist_record(&h, gen_lognormal());
     hb_hist_record(&h, 0);
     hb_hist_record(&h, UINT64_MAX);
     n = hb_hist_encode(&h, buf, sizeof buf, err);
@@ -371,7 +378,8 @@ static void test_encoding(void)
     for (int r = 0; r < 2000; r++) {
         size_t len = 20 + rnd() % 200;
         memcpy(v2, buf, 20);
-        for (size_t i = 20; i < len; i++) v2[i] = (uint8_t)rnd();
+        for (size_t i = 20; i < len; i++)
+            v2[i] = (uint8_t)rnd();
         if (hb_hist_decode(&d, v2, len, err) == 0) {
             garbage_ok++;
             hb_hist_free(&d);
@@ -387,10 +395,12 @@ static void test_stddev(void)
     hb_hist h;
     hb_hist_config c = hb_hist_default_config();
     CHECK_EQ_INT(hb_hist_init(&h, &c, err), 0);
-    for (int i = 0; i < 1000; i++) hb_hist_record(&h, 1000);
+    for (int i = 0; i < 1000; i++)
+        hb_hist_record(&h, 1000);
     CHECK(hb_hist_mean(&h) == 1000.0);
     CHECK(hb_hist_stddev(&h) == 0.0);
-    for (int i = 0; i < 1000; i++) hb_hist_record(&h, 2000);
+    for (int i = 0; i < 1000; i++)
+        hb_hist_record(&h, 2000);
     CHECK(fabs(hb_hist_mean(&h) - 1500.0) < 1.0);
     CHECK(fabs(hb_hist_stddev(&h) - 500.0) < 1.0);
     hb_hist_free(&h);
@@ -412,8 +422,16 @@ static void test_config_sweep(void)
                 hb_hist h, d;
                 if (hb_hist_init(&h, &c, err) != 0) continue; /* e.g. highest < 2*lowest */
                 configs++;
-                uint64_t vals[] = {0, 1, c.lowest - 1, c.lowest, c.lowest + 1, c.highest / 2,
-                                   c.highest - 1, c.highest, c.highest + 1, UINT64_MAX};
+                uint64_t vals[] = {0,
+                                   1,
+                                   c.lowest - 1,
+                                   c.lowest,
+                                   c.lowest + 1,
+                                   c.highest / 2,
+                                   c.highest - 1,
+                                   c.highest,
+                                   c.highest + 1,
+                                   UINT64_MAX};
                 for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
                     hb_hist_record(&h, vals[k]);
                     hb_hist_record_corrected(&h, vals[k], c.lowest + 1);

@@ -196,7 +196,9 @@ static void test_header_errors(void)
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nNa me: v\r\n\r\n"), HB_PE_SPACE_BEFORE_COLON);
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\n: v\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX(y): v\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
-    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\x01" "b\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
+    CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\x01"
+                          "b\r\n\r\n"),
+                 HB_PE_BAD_HEADER_CHAR);
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\x7f\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\x1b[0m\r\n\r\n"), HB_PE_BAD_HEADER_CHAR);
     CHECK_EQ_INT(resp_err("HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n"), HB_PE_BAD_LINE_ENDING);
@@ -392,7 +394,8 @@ static void test_limits(void)
     /* header count: 128 ok, 129 too many; the array capacity also bounds it */
     size_t off = 0;
     off += (size_t)snprintf(b + off, big - off, "HTTP/1.1 200 OK\r\n");
-    for (int i = 0; i < 128; i++) off += (size_t)snprintf(b + off, big - off, "H%d: v\r\n", i);
+    for (int i = 0; i < 128; i++)
+        off += (size_t)snprintf(b + off, big - off, "H%d: v\r\n", i);
     size_t head128 = off + 2;
     memcpy(b + off, "\r\n", 2);
     CHECK_EQ_INT(resp_n(b, head128, NULL), (int)head128);
@@ -711,9 +714,19 @@ static void test_strict_smuggling_vectors(void)
 
     /* Transfer-Encoding: codings by the grammar, "chunked" last and bare */
     static const char *bad_te[] = {
-        "chunked x", "chunked;q=1", "chunked ;q=1", "gzip, chunked;x=\"y\"", "x y, chunked",
-        "gzip;level, chunked", "gzip;level=, chunked", "gzip;=1, chunked", "gzip;a=\"b, chunked",
-        "gzip;a=b c, chunked", "gzip;a=\"b\"c, chunked", "chunked\"", "chunked, chunked",
+        "chunked x",
+        "chunked;q=1",
+        "chunked ;q=1",
+        "gzip, chunked;x=\"y\"",
+        "x y, chunked",
+        "gzip;level, chunked",
+        "gzip;level=, chunked",
+        "gzip;=1, chunked",
+        "gzip;a=\"b, chunked",
+        "gzip;a=b c, chunked",
+        "gzip;a=\"b\"c, chunked",
+        "chunked\"",
+        "chunked, chunked",
     };
     for (size_t i = 0; i < sizeof bad_te / sizeof bad_te[0]; i++) {
         char b[256];
@@ -725,8 +738,13 @@ static void test_strict_smuggling_vectors(void)
         CHECK_EQ_INT(resp_err(b), HB_PE_BAD_TRANSFER_ENCODING);
     }
     static const char *good_te[] = {
-        "chunked", "gzip, chunked", "gzip;level=1, chunked", "gzip ; level = \"a\\\"b,\" , chunked",
-        "chunked,", ", chunked", "x;a=1;b=2 ,, CHUNKED",
+        "chunked",
+        "gzip, chunked",
+        "gzip;level=1, chunked",
+        "gzip ; level = \"a\\\"b,\" , chunked",
+        "chunked,",
+        ", chunked",
+        "x;a=1;b=2 ,, CHUNKED",
     };
     for (size_t i = 0; i < sizeof good_te / sizeof good_te[0]; i++) {
         char b[256];
@@ -789,12 +807,24 @@ static void test_strict_smuggling_vectors(void)
 
 static void test_strerror(void)
 {
-    int codes[] = {HB_PE_BAD_VERSION,        HB_PE_BAD_STATUS,         HB_PE_BAD_CONTENT_LENGTH,
-                   HB_PE_DUP_CONTENT_LENGTH, HB_PE_BAD_CHUNK_SIZE,     HB_PE_CHUNK_SIZE_OVERFLOW,
-                   HB_PE_NO_COLON,           HB_PE_SPACE_BEFORE_COLON, HB_PE_BAD_HEADER_CHAR,
-                   HB_PE_HEAD_TOO_LARGE,     HB_PE_TOO_MANY_HEADERS,   HB_PE_BAD_REQUEST_LINE,
-                   HB_PE_BAD_CHUNK,          HB_PE_BAD_TRANSFER_ENCODING, HB_PE_BAD_LINE_ENDING,
-                   HB_PE_OBS_FOLD,           HB_PE_TE_AND_CONTENT_LENGTH, HB_PE_CHUNK_LINE_TOO_LONG,
+    int codes[] = {HB_PE_BAD_VERSION,
+                   HB_PE_BAD_STATUS,
+                   HB_PE_BAD_CONTENT_LENGTH,
+                   HB_PE_DUP_CONTENT_LENGTH,
+                   HB_PE_BAD_CHUNK_SIZE,
+                   HB_PE_CHUNK_SIZE_OVERFLOW,
+                   HB_PE_NO_COLON,
+                   HB_PE_SPACE_BEFORE_COLON,
+                   HB_PE_BAD_HEADER_CHAR,
+                   HB_PE_HEAD_TOO_LARGE,
+                   HB_PE_TOO_MANY_HEADERS,
+                   HB_PE_BAD_REQUEST_LINE,
+                   HB_PE_BAD_CHUNK,
+                   HB_PE_BAD_TRANSFER_ENCODING,
+                   HB_PE_BAD_LINE_ENDING,
+                   HB_PE_OBS_FOLD,
+                   HB_PE_TE_AND_CONTENT_LENGTH,
+                   HB_PE_CHUNK_LINE_TOO_LONG,
                    HB_PE_TRAILERS_TOO_LARGE};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {

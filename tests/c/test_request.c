@@ -189,7 +189,10 @@ static int head(const char *method, const char *url, const hb_header *hs, size_t
     return rc;
 }
 
-#define H(n, v) {n, sizeof(n) - 1, v, sizeof(v) - 1}
+#define H(n, v)                                                                                    \
+    {                                                                                              \
+        n, sizeof(n) - 1, v, sizeof(v) - 1                                                         \
+    }
 
 static void test_head_basic(void)
 {
@@ -307,10 +310,9 @@ static void test_methods(void)
     CHECK(!hb_method_idempotent("GETX", 4));
 }
 
-
 /* The h2 field list as "name: value\n" lines, for whole-list comparisons. */
-static int h2(const char *method, const char *url, const hb_header *hs, size_t nh,
-              int64_t body_len, const char *ua, char *out, size_t cap, char *err)
+static int h2(const char *method, const char *url, const hb_header *hs, size_t nh, int64_t body_len,
+              const char *ua, char *out, size_t cap, char *err)
 {
     hb_url u;
     int rc = split(url, &u, err);

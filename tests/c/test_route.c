@@ -160,11 +160,15 @@ static void test_stats_page_and_forms(void)
 static void test_names(void)
 {
     static const char *const names[HB_ROUTE_COUNT] = {
-        "root", "bytes", "chunked", "sink", "echo", "delay", "status", "drip",
-        "close_after_headers", "close_mid_body", "reset", "stall", "early_response",
-        "not_found", "bad_request", "timeout",
+        "root",           "bytes",     "chunked",
+        "sink",           "echo",      "delay",
+        "status",         "drip",      "close_after_headers",
+        "close_mid_body", "reset",     "stall",
+        "early_response", "not_found", "bad_request",
+        "timeout",
     };
-    for (int i = 0; i < HB_ROUTE_COUNT; i++) CHECK(strcmp(hb_server_route_name(i), names[i]) == 0);
+    for (int i = 0; i < HB_ROUTE_COUNT; i++)
+        CHECK(strcmp(hb_server_route_name(i), names[i]) == 0);
     CHECK(strcmp(hb_server_route_name(-1), "?") == 0);
     CHECK(strcmp(hb_server_route_name(HB_ROUTE_COUNT), "?") == 0);
 }
