@@ -161,6 +161,7 @@ def test_too_many_connections_for_the_fd_limit_fails(server):
     assert "open-file limit is 200" in p.stderr
 
 
+@pytest.mark.slow
 def test_emfile_during_the_run_exits_non_zero(server):
     # The limit allows the connections, but the descriptors are used up by the time they open.
     p = _limited(f"""
@@ -208,6 +209,7 @@ def test_non_2xx_without_threshold_warns_exit_0(server):
     assert p.returncode == 1
 
 
+@pytest.mark.slow
 def test_bad_threshold_is_a_usage_error(server):
     for expr in ("p99", "p99<2", "bogus<1", "rps>fast"):
         p = _cli(server.url, "-n", "1", "--threshold", expr)

@@ -293,6 +293,7 @@ def test_arguments() -> None:
         httpbench.bench(url, http2=True, body=pathlib.Path(__file__), n=1)
 
 
+@pytest.mark.slow
 def test_cli_m_flag() -> None:
     url = "http://127.0.0.1:9/"
     p = _cli(url, "--h2", "-m", "POST", "-n", "1")

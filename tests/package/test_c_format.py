@@ -11,6 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_c_sources_are_clang_formatted():
     exe = shutil.which("clang-format")
     if exe is None:

@@ -39,6 +39,7 @@ def test_source_build_names_what_is_missing(tmp_path, env, names):
     assert not list((tmp_path / "t").rglob("*.o")), "the check must come before compiling"
 
 
+@pytest.mark.slow
 def test_source_build_names_nghttp2_when_its_headers_are_missing(tmp_path):
     # A header that fails to compile shadows the system's, as if libnghttp2-dev were absent.
     fake = tmp_path / "inc" / "nghttp2"

@@ -56,6 +56,7 @@ def test_percentile_spectrum_plot_holds_each_client():
             assert y[i] == pytest.approx(merged.percentile(p) / 1e6)
 
 
+@pytest.mark.slow
 def test_constant_rate_plot_draws_corrected_and_uncorrected():
     lat = [200_000] * 900 + [1_000_000_000 - k * 10_000_000 for k in range(100)]
     b = make_bench(latency=hist(lat), latency_uncorrected=hist([200_000] * 1000))

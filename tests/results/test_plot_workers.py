@@ -53,6 +53,7 @@ def _line_visible(fig, ax, line) -> None:
         assert np.abs(patch - want).max(axis=1).min() < 60, (line.get_label(), x, y)
 
 
+@pytest.mark.slow
 def test_one_line_per_worker_plus_the_total():
     r = _distributed()
     fig = PL.plot(r, "workers")
