@@ -1576,7 +1576,7 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
             cn->ring = calloc(c->pipeline, sizeof *cn->ring);
             if (!cn->ring) goto nomem;
             if (c->h2) {
-                /* nghttp2 and hb_h2cli buffer the input: no read buffer here. */
+                /* hb_h2cli buffers the input: no read buffer here. */
                 h2conn *h = cn->h2 = calloc(1, sizeof *cn->h2);
                 if (!h) goto nomem;
                 h->slots = calloc(c->pipeline, sizeof *h->slots);

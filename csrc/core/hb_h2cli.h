@@ -1,10 +1,13 @@
-/* hb_h2cli.h - an HTTP/2 client session over one hb_sock, on nghttp2.
+/* hb_h2cli.h - an HTTP/2 client session over one hb_sock.
  *
- * nghttp2 does the framing, HPACK and flow control; this file owns the I/O
- * (through hb_sock, plain = h2c with prior knowledge, TLS = after ALPN "h2")
- * and turns nghttp2's callbacks into four per-stream events. It is shared by
- * the load generator (many streams, non-blocking, epoll) and the native
- * blocking client (poll on sock->fd per sock->want, then read/write).
+ * Framing, flow control and the checks RFC 9113 asks of a client are done
+ * here, HPACK by hb_hpack; I/O goes through hb_sock (plain = h2c with prior
+ * knowledge, TLS = after ALPN "h2"). It is shared by the load generator (many
+ * streams, non-blocking, epoll) and the native blocking client (poll on
+ * sock->fd per sock->want, then read/write). The client side needs no
+ * general-purpose HTTP/2 library: it only opens streams, so it is written
+ * for what a load generator spends per request (one recv and one send per
+ * batch, header blocks decoded in place, no allocation per stream).
  *
  * Usage (one thread per session; sessions are independent):
  *
@@ -41,17 +44,23 @@
  *   on_close     exactly once per submitted stream while the session lives:
  *                how the stream ended (HB_H2_END_*) and the HTTP/2 error code
  *                (RFC 9113 section 7; 0 = NO_ERROR). END_OK without an earlier
- *                on_response cannot happen (nghttp2 resets such a stream:
+ *                on_response cannot happen (such a stream is reset:
  *                HB_H2_END_PROTOCOL).
  *   on_goaway    once per GOAWAY received: last stream id the peer will
  *                process and its error code; streams above it are then closed
  *                with HB_H2_END_GOAWAY; no new stream may be submitted.
  *
- * Allocation: nghttp2's session plus one read and one write buffer per
- * session at init. nghttp2's own per-stream allocations (stream objects,
- * frames, header copies unless settings.stable_fields) go through free lists
- * of the session, so a steady run reuses blocks instead of calling malloc;
- * they never hold more than the session's peak use and are freed with it.
+ * A response that breaks HTTP/2 or HTTP semantics (RFC 9113 section 8: a
+ * missing or bad :status, pseudo-headers out of place, connection-specific
+ * fields, bad field names or values, content-length not matching the DATA)
+ * gets RST_STREAM(PROTOCOL_ERROR) and ends HB_H2_END_PROTOCOL; a connection
+ * error of the peer's (bad frames, flow control, HPACK) sends GOAWAY and
+ * ends the session with HB_E_H2.
+ *
+ * Allocation: at init, the stream table (settings.max_streams slots, 256
+ * when 0), the read and write buffers and the HPACK table; the write buffer,
+ * the header-block buffer and the Huffman scratch grow to the largest block
+ * seen and are then reused. Nothing is allocated per stream.
  */
 #ifndef HB_H2CLI_H
 #define HB_H2CLI_H
@@ -63,8 +72,7 @@
 #include "hb_parse.h"
 #include "hb_sock.h"
 
-struct nghttp2_session;
-struct hb_h2pool;
+#include "hb_hpack.h"
 
 /* How a stream ended (on_close). */
 enum hb_h2_end {
@@ -107,9 +115,10 @@ typedef struct hb_h2_body {
 #define HB_H2CLI_RBUF (32u * 1024u)
 #define HB_H2CLI_WBUF (32u * 1024u)
 
+struct hb_h2stream; /* hb_h2cli.c */
+
 typedef struct hb_h2cli {
-    hb_sock *sock; /* not owned */
-    struct nghttp2_session *ng;
+    hb_sock *sock;                /* not owned */
     const hb_h2cli_callbacks *cb; /* may be replaced between calls (e.g. to drop on_header) */
     void *ud;
     /* 1: hb_h2cli_read stops once the input known to be there is read - after
@@ -118,26 +127,70 @@ typedef struct hb_h2cli {
      * more on a TLS one (level-triggered epoll reports the rest) - instead of
      * reading until HB_AGAIN, which costs a syscall. Set before each read. */
     int short_read_drains;
-    uint32_t max_streams; /* our cap (0: the peer's only) */
-    uint8_t nv_flags;     /* nghttp2 NV flags for submitted fields */
+    int live;             /* initialised and not freed */
+    uint32_t max_streams; /* our cap (settings.max_streams or the table size) */
     uint32_t nopen;       /* submitted streams not yet closed */
     int preface_checked;  /* first bytes from the peer looked at */
     int goaway_recv;      /* a GOAWAY arrived: no new streams */
     int32_t goaway_last;  /* its last stream id */
     uint32_t goaway_code;
-    int32_t rst_recv_id; /* stream of the RST_STREAM being handled */
-    int hdr_status;      /* :status of the header block being received */
-    int fatal;           /* a connection error was seen (code in fatal_rc) */
+    int goaway_sent; /* ours is queued: no new streams */
+    int fatal;       /* a connection error was seen (code in fatal_rc) */
     int fatal_rc;
-    int freeing;
     uint64_t bytes_in, bytes_out; /* HTTP/2 bytes (after TLS) */
-    struct hb_h2pool *pool;       /* nghttp2's allocations go through it */
+
+    /* peer's settings and our send windows */
+    int peer_settings; /* its first SETTINGS arrived */
+    uint32_t peer_max_streams;
+    uint32_t peer_init_window;
+    uint32_t peer_max_frame;
+    int64_t conn_send_window;
+    /* our receive side */
+    uint32_t stream_window; /* what we advertised per stream */
+    uint32_t conn_window;   /* and for the connection */
+    uint64_t conn_unacked;  /* DATA bytes not yet given back by WINDOW_UPDATE */
+    uint32_t max_frame;     /* largest frame we accept */
+
+    /* streams: slots (stable addresses) and an id index (open addressing) */
+    struct hb_h2stream *slots;
+    uint32_t *free_slots;
+    uint32_t nfree;
+    int32_t *index; /* slot + 1 per cell, 0 empty */
+    uint32_t index_mask;
+    int32_t next_id;
+    uint32_t nbody; /* streams whose request body is not all sent */
+
+    /* frame parser (input may split anywhere) */
+    uint8_t fh[9]; /* frame header being read */
+    uint8_t fh_have;
+    uint8_t ftype, fflags;
+    int32_t fsid;
+    uint32_t flen;   /* payload length */
+    uint32_t fdone;  /* payload bytes consumed */
+    uint32_t fpad;   /* padding at the end of the payload */
+    uint32_t fskip;  /* leading bytes (pad length, priority) */
+    int fstate;      /* private */
+    uint8_t ctl[64]; /* control frame payload (first bytes) */
+    uint8_t setting[6];
+    uint8_t setting_have;
+    int32_t hb_sid;    /* stream of the header block being gathered (0: none) */
+    int hb_end_stream; /* its HEADERS had END_STREAM */
+    uint8_t *hblock;   /* gathered header block */
+    size_t hblock_len, hblock_cap;
+    uint8_t *scratch; /* Huffman output */
+    size_t scratch_cap;
+    hb_hpack_dec hpack;
+
+    /* output */
     uint8_t *rbuf;
     uint8_t *wbuf;
-    size_t wlen, wpos;   /* wbuf[wpos..wlen) not yet written */
-    const uint8_t *pend; /* nghttp2's chunk not yet copied into wbuf */
-    size_t pend_len;
-    char err[HB_ERR_LEN]; /* detail of the last fatal result */
+    size_t wlen, wpos, wcap;     /* wbuf[wpos..wlen) not yet written */
+    const hb_header *enc_fields; /* stable fields whose block is cached */
+    size_t enc_nfields;
+    uint8_t *enc_block;
+    size_t enc_len, enc_cap;
+    int stable_fields;
+    char err[HB_ERR_LEN]; /* detail of the last fatal result or stream reset */
 } hb_h2cli;
 
 /* Start a session on a connected socket (a TLS socket must have finished its
@@ -159,13 +212,12 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *settings,
 int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_body *body,
                     void *stream_ud, char *err);
 
-/* Read what the socket has and feed it to nghttp2 (callbacks run here), until
+/* Read what the socket has and process it (callbacks run here), until
  * the socket would block: returns HB_AGAIN (the normal result; wait per
  * sock->want, which can be WRITE under TLS) or a fatal code (see above).
- * Frames nghttp2 wants to send in reply (SETTINGS ACK, WINDOW_UPDATE, PING
- * ACK, or a GOAWAY for a protocol error of the peer's) are queued: check
- * hb_h2cli_wants_write afterwards; a protocol error detected here may only
- * surface as HB_E_H2 from that hb_h2cli_write. */
+ * Replies (SETTINGS ACK, WINDOW_UPDATE, PING ACK, RST_STREAM) are queued:
+ * check hb_h2cli_wants_write afterwards. On a protocol error of the peer's
+ * the GOAWAY is written at once (best effort) and HB_E_H2 returned. */
 int hb_h2cli_read(hb_h2cli *c);
 
 /* Send queued frames until none are left (0) or the socket would block
@@ -193,7 +245,7 @@ uint32_t hb_h2cli_peer_max_streams(hb_h2cli *c);
  * hb_h2cli_write if wanted. Safe at any time after init. */
 void hb_h2cli_goaway(hb_h2cli *c);
 
-/* Free the nghttp2 session and buffers (no callbacks run). Safe on a zeroed
+/* Free the session's tables and buffers (no callbacks run). Safe on a zeroed
  * or failed-init struct and twice. The socket is left to the caller. */
 void hb_h2cli_free(hb_h2cli *c);
 

@@ -62,7 +62,7 @@ static void on_response(void *ud, void *sud, int status)
     b->any_byte = 1;
     x->status = status;
     x->t_first_byte = hb_now_ns();
-    int v = status < 0 ? 0 : status % 1000; /* nghttp2 checked it is 3 digits */
+    int v = status < 0 ? 0 : status % 1000; /* hb_h2cli checked it is 3 digits */
     x->head[9] = (char)('0' + v / 100);
     x->head[10] = (char)('0' + v / 10 % 10);
     x->head[11] = (char)('0' + v % 10);

@@ -104,8 +104,10 @@ def test_server_without_h2_is_a_typed_error_h2c():
         with pytest.raises(HTTP2NotSupported) as ei:
             c.get(srv.url("/x"))
     assert isinstance(ei.value, ProtocolError) and "prior knowledge" in str(ei.value)
-    # the h2c preface was all it got: no request was retried over HTTP/1.1
-    assert [h for h, _ in srv.requests] == [b"PRI * HTTP/2.0\r\n\r\n", b"SM\r\n\r\n"]
+    # the h2c preface was all it got: no request was retried over HTTP/1.1 (the
+    # preface's second line may be lost to the client's close: it is not read)
+    heads = [h for h, _ in srv.requests]
+    assert heads[0] == b"PRI * HTTP/2.0\r\n\r\n" and heads[1:] in ([], [b"SM\r\n\r\n"])
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI needed")
