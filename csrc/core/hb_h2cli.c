@@ -622,6 +622,7 @@ static void on_field(void *ud, const char *n, size_t nl, const char *v, size_t v
 {
     blockctx *b = ud;
     if (!b->s || b->bad) return;
+    if (nl == 0) return bad_field(b, "an empty field name");
     if (n[0] == ':') {
         if (b->trailers) return bad_field(b, "pseudo-header %.*s in trailers", (int)nl, n);
         if (b->regular) return bad_field(b, "pseudo-header %.*s after a regular field", (int)nl, n);

@@ -288,6 +288,11 @@ static void b_head_body(buf *o)
     headers(o, 1, 0, NULL, 0);
     frame(o, 0, 0x1, 1, "x", 1);
 }
+static void b_empty_name(buf *o)
+{
+    static const uint8_t blk[] = {0x88, 0x00, 0x00, 0x01, 'x'}; /* "" : "x" */
+    frame(o, 1, 0x5, 1, blk, sizeof blk);
+}
 static void b_status_101(buf *o)
 {
     uint8_t blk[16] = {0x08, 0x03, '1', '0', '1'}; /* :status (index 8 name) literal 101 */
@@ -494,6 +499,7 @@ int main(void)
     expect_stream_error("trailers", b_trailers_no_end, GET);
     expect_stream_error("head body", b_head_body, HEAD);
     expect_stream_error("101", b_status_101, GET);
+    expect_stream_error("empty name", b_empty_name, GET);
     test_conn_errors();
     test_not_settings_first();
     test_ping_goaway_rst();

@@ -83,5 +83,5 @@ def test_fuzz_h2srv(tmp_path):
 @pytest.mark.slow
 def test_fuzz_h2cli(tmp_path):
     _fuzz(tmp_path, "fuzz_h2cli", ["hb_h2cli.c", "hb_hpack.c", "hb_sock.c", "hb_tls.c",
-                                   "hb_common.c"],
+                                   "hb_common.c", "hb_parse.c"],
           "corpus_h2cli", 12, None, ("-max_len=70000",), ("-lssl", "-lcrypto"))
