@@ -853,6 +853,8 @@ static int frame_begin(hb_h2cli *c)
         if ((c->fflags & FL_ACK) && c->flen)
             return conn_error(c, E_FRAME_SIZE, "SETTINGS ACK with a payload");
         if (c->flen % 6) return conn_error(c, E_FRAME_SIZE, "SETTINGS of %u bytes", c->flen);
+        /* no limit unless the first SETTINGS names one (we assumed 1 until now) */
+        if (!c->peer_settings && !(c->fflags & FL_ACK)) c->peer_max_streams = UINT32_MAX;
         break;
     case F_PUSH_PROMISE:
         return conn_error(c, E_PROTOCOL, "PUSH_PROMISE although push is disabled");

@@ -432,7 +432,11 @@ static void test_body_flow_control(void)
     start(&x);
     buf in = {0};
     frame(&in, 4, 0, 0, NULL, 0);
+    CHECK_EQ_INT(hb_h2cli_peer_max_streams(&x.c), 1); /* until the SETTINGS */
     CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
+    /* SETTINGS without MAX_CONCURRENT_STREAMS: no limit but ours (256 by default) */
+    CHECK_EQ_INT(hb_h2cli_peer_max_streams(&x.c), UINT32_MAX);
+    CHECK_EQ_INT(hb_h2cli_room(&x.c), 256);
     rec r = {0};
     hb_h2_body body = {data, sizeof data, 0};
     static const hb_header POST[] = {{":method", 7, "POST", 4},
