@@ -125,6 +125,24 @@ static inline void h2_out_put(h2_out *o, const void *p, size_t n)
     o->len += n;
 }
 
+/* Acknowledge the peer's SETTINGS frame. */
+static inline void h2_ack_settings(h2_out *o)
+{
+    uint8_t f[9];
+    h2_put_hdr(f, 0, 4, 0x1, 0);
+    h2_out_put(o, f, 9);
+}
+
+/* Answer the PING frame just read (in) with its 8 bytes. */
+static inline void h2_ack_ping(h2_out *o, const h2_in *in)
+{
+    if (h2_len(in->fh) != 8 || in->prelen < 8) die("bad PING");
+    uint8_t f[17];
+    h2_put_hdr(f, 8, 6, 0x1, 0);
+    memcpy(f + 9, in->pre, 8);
+    h2_out_put(o, f, 17);
+}
+
 /* Send until the socket would block; epoll (event data ptr) then watches for
  * EPOLLOUT only while bytes remain. 0, or -1 when send failed or sent nothing
  * (the peer went away; nothing else is done). */

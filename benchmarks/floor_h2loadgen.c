@@ -167,20 +167,10 @@ static void on_frame(void *arg)
     case 3:
         die("the server reset a stream (RST_STREAM)");
     case 4: /* SETTINGS */
-        if (!(flags & 0x1)) {
-            uint8_t f[9];
-            h2_put_hdr(f, 0, 4, 0x1, 0);
-            h2_out_put(&c->out, f, 9);
-        }
+        if (!(flags & 0x1)) h2_ack_settings(&c->out);
         break;
     case 6: /* PING */
-        if (!(flags & 0x1)) {
-            if (len != 8 || c->in.prelen < 8) die("bad PING");
-            uint8_t f[17];
-            h2_put_hdr(f, 8, 6, 0x1, 0);
-            memcpy(f + 9, c->in.pre, 8);
-            h2_out_put(&c->out, f, 17);
-        }
+        if (!(flags & 0x1)) h2_ack_ping(&c->out, &c->in);
         break;
     case 7:
         die("the server sent GOAWAY");

@@ -90,20 +90,10 @@ static void on_frame(void *arg)
         for (uint32_t i = 0; i < len; i += 6)
             if (pre[i] == 0 && pre[i + 1] == 4) /* INITIAL_WINDOW_SIZE */
                 c->stream_win = be32(pre + i + 2);
-        {
-            uint8_t f[9];
-            h2_put_hdr(f, 0, 4, 0x1, 0);
-            h2_out_put(&c->out, f, 9);
-        }
+        h2_ack_settings(&c->out);
         break;
     case 6: /* PING */
-        if (!(flags & 0x1)) {
-            if (len != 8) die("bad PING");
-            uint8_t f[17];
-            h2_put_hdr(f, 8, 6, 0x1, 0);
-            memcpy(f + 9, pre, 8);
-            h2_out_put(&c->out, f, 17);
-        }
+        if (!(flags & 0x1)) h2_ack_ping(&c->out, &c->in);
         break;
     case 7:
         c->closing = 1;
