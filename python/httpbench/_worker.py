@@ -244,14 +244,7 @@ class Worker:
         t0 = time.perf_counter_ns()
         errs = _Errors()
         for _ in range(warm):
-            if self.kind == "async" and sc.concurrency > 1:
-                # open all the connections the measured rounds will keep alive
-                self._async_batch(self.adapters[0], sc.concurrency, errs)
-            elif self.mode == "batch":
-                self._batch(self.adapters[0], sc.concurrency, errs)
-            else:
-                for a in self.adapters:
-                    self._one(a, errs)
+            self._warm_pass(errs)
         dt = time.perf_counter_ns() - t0
         self.per_req_ns = max(dt / (warm * max(len(self.adapters), sc.concurrency)), 1000.0)
         if errs.count:
@@ -293,6 +286,18 @@ class Worker:
 
         self.requests += k
         self.loop.run_until_complete(batch())
+
+    def _warm_pass(self, errs: _Errors) -> None:
+        """One unmeasured request per connection (async: all the connections the measured
+        rounds will keep alive are opened)."""
+        sc = self.sc
+        if self.kind == "async" and sc.concurrency > 1:
+            self._async_batch(self.adapters[0], sc.concurrency, errs)
+        elif self.mode == "batch":
+            self._batch(self.adapters[0], sc.concurrency, errs)
+        else:
+            for a in self.adapters:
+                self._one(a, errs)
 
     def _reference(self) -> None:
         """Read the expected response once with http.client (counted in setup requests)."""
@@ -411,13 +416,7 @@ class Worker:
             return {"status": "ok", "requests": 0}
         before = self.requests
         errs = _Errors()
-        if self.kind == "async" and sc.concurrency > 1:
-            self._async_batch(self.adapters[0], sc.concurrency, errs)
-        elif self.mode == "batch":
-            self._batch(self.adapters[0], sc.concurrency, errs)
-        else:
-            for a in self.adapters:
-                self._one(a, errs)
+        self._warm_pass(errs)
         return {"status": "ok", "requests": self.requests - before, "errors": errs.count}
 
     def round(self, cmd: dict[str, Any]) -> dict[str, Any]:
