@@ -90,6 +90,18 @@ def _safe_async(req, errs: _Errors):  # noqa: ANN001, ANN202
     return call
 
 
+def _request_batch(a: Any, k: int, errs: _Errors) -> None:
+    """k requests in one call of a batch adapter; failures counted per request in errs."""
+    try:
+        bad = a.request_batch(k)
+    except Exception as exc:
+        errs.add(exc, k)
+        return
+    if bad:
+        errs.add(RuntimeError(f"{bad} of {k} requests of a batch failed "
+                              f"(status {a.last_status})"), bad)
+
+
 def _children_usage() -> tuple[int, int, int]:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return int(ru.ru_utime * 1e9), int(ru.ru_stime * 1e9), int(ru.ru_maxrss) * 1024
@@ -268,14 +280,7 @@ class Worker:
 
     def _batch(self, a: Any, k: int, errs: _Errors) -> None:
         self.requests += k
-        try:
-            bad = a.request_batch(k)
-        except Exception as exc:
-            errs.add(exc, k)
-            return
-        if bad:
-            errs.add(RuntimeError(f"{bad} of {k} requests of a batch failed "
-                                  f"(status {a.last_status})"), bad)
+        _request_batch(a, k, errs)
 
     def _async_batch(self, a: Any, k: int, errs: _Errors) -> None:
         assert self.loop is not None
@@ -521,14 +526,7 @@ class Worker:
         a = self.adapters[0]
 
         def batch() -> None:
-            try:
-                bad = a.request_batch(k)
-            except Exception as exc:
-                errs.add(exc, k)
-                return
-            if bad:
-                errs.add(RuntimeError(f"{bad} of {k} requests of a batch failed "
-                                      f"(status {a.last_status})"), bad)
+            _request_batch(a, k, errs)
 
         mr = _measure.measure(batch, n=max(n // k, 1), duration=dur, warmup=0,
                                alloc=python_heap, gc=python_heap, label=label)
