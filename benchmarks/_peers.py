@@ -23,7 +23,13 @@ nginx
     freshly generated self-signed ECDSA P-256 certificate (the same key type
     as the embedded server; ``ng.ca_file`` verifies it). ``ng.url``,
     ``ng.https_url``, ``ng.pids()`` (master + workers, for :class:`CpuMeter`),
-    ``ng.config`` (the config text, for the record).
+    ``ng.config`` (the config text, for the record). ``ports_answer(ports)``
+    says whether every port on 127.0.0.1 accepts a connection.
+    ``nginx_bench_config(d, server, http="")`` is the config the server
+    benchmarks (bench_server.py, bench_h2server.py) run nginx with: 1 worker,
+    no master process, tuned for static files; ``server`` is the server
+    block's body, ``http`` extra http-level lines. ``stop_process(proc)``
+    terminates a child (SIGKILL after 5 s).
 
 Load generators
     ``run_wrk(url, threads=1, connections=16, duration=10) -> LoadResult`` and
@@ -37,7 +43,8 @@ Load generators
 CPU time
     ``cpu_seconds(pid)`` is user+sys of a process (all its threads) from
     ``/proc/<pid>/stat``; ``with CpuMeter([pid, ...]) as m: ...`` gives
-    ``m.seconds`` (the sum over the pids across the block). ``SystemCpu`` does
+    ``m.seconds`` (the sum over the pids across the block); ``cpu_ns(pid)`` is
+    the same in whole nanoseconds. ``SystemCpu`` does
     the same for the whole machine from ``/proc/stat`` (``busy_seconds``,
     ``cores``), so a run can say how busy the machine was besides the
     contenders.
@@ -45,7 +52,10 @@ CPU time
 Statistics
     ``summarize(values) -> {"median", "min", "max", "n", "values"}``;
     ``interleave(contenders, rounds)`` calls each contender once per round
-    in order A B C A B C ... and returns ``{name: [result per round]}``.
+    in order A B C A B C ... and returns ``{name: [result per round]}``;
+    ``round_robin(rounds, cases, tools, run)`` runs every tool on every case
+    round after round and returns the run records with requests/s and CPU
+    µs per request added (the load-generator benchmarks' loop).
 
 Processes
     ``children(pid)`` lists a process's child processes (from /proc);
@@ -54,9 +64,11 @@ Processes
 
 Floor programs
     ``build_floor(src, tmp, libs)`` compiles ``floor_loadgen.c`` / ``floor_server.c``
+    / ``floor_h2loadgen.c`` / ``floor_h2server.c``
     (None when no compiler or OpenSSL headers); ``run_floor(exe, url, conns,
     seconds)`` runs the floor load generator and returns its requests, seconds
-    and CPU.
+    and CPU. ``run_bench_script(code, args, seconds)`` runs a ``bench()``
+    script in a fresh interpreter and returns its run record.
 
 Syscalls
     ``strace_counts(argv) -> (output, {syscall: calls})`` runs a command under
@@ -112,13 +124,22 @@ __all__ = [
     "interleave",
     "machine_metadata",
     "free_port",
+    "ports_answer",
     "strace_counts",
     "children",
     "pin_process",
     "FLOOR_LOADGEN_SRC",
     "FLOOR_SERVER_SRC",
+    "FLOOR_H2LOADGEN_SRC",
+    "FLOOR_H2SERVER_SRC",
     "build_floor",
     "run_floor",
+    "run_bench_script",
+    "round_robin",
+    "cpu_ns",
+    "nginx_bench_config",
+    "stop_process",
+    "write_rows",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -224,6 +245,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def ports_answer(ports: Iterable[int]) -> bool:
+    """True when every one of ``ports`` on 127.0.0.1 accepts a connection (0.5 s each)."""
+    for port in ports:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                pass
+        except OSError:
+            return False
+    return True
 
 
 def _gen_cert(dirpath: str) -> tuple[str, str]:
@@ -342,13 +374,7 @@ class Nginx:
 
     def _ready(self) -> bool:
         ports = [self.port] + ([self.tls_port] if self.tls else [])
-        for port in ports:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    pass
-            except OSError:
-                return False
-        return len(self.worker_pids()) >= self.workers
+        return ports_answer(ports) and len(self.worker_pids()) >= self.workers
 
     def worker_pids(self) -> list[int]:
         """The worker processes' pids (children of the master)."""
@@ -395,6 +421,53 @@ def _payload(size: int) -> bytes:
     return pattern * reps + pattern[:rest]
 
 
+_NGINX_BENCH_CONF = """
+worker_processes 1;
+daemon off;
+master_process off;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+{http}  default_type application/octet-stream;
+  sendfile on;
+  tcp_nodelay on;
+  open_file_cache max=64 inactive=600s;
+  open_file_cache_valid 600s;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  server {{
+{server}
+  }}
+}}
+"""
+
+
+def nginx_bench_config(d: str, server: str, http: str = "") -> str:
+    """nginx.conf for the server benchmarks: 1 worker without a master process, no access
+    log, unlimited keep-alive, sendfile and open_file_cache, its files under ``d``.
+
+    ``server``: the server block's body (indented lines, no final newline);
+    ``http``: extra http-level lines (each ending in a newline)."""
+    return _NGINX_BENCH_CONF.format(d=d, http=http, server=server)
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """Terminate a child process and reap it; SIGKILL when it has not exited after 5 s."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def children(pid: int) -> list[int]:
     """Child processes of ``pid`` (over all its threads), from /proc."""
     out: list[int] = []
@@ -434,6 +507,8 @@ def pin_process(pid: int, cpus: set[int]) -> bool:
 HERE = os.path.dirname(os.path.abspath(__file__))
 FLOOR_LOADGEN_SRC = os.path.join(HERE, "floor_loadgen.c")
 FLOOR_SERVER_SRC = os.path.join(HERE, "floor_server.c")
+FLOOR_H2LOADGEN_SRC = os.path.join(HERE, "floor_h2loadgen.c")
+FLOOR_H2SERVER_SRC = os.path.join(HERE, "floor_h2server.c")
 
 
 def build_floor(src: str, tmp: str, libs: Sequence[str] = ()) -> str | None:
@@ -470,18 +545,40 @@ def run_floor(exe: str, url: str, conns: int, seconds: float) -> dict[str, Any]:
             "cpu_sys_s": d["cpu_sys_s"]}
 
 
+def run_bench_script(code: str, args: Sequence[str], seconds: float) -> dict[str, Any]:
+    """Run ``python -c code *args`` (a bench() run in a fresh interpreter), whose last line of
+    output is JSON with ok, done, duration_s and cpu_ns; the run's record (cpu_s for cpu_ns)."""
+    p = subprocess.run([sys.executable, "-c", code, *args],
+                       capture_output=True, text=True, timeout=seconds + 60)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr)
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    return {"ok": d["ok"], "done": d["done"], "duration_s": d["duration_s"],
+            "cpu_s": d["cpu_ns"] / 1e9}
+
+
 # ---------------------------------------------------------------------------
 # CPU time
 
 
-def cpu_seconds(pid: int) -> float:
-    """User+sys CPU seconds of process ``pid`` (all threads), from /proc/<pid>/stat."""
+def _cpu_ticks(pid: int) -> int:
+    """User+sys CPU clock ticks of process ``pid`` (all threads), from /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat") as f:
         data = f.read()
     # comm (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = data[data.rindex(")") + 2:].split()
     # fields[0] is field 3 (state); utime/stime are fields 14/15.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) + int(fields[12])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User+sys CPU seconds of process ``pid`` (all threads), from /proc/<pid>/stat."""
+    return _cpu_ticks(pid) / CLK_TCK
+
+
+def cpu_ns(pid: int) -> int:
+    """User+sys CPU of process ``pid`` in whole nanoseconds (one clock tick of resolution)."""
+    return _cpu_ticks(pid) * 1_000_000_000 // CLK_TCK
 
 
 class CpuMeter:
@@ -726,6 +823,30 @@ def interleave(contenders: Mapping[str, Callable[[], Any]], rounds: int) -> dict
         for name, fn in contenders.items():
             out[name].append(fn())
     return out
+
+
+def round_robin(rounds: int, cases: Sequence[tuple[str, dict[str, Any]]], tools: Sequence[str],
+                run: Callable[[str, dict[str, Any]], dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """Every tool on every case, case after case, ``rounds`` times, so machine noise hits
+    every tool alike.
+
+    ``cases``: (label for the progress line, keys of the case); ``run(tool, keys)`` gives a
+    record with ok, done, duration_s and cpu_s, or None to skip the pair. Each record gains
+    round, the case's keys, tool, rps and cpu_us_per_req, and a progress line on stderr."""
+    runs: list[dict[str, Any]] = []
+    for rnd in range(rounds):
+        for label, keys in cases:
+            for tool in tools:
+                r = run(tool, keys)
+                if r is None:
+                    continue
+                r.update(round=rnd, **keys, tool=tool, rps=r["ok"] / r["duration_s"],
+                         cpu_us_per_req=r["cpu_s"] * 1e6 / max(r["done"], 1))
+                runs.append(r)
+                print(f"# round {rnd} {label} {tool:9} "
+                      f"{r['rps']:>10.0f} req/s {r['cpu_us_per_req']:6.2f} us/req",
+                      file=sys.stderr, flush=True)
+    return runs
 
 
 # ---------------------------------------------------------------------------

@@ -204,15 +204,30 @@ def pycurl_factory(url: str, ca: str | None):
     return get, h.close
 
 
-def http_client_factory(url: str, ca: str | None):
-    u = urllib.parse.urlsplit(url)
+def _http_client_conn(u: urllib.parse.SplitResult, ca: str | None,
+                      timeout: float) -> http.client.HTTPConnection:
+    """An http.client connection to u's host; HTTPS verified against ca when given."""
     if ca:
         import ssl
 
         ctx = ssl.create_default_context(cafile=ca)
-        conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=10, context=ctx)
-    else:
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        return http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=ctx)
+    return http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+
+
+def _urllib3_pool(u: urllib.parse.SplitResult, ca: str | None):
+    """A one-connection urllib3 pool to u's host, no retries; HTTPS verified against ca."""
+    import urllib3
+
+    kw = {"maxsize": 1, "retries": False, "timeout": 10}
+    if ca:
+        return urllib3.HTTPSConnectionPool(u.hostname, u.port, ca_certs=ca, **kw)
+    return urllib3.HTTPConnectionPool(u.hostname, u.port, **kw)
+
+
+def http_client_factory(url: str, ca: str | None):
+    u = urllib.parse.urlsplit(url)
+    conn = _http_client_conn(u, ca, 10)
     path = u.path
 
     def get() -> bytes:
@@ -223,15 +238,8 @@ def http_client_factory(url: str, ca: str | None):
 
 
 def urllib3_factory(url: str, ca: str | None):
-    import urllib3
-
     u = urllib.parse.urlsplit(url)
-    if ca:
-        pool = urllib3.HTTPSConnectionPool(u.hostname, u.port, maxsize=1, retries=False,
-                                           timeout=10, ca_certs=ca)
-    else:
-        pool = urllib3.HTTPConnectionPool(u.hostname, u.port, maxsize=1, retries=False,
-                                          timeout=10)
+    pool = _urllib3_pool(u, ca)
     path = u.path
 
     def get() -> bytes:
@@ -419,13 +427,7 @@ def pycurl_post_factory(url: str, path: str, size: int, ca: str | None):
 
 def http_client_post_factory(url: str, path: str, size: int, ca: str | None):
     u = urllib.parse.urlsplit(url)
-    if ca:
-        import ssl
-
-        ctx = ssl.create_default_context(cafile=ca)
-        conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=10, context=ctx)
-    else:
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    conn = _http_client_conn(u, ca, 10)
     f = open(path, "rb")  # noqa: SIM115 - closed by close()
     hdrs = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
 
@@ -443,12 +445,8 @@ def http_client_post_factory(url: str, path: str, size: int, ca: str | None):
 
 
 def urllib3_post_factory(url: str, path: str, size: int, ca: str | None):
-    import urllib3
-
     u = urllib.parse.urlsplit(url)
-    kw = {"maxsize": 1, "retries": False, "timeout": 10}
-    pool = (urllib3.HTTPSConnectionPool(u.hostname, u.port, ca_certs=ca, **kw) if ca else
-            urllib3.HTTPConnectionPool(u.hostname, u.port, **kw))
+    pool = _urllib3_pool(u, ca)
     f = open(path, "rb")  # noqa: SIM115 - closed by close()
     hdrs = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
 
@@ -553,13 +551,7 @@ def dl_pycurl(url: str, path: str, ca: str | None) -> None:
 
 def dl_http_client(url: str, path: str, ca: str | None) -> None:
     u = urllib.parse.urlsplit(url)
-    if ca:
-        import ssl
-
-        ctx = ssl.create_default_context(cafile=ca)
-        conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=60, context=ctx)
-    else:
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn = _http_client_conn(u, ca, 60)
     conn.request("GET", u.path)
     r = conn.getresponse()
     with open(path, "wb") as f:

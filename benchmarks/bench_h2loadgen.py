@@ -58,13 +58,7 @@ print(json.dumps({"ok": r.successes, "done": r.responses + r.errors, "errors": r
 
 
 def run_httpbench(url: str, conns: int, streams: int, dur: float) -> dict:
-    p = subprocess.run([sys.executable, "-c", HB_RUNNER, url, str(dur), str(conns), str(streams)],
-                       capture_output=True, text=True, timeout=dur + 60)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr)
-    d = json.loads(p.stdout.strip().splitlines()[-1])
-    return {"ok": d["ok"], "done": d["done"], "duration_s": d["duration_s"],
-            "cpu_s": d["cpu_ns"] / 1e9}
+    return _peers.run_bench_script(HB_RUNNER, [url, str(dur), str(conns), str(streams)], dur)
 
 
 def run_h2load(url: str, conns: int, streams: int, dur: float) -> dict:
@@ -77,7 +71,6 @@ def run_h2load(url: str, conns: int, streams: int, dur: float) -> dict:
             "duration_s": d["seconds"], "cpu_s": cpu}
 
 
-FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_h2loadgen.c")
 FLOOR_EXE: str | None = None
 FLOOR_SERVER = None  # the embedded h2c server process: the floor's counts are checked on it
 
@@ -134,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     tmp = tempfile.mkdtemp(prefix="hb-h2floor-")
     if "floor" in tools:
-        FLOOR_EXE = _peers.build_floor(FLOOR_SRC, tmp)
+        FLOOR_EXE = _peers.build_floor(_peers.FLOOR_H2LOADGEN_SRC, tmp)
         if FLOOR_EXE is None:
             tools.remove("floor")
             notes.append("floor_h2loadgen could not be built: its rows are missing")
@@ -157,22 +150,15 @@ def main(argv: list[str] | None = None) -> int:
             s2 = start_process(tls=True)
             servers.append(s2)
             targets["embedded-h2"] = s2.url + "/bytes/150"
-        runs: list[dict] = []
-        for rnd in range(a.rounds):
-            for tname, url in targets.items():
-                for shape in shapes:
-                    conns, streams = SHAPES[shape]
-                    for tool in tools:
-                        if tool == "floor" and tname not in FLOOR_TARGETS:
-                            continue
-                        r = TOOLS[tool](url, conns, streams, a.duration)
-                        r.update(round=rnd, target=tname, shape=shape, tool=tool,
-                                 rps=r["ok"] / r["duration_s"],
-                                 cpu_us_per_req=r["cpu_s"] * 1e6 / max(r["done"], 1))
-                        runs.append(r)
-                        print(f"# round {rnd} {tname:13} {shape:7} {tool:9} "
-                              f"{r['rps']:>10.0f} req/s {r['cpu_us_per_req']:6.2f} us/req",
-                              file=sys.stderr, flush=True)
+
+        def run(tool: str, c: dict) -> dict | None:
+            if tool == "floor" and c["target"] not in FLOOR_TARGETS:
+                return None
+            return TOOLS[tool](targets[c["target"]], *SHAPES[c["shape"]], a.duration)
+
+        cases = [(f"{tname:13} {shape:7}", {"target": tname, "shape": shape})
+                 for tname in targets for shape in shapes]
+        runs = _peers.round_robin(a.rounds, cases, tools, run)
     finally:
         if ngx is not None:
             ngx.stop()

@@ -45,53 +45,31 @@ import time
 from httpbench import expected_bytes, start_process
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import build_floor, free_port, parse_h2load, write_rows  # noqa: E402
+from _peers import (  # noqa: E402
+    FLOOR_H2SERVER_SRC,
+    build_floor,
+    cpu_ns,
+    free_port,
+    nginx_bench_config,
+    parse_h2load,
+    ports_answer,
+    stop_process,
+    write_rows,
+)
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SIZE = 150
 SHAPES = (("-c16 -m10", 16, 10), ("-c1 -m100", 1, 100))
 PROTOCOLS = ("h2c", "h2")
 
-NGINX_CONF = """
-worker_processes 1;
-daemon off;
-master_process off;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  keepalive_requests 100000000;
-  keepalive_timeout 300s;
-  http2_max_concurrent_streams 128;
-  default_type application/octet-stream;
-  sendfile on;
-  tcp_nodelay on;
-  open_file_cache max=64 inactive=600s;
-  open_file_cache_valid 600s;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{
+# the server block of nginx_bench_config(); both listeners speak HTTP/2
+NGINX_SERVER = """\
     listen 127.0.0.1:{port} http2;
     listen 127.0.0.1:{tls_port} ssl http2;
     ssl_certificate {d}/cert.pem;
     ssl_certificate_key {d}/key.pem;
     ssl_protocols TLSv1.2 TLSv1.3;
     root {d}/html;
-    location = /return/{size} {{ return 200 "{body}"; }}
-  }}
-}}
-"""
-
-
-def cpu_ns(pid: int) -> int:
-    """utime + stime of a process (all threads), in ns."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // CLK_TCK
+    location = /return/{size} {{ return 200 "{body}"; }}"""
 
 
 class Nginx:
@@ -115,8 +93,10 @@ class Nginx:
                        check=True, capture_output=True, timeout=30)
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(d=self.dir, port=self.port, tls_port=self.tls_port,
-                                      size=SIZE, body=body.decode()))
+            server = NGINX_SERVER.format(d=self.dir, port=self.port, tls_port=self.tls_port,
+                                         size=SIZE, body=body.decode())
+            f.write(nginx_bench_config(self.dir, server,
+                                       http="  http2_max_concurrent_streams 128;\n"))
         nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
         if nginx is None:
             raise SystemExit("nginx not installed: apt-get install -y nginx-light")
@@ -135,23 +115,10 @@ class Nginx:
             time.sleep(0.05)
 
     def _up(self) -> bool:
-        import socket
-
-        for port in (self.port, self.tls_port):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    pass
-            except OSError:
-                return False
-        return True
+        return ports_answer((self.port, self.tls_port))
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         if self.proc.stderr:
             self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -193,12 +160,7 @@ class FloorServer:
         return int(line)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
 
@@ -241,8 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[tuple[str, str, str], list[dict]] = {}
     try:
         ng = Nginx(srv_cpu)
-        exe = None if args.no_floor else build_floor(
-            os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor_h2server.c"), tmp)
+        exe = None if args.no_floor else build_floor(FLOOR_H2SERVER_SRC, tmp)
         if exe is not None:
             floor = FloorServer(exe, tmp, srv_cpu)
 

@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -68,13 +67,7 @@ def run_h2load(url: str, conns: int, dur: float) -> dict:
 
 
 def run_httpbench(url: str, conns: int, dur: float) -> dict:
-    p = subprocess.run([sys.executable, "-c", HB_RUNNER, url, str(dur), str(conns)],
-                       capture_output=True, text=True, timeout=dur + 60)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr)
-    d = json.loads(p.stdout.strip().splitlines()[-1])
-    return {"ok": d["ok"], "done": d["done"], "duration_s": d["duration_s"],
-            "cpu_s": d["cpu_ns"] / 1e9}
+    return _peers.run_bench_script(HB_RUNNER, [url, str(dur), str(conns)], dur)
 
 
 
@@ -134,19 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             s2 = start_process(tls=True)
             servers += [s1, s2]
             targets["embedded"] = {"http": s1.url + "/bytes/150", "https": s2.url + "/bytes/150"}
-        runs: list[dict] = []
-        for rnd in range(a.rounds):
-            for tname, urls in targets.items():
-                for scheme, conns in configs:
-                    for tool in tools:
-                        r = TOOLS[tool](urls[scheme], conns, a.duration)
-                        r.update(round=rnd, target=tname, scheme=scheme, conns=conns, tool=tool,
-                                 rps=r["ok"] / r["duration_s"],
-                                 cpu_us_per_req=r["cpu_s"] * 1e6 / max(r["done"], 1))
-                        runs.append(r)
-                        print(f"# round {rnd} {tname:8} {scheme:5} c{conns:<3} {tool:9} "
-                              f"{r['rps']:>10.0f} req/s {r['cpu_us_per_req']:6.2f} us/req",
-                              file=sys.stderr, flush=True)
+        cases = [(f"{tname:8} {scheme:5} c{conns:<3}",
+                  {"target": tname, "scheme": scheme, "conns": conns})
+                 for tname in targets for scheme, conns in configs]
+        runs = _peers.round_robin(a.rounds, cases, tools, lambda tool, c: TOOLS[tool](
+            targets[c["target"]][c["scheme"]], c["conns"], a.duration))
     finally:
         if ngx is not None:
             ngx.stop()

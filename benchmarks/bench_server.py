@@ -47,54 +47,16 @@ import time
 from httpbench import expected_bytes, start_process
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import FLOOR_SERVER_SRC, build_floor  # noqa: E402
+import _peers  # noqa: E402
+from _peers import (  # noqa: E402
+    FLOOR_SERVER_SRC,
+    build_floor,
+    free_port,
+    nginx_bench_config,
+    stop_process,
+)
 
 PAYLOADS = (150, 12288)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-NGINX_CONF = """
-worker_processes 1;
-daemon off;
-master_process off;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  keepalive_requests 100000000;
-  keepalive_timeout 300s;
-  default_type application/octet-stream;
-  sendfile on;
-  tcp_nodelay on;
-  open_file_cache max=64 inactive=600s;
-  open_file_cache_valid 600s;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{
-    listen 127.0.0.1:{port} reuseport;
-    root {d}/html;
-{locations}
-  }}
-}}
-"""
-
-
-def cpu_ticks(pid: int) -> int:
-    """utime + stime of a process, in clock ticks."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Nginx:
@@ -113,7 +75,8 @@ class Nginx:
                 locs.append(f'    location = /bytes/{n} {{ return 200 "{body.decode()}"; }}')
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(d=self.dir, port=self.port, locations="\n".join(locs)))
+            f.write(nginx_bench_config(self.dir, f"    listen 127.0.0.1:{self.port} reuseport;\n"
+                                       f"    root {self.dir}/html;\n" + "\n".join(locs)))
         cmd = ["nginx", "-c", conf, "-p", self.dir, "-e", os.path.join(self.dir, "error.log")]
         if cpu is not None:
             cmd = ["taskset", "-c", str(cpu)] + cmd
@@ -135,15 +98,10 @@ class Nginx:
             raise RuntimeError("nginx did not come up")
 
     def cpu_ns(self) -> int:
-        return cpu_ticks(self.pid) * 1_000_000_000 // CLK_TCK
+        return _peers.cpu_ns(self.pid)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -154,7 +112,7 @@ class Embedded:
         self.url = self.p.url
 
     def cpu_ns(self) -> int:
-        return cpu_ticks(self.pid) * 1_000_000_000 // CLK_TCK
+        return _peers.cpu_ns(self.pid)
 
     def thread_cpu_ns(self) -> int:
         return int(self.p.stats()["cpu_ns"])
@@ -201,16 +159,11 @@ class Floor:
         return f"http://127.0.0.1:{self.ports[n]}"
 
     def cpu_ns(self) -> int:
-        return cpu_ticks(self.procs[self.cur].pid) * 1_000_000_000 // CLK_TCK
+        return _peers.cpu_ns(self.procs[self.cur].pid)
 
     def stop(self) -> None:
         for p in self.procs.values():
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop_process(p)
 
 
 def run_wrk(url: str, duration: float, cpu: int | None) -> tuple[int, float]:

@@ -24,23 +24,20 @@
  * HEADERS, a closed connection; message on stderr), so a wrong count is never
  * printed.
  *
- * Build: cc -O2 -o floor_h2loadgen floor_h2loadgen.c
+ * Build: cc -O2 -o floor_h2loadgen floor_h2loadgen.c (floor_h2.h beside it)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#define FLOOR_NAME "floor_h2loadgen"
+#define H2_PRE 16 /* a PING's 8 bytes; a HEADERS block's first byte after padding and priority */
+#include "floor_h2.h"
 
 #define MAX_CONNS 1024
 #define MAX_STREAMS 1024
@@ -55,14 +52,8 @@ typedef struct {
     uint32_t next_id;  /* next stream id */
     uint32_t inflight; /* streams open */
     uint64_t consumed; /* DATA payload bytes since the last connection WINDOW_UPDATE */
-    uint8_t fh[9];     /* frame header being read */
-    uint32_t fhlen;
-    uint32_t left;   /* payload bytes of the current frame still to come */
-    uint8_t pre[16]; /* first payload bytes of the current frame */
-    uint32_t prelen;
-    uint8_t *out; /* bytes to send */
-    size_t olen, ocap;
-    int want_out;
+    h2_in in;
+    h2_out out;
     uint8_t st[RING];
 } conn;
 
@@ -74,38 +65,11 @@ static uint64_t n_done, n_ok, n_sent, n_open;
 static int stopping;
 static uint32_t streams;
 
-__attribute__((noreturn)) static void die(const char *what)
-{
-    fprintf(stderr, "floor_h2loadgen: %s%s%s\n", what, errno ? ": " : "",
-            errno ? strerror(errno) : "");
-    exit(1);
-}
-
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void put_frame_hdr(uint8_t *p, uint32_t len, uint8_t type, uint8_t flags, uint32_t id)
-{
-    p[0] = (uint8_t)(len >> 16);
-    p[1] = (uint8_t)(len >> 8);
-    p[2] = (uint8_t)len;
-    p[3] = type;
-    p[4] = flags;
-    p[5] = (uint8_t)(id >> 24) & 0x7f;
-    p[6] = (uint8_t)(id >> 16);
-    p[7] = (uint8_t)(id >> 8);
-    p[8] = (uint8_t)id;
-}
-
-static void out_put(conn *c, const void *p, size_t n)
-{
-    if (c->olen + n > c->ocap) die("output buffer overflow");
-    memcpy(c->out + c->olen, p, n);
-    c->olen += n;
 }
 
 /* HPACK integer with an N-bit prefix (RFC 7541 section 5.1). */
@@ -146,12 +110,9 @@ static void issue(conn *c)
     c->inflight++;
     n_open++;
     n_sent++;
-    size_t o = c->olen;
-    out_put(c, hframe, hframe_len);
-    c->out[o + 5] = (uint8_t)(id >> 24) & 0x7f;
-    c->out[o + 6] = (uint8_t)(id >> 16);
-    c->out[o + 7] = (uint8_t)(id >> 8);
-    c->out[o + 8] = (uint8_t)id;
+    uint8_t *f = c->out.buf + c->out.len;
+    h2_out_put(&c->out, hframe, hframe_len);
+    h2_set_id(f, id);
 }
 
 static void stream_end(conn *c, uint32_t id)
@@ -168,24 +129,24 @@ static void stream_end(conn *c, uint32_t id)
     if (!stopping) issue(c);
 }
 
-/* A whole frame (header c->fh, payload prefix c->pre) has been read. */
-static void on_frame(conn *c, uint32_t len)
+/* A whole frame (header c->in.fh, payload prefix c->in.pre) has been read. */
+static void on_frame(void *arg)
 {
-    uint8_t type = c->fh[3], flags = c->fh[4];
-    uint32_t id = ((uint32_t)(c->fh[5] & 0x7f) << 24) | ((uint32_t)c->fh[6] << 16) |
-                  ((uint32_t)c->fh[7] << 8) | c->fh[8];
+    conn *c = arg;
+    uint8_t type = c->in.fh[3], flags = c->in.fh[4];
+    uint32_t len = h2_len(c->in.fh), id = h2_id(c->in.fh);
     switch (type) {
     case 0: /* DATA */
         c->consumed += len;
         if (c->consumed >= WIN / 2) {
             uint8_t f[13];
-            put_frame_hdr(f, 4, 8, 0, 0);
+            h2_put_hdr(f, 4, 8, 0, 0);
             uint32_t inc = (uint32_t)c->consumed;
             f[9] = (uint8_t)(inc >> 24);
             f[10] = (uint8_t)(inc >> 16);
             f[11] = (uint8_t)(inc >> 8);
             f[12] = (uint8_t)inc;
-            out_put(c, f, 13);
+            h2_out_put(&c->out, f, 13);
             c->consumed = 0;
         }
         if (flags & 0x1) stream_end(c, id);
@@ -197,7 +158,7 @@ static void on_frame(conn *c, uint32_t len)
         if (!(*s & S_HEADERS)) {
             /* the block follows the pad length (PADDED) and priority fields */
             uint32_t k = (flags & 0x8 ? 1u : 0u) + (flags & 0x20 ? 5u : 0u);
-            if (k < c->prelen && c->pre[k] == 0x88) *s |= S_OK;
+            if (k < c->in.prelen && c->in.pre[k] == 0x88) *s |= S_OK;
             *s |= S_HEADERS;
         }
         if (flags & 0x1) stream_end(c, id);
@@ -206,20 +167,10 @@ static void on_frame(conn *c, uint32_t len)
     case 3:
         die("the server reset a stream (RST_STREAM)");
     case 4: /* SETTINGS */
-        if (!(flags & 0x1)) {
-            uint8_t f[9];
-            put_frame_hdr(f, 0, 4, 0x1, 0);
-            out_put(c, f, 9);
-        }
+        if (!(flags & 0x1)) h2_ack_settings(&c->out);
         break;
     case 6: /* PING */
-        if (!(flags & 0x1)) {
-            if (len != 8 || c->prelen < 8) die("bad PING");
-            uint8_t f[17];
-            put_frame_hdr(f, 8, 6, 0x1, 0);
-            memcpy(f + 9, c->pre, 8);
-            out_put(c, f, 17);
-        }
+        if (!(flags & 0x1)) h2_ack_ping(&c->out, &c->in);
         break;
     case 7:
         die("the server sent GOAWAY");
@@ -228,58 +179,9 @@ static void on_frame(conn *c, uint32_t len)
     }
 }
 
-static void parse(conn *c, const uint8_t *p, size_t n)
-{
-    while (n) {
-        if (c->fhlen < 9) {
-            size_t k = 9 - c->fhlen;
-            if (k > n) k = (uint32_t)n;
-            memcpy(c->fh + c->fhlen, p, k);
-            c->fhlen += (uint32_t)k;
-            p += k;
-            n -= k;
-            if (c->fhlen < 9) return;
-            c->left = ((uint32_t)c->fh[0] << 16) | ((uint32_t)c->fh[1] << 8) | c->fh[2];
-            c->prelen = 0;
-        }
-        size_t k = c->left < n ? c->left : n;
-        if (c->prelen < sizeof c->pre) {
-            size_t q = sizeof c->pre - c->prelen;
-            if (q > k) q = k;
-            memcpy(c->pre + c->prelen, p, q);
-            c->prelen += (uint32_t)q;
-        }
-        c->left -= (uint32_t)k;
-        p += k;
-        n -= k;
-        if (c->left) return;
-        uint32_t len = ((uint32_t)c->fh[0] << 16) | ((uint32_t)c->fh[1] << 8) | c->fh[2];
-        on_frame(c, len);
-        c->fhlen = 0;
-    }
-}
-
-static void set_out(int ep, conn *c, int want)
-{
-    if (want == c->want_out) return;
-    struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c};
-    if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) die("epoll_ctl");
-    c->want_out = want;
-}
-
 static void flush_out(int ep, conn *c)
 {
-    size_t o = 0;
-    while (o < c->olen) {
-        ssize_t w = send(c->fd, c->out + o, c->olen - o, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (w <= 0) die("send");
-        o += (size_t)w;
-    }
-    memmove(c->out, c->out + o, c->olen - o);
-    c->olen -= o;
-    set_out(ep, c, c->olen > 0);
+    if (h2_out_flush(ep, c->fd, &c->out, c) != 0) die("send");
 }
 
 int main(int argc, char **argv)
@@ -307,7 +209,7 @@ int main(int argc, char **argv)
     hframe[b++] = 0x86;
     b += hpack_lit(hframe + b, 1, auth, (size_t)al);
     b += hpack_lit(hframe + b, 4, path, pl);
-    put_frame_hdr(hframe, (uint32_t)(b - 9), 1, 0x5, 0); /* END_STREAM | END_HEADERS */
+    h2_put_hdr(hframe, (uint32_t)(b - 9), 1, 0x5, 0); /* END_STREAM | END_HEADERS */
     hframe_len = b;
 
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -322,12 +224,12 @@ int main(int argc, char **argv)
     /* preface + SETTINGS(ENABLE_PUSH 0, INITIAL_WINDOW_SIZE 2^30-1) + WINDOW_UPDATE(0) */
     uint8_t start[24 + 9 + 12 + 13];
     memcpy(start, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
-    put_frame_hdr(start + 24, 12, 4, 0, 0);
+    h2_put_hdr(start + 24, 12, 4, 0, 0);
     uint8_t *sp = start + 33;
     sp[0] = 0, sp[1] = 2, sp[2] = sp[3] = sp[4] = sp[5] = 0;
     sp[6] = 0, sp[7] = 4, sp[8] = (uint8_t)(WIN >> 24), sp[9] = (uint8_t)(WIN >> 16),
     sp[10] = (uint8_t)(WIN >> 8), sp[11] = (uint8_t)WIN;
-    put_frame_hdr(start + 45, 4, 8, 0, 0);
+    h2_put_hdr(start + 45, 4, 8, 0, 0);
     uint32_t inc = WIN - 65535;
     start[54] = (uint8_t)(inc >> 24), start[55] = (uint8_t)(inc >> 16);
     start[56] = (uint8_t)(inc >> 8), start[57] = (uint8_t)inc;
@@ -335,9 +237,9 @@ int main(int argc, char **argv)
     double t0 = now_s();
     for (int i = 0; i < nconns; i++) {
         conn *c = &conns[i];
-        c->ocap = sizeof start + (size_t)streams * 2 * hframe_len + 4096;
-        c->out = malloc(c->ocap);
-        if (!c->out) die("malloc");
+        c->out.cap = sizeof start + (size_t)streams * 2 * hframe_len + 4096;
+        c->out.buf = malloc(c->out.cap);
+        if (!c->out.buf) die("malloc");
         c->fd = socket(AF_INET, SOCK_STREAM, 0);
         if (c->fd < 0) die("socket");
         int one = 1;
@@ -348,7 +250,7 @@ int main(int argc, char **argv)
         c->next_id = 1;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) die("epoll_ctl");
-        out_put(c, start, sizeof start);
+        h2_out_put(&c->out, start, sizeof start);
         for (uint32_t k = 0; k < streams; k++)
             issue(c);
         flush_out(ep, c);
@@ -375,9 +277,9 @@ int main(int argc, char **argv)
                     errno = 0;
                     die("the server closed a connection");
                 }
-                parse(c, rbuf, (size_t)r);
+                h2_in_feed(&c->in, rbuf, (size_t)r, on_frame, c);
             }
-            if (c->olen) flush_out(ep, c);
+            if (c->out.len) flush_out(ep, c);
         }
         t_end = t;
     }

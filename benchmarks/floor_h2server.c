@@ -19,22 +19,19 @@
  * protocol surprise (a request body, CONTINUATION, a bad preface) exits 1
  * with a message on stderr, so a wrong count is never printed.
  *
- * Build: cc -O2 -o floor_h2server floor_h2server.c
+ * Build: cc -O2 -o floor_h2server floor_h2server.c (floor_h2.h beside it)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
+
+#define FLOOR_NAME "floor_h2server"
+#define H2_PRE 64 /* a SETTINGS frame of up to ten settings */
+#include "floor_h2.h"
 
 #define RBUF 65536
 #define OCAP (1u << 20)
@@ -43,16 +40,11 @@
 typedef struct {
     int fd;
     uint32_t preface; /* bytes of the client preface checked */
-    uint8_t fh[9];
-    uint32_t fhlen, left;
-    uint8_t pre[64]; /* first payload bytes of the current frame */
-    uint32_t prelen;
+    h2_in in;
     int64_t conn_win;   /* what we may still send as DATA on the connection */
     int64_t stream_win; /* the peer's initial stream window */
     int closing;
-    uint8_t *out;
-    size_t olen;
-    int want_out;
+    h2_out out;
 } conn;
 
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -62,43 +54,18 @@ static size_t resp_len, body_len;
 static unsigned long long n_req;
 static volatile sig_atomic_t want_report;
 
-__attribute__((noreturn)) static void die(const char *what)
-{
-    fprintf(stderr, "floor_h2server: %s%s%s\n", what, errno ? ": " : "",
-            errno ? strerror(errno) : "");
-    exit(1);
-}
-
 static void on_usr1(int sig)
 {
     (void)sig;
     want_report = 1;
 }
 
-static void put_hdr(uint8_t *p, uint32_t len, uint8_t type, uint8_t flags, uint32_t id)
+static void on_frame(void *arg)
 {
-    p[0] = (uint8_t)(len >> 16), p[1] = (uint8_t)(len >> 8), p[2] = (uint8_t)len;
-    p[3] = type, p[4] = flags;
-    p[5] = (uint8_t)(id >> 24) & 0x7f, p[6] = (uint8_t)(id >> 16), p[7] = (uint8_t)(id >> 8);
-    p[8] = (uint8_t)id;
-}
-
-static void out_put(conn *c, const void *p, size_t n)
-{
-    if (c->olen + n > OCAP) die("output buffer overflow (the client does not read)");
-    memcpy(c->out + c->olen, p, n);
-    c->olen += n;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static void on_frame(conn *c, uint32_t len)
-{
-    uint8_t type = c->fh[3], flags = c->fh[4];
-    uint32_t id = be32(c->fh + 5) & 0x7fffffffu;
+    conn *c = arg;
+    const uint8_t *pre = c->in.pre;
+    uint8_t type = c->in.fh[3], flags = c->in.fh[4];
+    uint32_t len = h2_len(c->in.fh), id = h2_id(c->in.fh);
     switch (type) {
     case 0:
         die("a request with a body (DATA)");
@@ -110,44 +77,30 @@ static void on_frame(conn *c, uint32_t len)
             die("the client's flow-control window is too small for the response");
         c->conn_win -= (int64_t)body_len;
         {
-            size_t o = c->olen;
-            out_put(c, resp, resp_len);
-            uint8_t *h = c->out + o, *d = h + (resp_len - 9 - body_len);
-            for (int k = 0; k < 2; k++) {
-                uint8_t *f = k ? d : h;
-                f[5] = (uint8_t)(id >> 24) & 0x7f, f[6] = (uint8_t)(id >> 16);
-                f[7] = (uint8_t)(id >> 8), f[8] = (uint8_t)id;
-            }
+            uint8_t *h = c->out.buf + c->out.len;
+            h2_out_put(&c->out, resp, resp_len);
+            h2_set_id(h, id);
+            h2_set_id(h + (resp_len - 9 - body_len), id);
         }
         n_req++;
         break;
     case 4: /* SETTINGS */
         if (flags & 0x1) break;
-        if (len % 6 || len > sizeof c->pre) die("bad SETTINGS frame");
+        if (len % 6 || len > sizeof c->in.pre) die("bad SETTINGS frame");
         for (uint32_t i = 0; i < len; i += 6)
-            if (c->pre[i] == 0 && c->pre[i + 1] == 4) /* INITIAL_WINDOW_SIZE */
-                c->stream_win = be32(c->pre + i + 2);
-        {
-            uint8_t f[9];
-            put_hdr(f, 0, 4, 0x1, 0);
-            out_put(c, f, 9);
-        }
+            if (pre[i] == 0 && pre[i + 1] == 4) /* INITIAL_WINDOW_SIZE */
+                c->stream_win = be32(pre + i + 2);
+        h2_ack_settings(&c->out);
         break;
     case 6: /* PING */
-        if (!(flags & 0x1)) {
-            if (len != 8) die("bad PING");
-            uint8_t f[17];
-            put_hdr(f, 8, 6, 0x1, 0);
-            memcpy(f + 9, c->pre, 8);
-            out_put(c, f, 17);
-        }
+        if (!(flags & 0x1)) h2_ack_ping(&c->out, &c->in);
         break;
     case 7:
         c->closing = 1;
         break; /* GOAWAY: the client is done */
     case 8:    /* WINDOW_UPDATE: the connection's only matters here */
         if (len != 4) die("bad WINDOW_UPDATE");
-        if (id == 0) c->conn_win += be32(c->pre) & 0x7fffffffu;
+        if (id == 0) c->conn_win += be32(pre) & 0x7fffffffu;
         break;
     case 9:
         die("CONTINUATION");
@@ -166,65 +119,24 @@ static void parse(conn *c, const uint8_t *p, size_t n)
         p += k;
         n -= k;
     }
-    while (n) {
-        if (c->fhlen < 9) {
-            size_t k = 9 - c->fhlen;
-            if (k > n) k = n;
-            memcpy(c->fh + c->fhlen, p, k);
-            c->fhlen += (uint32_t)k;
-            p += k;
-            n -= k;
-            if (c->fhlen < 9) return;
-            c->left = ((uint32_t)c->fh[0] << 16) | ((uint32_t)c->fh[1] << 8) | c->fh[2];
-            c->prelen = 0;
-        }
-        size_t k = c->left < n ? c->left : n;
-        if (c->prelen < sizeof c->pre) {
-            size_t q = sizeof c->pre - c->prelen;
-            if (q > k) q = k;
-            memcpy(c->pre + c->prelen, p, q);
-            c->prelen += (uint32_t)q;
-        }
-        c->left -= (uint32_t)k;
-        p += k;
-        n -= k;
-        if (c->left) return;
-        on_frame(c, ((uint32_t)c->fh[0] << 16) | ((uint32_t)c->fh[1] << 8) | c->fh[2]);
-        c->fhlen = 0;
-    }
+    h2_in_feed(&c->in, p, n, on_frame, c);
 }
 
 static void close_conn(int ep, conn *c)
 {
     (void)epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    free(c->out);
+    free(c->out.buf);
     free(c);
 }
 
-/* 0, or -1 when c was closed. */
+/* 0, or -1 when c was closed (the client went away: its requests were
+ * already counted). */
 static int flush_out(int ep, conn *c)
 {
-    size_t o = 0;
-    while (o < c->olen) {
-        ssize_t w = send(c->fd, c->out + o, c->olen - o, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (w <= 0) { /* the client went away: its requests were already counted */
-            close_conn(ep, c);
-            return -1;
-        }
-        o += (size_t)w;
-    }
-    memmove(c->out, c->out + o, c->olen - o);
-    c->olen -= o;
-    int want = c->olen > 0;
-    if (want != c->want_out) {
-        struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c};
-        if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) die("epoll_ctl");
-        c->want_out = want;
-    }
-    return 0;
+    if (h2_out_flush(ep, c->fd, &c->out, c) == 0) return 0;
+    close_conn(ep, c);
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -253,8 +165,8 @@ int main(int argc, char **argv)
     resp[b++] = (uint8_t)cll;
     memcpy(resp + b, cl, (size_t)cll);
     b += (size_t)cll;
-    put_hdr(resp, (uint32_t)(b - 9), 1, 0x4, 0);      /* END_HEADERS */
-    put_hdr(resp + b, (uint32_t)body_len, 0, 0x1, 0); /* DATA, END_STREAM */
+    h2_put_hdr(resp, (uint32_t)(b - 9), 1, 0x4, 0);      /* END_HEADERS */
+    h2_put_hdr(resp + b, (uint32_t)body_len, 0, 0x1, 0); /* DATA, END_STREAM */
     memcpy(resp + b + 9, body, body_len);
     resp_len = b + 9 + body_len;
 
@@ -274,7 +186,7 @@ int main(int argc, char **argv)
     if (epoll_ctl(ep, EPOLL_CTL_ADD, ls, &lev) != 0) die("epoll_ctl");
     /* SETTINGS: MAX_CONCURRENT_STREAMS 128 */
     uint8_t settings[15];
-    put_hdr(settings, 6, 4, 0, 0);
+    h2_put_hdr(settings, 6, 4, 0, 0);
     settings[9] = 0, settings[10] = 3, settings[11] = 0, settings[12] = 0, settings[13] = 0,
     settings[14] = 128;
     struct epoll_event evs[256];
@@ -299,12 +211,13 @@ int main(int argc, char **argv)
                     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
                         die("setsockopt");
                     c = calloc(1, sizeof *c);
-                    if (!c || !(c->out = malloc(OCAP))) die("malloc");
+                    if (!c || !(c->out.buf = malloc(OCAP))) die("malloc");
+                    c->out.cap = OCAP;
                     c->fd = fd;
                     c->conn_win = c->stream_win = 65535;
                     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
                     if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) die("epoll_ctl");
-                    out_put(c, settings, sizeof settings);
+                    h2_out_put(&c->out, settings, sizeof settings);
                 }
                 continue;
             }
@@ -317,8 +230,8 @@ int main(int argc, char **argv)
                 }
                 parse(c, rbuf, (size_t)r);
             }
-            if (c->olen && flush_out(ep, c) < 0) continue;
-            if (c->closing && !c->olen) close_conn(ep, c);
+            if (c->out.len && flush_out(ep, c) < 0) continue;
+            if (c->closing && !c->out.len) close_conn(ep, c);
         }
     }
 }

@@ -462,6 +462,28 @@ static int read_length(hb_exchange *x, hb_sink *s, char *err)
     return 0;
 }
 
+/* Where the next read of body bytes goes: a memory sink's free space (grown
+ * when little is left; the bytes then stay there), else the sink's scratch
+ * buffer or the connection's read buffer, to be written to the sink's fd. */
+static int body_room(hb_conn *c, hb_sink *s, char **dst, size_t *room, char *err)
+{
+    if (s->fd < 0) {
+        int rc;
+        if (s->cap - s->len < SINK_CHUNK / 4 &&
+            (rc = sink_reserve(s, body_need(s, UINT64_MAX), err)) < 0)
+            return rc;
+        *dst = s->buf + s->len;
+        *room = s->cap - s->len;
+    } else if (s->buf && s->cap) {
+        *dst = s->buf;
+        *room = s->cap;
+    } else {
+        *dst = c->rbuf;
+        *room = c->rcap;
+    }
+    return 0;
+}
+
 static int read_until_close(hb_exchange *x, hb_sink *s, char *err)
 {
     hb_conn *c = x->conn;
@@ -472,19 +494,7 @@ static int read_until_close(hb_exchange *x, hb_sink *s, char *err)
     for (;;) {
         char *dst;
         size_t room;
-        if (s->fd < 0) {
-            if (s->cap - s->len < SINK_CHUNK / 4 &&
-                (rc = sink_reserve(s, body_need(s, UINT64_MAX), err)) < 0)
-                return rc;
-            dst = s->buf + s->len;
-            room = s->cap - s->len;
-        } else if (s->buf && s->cap) {
-            dst = s->buf;
-            room = s->cap;
-        } else {
-            dst = c->rbuf;
-            room = c->rcap;
-        }
+        if ((rc = body_room(c, s, &dst, &room, err)) < 0) return rc;
         /* At most one byte past the limit: enough to tell it was crossed. */
         uint64_t max = x->req->max_body;
         if (max && room > max - x->body_bytes + 1) room = (size_t)(max - x->body_bytes + 1);
@@ -544,19 +554,8 @@ static int read_chunked(hb_exchange *x, hb_sink *s, char *err)
         c->rpos = c->rlen = 0;
         char *dst;
         size_t room;
-        if (s->fd < 0) { /* read into the sink's free space, decode in place */
-            if (s->cap - s->len < SINK_CHUNK / 4 &&
-                (rc = sink_reserve(s, body_need(s, UINT64_MAX), err)) < 0)
-                return rc;
-            dst = s->buf + s->len;
-            room = s->cap - s->len;
-        } else if (s->buf && s->cap) {
-            dst = s->buf;
-            room = s->cap;
-        } else {
-            dst = c->rbuf;
-            room = c->rcap;
-        }
+        /* a memory sink: read into its free space, decode in place */
+        if ((rc = body_room(c, s, &dst, &room, err)) < 0) return rc;
         ssize_t n = read_some(x, dst, room, err, "reading the response body");
         if (n < 0) return (int)n;
         if (n == 0) return closed_in_body(x, err);

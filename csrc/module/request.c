@@ -134,6 +134,45 @@ static PyObject *split_url(PyObject *m, PyObject *arg)
                          u.port, target, u.host_header, (Py_ssize_t)u.host_header_len, auth);
 }
 
+/* The request both build_request_head and build_h2_fields describe; spec
+ * points into u and hs, so a head_args is not copied. */
+typedef struct head_args {
+    hb_url u;
+    hb_header stack[32], *hs;
+    PyObject *keep;
+    hb_head_spec spec;
+} head_args;
+
+/* args[0..3] are method, url, headers, body_len; keepalive NULL means on.
+ * On success the caller calls head_args_free(a). */
+static int head_args_parse(hb_modstate *st, PyObject *const *args, PyObject *keepalive,
+                           PyObject *user_agent, head_args *a)
+{
+    const char *method, *url, *ua;
+    Py_ssize_t mlen, ulen;
+    int ka;
+    if (hb_arg_str(args[0], "method", &method, &mlen) < 0 ||
+        hb_arg_str(user_agent, "user_agent", &ua, NULL) < 0 || hb_arg_bool(keepalive, 1, &ka) < 0)
+        return -1;
+    if (!method) {
+        PyErr_SetString(PyExc_TypeError, "method is required");
+        return -1;
+    }
+    long long body_len = PyLong_AsLongLong(args[3]);
+    if (body_len == -1 && PyErr_Occurred()) return -1;
+    if (hb_py_url(st, args[1], &a->u, &url, &ulen) < 0) return -1;
+    Py_ssize_t nh = hb_py_headers(args[2], a->stack, 32, &a->hs, &a->keep);
+    if (nh < 0) return -1;
+    a->spec = (hb_head_spec){method, (size_t)mlen, &a->u, a->hs, (size_t)nh, body_len, ka, ua};
+    return 0;
+}
+
+static void head_args_free(head_args *a)
+{
+    if (a->hs != a->stack) PyMem_Free(a->hs);
+    Py_XDECREF(a->keep);
+}
+
 static PyObject *build_request_head(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 6) {
@@ -142,31 +181,13 @@ static PyObject *build_request_head(PyObject *m, PyObject *const *args, Py_ssize
         return NULL;
     }
     hb_modstate *st = hb_state(m);
-    const char *method, *url, *ua;
-    Py_ssize_t mlen, ulen;
-    int keepalive;
-    hb_url u;
-    if (hb_arg_str(args[0], "method", &method, &mlen) < 0 ||
-        hb_arg_str(args[5], "user_agent", &ua, NULL) < 0 || hb_arg_bool(args[4], 1, &keepalive) < 0)
-        return NULL;
-    if (!method) {
-        PyErr_SetString(PyExc_TypeError, "method is required");
-        return NULL;
-    }
-    long long body_len = PyLong_AsLongLong(args[3]);
-    if (body_len == -1 && PyErr_Occurred()) return NULL;
-    if (hb_py_url(st, args[1], &u, &url, &ulen) < 0) return NULL;
+    head_args a;
+    if (head_args_parse(st, args, args[4], args[5], &a) < 0) return NULL;
     char err[HB_ERR_LEN];
-    int rc;
-    hb_header stack[32], *hs;
-    PyObject *keep;
-    Py_ssize_t nh = hb_py_headers(args[2], stack, 32, &hs, &keep);
-    if (nh < 0) return NULL;
-    hb_head_spec s = {method, (size_t)mlen, &u, hs, (size_t)nh, body_len, keepalive, ua};
-    size_t cap = hb_build_head_bound(&s);
+    size_t cap = hb_build_head_bound(&a.spec);
     PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
     if (res) {
-        rc = hb_build_head(PyBytes_AS_STRING(res), cap, &s, err);
+        int rc = hb_build_head(PyBytes_AS_STRING(res), cap, &a.spec, err);
         if (rc < 0) {
             Py_CLEAR(res);
             hb_raise(st, rc, err);
@@ -174,8 +195,7 @@ static PyObject *build_request_head(PyObject *m, PyObject *const *args, Py_ssize
             _PyBytes_Resize(&res, rc);
         }
     }
-    if (hs != stack) PyMem_Free(hs);
-    Py_XDECREF(keep);
+    head_args_free(&a);
     return res;
 }
 
@@ -187,34 +207,19 @@ static PyObject *build_h2_fields(PyObject *m, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     hb_modstate *st = hb_state(m);
-    const char *method, *url, *ua;
-    Py_ssize_t mlen, ulen;
-    hb_url u;
-    if (hb_arg_str(args[0], "method", &method, &mlen) < 0 ||
-        hb_arg_str(args[4], "user_agent", &ua, NULL) < 0)
-        return NULL;
-    if (!method) {
-        PyErr_SetString(PyExc_TypeError, "method is required");
-        return NULL;
-    }
-    long long body_len = PyLong_AsLongLong(args[3]);
-    if (body_len == -1 && PyErr_Occurred()) return NULL;
-    if (hb_py_url(st, args[1], &u, &url, &ulen) < 0) return NULL;
+    head_args a;
+    if (head_args_parse(st, args, NULL, args[4], &a) < 0) return NULL;
     char err[HB_ERR_LEN];
-    hb_header stack[32], *hs;
-    PyObject *keep, *res = NULL;
-    Py_ssize_t nh = hb_py_headers(args[2], stack, 32, &hs, &keep);
-    if (nh < 0) return NULL;
-    hb_head_spec s = {method, (size_t)mlen, &u, hs, (size_t)nh, body_len, 1, ua};
+    PyObject *res = NULL;
     size_t nf;
-    size_t cap = hb_build_h2_bound(&s, &nf);
+    size_t cap = hb_build_h2_bound(&a.spec, &nf);
     hb_header *f = PyMem_New(hb_header, nf);
     char *buf = PyMem_Malloc(cap);
     if (!f || !buf) {
         PyErr_NoMemory();
         goto done;
     }
-    int rc = hb_build_h2_fields(f, nf, buf, cap, &s, err);
+    int rc = hb_build_h2_fields(f, nf, buf, cap, &a.spec, err);
     if (rc < 0) {
         hb_raise(st, rc, err);
         goto done;
@@ -231,8 +236,7 @@ static PyObject *build_h2_fields(PyObject *m, PyObject *const *args, Py_ssize_t 
 done:
     PyMem_Free(f);
     PyMem_Free(buf);
-    if (hs != stack) PyMem_Free(hs);
-    Py_XDECREF(keep);
+    head_args_free(&a);
     return res;
 }
 

@@ -90,6 +90,18 @@ def _safe_async(req, errs: _Errors):  # noqa: ANN001, ANN202
     return call
 
 
+def _request_batch(a: Any, k: int, errs: _Errors) -> None:
+    """k requests in one call of a batch adapter; failures counted per request in errs."""
+    try:
+        bad = a.request_batch(k)
+    except Exception as exc:
+        errs.add(exc, k)
+        return
+    if bad:
+        errs.add(RuntimeError(f"{bad} of {k} requests of a batch failed "
+                              f"(status {a.last_status})"), bad)
+
+
 def _children_usage() -> tuple[int, int, int]:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return int(ru.ru_utime * 1e9), int(ru.ru_stime * 1e9), int(ru.ru_maxrss) * 1024
@@ -244,14 +256,7 @@ class Worker:
         t0 = time.perf_counter_ns()
         errs = _Errors()
         for _ in range(warm):
-            if self.kind == "async" and sc.concurrency > 1:
-                # open all the connections the measured rounds will keep alive
-                self._async_batch(self.adapters[0], sc.concurrency, errs)
-            elif self.mode == "batch":
-                self._batch(self.adapters[0], sc.concurrency, errs)
-            else:
-                for a in self.adapters:
-                    self._one(a, errs)
+            self._warm_pass(errs)
         dt = time.perf_counter_ns() - t0
         self.per_req_ns = max(dt / (warm * max(len(self.adapters), sc.concurrency)), 1000.0)
         if errs.count:
@@ -275,14 +280,7 @@ class Worker:
 
     def _batch(self, a: Any, k: int, errs: _Errors) -> None:
         self.requests += k
-        try:
-            bad = a.request_batch(k)
-        except Exception as exc:
-            errs.add(exc, k)
-            return
-        if bad:
-            errs.add(RuntimeError(f"{bad} of {k} requests of a batch failed "
-                                  f"(status {a.last_status})"), bad)
+        _request_batch(a, k, errs)
 
     def _async_batch(self, a: Any, k: int, errs: _Errors) -> None:
         assert self.loop is not None
@@ -293,6 +291,18 @@ class Worker:
 
         self.requests += k
         self.loop.run_until_complete(batch())
+
+    def _warm_pass(self, errs: _Errors) -> None:
+        """One unmeasured request per connection (async: all the connections the measured
+        rounds will keep alive are opened)."""
+        sc = self.sc
+        if self.kind == "async" and sc.concurrency > 1:
+            self._async_batch(self.adapters[0], sc.concurrency, errs)
+        elif self.mode == "batch":
+            self._batch(self.adapters[0], sc.concurrency, errs)
+        else:
+            for a in self.adapters:
+                self._one(a, errs)
 
     def _reference(self) -> None:
         """Read the expected response once with http.client (counted in setup requests)."""
@@ -411,13 +421,7 @@ class Worker:
             return {"status": "ok", "requests": 0}
         before = self.requests
         errs = _Errors()
-        if self.kind == "async" and sc.concurrency > 1:
-            self._async_batch(self.adapters[0], sc.concurrency, errs)
-        elif self.mode == "batch":
-            self._batch(self.adapters[0], sc.concurrency, errs)
-        else:
-            for a in self.adapters:
-                self._one(a, errs)
+        self._warm_pass(errs)
         return {"status": "ok", "requests": self.requests - before, "errors": errs.count}
 
     def round(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -522,14 +526,7 @@ class Worker:
         a = self.adapters[0]
 
         def batch() -> None:
-            try:
-                bad = a.request_batch(k)
-            except Exception as exc:
-                errs.add(exc, k)
-                return
-            if bad:
-                errs.add(RuntimeError(f"{bad} of {k} requests of a batch failed "
-                                      f"(status {a.last_status})"), bad)
+            _request_batch(a, k, errs)
 
         mr = _measure.measure(batch, n=max(n // k, 1), duration=dur, warmup=0,
                                alloc=python_heap, gc=python_heap, label=label)

@@ -16,6 +16,7 @@
 #include "hb_loop.h"
 #include "hb_request.h"
 #include "hb_test.h"
+#include "hb_test_engine.h"
 
 /* ---- hb_loop ---- */
 
@@ -415,12 +416,7 @@ static void cfg_for(hb_engine_config *c, int port, char *head, size_t cap, const
                     int keepalive)
 {
     char err[HB_ERR_LEN];
-    hb_engine_config_init(c);
-    struct sockaddr_in *a = (struct sockaddr_in *)&c->addr;
-    a->sin_family = AF_INET;
-    a->sin_port = htons((uint16_t)port);
-    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    c->addrlen = sizeof *a;
+    engine_config_loopback(c, port);
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1%s", path);
     hb_url u;
@@ -432,26 +428,6 @@ static void cfg_for(hb_engine_config *c, int port, char *head, size_t cap, const
     c->head = head;
     c->head_len = (size_t)n;
     c->keepalive = keepalive;
-}
-
-static int run(hb_engine_config *c, hb_engine_result *r)
-{
-    hb_engine *e;
-    char err[HB_ERR_LEN];
-    int rc = hb_engine_new(&e, c, err);
-    if (rc < 0) {
-        fprintf(stderr, "engine_new: %s\n", err);
-        return rc;
-    }
-    rc = hb_engine_start(e, err);
-    if (rc == 0) {
-        int spins = 0;
-        while (!hb_engine_wait(e, 100000000ull) && ++spins < 100) {
-        }
-        rc = hb_engine_join(e, 1, r, err);
-    }
-    hb_engine_free(e);
-    return rc;
 }
 
 static void test_exact_n(void)
@@ -467,7 +443,7 @@ static void test_exact_n(void)
     c.connections = 5;
     c.threads = 2;
     c.pipeline = 3;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.completed, 1003);
     CHECK_EQ_INT(r.ok, 1003);
     CHECK_EQ_INT(r.status[200], 1003);
@@ -495,7 +471,7 @@ static void test_exact_n(void)
     cfg_for(&c, m.port, head, sizeof head, "/", 0);
     c.n = 57;
     c.connections = 4;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.ok, 57);
     CHECK_EQ_INT(r.connections_opened, 57);
     CHECK_EQ_INT(r.reconnects, 0);
@@ -506,14 +482,14 @@ static void test_exact_n(void)
     /* chunked and 404 */
     cfg_for(&c, m.port, head, sizeof head, "/chunked", 1);
     c.n = 10;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.ok, 10);
     CHECK_EQ_INT(r.body_bytes, 50);
     hb_engine_result_free(&r);
     cfg_for(&c, m.port, head, sizeof head, "/404", 1);
     c.n = 10;
     c.pipeline = 4;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.ok, 0);
     CHECK_EQ_INT(r.non2xx, 10);
     CHECK_EQ_INT(r.status[404], 10);
@@ -523,7 +499,7 @@ static void test_exact_n(void)
     /* server closes after each response: reconnects counted */
     cfg_for(&c, m.port, head, sizeof head, "/close", 1);
     c.n = 6;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.ok, 6);
     CHECK_EQ_INT(r.connections_opened, 6);
     CHECK_EQ_INT(r.reconnects, 5);
@@ -551,7 +527,7 @@ static void test_errors(void)
         c.n = 7;
         c.connections = 2;
         c.timeout_ns = 30000000ull;
-        CHECK_EQ_INT(run(&c, &r), 0);
+        CHECK_EQ_INT(run_engine(&c, &r), 0);
         CHECK_EQ_INT(r.completed, 7);
         CHECK_EQ_INT(r.errors_total, 7);
         CHECK_EQ_INT(r.errors[cases[i].type], 7);
@@ -566,7 +542,7 @@ static void test_errors(void)
     cfg_for(&c, port, head, sizeof head, "/", 1);
     c.n = 9;
     c.connections = 3;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.errors[HB_ENG_ERR_CONNECT], 9);
     CHECK_EQ_INT(r.completed, 9);
     CHECK(strstr(r.first_error, "connect") != NULL);
@@ -587,7 +563,7 @@ static void test_rate_and_duration(void)
     c.connections = 4;
     c.threads = 2;
     uint64_t t0 = hb_now_ns();
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     uint64_t el = hb_now_ns() - t0;
     CHECK_EQ_INT(r.ok, 40);
     CHECK_EQ_INT(hb_hist_count(&r.latency_uncorrected), 40);
@@ -597,7 +573,7 @@ static void test_rate_and_duration(void)
     cfg_for(&c, m.port, head, sizeof head, "/", 1);
     c.duration_ns = 200000000ull;
     c.connections = 2;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK(r.ok > 0);
     CHECK_EQ_INT(r.completed, r.ok);
     CHECK(!r.interrupted);

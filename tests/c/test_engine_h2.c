@@ -1,7 +1,6 @@
 /* The load generator over HTTP/2 against the embedded server in the same
  * process (plain h2c and TLS h2), under the sanitizers: exact counts against
  * the server's stats, typed stream errors, and a server without h2. */
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include "hb_request.h"
 #include "hb_server.h"
 #include "hb_test.h"
+#include "hb_test_engine.h"
 #include "hb_tls.h"
 
 typedef struct fields {
@@ -21,12 +21,7 @@ typedef struct fields {
 static void cfg_h2(hb_engine_config *c, int port, int tls, const char *path, fields *fs)
 {
     char err[HB_ERR_LEN], url[256];
-    hb_engine_config_init(c);
-    struct sockaddr_in *a = (struct sockaddr_in *)&c->addr;
-    a->sin_family = AF_INET;
-    a->sin_port = htons((uint16_t)port);
-    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    c->addrlen = sizeof *a;
+    engine_config_loopback(c, port);
     snprintf(url, sizeof url, "%s://127.0.0.1:%d%s", tls ? "https" : "http", port, path);
     static hb_url u; /* the fields point into the URL text: keep both alive */
     static char keep[256];
@@ -39,26 +34,6 @@ static void cfg_h2(hb_engine_config *c, int port, int tls, const char *path, fie
     c->h2_fields = fs->f;
     c->h2_nfields = (size_t)fs->n;
     c->host = "127.0.0.1";
-}
-
-static int run(hb_engine_config *c, hb_engine_result *r)
-{
-    hb_engine *e;
-    char err[HB_ERR_LEN];
-    int rc = hb_engine_new(&e, c, err);
-    if (rc < 0) {
-        fprintf(stderr, "engine_new: %s\n", err);
-        return rc;
-    }
-    rc = hb_engine_start(e, err);
-    if (rc == 0) {
-        int spins = 0;
-        while (!hb_engine_wait(e, 100000000ull) && ++spins < 100) {
-        }
-        rc = hb_engine_join(e, 1, r, err);
-    }
-    hb_engine_free(e);
-    return rc;
 }
 
 static hb_server *serve(int tls, int http2)
@@ -94,7 +69,7 @@ static void test_exact(int tls)
     c.threads = 2;
     c.connections = 5;
     c.pipeline = 7;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.responses, 1003);
     CHECK_EQ_INT(r.ok, 1003);
     CHECK_EQ_INT(r.errors_total, 0);
@@ -112,7 +87,7 @@ static void test_exact(int tls)
     c.threads = 1;
     c.connections = 2;
     c.pipeline = 3;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.responses, 120);
     CHECK_EQ_INT(r.sends, 120);
     CHECK_EQ_INT(r.unsent, 0);
@@ -125,7 +100,7 @@ static void test_exact(int tls)
     c.tls = ctx;
     c.n = 6;
     c.pipeline = 2;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.responses, 0);
     CHECK_EQ_INT(r.errors[HB_ENG_ERR_RST_STREAM], 6);
     CHECK_EQ_INT(r.errors_total, 6);
@@ -143,7 +118,7 @@ static void test_no_h2(void)
     cfg_h2(&c, hb_server_port(s), 0, "/bytes/10", &fs);
     c.n = 50;
     c.connections = 3;
-    CHECK_EQ_INT(run(&c, &r), 0);
+    CHECK_EQ_INT(run_engine(&c, &r), 0);
     CHECK_EQ_INT(r.fatal_rc, HB_E_NO_H2);
     CHECK(strstr(r.fatal, "HTTP/1.1 400") != NULL);
     CHECK_EQ_INT(r.responses, 0);
