@@ -1,0 +1,609 @@
+/* hb_hpack.c - HPACK (RFC 7541) decoder and stateless encoder; see hb_hpack.h.
+ *
+ * Huffman decoding reads 12 bits at a time through a 4096-entry table that
+ * gives up to two symbols and the bits they use; codes longer than 12 bits
+ * (rare: control bytes and bytes >= 0x80) go through canonical decoding.
+ * The table is built once from the RFC's code lengths (the code is canonical,
+ * so the lengths fix every code).
+ *
+ * The dynamic table keeps entry bytes in insertion order in a buffer twice
+ * the advertised maximum; when the newest entry does not fit at the end, the
+ * still-referenced bytes move to the front (amortised O(1) per byte), so each
+ * name and value is always contiguous.
+ */
+#include "hb_hpack.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define HB_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HB_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define HB_LIKELY(x) (x)
+#define HB_UNLIKELY(x) (x)
+#endif
+
+/* ---- static table (RFC 7541 Appendix A) ---- */
+
+typedef struct {
+    const char *name;
+    const char *value;
+    uint8_t name_len;
+    uint8_t value_len;
+} static_entry;
+
+#define SE(n, v)                                                                                   \
+    {                                                                                              \
+        n, v, sizeof(n) - 1, sizeof(v) - 1                                                         \
+    }
+static const static_entry STATIC_TABLE[62] = {
+    {"", "", 0, 0}, /* index 0 is not an entry */
+    SE(":authority", ""),
+    SE(":method", "GET"),
+    SE(":method", "POST"),
+    SE(":path", "/"),
+    SE(":path", "/index.html"),
+    SE(":scheme", "http"),
+    SE(":scheme", "https"),
+    SE(":status", "200"),
+    SE(":status", "204"),
+    SE(":status", "206"),
+    SE(":status", "304"),
+    SE(":status", "400"),
+    SE(":status", "404"),
+    SE(":status", "500"),
+    SE("accept-charset", ""),
+    SE("accept-encoding", "gzip, deflate"),
+    SE("accept-language", ""),
+    SE("accept-ranges", ""),
+    SE("accept", ""),
+    SE("access-control-allow-origin", ""),
+    SE("age", ""),
+    SE("allow", ""),
+    SE("authorization", ""),
+    SE("cache-control", ""),
+    SE("content-disposition", ""),
+    SE("content-encoding", ""),
+    SE("content-language", ""),
+    SE("content-length", ""),
+    SE("content-location", ""),
+    SE("content-range", ""),
+    SE("content-type", ""),
+    SE("cookie", ""),
+    SE("date", ""),
+    SE("etag", ""),
+    SE("expect", ""),
+    SE("expires", ""),
+    SE("from", ""),
+    SE("host", ""),
+    SE("if-match", ""),
+    SE("if-modified-since", ""),
+    SE("if-none-match", ""),
+    SE("if-range", ""),
+    SE("if-unmodified-since", ""),
+    SE("last-modified", ""),
+    SE("link", ""),
+    SE("location", ""),
+    SE("max-forwards", ""),
+    SE("proxy-authenticate", ""),
+    SE("proxy-authorization", ""),
+    SE("range", ""),
+    SE("referer", ""),
+    SE("refresh", ""),
+    SE("retry-after", ""),
+    SE("server", ""),
+    SE("set-cookie", ""),
+    SE("strict-transport-security", ""),
+    SE("transfer-encoding", ""),
+    SE("user-agent", ""),
+    SE("vary", ""),
+    SE("via", ""),
+    SE("www-authenticate", ""),
+};
+#undef SE
+#define STATIC_N 61u
+
+/* Static indexes of the distinct names, by name length (first index of a
+ * name that has several entries), so the encoder compares at most six names. */
+static const uint8_t NAMES_BY_LEN[28][7] = {
+    [3] = {21, 60},
+    [4] = {33, 34, 37, 38, 45, 59},
+    [5] = {4, 22, 50},
+    [6] = {19, 32, 35, 54},
+    [7] = {2, 6, 8, 36, 51, 52},
+    [8] = {39, 42, 46},
+    [10] = {1, 55, 58},
+    [11] = {53},
+    [12] = {31, 47},
+    [13] = {18, 23, 24, 30, 41, 44},
+    [14] = {15, 28},
+    [15] = {16, 17},
+    [16] = {26, 27, 29, 61},
+    [17] = {40, 57},
+    [18] = {48},
+    [19] = {25, 43, 49},
+    [25] = {56},
+    [27] = {20},
+};
+
+/* ---- Huffman code (RFC 7541 Appendix B): lengths per symbol, 256 = EOS.
+ * Printed by tools/gen_hpack_huffman.py, which also checks the code is canonical. */
+static const uint8_t HUFF_LEN[257] = {
+    13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28, 30, 28,
+    28, 28, 28, 28, 28, 28, 28, 28, 6,  10, 10, 12, 13, 6,  8,  11, 10, 10, 8,  11, 8,  6,  6,  6,
+    5,  5,  5,  6,  6,  6,  6,  6,  6,  6,  7,  8,  15, 6,  12, 10, 13, 6,  7,  7,  7,  7,  7,  7,
+    7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  8,  7,  8,  13, 19, 13, 14, 6,
+    15, 5,  6,  5,  6,  5,  6,  6,  6,  5,  7,  7,  6,  6,  6,  5,  6,  7,  6,  5,  5,  6,  7,  7,
+    7,  7,  7,  15, 11, 14, 13, 28, 20, 22, 20, 20, 22, 22, 22, 23, 22, 23, 23, 23, 23, 23, 24, 23,
+    24, 24, 22, 23, 24, 23, 23, 23, 23, 21, 22, 23, 22, 23, 23, 24, 22, 21, 20, 22, 22, 23, 23, 21,
+    23, 22, 22, 24, 21, 22, 23, 23, 21, 21, 22, 21, 23, 22, 23, 23, 20, 22, 22, 22, 23, 22, 22, 23,
+    26, 26, 20, 19, 22, 23, 22, 25, 26, 26, 26, 27, 27, 26, 24, 25, 19, 21, 26, 27, 27, 26, 27, 24,
+    21, 21, 26, 26, 28, 27, 27, 27, 20, 24, 20, 21, 22, 21, 21, 23, 22, 22, 25, 25, 24, 24, 26, 23,
+    26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30,
+};
+
+#define HUFF_EOS 256u
+#define FAST_BITS 12u
+
+/* Canonical decoding state: codes of length l are first[l] .. first[l] + count[l] - 1,
+ * their symbols sorted[offset[l] ...] in code order. */
+static uint32_t huff_first[31];
+static uint16_t huff_count[31];
+static uint16_t huff_offset[31];
+static uint16_t huff_sorted[257];
+/* FAST_BITS-bit window -> sym1 | sym2 << 8 | len1 << 16 | count << 20 | used << 24.
+ * count is 0 when the first code is longer than FAST_BITS (used is then 127,
+ * so the fast path's "used <= bits available" test fails on it). */
+static uint32_t huff_fast[1u << FAST_BITS];
+static pthread_once_t huff_once = PTHREAD_ONCE_INIT;
+
+/* Symbol whose code is a prefix of the `avail` top bits of w (left-aligned in
+ * 32 bits), or -1. Sets *len. */
+static int canon_prefix(uint32_t w, unsigned avail, unsigned *len)
+{
+    for (unsigned l = 5; l <= 30 && l <= avail; l++) {
+        uint32_t code = w >> (32 - l);
+        if (code - huff_first[l] < huff_count[l]) {
+            *len = l;
+            return huff_sorted[huff_offset[l] + code - huff_first[l]];
+        }
+    }
+    return -1;
+}
+
+static void huff_build(void)
+{
+    uint32_t code = 0;
+    unsigned n = 0;
+    for (unsigned l = 1; l <= 30; l++) {
+        huff_first[l] = code;
+        huff_offset[l] = (uint16_t)n;
+        for (unsigned s = 0; s <= HUFF_EOS; s++)
+            if (HUFF_LEN[s] == l) huff_sorted[n++] = (uint16_t)s;
+        huff_count[l] = (uint16_t)(n - huff_offset[l]);
+        code = (code + huff_count[l]) << 1;
+    }
+    for (uint32_t v = 0; v < (1u << FAST_BITS); v++) {
+        uint32_t w = v << (32 - FAST_BITS);
+        unsigned l1, l2;
+        int s1 = canon_prefix(w, FAST_BITS, &l1);
+        if (s1 < 0) {
+            huff_fast[v] = 127u << 24;
+            continue;
+        }
+        uint32_t e = (uint32_t)s1 | l1 << 16 | 1u << 20 | l1 << 24;
+        int s2 = canon_prefix(w << l1, FAST_BITS - l1, &l2);
+        if (s2 >= 0) e = (uint32_t)s1 | (uint32_t)s2 << 8 | l1 << 16 | 2u << 20 | (l1 + l2) << 24;
+        huff_fast[v] = e;
+    }
+}
+
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* Decode the Huffman string s[0..slen) into out (room for slen * 8 / 5 + 2
+ * bytes: the fast path stores two bytes per step). blk_end bounds reads: up
+ * to 8 bytes are loaded at a time while the block has them, bits past the
+ * string are masked off. Returns the decoded length, or -1 with err set. */
+static ssize_t huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
+                           char *err)
+{
+    const uint8_t *p = s, *end = s + slen;
+    uint8_t *o = out;
+    uint64_t acc = 0; /* bits left-aligned; past n: the input's next bits, or zero at the end */
+    unsigned n = 0;
+    for (;;) {
+        if (n < 30 && p < end) {
+            if (blk_end - p >= 8) {
+                acc |= load_be64(p) >> n;
+                p += (63 - n) >> 3;
+                n |= 56;
+                if (p >= end) {
+                    n -= (unsigned)(p - end) * 8;
+                    p = end;
+                    acc &= ~(~(uint64_t)0 >> n);
+                }
+            } else {
+                while (n <= 48 && p < end) {
+                    acc |= (uint64_t)*p++ << (56 - n);
+                    n += 8;
+                }
+                if (p == end) acc &= ~(~(uint64_t)0 >> n);
+            }
+        }
+        uint32_t e = huff_fast[acc >> (64 - FAST_BITS)];
+        unsigned used = e >> 24;
+        if (HB_LIKELY(used <= n)) {
+            o[0] = (uint8_t)e;
+            o[1] = (uint8_t)(e >> 8);
+            o += (e >> 20) & 3;
+            acc <<= used;
+            n -= used;
+            continue;
+        }
+        /* Fewer bits left than the pair needs, or a long code, or the end. */
+        if (n == 0) break;
+        unsigned l1 = (e >> 16) & 15;
+        if (e >> 20 & 3) {
+            if (l1 <= n) {
+                *o++ = (uint8_t)e;
+                acc <<= l1;
+                n -= l1;
+                continue;
+            }
+        } else {
+            unsigned l;
+            int sym = canon_prefix((uint32_t)(acc >> 32), n, &l);
+            if (sym >= 0) {
+                if (sym == (int)HUFF_EOS) {
+                    hb_fail(err, HB_E_H2, "hpack: Huffman EOS symbol inside a string");
+                    return -1;
+                }
+                *o++ = (uint8_t)sym;
+                acc <<= l;
+                n -= l;
+                continue;
+            }
+        }
+        /* No whole code in the last n bits: they must be padding, i.e. a
+         * prefix of EOS (all ones) and shorter than a byte. */
+        int ones = (acc >> (64 - n)) == (~(uint64_t)0 >> (64 - n));
+        if (!ones) {
+            hb_fail(err, HB_E_H2,
+                    n > 7 ? "hpack: Huffman string ends inside a code (%u bits left)"
+                          : "hpack: Huffman padding is not all ones (%u bits)",
+                    n);
+            return -1;
+        }
+        if (n > 7) {
+            hb_fail(err, HB_E_H2, "hpack: Huffman padding of %u bits (more than 7)", n);
+            return -1;
+        }
+        break;
+    }
+    return o - out;
+}
+
+/* ---- integers and strings ---- */
+
+/* Decode an integer with an N-bit prefix at *pp (the caller knows *pp < end).
+ * Values must fit 32 bits. Returns 0, or -1 with err set. */
+static inline int dec_int(const uint8_t **pp, const uint8_t *end, unsigned prefix, uint32_t *out,
+                          char *err)
+{
+    const uint8_t *p = *pp;
+    uint32_t mask = (1u << prefix) - 1;
+    uint32_t v = *p++ & mask;
+    if (HB_LIKELY(v < mask)) {
+        *pp = p;
+        *out = v;
+        return 0;
+    }
+    uint64_t m = v;
+    for (unsigned shift = 0;; shift += 7) {
+        if (p == end) return hb_fail(err, HB_E_H2, "hpack: block ends inside an integer"), -1;
+        uint8_t b = *p++;
+        m += (uint64_t)(b & 0x7f) << shift;
+        if (m > UINT32_MAX || (shift == 28 && (b & 0x80)))
+            return hb_fail(err, HB_E_H2, "hpack: integer does not fit 32 bits"), -1;
+        if (!(b & 0x80)) break;
+    }
+    *pp = p;
+    *out = (uint32_t)m;
+    return 0;
+}
+
+/* Read one string literal at *pp: raw strings point into the block,
+ * Huffman strings are decoded to *scratch (advanced past them). */
+static inline int dec_str(const uint8_t **pp, const uint8_t *end, uint8_t **scratch, const char **s,
+                          size_t *slen, char *err)
+{
+    const uint8_t *p = *pp;
+    if (HB_UNLIKELY(p == end)) return hb_fail(err, HB_E_H2, "hpack: block ends before a string");
+    int huff = *p & 0x80;
+    uint32_t len;
+    if (dec_int(&p, end, 7, &len, err)) return HB_E_H2;
+    if (HB_UNLIKELY(len > (size_t)(end - p)))
+        return hb_fail(err, HB_E_H2, "hpack: string of %u bytes but %zu left in the block", len,
+                       (size_t)(end - p));
+    if (huff) {
+        ssize_t k = huff_decode(p, len, end, *scratch, err);
+        if (k < 0) return HB_E_H2;
+        *s = (const char *)*scratch;
+        *slen = (size_t)k;
+        *scratch += k;
+    } else {
+        *s = (const char *)p;
+        *slen = len;
+    }
+    *pp = p + len;
+    return 0;
+}
+
+/* ---- dynamic table ---- */
+
+/* Entry i (0 = newest) of the ring: ent[2 * slot] = virtual offset,
+ * ent[2 * slot + 1] = name length | value length << 16 (each <= 65536 - 32). */
+static inline void dyn_get(const hb_hpack_dec *d, uint32_t i, const char **name, size_t *nlen,
+                           const char **value, size_t *vlen)
+{
+    uint32_t slot = (d->ent_head + d->ent_n - 1 - i) & d->ent_mask;
+    uint32_t off = d->ent[2 * slot] - d->base;
+    uint32_t lens = d->ent[2 * slot + 1];
+    *name = (const char *)d->buf + off;
+    *nlen = lens & 0xffff;
+    *value = *name + *nlen;
+    *vlen = lens >> 16;
+}
+
+static void dyn_evict_to(hb_hpack_dec *d, uint32_t limit)
+{
+    while (d->size > limit) {
+        uint32_t lens = d->ent[2 * d->ent_head + 1];
+        d->size -= (lens & 0xffff) + (lens >> 16) + 32;
+        d->ent_head = (d->ent_head + 1) & d->ent_mask;
+        d->ent_n--;
+    }
+}
+
+/* Add an entry; name may point into the table (a name by index), even at an
+ * entry this insertion evicts. value never points into the table. */
+static void dyn_add(hb_hpack_dec *d, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    size_t need = nlen + vlen + 32;
+    /* Bytes from here on stay where they are until the new entry is written. */
+    uint32_t keep = d->ent_n ? d->ent[2 * d->ent_head] : d->tail;
+    if (need > d->limit) {
+        dyn_evict_to(d, 0);
+        return;
+    }
+    dyn_evict_to(d, d->limit - (uint32_t)need);
+    uint32_t k = (uint32_t)(nlen + vlen);
+    if (d->tail - d->base + k > d->buf_cap) {
+        /* At most (max - 32) old bytes plus k <= max - 32 new ones: fits 2 * max. */
+        uint32_t shift = keep - d->base;
+        uintptr_t nb = (uintptr_t)name, b0 = (uintptr_t)d->buf;
+        memmove(d->buf, d->buf + shift, d->tail - keep);
+        if (nb >= b0 && nb < b0 + d->buf_cap) name -= shift;
+        d->base = keep;
+    }
+    uint8_t *dst = d->buf + (d->tail - d->base);
+    memmove(dst, name, nlen);
+    if (vlen) memcpy(dst + nlen, value, vlen);
+    uint32_t slot = (d->ent_head + d->ent_n) & d->ent_mask;
+    d->ent[2 * slot] = d->tail;
+    d->ent[2 * slot + 1] = (uint32_t)nlen | (uint32_t)vlen << 16;
+    d->ent_n++;
+    d->size += (uint32_t)need;
+    d->tail += k;
+}
+
+int hb_hpack_dec_init(hb_hpack_dec *d, uint32_t max_table)
+{
+    memset(d, 0, sizeof *d);
+    if (max_table > 65536) return HB_E_INVALID;
+    pthread_once(&huff_once, huff_build);
+    uint32_t slots = 1;
+    while (slots < max_table / 32)
+        slots <<= 1;
+    size_t bytes = (size_t)slots * 8 + (size_t)max_table * 2;
+    uint32_t *mem = malloc(bytes);
+    if (!mem) return HB_E_NOMEM;
+    d->ent = mem;
+    d->ent_mask = slots - 1;
+    d->buf = (uint8_t *)(mem + 2 * slots);
+    d->buf_cap = max_table * 2;
+    d->limit = d->max = max_table;
+    return 0;
+}
+
+void hb_hpack_dec_free(hb_hpack_dec *d)
+{
+    free(d->ent);
+    d->ent = NULL;
+    d->buf = NULL;
+    d->ent_n = 0;
+}
+
+/* Resolve index idx (>= 1) to a name and value. */
+static inline int lookup(const hb_hpack_dec *d, uint32_t idx, const char **name, size_t *nlen,
+                         const char **value, size_t *vlen, char *err)
+{
+    if (HB_LIKELY(idx <= STATIC_N)) {
+        const static_entry *e = &STATIC_TABLE[idx];
+        *name = e->name;
+        *nlen = e->name_len;
+        *value = e->value;
+        *vlen = e->value_len;
+        return 0;
+    }
+    if (HB_UNLIKELY(idx - STATIC_N > d->ent_n))
+        return hb_fail(err, HB_E_H2, "hpack: index %u beyond the table (61 static + %u dynamic)",
+                       idx, d->ent_n);
+    dyn_get(d, idx - STATIC_N - 1, name, nlen, value, vlen);
+    return 0;
+}
+
+int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scratch,
+                    size_t max_list, hb_hpack_field_fn fn, void *ud, char *err)
+{
+    if (HB_UNLIKELY(d->failed || !d->ent))
+        return hb_fail(err, HB_E_H2, "hpack: decoder unusable after an earlier error");
+    const uint8_t *p = in, *end = in + len;
+    size_t list = 0;
+    int over = 0, fields = 0;
+    while (p < end) {
+        uint8_t b = *p;
+        const char *name = NULL, *value = NULL;
+        size_t nlen = 0, vlen = 0;
+        uint32_t idx;
+        uint8_t *sc = scratch;
+        int index_it = 0;
+        if (b & 0x80) { /* indexed field */
+            if (dec_int(&p, end, 7, &idx, err)) goto fail;
+            if (HB_UNLIKELY(idx == 0)) {
+                hb_fail(err, HB_E_H2, "hpack: index 0 in an indexed field");
+                goto fail;
+            }
+            if (lookup(d, idx, &name, &nlen, &value, &vlen, err)) goto fail;
+        } else if ((b & 0xe0) == 0x20) { /* dynamic table size update */
+            if (fields) {
+                hb_fail(err, HB_E_H2, "hpack: table size update after a header field");
+                goto fail;
+            }
+            if (dec_int(&p, end, 5, &idx, err)) goto fail;
+            if (idx > d->max) {
+                hb_fail(err, HB_E_H2, "hpack: table size update to %u above the advertised %u", idx,
+                        d->max);
+                goto fail;
+            }
+            d->limit = idx;
+            dyn_evict_to(d, idx);
+            continue;
+        } else { /* literal: with incremental indexing (6-bit prefix), without or never (4) */
+            index_it = b & 0x40;
+            if (dec_int(&p, end, index_it ? 6 : 4, &idx, err)) goto fail;
+            if (idx) {
+                const char *unused;
+                size_t unused_len;
+                if (lookup(d, idx, &name, &nlen, &unused, &unused_len, err)) goto fail;
+            } else if (dec_str(&p, end, &sc, &name, &nlen, err)) {
+                goto fail;
+            }
+            if (dec_str(&p, end, &sc, &value, &vlen, err)) goto fail;
+        }
+        fields = 1;
+        list += nlen + vlen + 32;
+        if (max_list && list > max_list) over = 1;
+        if (!over) fn(ud, name, nlen, value, vlen);
+        if (index_it) dyn_add(d, name, nlen, value, vlen);
+    }
+    return over ? HB_HPACK_TOO_LARGE : 0;
+fail:
+    d->failed = 1;
+    return HB_E_H2;
+}
+
+/* ---- encoder ---- */
+
+/* Static index of name (first of its entries), or 0. */
+static inline unsigned static_name(const char *name, size_t len)
+{
+    if (len >= 28) return 0;
+    const uint8_t *c = NAMES_BY_LEN[len];
+    for (unsigned i = 0; i < 7 && c[i]; i++) {
+        const static_entry *e = &STATIC_TABLE[c[i]];
+        if (e->name[0] == name[0] && memcmp(e->name, name, len) == 0) return c[i];
+    }
+    return 0;
+}
+
+static inline size_t int_len(size_t v, unsigned prefix)
+{
+    size_t mask = ((size_t)1 << prefix) - 1;
+    if (v < mask) return 1;
+    size_t n = 2;
+    for (v -= mask; v >= 128; v >>= 7)
+        n++;
+    return n;
+}
+
+static inline uint8_t *put_int(uint8_t *o, uint8_t first, size_t v, unsigned prefix)
+{
+    size_t mask = ((size_t)1 << prefix) - 1;
+    if (v < mask) {
+        *o++ = (uint8_t)(first | v);
+        return o;
+    }
+    *o++ = (uint8_t)(first | mask);
+    for (v -= mask; v >= 128; v >>= 7)
+        *o++ = (uint8_t)(v | 0x80);
+    *o++ = (uint8_t)v;
+    return o;
+}
+
+static inline uint8_t *put_str(uint8_t *o, const char *s, size_t len)
+{
+    o = put_int(o, 0, len, 7);
+    if (len) memcpy(o, s, len);
+    return o + len;
+}
+
+size_t hb_hpack_encode_bound(const hb_header *fields, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const hb_header *f = &fields[i];
+        /* the larger of "name index (<= 2 bytes)" and "0x00 + name string" */
+        total += 1 + int_len(f->name_len, 7) + f->name_len;
+        total += int_len(f->value_len, 7) + f->value_len;
+        total += 1;
+    }
+    return total;
+}
+
+ssize_t hb_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap)
+{
+    uint8_t *o = out;
+    for (size_t i = 0; i < n; i++) {
+        const hb_header *f = &fields[i];
+        unsigned idx = f->name_len ? static_name(f->name, f->name_len) : 0;
+        size_t need;
+        if (idx) {
+            /* an exact match among this name's entries goes out as one index */
+            /* names with values have them from their first entry on, consecutively */
+            for (unsigned j = idx; j <= STATIC_N && STATIC_TABLE[j].value_len &&
+                                   STATIC_TABLE[j].name_len == f->name_len &&
+                                   memcmp(STATIC_TABLE[j].name, f->name, f->name_len) == 0;
+                 j++) {
+                const static_entry *e = &STATIC_TABLE[j];
+                if (e->value_len == f->value_len && memcmp(e->value, f->value, f->value_len) == 0) {
+                    if (o == out + cap) return HB_E_TOO_LARGE;
+                    *o++ = (uint8_t)(0x80 | j);
+                    goto next;
+                }
+            }
+            need = int_len(idx, 4) + int_len(f->value_len, 7) + f->value_len;
+            if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
+            o = put_int(o, 0, idx, 4);
+        } else {
+            need =
+                1 + int_len(f->name_len, 7) + f->name_len + int_len(f->value_len, 7) + f->value_len;
+            if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
+            *o++ = 0;
+            o = put_str(o, f->name, f->name_len);
+        }
+        o = put_str(o, f->value, f->value_len);
+    next:;
+    }
+    return o - out;
+}
