@@ -153,9 +153,9 @@ static uint32_t huff_first[31];
 static uint16_t huff_count[31];
 static uint16_t huff_offset[31];
 static uint16_t huff_sorted[257];
-/* FAST_BITS-bit window -> sym1 | sym2 << 8 | len1 << 16 | count << 20 | used << 24.
- * count is 0 when the first code is longer than FAST_BITS (used is then 127,
- * so the fast path's "used <= bits available" test fails on it). */
+/* FAST_BITS-bit window -> sym1 | sym2 << 8 | len1 << 16 | count << 20 | used << 24
+ * (used: bits of the symbols given). All zero when the first code is longer
+ * than FAST_BITS, so a step on it does nothing. */
 static uint32_t huff_fast[1u << FAST_BITS];
 static pthread_once_t huff_once = PTHREAD_ONCE_INIT;
 
@@ -189,8 +189,8 @@ static void huff_build(void)
         uint32_t w = v << (32 - FAST_BITS);
         unsigned l1, l2;
         int s1 = canon_prefix(w, FAST_BITS, &l1);
-        if (s1 < 0) {
-            huff_fast[v] = 127u << 24;
+        if (s1 < 0) { /* longer than FAST_BITS: count and bits used 0 */
+            huff_fast[v] = 0;
             continue;
         }
         uint32_t e = (uint32_t)s1 | l1 << 16 | 1u << 20 | l1 << 24;
@@ -210,82 +210,121 @@ static inline uint64_t load_be64(const uint8_t *p)
     return v;
 }
 
-/* Decode the Huffman string s[0..slen) into out (room for slen * 8 / 5 + 2
- * bytes: the fast path stores two bytes per step). blk_end bounds reads: up
- * to 8 bytes are loaded at a time while the block has them, bits past the
- * string are masked off. Returns the decoded length, or -1 with err set. */
-static ssize_t huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
-                           char *err)
+/* The bit reader over one string: acc holds bits left-aligned, n of them
+ * valid; past n it holds the input's next bits, or zeros once the whole
+ * string is in (p == end). */
+typedef struct {
+    uint64_t acc;
+    unsigned n;
+    const uint8_t *p, *end, *blk_end;
+} bitrd;
+
+/* Afterwards n >= 49, or the rest of the string is all in acc (p == end).
+ * Loads 8 bytes at a time while the block has them, masking bits past the
+ * string. */
+static inline void refill(bitrd *r)
 {
-    const uint8_t *p = s, *end = s + slen;
+    if (HB_LIKELY(r->blk_end - r->p >= 8)) {
+        r->acc |= load_be64(r->p) >> r->n;
+        r->p += (63 - r->n) >> 3;
+        r->n |= 56;
+        if (r->p >= r->end) {
+            r->n -= (unsigned)(r->p - r->end) * 8;
+            r->p = r->end;
+            r->acc &= ~(~(uint64_t)0 >> r->n);
+        }
+    } else {
+        while (r->n <= 48 && r->p < r->end) {
+            r->acc |= (uint64_t)*r->p++ << (56 - r->n);
+            r->n += 8;
+        }
+        if (r->p == r->end) r->acc &= ~(~(uint64_t)0 >> r->n);
+    }
+}
+
+/* One step: up to two symbols from the next 12 bits (a long code: nothing). */
+#define HUFF_STEP(r, e, o)                                                                         \
+    do {                                                                                           \
+        e = huff_fast[(r).acc >> (64 - FAST_BITS)];                                                \
+        o[0] = (uint8_t)e;                                                                         \
+        o[1] = (uint8_t)(e >> 8);                                                                  \
+        o += (e >> 20) & 3;                                                                        \
+        (r).acc <<= e >> 24;                                                                       \
+        (r).n -= e >> 24;                                                                          \
+    } while (0)
+
+/* Decode the Huffman string s[0..slen) into out (room for slen * 8 / 5 + 2
+ * bytes: steps store two bytes). blk_end bounds reads. Returns the decoded
+ * length, or -1 with err set. */
+static inline __attribute__((always_inline)) ssize_t
+huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out, char *err)
+{
+    bitrd r = {0, 0, s, s + slen, blk_end};
     uint8_t *o = out;
-    uint64_t acc = 0; /* bits left-aligned; past n: the input's next bits, or zero at the end */
-    unsigned n = 0;
+    uint32_t e;
     for (;;) {
-        if (n < 30 && p < end) {
-            if (blk_end - p >= 8) {
-                acc |= load_be64(p) >> n;
-                p += (63 - n) >> 3;
-                n |= 56;
-                if (p >= end) {
-                    n -= (unsigned)(p - end) * 8;
-                    p = end;
-                    acc &= ~(~(uint64_t)0 >> n);
-                }
-            } else {
-                while (n <= 48 && p < end) {
-                    acc |= (uint64_t)*p++ << (56 - n);
-                    n += 8;
-                }
-                if (p == end) acc &= ~(~(uint64_t)0 >> n);
+        if (r.p < r.end) {
+            refill(&r);
+            if (HB_LIKELY(r.p < r.end)) {
+                /* n >= 49 and each step takes <= 12 bits; after a long code
+                 * the remaining steps repeat it and do nothing */
+                HUFF_STEP(r, e, o);
+                HUFF_STEP(r, e, o);
+                HUFF_STEP(r, e, o);
+                HUFF_STEP(r, e, o);
+                if (HB_UNLIKELY(!(e >> 20 & 3))) goto long_code;
+                continue;
             }
         }
-        uint32_t e = huff_fast[acc >> (64 - FAST_BITS)];
-        unsigned used = e >> 24;
-        if (HB_LIKELY(used <= n)) {
+        /* The rest of the string is in acc, zeros after it. */
+        e = huff_fast[r.acc >> (64 - FAST_BITS)];
+        if (HB_LIKELY((e >> 24) - 1 < r.n)) { /* both symbols within the string */
             o[0] = (uint8_t)e;
             o[1] = (uint8_t)(e >> 8);
             o += (e >> 20) & 3;
-            acc <<= used;
-            n -= used;
+            r.acc <<= e >> 24;
+            r.n -= e >> 24;
             continue;
         }
-        /* Fewer bits left than the pair needs, or a long code, or the end. */
-        if (n == 0) break;
-        unsigned l1 = (e >> 16) & 15;
+        if (r.n == 0) break;
         if (e >> 20 & 3) {
-            if (l1 <= n) {
+            unsigned l1 = (e >> 16) & 15;
+            if (l1 <= r.n) {
                 *o++ = (uint8_t)e;
-                acc <<= l1;
-                n -= l1;
+                r.acc <<= l1;
+                r.n -= l1;
                 continue;
             }
-        } else {
+            goto tail_end;
+        }
+    long_code:
+        if (r.n < 30 && r.p < r.end) refill(&r);
+        {
             unsigned l;
-            int sym = canon_prefix((uint32_t)(acc >> 32), n, &l);
+            int sym = canon_prefix((uint32_t)(r.acc >> 32), r.n, &l);
             if (sym >= 0) {
                 if (sym == (int)HUFF_EOS) {
                     hb_fail(err, HB_E_H2, "hpack: Huffman EOS symbol inside a string");
                     return -1;
                 }
                 *o++ = (uint8_t)sym;
-                acc <<= l;
-                n -= l;
+                r.acc <<= l;
+                r.n -= l;
                 continue;
             }
         }
+    tail_end:
         /* No whole code in the last n bits: they must be padding, i.e. a
          * prefix of EOS (all ones) and shorter than a byte. */
-        int ones = (acc >> (64 - n)) == (~(uint64_t)0 >> (64 - n));
-        if (!ones) {
+        if ((r.acc >> (64 - r.n)) != (~(uint64_t)0 >> (64 - r.n))) {
             hb_fail(err, HB_E_H2,
-                    n > 7 ? "hpack: Huffman string ends inside a code (%u bits left)"
-                          : "hpack: Huffman padding is not all ones (%u bits)",
-                    n);
+                    r.n > 7 ? "hpack: Huffman string ends inside a code (%u bits left)"
+                            : "hpack: Huffman padding is not all ones (%u bits)",
+                    r.n);
             return -1;
         }
-        if (n > 7) {
-            hb_fail(err, HB_E_H2, "hpack: Huffman padding of %u bits (more than 7)", n);
+        if (r.n > 7) {
+            hb_fail(err, HB_E_H2, "hpack: Huffman padding of %u bits (more than 7)", r.n);
             return -1;
         }
         break;
@@ -297,18 +336,11 @@ static ssize_t huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end
 
 /* Decode an integer with an N-bit prefix at *pp (the caller knows *pp < end).
  * Values must fit 32 bits. Returns 0, or -1 with err set. */
-static inline int dec_int(const uint8_t **pp, const uint8_t *end, unsigned prefix, uint32_t *out,
-                          char *err)
+static __attribute__((noinline)) int dec_int_long(const uint8_t **pp, const uint8_t *end,
+                                                  uint32_t *out, char *err)
 {
     const uint8_t *p = *pp;
-    uint32_t mask = (1u << prefix) - 1;
-    uint32_t v = *p++ & mask;
-    if (HB_LIKELY(v < mask)) {
-        *pp = p;
-        *out = v;
-        return 0;
-    }
-    uint64_t m = v;
+    uint64_t m = *out;
     for (unsigned shift = 0;; shift += 7) {
         if (p == end) return hb_fail(err, HB_E_H2, "hpack: block ends inside an integer"), -1;
         uint8_t b = *p++;
@@ -322,10 +354,32 @@ static inline int dec_int(const uint8_t **pp, const uint8_t *end, unsigned prefi
     return 0;
 }
 
+static inline __attribute__((always_inline)) int dec_int(const uint8_t **pp, const uint8_t *end,
+                                                         unsigned prefix, uint32_t *out, char *err)
+{
+    const uint8_t *p = *pp;
+    uint32_t mask = (1u << prefix) - 1;
+    uint32_t v = *p++ & mask;
+    if (HB_LIKELY(v < mask)) {
+        *pp = p;
+        *out = v;
+        return 0;
+    }
+    if (HB_LIKELY(p < end && !(*p & 0x80))) { /* one continuation byte: indexes 15..141 */
+        *pp = p + 1;
+        *out = v + *p;
+        return 0;
+    }
+    *pp = p;
+    *out = v;
+    return dec_int_long(pp, end, out, err);
+}
+
 /* Read one string literal at *pp: raw strings point into the block,
  * Huffman strings are decoded to *scratch (advanced past them). */
-static inline int dec_str(const uint8_t **pp, const uint8_t *end, uint8_t **scratch, const char **s,
-                          size_t *slen, char *err)
+static inline __attribute__((always_inline)) int dec_str(const uint8_t **pp, const uint8_t *end,
+                                                         uint8_t **scratch, const char **s,
+                                                         size_t *slen, char *err)
 {
     const uint8_t *p = *pp;
     if (HB_UNLIKELY(p == end)) return hb_fail(err, HB_E_H2, "hpack: block ends before a string");
