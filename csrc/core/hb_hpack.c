@@ -161,7 +161,8 @@ static pthread_once_t huff_once = PTHREAD_ONCE_INIT;
 
 /* Symbol whose code is a prefix of the `avail` top bits of w (left-aligned in
  * 32 bits), or -1. Sets *len. */
-static int canon_prefix(uint32_t w, unsigned avail, unsigned *len)
+static inline __attribute__((always_inline)) int canon_prefix(uint32_t w, unsigned avail,
+                                                              unsigned *len)
 {
     for (unsigned l = 5; l <= 30 && l <= avail; l++) {
         uint32_t code = w >> (32 - l);
@@ -253,6 +254,28 @@ static inline void refill(bitrd *r)
         (r).n -= e >> 24;                                                                          \
     } while (0)
 
+/* A code longer than FAST_BITS in the top n bits of acc: symbol | length << 16,
+ * or -1 when none is whole within them. */
+static __attribute__((noinline)) int huff_long(uint64_t acc, unsigned n)
+{
+    unsigned l;
+    int sym = canon_prefix((uint32_t)(acc >> 32), n, &l);
+    return sym < 0 ? -1 : sym | (int)(l << 16);
+}
+
+/* The last n bits of a string hold no whole code: fine only as padding,
+ * i.e. a prefix of EOS (all ones) shorter than a byte. */
+static __attribute__((noinline)) int huff_end(uint64_t acc, unsigned n, char *err)
+{
+    if ((acc >> (64 - n)) != (~(uint64_t)0 >> (64 - n)))
+        return hb_fail(err, HB_E_H2,
+                       n > 7 ? "hpack: Huffman string ends inside a code (%u bits left)"
+                             : "hpack: Huffman padding is not all ones (%u bits)",
+                       n);
+    if (n > 7) return hb_fail(err, HB_E_H2, "hpack: Huffman padding of %u bits (more than 7)", n);
+    return 0;
+}
+
 /* Decode the Huffman string s[0..slen) into out (room for slen * 8 / 5 + 2
  * bytes: steps store two bytes). blk_end bounds reads. Returns the decoded
  * length, or -1 with err set. */
@@ -263,102 +286,88 @@ huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
     uint8_t *o = out;
     uint32_t e;
     for (;;) {
-        if (r.p < r.end) {
+        while (r.p < r.end) {
             refill(&r);
-            if (HB_LIKELY(r.p < r.end)) {
-                /* n >= 49 and each step takes <= 12 bits; after a long code
-                 * the remaining steps repeat it and do nothing */
-                HUFF_STEP(r, e, o);
-                HUFF_STEP(r, e, o);
-                HUFF_STEP(r, e, o);
-                HUFF_STEP(r, e, o);
-                if (HB_UNLIKELY(!(e >> 20 & 3))) goto long_code;
-                continue;
-            }
+            if (r.p == r.end) break;
+            /* n >= 49 and each step takes <= 12 bits; after a long code the
+             * remaining steps repeat it and do nothing */
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            if (HB_UNLIKELY(!(e >> 20 & 3))) goto long_code;
         }
         /* The rest of the string is in acc, zeros after it. */
-        e = huff_fast[r.acc >> (64 - FAST_BITS)];
-        if (HB_LIKELY((e >> 24) - 1 < r.n)) { /* both symbols within the string */
+        for (;;) {
+            e = huff_fast[r.acc >> (64 - FAST_BITS)];
+            if ((e >> 24) - 1 >= r.n) break; /* a long code, or past the string */
             o[0] = (uint8_t)e;
             o[1] = (uint8_t)(e >> 8);
             o += (e >> 20) & 3;
             r.acc <<= e >> 24;
             r.n -= e >> 24;
-            continue;
         }
         if (r.n == 0) break;
         if (e >> 20 & 3) {
             unsigned l1 = (e >> 16) & 15;
-            if (l1 <= r.n) {
-                *o++ = (uint8_t)e;
-                r.acc <<= l1;
-                r.n -= l1;
-                continue;
-            }
-            goto tail_end;
+            if (l1 > r.n) goto end;
+            *o++ = (uint8_t)e;
+            r.acc <<= l1;
+            r.n -= l1;
+            continue;
         }
     long_code:
         if (r.n < 30 && r.p < r.end) refill(&r);
-        {
-            unsigned l;
-            int sym = canon_prefix((uint32_t)(r.acc >> 32), r.n, &l);
-            if (sym >= 0) {
-                if (sym == (int)HUFF_EOS) {
-                    hb_fail(err, HB_E_H2, "hpack: Huffman EOS symbol inside a string");
-                    return -1;
-                }
-                *o++ = (uint8_t)sym;
-                r.acc <<= l;
-                r.n -= l;
-                continue;
-            }
-        }
-    tail_end:
-        /* No whole code in the last n bits: they must be padding, i.e. a
-         * prefix of EOS (all ones) and shorter than a byte. */
-        if ((r.acc >> (64 - r.n)) != (~(uint64_t)0 >> (64 - r.n))) {
-            hb_fail(err, HB_E_H2,
-                    r.n > 7 ? "hpack: Huffman string ends inside a code (%u bits left)"
-                            : "hpack: Huffman padding is not all ones (%u bits)",
-                    r.n);
+        int sl = huff_long(r.acc, r.n);
+        if (sl < 0) goto end;
+        if ((sl & 0xffff) == (int)HUFF_EOS) {
+            hb_fail(err, HB_E_H2, "hpack: Huffman EOS symbol inside a string");
             return -1;
         }
-        if (r.n > 7) {
-            hb_fail(err, HB_E_H2, "hpack: Huffman padding of %u bits (more than 7)", r.n);
-            return -1;
-        }
-        break;
+        *o++ = (uint8_t)sl;
+        r.acc <<= sl >> 16;
+        r.n -= (unsigned)sl >> 16;
     }
     return o - out;
+end:
+    /* the usual end: 1..7 one bits of padding (zeros follow them in acc) */
+    if (HB_LIKELY(r.n <= 7 && r.acc == ~(~(uint64_t)0 >> r.n))) return o - out;
+    return huff_end(r.acc, r.n, err) ? -1 : o - out;
 }
 
 /* ---- integers and strings ---- */
 
-/* Decode an integer with an N-bit prefix at *pp (the caller knows *pp < end).
+/* Decode an integer whose prefix is the mask bits of *pp (the caller knows *pp < end).
  * Values must fit 32 bits. Returns 0, or -1 with err set. */
-static __attribute__((noinline)) int dec_int_long(const uint8_t **pp, const uint8_t *end,
-                                                  uint32_t *out, char *err)
+typedef struct {
+    const uint8_t *p; /* past the integer; NULL on error */
+    uint32_t v;
+} int_res;
+
+/* The rare form: two or more continuation bytes at p, v the prefix value.
+ * Takes no pointer to the caller's locals, so those stay in registers. */
+static __attribute__((noinline)) int_res dec_int_long(const uint8_t *p, const uint8_t *end,
+                                                      uint32_t v, char *err)
 {
-    const uint8_t *p = *pp;
-    uint64_t m = *out;
+    int_res r = {NULL, 0};
+    uint64_t m = v;
     for (unsigned shift = 0;; shift += 7) {
-        if (p == end) return hb_fail(err, HB_E_H2, "hpack: block ends inside an integer"), -1;
+        if (p == end) return hb_fail(err, HB_E_H2, "hpack: block ends inside an integer"), r;
         uint8_t b = *p++;
         m += (uint64_t)(b & 0x7f) << shift;
         if (m > UINT32_MAX || (shift == 28 && (b & 0x80)))
-            return hb_fail(err, HB_E_H2, "hpack: integer does not fit 32 bits"), -1;
+            return hb_fail(err, HB_E_H2, "hpack: integer does not fit 32 bits"), r;
         if (!(b & 0x80)) break;
     }
-    *pp = p;
-    *out = (uint32_t)m;
-    return 0;
+    r.p = p;
+    r.v = (uint32_t)m;
+    return r;
 }
 
 static inline __attribute__((always_inline)) int dec_int(const uint8_t **pp, const uint8_t *end,
-                                                         unsigned prefix, uint32_t *out, char *err)
+                                                         uint32_t mask, uint32_t *out, char *err)
 {
     const uint8_t *p = *pp;
-    uint32_t mask = (1u << prefix) - 1;
     uint32_t v = *p++ & mask;
     if (HB_LIKELY(v < mask)) {
         *pp = p;
@@ -370,9 +379,11 @@ static inline __attribute__((always_inline)) int dec_int(const uint8_t **pp, con
         *out = v + *p;
         return 0;
     }
-    *pp = p;
-    *out = v;
-    return dec_int_long(pp, end, out, err);
+    int_res r = dec_int_long(p, end, v, err);
+    if (!r.p) return -1;
+    *pp = r.p;
+    *out = r.v;
+    return 0;
 }
 
 /* Read one string literal at *pp: raw strings point into the block,
@@ -385,7 +396,7 @@ static inline __attribute__((always_inline)) int dec_str(const uint8_t **pp, con
     if (HB_UNLIKELY(p == end)) return hb_fail(err, HB_E_H2, "hpack: block ends before a string");
     int huff = *p & 0x80;
     uint32_t len;
-    if (dec_int(&p, end, 7, &len, err)) return HB_E_H2;
+    if (dec_int(&p, end, 0x7f, &len, err)) return HB_E_H2;
     if (HB_UNLIKELY(len > (size_t)(end - p)))
         return hb_fail(err, HB_E_H2, "hpack: string of %u bytes but %zu left in the block", len,
                        (size_t)(end - p));
@@ -513,7 +524,7 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
     if (HB_UNLIKELY(d->failed || !d->ent))
         return hb_fail(err, HB_E_H2, "hpack: decoder unusable after an earlier error");
     const uint8_t *p = in, *end = in + len;
-    size_t list = 0;
+    size_t room = max_list ? max_list : SIZE_MAX; /* list bytes fn may still get */
     int over = 0, fields = 0;
     while (p < end) {
         uint8_t b = *p;
@@ -523,18 +534,18 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
         uint8_t *sc = scratch;
         int index_it = 0;
         if (b & 0x80) { /* indexed field */
-            if (dec_int(&p, end, 7, &idx, err)) goto fail;
+            if (dec_int(&p, end, 0x7f, &idx, err)) goto fail;
             if (HB_UNLIKELY(idx == 0)) {
                 hb_fail(err, HB_E_H2, "hpack: index 0 in an indexed field");
                 goto fail;
             }
             if (lookup(d, idx, &name, &nlen, &value, &vlen, err)) goto fail;
-        } else if ((b & 0xe0) == 0x20) { /* dynamic table size update */
+        } else if ((b & 0x60) == 0x20) { /* dynamic table size update */
             if (fields) {
                 hb_fail(err, HB_E_H2, "hpack: table size update after a header field");
                 goto fail;
             }
-            if (dec_int(&p, end, 5, &idx, err)) goto fail;
+            if (dec_int(&p, end, 0x1f, &idx, err)) goto fail;
             if (idx > d->max) {
                 hb_fail(err, HB_E_H2, "hpack: table size update to %u above the advertised %u", idx,
                         d->max);
@@ -545,7 +556,7 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
             continue;
         } else { /* literal: with incremental indexing (6-bit prefix), without or never (4) */
             index_it = b & 0x40;
-            if (dec_int(&p, end, index_it ? 6 : 4, &idx, err)) goto fail;
+            if (dec_int(&p, end, index_it ? 0x3f : 0x0f, &idx, err)) goto fail;
             if (idx) {
                 const char *unused;
                 size_t unused_len;
@@ -556,9 +567,13 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
             if (dec_str(&p, end, &sc, &value, &vlen, err)) goto fail;
         }
         fields = 1;
-        list += nlen + vlen + 32;
-        if (max_list && list > max_list) over = 1;
-        if (!over) fn(ud, name, nlen, value, vlen);
+        if (HB_LIKELY(nlen + vlen + 32 <= room)) {
+            room -= nlen + vlen + 32;
+            fn(ud, name, nlen, value, vlen);
+        } else { /* nothing more for fn, even a smaller field */
+            room = 0;
+            over = 1;
+        }
         if (index_it) dyn_add(d, name, nlen, value, vlen);
     }
     return over ? HB_HPACK_TOO_LARGE : 0;
