@@ -83,14 +83,20 @@ static const uint8_t REF_LEN[257] = {
  * decoded length, or -1 (EOS inside, padding over 7 bits or not all ones). */
 static long ref_huffman(const uint8_t *s, size_t len, uint8_t *out)
 {
+    static uint16_t by_len[31][257], n_len[31];
+    if (!n_len[5]) /* symbols grouped by code length, so each bit scans a few */
+        for (int sym = 0; sym < 257; sym++)
+            by_len[REF_LEN[sym]][n_len[REF_LEN[sym]]++] = (uint16_t)sym;
     uint32_t code = 0;
     unsigned bits = 0;
     long n = 0;
     for (size_t i = 0; i < len * 8; i++) {
         code = code << 1 | (uint32_t)(s[i / 8] >> (7 - i % 8) & 1);
         bits++;
-        for (int sym = 0; sym < 257; sym++) {
-            if (REF_LEN[sym] == bits && REF_CODE[sym] == code) {
+        if (bits > 30) return -1;
+        for (unsigned k = 0; k < n_len[bits]; k++) {
+            unsigned sym = by_len[bits][k];
+            if (REF_CODE[sym] == code) {
                 if (sym == 256) return -1;
                 out[n++] = (uint8_t)sym;
                 code = 0;
@@ -98,7 +104,6 @@ static long ref_huffman(const uint8_t *s, size_t len, uint8_t *out)
                 break;
             }
         }
-        if (bits > 30) return -1;
     }
     if (bits > 7 || code != (1u << bits) - 1) return -1;
     return n;
