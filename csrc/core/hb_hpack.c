@@ -153,10 +153,15 @@ static uint32_t huff_first[31];
 static uint16_t huff_count[31];
 static uint16_t huff_offset[31];
 static uint16_t huff_sorted[257];
-/* FAST_BITS-bit window -> sym1 | sym2 << 8 | len1 << 16 | count << 20 | used << 24
- * (used: bits of the symbols given). All zero when the first code is longer
- * than FAST_BITS, so a step on it does nothing. */
-static uint32_t huff_fast[1u << FAST_BITS];
+/* FAST_BITS-bit window -> up to two symbols, how many, and the bits they use.
+ * All zero when the first code is longer than FAST_BITS, so a step on it
+ * does nothing. Byte fields: each is one load, no shifting. */
+typedef struct {
+    uint8_t sym[2];
+    uint8_t used;
+    uint8_t count;
+} huff_entry;
+static huff_entry huff_fast[1u << FAST_BITS];
 static pthread_once_t huff_once = PTHREAD_ONCE_INIT;
 
 /* Symbol whose code is a prefix of the `avail` top bits of w (left-aligned in
@@ -190,13 +195,12 @@ static void huff_build(void)
         uint32_t w = v << (32 - FAST_BITS);
         unsigned l1, l2;
         int s1 = canon_prefix(w, FAST_BITS, &l1);
-        if (s1 < 0) { /* longer than FAST_BITS: count and bits used 0 */
-            huff_fast[v] = 0;
-            continue;
+        huff_entry e = {{0, 0}, 0, 0};
+        if (s1 >= 0) {
+            e = (huff_entry){{(uint8_t)s1, 0}, (uint8_t)l1, 1};
+            int s2 = canon_prefix(w << l1, FAST_BITS - l1, &l2);
+            if (s2 >= 0) e = (huff_entry){{(uint8_t)s1, (uint8_t)s2}, (uint8_t)(l1 + l2), 2};
         }
-        uint32_t e = (uint32_t)s1 | l1 << 16 | 1u << 20 | l1 << 24;
-        int s2 = canon_prefix(w << l1, FAST_BITS - l1, &l2);
-        if (s2 >= 0) e = (uint32_t)s1 | (uint32_t)s2 << 8 | l1 << 16 | 2u << 20 | (l1 + l2) << 24;
         huff_fast[v] = e;
     }
 }
@@ -246,12 +250,11 @@ static inline void refill(bitrd *r)
 /* One step: up to two symbols from the next 12 bits (a long code: nothing). */
 #define HUFF_STEP(r, e, o)                                                                         \
     do {                                                                                           \
-        e = huff_fast[(r).acc >> (64 - FAST_BITS)];                                                \
-        o[0] = (uint8_t)e;                                                                         \
-        o[1] = (uint8_t)(e >> 8);                                                                  \
-        o += (e >> 20) & 3;                                                                        \
-        (r).acc <<= e >> 24;                                                                       \
-        (r).n -= e >> 24;                                                                          \
+        e = &huff_fast[(r).acc >> (64 - FAST_BITS)];                                               \
+        memcpy(o, e->sym, 2);                                                                      \
+        o += e->count;                                                                             \
+        (r).acc <<= e->used;                                                                       \
+        (r).n -= e->used;                                                                          \
     } while (0)
 
 /* A code longer than FAST_BITS in the top n bits of acc: symbol | length << 16,
@@ -284,7 +287,7 @@ huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
 {
     bitrd r = {0, 0, s, s + slen, blk_end};
     uint8_t *o = out;
-    uint32_t e;
+    const huff_entry *e;
     for (;;) {
         while (r.p < r.end) {
             refill(&r);
@@ -295,23 +298,22 @@ huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
             HUFF_STEP(r, e, o);
             HUFF_STEP(r, e, o);
             HUFF_STEP(r, e, o);
-            if (HB_UNLIKELY(!(e >> 20 & 3))) goto long_code;
+            if (HB_UNLIKELY(!e->count)) goto long_code;
         }
         /* The rest of the string is in acc, zeros after it. */
         for (;;) {
-            e = huff_fast[r.acc >> (64 - FAST_BITS)];
-            if ((e >> 24) - 1 >= r.n) break; /* a long code, or past the string */
-            o[0] = (uint8_t)e;
-            o[1] = (uint8_t)(e >> 8);
-            o += (e >> 20) & 3;
-            r.acc <<= e >> 24;
-            r.n -= e >> 24;
+            e = &huff_fast[r.acc >> (64 - FAST_BITS)];
+            if ((unsigned)e->used - 1 >= r.n) break; /* a long code, or past the string */
+            memcpy(o, e->sym, 2);
+            o += e->count;
+            r.acc <<= e->used;
+            r.n -= e->used;
         }
         if (r.n == 0) break;
-        if (e >> 20 & 3) {
-            unsigned l1 = (e >> 16) & 15;
+        if (e->count) {
+            unsigned l1 = HUFF_LEN[e->sym[0]];
             if (l1 > r.n) goto end;
-            *o++ = (uint8_t)e;
+            *o++ = e->sym[0];
             r.acc <<= l1;
             r.n -= l1;
             continue;
