@@ -289,10 +289,10 @@ huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
     uint8_t *o = out;
     const huff_entry *e;
     for (;;) {
-        while (r.p < r.end) {
-            refill(&r);
-            if (r.p == r.end) break;
-            /* n >= 49 and each step takes <= 12 bits; after a long code the
+        for (;;) {
+            if (r.p < r.end) refill(&r);
+            if (r.n < 48) break; /* then the rest of the string is in acc */
+            /* each step takes <= 12 of the >= 48 bits; after a long code the
              * remaining steps repeat it and do nothing */
             HUFF_STEP(r, e, o);
             HUFF_STEP(r, e, o);
@@ -300,7 +300,7 @@ huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
             HUFF_STEP(r, e, o);
             if (HB_UNLIKELY(!e->count)) goto long_code;
         }
-        /* The rest of the string is in acc, zeros after it. */
+        /* The last < 48 bits of the string are in acc, zeros after them. */
         for (;;) {
             e = &huff_fast[r.acc >> (64 - FAST_BITS)];
             if ((unsigned)e->used - 1 >= r.n) break; /* a long code, or past the string */
