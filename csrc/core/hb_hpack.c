@@ -443,15 +443,17 @@ static void dyn_evict_to(hb_hpack_dec *d, uint32_t limit)
 }
 
 /* Add an entry; name may point into the table (a name by index), even at an
- * entry this insertion evicts. value never points into the table. */
-static void dyn_add(hb_hpack_dec *d, const char *name, size_t nlen, const char *value, size_t vlen)
+ * entry this insertion evicts. value never points into the table. Returns 1
+ * when added (the bytes may have moved: read them back from entry 0), 0 when
+ * too big (the table is emptied, no bytes move). */
+static int dyn_add(hb_hpack_dec *d, const char *name, size_t nlen, const char *value, size_t vlen)
 {
     size_t need = nlen + vlen + 32;
     /* Bytes from here on stay where they are until the new entry is written. */
     uint32_t keep = d->ent_n ? d->ent[2 * d->ent_head] : d->tail;
     if (need > d->limit) {
         dyn_evict_to(d, 0);
-        return;
+        return 0;
     }
     dyn_evict_to(d, d->limit - (uint32_t)need);
     uint32_t k = (uint32_t)(nlen + vlen);
@@ -472,6 +474,7 @@ static void dyn_add(hb_hpack_dec *d, const char *name, size_t nlen, const char *
     d->ent_n++;
     d->size += (uint32_t)need;
     d->tail += k;
+    return 1;
 }
 
 int hb_hpack_dec_init(hb_hpack_dec *d, uint32_t max_table)
@@ -527,14 +530,14 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
         return hb_fail(err, HB_E_H2, "hpack: decoder unusable after an earlier error");
     const uint8_t *p = in, *end = in + len;
     size_t room = max_list ? max_list : SIZE_MAX; /* list bytes fn may still get */
-    int over = 0, fields = 0;
+    int over = 0;
+    const uint8_t *upd_ok = in; /* size updates only before the first field */
     while (p < end) {
         uint8_t b = *p;
         const char *name = NULL, *value = NULL;
         size_t nlen = 0, vlen = 0;
         uint32_t idx;
         uint8_t *sc = scratch;
-        int index_it = 0;
         if (b & 0x80) { /* indexed field */
             if (dec_int(&p, end, 0x7f, &idx, err)) goto fail;
             if (HB_UNLIKELY(idx == 0)) {
@@ -542,23 +545,31 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
                 goto fail;
             }
             if (lookup(d, idx, &name, &nlen, &value, &vlen, err)) goto fail;
-        } else if ((b & 0x60) == 0x20) { /* dynamic table size update */
-            if (fields) {
-                hb_fail(err, HB_E_H2, "hpack: table size update after a header field");
-                goto fail;
+        } else {
+            uint32_t mask = 0x0f; /* without indexing (0000), never indexed (0001) */
+            int index_it = 0;
+            if (HB_UNLIKELY(b >= 0x20)) {
+                if (b < 0x40) { /* dynamic table size update */
+                    if (p != upd_ok) {
+                        hb_fail(err, HB_E_H2, "hpack: table size update after a header field");
+                        goto fail;
+                    }
+                    if (dec_int(&p, end, 0x1f, &idx, err)) goto fail;
+                    if (idx > d->max) {
+                        hb_fail(err, HB_E_H2,
+                                "hpack: table size update to %u above the advertised %u", idx,
+                                d->max);
+                        goto fail;
+                    }
+                    d->limit = idx;
+                    dyn_evict_to(d, idx);
+                    upd_ok = p;
+                    continue;
+                }
+                mask = 0x3f; /* with incremental indexing */
+                index_it = 1;
             }
-            if (dec_int(&p, end, 0x1f, &idx, err)) goto fail;
-            if (idx > d->max) {
-                hb_fail(err, HB_E_H2, "hpack: table size update to %u above the advertised %u", idx,
-                        d->max);
-                goto fail;
-            }
-            d->limit = idx;
-            dyn_evict_to(d, idx);
-            continue;
-        } else { /* literal: with incremental indexing (6-bit prefix), without or never (4) */
-            index_it = b & 0x40;
-            if (dec_int(&p, end, index_it ? 0x3f : 0x0f, &idx, err)) goto fail;
+            if (dec_int(&p, end, mask, &idx, err)) goto fail;
             if (idx) {
                 const char *unused;
                 size_t unused_len;
@@ -567,8 +578,9 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
                 goto fail;
             }
             if (dec_str(&p, end, &sc, &value, &vlen, err)) goto fail;
+            if (index_it && dyn_add(d, name, nlen, value, vlen))
+                dyn_get(d, 0, &name, &nlen, &value, &vlen);
         }
-        fields = 1;
         if (HB_LIKELY(nlen + vlen + 32 <= room)) {
             room -= nlen + vlen + 32;
             fn(ud, name, nlen, value, vlen);
@@ -576,7 +588,6 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
             room = 0;
             over = 1;
         }
-        if (index_it) dyn_add(d, name, nlen, value, vlen);
     }
     return over ? HB_HPACK_TOO_LARGE : 0;
 fail:
