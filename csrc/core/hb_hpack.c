@@ -162,6 +162,9 @@ typedef struct {
     uint8_t count;
 } huff_entry;
 static huff_entry huff_fast[1u << FAST_BITS];
+/* acc as it is when the n bits left of a string are valid padding (all ones,
+ * n <= 7, zeros after); 1 (never the case: bit 0 is always clear) otherwise. */
+static uint64_t huff_pad_end[64];
 static pthread_once_t huff_once = PTHREAD_ONCE_INIT;
 
 /* Symbol whose code is a prefix of the `avail` top bits of w (left-aligned in
@@ -191,6 +194,8 @@ static void huff_build(void)
         huff_count[l] = (uint16_t)(n - huff_offset[l]);
         code = (code + huff_count[l]) << 1;
     }
+    for (unsigned k = 0; k < 64; k++)
+        huff_pad_end[k] = k <= 7 ? ~(~(uint64_t)0 >> k) : 1;
     for (uint32_t v = 0; v < (1u << FAST_BITS); v++) {
         uint32_t w = v << (32 - FAST_BITS);
         unsigned l1, l2;
@@ -266,9 +271,9 @@ static __attribute__((noinline)) int huff_long(uint64_t acc, unsigned n)
     return sym < 0 ? -1 : sym | (int)(l << 16);
 }
 
-/* The last n bits of a string hold no whole code: fine only as padding,
- * i.e. a prefix of EOS (all ones) shorter than a byte. */
-static __attribute__((noinline)) int huff_end(uint64_t acc, unsigned n, char *err)
+/* The last n bits of a string hold no whole code and are not valid padding
+ * (a prefix of EOS, all ones, shorter than a byte): say why. */
+static __attribute__((noinline, cold)) int huff_end(uint64_t acc, unsigned n, char *err)
 {
     if ((acc >> (64 - n)) != (~(uint64_t)0 >> (64 - n)))
         return hb_fail(err, HB_E_H2,
@@ -280,9 +285,9 @@ static __attribute__((noinline)) int huff_end(uint64_t acc, unsigned n, char *er
 }
 
 /* Decode the Huffman string s[0..slen) into out (room for slen * 8 / 5 + 2
- * bytes: steps store two bytes). blk_end bounds reads. Returns the decoded
- * length, or -1 with err set. */
-static inline __attribute__((always_inline)) ssize_t
+ * bytes: steps store two bytes). blk_end bounds reads. Returns the end of the
+ * output, or NULL with err set. */
+static inline __attribute__((always_inline)) uint8_t *
 huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out, char *err)
 {
     bitrd r = {0, 0, s, s + slen, blk_end};
@@ -301,6 +306,11 @@ huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
             if (HB_UNLIKELY(!e->count)) goto long_code;
         }
         /* The last < 48 bits of the string are in acc, zeros after them. */
+        while (r.n >= 24) {
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            if (HB_UNLIKELY(!e->count)) goto long_code;
+        }
         for (;;) {
             e = &huff_fast[r.acc >> (64 - FAST_BITS)];
             if ((unsigned)e->used - 1 >= r.n) break; /* a long code, or past the string */
@@ -324,17 +334,18 @@ huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out,
         if (sl < 0) goto end;
         if ((sl & 0xffff) == (int)HUFF_EOS) {
             hb_fail(err, HB_E_H2, "hpack: Huffman EOS symbol inside a string");
-            return -1;
+            return NULL;
         }
         *o++ = (uint8_t)sl;
         r.acc <<= sl >> 16;
         r.n -= (unsigned)sl >> 16;
     }
-    return o - out;
+    return o;
 end:
     /* the usual end: 1..7 one bits of padding (zeros follow them in acc) */
-    if (HB_LIKELY(r.n <= 7 && r.acc == ~(~(uint64_t)0 >> r.n))) return o - out;
-    return huff_end(r.acc, r.n, err) ? -1 : o - out;
+    if (HB_LIKELY(r.acc == huff_pad_end[r.n])) return o;
+    huff_end(r.acc, r.n, err);
+    return NULL;
 }
 
 /* ---- integers and strings ---- */
@@ -403,11 +414,11 @@ static inline __attribute__((always_inline)) int dec_str(const uint8_t **pp, con
         return hb_fail(err, HB_E_H2, "hpack: string of %u bytes but %zu left in the block", len,
                        (size_t)(end - p));
     if (huff) {
-        ssize_t k = huff_decode(p, len, end, *scratch, err);
-        if (k < 0) return HB_E_H2;
+        uint8_t *o = huff_decode(p, len, end, *scratch, err);
+        if (HB_UNLIKELY(!o)) return HB_E_H2;
         *s = (const char *)*scratch;
-        *slen = (size_t)k;
-        *scratch += k;
+        *slen = (size_t)(o - *scratch);
+        *scratch = o;
     } else {
         *s = (const char *)p;
         *slen = len;
