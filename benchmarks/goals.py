@@ -137,6 +137,11 @@ BENCHMARKS = [
               ("--iters", "2000", "--repeat", "1"), json_out=False, timeout=600.0,
               notes=(("", "Best of the script's repeats (it prints no spread). No goal: a "
                           "diagnostic of the C parser."),)),
+    Benchmark("hpack", "bench_hpack.py", (), ("--blocks", "200000", "--repeat", "3"),
+              ("--blocks", "20000", "--repeat", "1"), ours="ours", timeout=600.0,
+              notes=(("", "One nginx response header block (8 fields, 7 Huffman values, 101 "
+                          "bytes) decoded by hb_hpack and by nghttp2's inflater; instructions "
+                          "per block from callgrind (exact), time the best of the repeats."),)),
     Benchmark("distributed", "bench_distributed.py", ("--duration", "5", "--rounds", "3"),
               ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
               ours="dask*",
@@ -270,6 +275,10 @@ GOALS = [
          primary=False),
     Goal("compare_cv", "compare", "a default compare takes ≤ 3 min", "time", "<=", 180.0,
          "compare()", case="default compare", unit=" s"),
+    # HPACK decoding, the HTTP/2 client's per-response header cost
+    Goal("hpack", "HTTP/2 client", "HPACK decode ≤ 0.35× nghttp2's instructions ({case})",
+         "instructions", "<=", 0.35, "ours", "nghttp2",
+         detail="ours {ours|instructions}, nghttp2 {nghttp2|instructions} instructions per block"),
     # package import
     Goal("import", "package", "import httpbench ≤ 30 ms", "import", "<=", 30.0, "httpbench",
          unit=" ms", detail="{modules loaded|modules} modules loaded"),

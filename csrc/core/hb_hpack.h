@@ -29,16 +29,18 @@
 #define HB_HPACK_DEFAULT_TABLE 4096u
 
 typedef struct hb_hpack_dec {
-    uint8_t *buf;      /* entry bytes (names and values), allocated at init */
-    uint32_t buf_cap;  /* bytes of buf */
+    uint8_t *buf;      /* entry bytes (names and values): 2 * max, allocated at init with ent */
     uint32_t *ent;     /* ring of entries (offset, lengths): decoder-private layout */
-    uint32_t ent_cap;  /* slots in ent */
-    uint32_t ent_head; /* decoder-private ring state */
+    uint32_t buf_cap;  /* bytes of buf */
+    uint32_t ent_mask; /* slots in ent - 1 (a power of two) */
+    uint32_t ent_head; /* slot of the oldest entry */
     uint32_t ent_n;    /* entries in the table */
+    uint32_t base;     /* virtual offset of buf[0] (entries store virtual offsets) */
+    uint32_t tail;     /* virtual offset just past the newest entry's bytes */
     uint32_t size;     /* RFC 7541 size: sum of name + value + 32 per entry */
     uint32_t limit;    /* current maximum, from the last size update */
     uint32_t max;      /* SETTINGS_HEADER_TABLE_SIZE we advertised: limit <= max */
-    uint32_t pad_;
+    uint32_t failed;   /* a decode failed: the table is out of step, refuse further blocks */
 } hb_hpack_dec;
 
 /* Allocate a decoder whose dynamic table holds up to max_table bytes (what
