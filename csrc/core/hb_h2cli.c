@@ -61,6 +61,7 @@ typedef struct hb_h2stream {
     uint64_t data_len;
     uint8_t head; /* a HEAD request: no body whatever content-length says */
     uint8_t in_body_list;
+    uint8_t overflow; /* not in its index cell (see find) */
 } hb_h2stream;
 
 const char *hb_h2_end_name(int end)
@@ -210,54 +211,47 @@ __attribute__((format(printf, 3, 4))) static int conn_error(hb_h2cli *c, uint32_
 
 /* ---- streams ---- */
 
+/* Stream ids are sequential, so (id / 2) modulo a table of twice the
+ * streams in flight is a direct map; a stream still open when a later id
+ * wants its cell (rare: one stream outlives many) is marked overflow and
+ * found by a scan of the slots. */
 static hb_h2stream *find(hb_h2cli *c, int32_t id)
 {
-    uint32_t i = ((uint32_t)id >> 1) & c->index_mask;
-    for (;;) {
-        int32_t k = c->index[i];
-        if (k == 0) return NULL;
-        hb_h2stream *s = &c->slots[k - 1];
-        if (s->id == id) return s;
-        i = (i + 1) & c->index_mask;
+    int32_t k = c->index[((uint32_t)id >> 1) & c->index_mask];
+    if (k && c->slots[k - 1].id == id) return &c->slots[k - 1];
+    if (!c->noverflow) return NULL;
+    for (uint32_t i = 0; i < c->max_streams; i++)
+        if (c->slots[i].id == id && c->slots[i].overflow) return &c->slots[i];
+    return NULL;
+}
+
+static void index_add(hb_h2cli *c, hb_h2stream *s, uint32_t slot)
+{
+    int32_t *cell = &c->index[((uint32_t)s->id >> 1) & c->index_mask];
+    if (*cell) {
+        s->overflow = 1;
+        c->noverflow++;
+    } else {
+        *cell = (int32_t)slot + 1;
     }
 }
 
-static void index_add(hb_h2cli *c, int32_t id, uint32_t slot)
+static void index_del(hb_h2cli *c, hb_h2stream *s)
 {
-    uint32_t i = ((uint32_t)id >> 1) & c->index_mask;
-    while (c->index[i])
-        i = (i + 1) & c->index_mask;
-    c->index[i] = (int32_t)slot + 1;
-}
-
-/* Linear probing: deleting shifts back the entries that probed past the hole. */
-static void index_del(hb_h2cli *c, int32_t id)
-{
-    uint32_t m = c->index_mask, i = ((uint32_t)id >> 1) & m;
-    while (c->slots[c->index[i] - 1].id != id)
-        i = (i + 1) & m;
-    uint32_t j = i;
-    for (;;) {
-        j = (j + 1) & m;
-        int32_t k = c->index[j];
-        if (k == 0) break;
-        uint32_t home = ((uint32_t)c->slots[k - 1].id >> 1) & m;
-        /* k may fill the hole at i unless its home lies cyclically in (i, j] */
-        if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
-            c->index[i] = k;
-            i = j;
-        }
+    if (s->overflow) {
+        s->overflow = 0;
+        c->noverflow--;
+    } else {
+        c->index[((uint32_t)s->id >> 1) & c->index_mask] = 0;
     }
-    c->index[i] = 0;
 }
 
 /* Remove s and tell the caller how it ended (exactly once per stream). */
 static void close_stream(hb_h2cli *c, hb_h2stream *s, int end, uint32_t code)
 {
     void *ud = s->ud;
-    int32_t id = s->id;
     if (s->in_body_list) c->nbody--;
-    index_del(c, id);
+    index_del(c, s);
     s->id = 0;
     s->body = NULL;
     s->in_body_list = 0;
@@ -442,8 +436,6 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
     if (hb_h2cli_room(c) == 0) return HB_AGAIN;
     if (c->next_id <= 0 || c->next_id > (int32_t)MAX_WINDOW - 2)
         return hb_fail(err, HB_E_CLOSED, "h2: stream ids exhausted on this connection");
-    for (size_t i = 0; i < nfields; i++)
-        if (!fields[i].name_len) return hb_fail(err, HB_E_INVALID, "h2: empty header field name");
     /* The block: cached while the caller passes the same stable fields. */
     const uint8_t *blk;
     size_t blen;
@@ -451,6 +443,9 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
         blk = c->enc_block;
         blen = c->enc_len;
     } else {
+        for (size_t i = 0; i < nfields; i++)
+            if (!fields[i].name_len)
+                return hb_fail(err, HB_E_INVALID, "h2: empty header field name");
         size_t need = hb_hpack_encode_bound(fields, nfields);
         if (need > c->enc_cap) {
             uint8_t *nb = realloc(c->enc_block, need);
@@ -465,6 +460,7 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
         c->enc_len = blen;
         c->enc_fields = c->stable_fields ? fields : NULL;
         c->enc_nfields = nfields;
+        c->enc_head = is_head(fields, nfields);
     }
     int has_body = body && body->len > 0;
     int32_t id = c->next_id;
@@ -478,14 +474,14 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
     s->ud = stream_ud;
     s->send_window = c->peer_init_window;
     s->content_length = -1;
-    s->head = (uint8_t)is_head(fields, nfields);
+    s->head = (uint8_t)c->enc_head;
     if (has_body) {
         body->sent = 0;
         s->body = body;
         s->in_body_list = 1;
         c->nbody++;
     }
-    index_add(c, id, slot);
+    index_add(c, s, slot);
     c->nopen++;
     return id;
 }
@@ -603,10 +599,24 @@ static const uint8_t NAME_OK[256] = {
     ['x'] = 1, ['y'] = 1, ['z'] = 1,
 };
 
+/* Any byte equal to 0, CR or LF in the 8 bytes of w? (bit tricks on a word) */
+static inline uint64_t has_ctl(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t cr = w ^ (ones * '\r'), lf = w ^ (ones * '\n');
+    return ((w - ones) & ~w & high) | ((cr - ones) & ~cr & high) | ((lf - ones) & ~lf & high);
+}
+
 static int value_ok(const char *v, size_t n)
 {
     if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t')) return 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, v + i, 8);
+        if (has_ctl(w)) return 0;
+    }
+    for (; i < n; i++) {
         unsigned char ch = (unsigned char)v[i];
         if (ch == 0 || ch == '\r' || ch == '\n') return 0;
     }

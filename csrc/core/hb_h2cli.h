@@ -157,6 +157,7 @@ typedef struct hb_h2cli {
     uint32_t nfree;
     int32_t *index; /* slot + 1 per cell, 0 empty */
     uint32_t index_mask;
+    uint32_t noverflow; /* streams not in their index cell */
     int32_t next_id;
     uint32_t nbody; /* streams whose request body is not all sent */
 
@@ -187,6 +188,7 @@ typedef struct hb_h2cli {
     size_t wlen, wpos, wcap;     /* wbuf[wpos..wlen) not yet written */
     const hb_header *enc_fields; /* stable fields whose block is cached */
     size_t enc_nfields;
+    int enc_head; /* the cached block is a HEAD request */
     uint8_t *enc_block;
     size_t enc_len, enc_cap;
     int stable_fields;

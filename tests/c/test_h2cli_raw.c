@@ -488,8 +488,45 @@ static void test_head_and_1xx(void)
     stop(&x);
 }
 
+static void test_long_lived_stream(void)
+{
+    /* Stream 1 stays open while 3, 5, 7, ... come and go: later ids land on
+     * its index cell and must still be found, and so must it. */
+    sess x;
+    memset(&x, 0, sizeof x);
+    CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, x.fds), 0);
+    hb_sock_init(&x.s);
+    x.s.fd = x.fds[0];
+    char err[HB_ERR_LEN];
+    hb_h2cli_settings st = {0};
+    st.max_streams = 2;
+    CHECK_EQ_INT(hb_h2cli_init(&x.c, &x.s, &st, &CBS, NULL, err), 0);
+    buf in = {0};
+    settings(&in);
+    CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
+    rec first = {0}, r[12];
+    memset(r, 0, sizeof r);
+    CHECK_EQ_INT(submit(&x, GET, &first, NULL), 1);
+    for (int i = 0; i < 12; i++) {
+        CHECK_EQ_INT(submit(&x, GET, &r[i], NULL), 3 + 2 * i);
+        CHECK_EQ_INT(hb_h2cli_room(&x.c), 0);
+        in.n = 0;
+        headers(&in, (uint32_t)(3 + 2 * i), 0x1, NULL, 0);
+        CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
+        CHECK_EQ_INT(r[i].end, HB_H2_END_OK);
+        CHECK_EQ_INT(r[i].closes, 1);
+    }
+    in.n = 0;
+    headers(&in, 1, 0x1, NULL, 0);
+    CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
+    CHECK_EQ_INT(first.end, HB_H2_END_OK);
+    CHECK_EQ_INT(hb_h2cli_open_streams(&x.c), 0);
+    stop(&x);
+}
+
 int main(void)
 {
+    test_long_lived_stream();
     test_ok_split_everywhere();
     expect_stream_error("cl short", b_cl_short, GET);
     expect_stream_error("cl long", b_cl_long, GET);
