@@ -314,17 +314,26 @@ int hb_sock_session_reused(const hb_sock *s)
 }
 
 /* ---- TLS read buffer ----
- * A read-only BIO serving OpenSSL's header and body reads from one recv()
- * of up to cap bytes. OpenSSL's own read-ahead does the same but moves the
- * rest of its buffer before every record; here nothing moves. The state is
- * its own allocation, owned by the BIO (freed with the SSL), so the
- * caller-owned hb_sock may move or be reset freely. */
+ * A read-only BIO serving OpenSSL's reads from one recv() of up to cap
+ * bytes. No read returns more than the rest of the current TLS record:
+ * OpenSSL's read-ahead then gets one whole record per call, and its buffer
+ * is empty at every record start, so it never moves leftover bytes (which
+ * it does before each record when it holds several). The framing only
+ * bounds how much one read returns; OpenSSL reads on until it has what it
+ * needs, so a wrong guess costs speed, never bytes. The state is its own
+ * allocation, owned by the BIO (freed with the SSL), so the caller-owned
+ * hb_sock may move or be reset freely. */
+#define TLS_HDR 5 /* type, version (2), length (2) */
+
 struct hb_sock_rbuf {
     int fd;
     int eof;    /* the last recv() returned 0 */
     size_t off; /* next unread byte */
     size_t len; /* bytes held */
     size_t cap;
+    size_t rec_left; /* bytes of the current record not yet returned; 0: at a header */
+    size_t hdr_have; /* bytes of the next header already returned */
+    unsigned char hdr[TLS_HDR];
     unsigned char data[];
 };
 
@@ -350,9 +359,22 @@ static int rbuf_bread(BIO *b, char *out, int outl)
         r->eof = n == 0;
         if (n == 0) return 0;
     }
-    size_t n = r->len - r->off;
-    if (n > (size_t)outl) n = (size_t)outl;
-    memcpy(out, r->data + r->off, n);
+    const unsigned char *p = r->data + r->off;
+    size_t avail = r->len - r->off;
+    if (r->rec_left == 0 && r->hdr_have + avail >= TLS_HDR) {
+        memcpy(r->hdr + r->hdr_have, p, TLS_HDR - r->hdr_have);
+        r->rec_left = TLS_HDR - r->hdr_have + ((size_t)r->hdr[3] << 8 | r->hdr[4]);
+        r->hdr_have = 0;
+    }
+    size_t n = avail < (size_t)outl ? avail : (size_t)outl;
+    if (r->rec_left) {
+        if (n > r->rec_left) n = r->rec_left;
+        r->rec_left -= n;
+    } else { /* part of a header: remember it to learn the record's length */
+        memcpy(r->hdr + r->hdr_have, p, n);
+        r->hdr_have += n;
+    }
+    memcpy(out, p, n);
     r->off += n;
     return (int)n;
 }
@@ -418,10 +440,12 @@ int hb_sock_tls_read_buffer(hb_sock *s, size_t cap, char *err)
     r->eof = 0;
     r->off = r->len = 0;
     r->cap = cap;
+    r->rec_left = r->hdr_have = 0;
     BIO_set_data(b, r);
     BIO_set_init(b, 1);
     /* Reads come from b; writes keep the socket BIO SSL_set_fd made. */
     SSL_set0_rbio(s->ssl, b);
+    SSL_set_read_ahead(s->ssl, 1); /* one BIO read per record (see above) */
     s->rbuf = r;
     return 0;
 }

@@ -121,9 +121,9 @@ void hb_sock_close(hb_sock *s);
 void hb_sock_abort(hb_sock *s);
 
 /* Read TLS input through a buffer of cap bytes this socket owns: one recv()
- * of up to cap bytes fills it, and OpenSSL's per-record header and body reads
- * are served from it, so one syscall brings as many records as the kernel
- * holds (and nothing is moved per record, unlike OpenSSL's read-ahead).
+ * of up to cap bytes fills it and OpenSSL takes one record per read from it,
+ * so one syscall brings as many records as the kernel holds without
+ * OpenSSL's read-ahead moving the unread rest before every record.
  * Writes still go straight to the socket. Call after hb_sock_tls_client/
  * server, before the handshake; no-op (0) on plain sockets. Returns 0,
  * HB_E_NOMEM, or HB_E_INVALID (cap 0 or > INT_MAX, already set, handshake
