@@ -905,7 +905,7 @@ static void do_read(econn *c, uint32_t events)
             if ((size_t)n < space && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
             continue;
         }
-        /* OpenSSL may hold decrypted or read-ahead bytes epoll cannot see. */
+        /* OpenSSL or the TLS read buffer may hold bytes epoll cannot see. */
         if (!hb_sock_has_buffered(&c->s)) return;
     }
 }
