@@ -36,6 +36,7 @@
 #define MAX_HEADERS HB_PARSE_DEFAULT_MAX_HEADERS
 #define PBUF_MAX (256u * 1024u) /* pipelined copies of the request up to this size */
 #define FILE_CHUNK (64u * 1024u)
+#define ENGINE_TLS_RBUF (64u * 1024u) /* TLS input per recv(): many records per syscall */
 #define SENDFILE_CHUNK (1u << 20)
 #define HEAD_CACHE_CAP 1024u /* response heads up to this size are remembered */
 #define LATE_DEFAULT_NS (10ull * 1000000ull)
@@ -438,7 +439,11 @@ static void on_connected(econn *c)
             return;
         }
         /* One read syscall per batch of records instead of header + body reads. */
-        hb_sock_tls_read_ahead(&c->s);
+        rc = hb_sock_tls_read_buffer(&c->s, ENGINE_TLS_RBUF, err);
+        if (rc < 0) {
+            fail_all(c, HB_ENG_ERR_TLS, rc, err);
+            return;
+        }
         c->state = C_HANDSHAKE;
         c->hs_start = now;
         do_handshake(c);
@@ -900,7 +905,7 @@ static void do_read(econn *c, uint32_t events)
             if ((size_t)n < space && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
             continue;
         }
-        /* OpenSSL may hold decrypted or read-ahead bytes epoll cannot see. */
+        /* OpenSSL or the TLS read buffer may hold bytes epoll cannot see. */
         if (!hb_sock_has_buffered(&c->s)) return;
     }
 }

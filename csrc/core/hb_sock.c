@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,9 +313,141 @@ int hb_sock_session_reused(const hb_sock *s)
     return s->ssl ? SSL_session_reused(s->ssl) : 0;
 }
 
-void hb_sock_tls_read_ahead(hb_sock *s)
+/* ---- TLS read buffer ----
+ * A read-only BIO serving OpenSSL's reads from one recv() of up to cap
+ * bytes. No read returns more than the rest of the current TLS record:
+ * OpenSSL's read-ahead then gets one whole record per call, and its buffer
+ * is empty at every record start, so it never moves leftover bytes (which
+ * it does before each record when it holds several). The framing only
+ * bounds how much one read returns; OpenSSL reads on until it has what it
+ * needs, so a wrong guess costs speed, never bytes. The state is its own
+ * allocation, owned by the BIO (freed with the SSL), so the caller-owned
+ * hb_sock may move or be reset freely. */
+#define TLS_HDR 5 /* type, version (2), length (2) */
+
+struct hb_sock_rbuf {
+    int fd;
+    int eof;    /* the last recv() returned 0 */
+    size_t off; /* next unread byte */
+    size_t len; /* bytes held */
+    size_t cap;
+    size_t rec_left; /* bytes of the current record not yet returned; 0: at a header */
+    size_t hdr_have; /* bytes of the next header already returned */
+    unsigned char hdr[TLS_HDR];
+    unsigned char data[];
+};
+
+static BIO_METHOD *rbuf_method;
+static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
+
+static int rbuf_bread(BIO *b, char *out, int outl)
 {
-    if (s->ssl) SSL_set_read_ahead(s->ssl, 1);
+    struct hb_sock_rbuf *r = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    if (outl <= 0) return 0;
+    if (r->off == r->len) {
+        ssize_t n;
+        do {
+            n = recv(r->fd, r->data, r->cap, 0);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(b);
+            return -1; /* errno kept for tls_result */
+        }
+        r->off = 0;
+        r->len = (size_t)n;
+        r->eof = n == 0;
+        if (n == 0) return 0;
+    }
+    const unsigned char *p = r->data + r->off;
+    size_t avail = r->len - r->off;
+    if (r->rec_left == 0 && r->hdr_have + avail >= TLS_HDR) {
+        memcpy(r->hdr + r->hdr_have, p, TLS_HDR - r->hdr_have);
+        r->rec_left = TLS_HDR - r->hdr_have + ((size_t)r->hdr[3] << 8 | r->hdr[4]);
+        r->hdr_have = 0;
+    }
+    size_t n = avail < (size_t)outl ? avail : (size_t)outl;
+    if (r->rec_left) {
+        if (n > r->rec_left) n = r->rec_left;
+        r->rec_left -= n;
+    } else { /* part of a header: remember it to learn the record's length */
+        memcpy(r->hdr + r->hdr_have, p, n);
+        r->hdr_have += n;
+    }
+    memcpy(out, p, n);
+    r->off += n;
+    return (int)n;
+}
+
+static long rbuf_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    struct hb_sock_rbuf *r = BIO_get_data(b);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+        return 1;
+    case BIO_CTRL_EOF:
+        return r->eof;
+    case BIO_CTRL_PENDING:
+        return (long)(r->len - r->off);
+    case BIO_C_GET_FD:
+        if (ptr) *(int *)ptr = r->fd;
+        return r->fd;
+    default:
+        return 0;
+    }
+}
+
+static int rbuf_destroy(BIO *b)
+{
+    free(BIO_get_data(b));
+    BIO_set_data(b, NULL);
+    BIO_set_init(b, 0);
+    return 1;
+}
+
+static void rbuf_method_init(void)
+{
+    /* DESCRIPTOR: SSL_get_rfd finds the fd through BIO_C_GET_FD. */
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                                 "hb_sock read buffer");
+    if (!m) return;
+    if (!BIO_meth_set_read(m, rbuf_bread) || !BIO_meth_set_ctrl(m, rbuf_ctrl) ||
+        !BIO_meth_set_destroy(m, rbuf_destroy)) {
+        BIO_meth_free(m);
+        return;
+    }
+    rbuf_method = m;
+}
+
+int hb_sock_tls_read_buffer(hb_sock *s, size_t cap, char *err)
+{
+    if (!s->ssl) return 0;
+    if (cap == 0 || cap > INT_MAX) return hb_fail(err, HB_E_INVALID, "bad TLS read buffer size");
+    if (s->rbuf) return hb_fail(err, HB_E_INVALID, "TLS read buffer already set");
+    if (!SSL_in_before(s->ssl))
+        return hb_fail(err, HB_E_INVALID, "TLS read buffer after the handshake started");
+    if (pthread_once(&rbuf_once, rbuf_method_init) != 0 || !rbuf_method)
+        return hb_fail(err, HB_E_NOMEM, "BIO_meth_new failed");
+    struct hb_sock_rbuf *r = malloc(sizeof *r + cap);
+    if (!r) return hb_fail(err, HB_E_NOMEM, "out of memory for the TLS read buffer");
+    BIO *b = BIO_new(rbuf_method);
+    if (!b) {
+        free(r);
+        return hb__tls_fail(err, HB_E_NOMEM, "BIO_new");
+    }
+    r->fd = s->fd;
+    r->eof = 0;
+    r->off = r->len = 0;
+    r->cap = cap;
+    r->rec_left = r->hdr_have = 0;
+    BIO_set_data(b, r);
+    BIO_set_init(b, 1);
+    /* Reads come from b; writes keep the socket BIO SSL_set_fd made. */
+    SSL_set0_rbio(s->ssl, b);
+    SSL_set_read_ahead(s->ssl, 1); /* one BIO read per record (see above) */
+    s->rbuf = r;
+    return 0;
 }
 
 size_t hb_sock_pending(const hb_sock *s)
@@ -325,6 +458,7 @@ size_t hb_sock_pending(const hb_sock *s)
 
 int hb_sock_has_buffered(const hb_sock *s)
 {
+    if (s->rbuf && s->rbuf->off < s->rbuf->len) return 1;
     return s->ssl && SSL_has_pending(s->ssl);
 }
 

@@ -12,7 +12,8 @@
  * OpenSSL's SSL_ERROR_WANT_READ/WANT_WRITE become HB_AGAIN in exactly one
  * place (tls_result() in hb_sock.c). The struct is caller-owned (embed it in
  * your connection); nothing here allocates except the SSL object per TLS
- * connection. Not thread-safe per socket; different sockets are independent.
+ * connection and, when asked for, its read buffer (hb_sock_tls_read_buffer).
+ * Not thread-safe per socket; different sockets are independent.
  */
 #ifndef HB_SOCK_H
 #define HB_SOCK_H
@@ -24,8 +25,9 @@
 
 #include "hb_common.h"
 
-struct ssl_st;     /* OpenSSL SSL */
-struct hb_tls_ctx; /* hb_tls.h */
+struct ssl_st;       /* OpenSSL SSL */
+struct hb_tls_ctx;   /* hb_tls.h */
+struct hb_sock_rbuf; /* hb_sock.c: the TLS read buffer */
 
 enum hb_want { HB_WANT_NONE = 0, HB_WANT_READ = 1, HB_WANT_WRITE = 2 };
 
@@ -54,6 +56,8 @@ struct hb_sock {
     int is_server;
     unsigned long tls_err; /* first OpenSSL error code of the last TLS failure */
     long verify_result;    /* X509_V_* of the last client handshake */
+    /* TLS read buffer or NULL; owned by the SSL's read BIO, freed with it. */
+    struct hb_sock_rbuf *rbuf;
 };
 
 extern const hb_sock_ops hb_sock_plain_ops;
@@ -116,19 +120,25 @@ void hb_sock_close(hb_sock *s);
  * for dropping a broken connection without TIME_WAIT. */
 void hb_sock_abort(hb_sock *s);
 
-/* Let OpenSSL read as many records per read syscall as the kernel holds,
- * instead of a header and then a body read per record. Call after
- * hb_sock_tls_client/server, before the handshake; no-op on plain sockets.
- * Bytes read ahead are invisible to poll/epoll: see hb_sock_has_buffered. */
-void hb_sock_tls_read_ahead(hb_sock *s);
+/* Read TLS input through a buffer of cap bytes this socket owns: one recv()
+ * of up to cap bytes fills it and OpenSSL takes one record per read from it,
+ * so one syscall brings as many records as the kernel holds without
+ * OpenSSL's read-ahead moving the unread rest before every record.
+ * Writes still go straight to the socket. Call after hb_sock_tls_client/
+ * server, before the handshake; no-op (0) on plain sockets. Returns 0,
+ * HB_E_NOMEM, or HB_E_INVALID (cap 0 or > INT_MAX, already set, handshake
+ * started). The buffer is freed with the SSL (hb_sock_close). Bytes in it
+ * are invisible to poll/epoll: see hb_sock_has_buffered. */
+int hb_sock_tls_read_buffer(hb_sock *s, size_t cap, char *err);
 
 /* Decrypted application bytes OpenSSL holds for the next read, i.e. bytes
  * hb_sock_read returns without touching the socket. 0 for plain sockets
  * (their unread bytes sit in the kernel, where poll sees them). */
 size_t hb_sock_pending(const hb_sock *s);
-/* 1 when OpenSSL holds unread input of any kind - decrypted bytes or raw
- * read-ahead records not yet decrypted - so a read may succeed although
- * poll/epoll report nothing; 0 otherwise and for plain sockets. */
+/* 1 when unread input sits above the kernel - decrypted bytes or a partial
+ * record inside OpenSSL, or raw bytes in the read buffer of
+ * hb_sock_tls_read_buffer - so a read may succeed although poll/epoll report
+ * nothing; 0 otherwise and for plain sockets. */
 int hb_sock_has_buffered(const hb_sock *s);
 
 /* Negotiated ALPN protocol ("http/1.1") or NULL; *len set. TLS 1.x version

@@ -1,6 +1,6 @@
 /* test_sock.c - hb_sock / hb_tls over real loopback TCP: plain I/O, EOF,
  * refused connects, TLS handshakes with verification, ALPN, resumption,
- * bytes buffered inside OpenSSL and the TLS description. */
+ * bytes buffered inside OpenSSL, the TLS read buffer and the TLS description. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -10,6 +10,8 @@
 #include <sys/ioctl.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include "hb_sock.h"
 #include "hb_test.h"
@@ -323,7 +325,8 @@ static void test_buffered_and_describe(void)
 
     /* Plain: unread bytes stay in the kernel, nothing is buffered above it. */
     CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
-    hb_sock_tls_read_ahead(&c); /* no-op */
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 4096, err), 0); /* no-op */
+    CHECK(c.rbuf == NULL);
     CHECK_EQ_INT(hb_sock_write(&s, "0123456789", 10), 10);
     CHECK_EQ_INT(wait_queued(c.fd, 10), 10);
     CHECK_EQ_INT(read_some(&c, buf, 4), 4);
@@ -343,10 +346,10 @@ static void test_buffered_and_describe(void)
     co.ca_pem = hb_tls_ctx_cert_pem(sctx, NULL);
     CHECK_EQ_INT(hb_tls_client_ctx_new(&cctx, &co, err), 0);
 
-    /* TLS with read-ahead: a partly read record leaves decrypted bytes. */
+    /* TLS with a read buffer: a partly read record leaves decrypted bytes. */
     CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
     CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, "localhost", err), 0);
-    hb_sock_tls_read_ahead(&c);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
     CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
     CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
     CHECK_EQ_INT(src, 0);
@@ -361,9 +364,9 @@ static void test_buffered_and_describe(void)
     CHECK_EQ_INT(hb_sock_pending(&c), 0);
     CHECK_EQ_INT(hb_sock_has_buffered(&c), 0);
 
-    /* Two records in the kernel: read-ahead pulls in both with the first
-     * read, so the second is buffered (not yet decrypted: pending stays 0)
-     * while poll sees nothing left on the socket. */
+    /* Two records in the kernel: the read buffer pulls in both with the
+     * first read, so the second is buffered (not yet decrypted: pending
+     * stays 0) while poll sees nothing left on the socket. */
     CHECK_EQ_INT(hb_sock_write(&s, rec, 50), 50);
     CHECK_EQ_INT(hb_sock_write(&s, rec, 60), 60);
     CHECK(wait_queued(c.fd, 110) >= 110);
@@ -438,11 +441,258 @@ static void test_buffered_and_describe(void)
     close(lfd);
 }
 
+/* Move what the kernel holds on from to to (loopback: the writes fit). */
+static void pump(int from, int to)
+{
+    char b[65536];
+    for (;;) {
+        ssize_t n = recv(from, b, sizeof b, MSG_DONTWAIT);
+        if (n <= 0) return;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = send(to, b + off, (size_t)(n - off), 0);
+            if (w <= 0) abort();
+            off += w;
+        }
+    }
+}
+
+/* Byte i of the k-th test record. */
+static char rec_byte(int k, int i)
+{
+    return (char)((k * 31 + i * 7 + 1) & 0xff);
+}
+
+static int read_exact(hb_sock *c, char *buf, size_t want, size_t chunk)
+{
+    size_t got = 0;
+    while (got < want) {
+        size_t ask = want - got < chunk ? want - got : chunk;
+        ssize_t r = read_some(c, buf + got, ask);
+        if (r <= 0) return (int)r;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* hb_sock_tls_read_buffer: OpenSSL's record reads served from our buffer. */
+static void test_read_buffer(void)
+{
+    char err[HB_ERR_LEN] = "";
+    hb_tls_ctx *sctx = NULL, *cctx = NULL;
+    CHECK_EQ_INT(hb_tls_server_ctx_new(&sctx, NULL, err), 0);
+    hb_tls_client_opts co;
+    hb_tls_client_opts_init(&co);
+    co.insecure = 1;
+    CHECK_EQ_INT(hb_tls_client_ctx_new(&cctx, &co, err), 0);
+    struct sockaddr_storage addr;
+    socklen_t len;
+    int lfd = listener(&addr, &len);
+    hb_sock c, s;
+    int src;
+    static char want[70000], got[70000];
+
+    /* Bad calls. */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 0, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 4096, err), 0);
+    CHECK(c.rbuf != NULL);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 4096, err), HB_E_INVALID);
+    CHECK(strstr(err, "already") != NULL);
+    CHECK_EQ_INT(SSL_get_rfd(c.ssl), c.fd); /* the BIO answers BIO_C_GET_FD */
+    CHECK_EQ_INT(SSL_get_wfd(c.ssl), c.fd);
+    hb_sock_close(&c); /* before any handshake: the buffer goes with the SSL */
+    CHECK(c.rbuf == NULL);
+    hb_sock_close(&s);
+
+    /* Many small records, byte-exact, through buffers of 7 bytes (headers
+     * split across refills), 200 bytes and 64 KiB. */
+    size_t caps[3] = {7, 200, 65536};
+    for (int ci = 0; ci < 3; ci++) {
+        CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+        CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
+        CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, caps[ci], err), 0);
+        CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+        CHECK_EQ_INT(hb_sock_tls_read_buffer(&s, caps[ci], err), 0); /* server side too */
+        CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+        CHECK_EQ_INT(src, 0);
+        CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 4096, err), HB_E_INVALID); /* too late */
+        int k = 0;
+        for (int batch = 0; batch < 6; batch++) {
+            size_t n = 0;
+            for (int j = 0; j < 50; j++, k++) {
+                int rl = 1 + (k * 37) % 300;
+                for (int i = 0; i < rl; i++)
+                    want[n + (size_t)i] = rec_byte(k, i);
+                CHECK_EQ_INT(hb_sock_write(&s, want + n, (size_t)rl), rl);
+                n += (size_t)rl;
+            }
+            memset(got, 0, n);
+            CHECK_EQ_INT(read_exact(&c, got, n, 1000), 0);
+            CHECK(memcmp(got, want, n) == 0);
+        }
+        /* and the other way, into the server's buffer */
+        for (int i = 0; i < 3000; i++)
+            want[i] = rec_byte(7, i);
+        for (int off = 0; off < 3000; off += 100)
+            CHECK_EQ_INT(hb_sock_write(&c, want + off, 100), 100);
+        CHECK_EQ_INT(read_exact(&s, got, 3000, 333), 0);
+        CHECK(memcmp(got, want, 3000) == 0);
+        /* a struct moved elsewhere keeps working: the BIO holds no pointer to it */
+        hb_sock moved = c;
+        hb_sock_init(&c);
+        CHECK_EQ_INT(hb_sock_write(&s, "moved", 5), 5);
+        CHECK_EQ_INT(read_exact(&moved, got, 5, 5), 0);
+        CHECK(memcmp(got, "moved", 5) == 0);
+        hb_sock_close(&moved);
+        hb_sock_close(&s);
+    }
+
+    /* One recv() takes every record: the kernel is empty, our buffer is not. */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    CHECK_EQ_INT(hb_sock_write(&s, "x", 1), 1);
+    CHECK_EQ_INT(read_some(&c, got, sizeof got), 1); /* session tickets taken too */
+    static const char abc[] = "abcdefgh";
+    for (int j = 0; j < 3; j++)
+        CHECK_EQ_INT(hb_sock_write(&s, abc + j, 5), 5);
+    CHECK(wait_queued(c.fd, 3 * 22) >= 3 * 22);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 0); /* all in the kernel: poll sees it */
+    CHECK_EQ_INT(hb_sock_read(&c, got, 5), 5);
+    CHECK(memcmp(got, "abcde", 5) == 0);
+    int q = -1;
+    CHECK(ioctl(c.fd, FIONREAD, &q) == 0 && q == 0);
+    CHECK(!fd_readable(c.fd));
+    CHECK_EQ_INT(hb_sock_pending(&c), 0);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 1);
+    /* OpenSSL took one record: the other two (27 bytes each in TLS 1.3)
+     * wait in our buffer, which BIO_pending reports. */
+    CHECK_EQ_INT(BIO_pending(SSL_get_rbio(c.ssl)), 2 * 27);
+    CHECK_EQ_INT(hb_sock_read(&c, got, 5), 5);
+    CHECK(memcmp(got, "bcdef", 5) == 0);
+    CHECK_EQ_INT(BIO_pending(SSL_get_rbio(c.ssl)), 27);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 1);
+    CHECK_EQ_INT(hb_sock_read(&c, got, sizeof got), 5);
+    CHECK(memcmp(got, "cdefg", 5) == 0);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 0);
+    /* Nothing left anywhere: would block, wants READ. */
+    c.want = HB_WANT_NONE;
+    CHECK_EQ_INT(hb_sock_read(&c, got, sizeof got), HB_AGAIN);
+    CHECK_EQ_INT(c.want, HB_WANT_READ);
+    /* A record then close_notify: the record, then EOF. */
+    CHECK_EQ_INT(hb_sock_write(&s, "last", 4), 4);
+    CHECK_EQ_INT(hb_sock_shutdown(&s), 0);
+    CHECK(wait_queued(c.fd, 40) >= 40);
+    CHECK_EQ_INT(read_some(&c, got, sizeof got), 4);
+    CHECK(memcmp(got, "last", 4) == 0);
+    CHECK_EQ_INT(read_some(&c, got, sizeof got), 0);
+    CHECK_EQ_INT(read_some(&c, got, sizeof got), 0); /* EOF stays EOF */
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+
+    /* A record then a bare TCP FIN (no close_notify): the record, then EOF. */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    CHECK_EQ_INT(hb_sock_write(&s, "tail", 4), 4);
+    CHECK_EQ_INT(shutdown(s.fd, SHUT_WR), 0);
+    CHECK_EQ_INT(read_some(&c, got, sizeof got), 4);
+    CHECK(memcmp(got, "tail", 4) == 0);
+    CHECK_EQ_INT(read_some(&c, got, sizeof got), 0);
+    hb_sock_close(&c);
+    hb_sock_close(&s);
+
+    /* A reset: -ECONNRESET (or EOF), as on a plain socket. */
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    CHECK_EQ_INT(hb_sock_write(&c, "ping", 4), 4);
+    CHECK_EQ_INT(read_some(&s, got, sizeof got), 4);
+    hb_sock_abort(&s);
+    ssize_t r = read_some(&c, got, sizeof got);
+    CHECK(r == -ECONNRESET || r == 0);
+    hb_sock_close(&c);
+
+    /* Through a relay that hands the client a record a few bytes at a time:
+     * a partial header or body is HB_AGAIN (want READ), the whole record
+     * comes out byte-exact, and the socket closes with bytes still
+     * buffered (ASan checks the buffer is freed). */
+    hb_sock cp, x;
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &cp), 0);
+    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &x, &s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
+    int crc = HB_AGAIN, srv = HB_AGAIN;
+    for (int i = 0; i < 400 && (crc == HB_AGAIN || srv == HB_AGAIN); i++) {
+        if (crc == HB_AGAIN) crc = hb_sock_handshake(&c, err);
+        pump(cp.fd, x.fd);
+        if (srv == HB_AGAIN) srv = hb_sock_handshake(&s, err);
+        pump(x.fd, cp.fd);
+        usleep(500);
+    }
+    CHECK_EQ_INT(crc, 0);
+    CHECK_EQ_INT(srv, 0);
+    usleep(2000);
+    pump(x.fd, cp.fd); /* session tickets */
+    c.want = HB_WANT_NONE;
+    CHECK_EQ_INT(hb_sock_read(&c, got, sizeof got), HB_AGAIN);
+    CHECK_EQ_INT(c.want, HB_WANT_READ);
+    for (int i = 0; i < 100; i++)
+        want[i] = rec_byte(3, i);
+    CHECK_EQ_INT(hb_sock_write(&s, want, 100), 100);
+    CHECK_EQ_INT(hb_sock_write(&s, want, 100), 100);
+    int wire = wait_queued(x.fd, 200);
+    CHECK(wire > 200);
+    char raw[1024];
+    CHECK_EQ_INT(recv(x.fd, raw, sizeof raw, 0), wire);
+    int first = wire / 2; /* two records of the same size */
+    int cuts[4] = {3, 5, 60, first};
+    int sent = 0;
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(send(cp.fd, raw + sent, (size_t)(cuts[i] - sent), 0), cuts[i] - sent);
+        sent = cuts[i];
+        CHECK(wait_queued(c.fd, 1) > 0);
+        c.want = HB_WANT_NONE;
+        ssize_t rr = hb_sock_read(&c, got, sizeof got);
+        if (i < 3) {
+            CHECK_EQ_INT(rr, HB_AGAIN);
+            CHECK_EQ_INT(c.want, HB_WANT_READ);
+        } else {
+            CHECK_EQ_INT(rr, 100);
+            CHECK(memcmp(got, want, 100) == 0);
+        }
+    }
+    /* the second record plus 3 bytes more arrive; read 10 bytes of it */
+    CHECK_EQ_INT(send(cp.fd, raw + first, (size_t)(wire - first), 0), wire - first);
+    CHECK_EQ_INT(send(cp.fd, "\x17\x03\x03", 3, 0), 3);
+    CHECK(wait_queued(c.fd, wire - first + 3) > 0);
+    CHECK_EQ_INT(hb_sock_read(&c, got, 10), 10);
+    CHECK(memcmp(got, want, 10) == 0);
+    CHECK_EQ_INT(hb_sock_has_buffered(&c), 1);
+    hb_sock_close(&c); /* with decrypted bytes and raw bytes still buffered */
+    hb_sock_close(&cp);
+    hb_sock_close(&x);
+    hb_sock_close(&s);
+
+    close(lfd);
+    hb_tls_ctx_free(cctx);
+    hb_tls_ctx_free(sctx);
+}
+
 int main(void)
 {
     test_resolve();
     test_plain();
     test_tls();
     test_buffered_and_describe();
+    test_read_buffer();
     HB_TEST_MAIN_END();
 }
