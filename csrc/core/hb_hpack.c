@@ -350,8 +350,6 @@ end:
 
 /* ---- integers and strings ---- */
 
-/* Decode an integer whose prefix is the mask bits of *pp (the caller knows *pp < end).
- * Values must fit 32 bits. Returns 0, or -1 with err set. */
 typedef struct {
     const uint8_t *p; /* past the integer; NULL on error */
     uint32_t v;
@@ -377,6 +375,8 @@ static __attribute__((noinline)) int_res dec_int_long(const uint8_t *p, const ui
     return r;
 }
 
+/* Decode an integer whose prefix is the mask bits of **pp (the caller knows
+ * *pp < end). Values must fit 32 bits. Returns 0, or -1 with err set. */
 static inline __attribute__((always_inline)) int dec_int(const uint8_t **pp, const uint8_t *end,
                                                          uint32_t mask, uint32_t *out, char *err)
 {
@@ -539,6 +539,7 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
 {
     if (HB_UNLIKELY(d->failed || !d->ent))
         return hb_fail(err, HB_E_H2, "hpack: decoder unusable after an earlier error");
+    if (len == 0) return 0; /* in may then be NULL */
     const uint8_t *p = in, *end = in + len;
     size_t room = max_list ? max_list : SIZE_MAX; /* list bytes fn may still get */
     int over = 0;
