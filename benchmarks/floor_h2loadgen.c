@@ -1,5 +1,6 @@
-/* floor_h2loadgen: the cheapest closed-loop HTTP/2 (h2c, prior knowledge)
- * load generator we can write for one workload, to measure the floor of a
+/* floor_h2loadgen: the cheapest closed-loop HTTP/2 (h2c with prior
+ * knowledge, or h2 over TLS with ALPN) load generator we can write for one
+ * workload, to measure the floor of a
  * generator's CPU per request on this machine (benchmarks/bench_h2loadgen.py
  * runs it next to httpbench and h2load).
  *
@@ -14,9 +15,12 @@
  * and PINGs are acknowledged and the connection window is topped up, so DATA
  * never stalls (streams get a 2^30-1 window). C connections x M streams, one
  * thread, level-triggered epoll, one send per connection per read batch, one
- * clock read per epoll_wait batch.
+ * clock read per epoll_wait batch. With "tls" (certificate not verified):
+ * one recv() per read batch into a memory BIO that OpenSSL decrypts from
+ * record by record (no read-ahead buffer to compact), one SSL_write per
+ * send.
  *
- *   floor_h2loadgen HOST PORT PATH CONNS STREAMS SECONDS
+ *   floor_h2loadgen HOST PORT PATH CONNS STREAMS SECONDS [tls]
  *
  * Prints one JSON object: requests (streams ended with a response), ok
  * (those with status 200), sent (streams opened), seconds, cpu_user_s,
@@ -24,13 +28,17 @@
  * HEADERS, a closed connection; message on stderr), so a wrong count is never
  * printed.
  *
- * Build: cc -O2 -o floor_h2loadgen floor_h2loadgen.c (floor_h2.h beside it)
+ * Build: cc -O2 -o floor_h2loadgen floor_h2loadgen.c -lssl -lcrypto (floor_h2.h
+ * beside it)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +57,8 @@ enum { S_FREE = 0, S_OPEN = 1, S_HEADERS = 2, S_OK = 4 };
 
 typedef struct {
     int fd;
+    SSL *ssl;          /* NULL for h2c */
+    BIO *rbio;         /* memory BIO: what recv() brought, for OpenSSL to decrypt */
     uint32_t next_id;  /* next stream id */
     uint32_t inflight; /* streams open */
     uint64_t consumed; /* DATA payload bytes since the last connection WINDOW_UPDATE */
@@ -59,6 +69,8 @@ typedef struct {
 
 static conn *conns;
 static uint8_t rbuf[RBUF];
+static uint8_t pbuf[RBUF]; /* decrypted */
+static SSL_CTX *ctx;
 static uint8_t hframe[9 + 1024]; /* prebuilt HEADERS frame */
 static size_t hframe_len;
 static uint64_t n_done, n_ok, n_sent, n_open;
@@ -179,15 +191,86 @@ static void on_frame(void *arg)
     }
 }
 
+__attribute__((noreturn)) static void die_ssl(const char *what)
+{
+    ERR_print_errors_fp(stderr);
+    die(what);
+}
+
 static void flush_out(int ep, conn *c)
 {
-    if (h2_out_flush(ep, c->fd, &c->out, c) != 0) die("send");
+    if (!c->ssl) {
+        if (h2_out_flush(ep, c->fd, &c->out, c) != 0) die("send");
+        return;
+    }
+    size_t off = 0;
+    while (off < c->out.len) {
+        int w = SSL_write(c->ssl, c->out.buf + off, (int)(c->out.len - off));
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (SSL_get_error(c->ssl, w) != SSL_ERROR_WANT_WRITE) die_ssl("SSL_write");
+        struct pollfd pf = {.fd = c->fd, .events = POLLOUT}; /* rare: the socket is full */
+        if (poll(&pf, 1, 1000) < 0 && errno != EINTR) die("poll");
+    }
+    c->out.len = 0;
+}
+
+/* Bring what recv() read into the memory BIO, or the handshake's bytes. */
+static void tls_take(conn *c, const uint8_t *p, size_t n)
+{
+    if (BIO_write(c->rbio, p, (int)n) != (int)n) die_ssl("BIO_write");
+}
+
+static void tls_start(conn *c)
+{
+    c->ssl = SSL_new(ctx);
+    c->rbio = BIO_new(BIO_s_mem());
+    BIO *wbio = BIO_new_socket(c->fd, BIO_NOCLOSE);
+    if (!c->ssl || !c->rbio || !wbio) die_ssl("SSL_new");
+    BIO_set_mem_eof_return(c->rbio, -1); /* empty = would block, not EOF */
+    SSL_set_bio(c->ssl, c->rbio, wbio);
+    SSL_set_connect_state(c->ssl);
+    for (;;) { /* the socket is still blocking here */
+        int r = SSL_do_handshake(c->ssl);
+        if (r == 1) break;
+        if (SSL_get_error(c->ssl, r) != SSL_ERROR_WANT_READ) die_ssl("TLS handshake");
+        ssize_t k = recv(c->fd, rbuf, sizeof rbuf, 0);
+        if (k <= 0) die("recv during the TLS handshake");
+        tls_take(c, rbuf, (size_t)k);
+    }
+    const unsigned char *alpn = NULL;
+    unsigned alen = 0;
+    SSL_get0_alpn_selected(c->ssl, &alpn, &alen);
+    if (alen != 2 || memcmp(alpn, "h2", 2) != 0) die("the server did not select h2 (ALPN)");
+}
+
+/* recv() brought n bytes: decrypt every whole record, feed the frames. */
+static void tls_input(conn *c, size_t n)
+{
+    tls_take(c, rbuf, n);
+    for (;;) {
+        int r = SSL_read(c->ssl, pbuf, sizeof pbuf);
+        if (r > 0) {
+            h2_in_feed(&c->in, pbuf, (size_t)r, on_frame, c);
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_READ) return;
+        if (e == SSL_ERROR_ZERO_RETURN) {
+            errno = 0;
+            die("the server closed a connection (close_notify)");
+        }
+        die_ssl("SSL_read");
+    }
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: floor_h2loadgen HOST PORT PATH CONNS STREAMS SECONDS\n");
+    int tls = argc == 8 && strcmp(argv[7], "tls") == 0;
+    if (argc != 7 && !tls) {
+        fprintf(stderr, "usage: floor_h2loadgen HOST PORT PATH CONNS STREAMS SECONDS [tls]\n");
         return 2;
     }
     const char *host = argv[1], *path = argv[3];
@@ -203,10 +286,11 @@ int main(int argc, char **argv)
     }
     char auth[300];
     int al = snprintf(auth, sizeof auth, "%s:%d", host, port);
-    /* :method GET (static 2), :scheme http (6), :authority and :path as literals. */
+    /* :method GET (static 2), :scheme http (6) or https (7), :authority and
+     * :path as literals. */
     size_t b = 9;
     hframe[b++] = 0x82;
-    hframe[b++] = 0x86;
+    hframe[b++] = tls ? 0x87 : 0x86;
     b += hpack_lit(hframe + b, 1, auth, (size_t)al);
     b += hpack_lit(hframe + b, 4, path, pl);
     h2_put_hdr(hframe, (uint32_t)(b - 9), 1, 0x5, 0); /* END_STREAM | END_HEADERS */
@@ -216,6 +300,13 @@ int main(int argc, char **argv)
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
         fprintf(stderr, "floor_h2loadgen: HOST must be an IPv4 address\n");
         return 2;
+    }
+    if (tls) {
+        ctx = SSL_CTX_new(TLS_client_method());
+        if (!ctx) die_ssl("SSL_CTX_new");
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        if (SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x02h2", 3) != 0) die_ssl("ALPN");
     }
     int ep = epoll_create1(0);
     if (ep < 0) die("epoll_create1");
@@ -245,6 +336,7 @@ int main(int argc, char **argv)
         int one = 1;
         if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) die("setsockopt");
         if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) die("connect");
+        if (tls) tls_start(c);
         int fl = fcntl(c->fd, F_GETFL);
         if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) != 0) die("fcntl");
         c->next_id = 1;
@@ -277,7 +369,10 @@ int main(int argc, char **argv)
                     errno = 0;
                     die("the server closed a connection");
                 }
-                h2_in_feed(&c->in, rbuf, (size_t)r, on_frame, c);
+                if (c->ssl)
+                    tls_input(c, (size_t)r);
+                else
+                    h2_in_feed(&c->in, rbuf, (size_t)r, on_frame, c);
             }
             if (c->out.len) flush_out(ep, c);
         }

@@ -63,13 +63,15 @@ FLOOR_LOADGEN = ("floor = benchmarks/floor_loadgen.c: one send() of a prebuilt r
                  "costs a client here, the least any generator can spend; a goal below "
                  "floor/peer is out of reach on this machine.")
 
-FLOOR_H2LOADGEN = ("floor = benchmarks/floor_h2loadgen.c (h2c only): prebuilt frames - the "
-                   "preface and SETTINGS once, one HEADERS frame per request with a fixed HPACK "
-                   "block (static-table entries and literals, no compression state) - and "
-                   "responses read by their 9-byte frame headers only (no HPACK decoding); "
-                   "every stream must get a HEADERS frame and end, and the server must count "
-                   "every stream as an h2 request. Its CPU/request is about the least an HTTP/2 "
-                   "generator can spend here.")
+FLOOR_H2LOADGEN = ("floor = benchmarks/floor_h2loadgen.c: prebuilt frames - the preface and "
+                   "SETTINGS once, one HEADERS frame per request with a fixed HPACK block "
+                   "(static-table entries and literals, no compression state) - and responses "
+                   "read by their 9-byte frame headers only (no HPACK decoding); over TLS one "
+                   "recv() per batch into a memory BIO decrypted record by record. Every "
+                   "stream must get a HEADERS frame and end, and the embedded server must "
+                   "count every stream as an h2 request. Its CPU/request is about the least an "
+                   "HTTP/2 generator can spend here; a goal below floor/peer is out of reach on "
+                   "this machine.")
 
 FLOOR_H2SERVER = ("floor = benchmarks/floor_h2server.c (h2c only): frames read by their 9-byte "
                   "headers (no HPACK decoding), each request answered with a prebuilt HEADERS + "
@@ -92,7 +94,11 @@ BENCHMARKS = [
               notes=(("", "HTTP/2: -t1 with -c16 -m10 and -c1 -m100 (connections x streams "
                           "per connection), against nginx over TLS (ALPN h2) and the embedded "
                           "server over h2c and h2. httpbench's CPU is its engine threads' own "
-                          "rusage, h2load's its process's (wait4); runs interleaved."),
+                          "rusage, h2load's its process's (wait4); runs interleaved. httpbench's "
+                          "HTTP/2 client session is its own (hb_h2cli + hb_hpack); h2load runs "
+                          "on nghttp2. Against nginx both tools mostly wait for nginx (one "
+                          "worker), and most of their CPU/request is kernel time for loopback "
+                          "TCP, which neither can avoid."),
                      ("floor", FLOOR_H2LOADGEN))),
     Benchmark("server", "bench_server.py", ("--duration", "10", "--rounds", "3"),
               ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
@@ -142,8 +148,8 @@ BENCHMARKS = [
               notes=(("", "A response header block decoded by hb_hpack and by nghttp2's "
                           "inflater: nginx's (8 fields, 7 Huffman values, 101 bytes) and "
                           "nghttp2's deflater's once the fields are indexed (4 one-byte "
-                          "indexes and a raw content-length, 9 bytes); instructions per block from callgrind (exact), time the "
-                          "best of the repeats."),)),
+                          "indexes and a raw content-length, 9 bytes); instructions per block "
+                          "from callgrind (exact), time the best of the repeats."),)),
     Benchmark("distributed", "bench_distributed.py", ("--duration", "5", "--rounds", "3"),
               ("--duration", "2", "--rounds", "2"), ("--duration", "1", "--rounds", "1"),
               ours="dask*",
