@@ -217,9 +217,12 @@ GOALS = [
          "<=", 0.8, "httpbench", "h2load", floor="floor"),
     Goal("h2loadgen", "HTTP/2 load generator",
          "floor (prebuilt frames, no HPACK) CPU/request ≤ 0.8× h2load ({case})", "CPU/req", "<=",
-         0.8, "floor", "h2load", "embedded-h2c *", primary=False, detail=REACHABLE),
+         0.8, "floor", "h2load", primary=False, detail=REACHABLE),
     Goal("h2loadgen", "HTTP/2 load generator", "requests/s ≥ h2load ({case})", "req/s", ">=",
          1.0, "httpbench", "h2load"),
+    Goal("h2loadgen", "HTTP/2 load generator",
+         "floor (prebuilt frames, no HPACK) requests/s ≥ h2load ({case})", "req/s", ">=", 1.0,
+         "floor", "h2load", primary=False, detail=REACHABLE),
     # embedded server vs the cheaper nginx
     Goal("server", "embedded server", "CPU/request ≤ 0.8× nginx ({case})", "CPU/req", "<=",
          0.8, "embedded", "nginx*", floor="floor"),
