@@ -237,8 +237,8 @@ static int read_head(hb_exchange *x, size_t *got, char *err)
                            hb_parse_strerror(HB_PE_HEAD_TOO_LARGE));
         }
         /* Right after sending, nothing can be buffered yet: wait before reading
-         * (saves an EAGAIN read per request) unless TLS holds decrypted bytes. */
-        if (first && !hb_sock_pending(&c->sock)) {
+         * (saves an EAGAIN read per request) unless TLS input is buffered. */
+        if (first && !hb_sock_has_buffered(&c->sock)) {
             int rc = hb__wait_fd(c->sock.fd, POLLIN, r->deadline_ns, x->eintr_abort);
             if (rc == HB_E_TIMEOUT) return timed_out(r, err, "waiting for the response");
             if (rc < 0) return rc;
@@ -612,8 +612,8 @@ void hb_client_end(hb_pool *p, hb_exchange *x)
 {
     if (!x->conn) return;
     if (!x->t_done) x->t_done = hb_now_ns();
-    /* Decrypted bytes still inside OpenSSL belong to no request: never reuse. */
-    int tls_leftover = hb_sock_pending(&x->conn->sock) > 0;
+    /* TLS input still buffered (decrypted or not) belongs to no request: never reuse. */
+    int tls_leftover = hb_sock_has_buffered(&x->conn->sock);
     hb_pool_release(p, x->conn, x->keep_alive && x->body_done && !tls_leftover);
     x->conn = NULL;
 }

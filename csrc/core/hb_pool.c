@@ -12,6 +12,8 @@
 #include "hb_internal.h"
 #include "hb_tls.h"
 
+#define POOL_TLS_RBUF (64u * 1024u) /* raw TLS input buffered per connection */
+
 int hb__wait_fd(int fd, short events, uint64_t deadline_ns, int eintr_abort)
 {
     for (;;) {
@@ -233,6 +235,8 @@ static int conn_open(hb_pool *p, hb_conn *c, hb_pool_host *h, uint64_t cdl, hb_c
         return hb_fail(err, HB_E_INVALID, "https target but no TLS context");
     }
     rc = hb_sock_tls_client(&c->sock, p->opts.tls, h->name, err);
+    /* One recv() per batch of records, OpenSSL fed a record at a time. */
+    if (rc == 0) rc = hb_sock_tls_read_buffer(&c->sock, POOL_TLS_RBUF, err);
     if (rc == 0) {
         while ((rc = hb_sock_handshake(&c->sock, err)) == HB_AGAIN) {
             rc = hb__wait_fd(c->sock.fd, c->sock.want == HB_WANT_WRITE ? POLLOUT : POLLIN, cdl,
