@@ -475,6 +475,20 @@ static int read_exact(hb_sock *c, char *buf, size_t want, size_t chunk)
 }
 
 /* hb_sock_tls_read_buffer: OpenSSL's record reads served from our buffer. */
+/* A connected TLS pair, handshake done, the client reading through a 64 KiB
+ * read buffer. */
+static void buffered_pair(int lfd, const struct sockaddr_storage *addr, socklen_t len,
+                          hb_tls_ctx *cctx, hb_tls_ctx *sctx, hb_sock *c, hb_sock *s)
+{
+    char err[HB_ERR_LEN] = "";
+    int src;
+    CHECK_EQ_INT(pair(lfd, addr, len, 0, c, s), 0);
+    CHECK_EQ_INT(hb_sock_tls_client(c, cctx, NULL, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_read_buffer(c, 65536, err), 0);
+    CHECK_EQ_INT(hb_sock_tls_server(s, sctx, err), 0);
+    CHECK_EQ_INT(handshake_both(c, s, &src, err), 0);
+}
+
 static void test_read_buffer(void)
 {
     char err[HB_ERR_LEN] = "";
@@ -549,11 +563,7 @@ static void test_read_buffer(void)
     }
 
     /* One recv() takes every record: the kernel is empty, our buffer is not. */
-    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
-    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
-    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
-    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
-    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    buffered_pair(lfd, &addr, len, cctx, sctx, &c, &s);
     CHECK_EQ_INT(hb_sock_write(&s, "x", 1), 1);
     CHECK_EQ_INT(read_some(&c, got, sizeof got), 1); /* session tickets taken too */
     static const char abc[] = "abcdefgh";
@@ -594,11 +604,7 @@ static void test_read_buffer(void)
     hb_sock_close(&s);
 
     /* A record then a bare TCP FIN (no close_notify): the record, then EOF. */
-    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
-    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
-    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
-    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
-    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    buffered_pair(lfd, &addr, len, cctx, sctx, &c, &s);
     CHECK_EQ_INT(hb_sock_write(&s, "tail", 4), 4);
     CHECK_EQ_INT(shutdown(s.fd, SHUT_WR), 0);
     CHECK_EQ_INT(read_some(&c, got, sizeof got), 4);
@@ -608,11 +614,7 @@ static void test_read_buffer(void)
     hb_sock_close(&s);
 
     /* A reset: -ECONNRESET (or EOF), as on a plain socket. */
-    CHECK_EQ_INT(pair(lfd, &addr, len, 0, &c, &s), 0);
-    CHECK_EQ_INT(hb_sock_tls_client(&c, cctx, NULL, err), 0);
-    CHECK_EQ_INT(hb_sock_tls_read_buffer(&c, 65536, err), 0);
-    CHECK_EQ_INT(hb_sock_tls_server(&s, sctx, err), 0);
-    CHECK_EQ_INT(handshake_both(&c, &s, &src, err), 0);
+    buffered_pair(lfd, &addr, len, cctx, sctx, &c, &s);
     CHECK_EQ_INT(hb_sock_write(&c, "ping", 4), 4);
     CHECK_EQ_INT(read_some(&s, got, sizeof got), 4);
     hb_sock_abort(&s);
