@@ -547,14 +547,15 @@ def run_floor(exe: str, url: str, conns: int, seconds: float) -> dict[str, Any]:
 
 def run_bench_script(code: str, args: Sequence[str], seconds: float) -> dict[str, Any]:
     """Run ``python -c code *args`` (a bench() run in a fresh interpreter), whose last line of
-    output is JSON with ok, done, duration_s and cpu_ns; the run's record (cpu_s for cpu_ns)."""
+    output is JSON with ok, done, duration_s, cpu_ns and optionally wakeups; the run's record
+    (cpu_s for cpu_ns)."""
     p = subprocess.run([sys.executable, "-c", code, *args],
                        capture_output=True, text=True, timeout=seconds + 60)
     if p.returncode != 0:
         raise RuntimeError(p.stderr)
     d = json.loads(p.stdout.strip().splitlines()[-1])
     return {"ok": d["ok"], "done": d["done"], "duration_s": d["duration_s"],
-            "cpu_s": d["cpu_ns"] / 1e9}
+            "cpu_s": d["cpu_ns"] / 1e9, **({"wakeups": d["wakeups"]} if "wakeups" in d else {})}
 
 
 # ---------------------------------------------------------------------------
@@ -721,8 +722,9 @@ def parse_h2load(text: str) -> dict[str, Any]:
     }
 
 
-def _run_tool(tool: str, argv: list[str], timeout: float) -> tuple[str, float]:
-    """Run argv to completion; (stdout+stderr, child user+sys CPU seconds from wait4)."""
+def _run_tool(tool: str, argv: list[str], timeout: float) -> tuple[str, float, int]:
+    """Run argv to completion; (stdout+stderr, child user+sys CPU seconds, voluntary
+    context switches: how often it slept and was woken), both from wait4."""
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -740,7 +742,7 @@ def _run_tool(tool: str, argv: list[str], timeout: float) -> tuple[str, float]:
         text = out.read().decode(errors="replace")
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited with {p.returncode}:\n{text}")
-    return text, ru.ru_utime + ru.ru_stime
+    return text, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw
 
 
 def run_wrk(url: str, *, threads: int = 1, connections: int = 16, duration: float = 10,
@@ -754,7 +756,7 @@ def run_wrk(url: str, *, threads: int = 1, connections: int = 16, duration: floa
         argv.append("--latency")
     for h in headers:
         argv += ["-H", h]
-    text, cpu = _run_tool("wrk", [*argv, url], duration + 30)
+    text, cpu, _ = _run_tool("wrk", [*argv, url], duration + 30)
     d = parse_wrk(text)
     return LoadResult("wrk", url, d["requests"], d["seconds"], d["req_per_s"], d["errors"],
                       d["non_2xx"], cpu, d["latency"], text)
@@ -771,7 +773,7 @@ def run_h2load(url: str, *, threads: int = 1, connections: int = 16, duration: f
         argv += ["-D", f"{duration:g}"]
         if warmup:
             argv += ["--warm-up-time", f"{warmup:g}"]
-    text, cpu = _run_tool("h2load", [*argv, url], (duration or 60) + warmup + 30)
+    text, cpu, _ = _run_tool("h2load", [*argv, url], (duration or 60) + warmup + 30)
     d = parse_h2load(text)
     return LoadResult("h2load", url, d["requests"], d["seconds"], d["req_per_s"], d["errors"],
                       d["non_2xx"], cpu, d["latency"], text)

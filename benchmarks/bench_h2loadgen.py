@@ -10,7 +10,10 @@ machine noise hits both tools alike; run.py reports medians.
 Figures per run: requests/s (2xx responses / measured seconds) and the
 generator's CPU per request (user + sys / requests done): h2load's from wait4()
 rusage of its process, httpbench's from its engine threads' own rusage
-(RUSAGE_THREAD; the Python interpreter around it is not counted).
+(RUSAGE_THREAD; the Python interpreter around it is not counted). Wake-ups per
+request: the generator process's voluntary context switches (times it slept
+and was woken) / requests done, from wait4() or getrusage(); against a server
+that is the bottleneck, every wake-up is one the server's send had to do.
 Goals (benchmarks/goals.py): httpbench CPU/request <= 0.8x h2load's and
 req/s >= h2load's.
 
@@ -50,12 +53,13 @@ from _peers import Nginx  # noqa: E402
 SHAPES = {"c16m10": (16, 10), "c1m100": (1, 100)}
 
 HB_RUNNER = """
-import json, sys
+import json, resource, sys
 import httpbench
 r = httpbench.bench(sys.argv[1], duration=float(sys.argv[2]), concurrency=int(sys.argv[3]),
                     streams=int(sys.argv[4]), http2=True, threads=1, verify=False)
 print(json.dumps({"ok": r.successes, "done": r.responses + r.errors, "errors": r.errors,
-                  "duration_s": r.duration_ns / 1e9, "cpu_ns": r.cpu_user_ns + r.cpu_sys_ns}))
+                  "duration_s": r.duration_ns / 1e9, "cpu_ns": r.cpu_user_ns + r.cpu_sys_ns,
+                  "wakeups": resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw}))
 """
 
 
@@ -65,12 +69,12 @@ def run_httpbench(url: str, conns: int, streams: int, dur: float) -> dict:
 
 def run_h2load(url: str, conns: int, streams: int, dur: float) -> dict:
     argv = ["h2load", "-t1", f"-c{conns}", f"-m{streams}", "-D", f"{dur:g}", url]
-    text, cpu = _peers._run_tool("h2load", argv, dur + 60)
+    text, cpu, wakeups = _peers._run_tool("h2load", argv, dur + 60)
     d = _peers.parse_h2load(text)
     if "h2" not in text.split("Application protocol:")[-1][:8]:
         raise RuntimeError(f"h2load did not negotiate h2:\n{text}")
     return {"ok": d["requests"] - d["non_2xx"] - d["errors"], "done": d["requests"],
-            "duration_s": d["seconds"], "cpu_s": cpu}
+            "duration_s": d["seconds"], "cpu_s": cpu, "wakeups": wakeups}
 
 
 FLOOR_EXE: str | None = None
@@ -98,7 +102,7 @@ def run_floor(url: str, conns: int, streams: int, dur: float) -> dict:
         raise RuntimeError(f"floor_h2loadgen: {d['sent']} streams opened, {d['requests']} "
                            f"ended with a response, the server counted {served} h2 requests")
     return {"ok": d["ok"], "done": d["requests"], "duration_s": d["seconds"],
-            "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"]}
+            "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"], "wakeups": d["wakeups"]}
 
 
 TOOLS = {"httpbench": run_httpbench, "h2load": run_h2load, "floor": run_floor}
@@ -184,14 +188,18 @@ def main(argv: list[str] | None = None) -> int:
                              "unit": "req/s", "values": [r["rps"] for r in rs]})
                 rows.append({"case": case, "contender": tool, "metric": "CPU/req",
                              "unit": "µs", "values": [r["cpu_us_per_req"] for r in rs]})
+                rows.append({"case": case, "contender": tool, "metric": "wake-ups/req",
+                             "unit": "", "values": [r["wakeups"] / max(r["done"], 1)
+                                                    for r in rs]})
     print(f"\nhttpbench {httpbench.__version__} HTTP/2 load generator vs h2load; "
           f"{a.rounds} rounds x {a.duration:g} s, medians; -t1\n", file=sys.stderr)
-    print("| case | tool | req/s | CPU µs/req |", file=sys.stderr)
-    print("|---|---|---:|---:|", file=sys.stderr)
-    for i in range(0, len(rows), 2):
-        rq, cpu = rows[i], rows[i + 1]
+    print("| case | tool | req/s | CPU µs/req | wake-ups/req |", file=sys.stderr)
+    print("|---|---|---:|---:|---:|", file=sys.stderr)
+    for i in range(0, len(rows), 3):
+        rq, cpu, wk = rows[i], rows[i + 1], rows[i + 2]
         print(f"| {rq['case']} | {rq['contender']} | {statistics.median(rq['values']):,.0f} | "
-              f"{statistics.median(cpu['values']):.2f} |", file=sys.stderr)
+              f"{statistics.median(cpu['values']):.2f} | {statistics.median(wk['values']):.3f} |",
+              file=sys.stderr)
     _peers.write_rows(rows, notes, a.json)
     return 0
 

@@ -24,8 +24,8 @@
  *
  * Prints one JSON object: requests (streams ended with a response), ok
  * (those with status 200), sent (streams opened), seconds, cpu_user_s,
- * cpu_sys_s. Exit 1 on any error (RST_STREAM, GOAWAY, an END_STREAM without
- * HEADERS, a closed connection; message on stderr), so a wrong count is never
+ * cpu_sys_s, wakeups (voluntary context switches). Exit 1 on any error (RST_STREAM, GOAWAY, an
+ * END_STREAM without HEADERS, a closed connection; message on stderr), so a wrong count is never
  * printed.
  *
  * Build: cc -O2 -o floor_h2loadgen floor_h2loadgen.c -lssl -lcrypto (floor_h2.h
@@ -381,9 +381,9 @@ int main(int argc, char **argv)
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) die("getrusage");
     printf("{\"requests\": %llu, \"ok\": %llu, \"sent\": %llu, \"seconds\": %.6f, "
-           "\"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f}\n",
+           "\"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"wakeups\": %ld}\n",
            (unsigned long long)n_done, (unsigned long long)n_ok, (unsigned long long)n_sent,
            t_end - t0, (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
-           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, ru.ru_nvcsw);
     return 0;
 }

@@ -613,9 +613,10 @@ def _render_header(doc: dict[str, Any]) -> list[str]:
          "",
          "Peers: " + "; ".join(f"{k}: {v or 'MISSING'}" for k, v in meta["peers"].items()) + ".",
          ""]
-    for rr in doc.get("reruns", []):
-        L += [f"Re-run on {rr['date']} (`--only {','.join(rr['benchmarks'])} --into`), "
-              f"each with its own command and load below: {', '.join(rr['benchmarks'])}.", ""]
+    rerun = [f"{r['name']} ({r['date']})" for r in doc["benchmarks"] if "date" in r]
+    if rerun:
+        L += ["Re-run since with `python benchmarks/run.py --only NAMES --into` (each section "
+              "below names its own command, date and load): " + ", ".join(rerun) + ".", ""]
     busy = [(r["name"], r.get("other_load_cores")) for r in doc["benchmarks"]
             if r.get("other_load_cores") is not None]
     if busy:
