@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._hist import hist_percentile, hist_stat
@@ -164,8 +164,40 @@ def record_row(client: str, scenario: str, repeat: int, r: Any, notes: str = "",
     return row
 
 
+# How bench runs under one label differ, each as a label suffix: runs that share a label but
+# not these are different experiments (a concurrency sweep, HTTP/1.1 against h2), not repeats.
+_RUN_SHAPE: tuple[Callable[[BenchResult], str], ...] = (
+    lambda r: f" {r.method}",
+    lambda r: f" h2 -m{r.config.streams}" if r.config.protocol == "h2" else " http/1.1",
+    lambda r: f" -c{r.config.concurrency}",
+    lambda r: f" --rate {r.config.rate:g}" if r.config.rate else " closed loop",
+    lambda r: "" if r.config.keepalive else " no keep-alive",
+    lambda r: f" pipeline {r.config.pipeline}",
+)
+
+
+def _run_labels(records: Sequence[BenchResult | MeasureResult]) -> list[str]:
+    """Each record's label, plus what sets it apart from bench runs under the same label."""
+    labels = [r.label for r in records]
+    runs = {i: r for i, r in enumerate(records) if isinstance(r, BenchResult)}
+    for lab in set(labels):
+        group = [i for i in runs if labels[i] == lab]
+        if len(group) < 2:
+            continue
+        for part in _RUN_SHAPE:
+            vals = {i: part(runs[i]) for i in group}
+            if len(set(vals.values())) > 1:
+                for i, v in vals.items():
+                    labels[i] += v
+    return labels
+
+
 def entries(obj: Any) -> list[tuple[str, str, int, Any]]:
-    """(client, scenario, repeat, record) for a ResultSet, a record or a list of records."""
+    """(client, scenario, repeat, record) for a ResultSet, a record or a list of records.
+
+    In a list, records with one label are repeats of one client unless they are bench runs
+    made differently (method, protocol, concurrency, rate, keep-alive, pipelining): those get
+    what differs added to their label, e.g. ``URL -c16`` and ``URL h2 -m10``."""
     if isinstance(obj, ResultSet):
         return [(c, s, i, r) for (c, s, i), r in obj]
     if isinstance(obj, (BenchResult, MeasureResult)):
@@ -173,15 +205,20 @@ def entries(obj: Any) -> list[tuple[str, str, int, Any]]:
     if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes, Mapping)):
         out: list[tuple[str, str, int, Any]] = []
         seen: dict[str, int] = {}
-        for r in obj:
+        items = list(obj)
+        records = [r for r in items if not isinstance(r, ResultSet)]
+        for r in records:
+            if not isinstance(r, (BenchResult, MeasureResult)):
+                raise TypeError(f"expected results, got {type(r).__name__}")
+        labels = iter(_run_labels(records))
+        for r in items:
             if isinstance(r, ResultSet):
                 out.extend(entries(r))
                 continue
-            if not isinstance(r, (BenchResult, MeasureResult)):
-                raise TypeError(f"expected results, got {type(r).__name__}")
-            i = seen.get(r.label, 0)
-            seen[r.label] = i + 1
-            out.append((r.label, "", i, r))
+            label = next(labels)
+            i = seen.get(label, 0)
+            seen[label] = i + 1
+            out.append((label, "", i, r))
         return out
     raise TypeError(f"expected a ResultSet, a result or a list of results, not {type(obj).__name__}")
 

@@ -7,6 +7,7 @@ import sys
 import pytest
 from httpbench import _results as R
 from httpbench import plot as PL
+from httpbench._rows import result_rows
 from test_results import hist, make_bench, make_measure
 
 pytest.importorskip("matplotlib")
@@ -191,3 +192,35 @@ def test_multi_scenario_sets_get_one_panel_per_scenario():
         for ax in visible:
             assert sorted(ln.get_label() for ln in ax.get_lines()) == ["httpx", "native",
                                                                         "requests"]
+
+
+def test_runs_under_one_label_are_told_apart_by_how_they_were_made():
+    # one URL run over HTTP/1.1 and h2, and a concurrency sweep: different experiments, not
+    # repeats to merge; two runs made alike stay repeats of one line
+    h1 = make_bench(seed=1, latency=hist([100_000] * 10),
+                    config=R.BenchConfig(concurrency=16))
+    h2 = make_bench(seed=2, latency=hist([900_000] * 10),
+                    config=R.BenchConfig(concurrency=16, protocol="h2", streams=10))
+    ax = PL.plot_percentiles([h1, h2]).axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {"/150b http/1.1", "/150b h2 -m10"}
+    assert ax.get_ylabel() == "latency (µs)"
+    assert max(lines["/150b http/1.1"].get_ydata()) == pytest.approx(100, rel=0.01)
+    assert max(lines["/150b h2 -m10"].get_ydata()) == pytest.approx(900, rel=0.01)
+
+    sweep = [make_bench(seed=c, config=R.BenchConfig(concurrency=c)) for c in (1, 4, 16)]
+    labels = [ln.get_label() for ln in PL.plot_percentiles(sweep).axes[0].get_lines()]
+    assert labels == ["/150b -c1", "/150b -c4", "/150b -c16"]
+    rows = result_rows(sweep)  # the rows a DataFrame, tables and baselines read
+    assert [(r["client"], r["repeat"]) for r in rows] == [
+        (f"{sweep[0].url} -c{c}", 0) for c in (1, 4, 16)]
+
+    alike = [make_bench(seed=1, latency=hist([100_000] * 10), latency_uncorrected=None,
+                        config=R.BenchConfig(concurrency=4)),
+             make_bench(seed=2, latency=hist([300_000] * 10), latency_uncorrected=None,
+                        config=R.BenchConfig(concurrency=4))]
+    ax = PL.plot_percentiles(alike).axes[0]
+    (line,) = ax.get_lines()
+    assert line.get_label() == "/150b" and ax.get_ylabel() == "latency (µs)"
+    assert max(line.get_ydata()) == pytest.approx(300, rel=0.01)  # both runs merged
+    assert min(line.get_ydata()) == pytest.approx(100, rel=0.01)
