@@ -48,6 +48,7 @@ def test_dataframe_columns_and_values():
             assert row.errors == r.failures == 25
             assert row.non_2xx == 20 and row.transport_errors == 5
             assert row.concurrency == 16 and row.rate == 250.0
+            assert row.protocol == "http/1.1" and row.streams == 1
             assert row.p99_uncorrected_ns == r.latency_uncorrected.percentile(99)
             assert math.isnan(row.allocs_per_request)
     notes = df[(df.client == "httpx")].notes.tolist()
@@ -62,6 +63,10 @@ def test_dataframe_of_single_records_and_lists():
     assert df.client[0] == "solo" and df.scenario[0] == "" and df.repeat[0] == 0
     df2 = P.to_dataframe([make_measure("a"), make_measure("a"), make_bench()])
     assert df2.repeat.tolist() == [0, 1, 0]
+    assert math.isnan(df2.streams[0]) and df2.streams[2] == 1  # measure: not a bench figure
+    h2 = make_bench(config=R.BenchConfig(concurrency=4, protocol="h2", streams=10))
+    row = P.to_dataframe([h2]).iloc[0]
+    assert (row.protocol, row.streams, row.concurrency) == ("h2", 10, 4)
     with pytest.raises(TypeError):
         P.to_dataframe(["nope"])
 
