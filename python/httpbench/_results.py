@@ -685,8 +685,10 @@ class BenchResult(_ResultMixin):
         return percentiles(getattr(self, which), ps)
 
     def __repr__(self) -> str:
+        cfg = self.config
+        h2 = f" h2 -c{cfg.concurrency} -m{cfg.streams}" if cfg.protocol == "h2" else ""
         return (
-            f"<BenchResult {self.method} {self.url} {self.successes}/{self.responses} ok, "
+            f"<BenchResult {self.method} {self.url}{h2} {self.successes}/{self.responses} ok, "
             f"{self.errors} errors, {self.rps:.1f} req/s, p50={self.p50:.0f}ns "
             f"p99={self.p99:.0f}ns{' interrupted' if self.interrupted else ''}>"
         )

@@ -296,3 +296,11 @@ def test_fields_added_later_round_trip():
     back = Later.from_dict(json.loads(json.dumps(rec.to_dict())))
     assert back.new_count == 7 and back.new_series == (1, 2)
     assert back == rec
+
+
+def test_bench_repr_names_http2_connections_and_streams():
+    h1 = make_bench()
+    h2 = make_bench(config=R.BenchConfig(concurrency=4, protocol="h2", streams=10))
+    assert repr(h1).startswith("<BenchResult GET http://127.0.0.1:8080/150b 480/500 ok, ")
+    assert repr(h2).startswith("<BenchResult GET http://127.0.0.1:8080/150b h2 -c4 -m10 "
+                               "480/500 ok, ")
