@@ -10,8 +10,9 @@
 #include "hb_clock.h"
 #include "hb_internal.h"
 
-/* Smallest growth of a memory sink whose final size is unknown. */
+/* Smallest growth of a memory sink whose final size is unknown, and its first size. */
 #define H2_SINK_CHUNK (64 * 1024)
+#define H2_SINK_FIRST 1024
 
 /* Batch state seen by the callbacks. */
 typedef struct {
@@ -91,7 +92,9 @@ static int sink_put(hb_h2x *x, const uint8_t *p, size_t len)
             x->content_length >= need)
             want = (size_t)x->content_length; /* the whole announced body at once */
         else {
-            size_t step = s->len < H2_SINK_CHUNK ? H2_SINK_CHUNK : s->len;
+            size_t step = s->cap == 0              ? H2_SINK_FIRST
+                          : s->len < H2_SINK_CHUNK ? H2_SINK_CHUNK
+                                                   : s->len;
             if (step > HB_CLIENT_BODY_STEP) step = HB_CLIENT_BODY_STEP;
             if (want < s->len + step) want = s->len + step;
         }

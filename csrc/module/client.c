@@ -56,6 +56,8 @@ typedef struct {
     int http2;
     PyThread_type_lock h2lock; /* guards h2 and every session in it */
     struct h2origin *h2;       /* HTTP/2 sessions, one per origin */
+    char *h2_scratch;          /* the last batch's field and head buffers, kept for the next */
+    size_t h2_scratch_cap;     /* (taken and given back with the GIL held) */
 } ClientObject;
 
 /* One HTTP/2 session per (scheme, host, port). */
@@ -69,8 +71,8 @@ typedef struct h2origin {
 
 /* Response head buffer per HTTP/2 exchange (headers in HTTP/1.1 form). */
 #define H2_HEAD_CAP (16 * 1024)
-/* Initial in-memory body of an HTTP/2 response (grown as data arrives). */
-#define H2_BODY_INITIAL 1024
+/* The largest batch scratch a client keeps between batches (256 streams' worth). */
+#define H2_SCRATCH_KEEP (256 * (H2_HEAD_CAP + 1024))
 
 /* -------------------------------------------------------------- request prep */
 
@@ -214,7 +216,11 @@ static int sink_grow(hb_sink *s, size_t need, char *err)
     if (nc > PY_SSIZE_T_MAX)
         return hb_fail(err, HB_E_TOO_LARGE, "a %zu byte response body is too large", nc);
     if (g->ts) PyEval_RestoreThread(g->ts);
-    int rc = _PyBytes_Resize(&g->obj, (Py_ssize_t)nc);
+    int rc = 0;
+    if (!g->obj) /* created at the first byte: sized by the announced length, if any */
+        rc = (g->obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nc)) ? 0 : -1;
+    else
+        rc = _PyBytes_Resize(&g->obj, (Py_ssize_t)nc);
     if (rc < 0) PyErr_Clear();
     if (g->ts) g->ts = PyEval_SaveThread();
     if (rc < 0)
@@ -364,6 +370,7 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen,
     hb_header hstack[HEADERS_STACK], *hs = hstack;
     PyObject *hkeep = NULL, *out = NULL;
     char *block = NULL;
+    size_t block_cap = 0;
     hb_h2x *xs = NULL;
     h2slot *slots = NULL;
     hb_url *ups = NULL;
@@ -400,8 +407,13 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen,
         size_t bound = hb_build_h2_bound(&spec, &nf);
         total += nf * sizeof(hb_header) + bound + H2_HEAD_CAP + 16;
     }
-    block = PyMem_Malloc(total);
-    if (!block) {
+    if (self->h2_scratch && self->h2_scratch_cap >= total) {
+        block = self->h2_scratch; /* this thread's until given back */
+        block_cap = self->h2_scratch_cap;
+        self->h2_scratch = NULL;
+    } else if ((block = PyMem_Malloc(total)) != NULL) {
+        block_cap = total;
+    } else {
         PyErr_NoMemory();
         goto done;
     }
@@ -445,14 +457,10 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen,
         dl_created = 1;
         slots[0].sink.fd = dl_fd;
     } else {
+        /* bodies are created by their first DATA (sink_grow), at the announced length */
         int is_head = hb_method_is_head(method, mlen);
         for (Py_ssize_t i = 0; i < n; i++) {
             h2slot *sl = &slots[i];
-            sl->body = PyBytes_FromStringAndSize(NULL, is_head ? 0 : H2_BODY_INITIAL);
-            if (!sl->body) goto done;
-            sl->g.obj = sl->body;
-            sl->sink.buf = PyBytes_AS_STRING(sl->body);
-            sl->sink.cap = (size_t)PyBytes_GET_SIZE(sl->body);
             sl->sink.grow = is_head ? NULL : sink_grow;
             sl->sink.ctx = &sl->g;
         }
@@ -536,7 +544,14 @@ done:
     PyMem_Free(slots);
     PyMem_Free(xs);
     PyMem_Free(ups);
-    PyMem_Free(block);
+    if (block && block_cap <= H2_SCRATCH_KEEP &&
+        (!self->h2_scratch || self->h2_scratch_cap < block_cap)) {
+        PyMem_Free(self->h2_scratch); /* keep the larger for the next batch */
+        self->h2_scratch = block;
+        self->h2_scratch_cap = block_cap;
+    } else {
+        PyMem_Free(block);
+    }
     if (hs != hstack) PyMem_Free(hs);
     Py_XDECREF(hkeep);
     if (view.obj) PyBuffer_Release(&view);
@@ -1017,6 +1032,7 @@ static void client_dealloc(PyObject *o)
     if (self->pool_ok) hb_pool_destroy(&self->pool);
     if (self->tls) hb_tls_ctx_free(self->tls);
     PyMem_Free(self->ca_file);
+    PyMem_Free(self->h2_scratch);
     tp->tp_free(o);
     Py_DECREF(tp);
 }

@@ -51,6 +51,21 @@ def test_get_many_byte_exact_counted_one_connection(server, tls_server, tls):
     assert all(r.reused for r in again) and not any(r.reused for r in rs)
 
 
+def test_bodies_without_content_length_and_batches_of_changing_size(server):
+    """Bodies of unknown length are built from their first DATA frame and grown; batches
+    of different sizes in a row reuse the client's buffers without mixing responses."""
+    unknown = [0, 1, 1023, 1024, 1025, 70_000, 200_000]
+    with Client(http2=True) as c:
+        rs = c.get_many([f"{server.url}/chunked/{n}" for n in unknown])
+        for r, n in zip(rs, unknown, strict=True):
+            assert r.status == 200 and "content-length" not in r.headers
+            assert r.body == httpbench.expected_bytes(n) and r.size == n
+        for sizes in ([5, 70_000, 3], list(range(1, 41)), [900, 0], [17] * 20, [2, 1]):
+            rs = c.get_many([f"{server.url}/bytes/{n}" for n in sizes])
+            assert [r.headers["content-length"] for r in rs] == [str(n) for n in sizes]
+            assert [r.body for r in rs] == [httpbench.expected_bytes(n) for n in sizes]
+
+
 def test_single_requests_post_status_and_download(server, tmp_path):
     with Client(http2=True) as c:
         s0 = _h2(server.stats())
