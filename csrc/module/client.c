@@ -393,6 +393,11 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen,
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *u;
         Py_ssize_t ulen;
+        if (i && urls[i] == urls[i - 1]) { /* [url] * k: split and built once */
+            ups[i] = ups[i - 1];
+            total += H2_HEAD_CAP + 16;
+            continue;
+        }
         if (hb_py_url(st, urls[i], &ups[i], &u, &ulen) < 0) goto done;
         if (i && (ups[i].tls != ups[0].tls || ups[i].port != ups[0].port ||
                   ups[i].host_len != ups[0].host_len ||
@@ -419,22 +424,27 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen,
     }
     char *cur = block;
     for (Py_ssize_t i = 0; i < n; i++) {
-        hb_head_spec spec = {method, mlen, &ups[i], hs, (size_t)nh, blen, 1, NULL};
-        size_t nf = 0;
-        size_t bound = hb_build_h2_bound(&spec, &nf);
-        cur = block + ((size_t)(cur - block) + 15) / 16 * 16;
-        hb_header *fields = (hb_header *)cur;
-        cur += nf * sizeof(hb_header);
-        char *fbuf = cur;
-        cur += bound;
-        int nfields = hb_build_h2_fields(fields, nf, fbuf, bound, &spec, err);
-        if (nfields < 0) {
-            hb_raise(st, nfields, err);
-            goto done;
-        }
         hb_h2x *x = &xs[i];
-        x->fields = fields;
-        x->nfields = (size_t)nfields;
+        if (i && urls[i] == urls[i - 1]) {
+            x->fields = xs[i - 1].fields; /* read only: shared by the same URL's streams */
+            x->nfields = xs[i - 1].nfields;
+        } else {
+            hb_head_spec spec = {method, mlen, &ups[i], hs, (size_t)nh, blen, 1, NULL};
+            size_t nf = 0;
+            size_t bound = hb_build_h2_bound(&spec, &nf);
+            cur = block + ((size_t)(cur - block) + 15) / 16 * 16;
+            hb_header *fields = (hb_header *)cur;
+            cur += nf * sizeof(hb_header);
+            char *fbuf = cur;
+            cur += bound;
+            int nfields = hb_build_h2_fields(fields, nf, fbuf, bound, &spec, err);
+            if (nfields < 0) {
+                hb_raise(st, nfields, err);
+                goto done;
+            }
+            x->fields = fields;
+            x->nfields = (size_t)nfields;
+        }
         x->body = view.obj ? view.buf : NULL;
         x->body_len = view.obj ? (size_t)view.len : 0;
         x->max_body = max_body;
