@@ -371,6 +371,12 @@ class BenchConfig:
         """True for a constant-rate (open-loop) run."""
         return self.rate is not None
 
+    @property
+    def h2_shape(self) -> str:
+        """An HTTP/2 run's connections and streams as the CLI spells them (``h2 -c16 -m10``);
+        ``""`` over HTTP/1.1."""
+        return f"h2 -c{self.concurrency} -m{self.streams}" if self.protocol == "h2" else ""
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {
@@ -685,8 +691,7 @@ class BenchResult(_ResultMixin):
         return percentiles(getattr(self, which), ps)
 
     def __repr__(self) -> str:
-        cfg = self.config
-        h2 = f" h2 -c{cfg.concurrency} -m{cfg.streams}" if cfg.protocol == "h2" else ""
+        h2 = f" {self.config.h2_shape}" if self.config.h2_shape else ""
         return (
             f"<BenchResult {self.method} {self.url}{h2} {self.successes}/{self.responses} ok, "
             f"{self.errors} errors, {self.rps:.1f} req/s, p50={self.p50:.0f}ns "

@@ -172,9 +172,7 @@ def _time_axis(values_ns: Iterable[float]) -> tuple[str, float]:
 
 def _title(obj: Any, what: str) -> str:
     if isinstance(obj, BenchResult):
-        cfg = obj.config
-        h2 = (f" (h2, {cfg.concurrency}×{cfg.streams} streams)" if cfg.protocol == "h2"
-              else "")
+        h2 = f" ({obj.config.h2_shape})" if obj.config.h2_shape else ""
         return f"{what}: {obj.method} {obj.url}{h2}"
     if isinstance(obj, MeasureResult):
         return f"{what}: {obj.label}"

@@ -208,7 +208,7 @@ def test_runs_under_one_label_are_told_apart_by_how_they_were_made():
     assert max(lines["/150b http/1.1"].get_ydata()) == pytest.approx(100, rel=0.01)
     assert max(lines["/150b h2 -m10"].get_ydata()) == pytest.approx(900, rel=0.01)
     assert PL.plot_percentiles(h2).axes[0].get_title() == (
-        "Latency by percentile: GET http://127.0.0.1:8080/150b (h2, 16×10 streams)")
+        "Latency by percentile: GET http://127.0.0.1:8080/150b (h2 -c16 -m10)")
     assert PL.plot_percentiles(h1).axes[0].get_title() == (
         "Latency by percentile: GET http://127.0.0.1:8080/150b")
 
