@@ -285,8 +285,10 @@ static void h2_send(econn *c, uint32_t more)
     }
 }
 
-static void h2_io(econn *c, uint32_t events)
+static void h2_io(hb_loop *l, hb_io *io, uint32_t events)
 {
+    (void)l;
+    econn *c = hb__eng_conn_of(io);
     h2conn *h = H2(c);
     h->now = hb_now_ns();
     const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
