@@ -196,7 +196,8 @@ def compare(
 
 def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Write ``results.json``, ``tables.txt`` and (if possible) PNG plots into ``out``."""
+    """Write ``results.json``, ``tables.txt``, ``report.html`` (one self-contained page)
+    and (if possible) PNG plots into ``out``."""
     d = os.fspath(out)
     os.makedirs(d, exist_ok=True)
     written: dict[str, Any] = {"json": os.path.join(d, "results.json")}
@@ -216,6 +217,14 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
                 written["plots_error"] = f"plotting failed: {type(exc).__name__}: {exc}"
         if "plots_error" in written and progress:
             progress(written["plots_error"])
+    try:  # one file to open or share: tables, figures (when plots), machine and run
+        from ._html import write_html
+
+        written["html"] = write_html(rs, os.path.join(d, "report.html"), plots=plots)
+    except Exception as exc:  # the report must never lose the measured results
+        written["html_error"] = f"report.html failed: {type(exc).__name__}: {exc}"
+        if progress:
+            progress(written["html_error"])
     return written
 
 
@@ -658,6 +667,8 @@ def cli_main(argv: list[str]) -> int:
         sys.stdout.write(format_tables(rs))
         if written:
             sys.stdout.write(f"Wrote {written['json']}")
+            if written.get("html"):
+                sys.stdout.write(f", {written['html']}")
             plots = written.get("plots")
             if plots:
                 n = len(plots) if isinstance(plots, (list, tuple, dict)) else 1

@@ -9,7 +9,6 @@ second); text and Markdown tables choose readable units (see ``_units``).
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import math
 import os
@@ -480,42 +479,12 @@ def _html_table(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
     return render_table(headers, cells, "html", align=_align(headers, has_notes))
 
 
-def _svg(obj: Any) -> str:
-    """Inline SVG percentile plot, or '' when matplotlib is missing or nothing to plot."""
-    try:
-        from .plot import figure_svg, plot_percentiles
-    except ImportError:
-        return ""
-    try:
-        fig = plot_percentiles(obj, figsize=(6.4, 3.4))
-        return figure_svg(fig)
-    except (ImportError, ValueError):
-        return ""
-
-
 def mimebundle(obj: Any) -> dict[str, str]:
-    """Jupyter rich display: text table, HTML table + inline SVG percentile plot."""
-    text = format_result(obj, "text")
-    rows = result_rows(obj)
-    parts = []
-    if isinstance(obj, ResultSet):
-        for sc in obj.scenarios:
-            srows = [r for r in rows if r["scenario"] == sc]
-            cols = _BENCH_COLS if {r["kind"] for r in srows} == {"bench"} else _MEASURE_COLS
-            parts.append(f"<h4>{html.escape(sc)}</h4>" + _html_table(srows, cols))
-        if obj.notes:
-            parts.append("<ul>" + "".join(f"<li>{html.escape(str(n))}</li>" for n in obj.notes)
-                         + "</ul>")
-    elif isinstance(obj, MeasureResult):
-        parts.append(f"<b>measure: {html.escape(obj.label)}</b>")
-        parts.append(render_table(["metric", "value"], _measure_rows(obj), "html", align="lr"))
-    else:
-        cols = _BENCH_COLS if rows and rows[0]["kind"] == "bench" else _MEASURE_COLS
-        parts.append(_html_table(rows, cols, first="client"))
-    svg = _svg(obj)
-    if svg:
-        parts.append(f'<div class="httpbench-plot">{svg}</div>')
-    return {"text/plain": text, "text/html": "\n".join(parts)}
+    """Jupyter rich display: the text table, and as HTML the content of the one-file
+    report (``httpbench report --html``): tables, inline SVG figures, machine and run."""
+    from ._html import result_fragment
+
+    return {"text/plain": format_result(obj, "text"), "text/html": result_fragment(obj)}
 
 
 # --------------------------------------------------------------------------
@@ -640,6 +609,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="results JSON file(s), or `httpbench compare --out` directories")
     p.add_argument("--format", choices=("text", "md", "json"), default="text")
     p.add_argument("--plot", metavar="DIR", help="write PNG and SVG figures into DIR")
+    p.add_argument("--html", metavar="OUT_HTML",
+                   help="write one self-contained HTML page (tables, figures, machine and run; "
+                        "with --baseline the two runs side by side) to OUT_HTML")
     p.add_argument("--baseline", metavar="FILE",
                    help="compare FILE(s) against this baseline results file")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
@@ -670,10 +642,16 @@ def cli_main(argv: Sequence[str]) -> int:
             sys.stderr.write(f"httpbench report: {exc}\n")
             return 2
     rc = 0
+    pages: list[str] = []  # the HTML of each report or diff, when --html
     if args.baseline:
         base, currents = records[0], records[1:]
         for path, cur in zip(args.files, currents, strict=True):
             cmp = diff(base, cur, alpha=args.alpha, min_change=args.min_change)
+            if args.html:
+                from ._html import diff_fragment
+
+                pages.append(diff_fragment(base, cur, cmp, names=(args.baseline, path),
+                                           prefix=f"d{len(pages)}-"))
             if len(currents) > 1 and args.format != "json":
                 sys.stdout.write(f"{args.baseline} -> {path}\n\n")
             sys.stdout.write(cmp.format(args.format))
@@ -684,6 +662,20 @@ def cli_main(argv: Sequence[str]) -> int:
             if len(records) > 1 and args.format != "json":
                 sys.stdout.write(f"# {path}\n\n")
             sys.stdout.write(format_result(rec, args.format))
+            if args.html:
+                from ._html import result_fragment
+
+                pages.append(result_fragment(rec, prefix=f"r{len(pages)}-"))
+    if args.html:
+        from ._html import page
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(page("httpbench " + ("diff" if args.baseline else "report"), pages))
+        except OSError as exc:
+            sys.stderr.write(f"httpbench report: cannot write {args.html}: {exc.strerror}\n")
+            return 2
+        sys.stderr.write(f"wrote {args.html}\n")
     if args.export_hdr:
         rec = records[-1]
         if args.export_hdr.endswith(".hgrm"):
@@ -727,10 +719,13 @@ def diff_main(argv: Sequence[str]) -> int:
                    help="ignore relative changes below this (default 2%%)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a significant regression is found")
+    p.add_argument("--html", metavar="OUT_HTML",
+                   help="also write the two runs side by side as one self-contained HTML page")
     try:
         args = p.parse_args(list(argv))
     except SystemExit as exc:
         return int(exc.code or 0)
     return cli_main([args.current, "--baseline", args.baseline, "--format", args.format,
                      "--alpha", args.alpha, "--min-change", args.min_change,
-                     *(["--fail-on-regression"] if args.fail_on_regression else [])])
+                     *(["--fail-on-regression"] if args.fail_on_regression else []),
+                     *(["--html", args.html] if args.html else [])])

@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "report": 3,
     "plot": 3,
     "_hdrexport": 3,
+    "_html": 3,
     # L4: running things
     "_bench": 4,
     "_distributed": 4,
