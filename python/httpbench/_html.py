@@ -390,7 +390,8 @@ def diff_fragment(base: Any, cur: Any, cmp: Comparison | None = None, *,
     parts.append('<p class="caption">Highlighted rows differ between the two runs.</p>')
     parts.append(_table(["", names[0], names[1]], rows, cls="meta", row_classes=classes))
     if cmp.notes:
-        parts.append('<h2>Read the verdicts with these in mind</h2><ul class="notes">'
+        parts.append('<h2>Unlike runs: read the verdicts with these in mind</h2>'
+                     '<ul class="notes">'
                      + "".join(f'<li class="warn">{_e(n)}</li>' for n in cmp.notes) + "</ul>")
     parts.append("<h2>Changes</h2>")
     if cmp.changes:
@@ -398,18 +399,18 @@ def diff_fragment(base: Any, cur: Any, cmp: Comparison | None = None, *,
         body = []
         for c in cmp.changes:
             kind = _CMP_METRICS[c.metric][1]
-            cls = ("verdict-worse" if c.significant and c.improved is False else
-                   "verdict-better" if c.significant and c.improved else
-                   "verdict-marked" if c.verdict.startswith("marked") else "")
-            verdict = f'<span class="{cls}">{_e(c.verdict)}</span>' if cls else _e(c.verdict)
+            cls = ("verdict-marked" if c.significant and c.caution else
+                   "verdict-worse" if c.significant and c.improved is False else
+                   "verdict-better" if c.significant and c.improved else "")
+            v = c.shown_verdict
+            verdict = f'<span class="{cls}">{_e(v)}</span>' if cls else _e(v)
             body.append([c.client, c.scenario, c.title, median_cell(c.baseline, kind),
                          median_cell(c.current, kind), _fmt_change(c.change),
                          "—" if c.p_value != c.p_value else f"{c.p_value:.3f}", verdict])
         parts.append(_table(head, body, raw_last=True))
     else:
         parts.append("<p>(nothing in common to compare)</p>")
-    parts.append(f"<p>{len(cmp.regressions)} regressions, {len(cmp.improvements)} improvements "
-                 f"(alpha={cmp.alpha:g}, changes under {cmp.min_change:.0%} ignored)</p>")
+    parts.append(f"<p>{_e(cmp.summary)}</p>")
     for what, ks in (("only in " + names[0], cmp.only_baseline),
                      ("only in " + names[1], cmp.only_current)):
         if ks:

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     # L2: budgets and baselines
     "_budget": 2,
     "_baseline": 2,
+    "_unlike": 2,
     # L3: presentation
     "report": 3,
     "plot": 3,
