@@ -512,22 +512,38 @@ def _list() -> str:
 
 
 class _Progress:
-    """Progress lines on stderr: rewritten in place on a terminal, plain lines otherwise."""
+    """Progress on stderr: one line rewritten in place on a terminal; elsewhere (a log
+    file, CI) only failures and skipped clients as they happen, then one summary line."""
+
+    # messages worth a line of their own even in a log
+    _KEEP = ("FAILED", "skip", "h1-fallback")
 
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.monotonic()
         self.width = 0
+        self.rounds = self.reruns = self.failed = 0
 
     def __call__(self, msg: str) -> None:
+        if " req/s  p50 " in msg:
+            self.rounds += 1
+        elif msg.startswith("re-run"):
+            self.reruns += 1
+        elif msg.startswith("FAILED"):
+            self.failed += 1
         text = f"[{time.monotonic() - self.t0:6.1f}s] {msg}"
-        if self.tty and not msg.startswith(("FAILED", "skip")):
+        if not self.tty:
+            if msg.startswith(self._KEEP):
+                self.stream.write(text + "\n")
+                self.stream.flush()
+            return
+        if not msg.startswith(self._KEEP):
             pad = max(0, self.width - len(text))
             self.stream.write("\r" + text + " " * pad)
             self.width = len(text)
         else:
-            if self.tty and self.width:
+            if self.width:
                 self.stream.write("\n")
                 self.width = 0
             self.stream.write(text + "\n")
@@ -537,6 +553,17 @@ class _Progress:
         if self.tty and self.width:
             self.stream.write("\n")
             self.stream.flush()
+            self.width = 0
+
+    def summary(self) -> None:
+        """The one line a log gets for the whole run (a terminal saw it as it went)."""
+        if self.tty:
+            return
+        self.stream.write(f"[{time.monotonic() - self.t0:6.1f}s] compare: {self.rounds} rounds "
+                          f"measured, {self.reruns} re-run(s) for noise or too few requests, "
+                          f"{self.failed} failure(s) (progress is shown on a terminal; "
+                          "-q: none)\n")
+        self.stream.flush()
 
 
 def _split_scenarios(text: str) -> list[str]:
@@ -654,13 +681,16 @@ def cli_main(argv: list[str]) -> int:
         return 2
     if progress:
         progress.done()
+    # one total time: the whole command up to the last measurement (environments, workers)
+    rs = rs.with_metadata(duration_s=round(time.monotonic() - t0, 3))
     written: dict[str, Any] = {}
     if out is not None:
         if progress:
             progress("writing results" + ("" if args.no_plots else " and plots"))
             progress.done()
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
-    elapsed = time.monotonic() - t0
+    if progress:
+        progress.summary()
     if args.json:
         sys.stdout.write(rs.to_json(indent=1) + "\n")
     else:
@@ -674,7 +704,6 @@ def cli_main(argv: list[str]) -> int:
                 n = len(plots) if isinstance(plots, (list, tuple, dict)) else 1
                 sys.stdout.write(f" and {n} plot file(s) in {os.path.dirname(written['json'])}")
             sys.stdout.write("\n")
-        sys.stdout.write(f"compare took {elapsed:.1f} s\n")
     if rs.metadata.get("interrupted"):
         return 130  # Ctrl-C: partial results were printed and saved
     if not rs.results:
