@@ -37,6 +37,8 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0  # seconds, per request (connect to last byte)
 DEFAULT_DURATION = 10.0  # seconds, when neither n nor duration is given
 LATE_THRESHOLD_NS = 10_000_000  # rate mode: a send this late counts as missed (engine default)
+# a target that accepted no connection in this long (refused, unreachable) ends the run
+NO_CONNECTION_S = 1.0
 
 
 
@@ -333,6 +335,7 @@ def bench(
     )
     if http2:
         kw.update(http2=True, h2_fields=h2_fields, pipeline=streams, head=None)
+    kw["give_up"] = NO_CONNECTION_S
     _raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
     return _to_result(tgt, raw, method, n, dur, concurrency, threads, rate, keepalive,
@@ -377,6 +380,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         "tls_info": raw["tls_info"],
         "generator": "httpbench",
         **({"late_threshold_ns": LATE_THRESHOLD_NS} if rate else {}),
+        **({"gave_up_s": NO_CONNECTION_S} if raw.get("gave_up") else {}),
         **system_metadata(),
     }
     return BenchResult(
@@ -400,7 +404,7 @@ def _to_result(tgt: Target, raw: dict[str, Any], method: str, n: int | None,
         connections=raw["connections_opened"],
         reconnects=raw["reconnects"],
         in_flight_at_stop=raw["inflight_at_stop"],
-        interrupted=raw["interrupted"],
+        interrupted=raw["interrupted"] and not raw.get("gave_up"),
         cpu_user_ns=raw["cpu_user_ns"],
         cpu_sys_ns=raw["cpu_sys_ns"],
         start_unix_ns=raw["start_unix_ns"],
@@ -726,6 +730,28 @@ def cli_main(argv: list[str]) -> int:
     return _exit_status(result, limits)
 
 
+def no_response_reason(result: BenchResult) -> str:
+    """What happened in a run that got no response at all, in one line: refused or
+    unreachable (no connection), timeouts, or connections the server never answered."""
+    md = result.metadata
+    where = f"{md.get('host', '')}:{md.get('port', '')}"
+    first = str(md.get("first_error") or "")
+    errs = ", ".join(f"{k}: {v}" for k, v in result.error_counts.items() if v)
+    if md.get("gave_up_s"):
+        why = first.removeprefix("connect: ") or "no answer to the connection attempts"
+        return (f"no connection to {where} in the first {md['gave_up_s']:g} s ({why.lower()}; "
+                f"{result.connect_attempts} attempts); run stopped, no response")
+    if result.errors:
+        timeouts = result.error_counts.get("timeout", 0)
+        kind = ("no answer: every request timed out" if timeouts == result.errors
+                else "every request failed")
+        return f"{kind} ({errs}); first error: {first}"
+    return (f"no response in {result.duration_ns / 1e9:.1f} s: {result.connections} "
+            f"connection(s) opened, {result.in_flight_at_stop} request(s) still unanswered "
+            "at the end (the server accepts but does not answer; a --timeout shorter than "
+            "the run counts them as timeouts)")
+
+
 def _exit_status(result: BenchResult, limits: list[Any]) -> int:
     """The exit policy (see cli_main), with its messages on stderr."""
     if result.interrupted:
@@ -735,10 +761,8 @@ def _exit_status(result: BenchResult, limits: list[Any]) -> int:
         sys.stderr.write("httpbench: partial result: " + ", ".join(
             f"shard {w.shard} on {w.worker} lost" for w in result.lost) + "\n")
         return 1
-    if result.responses == 0 and result.errors:
-        errs = ", ".join(f"{k}: {v}" for k, v in result.error_counts.items() if v)
-        sys.stderr.write(f"httpbench: every request failed ({errs}); "
-                         f"first error: {result.metadata.get('first_error', '')}\n")
+    if result.responses == 0:
+        sys.stderr.write(f"httpbench: {no_response_reason(result)}\n")
         return 1
     if result.connect_fd_exhausted:
         sys.stderr.write(

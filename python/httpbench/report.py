@@ -342,8 +342,14 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     else:
         mode.append("closed loop")
     kv("Mode", ", ".join(mode))
-    kv("Time taken for tests", f"{secs:.3f} seconds" + ("  (INTERRUPTED)" if r.interrupted else ""))
-    kv("Complete requests", completed)
+    stopped = ""
+    if md.get("gave_up_s"):
+        stopped = f"  (STOPPED: no connection in the first {md['gave_up_s']:g} s)"
+    kv("Time taken for tests", f"{secs:.3f} seconds"
+       + ("  (INTERRUPTED)" if r.interrupted else "") + stopped)
+    # with no response at all a per-request figure would only divide failures: "–"
+    answered = r.responses > 0
+    kv("Complete requests", completed if answered else f"0 (no response; {completed} failed)")
     kv("Failed requests", r.errors)
     if r.errors:
         parts = [f"{k.capitalize()}: {v}" for k, v in r.error_counts.items() if v]
@@ -382,6 +388,8 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
         if hist_count(r.latency):
             kv("Time per request", f"{_ms(hist_stat(r.latency, 'mean'))} [ms] "
                                    "(mean, from the intended send time)")
+    elif not answered:
+        kv("Time per request", "– (no response)")
     elif completed:
         # ab's concurrency x time / n; over HTTP/2 every stream slot is a concurrent request.
         inflight = cfg.concurrency * (cfg.streams if cfg.protocol == "h2" else 1)
@@ -391,7 +399,8 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     kv("Transfer rate", f"{r.bytes_in_per_s / 1024:.2f} [Kbytes/sec] received")
     lines.append(f"{'':<{w}}{r.bytes_out_per_s / 1024:.2f} kb/s sent")
     cpu = r.cpu_user_ns + r.cpu_sys_ns
-    per = f", {cpu / completed / 1e3:.2f} µs/request" if completed else ""
+    per = (f", {cpu / completed / 1e3:.2f} µs/request" if completed and answered
+           else ", – µs/request" if not answered else "")
     kv("Generator CPU", f"user {r.cpu_user_ns / 1e9:.3f} s, sys {r.cpu_sys_ns / 1e9:.3f} s{per}")
     if md.get("first_error"):
         kv("First error", md["first_error"])
