@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from . import _core
 from ._metadata import system_metadata
 from ._results import BenchConfig, BenchResult
-from .report import format_report, format_spectrum
+from .report import format_report, format_spectrum, idle_note, idle_workers
 
 __all__ = [
     "Target",
@@ -719,6 +719,8 @@ def cli_main(argv: list[str]) -> int:
         sys.stderr.write("\r\x1b[2K")
         sys.stderr.flush()
     sys.stdout.write(format_report(result, latency=a.latency))
+    if result.workers and idle_workers(result):
+        sys.stderr.write(f"httpbench: warning: {idle_note(result)}\n")
     if a.json and not _save_json(a.json, result):
         return 1
     if a.csv:

@@ -50,6 +50,8 @@ __all__ = [
     "hdr_compressed",
     "hdr_hgrm",
     "hdr_interval_log",
+    "idle_note",
+    "idle_workers",
     "interactive",
     "mann_whitney_u",
     "mimebundle",
@@ -454,9 +456,31 @@ def _rate_lines(r: BenchResult, w: int) -> list[str]:
     return out
 
 
+def idle_workers(r: BenchResult) -> int:
+    """Workers of a distributed run that got no shard (fewer connections or requests
+    than workers); 0 for other runs."""
+    d = r.metadata.get("distributed") or {}
+    return max(0, int(d.get("workers") or 0) - int(d.get("shards") or len(r.workers)))
+
+
+def idle_note(r: BenchResult) -> str:
+    """'1 of 2 workers idle: -c 1 ...': why a distributed run left workers without load."""
+    d = r.metadata.get("distributed") or {}
+    idle, total = idle_workers(r), int(d.get("workers") or 0)
+    why = (f"-c {r.config.concurrency} is fewer connections than workers"
+           if r.config.concurrency < total else
+           f"-n {r.config.n} is fewer requests than workers")
+    return (f"{idle} of {total} worker{'s' if total != 1 else ''} idle: {why}; "
+            f"use -c {total} or more to load every worker")
+
+
 def _worker_table(r: BenchResult) -> list[str]:
     """The per-worker table of a distributed run, under the merged report."""
-    title = f"Workers ({len(r.workers)} shards"
+    k = len(r.workers)
+    title = f"Workers ({k} shard{'s' if k != 1 else ''}"
+    idle = idle_workers(r)
+    if idle:
+        title += f"; {idle_note(r)}"
     if r.partial:
         title += "; PARTIAL: " + ", ".join(
             f"shard {w.shard} on {w.worker} lost (n={w.n}, c={w.concurrency})" for w in r.lost)
