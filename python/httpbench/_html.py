@@ -239,7 +239,8 @@ def _tables(obj: Any) -> str:
             cap = (f"medians of {nrep} repeats; p50 and CPU/req ± half the confidence "
                    "interval of the median, other columns ± half the range"
                    if nrep > 1 else "one repeat")
-            parts.append(f"<h3>{_e(sc)}</h3>"
+            name = sc if sc.strip("-") else str(obj.metadata.get("source") or "results")
+            parts.append(f"<h3>{_e(name)}</h3>"
                          + (f'<p class="caption">{_e(desc)} ({_e(cap)})</p>' if desc else
                             f'<p class="caption">{_e(cap)}</p>')
                          + _scroll(P._html_table(srows, cols)))

@@ -166,7 +166,9 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
         kinds = {r["kind"] for r in srows}
         cols = _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS
         cov = median_ci(range(nrep))[2]
-        title = f"{sc}" + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
+        # a pytest baseline names no scenario ("-"): say where the results came from
+        name = sc if sc.strip("-") else str(rs.metadata.get("source") or "results")
+        title = name + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
         spec = (rs.metadata.get("scenarios") or {}).get(sc) or {}
         if spec.get("protocol") == "h2":
             title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "

@@ -192,3 +192,12 @@ def test_plot_module_is_callable():
     fig = httpbench.plot(make_measure(), kind="percentiles")
     assert fig.axes and fig.axes[0].get_lines()
     assert httpbench.plot.plot_bars is not None  # the functions are still attributes
+
+
+def test_a_result_set_without_scenario_names_gets_a_real_heading():
+    from httpbench.report import format_result
+
+    rs = R.ResultSet(metadata={"source": "pytest --httpbench-save"})
+    rs = rs.with_result("tests/test_x.py::test_get", "-", 0, make_measure("x"))
+    text = format_result(rs, "text")
+    assert text.startswith("pytest --httpbench-save\n=======================")
