@@ -74,7 +74,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "",
         cells = []
         for j, c in enumerate(r):
             text = str(c) if raw_last and j == len(r) - 1 else _e(c)
-            side = "left" if j == 0 or not _numeric(str(c)) else "right"
+            side = "left" if j == 0 or "meta" in cls or not _numeric(str(c)) else "right"
             cells.append(f'<td style="text-align:{side}">{text}</td>')
         out.append(f'<tr class="{rc}">' + "".join(cells) + "</tr>" if rc
                    else "<tr>" + "".join(cells) + "</tr>")
@@ -107,9 +107,9 @@ def _metadata(obj: Any) -> dict[str, Any]:
     if isinstance(obj, ResultSet):
         return dict(obj.metadata)
     if isinstance(obj, (BenchResult, MeasureResult)):
-        return dict(obj.metadata)
+        return {"start_unix_ns": obj.start_unix_ns, **obj.metadata}
     recs = [r for *_, r in entries(obj)]
-    return dict(recs[0].metadata) if recs else {}
+    return {"start_unix_ns": recs[0].start_unix_ns, **recs[0].metadata} if recs else {}
 
 
 def _fmt_ns(v: Any) -> str:

@@ -332,7 +332,6 @@ def _draw_cdf(ax: Any, series: list[tuple[str, Any]], colours: dict[str, str] | 
     from matplotlib.ticker import FuncFormatter
 
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # not 4 x 10^0
     ax.set_ylim(0, 1.02)
     ax.set_xlabel(f"latency ({unit}, log scale)")
     ax.set_ylabel("fraction of requests ≤ latency")
