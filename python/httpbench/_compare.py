@@ -559,7 +559,7 @@ class _Progress:
         """The one line a log gets for the whole run (a terminal saw it as it went)."""
         if self.tty:
             return
-        self.stream.write(f"[{time.monotonic() - self.t0:6.1f}s] compare: {self.rounds} rounds "
+        self.stream.write(f"compare: {self.rounds} rounds "
                           f"measured, {self.reruns} re-run(s) for noise or too few requests, "
                           f"{self.failed} failure(s) (progress is shown on a terminal; "
                           "-q: none)\n")
