@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "_hdrexport": 3,
     # L4: running things
     "_bench": 4,
+    "_loadgen": 4,
     "_distributed": 4,
     "_measure": 4,
     "_deterministic": 4,
