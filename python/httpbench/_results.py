@@ -84,7 +84,9 @@ __all__ = [
 #   3: deterministic counts - MeasureResult gained instructions_per_call,
 #     instructions_by_call, syscalls_per_call (by name) and syscalls_by_call;
 #     version-2 files load with them absent (None).
-SCHEMA_VERSION = 3
+#   4: "cpus" is a count on every surface: a compare worker's list of the CPUs it
+#     may run on moved to "affinity" and its "cpus" became that list's length.
+SCHEMA_VERSION = 4
 FILE_FORMAT = "httpbench-results"
 
 # Typed transport errors a load-generator run counts.
@@ -1276,8 +1278,30 @@ def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _each_metadata(doc: dict[str, Any]) -> Iterator[Any]:
+    """The metadata dicts of a document's record (and of a ResultSet's entries)."""
+    rec = doc.get("record")
+    if isinstance(rec, dict):
+        yield rec.get("metadata")
+        entries = rec.get("results") if rec.get("kind") == "ResultSet" else None
+        for e in entries if isinstance(entries, list) else ():
+            if isinstance(e, dict) and isinstance(e.get("result"), dict):
+                yield e["result"].get("metadata")
+
+
+def _v3_to_v4(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    for md in _each_metadata(doc):
+        worker = md.get("worker") if isinstance(md, dict) else None
+        if isinstance(worker, dict) and isinstance(worker.get("cpus"), list):
+            worker["affinity"] = worker.pop("cpus")
+            worker["cpus"] = len(worker["affinity"])
+    doc["schema_version"] = 4
+    return doc
+
+
 _MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    1: _v1_to_v2, 2: _v2_to_v3}
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def dumps(record: AnyRecord, indent: int | None = None) -> str:
