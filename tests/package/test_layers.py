@@ -32,6 +32,11 @@ LAYERS: dict[str, int] = {
     "_delta": 0,
     "_noise": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
+    "_jsonfields": 1,
+    "_resultfile": 1,
+    "_record": 1,
+    "_benchresult": 1,
+    "_measureresult": 1,
     "_results": 1,
     "_rows": 1,
     # L2: budgets and baselines
@@ -77,11 +82,11 @@ LAYERS: dict[str, int] = {
 
 # (module, function) allowed to import upward, lazily: record convenience methods.
 ALLOWED_UPWARD: set[tuple[str, str]] = {
-    ("_results", "to_dataframe"),
-    ("_results", "summary"),
-    ("_results", "plot"),
-    ("_results", "_repr_mimebundle_"),
-    ("_results", "assert_budget"),
+    ("_record", "to_dataframe"),
+    ("_record", "summary"),
+    ("_record", "plot"),
+    ("_record", "_repr_mimebundle_"),
+    ("_record", "assert_budget"),
 }
 
 

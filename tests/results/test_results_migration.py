@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import httpbench
-from httpbench import _metadata
+from httpbench import _metadata, _resultfile
 from httpbench import _results as R
 
 # Machine metadata as measure() and a compare worker wrote it in schema version 1.
@@ -31,7 +31,7 @@ def _v1_measure() -> dict:
 
 def test_schema_history_mentions_every_version():
     assert R.SCHEMA_VERSION == 4
-    assert sorted(R._MIGRATIONS) == [1, 2, 3]
+    assert sorted(_resultfile._MIGRATIONS) == [1, 2, 3]
 
 
 def test_v1_measure_record_loads_with_the_shared_keys(tmp_path):
