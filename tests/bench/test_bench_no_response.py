@@ -10,7 +10,8 @@ import time
 
 import httpbench
 import pytest
-from httpbench._bench import NO_CONNECTION_S, cli_main
+from httpbench._bench import cli_main
+from httpbench._loadgen import NO_CONNECTION_S
 
 
 def _free_port() -> int:
