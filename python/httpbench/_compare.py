@@ -218,7 +218,7 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
         if "plots_error" in written and progress:
             progress(written["plots_error"])
     try:  # one file to open or share: tables, figures (when plots), machine and run
-        from ._html import write_html
+        from .report import write_html
 
         written["html"] = write_html(rs, os.path.join(d, "report.html"), plots=plots)
     except Exception as exc:  # the report must never lose the measured results

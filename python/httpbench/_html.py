@@ -8,19 +8,18 @@ The same content, without the page around it, is what Jupyter shows.
 from __future__ import annotations
 
 import html
-import os
 import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from . import _noise
-from ._baseline import Comparison, diff
+from ._baseline import Comparison
 from ._results import BenchResult, MeasureResult, ResultSet
 from ._rows import entries
 
-__all__ = ["diff_fragment", "figures", "inline_svg", "noise_lines", "page", "render_diff",
-           "render_html", "result_fragment", "settings_rows", "write_html"]
+__all__ = ["diff_fragment", "e", "figures", "inline_svg", "noise_lines", "page", "result_fragment",
+           "scroll", "settings_rows", "table", "title"]
 
 _CSS = """
 :root { color-scheme: light; }
@@ -48,7 +47,8 @@ pre { overflow-x: auto; font-size: 0.82em; background: #f7f7f7; padding: 0.6em; 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
-def _e(x: Any) -> str:
+def e(x: Any) -> str:
+    """HTML-escaped text of ``x``."""
     return html.escape(str(x))
 
 
@@ -60,20 +60,20 @@ def page(title: str, body: str | Sequence[str]) -> str:
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             # nothing may load from anywhere: a browser blocks (and reports) any reference
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_CSP}\">\n"
-            f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            f"<title>{e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
             f"{body}\n</body>\n</html>\n")
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "",
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "",
            row_classes: Sequence[str] | None = None, raw_last: bool = False) -> str:
     """An HTML table in a horizontally scrolling box (wide tables stay readable on a phone)."""
     out = [f'<div class="scroll"><table class="httpbench {cls}">',
-           "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>"]
+           "<tr>" + "".join(f"<th>{e(h)}</th>" for h in headers) + "</tr>"]
     for i, r in enumerate(rows):
         rc = row_classes[i] if row_classes else ""
         cells = []
         for j, c in enumerate(r):
-            text = str(c) if raw_last and j == len(r) - 1 else _e(c)
+            text = str(c) if raw_last and j == len(r) - 1 else e(c)
             side = "left" if j == 0 or "meta" in cls or not _numeric(str(c)) else "right"
             cells.append(f'<td style="text-align:{side}">{text}</td>')
         out.append(f'<tr class="{rc}">' + "".join(cells) + "</tr>" if rc
@@ -82,8 +82,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "",
     return "\n".join(out)
 
 
-def _scroll(table: str) -> str:
-    return f'<div class="scroll">{table}</div>'
+def scroll(t: str) -> str:
+    """A table in a box that scrolls sideways (a wide table stays readable on a phone)."""
+    return f'<div class="scroll">{t}</div>'
 
 
 _NUM = re.compile(r"^[\s+\-−]?[\d.,]+")
@@ -206,70 +207,17 @@ def noise_lines(md: dict[str, Any]) -> list[str]:
 def _meta_section(obj: Any) -> str:
     md = _metadata(obj)
     parts = ["<h2>Machine and run</h2>",
-             _table(["", ""], settings_rows(md), cls="meta")]
+             table(["", ""], settings_rows(md), cls="meta")]
     lines = noise_lines(md)
     if lines:
         parts.append('<ul class="notes">' + "".join(
-            f'<li class="{"warn" if "treat with care" in ln else ""}">{_e(ln)}</li>'
+            f'<li class="{"warn" if "treat with care" in ln else ""}">{e(ln)}</li>'
             for ln in lines) + "</ul>")
     return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------
 # tables and figures
-
-
-def _tables(obj: Any) -> str:
-    from . import report as P
-
-    parts: list[str] = []
-    if isinstance(obj, ResultSet):
-        rows = P.result_rows(obj)
-        order = list(obj.metadata.get("scenario_order") or [])
-        order += [s for s in obj.scenarios if s not in order]
-        descs = obj.metadata.get("scenarios") or {}
-        for sc in order:
-            srows = [r for r in rows if r["scenario"] == sc]
-            if not srows:
-                continue
-            nrep = max(r["repeat"] for r in srows) + 1
-            cols = (P._BENCH_COLS if {r["kind"] for r in srows} == {"bench"}
-                    else P._MEASURE_COLS)
-            desc = (descs.get(sc) or {}).get("description") or ""
-            cap = (f"medians of {nrep} repeats; p50 and CPU/req ± half the confidence "
-                   "interval of the median, other columns ± half the range"
-                   if nrep > 1 else "one repeat")
-            name = sc if sc.strip("-") else str(obj.metadata.get("source") or "results")
-            parts.append(f"<h3>{_e(name)}</h3>"
-                         + (f'<p class="caption">{_e(desc)} ({_e(cap)})</p>' if desc else
-                            f'<p class="caption">{_e(cap)}</p>')
-                         + _scroll(P._html_table(srows, cols)))
-        if obj.notes:
-            seen: dict[tuple[str, str, str], list[Any]] = {}
-            for n in obj.notes:
-                seen.setdefault((n.kind, n.client, n.scenario), []).append(n)
-            items = []
-            for (kind, client, sc), ns in seen.items():
-                where = "/".join(x for x in (client, sc) if x)
-                more = f" (in {len(ns)} rounds)" if len(ns) > 1 else ""
-                items.append(f"<li>[{_e(kind)}] {_e(where + ': ' if where else '')}"
-                             f"{_e(ns[0].message)}{_e(more)}</li>")
-            parts.append('<h3>Notes</h3><ul class="notes">' + "".join(items) + "</ul>")
-        if obj.skipped:
-            parts.append('<h3>Skipped</h3><ul class="notes">' + "".join(
-                f"<li>{_e(k)}: {_e(v)}</li>" for k, v in obj.skipped.items()) + "</ul>")
-    elif isinstance(obj, MeasureResult):
-        parts.append(f"<h3>measure: {_e(obj.label)}</h3>"
-                     + _table(["metric", "value"], P._measure_rows(obj)))
-    elif isinstance(obj, BenchResult):
-        rows = P.result_rows(obj)
-        parts.append(_scroll(P._html_table(rows, P._BENCH_COLS)))
-        parts.append("<h3>Load-test report</h3><pre>" + _e(P.format_report(obj)) + "</pre>")
-    else:
-        rows = P.result_rows(obj)
-        cols = P._BENCH_COLS if rows and rows[0]["kind"] == "bench" else P._MEASURE_COLS
-        parts.append(_scroll(P._html_table(rows, cols)))
-    return "\n".join(parts)
 
 
 _ID = re.compile(r'\bid="([^"]+)"')
@@ -305,14 +253,14 @@ def figures(obj: Any, prefix: str = "f") -> list[tuple[str, str]]:
         kinds = PL._applicable(obj)
         PL._figure_class()
     except ImportError as exc:
-        return [("", f'<p class="caption">No figures: {_e(exc)}</p>')]
+        return [("", f'<p class="caption">No figures: {e(exc)}</p>')]
     out = []
     for k, kind in enumerate(kinds):
         try:
             fig = PL.plot(obj, kind)
         except ValueError as exc:
-            out.append((kind, f'<p class="caption">{_e(_KIND_TITLES.get(kind, kind))}: '
-                              f"not drawn ({_e(exc)})</p>"))
+            out.append((kind, f'<p class="caption">{e(_KIND_TITLES.get(kind, kind))}: '
+                              f"not drawn ({e(exc)})</p>"))
             continue
         import matplotlib
 
@@ -327,8 +275,8 @@ def _figures_section(obj: Any, prefix: str = "f") -> str:
     parts = ["<h2>Figures</h2>"]
     for kind, svg in figures(obj, prefix):
         if svg.startswith("<svg"):
-            parts.append(f'<figure data-kind="{_e(kind)}">{svg}<figcaption class="caption">'
-                         f"{_e(_KIND_TITLES.get(kind, kind))}</figcaption></figure>")
+            parts.append(f'<figure data-kind="{e(kind)}">{svg}<figcaption class="caption">'
+                         f"{e(_KIND_TITLES.get(kind, kind))}</figcaption></figure>")
         else:
             parts.append(svg)
     return "\n".join(parts)
@@ -346,54 +294,53 @@ def _title(obj: Any) -> str:
     return "httpbench results"
 
 
-def result_fragment(obj: Any, *, plots: bool = True, heading: bool = True,
+def result_fragment(obj: Any, tables: str, *, plots: bool = True, heading: bool = True,
                     prefix: str = "f") -> str:
-    """The report's content (tables, figures, machine and run) without the page around it."""
+    """The report's content (``tables``, the HTML of the result's tables; figures;
+    machine and run) without the page around it."""
     parts = []
     if heading:
-        parts.append(f"<h1>{_e(_title(obj))}</h1>")
+        parts.append(f"<h1>{e(_title(obj))}</h1>")
         stamp = _when(obj)
         if stamp:
-            parts.append(f'<p class="stamp">{_e(stamp)}</p>')
+            parts.append(f'<p class="stamp">{e(stamp)}</p>')
     parts.append("<h2>Results</h2>")
-    parts.append(_tables(obj))
+    parts.append(tables)
     if plots:
         parts.append(_figures_section(obj, prefix))
     parts.append(_meta_section(obj))
     return f'<div class="httpbench-report">\n{"".join(p + chr(10) for p in parts)}</div>'
 
 
-def render_html(obj: Any, *, plots: bool = True) -> str:
-    """A complete, self-contained HTML document for a result (compare, bench, measure)."""
-    return page(_title(obj), result_fragment(obj, plots=plots))
+def title(obj: Any) -> str:
+    """The page title of a result."""
+    return _title(obj)
 
 
 # --------------------------------------------------------------------------
 # diff of two runs
 
 
-def diff_fragment(base: Any, cur: Any, cmp: Comparison | None = None, *,
+def diff_fragment(base: Any, cur: Any, cmp: Comparison, tables: tuple[str, str], *,
                   names: tuple[str, str] = ("baseline", "current"), plots: bool = True,
                   prefix: str = "d") -> str:
     """Two runs side by side: what differs in their settings, the notes about them,
-    the verdicts, then each run's own tables and figures."""
+    the verdicts, then each run's own ``tables`` (HTML) and figures."""
     from ._baseline import _CMP_METRICS, _fmt_change
     from ._tables import median_cell
 
-    if cmp is None:
-        cmp = diff(base, cur)
-    parts = [f"<h1>httpbench diff: {_e(names[0])} → {_e(names[1])}</h1>"]
+    parts = [f"<h1>httpbench diff: {e(names[0])} → {e(names[1])}</h1>"]
     ma, mb = dict(settings_rows(_metadata(base))), dict(settings_rows(_metadata(cur)))
     keys = list(dict.fromkeys([*ma, *mb]))
     rows = [(k, ma.get(k, "—"), mb.get(k, "—")) for k in keys]
     classes = ["differs" if a != b and k not in ("date", "took") else "" for k, a, b in rows]
     parts.append("<h2>Settings side by side</h2>")
     parts.append('<p class="caption">Highlighted rows differ between the two runs.</p>')
-    parts.append(_table(["", names[0], names[1]], rows, cls="meta", row_classes=classes))
+    parts.append(table(["", names[0], names[1]], rows, cls="meta", row_classes=classes))
     if cmp.notes:
         parts.append('<h2>Unlike runs: read the verdicts with these in mind</h2>'
                      '<ul class="notes">'
-                     + "".join(f'<li class="warn">{_e(n)}</li>' for n in cmp.notes) + "</ul>")
+                     + "".join(f'<li class="warn">{e(n)}</li>' for n in cmp.notes) + "</ul>")
     parts.append("<h2>Changes</h2>")
     if cmp.changes:
         head = ["client", "scenario", "metric", names[0], names[1], "change", "p", "verdict"]
@@ -404,37 +351,21 @@ def diff_fragment(base: Any, cur: Any, cmp: Comparison | None = None, *,
                    "verdict-worse" if c.significant and c.improved is False else
                    "verdict-better" if c.significant and c.improved else "")
             v = c.shown_verdict
-            verdict = f'<span class="{cls}">{_e(v)}</span>' if cls else _e(v)
+            verdict = f'<span class="{cls}">{e(v)}</span>' if cls else e(v)
             body.append([c.client, c.scenario, c.title, median_cell(c.baseline, kind),
                          median_cell(c.current, kind), _fmt_change(c.change),
                          "—" if c.p_value != c.p_value else f"{c.p_value:.3f}", verdict])
-        parts.append(_table(head, body, raw_last=True))
+        parts.append(table(head, body, raw_last=True))
     else:
         parts.append("<p>(nothing in common to compare)</p>")
-    parts.append(f"<p>{_e(cmp.summary)}</p>")
+    parts.append(f"<p>{e(cmp.summary)}</p>")
     for what, ks in (("only in " + names[0], cmp.only_baseline),
                      ("only in " + names[1], cmp.only_current)):
         if ks:
-            parts.append(f"<p>{_e(what)}: {_e(', '.join(f'{c}/{s}' for c, s in ks))}</p>")
+            parts.append(f"<p>{e(what)}: {e(', '.join(f'{c}/{s}' for c, s in ks))}</p>")
     parts.append('<div class="side">')
     for i, (name, obj) in enumerate(((names[0], base), (names[1], cur))):
-        parts.append(f"<div><h2>{_e(name)}</h2>" + _tables(obj)
+        parts.append(f"<div><h2>{e(name)}</h2>" + tables[i]
                      + (_figures_section(obj, prefix=f"{prefix}{i}f") if plots else "") + "</div>")
     parts.append("</div>")
     return f'<div class="httpbench-report">\n{"".join(p + chr(10) for p in parts)}</div>'
-
-
-def render_diff(base: Any, cur: Any, cmp: Comparison | None = None, *,
-                names: tuple[str, str] = ("baseline", "current"), plots: bool = True) -> str:
-    """A complete, self-contained HTML document comparing two runs."""
-    return page(f"httpbench diff: {names[0]} → {names[1]}",
-                 diff_fragment(base, cur, cmp, names=names, plots=plots))
-
-
-def write_html(obj: Any, path: str | os.PathLike[str], *, plots: bool = True) -> str:
-    """Write :func:`render_html` of ``obj`` to ``path``; returns the path written."""
-    p = os.fspath(path)
-    text = render_html(obj, plots=plots)
-    with open(p, "w", encoding="utf-8") as f:
-        f.write(text)
-    return p

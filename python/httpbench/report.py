@@ -50,6 +50,11 @@ __all__ = [
     "hdr_compressed",
     "hdr_hgrm",
     "hdr_interval_log",
+    "html_diff",
+    "html_diff_fragment",
+    "html_fragment",
+    "html_report",
+    "html_tables",
     "idle_note",
     "idle_workers",
     "interactive",
@@ -60,6 +65,7 @@ __all__ = [
     "result_rows",
     "to_dataframe",
     "welch_t_test",
+    "write_html",
 ]
 
 # --------------------------------------------------------------------------
@@ -514,12 +520,113 @@ def _html_table(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
     return render_table(headers, cells, "html", align=_align(headers, has_notes))
 
 
+def html_tables(obj: Any) -> str:
+    """The tables of a result as HTML: per scenario with their ± and notes, then notes
+    and skipped clients; a measure record's metrics; a bench run's row and report."""
+    from ._html import e, scroll, table
+
+    parts: list[str] = []
+    if isinstance(obj, ResultSet):
+        rows = result_rows(obj)
+        order = list(obj.metadata.get("scenario_order") or [])
+        order += [s for s in obj.scenarios if s not in order]
+        descs = obj.metadata.get("scenarios") or {}
+        for sc in order:
+            srows = [r for r in rows if r["scenario"] == sc]
+            if not srows:
+                continue
+            nrep = max(r["repeat"] for r in srows) + 1
+            cols = (_BENCH_COLS if {r["kind"] for r in srows} == {"bench"}
+                    else _MEASURE_COLS)
+            desc = (descs.get(sc) or {}).get("description") or ""
+            cap = (f"medians of {nrep} repeats; p50 and CPU/req ± half the confidence "
+                   "interval of the median, other columns ± half the range"
+                   if nrep > 1 else "one repeat")
+            name = sc if sc.strip("-") else str(obj.metadata.get("source") or "results")
+            parts.append(f"<h3>{e(name)}</h3>"
+                         + (f'<p class="caption">{e(desc)} ({e(cap)})</p>' if desc else
+                            f'<p class="caption">{e(cap)}</p>')
+                         + scroll(_html_table(srows, cols)))
+        if obj.notes:
+            seen: dict[tuple[str, str, str], list[Any]] = {}
+            for n in obj.notes:
+                seen.setdefault((n.kind, n.client, n.scenario), []).append(n)
+            items = []
+            for (kind, client, sc), ns in seen.items():
+                where = "/".join(x for x in (client, sc) if x)
+                more = f" (in {len(ns)} rounds)" if len(ns) > 1 else ""
+                items.append(f"<li>[{e(kind)}] {e(where + ': ' if where else '')}"
+                             f"{e(ns[0].message)}{e(more)}</li>")
+            parts.append('<h3>Notes</h3><ul class="notes">' + "".join(items) + "</ul>")
+        if obj.skipped:
+            parts.append('<h3>Skipped</h3><ul class="notes">' + "".join(
+                f"<li>{e(k)}: {e(v)}</li>" for k, v in obj.skipped.items()) + "</ul>")
+    elif isinstance(obj, MeasureResult):
+        parts.append(f"<h3>measure: {e(obj.label)}</h3>"
+                     + table(["metric", "value"], _measure_rows(obj)))
+    elif isinstance(obj, BenchResult):
+        rows = result_rows(obj)
+        parts.append(scroll(_html_table(rows, _BENCH_COLS)))
+        parts.append("<h3>Load-test report</h3><pre>" + e(format_report(obj)) + "</pre>")
+    else:
+        rows = result_rows(obj)
+        cols = _BENCH_COLS if rows and rows[0]["kind"] == "bench" else _MEASURE_COLS
+        parts.append(scroll(_html_table(rows, cols)))
+    return "\n".join(parts)
+
+
+def html_fragment(obj: Any, *, plots: bool = True, prefix: str = "f") -> str:
+    """The one-file report's content without the page around it (what Jupyter shows)."""
+    from ._html import result_fragment
+
+    return result_fragment(obj, html_tables(obj), plots=plots, prefix=prefix)
+
+
+def html_report(obj: Any, *, plots: bool = True) -> str:
+    """One self-contained HTML page of a result: tables, figures (inline SVG), machine
+    and run; it loads nothing from anywhere."""
+    from ._html import page, title
+
+    return page(title(obj), html_fragment(obj, plots=plots))
+
+
+def html_diff_fragment(baseline: Any, current: Any, cmp: Comparison | None = None, *,
+                       names: tuple[str, str] = ("baseline", "current"), plots: bool = True,
+                       prefix: str = "d") -> str:
+    """Two runs side by side (settings, notes on how they are unlike, verdicts, each
+    run's tables and figures), without the page around it."""
+    from ._html import diff_fragment
+    from ._rows import as_set
+
+    base, cur = as_set(baseline), as_set(current)
+    if cmp is None:
+        cmp = diff(base, cur)
+    return diff_fragment(base, cur, cmp, (html_tables(base), html_tables(cur)), names=names,
+                         plots=plots, prefix=prefix)
+
+
+def html_diff(baseline: Any, current: Any, cmp: Comparison | None = None, *,
+              names: tuple[str, str] = ("baseline", "current"), plots: bool = True) -> str:
+    """One self-contained HTML page comparing two runs."""
+    from ._html import page
+
+    return page(f"httpbench diff: {names[0]} → {names[1]}",
+                html_diff_fragment(baseline, current, cmp, names=names, plots=plots))
+
+
+def write_html(obj: Any, path: str | os.PathLike[str], *, plots: bool = True) -> str:
+    """Write :func:`html_report` of ``obj`` to ``path``; returns the path written."""
+    p = os.fspath(path)
+    text = html_report(obj, plots=plots)
+    with open(p, "w", encoding="utf-8") as f:
+        f.write(text)
+    return p
+
+
 def mimebundle(obj: Any) -> dict[str, str]:
     """Jupyter rich display: the text table, and as HTML the content of the one-file
     report (``httpbench report --html``): tables, inline SVG figures, machine and run."""
-    from ._html import result_fragment
-
-    return {"text/plain": format_result(obj, "text"), "text/html": result_fragment(obj)}
+    return {"text/plain": format_result(obj, "text"), "text/html": html_fragment(obj)}
 
 
 # --------------------------------------------------------------------------
@@ -683,10 +790,8 @@ def cli_main(argv: Sequence[str]) -> int:
         for path, cur in zip(args.files, currents, strict=True):
             cmp = diff(base, cur, alpha=args.alpha, min_change=args.min_change)
             if args.html:
-                from ._html import diff_fragment
-
-                pages.append(diff_fragment(base, cur, cmp, names=(args.baseline, path),
-                                           prefix=f"d{len(pages)}-"))
+                pages.append(html_diff_fragment(base, cur, cmp, names=(args.baseline, path),
+                                                prefix=f"d{len(pages)}-"))
             if len(currents) > 1 and args.format != "json":
                 sys.stdout.write(f"{args.baseline} -> {path}\n\n")
             sys.stdout.write(cmp.format(args.format))
@@ -698,9 +803,7 @@ def cli_main(argv: Sequence[str]) -> int:
                 sys.stdout.write(f"# {path}\n\n")
             sys.stdout.write(format_result(rec, args.format))
             if args.html:
-                from ._html import result_fragment
-
-                pages.append(result_fragment(rec, prefix=f"r{len(pages)}-"))
+                pages.append(html_fragment(rec, prefix=f"r{len(pages)}-"))
     if args.html:
         from ._html import page
 

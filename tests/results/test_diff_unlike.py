@@ -99,11 +99,11 @@ def test_diff_cli_prints_the_notes_first(tmp_path, capsys):
 @pytest.mark.slow
 def test_diff_html_shows_the_notes_and_marks(tmp_path):
     pytest.importorskip("matplotlib")
-    from httpbench import _html
+    from httpbench import report
 
     a = _run({"requests": 400}, repeat=5, slices=8)
     b = _run({"requests": 480}, repeat=3, slices=2, noisy=["requests"], disturbed=1)
-    page = _html.render_diff(a, b, httpbench.diff(a, b, metrics=["p50_ns"]), plots=False)
+    page = report.html_diff(a, b, httpbench.diff(a, b, metrics=["p50_ns"]), plots=False)
     assert "Unlike runs: read the verdicts with these in mind" in page
     assert ('<span class="verdict-marked">slower? (disturbed in current: not counted)</span>'
             in page)

@@ -120,9 +120,9 @@ def test_html_holds_tables_figures_and_the_run(tmp_path):
 def test_jupyter_display_is_the_report_content():
     pytest.importorskip("matplotlib")
     rs = make_set()
-    from httpbench import _html
+    from httpbench import report
 
-    assert rs._repr_mimebundle_()["text/html"] == _html.result_fragment(rs)
+    assert rs._repr_mimebundle_()["text/html"] == report.html_fragment(rs)
 
 
 def _chromium():
