@@ -204,21 +204,48 @@ def test_keep_alive_off_opens_a_connection_per_request(servers, name):
     assert d["connections"] == N
 
 
-def test_missing_library_is_unavailable_with_pip_name(monkeypatch):
+@pytest.mark.parametrize("name, module, pip", [
+    ("pycurl", "pycurl", "pycurl"), ("curl_cffi", "curl_cffi", "curl_cffi"),
+    ("curl_cffi-async", "curl_cffi", "curl_cffi"), ("pyreqwest", "pyreqwest", "pyreqwest"),
+    ("pyreqwest-async", "pyreqwest", "pyreqwest"), ("wreq", "wreq", "wreq"),
+    ("wreq-async", "wreq", "wreq"), ("primp", "primp", "primp"),
+    ("primp-async", "primp", "primp"), ("httpx2", "httpx2", "httpx2"),
+    ("httpx2-async", "httpx2", "httpx2"), ("httpxyz", "httpxyz", "httpxyz"),
+    ("aiosonic", "aiosonic", "aiosonic"),
+])
+def test_missing_library_is_unavailable_with_pip_name(monkeypatch, name, module, pip):
     import importlib.util
 
     real = importlib.util.find_spec
 
-    def hide(name, *a, **k):
-        return None if name == "pycurl" else real(name, *a, **k)
+    def hide(mod, *a, **k):
+        return None if mod == module else real(mod, *a, **k)
 
     monkeypatch.setattr(importlib.util, "find_spec", hide)
     with pytest.raises(AdapterUnavailable) as ei:
-        load_adapter("pycurl")
-    assert ei.value.pip_name == "pycurl"
-    assert "pip install pycurl" in str(ei.value)
-    ok, reason, pip = adapter_status("pycurl")
-    assert (ok, pip) == (False, "pycurl") and "not installed" in reason
+        load_adapter(name)
+    assert ei.value.pip_name == pip
+    assert f"pip install {pip}" in str(ei.value)
+    ok, reason, pip_name = adapter_status(name)
+    assert (ok, pip_name) == (False, pip) and "not installed" in reason
+
+
+def test_httpx_adapter_refuses_an_aliased_httpx(monkeypatch):
+    """httpxyz imported first registers itself as `httpx`: the httpx adapter must not
+    report its figures as httpx's."""
+    import importlib.machinery
+    import sys
+    import types
+
+    if "httpx" not in INSTALLED:
+        pytest.skip("httpx not installed")
+    fake = types.ModuleType("httpxyz")
+    fake.__spec__ = importlib.machinery.ModuleSpec("httpxyz", None)
+    fake.__version__ = "0.42.1"
+    monkeypatch.setitem(sys.modules, "httpx", fake)
+    a = load_adapter("httpx")()
+    with pytest.raises(AdapterUnavailable, match="'httpx' in this process is httpxyz 0.42.1"):
+        a.setup("http://127.0.0.1:9", None)
 
 
 def test_registry_names():
@@ -347,3 +374,13 @@ def test_worker_round_every_adapter_every_default_scenario(servers, name, scenar
         assert r.alloc_counts is None and r.cpu_ns > 0
     else:
         assert r.allocs_per_call > 0
+
+
+def test_aiosonic_keeps_its_connection_past_1000_requests(servers):
+    """aiosonic's default pool recycles a connection after 1000 requests and then reconnects
+    for every request; the adapter lifts the limit, so 1100 requests use one connection."""
+    if "aiosonic" not in INSTALLED:
+        pytest.skip("aiosonic not installed")
+    a, d = drive("aiosonic", servers[False], n=1100, method="GET", path="/bytes/150")
+    assert a.last_status == 200
+    assert (d["requests"], d["connections"]) == (1100, 1)

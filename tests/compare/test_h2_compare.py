@@ -24,7 +24,11 @@ from httpbench._scenarios import (
     parse_scenario,
 )
 
-H2_CLIENTS = ("httpx", "httpx-async", "niquests", "pycurl", "curl", "native")
+H2_CLIENTS = ("httpx", "httpx-async", "niquests", "pycurl", "curl", "native", "curl_cffi",
+              "curl_cffi-async", "pyreqwest", "pyreqwest-async", "wreq", "wreq-async", "primp",
+              "primp-async", "httpx2", "httpx2-async", "httpxyz", "httpxyz-async", "aiosonic")
+# sync clients that speak HTTP/2 one request at a time (skipped where more are in flight)
+H2_SINGLE = {"httpx", "httpx2", "httpxyz", "curl_cffi"}
 NO_H2 = {"requests": "requests", "urllib3": "urllib3", "http.client": "http.client",
          "aiohttp": "aiohttp"}
 
@@ -227,8 +231,10 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
         c = k.split("/")[0]
         if c in NO_H2:  # listed with the reason, never run over HTTP/1.1
             assert why.startswith("no HTTP/2: ") and c not in ran, (k, why)
-        elif c == "httpx" and sc_.concurrency > 1:  # its sync Client is not thread-safe on h2
+        elif c in H2_SINGLE and sc_.concurrency > 1:  # e.g. httpx's Client: not thread-safe
             assert why.startswith("one stream at a time over HTTP/2: "), (k, why)
+        elif c == "aiosonic" and not sc_.tls:
+            assert "no h2c" in why, (k, why)
         else:
             assert "curl 7." in why or "not built" in why, (k, why)
     assert {c for c in NO_H2 if c in clients} <= skipped

@@ -30,7 +30,13 @@ class AiosonicAdapter(Adapter):
         if self.http2 and not self.tls:
             raise AdapterUnavailable(self.name, "no h2c: aiosonic's HTTP/2 is negotiated by "
                                      "TLS ALPN only (no prior knowledge)")
-        self.client = aiosonic.HTTPClient(http2=self.http2)
+        from aiosonic.pools import PoolConfig
+
+        # The default recycles a connection after 1000 requests, and past that reconnects
+        # for every request (the connection's count is never reset): no request limit.
+        conn = aiosonic.TCPConnector(pool_configs={":default": PoolConfig(max_conn_requests=None)},
+                                     http2=self.http2)
+        self.client = aiosonic.HTTPClient(connector=conn, http2=self.http2)
         self.kw: dict = {"timeouts": aiosonic.Timeouts(request_timeout=self.timeout)}
         if self.tls:
             self.kw["ssl"] = self.ssl_context()

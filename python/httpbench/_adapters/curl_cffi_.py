@@ -10,7 +10,7 @@ from a file are streamed by libcurl's read callback (``content=`` the file).
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter
+from . import Adapter
 
 __all__ = ["CurlCffiAdapter", "CurlCffiAsyncAdapter"]
 

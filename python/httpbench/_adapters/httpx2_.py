@@ -1,8 +1,11 @@
 """httpx2 and httpxyz: forks of httpx with its API, measured by the httpx adapters.
 
-Each keeps its own module (``httpx2`` / ``httpcore2``, ``httpxyz`` /
-``httpcorexyz``), so they install beside httpx; HTTP/2 uses the ``h2``
-package like httpx.
+Each installs its own modules (``httpx2`` / ``httpcore2``, ``httpxyz`` /
+``httpcorexyz``) beside httpx's; HTTP/2 uses the ``h2`` package like httpx.
+httpxyz, imported before httpx, registers itself as ``httpx`` and
+``httpcore`` in ``sys.modules`` (and its pytest plugin imports it in every
+pytest run), so where it is installed ``import httpx`` in a test process can
+be httpxyz: no extra installs it; the httpx adapters refuse to run on it.
 """
 
 from __future__ import annotations

@@ -33,6 +33,13 @@ class HttpxAdapter(Adapter):
         import importlib
 
         self.lib = importlib.import_module(self._lib)
+        if self.lib.__name__ != self._lib:
+            from . import AdapterUnavailable
+
+            # httpxyz registers itself as `httpx` when imported first (its pytest plugin does)
+            raise AdapterUnavailable(self.name, f"'{self._lib}' in this process is "
+                                     f"{self.lib.__name__} {self.lib.__version__}, not "
+                                     f"{self._lib}")
         kw: dict = {"timeout": self.lib.Timeout(self.timeout)}
         if self.tls:
             kw["verify"] = self.ssl_context()
