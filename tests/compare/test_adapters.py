@@ -78,12 +78,12 @@ def counts(srv) -> dict:
     return _server_counts(srv.stats())
 
 
-def drive(name: str, srv, n: int = N, **params):
+def drive(name: str, srv, n: int = N, trust: bool = True, **params):
     """Set up adapter ``name``, make ``n`` requests, close; returns (adapter, server deltas:
-    requests, connections, and requests per protocol)."""
+    requests, connections, and requests per protocol). ``trust=False``: no CA file."""
     cls = load_adapter(name)
     a = cls()
-    ca = srv.ca_file if srv.url.startswith("https") else None
+    ca = srv.ca_file if srv.url.startswith("https") and trust else None
     s0 = counts(srv)
     if cls.kind == "async":
         loop = asyncio.new_event_loop()
@@ -193,6 +193,24 @@ def test_https_without_ca_fails_verification(servers, name):
         assert "certif" in repr(ei.value).lower() or "ssl" in repr(ei.value).lower()
     finally:
         a.close()
+
+
+@pytest.mark.parametrize("name", ["curl_cffi", "curl_cffi-async", "pyreqwest", "pyreqwest-async",
+                                  "wreq", "wreq-async", "primp", "primp-async", "httpx2",
+                                  "httpx2-async", "aiosonic"])
+def test_new_clients_verify_tls(servers, name):
+    """Verification is on in every newer client: without the server's CA the request fails
+    and the server never sees it (primp over h2, its only protocol over TLS)."""
+    if name not in INSTALLED:
+        pytest.skip(f"{name} not installed")
+    srv = servers[True]
+    s0 = counts(srv)
+    with pytest.raises(Exception) as ei:
+        drive(name, srv, n=1, trust=False, method="GET", path="/bytes/150",
+              http2=name in NO_H1_OVER_TLS)
+    text = repr(ei.value).lower()
+    assert "certif" in text or "ssl" in text or "issuer" in text, text
+    assert counts(srv)["requests"] == s0["requests"]
 
 
 @pytest.mark.parametrize("name", INSTALLED)
