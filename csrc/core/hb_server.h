@@ -86,7 +86,7 @@ void hb_server_free(hb_server *s);
 
 int hb_server_port(const hb_server *s);
 int hb_server_running(const hb_server *s);
-/* TLS only: the certificate PEM (NUL-terminated, owned by s), else NULL. */
+/* TLS only: the PEM a client trusts (the generated CA), NUL-terminated, owned by s; else NULL. */
 const char *hb_server_cert_pem(const hb_server *s, size_t *len);
 
 /* Consistent snapshot of the counters (each counter read atomically; taken

@@ -16,10 +16,12 @@ Each round is checked against the server's own stats (requests, connections
 accepted, server CPU) and turned into anomaly notes: server saturated, new
 connections where keep-alive was expected, a latency mode near 40 ms (Nagle /
 delayed ACK), errors, a POST answered early that broke the connection,
-responses that failed verification, large run-to-run spread. In an HTTP/2
-scenario the server's per-protocol counts prove the protocol of every round:
-a client that fell back to HTTP/1.1 is noted ``h1-fallback`` and its figures
-are dropped (listed under skipped), never reported as h2.
+responses that failed verification, large run-to-run spread. The server's
+per-protocol counts prove the protocol of every round: a client that fell
+back to HTTP/1.1 in an HTTP/2 scenario is noted ``h1-fallback``, one that
+took h2 (by ALPN) in an HTTP/1.1 scenario ``h2-negotiated``; either way its
+figures are dropped (listed under skipped), never reported under the
+scenario's protocol.
 """
 
 from __future__ import annotations
@@ -440,10 +442,17 @@ def _server_counts(stats: Any) -> dict[str, int | None]:
 def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None, str | None]:
     """The protocol a round actually used, from the server's per-protocol request deltas:
     ``(protocol, note kind, message)``; protocol ``"unproven"`` when the counts cannot
-    tell. Only HTTP/2 scenarios are checked (an HTTP/1.1 round is what it asked for)."""
-    if sc.protocol != "h2":
-        return sc.protocol, None, None
+    tell. An HTTP/2 round with HTTP/1.1 requests is ``h1-fallback``; an HTTP/1.1 round
+    with h2 requests (a client taking h2 by ALPN) is ``h2-negotiated``; an HTTP/1.1 round
+    the counts cannot prove is what it asked for (servers without h2 count none)."""
     h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
+    if sc.protocol != "h2":
+        if h2:
+            return ("h2", "h2-negotiated",
+                    f"the server answered {h2} of the round's requests over h2 and {h1 or 0} "
+                    "over HTTP/1.1: the client took h2 in an HTTP/1.1 scenario; its figures "
+                    "are not reported as HTTP/1.1")
+        return sc.protocol, None, None
     if h1 is None and h2 is None:
         return ("unproven", "protocol-unproven", "the server's stats have no per-protocol "
                 "counts: HTTP/2 is not proven")
@@ -683,7 +692,7 @@ class Runner:
         self.skipped: dict[str, str] = {}
         self.versions: dict[str, str | None] = {}
         self.failed: set[tuple[str, str]] = set()
-        # (client, scenario) pairs whose HTTP/2 rounds went over HTTP/1.1
+        # (client, scenario) pairs whose protocol was not the scenario's: rows dropped
         self.h1_fallback: set[tuple[str, str]] = set()
         self._zygote: Zygote | None = None
         self._zygote_failed = False
@@ -851,7 +860,7 @@ class Runner:
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
                                     f"{_eta(t_start, work, total_work)}")
                     for c in workers:
-                        if (c, sc.name) in self.h1_fallback:  # none of its figures is h2
+                        if (c, sc.name) in self.h1_fallback:  # none is the scenario's protocol
                             rounds[c] = []
                             for key in [k for k in results if k[:2] == (c, sc.name)]:
                                 del results[key]
@@ -1127,12 +1136,12 @@ class Runner:
             return None
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
         protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
-        if pkind == "h1-fallback":
+        if pkind in ("h1-fallback", "h2-negotiated"):
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "error"))
             self.h1_fallback.add((client, sc.name))
-            self.skipped[f"{client}/{sc.name}"] = f"h1-fallback: {pmsg}"
-            self._progress(f"h1-fallback {client}/{sc.name}: {pmsg}")
+            self.skipped[f"{client}/{sc.name}"] = f"{pkind}: {pmsg}"
+            self._progress(f"{pkind} {client}/{sc.name}: {pmsg}")
             return None
         return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
 

@@ -92,9 +92,9 @@ class Server:
     ``with Server(tls=True) as srv: ...`` starts it and stops it on exit;
     ``start()`` and ``stop()`` may be called any number of times. With
     ``port=0`` an ephemeral port is chosen (``.port``); with ``tls=True`` a
-    self-signed ECDSA P-256 certificate for 127.0.0.1/localhost is generated
-    (unless ``cert_file``/``key_file`` are given) and written to ``.ca_file``
-    so clients can verify against it.
+    test CA and an ECDSA P-256 certificate for 127.0.0.1/localhost signed by
+    it are generated (unless ``cert_file``/``key_file`` are given); the CA is
+    written to ``.ca_file`` so clients can verify against it.
 
     ``request_timeout``: seconds a started request (head and body) or a
     stalled response write may take before the server answers 408 / closes.
@@ -483,7 +483,7 @@ def cli_main(argv: list[str]) -> int:
     )
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = ephemeral)")
-    ap.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed unless --cert)")
+    ap.add_argument("--tls", action="store_true", help="serve HTTPS (a generated test CA unless --cert)")
     ap.add_argument("--threads", type=int, default=1, help="worker threads (default 1)")
     ap.add_argument("--cert", dest="cert_file", help="PEM certificate (with --tls)")
     ap.add_argument("--key", dest="key_file", help="PEM private key (with --tls)")
