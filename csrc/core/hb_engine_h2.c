@@ -72,6 +72,13 @@ static void h2_fail_streams(econn *c, int type, uint64_t now)
 {
     h2conn *h = H2(c);
     uint32_t m = c->th->e->cfg.pipeline;
+    /* The stream sent before the server's SETTINGS timed out and those SETTINGS
+     * allow none: every new connection would wait the same way, so the run ends. */
+    if (type == HB_ENG_ERR_TIMEOUT && h->live && h->cli.peer_settings &&
+        hb_h2_client_peer_max_streams(&h->cli) == 0)
+        hb__eng_fatal(c->th, HB_E_H2,
+                      "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0) and left "
+                      "the first one unanswered until the timeout");
     for (uint32_t i = 0; i < m && c->rcount; i++) {
         h2slot *sl = &h->slots[i];
         if (!sl->used) continue;

@@ -151,3 +151,30 @@ def test_read_budget_keeps_well_behaved_downloads_whole(server):
     with Client(http2=True) as c:
         rs = c.get_many([f"{server.url}/bytes/{n}" for n in (3_000_000, 1, 700_000)])
     assert [r.body for r in rs] == [httpbench.expected_bytes(n) for n in (3_000_000, 1, 700_000)]
+
+
+def no_streams(c: Conn) -> None:
+    """Allows no streams and answers nothing (the client's first stream went
+    out before these SETTINGS)."""
+    _read_preface(c)
+    c.send(settings(max_concurrent_streams=0))
+    while not c.server.stopping and c._fill():
+        pass
+
+
+def test_a_server_allowing_no_streams_ends_the_run():
+    with RawServer(no_streams) as srv:
+        t0 = time.monotonic()
+        with pytest.raises(ProtocolError, match="allows no streams"):
+            httpbench.bench(srv.url("/x"), n=40, concurrency=2, http2=True, timeout=1)
+        took = time.monotonic() - t0
+    assert took < 2 * 1, took  # not n x timeout / c (20 s)
+
+
+@pytest.mark.slow
+def test_cli_against_a_server_allowing_no_streams_exits_1():
+    with RawServer(no_streams) as srv:
+        p = subprocess.run([sys.executable, "-m", "httpbench", srv.url("/x"), "--h2", "-n", "40",
+                            "-c", "2", "--timeout", "2s"], capture_output=True, timeout=60)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert b"allows no streams" in p.stderr
