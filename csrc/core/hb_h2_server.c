@@ -23,6 +23,7 @@
 
 #define NIOV 128
 #define ARENA (64 * 1024)
+#define ARENA_BYTES (NIOV * sizeof(struct iovec) + ARENA)
 #define ARENA_LOW (20 * 1024) /* stop serializing below this: a frame chunk may be 16 KiB */
 #define BATCH (256 * 1024)    /* bytes queued per fill */
 #define PATH_MAX_LEN 4096
@@ -80,8 +81,10 @@ struct hb_h2_server {
     uint64_t frames;
     int64_t idle_tokens; /* no-work frames still allowed (HB_H2_IDLE_FRAMES_*) */
     uint64_t idle_at;    /* when idle_tokens was last refilled */
-    char *arena;         /* output bytes: held only while output is queued or streams are open */
-    struct iovec iov[NIOV];
+    /* the output queue (NIOV iovecs, then the bytes they point into), held
+     * only while output is queued or streams are open */
+    struct iovec *iov;
+    char *arena;
 };
 
 static const char CT_OCTET[] = "application/octet-stream";
@@ -97,25 +100,33 @@ static int room(const hb_h2_server *s, size_t bytes, int iovs)
 
 /* Arenas come from the owner's pool (mapped, so a drained pool is memory
  * given back), or from malloc without one. */
-static char *arena_get(hb_h2_server *s)
+static int arena_get(hb_h2_server *s)
 {
     hb_h2_arena_pool *p = s->cfg.arenas;
-    if (!p) return malloc(ARENA);
-    if (p->free) {
+    void *m;
+    if (!p) {
+        m = malloc(ARENA_BYTES);
+    } else if (p->free) {
         void **a = p->free;
         p->free = *a;
         p->nfree--;
-        return (char *)a;
+        m = a;
+    } else {
+        m = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) m = NULL;
     }
-    void *m = mmap(NULL, ARENA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return m == MAP_FAILED ? NULL : m;
+    if (!m) return -1;
+    s->iov = m;
+    s->arena = (char *)m + NIOV * sizeof(struct iovec);
+    return 0;
 }
 
 static void arena_put(hb_h2_server *s)
 {
     hb_h2_arena_pool *p = s->cfg.arenas;
-    char *a = s->arena;
+    char *a = (char *)s->iov;
     s->arena = NULL;
+    s->iov = NULL;
     if (!a) return;
     if (!p) {
         free(a);
@@ -124,7 +135,7 @@ static void arena_put(hb_h2_server *s)
         p->free = a;
         p->nfree++;
     } else {
-        (void)munmap(a, ARENA); /* fails only for a bad range */
+        (void)munmap(a, ARENA_BYTES); /* fails only for a bad range */
     }
 }
 
@@ -133,7 +144,7 @@ void hb_h2_arena_pool_drain(hb_h2_arena_pool *p)
     while (p->free) {
         void **a = p->free;
         p->free = *a;
-        (void)munmap(a, ARENA);
+        (void)munmap(a, ARENA_BYTES);
     }
     p->nfree = 0;
 }
@@ -164,7 +175,7 @@ static void q_copy(hb_h2_server *s, const void *p, size_t n)
 const struct iovec *hb_h2_server_out(hb_h2_server *s, int *niov)
 {
     *niov = s->niov;
-    return &s->iov[s->iov_first];
+    return s->iov ? &s->iov[s->iov_first] : NULL;
 }
 
 void hb_h2_server_sent(hb_h2_server *s, size_t n)
@@ -937,7 +948,7 @@ long hb_h2_server_fill(hb_h2_server *s)
 {
     if (!s->arena) {
         if (!s->term_pending && !nghttp2_session_want_write(s->ng)) return 0;
-        if (!(s->arena = arena_get(s))) return -1;
+        if (arena_get(s) < 0) return -1;
     }
     for (;;) {
         if (s->term_pending) {

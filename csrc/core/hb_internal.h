@@ -133,9 +133,9 @@ typedef struct hb__conn {
     int64_t budget;          /* read budget left in this turn (HB__SRV_READ_BUDGET) */
     struct hb__conn *rq_prev, *rq_next; /* the worker's ready queue */
     /* everything from here on needs no clearing when a conn is recycled */
+    char *obuf; /* HB__SRV_OBUF bytes after rbuf: an h2 or idle connection never touches them */
     struct iovec iov[HB__SRV_NIOV];
-    char obuf[HB__SRV_OBUF];
-    char rbuf[]; /* server's rbuf_size */
+    char rbuf[]; /* server's rbuf_size; its first bytes share the struct's last page */
 } hb__conn;
 
 typedef struct hb__worker {

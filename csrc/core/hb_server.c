@@ -108,10 +108,10 @@ static void refuse(hb__worker *w, int fd)
     static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
                                "Content-Type: text/plain\r\nContent-Length: 21\r\n\r\n"
                                "too many connections\n";
+    HB__ADD(w->refused, 1); /* counted before the peer can see the answer */
     if (!w->srv->tls) (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)shutdown(fd, SHUT_WR);
     close(fd);
-    HB__ADD(w->refused, 1);
 }
 
 static void on_listen(hb_loop *l, hb_io *io, uint32_t events)

@@ -18,7 +18,7 @@ static void on_timer(hb_loop *l, hb_timer *t, uint64_t now);
 
 static size_t conn_size(const hb_server *srv)
 {
-    return sizeof(hb__conn) + srv->rbuf_size;
+    return sizeof(hb__conn) + srv->rbuf_size + HB__SRV_OBUF;
 }
 
 /* Structs are mapped, not malloc'ed: unmapping hands the pages straight back
@@ -35,7 +35,8 @@ static hb__conn *conn_new(hb__worker *w)
         if (m == MAP_FAILED) return NULL;
         c = m;
     }
-    memset(c, 0, offsetof(hb__conn, iov)); /* the buffers need no clearing */
+    memset(c, 0, offsetof(hb__conn, obuf)); /* the buffers need no clearing */
+    c->obuf = c->rbuf + w->srv->rbuf_size;
     hb_sock_init(&c->sock);
     hb_io_init(&c->io, on_io);
     hb_timer_init(&c->timer, on_timer);
