@@ -603,8 +603,9 @@ class Worker:
             "protocol": self.sc.protocol,
             "inflight_mode": self.mode,
         }
-        try:  # the CPUs this worker may run on (it may be pinned), not a count
-            md["cpus"] = sorted(os.sched_getaffinity(0))
+        try:  # the CPUs this worker may run on (it may be pinned); "cpus" is their count
+            md["affinity"] = sorted(os.sched_getaffinity(0))
+            md["cpus"] = len(md["affinity"])
         except (AttributeError, OSError):
             pass
         md["native_alloc_counter"] = _native_counters() is not None
@@ -624,7 +625,9 @@ class Worker:
 
 
 _STACK = ("urllib3", "requests", "httpx", "httpcore", "h11", "anyio", "aiohttp", "yarl",
-          "multidict", "pycurl", "niquests", "certifi", "idna", "charset_normalizer", "ssl")
+          "multidict", "pycurl", "niquests", "curl_cffi", "pyreqwest", "wreq", "primp", "httpx2",
+          "httpcore2", "httpxyz", "httpcorexyz", "aiosonic", "certifi", "idna",
+          "charset_normalizer", "ssl")
 
 
 def _loaded_versions() -> dict[str, str]:

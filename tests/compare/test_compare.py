@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 
 import httpbench
@@ -175,7 +176,8 @@ def test_compare_in_worker_processes_matches_server_stats():
         pin = md["pinning"]
         assert pin["worker_cpu"] not in pin["server_cpus"]
         r = rs.get(E2E_CLIENTS[0], "get-150b", 0)
-        assert r.metadata["worker"]["cpus"] == [pin["worker_cpu"]]
+        assert r.metadata["worker"]["affinity"] == [pin["worker_cpu"]]
+        assert r.metadata["worker"]["cpus"] == 1
     text = format_tables(rs)
     for name in E2E_SCENARIOS:
         assert f"== {name}" in text
@@ -237,7 +239,9 @@ def test_cli_tables_json_and_files(tmp_path, capsys):
                 "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes"):
         assert col in cap.out
     assert "== get-150b" in cap.out and "== small-post" in cap.out
-    assert "compare took" in cap.out
+    # one total time, on the Run line; report.html beside results.json
+    assert re.search(r"^Run: .*; took \d+\.\d s$", cap.out, re.M) and cap.out.count(" took ") == 1
+    assert (out / "report.html").exists() and f", {out / 'report.html'}" in cap.out
     rs = httpbench.load(out / "results.json")
     assert len(rs) == 2 * 2 * 2
     assert rs.get("urllib3", "small-post", 1).metadata["server"]["requests"] == 5
