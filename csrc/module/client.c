@@ -69,7 +69,7 @@ typedef struct h2origin {
     hb_h2conn hc;
 } h2origin;
 
-/* Response head buffer per HTTP/2 exchange (headers in HTTP/1.1 form). */
+/* Buffer per HTTP/2 exchange for its response header fields (hb_client_h2.h). */
 #define H2_HEAD_CAP (16 * 1024)
 /* The largest batch scratch a client keeps between batches (256 streams' worth). */
 #define H2_SCRATCH_KEEP (256 * (H2_HEAD_CAP + 1024))
