@@ -7,7 +7,9 @@ adapter(s), checks one response against a reference read with
 ``http.client``, warms up, and answers ``{"status": "ready", ...}`` on the
 result pipe. Each further stdin line is a command: ``{"cmd": "run", "n": N}``
 or ``{"cmd": "run", "duration": S, "min_n": K}`` measures one round and
-answers ``{"status": "ok", "result": MeasureResult.to_dict(), ...}``;
+answers ``{"status": "ok", "result": MeasureResult.to_dict(), ...}`` (with
+``"control": U`` also ``control_ns``: U units of the fixed-work control, the
+machine-speed index, run after the round);
 ``{"cmd": "deterministic", "n": N, "timeout": S}`` counts instructions and
 syscalls of N requests in counting children (see ``_deterministic``) and
 answers ``{"status": "ok", "fields": ..., "metadata": ...}``;
@@ -36,7 +38,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _noise
+from . import _machine, _noise
 from ._metadata import system_metadata
 
 __all__ = ["main", "payload"]
@@ -473,9 +475,13 @@ class Worker:
             self.per_req_ns = max(mr.wall_ns / mr.calls, 1000.0)
         mr = dataclasses.replace(mr, errors=errs.count)
         ver = self.verify()
-        return {"status": "ok", "result": mr.to_dict(), "requests": self.requests,
-                "round_requests": n, "errors": errs.count, "error_samples": errs.samples,
-                "verify": ver, "noise": [noise0, noise1]}
+        out = {"status": "ok", "result": mr.to_dict(), "requests": self.requests,
+               "round_requests": n, "errors": errs.count, "error_samples": errs.samples,
+               "verify": ver, "noise": [noise0, noise1]}
+        if cmd.get("control"):
+            # the machine-speed index, on the client's CPU, outside the measured span
+            out["control_ns"] = _machine.fixed_work_ns(int(cmd["control"]))
+        return out
 
     def _threaded(self, n: int, dur: float | None, errs: _Errors, label: str,
                   python_heap: bool = True) -> Any:
