@@ -736,17 +736,17 @@ class Runner:
         self.placement = _machine.choose_placement(self.mode, sc.concurrency == 1, self.wakeup,
                                                    self.cpus)
         self.placements[sc.name] = self.placement
+        if not self.cpus:
+            return
+        cpus = sorted(self.placement["server_cpus"] or self.cpus)
+        setter = getattr(srv, "set_cpus", None)  # Server and ServerProcess have it
+        if setter is not None:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                setter(cpus)
+            return
         pid = getattr(srv, "pid", None)
-        if not pid or not self.cpus:
-            return
-        cpus = set(self.placement["server_cpus"] or self.cpus)
-        if int(pid) == os.getpid():  # an in-process server: its threads alone, never ours
-            setter = getattr(srv, "set_cpus", None)
-            if setter is not None:
-                with contextlib.suppress(OSError, RuntimeError):
-                    setter(sorted(cpus))
-            return
-        _pin_process(int(pid), cpus)
+        if pid and int(pid) != os.getpid():  # never the threads of this process
+            _pin_process(int(pid), set(cpus))
 
     @property
     def worker_cpu(self) -> int | None:
