@@ -371,39 +371,6 @@ def _under_table(rs: ResultSet, scenario: str) -> list[str]:
     return lines
 
 
-def placement_lines(md: dict[str, Any], scenario: str) -> list[str]:
-    """The scenario's placement and the machine's wake-up cost, under its title."""
-    p = (md.get("placement") or {}).get(scenario)
-    if not isinstance(p, dict):
-        return []
-    why = {"same": "one request in flight: the client's cost, no cross-CPU wake-up",
-           "split": "requests overlap: client and server each get a CPU",
-           "unpinned": "left to the scheduler"}.get(str(p.get("mode")), "")
-    rule = md.get("placement_rule")
-    how = f"{p.get('mode')}" + (", chosen by calibration" if rule == "auto" else
-                                f", forced ({rule})" if rule else "")
-    line = f"   placement: {_machine.placement_text(p)} ({how}; {why})" if why else (
-        f"   placement: {_machine.placement_text(p)} ({how})")
-    out = [line]
-    wake = _machine.wakeup_text(md.get("wakeup_ns"))
-    if wake:
-        out.append(f"   machine: {wake}; wake-up: a p50 or CPU/req within "
-                   f"{_machine.WAKEUP_FACTOR:.0f}x of this placement's round trip")
-    return out
-
-
-def speed_line(md: dict[str, Any]) -> str:
-    """'Machine speed index: ...' from the run's fixed-work controls ('' when none)."""
-    si = md.get("speed_index")
-    if not isinstance(si, dict) or not si.get("median"):
-        return ""
-    med, lo, hi = float(si["median"]), float(si.get("min") or 0), float(si.get("max") or 0)
-    n = len(si.get("rounds") or [])
-    return (f"Machine speed index: {med / 1e3:.1f} µs per unit of fixed work (median of {n} "
-            f"controls between rounds, range {lo / 1e3:.1f}-{hi / 1e3:.1f}; lower is faster; "
-            "two runs' ratio is the machine's change)")
-
-
 def format_tables(rs: ResultSet) -> str:
     """All per-scenario tables, then notes, skipped clients and the run's metadata line."""
     out: list[str] = []
@@ -428,7 +395,7 @@ def format_tables(rs: ResultSet) -> str:
                        "median, relative to it" + ("; thin: too few repeats or requests"
                                                    if any(r["thin"] for r in rows) else "")
                        + ")")
-            out.extend(placement_lines(md, s))
+            out.extend(_machine.placement_lines(md, s))
             out.append(_table(rows))
             out.extend(_versions.delta_lines(rs, s))
             out.extend(_versions.file_lines(rs, s))
@@ -463,7 +430,7 @@ def format_tables(rs: ResultSet) -> str:
     if md.get("duration_s") is not None:
         bits.append(f"took {md['duration_s']:.1f} s")
     out.append("Run: " + "; ".join(bits))
-    speed = speed_line(md)
+    speed = _machine.speed_line(md)
     if speed:
         out.append(speed)
     vers = md.get("client_versions") or {}

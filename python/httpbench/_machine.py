@@ -29,7 +29,10 @@ __all__ = [
     "fixed_work_ns",
     "machine_change",
     "machine_change_line",
+    "observed_placement",
+    "placement_lines",
     "placement_text",
+    "speed_line",
     "speed_summary",
     "usable_cpus",
     "wakeup_cost",
@@ -124,6 +127,20 @@ def choose_placement(mode: str, sequential: bool, wakeup: dict[str, Any] | None,
     return {"mode": "split", "server_cpus": cs[:half], "client_cpus": cs[-1:]}
 
 
+def observed_placement(server_cpus: Sequence[int] | None, client_cpus: Sequence[int] | None
+                       ) -> dict[str, Any]:
+    """The placement two CPU sets make: ``same`` (both on one CPU), ``split``
+    (disjoint), else ``unpinned`` (the scheduler decides where they meet)."""
+    sv, cl = sorted(set(server_cpus or [])), sorted(set(client_cpus or []))
+    if sv and sv == cl and len(sv) == 1:
+        mode = "same"
+    elif sv and cl and not set(sv) & set(cl):
+        mode = "split"
+    else:
+        mode = "unpinned"
+    return {"mode": mode, "server_cpus": sv, "client_cpus": cl}
+
+
 def wakeup_limit_ns(wakeup: dict[str, Any] | None, placement: dict[str, Any] | None
                     ) -> int | None:
     """The wake-up round trip the placement pays per sequential request, times
@@ -164,6 +181,40 @@ def placement_text(p: dict[str, Any] | None) -> str:
 def _us(ns: float) -> str:
     us = ns / 1e3
     return f"{us:.1f} µs" if us < 10 else f"{us:.0f} µs"
+
+
+def placement_lines(md: dict[str, Any], scenario: str) -> list[str]:
+    """The scenario's placement and the machine's wake-up cost, under its title."""
+    p = (md.get("placement") or {}).get(scenario)
+    if not isinstance(p, dict):
+        return []
+    why = {"same": "one request in flight: the client's cost, no cross-CPU wake-up",
+           "split": "requests overlap: client and server each get a CPU",
+           "unpinned": "left to the scheduler"}.get(str(p.get("mode")), "")
+    rule = md.get("placement_rule")
+    how = f"{p.get('mode')}" + (", chosen by calibration" if rule == "auto" else
+                                f", forced ({rule})" if rule else "")
+    line = f"   placement: {placement_text(p)} ({how}; {why})" if why else (
+        f"   placement: {placement_text(p)} ({how})")
+    out = [line]
+    wake = wakeup_text(md.get("wakeup_ns"))
+    if wake:
+        out.append(f"   machine: {wake}; wake-up: a p50 or CPU/req within "
+                   f"{WAKEUP_FACTOR:.0f}x of this placement's round trip")
+    return out
+
+
+def speed_line(md: dict[str, Any]) -> str:
+    """'Machine speed index: ...' from the run's fixed-work controls ('' when none)."""
+    si = md.get("speed_index")
+    if not isinstance(si, dict) or not si.get("median"):
+        return ""
+    med, lo, hi = float(si["median"]), float(si.get("min") or 0), float(si.get("max") or 0)
+    n = len(si.get("rounds") or [])
+    unit = str(si.get("unit") or "ns per unit of fixed work").replace("ns per", "µs per", 1)
+    return (f"Machine speed index: {med / 1e3:.1f} {unit} (median of {n} controls, range "
+            f"{lo / 1e3:.1f}-{hi / 1e3:.1f}; lower is faster; two runs' ratio is the "
+            "machine's change)")
 
 
 # ---------------------------------------------------------------- speed index

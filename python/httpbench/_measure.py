@@ -283,7 +283,8 @@ def _placed(placement: str, sequential: bool, meta: dict[str, Any]) -> Iterator[
     the server's threads are placed by ``_machine.choose_placement`` (one request in
     flight: one CPU when crossing CPUs costs more) and put back afterwards; the
     wake-up calibration and the placement go into ``meta``. ``"unpinned"``, or no
-    such server: nothing is moved or recorded.
+    such server: nothing is moved or recorded. A fixed-work control on each side
+    of the span gives ``meta["speed_index"]``.
     """
     if placement not in _machine.PLACEMENTS:
         raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
@@ -308,7 +309,10 @@ def _placed(placement: str, sequential: bool, meta: dict[str, Any]) -> Iterator[
             except (OSError, RuntimeError, ValueError):
                 continue  # stopped meanwhile: nothing of it runs in the span
         meta["placement"] = p
+        # the machine-speed index right before and after the span (~0.5 ms each)
+        before_ns = _machine.fixed_work_ns(5)
         yield
+        meta["speed_index"] = _machine.speed_summary([before_ns, _machine.fixed_work_ns(5)])
     finally:
         os.sched_setaffinity(0, mine)
         for s, cpus in before:
