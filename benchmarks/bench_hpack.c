@@ -1,4 +1,4 @@
-/* bench_hpack.c - cost of decoding one response header block with hb_hpack
+/* bench_hpack.c - cost of decoding one response header block with hb_h2_hpack
  * and with nghttp2's inflater, in two cases:
  *  nginx:   a typical nginx response (:status 200 indexed; server, date,
  *           content-type, content-length, last-modified, etag, accept-ranges as
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hb_hpack.h"
+#include "hb_h2_hpack.h"
 
 static const char BLOCK_HEX[] =
     "880f2789aa6355e580ae212e1f0f1296df3dbf4a01952f948a080271410ae34ddc138a62d1bf0f1087497ca589"
@@ -37,11 +37,11 @@ static void on_field(void *ud, const char *name, size_t nlen, const char *value,
     sink += nlen + vlen + (size_t)(unsigned char)name[0] + (vlen ? (unsigned char)value[0] : 0);
 }
 
-/* One block through hb_hpack (noinline: callgrind reports it per call). */
-__attribute__((noinline)) static int ours_block(hb_hpack_dec *d, const uint8_t *in, size_t len,
+/* One block through hb_h2_hpack (noinline: callgrind reports it per call). */
+__attribute__((noinline)) static int ours_block(hb_h2_hpack_dec *d, const uint8_t *in, size_t len,
                                                 uint8_t *scratch, char *err)
 {
-    return hb_hpack_decode(d, in, len, scratch, 0, on_field, NULL, err);
+    return hb_h2_hpack_decode(d, in, len, scratch, 0, on_field, NULL, err);
 }
 
 /* One block through nghttp2's inflater, the way a session drives it. */
@@ -90,7 +90,7 @@ static const nghttp2_nv INDEXED_NV[] = {
 static int make_indexed(uint8_t *prime, size_t *prime_len, uint8_t *in, size_t *len)
 {
     nghttp2_hd_deflater *def;
-    if (nghttp2_hd_deflate_new(&def, HB_HPACK_DEFAULT_TABLE)) return -1;
+    if (nghttp2_hd_deflate_new(&def, HB_H2_HPACK_DEFAULT_TABLE)) return -1;
     ssize_t a = nghttp2_hd_deflate_hd(def, prime, 256, INDEXED_NV, 5);
     ssize_t b = nghttp2_hd_deflate_hd(def, in, 256, INDEXED_NV, 5);
     nghttp2_hd_deflate_del(def);
@@ -124,8 +124,9 @@ int main(int argc, char **argv)
     char err[HB_ERR_LEN];
     double t0 = 0;
     if (strcmp(argv[1], "ours") == 0) {
-        hb_hpack_dec d;
-        if (hb_hpack_dec_init(&d, HB_HPACK_DEFAULT_TABLE) || hb_hpack_scratch_need(len) > 512 ||
+        hb_h2_hpack_dec d;
+        if (hb_h2_hpack_dec_init(&d, HB_H2_HPACK_DEFAULT_TABLE) ||
+            hb_h2_hpack_scratch_need(len) > 512 ||
             (prime_len && ours_block(&d, prime, prime_len, scratch, err)))
             return 1;
         t0 = now_ns();
@@ -134,7 +135,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "decode failed: %s\n", err);
                 return 1;
             }
-        hb_hpack_dec_free(&d);
+        hb_h2_hpack_dec_free(&d);
     } else {
         nghttp2_hd_inflater *inf;
         if (nghttp2_hd_inflate_new(&inf) || (prime_len && nghttp2_block(inf, prime, prime_len)))

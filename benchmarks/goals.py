@@ -95,7 +95,7 @@ BENCHMARKS = [
                           "per connection), against nginx over TLS (ALPN h2) and the embedded "
                           "server over h2c and h2. httpbench's CPU is its engine threads' own "
                           "rusage, h2load's its process's (wait4); runs interleaved. httpbench's "
-                          "HTTP/2 client session is its own (hb_h2cli + hb_hpack); h2load runs "
+                          "HTTP/2 client session is its own (hb_h2_client + hb_h2_hpack); h2load runs "
                           "on nghttp2. Against nginx both tools mostly wait for nginx (one "
                           "worker), and most of their CPU/request is kernel time for loopback "
                           "TCP, which neither can avoid."),
@@ -153,7 +153,7 @@ BENCHMARKS = [
                           "diagnostic of the C parser."),)),
     Benchmark("hpack", "bench_hpack.py", (), ("--blocks", "200000", "--repeat", "3"),
               ("--blocks", "20000", "--repeat", "1"), ours="ours", timeout=600.0,
-              notes=(("", "A response header block decoded by hb_hpack and by nghttp2's "
+              notes=(("", "A response header block decoded by hb_h2_hpack and by nghttp2's "
                           "inflater: nginx's (8 fields, 7 Huffman values, 101 bytes) and "
                           "nghttp2's deflater's once the fields are indexed (4 one-byte "
                           "indexes and a raw content-length, 9 bytes); instructions per block "

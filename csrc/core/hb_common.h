@@ -20,7 +20,7 @@ enum hb_errcode {
     /* -5000 .. -5099: HTTP protocol (parse) errors; hb_parse.h owns the list. */
     HB_E_PROTOCOL = -5000,
     HB_E_PROTOCOL_LAST = -5099,
-    /* -5080 .. -5089 of that range: HTTP/2 (hb_h2cli.h). */
+    /* -5080 .. -5089 of that range: HTTP/2 (hb_h2_client.h). */
     HB_E_H2 = -5080,    /* HTTP/2 connection error (a bad frame, a GOAWAY with an error) */
     HB_E_NO_H2 = -5081, /* the peer does not speak HTTP/2 (ALPN, or an HTTP/1.x answer) */
     /* -5100 .. -5149: TLS. */

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "hb_clock.h"
-#include "hb_h2cli.h"
+#include "hb_h2_client.h"
 #include "hb_loop.h"
 #include "hb_parse.h"
 #include "hb_sock.h"
@@ -67,7 +67,7 @@ typedef struct h2slot {
 } h2slot;
 
 typedef struct h2conn {
-    hb_h2cli cli;
+    hb_h2_client cli;
     int live;       /* cli initialised on the current socket */
     h2slot *slots;  /* pipeline of them */
     uint32_t *free; /* stack of free slot indices */
@@ -913,14 +913,14 @@ static void do_read(econn *c, uint32_t events)
 /* ---- HTTP/2 connections ----
  * A connection's requests are stream slots instead of a ring: streams end in
  * any order. c->rcount counts used slots, so fill() and the run's bookkeeping
- * treat them like pipelined requests. hb_h2cli runs the session. */
+ * treat them like pipelined requests. hb_h2_client runs the session. */
 
 /* All slots free, session gone (the socket is closed by the caller). */
 static void h2_reset(econn *c)
 {
     h2conn *h = c->h2;
     uint32_t m = c->th->e->cfg.pipeline;
-    if (h->live) hb_h2cli_free(&h->cli);
+    if (h->live) hb_h2_client_free(&h->cli);
     h->live = 0;
     for (uint32_t i = 0; i < m; i++) {
         h->slots[i].used = 0;
@@ -995,7 +995,7 @@ static void h2_fatal(econn *c, int rc, int type, const char *why)
     fail_all(c, type, rc, detail);
 }
 
-static const hb_h2cli_callbacks H2_CBS_QUIET;
+static const hb_h2_client_callbacks H2_CBS_QUIET;
 
 static void h2_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
 {
@@ -1061,10 +1061,10 @@ static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
     if (!th->e->cfg.keepalive) c->closing = 1;
 }
 
-static const hb_h2cli_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
-                                          NULL};
-static const hb_h2cli_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
-                                                NULL};
+static const hb_h2_client_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
+                                              NULL};
+static const hb_h2_client_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
+                                                    NULL};
 
 /* The connection (and TLS) is up: start the session. 0, or -1 when c was failed. */
 static int h2_start(econn *c)
@@ -1072,11 +1072,11 @@ static int h2_start(econn *c)
     h2conn *h = c->h2;
     char err[HB_ERR_LEN];
     err[0] = 0;
-    hb_h2cli_settings st = {0};
+    hb_h2_client_settings st = {0};
     st.max_streams = c->th->e->cfg.pipeline;
     st.stable_fields = 1; /* e->h2f lives as long as the engine */
-    int rc =
-        hb_h2cli_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c, err);
+    int rc = hb_h2_client_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c,
+                               err);
     if (rc < 0) {
         h2_fatal(c, rc, HB_ENG_ERR_PROTOCOL, err);
         return -1;
@@ -1092,7 +1092,7 @@ static uint32_t h2_cap(econn *c)
 {
     h2conn *h = c->h2;
     if (!h->live || c->closing) return c->rcount;
-    uint32_t cap = c->rcount - h->pending + hb_h2cli_room(&h->cli);
+    uint32_t cap = c->rcount - h->pending + hb_h2_client_room(&h->cli);
     uint32_t m = c->th->e->cfg.pipeline;
     return cap < m ? cap : m;
 }
@@ -1138,7 +1138,7 @@ static void h2_send(econn *c)
             b = &sl->body;
         }
         char err[HB_ERR_LEN];
-        int id = hb_h2cli_submit(&h->cli, e->h2f, e->cfg.h2_nfields, b, sl, err);
+        int id = hb_h2_client_submit(&h->cli, e->h2f, e->cfg.h2_nfields, b, sl, err);
         if (id == HB_AGAIN || id == HB_E_CLOSED) break; /* closes or GOAWAY come through read */
         if (id < 0) {
             fail_all(c, HB_ENG_ERR_WRITE, id, err);
@@ -1148,10 +1148,10 @@ static void h2_send(econn *c)
         h->pending--;
         if (h->nunw < m) h->unw[h->nunw++] = i; /* stamped after the write */
     }
-    if (!hb_h2cli_wants_write(&h->cli)) return;
+    if (!hb_h2_client_wants_write(&h->cli)) return;
     uint64_t now = hb_now_ns();
     h->now = now;
-    int rc = hb_h2cli_write(&h->cli);
+    int rc = hb_h2_client_write(&h->cli);
     h2_count_bytes(c, now);
     if (rc == HB_AGAIN) {
         int blocked = c->s.want != HB_WANT_READ;
@@ -1188,7 +1188,7 @@ static void h2_io(econn *c, uint32_t events)
     /* Edge-triggered: a short read drained the socket, unless a FIN came too;
      * TLS is level-triggered: epoll reports what OpenSSL has not read. */
     h->cli.short_read_drains = !c->et || !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
-    int rc = hb_h2cli_read(&h->cli);
+    int rc = hb_h2_client_read(&h->cli);
     h2_count_bytes(c, h->now);
     if (rc != HB_AGAIN) {
         h2_fatal(c, rc, HB_ENG_ERR_READ, h->cli.err);
@@ -1199,7 +1199,7 @@ static void h2_io(econn *c, uint32_t events)
         c->read_wants_write = rw;
         update_interest(c);
     }
-    if (!h->cli.nopen && !h->cli.goaway_recv && hb_h2cli_peer_max_streams(&h->cli) == 0) {
+    if (!h->cli.nopen && !h->cli.goaway_recv && hb_h2_client_peer_max_streams(&h->cli) == 0) {
         /* Nothing can ever be sent on this connection: fail what waits and
          * reconnect later (a new connection's first stream goes out before
          * the SETTINGS, so each attempt accounts a request). */
@@ -1581,7 +1581,7 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
             cn->ring = calloc(c->pipeline, sizeof *cn->ring);
             if (!cn->ring) goto nomem;
             if (c->h2) {
-                /* hb_h2cli buffers the input: no read buffer here. */
+                /* hb_h2_client buffers the input: no read buffer here. */
                 h2conn *h = cn->h2 = calloc(1, sizeof *cn->h2);
                 if (!h) goto nomem;
                 h->slots = calloc(c->pipeline, sizeof *h->slots);
@@ -1817,7 +1817,7 @@ void hb_engine_free(hb_engine *e)
                     free(cn->ring);
                     free(cn->wbuf);
                     if (cn->h2) {
-                        if (cn->h2->live) hb_h2cli_free(&cn->h2->cli);
+                        if (cn->h2->live) hb_h2_client_free(&cn->h2->cli);
                         free(cn->h2->slots);
                         free(cn->h2->free);
                         free(cn->h2->unw);

@@ -38,7 +38,7 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
  *   hb_server_out.c   output queue, response heads, streamed bodies
  *   hb_server_h2.c    protocol choice (ALPN, preface) and the HTTP/2 driver; an
  *                     h2 connection's frames, streams and buffers are its
- *                     hb_h2srv session's (only the read buffer is shared)
+ *                     hb_h2_server session's (only the read buffer is shared)
  * Per connection: one read buffer (max_head bytes), one small output buffer
  * for response heads, and an iovec queue whose entries point into that
  * buffer, into the read buffer (echo) or into hb_content_buf(). Input is only
@@ -49,7 +49,7 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
 #include <sys/uio.h>
 #include <time.h>
 
-#include "hb_h2srv.h"
+#include "hb_h2_server.h"
 #include "hb_loop.h"
 #include "hb_parse.h"
 #include "hb_route.h"
@@ -83,7 +83,7 @@ typedef struct hb__wstats {
     uint64_t bytes_in, bytes_out, accepted, closed, hs, hs_resumed, hs_err, idle_timeouts, body_in,
         client_gone;
     uint64_t conns_h1, conns_h2; /* connections once their protocol is decided */
-    hb_h2srv_stats h2;           /* h2 streams (by_route/by_status add to the totals) */
+    hb_h2_server_stats h2;       /* h2 streams (by_route/by_status add to the totals) */
 } hb__wstats;
 
 #define HB__ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
@@ -121,9 +121,9 @@ typedef struct hb__conn {
     size_t rpos, rlen;
     size_t olen;
     int iov_first, niov;
-    char *stats_body;    /* a queued /__stats document (malloc), freed once written */
-    struct hb_h2srv *h2; /* an HTTP/2 connection's session (then the fields above rest) */
-    uint8_t proto;       /* HB__PROTO_*: 0 until the first bytes or ALPN decide */
+    char *stats_body;        /* a queued /__stats document (malloc), freed once written */
+    struct hb_h2_server *h2; /* an HTTP/2 connection's session (then the fields above rest) */
+    uint8_t proto;           /* HB__PROTO_*: 0 until the first bytes or ALPN decide */
     /* everything from here on needs no clearing when a conn is recycled */
     struct iovec iov[HB__SRV_NIOV];
     char obuf[HB__SRV_OBUF];
@@ -164,7 +164,7 @@ typedef struct hb__worker {
         char buf[HB__SRV_HEAD_CACHE];
     } hc;
     hb__wstats st;
-    hb_h2srv_config h2cfg; /* every h2 session of this worker */
+    hb_h2_server_config h2cfg; /* every h2 session of this worker */
 } hb__worker;
 
 struct hb_server {

@@ -8,7 +8,7 @@
  * of deterministic content with writev; nothing is allocated per request
  * (connection structs are recycled per worker, up to a bounded free list).
  *
- * HTTP/2 (hb_h2srv.h): on TLS when ALPN selects h2, on the plain port when a
+ * HTTP/2 (hb_h2_server.h): on TLS when ALPN selects h2, on the plain port when a
  * connection starts with the client preface (h2c with prior knowledge).
  *
  * Bodies are deterministic content (hb_content.h); routes and their

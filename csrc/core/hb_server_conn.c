@@ -66,7 +66,7 @@ void hb__conn_free(hb__conn *c, int abort_it)
     }
     c->status_owed = 0;
     if (c->h2) {
-        hb_h2srv_free(c->h2, c->peer_left);
+        hb_h2_server_free(c->h2, c->peer_left);
         c->h2 = NULL;
     }
     free(c->stats_body);

@@ -1,10 +1,10 @@
 /* hb_server_h2.c - the embedded server's HTTP/2 connections: deciding the
  * protocol (ALPN on TLS, the client preface on plain sockets) and driving an
- * hb_h2srv session with the connection's socket, read buffer and timer. */
+ * hb_h2_server session with the connection's socket, read buffer and timer. */
 #include <limits.h>
 #include <string.h>
 
-#include "hb_h2srv.h"
+#include "hb_h2_server.h"
 #include "hb_internal.h"
 
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -22,8 +22,8 @@ static void count_proto(hb__conn *c, int proto)
 void hb__h2_worker_config(hb__worker *w)
 {
     hb_server *srv = w->srv;
-    hb_h2srv_config *cfg = &w->h2cfg;
-    hb_h2srv_config_init(cfg);
+    hb_h2_server_config *cfg = &w->h2cfg;
+    hb_h2_server_config_init(cfg);
     cfg->max_concurrent_streams = (uint32_t)srv->o.h2_max_concurrent_streams;
     cfg->initial_window_size = (uint32_t)srv->o.h2_initial_window_size;
     cfg->max_frame_size = (uint32_t)srv->o.h2_max_frame_size;
@@ -40,14 +40,14 @@ void hb__h2_worker_config(hb__worker *w)
 static int start(hb__conn *c)
 {
     char err[HB_ERR_LEN];
-    if (hb_h2srv_new(&c->h2, &c->w->h2cfg, err) < 0) return -1;
+    if (hb_h2_server_new(&c->h2, &c->w->h2cfg, err) < 0) return -1;
     count_proto(c, HB__PROTO_H2);
     c->req_deadline = 0;
     c->idle_since = c->w->now;
     size_t n = c->rlen - c->rpos;
     const uint8_t *p = (const uint8_t *)c->rbuf + c->rpos;
     c->rpos = c->rlen = 0;
-    (void)hb_h2srv_recv(c->h2, p, n); /* an error queues a GOAWAY: the driver sends it */
+    (void)hb_h2_server_recv(c->h2, p, n); /* an error queues a GOAWAY: the driver sends it */
     return 0;
 }
 
@@ -94,7 +94,7 @@ static int flush(hb__conn *c)
     hb__worker *w = c->w;
     for (;;) {
         int cnt;
-        const struct iovec *v = hb_h2srv_out(c->h2, &cnt);
+        const struct iovec *v = hb_h2_server_out(c->h2, &cnt);
         if (cnt == 0) return 0;
         if (cnt > IOV_MAX) cnt = IOV_MAX;
         ssize_t n = cnt == 1 ? hb_sock_write(&c->sock, v->iov_base, v->iov_len)
@@ -106,8 +106,8 @@ static int flush(hb__conn *c)
         if (n < 0) return (int)n;
         HB__ADD(w->st.bytes_out, (uint64_t)n);
         c->wr_deadline = w->now + w->req_timeout_ns;
-        hb_h2srv_sent(c->h2, (size_t)n);
-        if (!hb_h2srv_idle_out(c->h2) && !c->sock.ssl) { /* short plain write: buffer full */
+        hb_h2_server_sent(c->h2, (size_t)n);
+        if (!hb_h2_server_idle_out(c->h2) && !c->sock.ssl) { /* short plain write: buffer full */
             c->wr_ready = 0;
             return 0;
         }
@@ -117,7 +117,7 @@ static int flush(hb__conn *c)
 /* The session is over (GOAWAY sent, or both sides done): FIN and linger. */
 static void finish_conn(hb__conn *c)
 {
-    hb_h2srv_free(c->h2, 0);
+    hb_h2_server_free(c->h2, 0);
     c->h2 = NULL;
     hb__conn_linger(c);
 }
@@ -130,24 +130,24 @@ static void gone(hb__conn *c)
 
 void hb__h2_run(hb__conn *c)
 {
-    hb_h2srv *s = c->h2;
+    hb_h2_server *s = c->h2;
     hb__worker *w = c->w;
     for (;;) {
-        if (!hb_h2srv_idle_out(s)) {
+        if (!hb_h2_server_idle_out(s)) {
             if (!c->wr_ready) break;
             if (flush(c) < 0) {
                 gone(c);
                 return;
             }
-            if (!hb_h2srv_idle_out(s)) break;
+            if (!hb_h2_server_idle_out(s)) break;
         }
-        long q = hb_h2srv_fill(s);
+        long q = hb_h2_server_fill(s);
         if (q < 0) {
             hb__conn_free(c, 1);
             return;
         }
         if (q > 0) continue;
-        if (hb_h2srv_done(s)) {
+        if (hb_h2_server_done(s)) {
             finish_conn(c);
             return;
         }
@@ -161,7 +161,7 @@ void hb__h2_run(hb__conn *c)
             HB__ADD(w->st.bytes_in, (uint64_t)n);
             c->idle_since = w->now;
             if ((size_t)n < w->srv->rbuf_size && !c->sock.ssl && !c->rdhup) c->rd_ready = 0;
-            (void)hb_h2srv_recv(s, (const uint8_t *)c->rbuf, (size_t)n);
+            (void)hb_h2_server_recv(s, (const uint8_t *)c->rbuf, (size_t)n);
             continue;
         }
         if (n == 0) {
@@ -175,28 +175,28 @@ void hb__h2_run(hb__conn *c)
         gone(c);
         return;
     }
-    if (!hb_h2srv_busy(s)) c->idle_since = w->now;
-    uint64_t d = hb_h2srv_deadline(s);
+    if (!hb_h2_server_busy(s)) c->idle_since = w->now;
+    uint64_t d = hb_h2_server_deadline(s);
     if (d && (!hb_timer_armed(&c->timer) || c->timer.deadline != d) && hb__conn_timer(c, d) < 0)
         hb__conn_free(c, 1);
 }
 
 void hb__h2_timer(hb__conn *c)
 {
-    hb_h2srv_timer(c->h2);
+    hb_h2_server_timer(c->h2);
 }
 
 void hb__h2_sweep(hb__conn *c)
 {
     hb__worker *w = c->w;
-    if (!hb_h2srv_idle_out(c->h2)) {
+    if (!hb_h2_server_idle_out(c->h2)) {
         if (w->now >= c->wr_deadline) hb__conn_free(c, 1); /* the reader stopped reading */
         return;
     }
-    if (hb_h2srv_busy(c->h2)) {
+    if (hb_h2_server_busy(c->h2)) {
         /* open streams, none waiting on a timer, and no input for request_timeout: a
          * request (head or body) or a flow-controlled reader that stopped */
-        if (!hb_h2srv_deadline(c->h2) && w->now - c->idle_since >= w->req_timeout_ns)
+        if (!hb_h2_server_deadline(c->h2) && w->now - c->idle_since >= w->req_timeout_ns)
             hb__conn_free(c, 0);
         return;
     }

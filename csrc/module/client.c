@@ -14,7 +14,7 @@
  * Thread safety: a Client may be used from several threads at once; the pool
  * is guarded by a mutex and each request runs on its own connection.
  *
- * http2=True: every request goes over HTTP/2 (hb_h2client.h), one session per
+ * http2=True: every request goes over HTTP/2 (hb_client_h2.h), one session per
  * origin held by the Client; get_many() multiplexes a batch on it. Threads
  * take turns on an origin's session (one lock per Client), a batch at a time.
  */
@@ -29,7 +29,7 @@
 
 #include "hb_client.h"
 #include "hb_clock.h"
-#include "hb_h2client.h"
+#include "hb_client_h2.h"
 #include "hb_request.h"
 #include "hb_tls.h"
 
@@ -489,7 +489,7 @@ static PyObject *h2_batch(ClientObject *self, const char *method, size_t mlen,
     PyThreadState *ts = PyEval_SaveThread();
     for (Py_ssize_t i = 0; i < n; i++)
         slots[i].g.ts = ts;
-    rc = hb_h2client_run(&self->pool, &o->hc, &t, xs, (size_t)n, dl, cdl, err);
+    rc = hb_client_h2_run(&self->pool, &o->hc, &t, xs, (size_t)n, dl, cdl, err);
     PyEval_RestoreThread(ts);
     uint64_t t_conn = o->hc.t_connected, t_tls = o->hc.t_tls_done;
     PyThread_release_lock(self->h2lock);

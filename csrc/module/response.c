@@ -7,7 +7,7 @@
 #include <structmember.h>
 
 #include "hb_client.h"
-#include "hb_h2client.h"
+#include "hb_client_h2.h"
 
 /* Variable-size: the final response head as received is stored inline
  * (ob_size bytes at `head`), so a response costs one allocation, not two. */

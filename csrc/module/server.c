@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "hb_content.h"
-#include "hb_h2srv.h"
+#include "hb_h2_server.h"
 #include "hb_server.h"
 
 typedef struct {

@@ -1,7 +1,7 @@
 """Build the libFuzzer harnesses (csrc/fuzz/fuzz_parse.c: the parser;
-csrc/fuzz/fuzz_request.c: URL splitting and request-head building; csrc/fuzz/fuzz_h2srv.c:
-the embedded server's HTTP/2 input path; csrc/fuzz/fuzz_hpack.c: the HPACK decoder and
-encoder; csrc/fuzz/fuzz_h2cli.c: the HTTP/2 client session's input path) and run each
+csrc/fuzz/fuzz_request.c: URL splitting and request-head building; csrc/fuzz/fuzz_h2_server.c:
+the embedded server's HTTP/2 input path; csrc/fuzz/fuzz_h2_hpack.c: the HPACK decoder and
+encoder; csrc/fuzz/fuzz_h2_client.c: the HTTP/2 client session's input path) and run each
 for HTTPBENCH_FUZZ_SECONDS (default 20 per harness; .ci/run sets 30). Any crash, sanitizer
 report, leak, timeout or contract violation (the harness traps) fails the test.
 Seed corpora are copied to a temporary directory so the repo never changes."""
@@ -74,20 +74,20 @@ def test_fuzz_request(tmp_path):
 
 
 @pytest.mark.slow
-def test_fuzz_h2srv(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2srv", ["hb_h2srv.c", "hb_route.c", "hb_content.c", "hb_common.c",
+def test_fuzz_h2_server(tmp_path):
+    _fuzz(tmp_path, "fuzz_h2_server", ["hb_h2_server.c", "hb_route.c", "hb_content.c", "hb_common.c",
                         "hb_parse.c"],
-          "corpus_h2srv", 12, None, ("-max_len=70000",), ("-lnghttp2",))
+          "corpus_h2_server", 12, None, ("-max_len=70000",), ("-lnghttp2",))
 
 
 @pytest.mark.slow
-def test_fuzz_h2cli(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2cli", ["hb_h2cli.c", "hb_hpack.c", "hb_sock.c", "hb_tls.c",
+def test_fuzz_h2_client(tmp_path):
+    _fuzz(tmp_path, "fuzz_h2_client", ["hb_h2_client.c", "hb_h2_hpack.c", "hb_sock.c", "hb_tls.c",
                                    "hb_common.c", "hb_parse.c"],
-          "corpus_h2cli", 12, None, ("-max_len=70000",), ("-lssl", "-lcrypto"))
+          "corpus_h2_client", 12, None, ("-max_len=70000",), ("-lssl", "-lcrypto"))
 
 
 @pytest.mark.slow
-def test_fuzz_hpack(tmp_path):
-    _fuzz(tmp_path, "fuzz_hpack", ["hb_hpack.c", "hb_common.c", "hb_parse.c"], "corpus_hpack", 8,
+def test_fuzz_h2_hpack(tmp_path):
+    _fuzz(tmp_path, "fuzz_h2_hpack", ["hb_h2_hpack.c", "hb_common.c", "hb_parse.c"], "corpus_h2_hpack", 8,
           None, ("-max_len=70000",), ("-lnghttp2",))

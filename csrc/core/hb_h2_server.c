@@ -1,4 +1,4 @@
-/* hb_h2srv.c - an HTTP/2 server connection on nghttp2 (see hb_h2srv.h).
+/* hb_h2_server.c - an HTTP/2 server connection on nghttp2 (see hb_h2_server.h).
  *
  * nghttp2 does framing, HPACK, flow control and the protocol checks; this
  * file answers the routes. Every response body goes through one data
@@ -10,7 +10,7 @@
  * WINDOW_UPDATEs are off so an echo stream's window reopens only as its
  * bytes are sent back: a client that uploads but never reads cannot make
  * the server buffer more than one stream window. */
-#include "hb_h2srv.h"
+#include "hb_h2_server.h"
 
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
@@ -60,15 +60,15 @@ typedef struct h2stream {
     char path[PATH_MAX_LEN];
 } h2stream;
 
-struct hb_h2srv {
+struct hb_h2_server {
     nghttp2_session *ng;
-    hb_h2srv_config cfg;
-    hb_h2srv_stats *st;
+    hb_h2_server_config cfg;
+    hb_h2_server_stats *st;
     h2stream *live, *free;
     uint32_t nlive;
     uint32_t term_code;
     uint8_t term_pending, fatal, fatal_counted;
-    uint8_t timers; /* a stream may have a deadline: hb_h2srv_deadline must look */
+    uint8_t timers; /* a stream may have a deadline: hb_h2_server_deadline must look */
     int iov_first, niov;
     size_t alen, qbytes;
     struct iovec iov[NIOV];
@@ -81,12 +81,12 @@ static const char CT_JSON[] = "application/json";
 
 /* ---- output queue ---- */
 
-static int room(const hb_h2srv *s, size_t bytes, int iovs)
+static int room(const hb_h2_server *s, size_t bytes, int iovs)
 {
     return s->iov_first + s->niov + iovs <= NIOV && s->alen + bytes <= ARENA;
 }
 
-static void q_iov(hb_h2srv *s, const void *p, size_t n)
+static void q_iov(hb_h2_server *s, const void *p, size_t n)
 {
     if (n == 0) return;
     s->qbytes += n;
@@ -102,20 +102,20 @@ static void q_iov(hb_h2srv *s, const void *p, size_t n)
     s->niov++;
 }
 
-static void q_copy(hb_h2srv *s, const void *p, size_t n)
+static void q_copy(hb_h2_server *s, const void *p, size_t n)
 {
     memcpy(s->arena + s->alen, p, n);
     q_iov(s, s->arena + s->alen, n);
     s->alen += n;
 }
 
-const struct iovec *hb_h2srv_out(hb_h2srv *s, int *niov)
+const struct iovec *hb_h2_server_out(hb_h2_server *s, int *niov)
 {
     *niov = s->niov;
     return &s->iov[s->iov_first];
 }
 
-void hb_h2srv_sent(hb_h2srv *s, size_t n)
+void hb_h2_server_sent(hb_h2_server *s, size_t n)
 {
     while (n && s->niov) {
         struct iovec *v = &s->iov[s->iov_first];
@@ -136,19 +136,19 @@ void hb_h2srv_sent(hb_h2srv *s, size_t n)
     }
 }
 
-int hb_h2srv_idle_out(const hb_h2srv *s)
+int hb_h2_server_idle_out(const hb_h2_server *s)
 {
     return s->niov == 0;
 }
 
 /* ---- streams ---- */
 
-static h2stream *stream_get(hb_h2srv *s, int32_t id)
+static h2stream *stream_get(hb_h2_server *s, int32_t id)
 {
     return nghttp2_session_get_stream_user_data(s->ng, id);
 }
 
-static h2stream *stream_new(hb_h2srv *s)
+static h2stream *stream_new(hb_h2_server *s)
 {
     h2stream *st = s->free;
     if (st) {
@@ -173,7 +173,7 @@ static h2stream *stream_new(hb_h2srv *s)
     return st;
 }
 
-static void stream_release(hb_h2srv *s, h2stream *st)
+static void stream_release(hb_h2_server *s, h2stream *st)
 {
     if (st->prev)
         st->prev->next = st->next;
@@ -187,7 +187,7 @@ static void stream_release(hb_h2srv *s, h2stream *st)
     s->free = st;
 }
 
-static void count_status(hb_h2srv *s, h2stream *st, int status)
+static void count_status(hb_h2_server *s, h2stream *st, int status)
 {
     st->responded = 1;
     if (!st->counted) return;
@@ -203,7 +203,7 @@ static ssize_t on_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len
     (void)ng;
     (void)id;
     (void)buf;
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     h2stream *st = src->ptr;
     if (st->src == SRC_ECHO) {
         size_t have = st->elen - st->erd;
@@ -251,7 +251,7 @@ static ssize_t on_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len
 static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
                         size_t length, nghttp2_data_source *src, void *user)
 {
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     h2stream *st = src->ptr;
     size_t pad = frame->data.padlen; /* never set by this server; handled for completeness */
     /* small generated payloads are copied behind their frame header, so a burst
@@ -302,7 +302,7 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
 
 /* Submit the response head; a body of `src` kind follows unless body is 0.
  * cl < 0: no content-length. */
-static void respond(hb_h2srv *s, h2stream *st, int status, const char *ct, int64_t cl, int body)
+static void respond(hb_h2_server *s, h2stream *st, int status, const char *ct, int64_t cl, int body)
 {
     if (status < 100 || status > 999) status = 500;
     st->stbuf[0] = (char)('0' + status / 100);
@@ -338,7 +338,7 @@ static void respond(hb_h2srv *s, h2stream *st, int status, const char *ct, int64
     count_status(s, st, status);
 }
 
-static void respond_mem(hb_h2srv *s, h2stream *st, int status, const char *ct, const char *body,
+static void respond_mem(hb_h2_server *s, h2stream *st, int status, const char *ct, const char *body,
                         size_t len)
 {
     int nobody = status == 204 || status == 304;
@@ -353,7 +353,8 @@ static void respond_mem(hb_h2srv *s, h2stream *st, int status, const char *ct, c
     respond_mem((s), (st), (code), CT_TEXT, (lit), sizeof(lit) - 1)
 
 /* Generated content [0, n): `announce` is the content-length (-1: none). */
-static void respond_content(hb_h2srv *s, h2stream *st, int64_t announce, uint64_t n, uint64_t avail)
+static void respond_content(hb_h2_server *s, h2stream *st, int64_t announce, uint64_t n,
+                            uint64_t avail)
 {
     st->src = SRC_CONTENT;
     st->soff = 0;
@@ -362,7 +363,7 @@ static void respond_content(hb_h2srv *s, h2stream *st, int64_t announce, uint64_
     respond(s, st, 200, CT_OCTET, announce, n > 0 || st->no_eof);
 }
 
-static void respond_stats(hb_h2srv *s, h2stream *st)
+static void respond_stats(hb_h2_server *s, h2stream *st)
 {
     size_t len = 0;
     char *doc = s->cfg.stats_json ? s->cfg.stats_json(s->cfg.stats_arg, &len) : NULL;
@@ -374,7 +375,7 @@ static void respond_stats(hb_h2srv *s, h2stream *st)
     respond_mem(s, st, 200, CT_JSON, doc, len);
 }
 
-static void stream_resume(hb_h2srv *s, h2stream *st)
+static void stream_resume(hb_h2_server *s, h2stream *st)
 {
     if (!st->deferred) return;
     st->deferred = 0;
@@ -382,7 +383,7 @@ static void stream_resume(hb_h2srv *s, h2stream *st)
 }
 
 /* The request is complete: answer it (the HTTP/1.1 side's finish_request). */
-static void finish(hb_h2srv *s, h2stream *st)
+static void finish(hb_h2_server *s, h2stream *st)
 {
     const hb_route_req *rq = &st->rq;
     uint64_t now = *s->cfg.now;
@@ -470,7 +471,7 @@ static void finish(hb_h2srv *s, h2stream *st)
 
 /* The request head is complete: route and count it; answer what answers
  * before the body (echo, early response, an oversized head). */
-static void on_request(hb_h2srv *s, h2stream *st)
+static void on_request(hb_h2_server *s, h2stream *st)
 {
     hb_route_req *rq = &st->rq;
     if (st->too_large || st->bad_method) {
@@ -505,7 +506,7 @@ static void on_request(hb_h2srv *s, h2stream *st)
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     ADD(s->st->streams, 1);
     h2stream *st = s->nlive < s->cfg.max_concurrent_streams + 16u ? stream_new(s) : NULL;
@@ -527,7 +528,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      void *user)
 {
     (void)flags;
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     h2stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
     if (!st) return 0;
@@ -564,7 +565,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
     return 0;
 }
 
-static void req_end(hb_h2srv *s, h2stream *st)
+static void req_end(hb_h2_server *s, h2stream *st)
 {
     st->req_done = 1;
     if (st->echo) {
@@ -576,7 +577,7 @@ static void req_end(hb_h2srv *s, h2stream *st)
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     h2stream *st = frame->hd.stream_id ? stream_get(s, frame->hd.stream_id) : NULL;
     (void)ng;
     switch (frame->hd.type) {
@@ -602,7 +603,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
                          size_t len, void *user)
 {
     (void)flags;
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     ADD(s->st->body_in, len);
     h2stream *st = stream_get(s, id);
     if (st && st->echo && !st->head_only) {
@@ -641,7 +642,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
 {
     (void)code;
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     h2stream *st = stream_get(s, id);
     if (!st) return 0;
     (void)nghttp2_session_set_stream_user_data(ng, id, NULL);
@@ -675,7 +676,7 @@ static int peer_fault(uint32_t code)
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     (void)ng;
-    hb_h2srv *s = user;
+    hb_h2_server *s = user;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         ADD(s->st->rst_sent, 1);
         if (frame->rst_stream.error_code == NGHTTP2_REFUSED_STREAM) ADD(s->st->refused, 1);
@@ -690,7 +691,7 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
 
 /* ---- session ---- */
 
-void hb_h2srv_config_init(hb_h2srv_config *cfg)
+void hb_h2_server_config_init(hb_h2_server_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->max_concurrent_streams = 100;
@@ -699,7 +700,7 @@ void hb_h2srv_config_init(hb_h2srv_config *cfg)
     cfg->max_header_list = 16384;
 }
 
-int hb_h2srv_new(hb_h2srv **out, const hb_h2srv_config *cfg, char *err)
+int hb_h2_server_new(hb_h2_server **out, const hb_h2_server_config *cfg, char *err)
 {
     *out = NULL;
     if (cfg->max_concurrent_streams < 1 || cfg->max_concurrent_streams > HB_H2_MAX_STREAMS_MAX)
@@ -712,7 +713,7 @@ int hb_h2srv_new(hb_h2srv **out, const hb_h2srv_config *cfg, char *err)
                        HB_H2_FRAME_MAX);
     if (!cfg->stats || !cfg->now || cfg->max_header_list < 64)
         return hb_fail(err, HB_E_INVALID, "h2 session: stats, clock and header limit needed");
-    hb_h2srv *s = calloc(1, sizeof *s);
+    hb_h2_server *s = calloc(1, sizeof *s);
     if (!s) return hb_fail(err, HB_E_NOMEM, "out of memory");
     s->cfg = *cfg;
     s->st = cfg->stats;
@@ -752,7 +753,7 @@ fail:
     return hb_fail(err, rc, "out of memory (h2 session)");
 }
 
-void hb_h2srv_free(hb_h2srv *s, int peer_left)
+void hb_h2_server_free(hb_h2_server *s, int peer_left)
 {
     if (!s) return;
     while (s->live) {
@@ -775,7 +776,7 @@ void hb_h2srv_free(hb_h2srv *s, int peer_left)
 }
 
 /* A connection error nghttp2 reports as a fatal return: queue the GOAWAY. */
-static int fail_conn(hb_h2srv *s, int rv)
+static int fail_conn(hb_h2_server *s, int rv)
 {
     uint32_t code = NGHTTP2_PROTOCOL_ERROR;
     if (rv == NGHTTP2_ERR_FLOODED) code = NGHTTP2_ENHANCE_YOUR_CALM;
@@ -790,7 +791,7 @@ static int fail_conn(hb_h2srv *s, int rv)
     return -1;
 }
 
-int hb_h2srv_recv(hb_h2srv *s, const uint8_t *p, size_t n)
+int hb_h2_server_recv(hb_h2_server *s, const uint8_t *p, size_t n)
 {
     if (s->fatal) return -1;
     ssize_t r = nghttp2_session_mem_recv(s->ng, p, n);
@@ -798,7 +799,7 @@ int hb_h2srv_recv(hb_h2srv *s, const uint8_t *p, size_t n)
     return 0;
 }
 
-long hb_h2srv_fill(hb_h2srv *s)
+long hb_h2_server_fill(hb_h2_server *s)
 {
     for (;;) {
         if (s->term_pending) {
@@ -818,17 +819,17 @@ long hb_h2srv_fill(hb_h2srv *s)
     return (long)s->qbytes;
 }
 
-int hb_h2srv_done(const hb_h2srv *s)
+int hb_h2_server_done(const hb_h2_server *s)
 {
     return !nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng);
 }
 
-int hb_h2srv_busy(const hb_h2srv *s)
+int hb_h2_server_busy(const hb_h2_server *s)
 {
     return s->nlive > 0 || s->niov > 0;
 }
 
-uint64_t hb_h2srv_deadline(hb_h2srv *s)
+uint64_t hb_h2_server_deadline(hb_h2_server *s)
 {
     if (!s->timers) return 0; /* the common case: no scan of the live streams */
     uint64_t d = 0;
@@ -838,7 +839,7 @@ uint64_t hb_h2srv_deadline(hb_h2srv *s)
     return d;
 }
 
-void hb_h2srv_timer(hb_h2srv *s)
+void hb_h2_server_timer(hb_h2_server *s)
 {
     uint64_t now = *s->cfg.now;
     for (h2stream *st = s->live; st; st = st->next) {

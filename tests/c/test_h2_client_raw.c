@@ -1,4 +1,4 @@
-/* hb_h2cli against hand-built server frames: what a client must check
+/* hb_h2_client against hand-built server frames: what a client must check
  * (RFC 9113 sections 4-8) and what it must answer. Header blocks are built
  * by hand with raw HPACK (indexed :status, literals without Huffman). */
 #include <stdint.h>
@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_h2cli.h"
+#include "hb_h2_client.h"
 #include "hb_test.h"
 
 typedef struct rec {
@@ -39,7 +39,7 @@ static void on_close(void *ud, void *sud, int end, uint32_t code)
     r->end = end;
     r->code = code;
 }
-static const hb_h2cli_callbacks CBS = {NULL, on_response, on_data, on_close, NULL};
+static const hb_h2_client_callbacks CBS = {NULL, on_response, on_data, on_close, NULL};
 
 static const hb_header GET[] = {{":method", 7, "GET", 3},
                                 {":scheme", 7, "http", 4},
@@ -102,7 +102,7 @@ static void settings(buf *o)
 typedef struct sess {
     int fds[2];
     hb_sock s;
-    hb_h2cli c;
+    hb_h2_client c;
     buf out; /* what the client wrote */
 } sess;
 
@@ -113,24 +113,24 @@ static void start(sess *x)
     hb_sock_init(&x->s);
     x->s.fd = x->fds[0];
     char err[HB_ERR_LEN];
-    CHECK_EQ_INT(hb_h2cli_init(&x->c, &x->s, NULL, &CBS, NULL, err), 0);
+    CHECK_EQ_INT(hb_h2_client_init(&x->c, &x->s, NULL, &CBS, NULL, err), 0);
 }
 
 /* Flush the client, collect its bytes (frames after the preface). */
 static void pull(sess *x)
 {
-    while (hb_h2cli_wants_write(&x->c))
-        if (hb_h2cli_write(&x->c) != 0) break;
+    while (hb_h2_client_wants_write(&x->c))
+        if (hb_h2_client_write(&x->c) != 0) break;
     ssize_t n;
     while ((n = read(x->fds[1], x->out.b + x->out.n, sizeof x->out.b - x->out.n)) > 0)
         x->out.n += (size_t)n;
 }
 
-/* Feed server bytes, return hb_h2cli_read's result. */
+/* Feed server bytes, return hb_h2_client_read's result. */
 static int push(sess *x, const buf *in)
 {
     CHECK(write(x->fds[1], in->b, in->n) == (ssize_t)in->n);
-    return hb_h2cli_read(&x->c);
+    return hb_h2_client_read(&x->c);
 }
 
 /* Did the client send a frame of this type (and error code, for RST/GOAWAY)? */
@@ -153,7 +153,7 @@ static int sent(const sess *x, uint8_t type, int code)
 
 static void stop(sess *x)
 {
-    hb_h2cli_free(&x->c);
+    hb_h2_client_free(&x->c);
     close(x->fds[0]);
     close(x->fds[1]);
 }
@@ -161,7 +161,7 @@ static void stop(sess *x)
 static int submit(sess *x, const hb_header *f, rec *r, hb_h2_body *body)
 {
     char err[HB_ERR_LEN];
-    return hb_h2cli_submit(&x->c, f, 4, body, r, err);
+    return hb_h2_client_submit(&x->c, f, 4, body, r, err);
 }
 
 /* ---- cases ---- */
@@ -181,13 +181,13 @@ static void test_ok_split_everywhere(void)
     pull(&x);
     for (size_t i = 0; i < in.n; i++) {
         CHECK(write(x.fds[1], in.b + i, 1) == 1);
-        CHECK_EQ_INT(hb_h2cli_read(&x.c), HB_AGAIN);
+        CHECK_EQ_INT(hb_h2_client_read(&x.c), HB_AGAIN);
     }
     CHECK_EQ_INT(r.status, 200);
     CHECK_MEM(r.data, r.dlen, "hello");
     CHECK_EQ_INT(r.closes, 1);
     CHECK_EQ_INT(r.end, HB_H2_END_OK);
-    CHECK_EQ_INT(hb_h2cli_peer_max_streams(&x.c), 100);
+    CHECK_EQ_INT(hb_h2_client_peer_max_streams(&x.c), 100);
     pull(&x);
     CHECK(sent(&x, 4, -1)); /* SETTINGS ACK among what was sent */
     stop(&x);
@@ -317,7 +317,7 @@ static void expect_conn_error(const char *what, const buf *tail, int code)
     CHECK(strstr(x.c.err, "GOAWAY") != NULL);
     pull(&x);
     CHECK(sent(&x, 7, code));
-    CHECK_EQ_INT(hb_h2cli_room(&x.c), 0);
+    CHECK_EQ_INT(hb_h2_client_room(&x.c), 0);
     stop(&x);
 }
 
@@ -417,7 +417,7 @@ static void test_ping_goaway_rst(void)
     headers(&in, 3, 0x1, NULL, 0);
     CHECK_EQ_INT(push(&x, &in), HB_E_CLOSED); /* last stream done after GOAWAY */
     CHECK_EQ_INT(b.end, HB_H2_END_OK);
-    CHECK(hb_h2cli_done(&x.c));
+    CHECK(hb_h2_client_done(&x.c));
     stop(&x);
 }
 
@@ -432,11 +432,11 @@ static void test_body_flow_control(void)
     start(&x);
     buf in = {0};
     frame(&in, 4, 0, 0, NULL, 0);
-    CHECK_EQ_INT(hb_h2cli_peer_max_streams(&x.c), 1); /* until the SETTINGS */
+    CHECK_EQ_INT(hb_h2_client_peer_max_streams(&x.c), 1); /* until the SETTINGS */
     CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
     /* SETTINGS without MAX_CONCURRENT_STREAMS: no limit but ours (256 by default) */
-    CHECK_EQ_INT(hb_h2cli_peer_max_streams(&x.c), UINT32_MAX);
-    CHECK_EQ_INT(hb_h2cli_room(&x.c), 256);
+    CHECK_EQ_INT(hb_h2_client_peer_max_streams(&x.c), UINT32_MAX);
+    CHECK_EQ_INT(hb_h2_client_room(&x.c), 256);
     rec r = {0};
     hb_h2_body body = {data, sizeof data, 0};
     static const hb_header POST[] = {{":method", 7, "POST", 4},
@@ -446,7 +446,7 @@ static void test_body_flow_control(void)
     CHECK_EQ_INT(submit(&x, POST, &r, &body), 1);
     pull(&x);
     CHECK_EQ_INT(body.sent, 65535);
-    CHECK(!hb_h2cli_wants_write(&x.c));
+    CHECK(!hb_h2_client_wants_write(&x.c));
     in.n = 0;
     uint8_t inc[4] = {0, 1, 0, 0}; /* 65536 */
     frame(&in, 8, 0, 0, inc, 4);
@@ -498,9 +498,9 @@ static void test_long_lived_stream(void)
     hb_sock_init(&x.s);
     x.s.fd = x.fds[0];
     char err[HB_ERR_LEN];
-    hb_h2cli_settings st = {0};
+    hb_h2_client_settings st = {0};
     st.max_streams = 2;
-    CHECK_EQ_INT(hb_h2cli_init(&x.c, &x.s, &st, &CBS, NULL, err), 0);
+    CHECK_EQ_INT(hb_h2_client_init(&x.c, &x.s, &st, &CBS, NULL, err), 0);
     buf in = {0};
     settings(&in);
     CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
@@ -509,7 +509,7 @@ static void test_long_lived_stream(void)
     CHECK_EQ_INT(submit(&x, GET, &first, NULL), 1);
     for (int i = 0; i < 12; i++) {
         CHECK_EQ_INT(submit(&x, GET, &r[i], NULL), 3 + 2 * i);
-        CHECK_EQ_INT(hb_h2cli_room(&x.c), 0);
+        CHECK_EQ_INT(hb_h2_client_room(&x.c), 0);
         in.n = 0;
         headers(&in, (uint32_t)(3 + 2 * i), 0x1, NULL, 0);
         CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
@@ -520,7 +520,7 @@ static void test_long_lived_stream(void)
     headers(&in, 1, 0x1, NULL, 0);
     CHECK_EQ_INT(push(&x, &in), HB_AGAIN);
     CHECK_EQ_INT(first.end, HB_H2_END_OK);
-    CHECK_EQ_INT(hb_h2cli_open_streams(&x.c), 0);
+    CHECK_EQ_INT(hb_h2_client_open_streams(&x.c), 0);
     stop(&x);
 }
 

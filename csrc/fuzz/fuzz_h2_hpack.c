@@ -1,4 +1,4 @@
-/* fuzz_hpack.c - libFuzzer harness for hb_hpack: the HPACK decoder and the
+/* fuzz_h2_hpack.c - libFuzzer harness for hb_h2_hpack: the HPACK decoder and the
  * encoder.
  *
  * Input: byte 0 picks the advertised table size (bits 0-1) and the header
@@ -7,14 +7,14 @@
  * sanitizer report, no leak" it checks the contract:
  *  - the fields passed to fn never exceed the cap (sum of name + value + 32);
  *  - a failed block leaves the decoder refusing every later block;
- *  - decoded fields, re-encoded with hb_hpack_encode (within its bound) and
+ *  - decoded fields, re-encoded with hb_h2_hpack_encode (within its bound) and
  *    decoded by a fresh decoder, come back the same;
  *  - when nghttp2's inflater also accepts a block, it gives the same fields;
  *  - each block's bytes, read as one Huffman string, decode exactly as a
  *    slow bit-by-bit reference decoder says (same bytes, or both refuse).
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
- *          csrc/fuzz/fuzz_hpack.c csrc/core/hb_hpack.c csrc/core/hb_common.c \
+ *          csrc/fuzz/fuzz_h2_hpack.c csrc/core/hb_h2_hpack.c csrc/core/hb_common.c \
  *          csrc/core/hb_parse.c -lnghttp2
  */
 #include <nghttp2/nghttp2.h>
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_hpack.h"
+#include "hb_h2_hpack.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \
@@ -110,13 +110,13 @@ static int same(const fields *a, const fields *b)
 }
 
 /* Decode with a scratch of exactly the size the header asks for. */
-static int decode(hb_hpack_dec *d, const uint8_t *in, size_t len, size_t max_list, fields *f,
+static int decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, size_t max_list, fields *f,
                   char *err)
 {
-    uint8_t *scratch = malloc(hb_hpack_scratch_need(len));
+    uint8_t *scratch = malloc(hb_h2_hpack_scratch_need(len));
     REQUIRE(scratch);
     fields_reset(f);
-    int rc = hb_hpack_decode(d, in, len, scratch, max_list, on_field, f, err);
+    int rc = hb_h2_hpack_decode(d, in, len, scratch, max_list, on_field, f, err);
     free(scratch);
     return rc;
 }
@@ -138,22 +138,22 @@ static void check_reencode(const fields *f)
         h[i].value_len = b;
         off += 4 + b;
     }
-    size_t bound = hb_hpack_encode_bound(h, f->n);
+    size_t bound = hb_h2_hpack_encode_bound(h, f->n);
     uint8_t *out = malloc(bound + 1);
     REQUIRE(out);
-    ssize_t n = hb_hpack_encode(h, f->n, out, bound);
+    ssize_t n = hb_h2_hpack_encode(h, f->n, out, bound);
     REQUIRE(n >= 0 && (size_t)n <= bound);
     if (bound)
-        REQUIRE(hb_hpack_encode(h, f->n, out, (size_t)n - (n > 0)) == (n ? HB_E_TOO_LARGE : 0));
-    hb_hpack_dec d;
+        REQUIRE(hb_h2_hpack_encode(h, f->n, out, (size_t)n - (n > 0)) == (n ? HB_E_TOO_LARGE : 0));
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
-    REQUIRE(hb_hpack_dec_init(&d, 0) == 0); /* the encoder never indexes */
+    REQUIRE(hb_h2_hpack_dec_init(&d, 0) == 0); /* the encoder never indexes */
     fields g = {malloc(f->len + 1), 0, f->len + 1, 0, 0, 0};
     REQUIRE(g.buf);
     REQUIRE(decode(&d, out, (size_t)n, 0, &g, err) == 0);
     REQUIRE(same(f, &g));
     free(g.buf);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(out);
     free(h);
 }
@@ -199,9 +199,9 @@ static void check_huffman(const uint8_t *s, size_t len)
     n += len;
     blk[n++] = 0x00;
     long want = ref_huffman(s, len, ref);
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
-    REQUIRE(hb_hpack_dec_init(&d, 0) == 0);
+    REQUIRE(hb_h2_hpack_dec_init(&d, 0) == 0);
     fields f = {malloc(len * 2 + 64), 0, len * 2 + 64, 0, 0, 0};
     REQUIRE(f.buf);
     int rc = decode(&d, blk, n, 0, &f, err);
@@ -214,7 +214,7 @@ static void check_huffman(const uint8_t *s, size_t len)
         REQUIRE(a == (uint32_t)want && memcmp(f.buf + 4, ref, (size_t)want) == 0);
     }
     free(f.buf);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(ref);
     free(blk);
 }
@@ -229,9 +229,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     data++;
     size--;
 
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
-    REQUIRE(hb_hpack_dec_init(&d, table) == 0);
+    REQUIRE(hb_h2_hpack_dec_init(&d, table) == 0);
     nghttp2_hd_inflater *inf;
     REQUIRE(nghttp2_hd_inflate_new(&inf) == 0);
     REQUIRE(nghttp2_hd_inflate_change_table_size(inf, table) == 0);
@@ -260,7 +260,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             failed = 1;
             continue;
         }
-        REQUIRE(rc == 0 || rc == HB_HPACK_TOO_LARGE);
+        REQUIRE(rc == 0 || rc == HB_H2_HPACK_TOO_LARGE);
         REQUIRE(rc == 0 || cap != 0);
         if (cap) REQUIRE(f.list <= cap);
         REQUIRE(d.size <= d.limit && d.limit <= d.max);
@@ -274,6 +274,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(f.buf);
     free(g.buf);
     nghttp2_hd_inflate_del(inf);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     return 0;
 }

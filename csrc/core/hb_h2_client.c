@@ -1,5 +1,5 @@
-/* hb_h2cli.c - HTTP/2 client session over hb_sock (see hb_h2cli.h). */
-#include "hb_h2cli.h"
+/* hb_h2_client.c - HTTP/2 client session over hb_sock (see hb_h2_client.h). */
+#include "hb_h2_client.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,7 +121,7 @@ static inline void put_fh(uint8_t *p, uint32_t len, uint8_t type, uint8_t flags,
 }
 
 /* Record the first connection-fatal condition; returns rc. */
-__attribute__((format(printf, 3, 4))) static int set_fatal(hb_h2cli *c, int rc, const char *fmt,
+__attribute__((format(printf, 3, 4))) static int set_fatal(hb_h2_client *c, int rc, const char *fmt,
                                                            ...)
 {
     if (!c->fatal) {
@@ -138,7 +138,7 @@ __attribute__((format(printf, 3, 4))) static int set_fatal(hb_h2cli *c, int rc, 
 /* ---- output buffer ---- */
 
 /* Room for n more bytes at wbuf + wlen, or NULL (out of memory or flooded). */
-static uint8_t *out_reserve(hb_h2cli *c, size_t n)
+static uint8_t *out_reserve(hb_h2_client *c, size_t n)
 {
     if (c->wpos && c->wpos == c->wlen) c->wpos = c->wlen = 0;
     if (c->wcap - c->wlen >= n) return c->wbuf + c->wlen;
@@ -159,7 +159,7 @@ static uint8_t *out_reserve(hb_h2cli *c, size_t n)
     return c->wbuf + c->wlen;
 }
 
-static int queue_frame(hb_h2cli *c, uint8_t type, uint8_t flags, int32_t sid, const uint8_t *pl,
+static int queue_frame(hb_h2_client *c, uint8_t type, uint8_t flags, int32_t sid, const uint8_t *pl,
                        size_t len)
 {
     uint8_t *p = out_reserve(c, 9 + len);
@@ -170,7 +170,7 @@ static int queue_frame(hb_h2cli *c, uint8_t type, uint8_t flags, int32_t sid, co
     return 0;
 }
 
-static int queue_u32(hb_h2cli *c, uint8_t type, int32_t sid, uint32_t v)
+static int queue_u32(hb_h2_client *c, uint8_t type, int32_t sid, uint32_t v)
 {
     uint8_t pl[4];
     put32(pl, v);
@@ -178,7 +178,7 @@ static int queue_u32(hb_h2cli *c, uint8_t type, int32_t sid, uint32_t v)
 }
 
 /* Write what is queued once, without waiting (a GOAWAY before we give up). */
-static void flush_best_effort(hb_h2cli *c)
+static void flush_best_effort(hb_h2_client *c)
 {
     while (c->wpos < c->wlen) {
         ssize_t w = hb_sock_write(c->sock, c->wbuf + c->wpos, c->wlen - c->wpos);
@@ -189,7 +189,7 @@ static void flush_best_effort(hb_h2cli *c)
 }
 
 /* A connection error of the peer's: GOAWAY(code), then the session is over. */
-__attribute__((format(printf, 3, 4))) static int conn_error(hb_h2cli *c, uint32_t code,
+__attribute__((format(printf, 3, 4))) static int conn_error(hb_h2_client *c, uint32_t code,
                                                             const char *fmt, ...)
 {
     if (c->fatal) return c->fatal_rc;
@@ -215,7 +215,7 @@ __attribute__((format(printf, 3, 4))) static int conn_error(hb_h2cli *c, uint32_
  * streams in flight is a direct map; a stream still open when a later id
  * wants its cell (rare: one stream outlives many) is marked overflow and
  * found by a scan of the slots. */
-static hb_h2stream *find(hb_h2cli *c, int32_t id)
+static hb_h2stream *find(hb_h2_client *c, int32_t id)
 {
     int32_t k = c->index[((uint32_t)id >> 1) & c->index_mask];
     if (k && c->slots[k - 1].id == id) return &c->slots[k - 1];
@@ -225,7 +225,7 @@ static hb_h2stream *find(hb_h2cli *c, int32_t id)
     return NULL;
 }
 
-static void index_add(hb_h2cli *c, hb_h2stream *s, uint32_t slot)
+static void index_add(hb_h2_client *c, hb_h2stream *s, uint32_t slot)
 {
     int32_t *cell = &c->index[((uint32_t)s->id >> 1) & c->index_mask];
     if (*cell) {
@@ -236,7 +236,7 @@ static void index_add(hb_h2cli *c, hb_h2stream *s, uint32_t slot)
     }
 }
 
-static void index_del(hb_h2cli *c, hb_h2stream *s)
+static void index_del(hb_h2_client *c, hb_h2stream *s)
 {
     if (s->overflow) {
         s->overflow = 0;
@@ -247,7 +247,7 @@ static void index_del(hb_h2cli *c, hb_h2stream *s)
 }
 
 /* Remove s and tell the caller how it ended (exactly once per stream). */
-static void close_stream(hb_h2cli *c, hb_h2stream *s, int end, uint32_t code)
+static void close_stream(hb_h2_client *c, hb_h2stream *s, int end, uint32_t code)
 {
     void *ud = s->ud;
     if (s->in_body_list) c->nbody--;
@@ -261,7 +261,7 @@ static void close_stream(hb_h2cli *c, hb_h2stream *s, int end, uint32_t code)
 }
 
 /* A stream error: RST_STREAM(code) and the stream ends HB_H2_END_PROTOCOL. */
-__attribute__((format(printf, 4, 5))) static int stream_error(hb_h2cli *c, hb_h2stream *s,
+__attribute__((format(printf, 4, 5))) static int stream_error(hb_h2_client *c, hb_h2stream *s,
                                                               uint32_t code, const char *fmt, ...)
 {
     if (!c->fatal) {
@@ -278,13 +278,13 @@ __attribute__((format(printf, 4, 5))) static int stream_error(hb_h2cli *c, hb_h2
 
 /* ---- lifecycle ---- */
 
-int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
-                  const hb_h2cli_callbacks *cb, void *ud, char *err)
+int hb_h2_client_init(hb_h2_client *c, hb_sock *sock, const hb_h2_client_settings *st,
+                      const hb_h2_client_callbacks *cb, void *ud, char *err)
 {
     memset(c, 0, sizeof *c);
     if (!cb || !cb->on_response || !cb->on_close)
         return hb_fail(err, HB_E_INVALID, "h2: on_response and on_close are required");
-    hb_h2cli_settings def = {0};
+    hb_h2_client_settings def = {0};
     if (!st) st = &def;
     uint32_t wbits = st->window_bits ? st->window_bits : 30;
     uint32_t cbits = st->conn_window_bits ? st->conn_window_bits : 30;
@@ -324,11 +324,11 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
     c->slots = calloc(c->max_streams, sizeof *c->slots);
     c->free_slots = malloc(c->max_streams * sizeof *c->free_slots);
     c->index = calloc(cells, sizeof *c->index);
-    c->rbuf = malloc(HB_H2CLI_RBUF);
-    c->wcap = HB_H2CLI_WBUF;
+    c->rbuf = malloc(HB_H2_CLIENT_RBUF);
+    c->wcap = HB_H2_CLIENT_WBUF;
     c->wbuf = malloc(c->wcap);
     if (!c->slots || !c->free_slots || !c->index || !c->rbuf || !c->wbuf ||
-        hb_hpack_dec_init(&c->hpack, HB_HPACK_DEFAULT_TABLE) != 0)
+        hb_h2_hpack_dec_init(&c->hpack, HB_H2_HPACK_DEFAULT_TABLE) != 0)
         goto nomem;
     for (uint32_t i = 0; i < c->max_streams; i++)
         c->free_slots[i] = c->max_streams - 1 - i;
@@ -355,11 +355,11 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *st,
     }
     return 0;
 nomem:
-    hb_h2cli_free(c);
+    hb_h2_client_free(c);
     return hb_fail(err, HB_E_NOMEM, "h2: out of memory");
 }
 
-void hb_h2cli_free(hb_h2cli *c)
+void hb_h2_client_free(hb_h2_client *c)
 {
     free(c->slots);
     free(c->free_slots);
@@ -369,7 +369,7 @@ void hb_h2cli_free(hb_h2cli *c)
     free(c->hblock);
     free(c->scratch);
     free(c->enc_block);
-    hb_hpack_dec_free(&c->hpack);
+    hb_h2_hpack_dec_free(&c->hpack);
     c->slots = NULL;
     c->free_slots = NULL;
     c->index = NULL;
@@ -381,12 +381,12 @@ void hb_h2cli_free(hb_h2cli *c)
     c->live = 0;
 }
 
-uint32_t hb_h2cli_peer_max_streams(hb_h2cli *c)
+uint32_t hb_h2_client_peer_max_streams(hb_h2_client *c)
 {
     return c->peer_max_streams;
 }
 
-uint32_t hb_h2cli_room(hb_h2cli *c)
+uint32_t hb_h2_client_room(hb_h2_client *c)
 {
     if (c->fatal || c->goaway_recv || c->goaway_sent || !c->live) return 0;
     uint32_t lim = c->peer_max_streams;
@@ -394,7 +394,7 @@ uint32_t hb_h2cli_room(hb_h2cli *c)
     return lim > c->nopen ? lim - c->nopen : 0;
 }
 
-int hb_h2cli_done(hb_h2cli *c)
+int hb_h2_client_done(hb_h2_client *c)
 {
     return (c->fatal || c->goaway_recv) && c->nopen == 0;
 }
@@ -409,7 +409,8 @@ static int is_head(const hb_header *f, size_t n)
 }
 
 /* Queue HEADERS (+ CONTINUATION) for stream id with the encoded block. */
-static int queue_headers(hb_h2cli *c, int32_t id, const uint8_t *blk, size_t len, int end_stream)
+static int queue_headers(hb_h2_client *c, int32_t id, const uint8_t *blk, size_t len,
+                         int end_stream)
 {
     size_t mfs = c->peer_max_frame, nframes = len ? (len + mfs - 1) / mfs : 1;
     uint8_t *p = out_reserve(c, len + 9 * nframes);
@@ -428,12 +429,12 @@ static int queue_headers(hb_h2cli *c, int32_t id, const uint8_t *blk, size_t len
     return 0;
 }
 
-int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_body *body,
-                    void *stream_ud, char *err)
+int hb_h2_client_submit(hb_h2_client *c, const hb_header *fields, size_t nfields, hb_h2_body *body,
+                        void *stream_ud, char *err)
 {
     if (c->fatal || c->goaway_recv || c->goaway_sent || !c->live)
         return hb_fail(err, HB_E_CLOSED, "h2: the connection takes no new streams (GOAWAY)");
-    if (hb_h2cli_room(c) == 0) return HB_AGAIN;
+    if (hb_h2_client_room(c) == 0) return HB_AGAIN;
     if (c->next_id <= 0 || c->next_id > (int32_t)MAX_WINDOW - 2)
         return hb_fail(err, HB_E_CLOSED, "h2: stream ids exhausted on this connection");
     /* The block: cached while the caller passes the same stable fields. */
@@ -446,14 +447,14 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
         for (size_t i = 0; i < nfields; i++)
             if (!fields[i].name_len)
                 return hb_fail(err, HB_E_INVALID, "h2: empty header field name");
-        size_t need = hb_hpack_encode_bound(fields, nfields);
+        size_t need = hb_h2_hpack_encode_bound(fields, nfields);
         if (need > c->enc_cap) {
             uint8_t *nb = realloc(c->enc_block, need);
             if (!nb) return hb_fail(err, HB_E_NOMEM, "h2: out of memory");
             c->enc_block = nb;
             c->enc_cap = need;
         }
-        ssize_t n = hb_hpack_encode(fields, nfields, c->enc_block, c->enc_cap);
+        ssize_t n = hb_h2_hpack_encode(fields, nfields, c->enc_block, c->enc_cap);
         if (n < 0) return hb_fail(err, HB_E_INVALID, "h2: header fields could not be encoded");
         blk = c->enc_block;
         blen = (size_t)n;
@@ -486,7 +487,7 @@ int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_
     return id;
 }
 
-void hb_h2cli_goaway(hb_h2cli *c)
+void hb_h2_client_goaway(hb_h2_client *c)
 {
     if (!c->live || c->goaway_sent) return;
     uint8_t pl[8];
@@ -497,7 +498,7 @@ void hb_h2cli_goaway(hb_h2cli *c)
 
 /* ---- request bodies ---- */
 
-static int body_sendable(hb_h2cli *c)
+static int body_sendable(hb_h2_client *c)
 {
     if (!c->nbody || c->conn_send_window <= 0) return 0;
     for (uint32_t i = 0; i < c->max_streams; i++) {
@@ -508,7 +509,7 @@ static int body_sendable(hb_h2cli *c)
 }
 
 /* Queue DATA frames for bodies as windows allow (up to about 64 KiB). */
-static int pack_bodies(hb_h2cli *c)
+static int pack_bodies(hb_h2_client *c)
 {
     size_t budget = 65536;
     for (uint32_t i = 0; i < c->max_streams && c->nbody && budget; i++) {
@@ -538,12 +539,12 @@ static int pack_bodies(hb_h2cli *c)
     return 0;
 }
 
-int hb_h2cli_wants_write(hb_h2cli *c)
+int hb_h2_client_wants_write(hb_h2_client *c)
 {
     return c->live && (c->wpos < c->wlen || body_sendable(c));
 }
 
-int hb_h2cli_write(hb_h2cli *c)
+int hb_h2_client_write(hb_h2_client *c)
 {
     if (!c->live) return HB_E_CLOSED;
     for (;;) {
@@ -569,7 +570,7 @@ int hb_h2cli_write(hb_h2cli *c)
 /* ---- header blocks ---- */
 
 typedef struct blockctx {
-    hb_h2cli *c;
+    hb_h2_client *c;
     hb_h2stream *s; /* NULL: a stream we no longer track (decode for HPACK only) */
     int trailers;   /* the stream's final response is already in */
     int status;     /* :status of this block */
@@ -699,7 +700,7 @@ static int bodiless(const hb_h2stream *s)
 }
 
 /* The stream's END_STREAM arrived: check the length, then it is done. */
-static int end_of_response(hb_h2cli *c, hb_h2stream *s)
+static int end_of_response(hb_h2_client *c, hb_h2stream *s)
 {
     if (!bodiless(s) && s->content_length >= 0 && (uint64_t)s->content_length != s->data_len)
         return stream_error(c, s, E_PROTOCOL, "content-length %lld but %llu bytes of DATA",
@@ -712,11 +713,12 @@ static int end_of_response(hb_h2cli *c, hb_h2stream *s)
 }
 
 /* A whole header block for stream sid. */
-static int header_block(hb_h2cli *c, int32_t sid, const uint8_t *blk, size_t len, int end_stream)
+static int header_block(hb_h2_client *c, int32_t sid, const uint8_t *blk, size_t len,
+                        int end_stream)
 {
     hb_h2stream *s = find(c, sid);
     blockctx b = {c, s, s && s->status > 0, 0, 0, 0, {0}};
-    size_t need = hb_hpack_scratch_need(len);
+    size_t need = hb_h2_hpack_scratch_need(len);
     if (need > c->scratch_cap) {
         uint8_t *ns = realloc(c->scratch, need);
         if (!ns) return set_fatal(c, HB_E_NOMEM, "h2: out of memory");
@@ -724,10 +726,10 @@ static int header_block(hb_h2cli *c, int32_t sid, const uint8_t *blk, size_t len
         c->scratch_cap = need;
     }
     char herr[HB_ERR_LEN];
-    int rc = hb_hpack_decode(&c->hpack, blk, len, c->scratch, MAX_LIST, on_field, &b, herr);
+    int rc = hb_h2_hpack_decode(&c->hpack, blk, len, c->scratch, MAX_LIST, on_field, &b, herr);
     if (rc < 0) return conn_error(c, E_COMPRESSION, "%s", herr);
     if (!s) return 0;
-    if (rc == HB_HPACK_TOO_LARGE) bad_field(&b, "header list over %u bytes", MAX_LIST);
+    if (rc == HB_H2_HPACK_TOO_LARGE) bad_field(&b, "header list over %u bytes", MAX_LIST);
     if (b.bad) return stream_error(c, s, E_PROTOCOL, "%s", b.why);
     if (b.trailers) {
         if (!end_stream) return stream_error(c, s, E_PROTOCOL, "trailers without END_STREAM");
@@ -747,12 +749,12 @@ static int header_block(hb_h2cli *c, int32_t sid, const uint8_t *blk, size_t len
 
 /* ---- frames ---- */
 
-static int is_idle(const hb_h2cli *c, int32_t sid)
+static int is_idle(const hb_h2_client *c, int32_t sid)
 {
     return (sid & 1) == 0 || sid >= c->next_id;
 }
 
-static int apply_setting(hb_h2cli *c, const uint8_t *e)
+static int apply_setting(hb_h2_client *c, const uint8_t *e)
 {
     uint16_t id = (uint16_t)(e[0] << 8 | e[1]);
     uint32_t v = get32(e + 2);
@@ -791,7 +793,7 @@ static int apply_setting(hb_h2cli *c, const uint8_t *e)
     return 0;
 }
 
-static void close_above(hb_h2cli *c, int32_t last, uint32_t code)
+static void close_above(hb_h2_client *c, int32_t last, uint32_t code)
 {
     for (uint32_t i = 0; i < c->max_streams; i++) {
         hb_h2stream *s = &c->slots[i];
@@ -800,7 +802,7 @@ static void close_above(hb_h2cli *c, int32_t last, uint32_t code)
 }
 
 /* A frame header is in c->fh: check it and set up its payload. */
-static int frame_begin(hb_h2cli *c)
+static int frame_begin(hb_h2_client *c)
 {
     const uint8_t *h = c->fh;
     c->flen = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
@@ -887,7 +889,7 @@ static int frame_begin(hb_h2cli *c)
     return 0;
 }
 
-static int append_block(hb_h2cli *c, const uint8_t *p, size_t n)
+static int append_block(hb_h2_client *c, const uint8_t *p, size_t n)
 {
     if (c->hblock_len + n > MAX_BLOCK)
         return conn_error(c, E_ENHANCE_YOUR_CALM, "a header block over %u bytes", MAX_BLOCK);
@@ -906,7 +908,7 @@ static int append_block(hb_h2cli *c, const uint8_t *p, size_t n)
 }
 
 /* Payload bytes p[0..n) of the current frame (fdone already counted before). */
-static int frame_payload(hb_h2cli *c, const uint8_t *p, size_t n)
+static int frame_payload(hb_h2_client *c, const uint8_t *p, size_t n)
 {
     size_t off = 0;
     /* leading bytes: pad length, priority fields */
@@ -964,7 +966,7 @@ static int frame_payload(hb_h2cli *c, const uint8_t *p, size_t n)
 }
 
 /* Give flow-control credit back once half a window is used. */
-static int window_credit(hb_h2cli *c, hb_h2stream *s)
+static int window_credit(hb_h2_client *c, hb_h2stream *s)
 {
     if (c->conn_unacked >= c->conn_window / 2) {
         if (queue_u32(c, F_WINDOW_UPDATE, 0, (uint32_t)c->conn_unacked) != 0)
@@ -980,7 +982,7 @@ static int window_credit(hb_h2cli *c, hb_h2stream *s)
 }
 
 /* The current frame's payload is complete. */
-static int frame_end(hb_h2cli *c)
+static int frame_end(hb_h2_client *c)
 {
     switch (c->ftype) {
     case F_DATA: {
@@ -1050,7 +1052,7 @@ static int frame_end(hb_h2cli *c)
 }
 
 /* Process input bytes; callbacks run here. 0 or a fatal code. */
-static int feed(hb_h2cli *c, const uint8_t *p, size_t n)
+static int feed(hb_h2_client *c, const uint8_t *p, size_t n)
 {
     while (n) {
         if (c->fstate == S_HEADER) {
@@ -1101,12 +1103,12 @@ static int feed(hb_h2cli *c, const uint8_t *p, size_t n)
     return 0;
 }
 
-int hb_h2cli_read(hb_h2cli *c)
+int hb_h2_client_read(hb_h2_client *c)
 {
     if (!c->live) return HB_E_CLOSED;
     if (c->fatal) return c->fatal_rc;
     for (;;) {
-        ssize_t n = hb_sock_read(c->sock, c->rbuf, HB_H2CLI_RBUF);
+        ssize_t n = hb_sock_read(c->sock, c->rbuf, HB_H2_CLIENT_RBUF);
         if (n == HB_AGAIN) break;
         if (n == 0) {
             if (c->goaway_recv)
@@ -1133,10 +1135,10 @@ int hb_h2cli_read(hb_h2cli *c)
         if (rc) return rc;
         if (c->fatal) return c->fatal_rc;
         if (c->short_read_drains &&
-            (c->sock->ssl ? !hb_sock_has_buffered(c->sock) : (size_t)n < HB_H2CLI_RBUF))
+            (c->sock->ssl ? !hb_sock_has_buffered(c->sock) : (size_t)n < HB_H2_CLIENT_RBUF))
             break;
     }
-    if (c->goaway_recv && c->nopen == 0 && !hb_h2cli_wants_write(c))
+    if (c->goaway_recv && c->nopen == 0 && !hb_h2_client_wants_write(c))
         return set_fatal(c, HB_E_CLOSED, "the server sent GOAWAY");
     return HB_AGAIN;
 }

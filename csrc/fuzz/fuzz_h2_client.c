@@ -1,4 +1,4 @@
-/* libFuzzer harness for the HTTP/2 client session (hb_h2cli): the input is
+/* libFuzzer harness for the HTTP/2 client session (hb_h2_client): the input is
  * what a server sends, cut into reads at points the input chooses, while the
  * client keeps opening streams (plain, HEAD, with a body). Traps on a broken
  * contract: a stream closed twice, events after its close, a response
@@ -6,7 +6,7 @@
  * drifting from what was submitted minus what was closed.
  *
  * Input: byte 0 picks the window size and the read split; the rest is
- * server bytes (a valid start is SETTINGS, see corpus_h2cli).
+ * server bytes (a valid start is SETTINGS, see corpus_h2_client).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_h2cli.h"
+#include "hb_h2_client.h"
 
 #define NREC 64
 
@@ -62,7 +62,7 @@ static void on_goaway(void *ud, int32_t last, uint32_t code)
     (void)ud, (void)code;
     if (last < 0) __builtin_trap();
 }
-static const hb_h2cli_callbacks CBS = {on_header, on_response, on_data, on_close, on_goaway};
+static const hb_h2_client_callbacks CBS = {on_header, on_response, on_data, on_close, on_goaway};
 
 static const hb_header GET[] = {{":method", 7, "GET", 3},
                                 {":scheme", 7, "http", 4},
@@ -77,10 +77,10 @@ static hb_h2_body bodies[NREC];
 
 static int submitted;
 
-static void open_streams(hb_h2cli *c)
+static void open_streams(hb_h2_client *c)
 {
     char err[HB_ERR_LEN];
-    while (submitted < NREC && hb_h2cli_room(c) > 0) {
+    while (submitted < NREC && hb_h2_client_room(c) > 0) {
         int k = submitted;
         rec *r = &recs[k];
         memset(r, 0, sizeof *r);
@@ -93,7 +93,7 @@ static void open_streams(hb_h2cli *c)
         } else if (k % 3 == 2) {
             f = HEAD;
         }
-        int id = hb_h2cli_submit(c, f, 4, b, r, err);
+        int id = hb_h2_client_submit(c, f, 4, b, r, err);
         if (id <= 0) return;
         if (id != 2 * k + 1) __builtin_trap();
         r->used = 1;
@@ -118,16 +118,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hb_sock s;
     hb_sock_init(&s);
     s.fd = fds[0];
-    hb_h2cli_settings st = {0};
+    hb_h2_client_settings st = {0};
     st.max_streams = 8; /* small table: slots and the id index wrap and shift */
     st.window_bits = (data[0] & 1) ? 16 : 0;
     size_t step = 1 + (size_t)(data[0] >> 1) * 37; /* how the input is cut into reads */
     data++;
     size--;
-    hb_h2cli c;
+    hb_h2_client c;
     char err[HB_ERR_LEN];
     submitted = closed = 0;
-    if (hb_h2cli_init(&c, &s, &st, &CBS, NULL, err) != 0) __builtin_trap();
+    if (hb_h2_client_init(&c, &s, &st, &CBS, NULL, err) != 0) __builtin_trap();
     c.short_read_drains = 0;
     open_streams(&c);
     size_t off = 0;
@@ -136,12 +136,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t n = size - off < step ? size - off : step;
         if (write(fds[1], data + off, n) != (ssize_t)n) break;
         off += n;
-        rc = hb_h2cli_read(&c);
+        rc = hb_h2_client_read(&c);
         if ((int)c.nopen != submitted - closed) __builtin_trap();
         if (rc != HB_AGAIN) break;
         open_streams(&c);
-        for (int k = 0; k < 4 && hb_h2cli_wants_write(&c); k++) {
-            int w = hb_h2cli_write(&c);
+        for (int k = 0; k < 4 && hb_h2_client_wants_write(&c); k++) {
+            int w = hb_h2_client_write(&c);
             drain(fds[1]);
             if (w != HB_AGAIN) break;
         }
@@ -153,7 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         __builtin_trap();
     for (int k = 0; k < submitted; k++)
         if (recs[k].closes > 1) __builtin_trap();
-    hb_h2cli_free(&c);
+    hb_h2_client_free(&c);
     close(fds[0]);
     close(fds[1]);
     return 0;

@@ -1,4 +1,4 @@
-/* fuzz_h2srv.c - libFuzzer harness for hb_h2srv: the embedded server's
+/* fuzz_h2_server.c - libFuzzer harness for hb_h2_server: the embedded server's
  * HTTP/2 input path (nghttp2 session callbacks, routing, bodies, timers).
  *
  * Input: byte 0 picks the read size the bytes arrive in and how far the fake
@@ -11,14 +11,14 @@
  * exactly one status (sum(by_route) == sum(by_status)).
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
- *          csrc/fuzz/fuzz_h2srv.c csrc/core/hb_h2srv.c csrc/core/hb_route.c \
+ *          csrc/fuzz/fuzz_h2_server.c csrc/core/hb_h2_server.c csrc/core/hb_route.c \
  *          csrc/core/hb_content.c csrc/core/hb_common.c csrc/core/hb_parse.c -lnghttp2
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_h2srv.h"
+#include "hb_h2_server.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \
@@ -70,20 +70,20 @@ static char *fake_stats(void *arg, size_t *len)
     return p;
 }
 
-static void drain(hb_h2srv *s, framer *f, size_t wsize)
+static void drain(hb_h2_server *s, framer *f, size_t wsize)
 {
     for (int round = 0; round < 64; round++) {
-        long q = hb_h2srv_fill(s);
+        long q = hb_h2_server_fill(s);
         REQUIRE(q >= -1);
         if (q <= 0) return;
         REQUIRE(q <= 256 * 1024 + 64 * 1024);
-        while (!hb_h2srv_idle_out(s)) {
+        while (!hb_h2_server_idle_out(s)) {
             int niov;
-            const struct iovec *v = hb_h2srv_out(s, &niov);
+            const struct iovec *v = hb_h2_server_out(s, &niov);
             REQUIRE(niov > 0);
             size_t n = v[0].iov_len < wsize ? v[0].iov_len : wsize; /* a short write */
             framer_feed(f, v[0].iov_base, n);
-            hb_h2srv_sent(s, n);
+            hb_h2_server_sent(s, n);
         }
     }
 }
@@ -98,11 +98,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     data++;
     size--;
 
-    hb_h2srv_stats st;
+    hb_h2_server_stats st;
     memset(&st, 0, sizeof st);
     uint64_t now = 1000000000ull;
-    hb_h2srv_config cfg;
-    hb_h2srv_config_init(&cfg);
+    hb_h2_server_config cfg;
+    hb_h2_server_config_init(&cfg);
     cfg.max_concurrent_streams = 8;
     cfg.initial_window_size = 1000; /* small: flow control paths get exercised */
     cfg.max_header_list = 4096;
@@ -110,35 +110,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.now = &now;
     cfg.date = "Thu, 01 Jan 2026 00:00:00 GMT";
     cfg.stats_json = fake_stats;
-    hb_h2srv *s = NULL;
+    hb_h2_server *s = NULL;
     char err[256];
-    REQUIRE(hb_h2srv_new(&s, &cfg, err) == 0);
+    REQUIRE(hb_h2_server_new(&s, &cfg, err) == 0);
     framer f;
     memset(&f, 0, sizeof f);
-    int dead = hb_h2srv_recv(s, (const uint8_t *)PREFACE, 24) < 0;
+    int dead = hb_h2_server_recv(s, (const uint8_t *)PREFACE, 24) < 0;
     REQUIRE(!dead);
     drain(s, &f, wsize);
     size_t off = 0;
-    while (off < size && !dead && !hb_h2srv_done(s)) {
+    while (off < size && !dead && !hb_h2_server_done(s)) {
         size_t n = size - off < chunk ? size - off : chunk;
-        dead = hb_h2srv_recv(s, data + off, n) < 0;
+        dead = hb_h2_server_recv(s, data + off, n) < 0;
         off += n;
         drain(s, &f, wsize);
         now += tick;
-        uint64_t d = hb_h2srv_deadline(s);
-        if (d && d <= now) hb_h2srv_timer(s);
+        uint64_t d = hb_h2_server_deadline(s);
+        if (d && d <= now) hb_h2_server_timer(s);
         drain(s, &f, wsize);
     }
     /* let every waiting stream run out its timers (bounded: a drip may tick many times) */
     for (int i = 0; i < 256 && !dead; i++) {
-        uint64_t d = hb_h2srv_deadline(s);
+        uint64_t d = hb_h2_server_deadline(s);
         if (!d) break;
         now = d > now ? d : now;
-        hb_h2srv_timer(s);
+        hb_h2_server_timer(s);
         drain(s, &f, wsize);
     }
     REQUIRE(f.hlen == 0 && f.left == 0); /* drained output ends on a frame boundary */
-    hb_h2srv_free(s, 1);
+    hb_h2_server_free(s, 1);
 
     uint64_t routes = 0, statuses = 0;
     for (int i = 0; i < HB_ROUTE_COUNT; i++)

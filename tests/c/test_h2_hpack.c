@@ -1,4 +1,4 @@
-/* test_hpack.c - unit tests of the HPACK decoder and encoder (hb_hpack):
+/* test_h2_hpack.c - unit tests of the HPACK decoder and encoder (hb_h2_hpack):
  * the RFC 7541 Appendix C examples byte for byte, every decoder error, the
  * header-list cap, encoder round trips, and a differential test against
  * nghttp2's deflater and inflater on random field lists. */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_hpack.h"
+#include "hb_h2_hpack.h"
 #include "hb_test.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -62,19 +62,19 @@ static void on_field(void *ud, const char *name, size_t nlen, const char *value,
 }
 
 /* Decode one block with exactly the scratch the header asks for (ASan sees overruns). */
-static int decode(hb_hpack_dec *d, const uint8_t *in, size_t len, size_t max_list, collect *c,
+static int decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, size_t max_list, collect *c,
                   char *err)
 {
-    uint8_t *scratch = malloc(hb_hpack_scratch_need(len));
+    uint8_t *scratch = malloc(hb_h2_hpack_scratch_need(len));
     c->len = 0;
     c->n = 0;
     err[0] = 0;
-    int rc = hb_hpack_decode(d, in, len, scratch, max_list, on_field, c, err);
+    int rc = hb_h2_hpack_decode(d, in, len, scratch, max_list, on_field, c, err);
     free(scratch);
     return rc;
 }
 
-static int decode_hex(hb_hpack_dec *d, const char *hex, collect *c, char *err)
+static int decode_hex(hb_h2_hpack_dec *d, const char *hex, collect *c, char *err)
 {
     uint8_t buf[512];
     size_t n = unhex(hex, buf);
@@ -85,7 +85,7 @@ static int decode_hex(hb_hpack_dec *d, const char *hex, collect *c, char *err)
 
 /* The dynamic table as the RFC lists it: "[1] name: value\n..." read back
  * through indexed fields, which leave the table as it is. */
-static void check_table(hb_hpack_dec *d, uint32_t size, const char *want)
+static void check_table(hb_h2_hpack_dec *d, uint32_t size, const char *want)
 {
     char text[4096];
     size_t len = 0;
@@ -114,19 +114,19 @@ static void check_table(hb_hpack_dec *d, uint32_t size, const char *want)
 
 static void test_rfc_c2(void)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
 
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     CHECK_EQ_INT(
         decode_hex(&d, "400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572", c, err),
         0);
     CHECK_TEXT(c, "custom-key: custom-header\n");
     check_table(&d, 55, "[1] custom-key: custom-header\n");
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
 
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     CHECK_EQ_INT(decode_hex(&d, "040c 2f73 616d 706c 652f 7061 7468", c, err), 0);
     CHECK_TEXT(c, ":path: /sample/path\n");
     check_table(&d, 0, "");
@@ -136,18 +136,18 @@ static void test_rfc_c2(void)
     CHECK_EQ_INT(decode_hex(&d, "82", c, err), 0);
     CHECK_TEXT(c, ":method: GET\n");
     check_table(&d, 0, "");
-    hb_hpack_dec_free(&d);
-    hb_hpack_dec_free(&d); /* twice is fine */
+    hb_h2_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d); /* twice is fine */
     free(c);
 }
 
 /* C.3 (raw) and C.4 (Huffman) carry the same requests. */
 static void requests(const char *const blocks[3])
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
 
     CHECK_EQ_INT(decode_hex(&d, blocks[0], c, err), 0);
     CHECK_TEXT(c, ":method: GET\n:scheme: http\n:path: /\n:authority: www.example.com\n");
@@ -164,7 +164,7 @@ static void requests(const char *const blocks[3])
     check_table(&d, 164,
                 "[1] custom-key: custom-value\n[2] cache-control: no-cache\n"
                 "[3] :authority: www.example.com\n");
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(c);
 }
 
@@ -187,10 +187,10 @@ static void test_rfc_c3_c4(void)
 /* C.5 (raw) and C.6 (Huffman): responses with a 256-byte table, evicting. */
 static void responses(const char *const blocks[3])
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 256), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 256), 0);
 
     CHECK_EQ_INT(decode_hex(&d, blocks[0], c, err), 0);
     CHECK_TEXT(c, ":status: 302\ncache-control: private\ndate: Mon, 21 Oct 2013 20:13:21 GMT\n"
@@ -218,7 +218,7 @@ static void responses(const char *const blocks[3])
                 "[1] set-cookie: foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1\n"
                 "[2] content-encoding: gzip\n"
                 "[3] date: Mon, 21 Oct 2013 20:13:22 GMT\n");
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(c);
 }
 
@@ -250,17 +250,17 @@ static void test_rfc_c5_c6(void)
  * decoder refuses any further block. */
 static void expect_error(uint32_t max, const char *prefix_hex, const char *hex, const char *msg)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, max), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, max), 0);
     if (prefix_hex) CHECK_EQ_INT(decode_hex(&d, prefix_hex, c, err), 0);
     CHECK_EQ_INT(decode_hex(&d, hex, c, err), HB_E_H2);
     CHECK(strstr(err, msg) != NULL);
     if (!strstr(err, msg)) fprintf(stderr, "block %s: got \"%s\", want \"%s\"\n", hex, err, msg);
     CHECK_EQ_INT(decode_hex(&d, "82", c, err), HB_E_H2);
     CHECK(strstr(err, "unusable") != NULL);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(c);
 }
 
@@ -305,10 +305,10 @@ static void test_errors(void)
 
 static void test_size_updates(void)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     CHECK_EQ_INT(decode_hex(&d, "418c f1e3 c2e5 f23a 6ba0 ab90 f4ff", c, err), 0);
     CHECK_TEXT(c, ":authority: www.example.com\n");
     check_table(&d, 57, "[1] :authority: www.example.com\n");
@@ -335,18 +335,18 @@ static void test_size_updates(void)
     check_table(&d, 0, "");
     /* an empty block too */
     CHECK_EQ_INT(decode(&d, (const uint8_t *)"", 0, 0, c, err), 0);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
 
     /* a table of 0 never holds anything; init bounds */
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 0), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 0), 0);
     CHECK_EQ_INT(decode_hex(&d, "4001 6101 62", c, err), 0);
     CHECK_TEXT(c, "a: b\n");
     check_table(&d, 0, "");
-    hb_hpack_dec_free(&d);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 65537), HB_E_INVALID);
-    hb_hpack_dec_free(&d);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 65536), 0);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 65537), HB_E_INVALID);
+    hb_h2_hpack_dec_free(&d);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 65536), 0);
+    hb_h2_hpack_dec_free(&d);
     free(c);
 }
 
@@ -354,11 +354,11 @@ static void test_size_updates(void)
  * keep their bytes through the buffer's compaction. */
 static void test_evicted_name_and_compaction(void)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
     uint8_t blk[300];
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 100), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 100), 0);
     /* "nnnnnnnnnnnnnnnnnnnn: v" (20 + 1 + 32 = 53) */
     size_t n = 0;
     blk[n++] = 0x40;
@@ -384,10 +384,10 @@ static void test_evicted_name_and_compaction(void)
         CHECK(c->len == 63 && memcmp(c->text, "nnnnnnnnnnnnnnnnnnnn: ", 22) == 0 &&
               memcmp(c->text + 22, blk + 2, 40) == 0);
     }
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
 
     /* many small entries cycling through a 4096 table; check the newest few */
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     for (int i = 0; i < 2000; i++) {
         char name[16], value[64];
         int nl = snprintf(name, sizeof name, "x-%d", i);
@@ -409,20 +409,20 @@ static void test_evicted_name_and_compaction(void)
         CHECK(c->len == (size_t)wl && memcmp(c->text, want, (size_t)wl) == 0);
         CHECK(d.size <= 4096);
     }
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(c);
 }
 
 static void test_max_list(void)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
     uint8_t blk[64];
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     size_t n = unhex("8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d", blk);
     /* :method GET = 42, :scheme http = 43: a cap of 84 stops after the first */
-    CHECK_EQ_INT(decode(&d, blk, n, 84, c, err), HB_HPACK_TOO_LARGE);
+    CHECK_EQ_INT(decode(&d, blk, n, 84, c, err), HB_H2_HPACK_TOO_LARGE);
     CHECK_EQ_INT(c->n, 1);
     CHECK_TEXT(c, ":method: GET\n");
     check_table(&d, 57, "[1] :authority: www.example.com\n");
@@ -434,12 +434,12 @@ static void test_max_list(void)
     n = unhex("8286 84bf be", blk);
     CHECK_EQ_INT(decode(&d, blk, n, 42 + 43 + 38 + 57 + 53, c, err), 0);
     CHECK_EQ_INT(c->n, 5);
-    CHECK_EQ_INT(decode(&d, blk, n, 42 + 43 + 38 + 57 + 52, c, err), HB_HPACK_TOO_LARGE);
+    CHECK_EQ_INT(decode(&d, blk, n, 42 + 43 + 38 + 57 + 52, c, err), HB_H2_HPACK_TOO_LARGE);
     CHECK_EQ_INT(c->n, 4);
     /* a cap below the first field: nothing emitted */
-    CHECK_EQ_INT(decode(&d, blk, n, 10, c, err), HB_HPACK_TOO_LARGE);
+    CHECK_EQ_INT(decode(&d, blk, n, 10, c, err), HB_H2_HPACK_TOO_LARGE);
     CHECK_EQ_INT(c->n, 0);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(c);
 }
 
@@ -471,11 +471,11 @@ static size_t pad_bits(bitw *w)
 static void test_scratch_bound(void)
 {
     static const char five[] = "012aceiost"; /* the ten 5-bit codes, 00000..01001 */
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
     uint8_t *blk = malloc(4096);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     for (size_t L = 0; L < 600; L += (L < 40 ? 1 : 37)) {
         size_t n = 0;
         char want[2000];
@@ -512,7 +512,7 @@ static void test_scratch_bound(void)
         CHECK_EQ_INT(decode(&d, blk, n, 0, c, err), 0);
         CHECK(c->len == wl && memcmp(c->text, want, wl) == 0);
     }
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(blk);
     free(c);
 }
@@ -534,11 +534,11 @@ static size_t huff_encode(const uint8_t *s, size_t n, uint8_t *out)
  * 2-step and checked paths, at the start, middle and end), round-trips. */
 static void test_huffman_all_symbols(void)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
     uint8_t *str = malloc(512), *blk = malloc(4096);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     for (int iter = 0; iter < 3000; iter++) {
         size_t n = iter < 256 ? 1 + (size_t)iter % 40 : rnd() % 300;
         for (size_t i = 0; i < n; i++) {
@@ -578,7 +578,7 @@ static void test_huffman_all_symbols(void)
             break;
         }
     }
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(blk);
     free(str);
     free(c);
@@ -597,18 +597,19 @@ static void on_ptr(void *ud, const char *name, size_t nlen, const char *value, s
 
 static void test_zero_copy(void)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     uint8_t blk[] = {0x00, 0x03, 'a', 'b', 'c', 0x01, 'x'};
     uint8_t scratch[64];
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
-    CHECK_EQ_INT(hb_hpack_decode(&d, blk, sizeof blk, scratch, 0, on_ptr, NULL, err), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_decode(&d, blk, sizeof blk, scratch, 0, on_ptr, NULL, err), 0);
     CHECK(seen_name == blk + 2);
-    hb_hpack_dec_free(&d);
-    hb_hpack_dec zero;
+    hb_h2_hpack_dec_free(&d);
+    hb_h2_hpack_dec zero;
     memset(&zero, 0, sizeof zero);
-    CHECK_EQ_INT(hb_hpack_decode(&zero, blk, sizeof blk, scratch, 0, on_ptr, NULL, err), HB_E_H2);
-    hb_hpack_dec_free(&zero);
+    CHECK_EQ_INT(hb_h2_hpack_decode(&zero, blk, sizeof blk, scratch, 0, on_ptr, NULL, err),
+                 HB_E_H2);
+    hb_h2_hpack_dec_free(&zero);
 }
 
 /* ---- encoder ---- */
@@ -627,30 +628,30 @@ static void test_encode_exact(void)
         H("www-authenticate", ""),
     };
     uint8_t out[256];
-    ssize_t n = hb_hpack_encode(f, 10, out, sizeof out);
+    ssize_t n = hb_h2_hpack_encode(f, 10, out, sizeof out);
     uint8_t want[256];
     size_t wn = unhex("82 87 84 0101 78 0f2b 0468 622f 31 0008 782d 6375 7374 6f6d 0176 88 0402 "
                       "2f61 90 0f2e 00",
                       want);
     CHECK_EQ_INT(n, (ssize_t)wn);
     CHECK(n > 0 && memcmp(out, want, wn) == 0);
-    CHECK((size_t)n <= hb_hpack_encode_bound(f, 10));
+    CHECK((size_t)n <= hb_h2_hpack_encode_bound(f, 10));
     /* every cap below the size fails cleanly, the size itself works */
     for (size_t cap = 0; cap < wn; cap++)
-        CHECK_EQ_INT(hb_hpack_encode(f, 10, out, cap), HB_E_TOO_LARGE);
-    CHECK_EQ_INT(hb_hpack_encode(f, 10, out, wn), (ssize_t)wn);
-    CHECK_EQ_INT(hb_hpack_encode(f, 0, out, 0), 0);
-    CHECK_EQ_INT(hb_hpack_encode_bound(f, 0), 0);
+        CHECK_EQ_INT(hb_h2_hpack_encode(f, 10, out, cap), HB_E_TOO_LARGE);
+    CHECK_EQ_INT(hb_h2_hpack_encode(f, 10, out, wn), (ssize_t)wn);
+    CHECK_EQ_INT(hb_h2_hpack_encode(f, 0, out, 0), 0);
+    CHECK_EQ_INT(hb_h2_hpack_encode_bound(f, 0), 0);
 }
 
 /* Every static name is found at its first index; near misses are not. */
 static void test_encode_static_names(void)
 {
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
     char names[62][32];
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     for (unsigned idx = 1; idx <= 61; idx++) {
         uint8_t blk[1] = {(uint8_t)(0x80 | idx)};
         CHECK_EQ_INT(decode(&d, blk, 1, 0, c, err), 0);
@@ -669,7 +670,7 @@ static void test_encode_static_names(void)
         memcpy(name, names[idx], nl);
         hb_header f = {name, nl, "zz", 2};
         uint8_t out[64];
-        ssize_t n = hb_hpack_encode(&f, 1, out, sizeof out);
+        ssize_t n = hb_h2_hpack_encode(&f, 1, out, sizeof out);
         if (first < 15) {
             CHECK_EQ_INT(n, 4);
             CHECK_EQ_INT(out[0], first);
@@ -680,11 +681,11 @@ static void test_encode_static_names(void)
         }
         /* a one-byte-off name goes out as a new name */
         name[nl - 1] ^= 0x20;
-        n = hb_hpack_encode(&f, 1, out, sizeof out);
+        n = hb_h2_hpack_encode(&f, 1, out, sizeof out);
         CHECK_EQ_INT(n, (ssize_t)(1 + 1 + nl + 1 + 2));
         CHECK_EQ_INT(out[0], 0);
     }
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(c);
 }
 
@@ -696,7 +697,7 @@ static void test_encode_roundtrip(void)
                                         "x-a",     "cookie", "content-length",  "via"};
     static const char *const values[] = {"GET", "POST", "/",   "/index.html",   "http", "https",
                                          "200", "204",  "500", "gzip, deflate", "",     "x"};
-    hb_hpack_dec d;
+    hb_h2_hpack_dec d;
     char err[HB_ERR_LEN];
     collect *c = malloc(sizeof *c);
     collect *want = malloc(sizeof *want);
@@ -704,7 +705,7 @@ static void test_encode_roundtrip(void)
     uint8_t *out = malloc(1 << 17);
     nghttp2_hd_inflater *inf;
     CHECK_EQ_INT(nghttp2_hd_inflate_new(&inf), 0);
-    CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+    CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
     for (int iter = 0; iter < 500; iter++) {
         hb_header f[40];
         size_t nf = rnd() % 40, sp = 0;
@@ -737,8 +738,8 @@ static void test_encode_roundtrip(void)
             f[i] = (hb_header){nm, nl, vv, vl};
             on_field(want, nm, nl, vv, vl);
         }
-        size_t bound = hb_hpack_encode_bound(f, nf);
-        ssize_t n = hb_hpack_encode(f, nf, out, bound);
+        size_t bound = hb_h2_hpack_encode_bound(f, nf);
+        ssize_t n = hb_h2_hpack_encode(f, nf, out, bound);
         CHECK(n >= 0 && (size_t)n <= bound);
         if (n < 0) continue;
         CHECK_EQ_INT(decode(&d, out, (size_t)n, 0, c, err), 0);
@@ -768,7 +769,7 @@ static void test_encode_roundtrip(void)
         CHECK(c->len == want->len && memcmp(c->text, want->text, want->len) == 0);
     }
     nghttp2_hd_inflate_del(inf);
-    hb_hpack_dec_free(&d);
+    hb_h2_hpack_dec_free(&d);
     free(out);
     free(store);
     free(want);
@@ -810,7 +811,7 @@ static void test_nghttp2_deflater(void)
                                          "https://example.com/a?b=c"};
     for (int table = 0; table < 3; table++) {
         static const size_t sizes[3] = {4096, 256, 0};
-        hb_hpack_dec d;
+        hb_h2_hpack_dec d;
         char err[HB_ERR_LEN];
         nghttp2_hd_deflater *def;
         collect *c = malloc(sizeof *c);
@@ -818,7 +819,7 @@ static void test_nghttp2_deflater(void)
         char *store = malloc(1 << 16);
         uint8_t *out = malloc(1 << 17);
         CHECK_EQ_INT(nghttp2_hd_deflate_new(&def, 4096), 0);
-        CHECK_EQ_INT(hb_hpack_dec_init(&d, 4096), 0);
+        CHECK_EQ_INT(hb_h2_hpack_dec_init(&d, 4096), 0);
         if (sizes[table] != 4096)
             CHECK_EQ_INT(nghttp2_hd_deflate_change_table_size(def, sizes[table]), 0);
         for (int iter = 0; iter < 400; iter++) {
@@ -885,7 +886,7 @@ static void test_nghttp2_deflater(void)
             if (rc) break;
         }
         nghttp2_hd_deflate_del(def);
-        hb_hpack_dec_free(&d);
+        hb_h2_hpack_dec_free(&d);
         free(out);
         free(store);
         free(want);

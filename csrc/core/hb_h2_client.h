@@ -1,7 +1,7 @@
-/* hb_h2cli.h - an HTTP/2 client session over one hb_sock.
+/* hb_h2_client.h - an HTTP/2 client session over one hb_sock.
  *
  * Framing, flow control and the checks RFC 9113 asks of a client are done
- * here, HPACK by hb_hpack; I/O goes through hb_sock (plain = h2c with prior
+ * here, HPACK by hb_h2_hpack; I/O goes through hb_sock (plain = h2c with prior
  * knowledge, TLS = after ALPN "h2"). It is shared by the load generator (many
  * streams, non-blocking, epoll) and the native blocking client (poll on
  * sock->fd per sock->want, then read/write). The client side needs no
@@ -11,17 +11,17 @@
  *
  * Usage (one thread per session; sessions are independent):
  *
- *   hb_h2cli c;                        // caller-owned, may be embedded
- *   hb_h2cli_init(&c, &sock, NULL, &cbs, ud, err);   // sock connected (+ TLS done)
- *   id = hb_h2cli_submit(&c, fields, n, body, stream_ud, err);
+ *   hb_h2_client c;                        // caller-owned, may be embedded
+ *   hb_h2_client_init(&c, &sock, NULL, &cbs, ud, err);   // sock connected (+ TLS done)
+ *   id = hb_h2_client_submit(&c, fields, n, body, stream_ud, err);
  *   loop:
- *     while (hb_h2cli_wants_write(&c)) rc = hb_h2cli_write(&c);  // HB_AGAIN: wait for sock->want
- *     rc = hb_h2cli_read(&c);          // HB_AGAIN: drained, wait for readability
- *   hb_h2cli_free(&c);                 // then close the socket (hb_sock is not owned)
+ *     while (hb_h2_client_wants_write(&c)) rc = hb_h2_client_write(&c);  // HB_AGAIN: wait for
+ * sock->want rc = hb_h2_client_read(&c);          // HB_AGAIN: drained, wait for readability
+ *   hb_h2_client_free(&c);                 // then close the socket (hb_sock is not owned)
  *
  * Return codes follow hb_common.h. Connection-fatal results of read/write:
  *   HB_E_CLOSED  the peer closed the TCP connection (EOF) or the session is
- *                over (GOAWAY handled and no stream left: hb_h2cli_done)
+ *                over (GOAWAY handled and no stream left: hb_h2_client_done)
  *   HB_E_H2      an HTTP/2 connection error: ours (the peer broke the
  *                protocol; a GOAWAY was queued) or the peer's GOAWAY with an
  *                error code; detail in c->err
@@ -32,8 +32,8 @@
  * it still has open (their on_close is NOT called), frees the session and
  * closes the socket.
  *
- * Callbacks run only inside hb_h2cli_read and hb_h2cli_write (never from
- * submit or free). They may call hb_h2cli_submit, never read/write/free.
+ * Callbacks run only inside hb_h2_client_read and hb_h2_client_write (never from
+ * submit or free). They may call hb_h2_client_submit, never read/write/free.
  * For each stream submitted, in order:
  *   on_header*   header fields of the final response (names lowercase,
  *                pseudo-headers and 1xx responses and trailers excluded);
@@ -62,8 +62,8 @@
  * the header-block buffer and the Huffman scratch grow to the largest block
  * seen and are then reused. Nothing is allocated per stream.
  */
-#ifndef HB_H2CLI_H
-#define HB_H2CLI_H
+#ifndef HB_H2_CLIENT_H
+#define HB_H2_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -72,7 +72,7 @@
 #include "hb_parse.h"
 #include "hb_sock.h"
 
-#include "hb_hpack.h"
+#include "hb_h2_hpack.h"
 
 /* How a stream ended (on_close). */
 enum hb_h2_end {
@@ -86,23 +86,23 @@ const char *hb_h2_end_name(int end);
 /* RFC 9113 error code name: "NO_ERROR", "PROTOCOL_ERROR", ..., "unknown". */
 const char *hb_h2_code_name(uint32_t code);
 
-typedef struct hb_h2cli_callbacks {
+typedef struct hb_h2_client_callbacks {
     void (*on_header)(void *ud, void *stream_ud, const char *name, size_t name_len,
                       const char *value, size_t value_len);
     void (*on_response)(void *ud, void *stream_ud, int status);
     void (*on_data)(void *ud, void *stream_ud, const uint8_t *data, size_t len);
     void (*on_close)(void *ud, void *stream_ud, int end, uint32_t code);
     void (*on_goaway)(void *ud, int32_t last_stream_id, uint32_t code);
-} hb_h2cli_callbacks;
+} hb_h2_client_callbacks;
 
 /* Our SETTINGS (0 = default). Server push is always disabled. */
-typedef struct hb_h2cli_settings {
+typedef struct hb_h2_client_settings {
     uint32_t window_bits;      /* stream receive window 2^bits - 1, 1..30; default 30 (h2load's) */
     uint32_t conn_window_bits; /* connection receive window, 16..30; default 30 */
     uint32_t max_frame_size;   /* SETTINGS_MAX_FRAME_SIZE we accept; default 16384 */
     uint32_t max_streams;      /* our cap on concurrent streams; default: the peer's */
     int stable_fields;         /* 1: submit's field strings outlive the session (not copied) */
-} hb_h2cli_settings;
+} hb_h2_client_settings;
 
 /* A request body sent as DATA frames: caller-owned, must stay valid (and
  * unchanged) until the stream's on_close; `sent` is the library's cursor. */
@@ -112,16 +112,16 @@ typedef struct hb_h2_body {
     size_t sent;
 } hb_h2_body;
 
-#define HB_H2CLI_RBUF (32u * 1024u)
-#define HB_H2CLI_WBUF (32u * 1024u)
+#define HB_H2_CLIENT_RBUF (32u * 1024u)
+#define HB_H2_CLIENT_WBUF (32u * 1024u)
 
-struct hb_h2stream; /* hb_h2cli.c */
+struct hb_h2stream; /* hb_h2_client.c */
 
-typedef struct hb_h2cli {
-    hb_sock *sock;                /* not owned */
-    const hb_h2cli_callbacks *cb; /* may be replaced between calls (e.g. to drop on_header) */
+typedef struct hb_h2_client {
+    hb_sock *sock;                    /* not owned */
+    const hb_h2_client_callbacks *cb; /* may be replaced between calls (e.g. to drop on_header) */
     void *ud;
-    /* 1: hb_h2cli_read stops once the input known to be there is read - after
+    /* 1: hb_h2_client_read stops once the input known to be there is read - after
      * a read shorter than the buffer on a plain socket (TCP hands over all it
      * holds, so an edge-triggered socket is drained), when OpenSSL holds no
      * more on a TLS one (level-triggered epoll reports the rest) - instead of
@@ -180,7 +180,7 @@ typedef struct hb_h2cli {
     size_t hblock_len, hblock_cap;
     uint8_t *scratch; /* Huffman output */
     size_t scratch_cap;
-    hb_hpack_dec hpack;
+    hb_h2_hpack_dec hpack;
 
     /* output */
     uint8_t *rbuf;
@@ -193,16 +193,16 @@ typedef struct hb_h2cli {
     size_t enc_len, enc_cap;
     int stable_fields;
     char err[HB_ERR_LEN]; /* detail of the last fatal result or stream reset */
-} hb_h2cli;
+} hb_h2_client;
 
 /* Start a session on a connected socket (a TLS socket must have finished its
  * handshake: ALPN must have selected "h2", else HB_E_NO_H2 with the
  * protocol named in err). Queues the connection preface and our SETTINGS
- * (call hb_h2cli_write). settings may be NULL (defaults). cb and ud must
+ * (call hb_h2_client_write). settings may be NULL (defaults). cb and ud must
  * outlive the session. Returns 0, HB_E_NO_H2, HB_E_INVALID or HB_E_NOMEM;
- * on error nothing needs freeing (hb_h2cli_free is still safe). */
-int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *settings,
-                  const hb_h2cli_callbacks *cb, void *ud, char *err);
+ * on error nothing needs freeing (hb_h2_client_free is still safe). */
+int hb_h2_client_init(hb_h2_client *c, hb_sock *sock, const hb_h2_client_settings *settings,
+                      const hb_h2_client_callbacks *cb, void *ud, char *err);
 
 /* Submit a request: fields from hb_build_h2_fields (hb_request.h), pseudo
  * headers first; body NULL for none (END_STREAM on HEADERS). Returns the
@@ -210,45 +210,45 @@ int hb_h2cli_init(hb_h2cli *c, hb_sock *sock, const hb_h2cli_settings *settings,
  * SETTINGS_MAX_CONCURRENT_STREAMS or settings.max_streams) is reached -
  * retry after an on_close - HB_E_CLOSED after a GOAWAY or a fatal error
  * (open a new connection), HB_E_INVALID (detail in err) or HB_E_NOMEM. The
- * frames go out on the next hb_h2cli_write. */
-int hb_h2cli_submit(hb_h2cli *c, const hb_header *fields, size_t nfields, hb_h2_body *body,
-                    void *stream_ud, char *err);
+ * frames go out on the next hb_h2_client_write. */
+int hb_h2_client_submit(hb_h2_client *c, const hb_header *fields, size_t nfields, hb_h2_body *body,
+                        void *stream_ud, char *err);
 
 /* Read what the socket has and process it (callbacks run here), until
  * the socket would block: returns HB_AGAIN (the normal result; wait per
  * sock->want, which can be WRITE under TLS) or a fatal code (see above).
  * Replies (SETTINGS ACK, WINDOW_UPDATE, PING ACK, RST_STREAM) are queued:
- * check hb_h2cli_wants_write afterwards. On a protocol error of the peer's
+ * check hb_h2_client_wants_write afterwards. On a protocol error of the peer's
  * the GOAWAY is written at once (best effort) and HB_E_H2 returned. */
-int hb_h2cli_read(hb_h2cli *c);
+int hb_h2_client_read(hb_h2_client *c);
 
 /* Send queued frames until none are left (0) or the socket would block
  * (HB_AGAIN, sock->want set), or a fatal code. */
-int hb_h2cli_write(hb_h2cli *c);
+int hb_h2_client_write(hb_h2_client *c);
 
-/* 1 when frames are queued (call hb_h2cli_write). */
-int hb_h2cli_wants_write(hb_h2cli *c);
+/* 1 when frames are queued (call hb_h2_client_write). */
+int hb_h2_client_wants_write(hb_h2_client *c);
 /* Submitted streams not yet closed. */
-static inline uint32_t hb_h2cli_open_streams(const hb_h2cli *c)
+static inline uint32_t hb_h2_client_open_streams(const hb_h2_client *c)
 {
     return c->nopen;
 }
 /* Streams that may still be submitted now (0 after a GOAWAY or error).
  * Until the peer's SETTINGS arrive this allows one stream in all, so a burst
  * never exceeds a server limit it has not heard yet. */
-uint32_t hb_h2cli_room(hb_h2cli *c);
+uint32_t hb_h2_client_room(hb_h2_client *c);
 /* 1 when the session has nothing more to do: GOAWAY received (or a fatal
  * error) and no stream left open. */
-int hb_h2cli_done(hb_h2cli *c);
+int hb_h2_client_done(hb_h2_client *c);
 /* The peer's SETTINGS_MAX_CONCURRENT_STREAMS (1 before its SETTINGS arrive). */
-uint32_t hb_h2cli_peer_max_streams(hb_h2cli *c);
+uint32_t hb_h2_client_peer_max_streams(hb_h2_client *c);
 
 /* Queue a GOAWAY(NO_ERROR) so the peer can close cleanly; flush it with
- * hb_h2cli_write if wanted. Safe at any time after init. */
-void hb_h2cli_goaway(hb_h2cli *c);
+ * hb_h2_client_write if wanted. Safe at any time after init. */
+void hb_h2_client_goaway(hb_h2_client *c);
 
 /* Free the session's tables and buffers (no callbacks run). Safe on a zeroed
  * or failed-init struct and twice. The socket is left to the caller. */
-void hb_h2cli_free(hb_h2cli *c);
+void hb_h2_client_free(hb_h2_client *c);
 
 #endif

@@ -1,4 +1,4 @@
-/* test_h2srv.c - hb_h2srv in memory (routes, bodies byte for byte, timers on
+/* test_h2_server.c - hb_h2_server in memory (routes, bodies byte for byte, timers on
  * a fake clock, the stats invariant when a session ends with streams open,
  * SETTINGS validation) and the embedded server over h2c and over TLS with
  * ALPN h2, all under ASan/UBSan. */
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "hb_content.h"
-#include "hb_h2srv.h"
+#include "hb_h2_server.h"
 #include "hb_server.h"
 #include "hb_sock.h"
 #include "hb_test.h"
@@ -139,42 +139,42 @@ static void reader_feed(reader *r, const unsigned char *p, size_t n)
     }
 }
 
-static void drain(hb_h2srv *s, reader *r)
+static void drain(hb_h2_server *s, reader *r)
 {
     for (;;) {
-        long q = hb_h2srv_fill(s);
+        long q = hb_h2_server_fill(s);
         CHECK(q >= 0);
         if (q <= 0) return;
         int niov;
-        const struct iovec *v = hb_h2srv_out(s, &niov);
+        const struct iovec *v = hb_h2_server_out(s, &niov);
         size_t total = 0;
         for (int i = 0; i < niov; i++) {
             reader_feed(r, v[i].iov_base, v[i].iov_len);
             total += v[i].iov_len;
         }
         CHECK_EQ_INT(total, (size_t)q);
-        hb_h2srv_sent(s, total);
-        CHECK(hb_h2srv_idle_out(s));
+        hb_h2_server_sent(s, total);
+        CHECK(hb_h2_server_idle_out(s));
     }
 }
 
-static void session_new(hb_h2srv **s, hb_h2srv_stats *st, uint64_t *now)
+static void session_new(hb_h2_server **s, hb_h2_server_stats *st, uint64_t *now)
 {
     memset(st, 0, sizeof *st);
-    hb_h2srv_config cfg;
-    hb_h2srv_config_init(&cfg);
+    hb_h2_server_config cfg;
+    hb_h2_server_config_init(&cfg);
     cfg.stats = st;
     cfg.now = now;
     cfg.date = "Thu, 01 Jan 2026 00:00:00 GMT";
     char err[256];
-    CHECK_EQ_INT(hb_h2srv_new(s, &cfg, err), 0);
+    CHECK_EQ_INT(hb_h2_server_new(s, &cfg, err), 0);
 }
 
 static void test_session_routes(void)
 {
     uint64_t now = 5000000000ull;
-    hb_h2srv_stats st;
-    hb_h2srv *s = NULL;
+    hb_h2_server_stats st;
+    hb_h2_server *s = NULL;
     session_new(&s, &st, &now);
     if (!s) return;
     static wbuf w;
@@ -195,7 +195,7 @@ static void test_session_routes(void)
     memset(&r, 0, sizeof r);
     r.data_ok = 1;
     r.content[1] = r.content[7] = r.content[9] = 1;
-    CHECK_EQ_INT(hb_h2srv_recv(s, w.b, w.n), 0);
+    CHECK_EQ_INT(hb_h2_server_recv(s, w.b, w.n), 0);
     drain(s, &r);
     CHECK_EQ_INT(r.data[1], 100000);
     CHECK(r.ended[1]);
@@ -206,17 +206,17 @@ static void test_session_routes(void)
     CHECK_EQ_INT(r.data[9], 3000);
     CHECK(r.ended[9]);
     CHECK(r.headers[11] == 1 && r.ended[11] && r.data[11] == 0);
-    uint64_t d = hb_h2srv_deadline(s);
+    uint64_t d = hb_h2_server_deadline(s);
     CHECK_EQ_INT(d, now + 10000000ull);
     now = d;
-    hb_h2srv_timer(s);
+    hb_h2_server_timer(s);
     drain(s, &r);
     CHECK_EQ_INT(r.headers[7], 1);
     CHECK_EQ_INT(r.data[7], 5);
     CHECK(r.ended[7]);
     CHECK(r.data_ok);
-    CHECK_EQ_INT(hb_h2srv_deadline(s), 0);
-    CHECK_EQ_INT(hb_h2srv_busy(s), 0);
+    CHECK_EQ_INT(hb_h2_server_deadline(s), 0);
+    CHECK_EQ_INT(hb_h2_server_busy(s), 0);
     CHECK_EQ_INT(st.streams, 6);
     CHECK_EQ_INT(st.by_route[HB_ROUTE_BYTES], 2);
     CHECK_EQ_INT(st.by_route[HB_ROUTE_SINK], 1);
@@ -228,14 +228,14 @@ static void test_session_routes(void)
     CHECK_EQ_INT(st.rst_sent, 1);
     CHECK_EQ_INT(st.body_in, 9);
     CHECK_EQ_INT(st.protocol_errors, 0);
-    hb_h2srv_free(s, 0);
+    hb_h2_server_free(s, 0);
 }
 
 static void test_drip_stall_and_free(void)
 {
     uint64_t now = 1000000000ull;
-    hb_h2srv_stats st;
-    hb_h2srv *s = NULL;
+    hb_h2_server_stats st;
+    hb_h2_server *s = NULL;
     session_new(&s, &st, &now);
     if (!s) return;
     static wbuf w;
@@ -249,22 +249,22 @@ static void test_drip_stall_and_free(void)
     memset(&r, 0, sizeof r);
     r.data_ok = 1;
     r.content[1] = r.content[3] = 1;
-    CHECK_EQ_INT(hb_h2srv_recv(s, w.b, w.n), 0);
+    CHECK_EQ_INT(hb_h2_server_recv(s, w.b, w.n), 0);
     drain(s, &r);
     CHECK(r.headers[1] == 1 && r.data[1] == 0);
     CHECK(r.headers[3] == 1 && r.data[3] == 5 && !r.ended[3]);
     for (int i = 0; i < 20 && !(r.ended[1] && r.ended[3]); i++) {
-        uint64_t d = hb_h2srv_deadline(s);
+        uint64_t d = hb_h2_server_deadline(s);
         CHECK(d > 0);
         now = d;
-        hb_h2srv_timer(s);
+        hb_h2_server_timer(s);
         drain(s, &r);
     }
     CHECK(r.ended[1] && r.data[1] == 5);
     CHECK(r.ended[3] && r.data[3] == 10);
     CHECK(r.data_ok);
-    CHECK_EQ_INT(hb_h2srv_busy(s), 1); /* /delay/1000 still waits */
-    hb_h2srv_free(s, 1);               /* the peer left: status 0, client_gone */
+    CHECK_EQ_INT(hb_h2_server_busy(s), 1); /* /delay/1000 still waits */
+    hb_h2_server_free(s, 1);               /* the peer left: status 0, client_gone */
     CHECK_EQ_INT(st.by_status[200], 2);
     CHECK_EQ_INT(st.by_status[0], 1);
     CHECK_EQ_INT(st.client_gone, 1);
@@ -273,8 +273,8 @@ static void test_drip_stall_and_free(void)
 static void test_bad_input_goaway(void)
 {
     uint64_t now = 1;
-    hb_h2srv_stats st;
-    hb_h2srv *s = NULL;
+    hb_h2_server_stats st;
+    hb_h2_server *s = NULL;
     session_new(&s, &st, &now);
     if (!s) return;
     static wbuf w;
@@ -283,43 +283,43 @@ static void test_bad_input_goaway(void)
     put_frame(&w, 0, 0, 0, "x", 1); /* DATA on stream 0 */
     static reader r;
     memset(&r, 0, sizeof r);
-    hb_h2srv_recv(s, w.b, w.n);
+    hb_h2_server_recv(s, w.b, w.n);
     drain(s, &r);
     CHECK_EQ_INT(r.goaway, 1);
-    CHECK(hb_h2srv_done(s));
+    CHECK(hb_h2_server_done(s));
     CHECK_EQ_INT(st.goaway_sent, 1);
     CHECK_EQ_INT(st.protocol_errors, 1);
-    hb_h2srv_free(s, 0);
+    hb_h2_server_free(s, 0);
 
     session_new(&s, &st, &now);
     if (!s) return;
     memset(&r, 0, sizeof r);
-    CHECK_EQ_INT(hb_h2srv_recv(s, (const uint8_t *)"GET / HTTP/1.1\r\n\r\n", 18), -1);
+    CHECK_EQ_INT(hb_h2_server_recv(s, (const uint8_t *)"GET / HTTP/1.1\r\n\r\n", 18), -1);
     drain(s, &r);
     CHECK_EQ_INT(st.protocol_errors, 1);
-    CHECK(hb_h2srv_done(s));
-    hb_h2srv_free(s, 0);
+    CHECK(hb_h2_server_done(s));
+    hb_h2_server_free(s, 0);
 }
 
 static void test_config_ranges(void)
 {
-    hb_h2srv_stats st;
+    hb_h2_server_stats st;
     uint64_t now = 0;
-    hb_h2srv_config cfg;
-    hb_h2srv_config_init(&cfg);
+    hb_h2_server_config cfg;
+    hb_h2_server_config_init(&cfg);
     cfg.stats = &st;
     cfg.now = &now;
-    hb_h2srv *s = NULL;
+    hb_h2_server *s = NULL;
     char err[256];
     cfg.max_concurrent_streams = 0;
-    CHECK_EQ_INT(hb_h2srv_new(&s, &cfg, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_h2_server_new(&s, &cfg, err), HB_E_INVALID);
     CHECK(strstr(err, "max concurrent streams") != NULL);
     cfg.max_concurrent_streams = 100;
     cfg.max_frame_size = 16383;
-    CHECK_EQ_INT(hb_h2srv_new(&s, &cfg, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_h2_server_new(&s, &cfg, err), HB_E_INVALID);
     cfg.max_frame_size = 16384;
     cfg.initial_window_size = 0x80000000u;
-    CHECK_EQ_INT(hb_h2srv_new(&s, &cfg, err), HB_E_INVALID);
+    CHECK_EQ_INT(hb_h2_server_new(&s, &cfg, err), HB_E_INVALID);
     CHECK(s == NULL);
     hb_server_opts o;
     hb_server_opts_init(&o);

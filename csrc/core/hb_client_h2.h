@@ -1,9 +1,9 @@
-/* hb_h2client.h - blocking HTTP/2 for the native client: one session per
+/* hb_client_h2.h - blocking HTTP/2 for the native client: one session per
  * origin on a pooled connection, a batch of requests multiplexed on it.
  *
  * An hb_h2conn holds a fresh connection taken from the pool (connected, TLS
- * done with ALPN "h2") and its hb_h2cli session for as long as it is usable;
- * it is never shared with HTTP/1.1 exchanges. hb_h2client_run submits every
+ * done with ALPN "h2") and its hb_h2_client session for as long as it is usable;
+ * it is never shared with HTTP/1.1 exchanges. hb_client_h2_run submits every
  * exchange of a batch (as many at once as the peer's SETTINGS allow, the
  * rest as streams end), then reads and writes until each has ended, waiting
  * with poll against one deadline for the whole batch. A session that the
@@ -18,7 +18,7 @@
  * "name: value\r\n" per field, "\r\n") so one parser reads both protocols.
  * No allocation here; nghttp2 allocates its own.
  *
- * Results: hb_h2client_run returns 0 when every exchange ended (each x->rc
+ * Results: hb_client_h2_run returns 0 when every exchange ended (each x->rc
  * says how: 0 or a per-stream error: HB_E_H2 for a reset or refused stream,
  * HB_E_TOO_LARGE over max_body or the head buffer, -errno writing a file),
  * or a connection error for the batch (HB_E_NO_H2 when the server does not
@@ -29,15 +29,15 @@
  *
  * Thread safety: none; the caller serializes the use of one hb_h2conn.
  */
-#ifndef HB_H2CLIENT_H
-#define HB_H2CLIENT_H
+#ifndef HB_CLIENT_H2_H
+#define HB_CLIENT_H2_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hb_client.h"
 #include "hb_common.h"
-#include "hb_h2cli.h"
+#include "hb_h2_client.h"
 #include "hb_pool.h"
 
 /* The status line prefix written first into each head buffer. */
@@ -70,7 +70,7 @@ typedef struct hb_h2x {
 
 typedef struct hb_h2conn {
     hb_conn *conn; /* NULL: no session */
-    hb_h2cli cli;
+    hb_h2_client cli;
     int live;
     uint64_t batches;                 /* batches served by this session */
     uint64_t t_connected, t_tls_done; /* of the session's connect (absolute ns) */
@@ -87,8 +87,8 @@ static inline void hb_h2conn_init(hb_h2conn *hc)
 
 /* Run the batch xs[0..n) to t over hc (connecting first when it has no
  * session). deadline_ns / connect_deadline_ns are absolute hb_now_ns. */
-int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, size_t n,
-                    uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err);
+int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, size_t n,
+                     uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err);
 
 /* End the session (GOAWAY, best effort) and give the connection back closed. */
 void hb_h2conn_close(hb_pool *p, hb_h2conn *hc);

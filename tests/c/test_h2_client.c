@@ -1,4 +1,4 @@
-/* Unit tests for hb_h2cli: a client session against an nghttp2 server
+/* Unit tests for hb_h2_client: a client session against an nghttp2 server
  * session on the other end of a socketpair, driven step by step. */
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_h2cli.h"
+#include "hb_h2_client.h"
 #include "hb_request.h"
 #include "hb_test.h"
 
@@ -142,9 +142,9 @@ static void on_goaway(void *ud, int32_t last, uint32_t code)
     (void)code;
     ((rec *)ud)->goaway_last = last;
 }
-static const hb_h2cli_callbacks CBS = {on_header, on_response, on_data, on_close, on_goaway};
+static const hb_h2_client_callbacks CBS = {on_header, on_response, on_data, on_close, on_goaway};
 
-static int submit(hb_h2cli *c, const char *url, rec *r)
+static int submit(hb_h2_client *c, const char *url, rec *r)
 {
     char err[HB_ERR_LEN];
     hb_url u;
@@ -154,20 +154,20 @@ static int submit(hb_h2cli *c, const char *url, rec *r)
     char buf[256];
     int n = hb_build_h2_fields(f, 16, buf, sizeof buf, &s, err);
     CHECK(n == 4);
-    return hb_h2cli_submit(c, f, (size_t)n, NULL, r, err);
+    return hb_h2_client_submit(c, f, (size_t)n, NULL, r, err);
 }
 
 /* Alternate client writes, server turns and client reads; last read result. */
-static int run(hb_h2cli *c, srv *v, int rounds)
+static int run(hb_h2_client *c, srv *v, int rounds)
 {
     int rc = HB_AGAIN;
     for (int i = 0; i < rounds; i++) {
-        if (hb_h2cli_wants_write(c)) {
-            int w = hb_h2cli_write(c);
+        if (hb_h2_client_wants_write(c)) {
+            int w = hb_h2_client_write(c);
             if (w < 0 && w != HB_AGAIN) return w;
         }
         srv_pump(v);
-        rc = hb_h2cli_read(c);
+        rc = hb_h2_client_read(c);
         if (rc != HB_AGAIN) return rc;
     }
     return rc;
@@ -187,19 +187,19 @@ static void test_exchange(void)
     pair(fds, &s);
     srv v;
     srv_init(&v, fds[1], 2);
-    hb_h2cli c;
+    hb_h2_client c;
     char err[HB_ERR_LEN];
     rec top = {0}, a = {0}, b = {0}, d = {0}, e = {0};
-    CHECK_EQ_INT(hb_h2cli_init(&c, &s, NULL, &CBS, &top, err), 0);
-    CHECK_EQ_INT(hb_h2cli_room(&c), 1);     /* one stream until the server's SETTINGS */
+    CHECK_EQ_INT(hb_h2_client_init(&c, &s, NULL, &CBS, &top, err), 0);
+    CHECK_EQ_INT(hb_h2_client_room(&c), 1); /* one stream until the server's SETTINGS */
     CHECK_EQ_INT(run(&c, &v, 3), HB_AGAIN); /* preface + SETTINGS both ways */
-    CHECK_EQ_INT(hb_h2cli_peer_max_streams(&c), 2);
+    CHECK_EQ_INT(hb_h2_client_peer_max_streams(&c), 2);
     CHECK_EQ_INT(submit(&c, "http://h/", &a), 1);
     CHECK_EQ_INT(submit(&c, "http://h/rst", &b), 3);
     /* The peer's SETTINGS_MAX_CONCURRENT_STREAMS is 2: no room for a third. */
-    CHECK_EQ_INT(hb_h2cli_room(&c), 0);
+    CHECK_EQ_INT(hb_h2_client_room(&c), 0);
     CHECK_EQ_INT(submit(&c, "http://h/", &d), HB_AGAIN);
-    CHECK_EQ_INT(hb_h2cli_open_streams(&c), 2);
+    CHECK_EQ_INT(hb_h2_client_open_streams(&c), 2);
     CHECK_EQ_INT(run(&c, &v, 4), HB_AGAIN);
     CHECK_EQ_INT(a.status, 200);
     CHECK_EQ_INT(a.headers, 1);
@@ -210,7 +210,7 @@ static void test_exchange(void)
     CHECK_EQ_INT(b.closes, 1);
     CHECK_EQ_INT(b.end, HB_H2_END_RESET);
     CHECK_EQ_INT(b.code, NGHTTP2_INTERNAL_ERROR);
-    CHECK_EQ_INT(hb_h2cli_open_streams(&c), 0);
+    CHECK_EQ_INT(hb_h2_client_open_streams(&c), 0);
     /* Large header fields, twice: the HPACK buffers grow (realloc) and are reused. */
     for (int k = 0; k < 2; k++) {
         rec g = {0};
@@ -230,10 +230,10 @@ static void test_exchange(void)
     CHECK_EQ_INT(e.end, HB_H2_END_GOAWAY);
     CHECK_EQ_INT(d.closes, 0);
     CHECK_EQ_INT(submit(&c, "http://h/", &a), HB_E_CLOSED);
-    CHECK_EQ_INT(hb_h2cli_done(&c), 0);
-    hb_h2cli_free(&c);
+    CHECK_EQ_INT(hb_h2_client_done(&c), 0);
+    hb_h2_client_free(&c);
     CHECK_EQ_INT(d.closes, 0); /* free runs no callbacks */
-    hb_h2cli_free(&c);
+    hb_h2_client_free(&c);
     nghttp2_session_del(v.ng);
     close(fds[0]);
     close(fds[1]);
@@ -244,16 +244,16 @@ static void test_not_h2(void)
     int fds[2];
     hb_sock s;
     pair(fds, &s);
-    hb_h2cli c;
+    hb_h2_client c;
     char err[HB_ERR_LEN];
     rec top = {0};
-    CHECK_EQ_INT(hb_h2cli_init(&c, &s, NULL, &CBS, &top, err), 0);
-    CHECK_EQ_INT(hb_h2cli_write(&c), 0);
+    CHECK_EQ_INT(hb_h2_client_init(&c, &s, NULL, &CBS, &top, err), 0);
+    CHECK_EQ_INT(hb_h2_client_write(&c), 0);
     const char *h1 = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
     CHECK(write(fds[1], h1, strlen(h1)) > 0);
-    CHECK_EQ_INT(hb_h2cli_read(&c), HB_E_NO_H2);
+    CHECK_EQ_INT(hb_h2_client_read(&c), HB_E_NO_H2);
     CHECK(strstr(c.err, "HTTP/1.1 400") != NULL);
-    hb_h2cli_free(&c);
+    hb_h2_client_free(&c);
     close(fds[0]);
     close(fds[1]);
 }
@@ -263,28 +263,28 @@ static void test_bad_frame_and_eof(void)
     int fds[2];
     hb_sock s;
     pair(fds, &s);
-    hb_h2cli c;
+    hb_h2_client c;
     char err[HB_ERR_LEN];
     rec top = {0};
-    CHECK_EQ_INT(hb_h2cli_init(&c, &s, NULL, &CBS, &top, err), 0);
-    CHECK_EQ_INT(hb_h2cli_write(&c), 0);
+    CHECK_EQ_INT(hb_h2_client_init(&c, &s, NULL, &CBS, &top, err), 0);
+    CHECK_EQ_INT(hb_h2_client_write(&c), 0);
     /* A DATA frame on stream 0 instead of SETTINGS: a connection error. */
     const uint8_t bad[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK(write(fds[1], bad, 9) == 9);
-    int rc = hb_h2cli_read(&c);
-    if (rc == HB_AGAIN) rc = hb_h2cli_write(&c);
+    int rc = hb_h2_client_read(&c);
+    if (rc == HB_AGAIN) rc = hb_h2_client_write(&c);
     CHECK_EQ_INT(rc, HB_E_H2);
     CHECK(strstr(c.err, "GOAWAY(PROTOCOL_ERROR)") != NULL);
-    CHECK_EQ_INT(hb_h2cli_room(&c), 0);
-    hb_h2cli_free(&c);
+    CHECK_EQ_INT(hb_h2_client_room(&c), 0);
+    hb_h2_client_free(&c);
     close(fds[0]);
     close(fds[1]);
 
     pair(fds, &s);
-    CHECK_EQ_INT(hb_h2cli_init(&c, &s, NULL, &CBS, &top, err), 0);
+    CHECK_EQ_INT(hb_h2_client_init(&c, &s, NULL, &CBS, &top, err), 0);
     close(fds[1]);
-    CHECK_EQ_INT(hb_h2cli_read(&c), HB_E_CLOSED);
-    hb_h2cli_free(&c);
+    CHECK_EQ_INT(hb_h2_client_read(&c), HB_E_CLOSED);
+    hb_h2_client_free(&c);
     close(fds[0]);
 }
 
@@ -292,13 +292,13 @@ static void test_invalid(void)
 {
     hb_sock s;
     hb_sock_init(&s);
-    hb_h2cli c;
+    hb_h2_client c;
     char err[HB_ERR_LEN];
-    hb_h2cli_callbacks none = {0};
-    CHECK_EQ_INT(hb_h2cli_init(&c, &s, NULL, &none, NULL, err), HB_E_INVALID);
-    hb_h2cli_settings st = {.window_bits = 31};
-    CHECK_EQ_INT(hb_h2cli_init(&c, &s, &st, &CBS, NULL, err), HB_E_INVALID);
-    hb_h2cli_free(&c);
+    hb_h2_client_callbacks none = {0};
+    CHECK_EQ_INT(hb_h2_client_init(&c, &s, NULL, &none, NULL, err), HB_E_INVALID);
+    hb_h2_client_settings st = {.window_bits = 31};
+    CHECK_EQ_INT(hb_h2_client_init(&c, &s, &st, &CBS, NULL, err), HB_E_INVALID);
+    hb_h2_client_free(&c);
     CHECK(strcmp(hb_h2_end_name(HB_H2_END_RESET), "rst_stream") == 0);
     CHECK(strcmp(hb_h2_code_name(7), "REFUSED_STREAM") == 0);
     CHECK(strcmp(hb_h2_code_name(99), "unknown") == 0);

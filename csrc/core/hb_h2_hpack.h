@@ -1,4 +1,4 @@
-/* hb_hpack.h - HPACK (RFC 7541) for the HTTP/2 client session (hb_h2cli).
+/* hb_h2_hpack.h - HPACK (RFC 7541) for the HTTP/2 client session (hb_h2_client).
  *
  * Decoder: one per connection, with its dynamic table (one allocation at
  * init, never grown), Huffman decoding and every check RFC 7541 asks of a
@@ -15,8 +15,8 @@
  *
  * Neither allocates per block or per field. Not thread-safe per decoder.
  */
-#ifndef HB_HPACK_H
-#define HB_HPACK_H
+#ifndef HB_H2_HPACK_H
+#define HB_H2_HPACK_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -26,9 +26,9 @@
 #include "hb_parse.h" /* hb_header */
 
 /* Default SETTINGS_HEADER_TABLE_SIZE (RFC 9113 section 6.5.2). */
-#define HB_HPACK_DEFAULT_TABLE 4096u
+#define HB_H2_HPACK_DEFAULT_TABLE 4096u
 
-typedef struct hb_hpack_dec {
+typedef struct hb_h2_hpack_dec {
     uint8_t *buf;      /* entry bytes (names and values): 2 * max, allocated at init with ent */
     uint32_t *ent;     /* ring of entries (offset, lengths): decoder-private layout */
     uint32_t buf_cap;  /* bytes of buf */
@@ -41,47 +41,47 @@ typedef struct hb_hpack_dec {
     uint32_t limit;    /* current maximum, from the last size update */
     uint32_t max;      /* SETTINGS_HEADER_TABLE_SIZE we advertised: limit <= max */
     uint32_t failed;   /* a decode failed: the table is out of step, refuse further blocks */
-} hb_hpack_dec;
+} hb_h2_hpack_dec;
 
 /* Allocate a decoder whose dynamic table holds up to max_table bytes (what
  * we advertise as SETTINGS_HEADER_TABLE_SIZE; 0..65536). Returns 0,
  * HB_E_INVALID or HB_E_NOMEM (nothing to free then). */
-int hb_hpack_dec_init(hb_hpack_dec *d, uint32_t max_table);
+int hb_h2_hpack_dec_init(hb_h2_hpack_dec *d, uint32_t max_table);
 /* Free the table. Safe on a zeroed or failed-init struct and twice. */
-void hb_hpack_dec_free(hb_hpack_dec *d);
+void hb_h2_hpack_dec_free(hb_h2_hpack_dec *d);
 
 /* Called once per decoded field, in order. name/value point into the
  * decoder's table, the input block or scratch: valid only for the call. */
-typedef void (*hb_hpack_field_fn)(void *ud, const char *name, size_t name_len, const char *value,
-                                  size_t value_len);
+typedef void (*hb_h2_hpack_field_fn)(void *ud, const char *name, size_t name_len, const char *value,
+                                     size_t value_len);
 
 /* Decode one complete header block (HEADERS + CONTINUATION fragments,
  * padding removed, concatenated). Huffman-coded strings are decoded into
- * scratch, which must hold at least hb_hpack_scratch_need(len) bytes.
+ * scratch, which must hold at least hb_h2_hpack_scratch_need(len) bytes.
  *
  * max_list caps the header list (RFC 9113: sum of name + value + 32 per
  * field; 0 = no cap): past it the decoder keeps decoding, so the dynamic
  * table stays in step with the peer's, but calls fn no more and returns
- * HB_HPACK_TOO_LARGE (> 0) at the end - a stream error, not a connection
+ * HB_H2_HPACK_TOO_LARGE (> 0) at the end - a stream error, not a connection
  * error.
  *
- * Returns 0, HB_HPACK_TOO_LARGE, or HB_E_H2 on a compression error (detail
+ * Returns 0, HB_H2_HPACK_TOO_LARGE, or HB_E_H2 on a compression error (detail
  * in err, HB_ERR_LEN bytes; the connection must end with COMPRESSION_ERROR). */
-#define HB_HPACK_TOO_LARGE 1
-int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scratch,
-                    size_t max_list, hb_hpack_field_fn fn, void *ud, char *err);
+#define HB_H2_HPACK_TOO_LARGE 1
+int hb_h2_hpack_decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scratch,
+                       size_t max_list, hb_h2_hpack_field_fn fn, void *ud, char *err);
 
-/* Scratch bytes hb_hpack_decode needs for a block of len bytes (the
+/* Scratch bytes hb_h2_hpack_decode needs for a block of len bytes (the
  * longest Huffman expansion of one field's strings: 5-bit codes). */
-static inline size_t hb_hpack_scratch_need(size_t len)
+static inline size_t hb_h2_hpack_scratch_need(size_t len)
 {
     return len / 5 * 8 + 16;
 }
 
-/* Bytes hb_hpack_encode writes for these fields, at most. */
-size_t hb_hpack_encode_bound(const hb_header *fields, size_t n);
+/* Bytes hb_h2_hpack_encode writes for these fields, at most. */
+size_t hb_h2_hpack_encode_bound(const hb_header *fields, size_t n);
 /* Encode fields (pseudo-headers first, as given) into out. Returns the
  * bytes written, or HB_E_TOO_LARGE when cap is below what they need. */
-ssize_t hb_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap);
+ssize_t hb_h2_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap);
 
 #endif

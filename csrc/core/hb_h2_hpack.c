@@ -1,4 +1,4 @@
-/* hb_hpack.c - HPACK (RFC 7541) decoder and stateless encoder; see hb_hpack.h.
+/* hb_h2_hpack.c - HPACK (RFC 7541) decoder and stateless encoder; see hb_h2_hpack.h.
  *
  * Huffman decoding reads 12 bits at a time through a 4096-entry table that
  * gives up to two symbols and the bits they use; codes longer than 12 bits
@@ -11,7 +11,7 @@
  * still-referenced bytes move to the front (amortised O(1) per byte), so each
  * name and value is always contiguous.
  */
-#include "hb_hpack.h"
+#include "hb_h2_hpack.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -431,7 +431,7 @@ static inline __attribute__((always_inline)) int dec_str(const uint8_t **pp, con
 
 /* Entry i (0 = newest) of the ring: ent[2 * slot] = virtual offset,
  * ent[2 * slot + 1] = name length | value length << 16 (each <= 65536 - 32). */
-static inline void dyn_get(const hb_hpack_dec *d, uint32_t i, const char **name, size_t *nlen,
+static inline void dyn_get(const hb_h2_hpack_dec *d, uint32_t i, const char **name, size_t *nlen,
                            const char **value, size_t *vlen)
 {
     uint32_t slot = (d->ent_head + d->ent_n - 1 - i) & d->ent_mask;
@@ -443,7 +443,7 @@ static inline void dyn_get(const hb_hpack_dec *d, uint32_t i, const char **name,
     *vlen = lens >> 16;
 }
 
-static void dyn_evict_to(hb_hpack_dec *d, uint32_t limit)
+static void dyn_evict_to(hb_h2_hpack_dec *d, uint32_t limit)
 {
     while (d->size > limit) {
         uint32_t lens = d->ent[2 * d->ent_head + 1];
@@ -457,7 +457,8 @@ static void dyn_evict_to(hb_hpack_dec *d, uint32_t limit)
  * entry this insertion evicts. value never points into the table. Returns 1
  * when added (the bytes may have moved: read them back from entry 0), 0 when
  * too big (the table is emptied, no bytes move). */
-static int dyn_add(hb_hpack_dec *d, const char *name, size_t nlen, const char *value, size_t vlen)
+static int dyn_add(hb_h2_hpack_dec *d, const char *name, size_t nlen, const char *value,
+                   size_t vlen)
 {
     size_t need = nlen + vlen + 32;
     /* Bytes from here on stay where they are until the new entry is written. */
@@ -488,7 +489,7 @@ static int dyn_add(hb_hpack_dec *d, const char *name, size_t nlen, const char *v
     return 1;
 }
 
-int hb_hpack_dec_init(hb_hpack_dec *d, uint32_t max_table)
+int hb_h2_hpack_dec_init(hb_h2_hpack_dec *d, uint32_t max_table)
 {
     memset(d, 0, sizeof *d);
     if (max_table > 65536) return HB_E_INVALID;
@@ -507,7 +508,7 @@ int hb_hpack_dec_init(hb_hpack_dec *d, uint32_t max_table)
     return 0;
 }
 
-void hb_hpack_dec_free(hb_hpack_dec *d)
+void hb_h2_hpack_dec_free(hb_h2_hpack_dec *d)
 {
     free(d->ent);
     d->ent = NULL;
@@ -516,7 +517,7 @@ void hb_hpack_dec_free(hb_hpack_dec *d)
 }
 
 /* Resolve index idx (>= 1) to a name and value. */
-static inline int lookup(const hb_hpack_dec *d, uint32_t idx, const char **name, size_t *nlen,
+static inline int lookup(const hb_h2_hpack_dec *d, uint32_t idx, const char **name, size_t *nlen,
                          const char **value, size_t *vlen, char *err)
 {
     if (HB_LIKELY(idx <= STATIC_N)) {
@@ -534,8 +535,8 @@ static inline int lookup(const hb_hpack_dec *d, uint32_t idx, const char **name,
     return 0;
 }
 
-int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scratch,
-                    size_t max_list, hb_hpack_field_fn fn, void *ud, char *err)
+int hb_h2_hpack_decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scratch,
+                       size_t max_list, hb_h2_hpack_field_fn fn, void *ud, char *err)
 {
     if (HB_UNLIKELY(d->failed || !d->ent))
         return hb_fail(err, HB_E_H2, "hpack: decoder unusable after an earlier error");
@@ -601,7 +602,7 @@ int hb_hpack_decode(hb_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scr
             over = 1;
         }
     }
-    return over ? HB_HPACK_TOO_LARGE : 0;
+    return over ? HB_H2_HPACK_TOO_LARGE : 0;
 fail:
     d->failed = 1;
     return HB_E_H2;
@@ -652,7 +653,7 @@ static inline uint8_t *put_str(uint8_t *o, const char *s, size_t len)
     return o + len;
 }
 
-size_t hb_hpack_encode_bound(const hb_header *fields, size_t n)
+size_t hb_h2_hpack_encode_bound(const hb_header *fields, size_t n)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -665,7 +666,7 @@ size_t hb_hpack_encode_bound(const hb_header *fields, size_t n)
     return total;
 }
 
-ssize_t hb_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap)
+ssize_t hb_h2_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap)
 {
     uint8_t *o = out;
     for (size_t i = 0; i < n; i++) {

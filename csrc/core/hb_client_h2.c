@@ -1,5 +1,5 @@
-/* hb_h2client.c - blocking HTTP/2 batches for the native client (see hb_h2client.h). */
-#include "hb_h2client.h"
+/* hb_client_h2.c - blocking HTTP/2 batches for the native client (see hb_client_h2.h). */
+#include "hb_client_h2.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -63,7 +63,7 @@ static void on_response(void *ud, void *sud, int status)
     b->any_byte = 1;
     x->status = status;
     x->t_first_byte = hb_now_ns();
-    int v = status < 0 ? 0 : status % 1000; /* hb_h2cli checked it is 3 digits */
+    int v = status < 0 ? 0 : status % 1000; /* hb_h2_client checked it is 3 digits */
     x->head[9] = (char)('0' + v / 100);
     x->head[10] = (char)('0' + v / 10 % 10);
     x->head[11] = (char)('0' + v % 10);
@@ -151,11 +151,11 @@ static void on_close(void *ud, void *sud, int end, uint32_t code)
     }
 }
 
-static const hb_h2cli_callbacks CBS = {on_header, on_response, on_data, on_close, NULL};
+static const hb_h2_client_callbacks CBS = {on_header, on_response, on_data, on_close, NULL};
 
 static void drop_session(hb_pool *p, hb_h2conn *hc)
 {
-    if (hc->live) hb_h2cli_free(&hc->cli);
+    if (hc->live) hb_h2_client_free(&hc->cli);
     if (hc->conn) hb_pool_release(p, hc->conn, 0);
     hc->conn = NULL;
     hc->live = 0;
@@ -165,8 +165,8 @@ static void drop_session(hb_pool *p, hb_h2conn *hc)
 void hb_h2conn_close(hb_pool *p, hb_h2conn *hc)
 {
     if (hc->live) {
-        hb_h2cli_goaway(&hc->cli);
-        (void)hb_h2cli_write(&hc->cli); /* best effort: non-blocking */
+        hb_h2_client_goaway(&hc->cli);
+        (void)hb_h2_client_write(&hc->cli); /* best effort: non-blocking */
     }
     drop_session(p, hc);
 }
@@ -184,7 +184,7 @@ static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, batch 
     }
     hc->t_connected = ct.connected;
     hc->t_tls_done = ct.tls_done;
-    rc = hb_h2cli_init(&hc->cli, &hc->conn->sock, NULL, &CBS, b, err);
+    rc = hb_h2_client_init(&hc->cli, &hc->conn->sock, NULL, &CBS, b, err);
     if (rc < 0) {
         hb_pool_release(p, hc->conn, 0);
         hc->conn = NULL;
@@ -224,7 +224,7 @@ static int submit_more(hb_h2conn *hc, batch *b, size_t *next)
             continue;
         }
         int id =
-            hb_h2cli_submit(&hc->cli, x->fields, x->nfields, x->body ? &x->b : NULL, x, x->err);
+            hb_h2_client_submit(&hc->cli, x->fields, x->nfields, x->body ? &x->b : NULL, x, x->err);
         if (id == HB_AGAIN) return 0;
         if (id == HB_E_CLOSED) /* after a GOAWAY: the rest goes on a new connection */
             return hc->cli.goaway_recv ? 0 : HB_E_CLOSED;
@@ -242,8 +242,8 @@ static int submit_more(hb_h2conn *hc, batch *b, size_t *next)
 
 static int flush(hb_h2conn *hc)
 {
-    while (hb_h2cli_wants_write(&hc->cli)) {
-        int rc = hb_h2cli_write(&hc->cli);
+    while (hb_h2_client_wants_write(&hc->cli)) {
+        int rc = hb_h2_client_write(&hc->cli);
         if (rc == HB_AGAIN) return 0;
         if (rc < 0) return rc;
     }
@@ -256,10 +256,10 @@ static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, c
     size_t next = 0;
     int rc = 0;
     for (;;) {
-        rc = hb_h2cli_read(&hc->cli);
+        rc = hb_h2_client_read(&hc->cli);
         if (b->done == b->n) return 0; /* every stream ended, whatever came after */
         /* a GOAWAY and nothing left open: the unsubmitted rest is the caller's to resend */
-        if (hc->cli.goaway_recv && hb_h2cli_open_streams(&hc->cli) == 0) return 0;
+        if (hc->cli.goaway_recv && hb_h2_client_open_streams(&hc->cli) == 0) return 0;
         if (rc != HB_AGAIN && rc < 0) break;
         rc = submit_more(hc, b, &next);
         if (rc < 0) break;
@@ -267,7 +267,8 @@ static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, c
         if (rc < 0) break;
         if (b->done == b->n) return 0;
         short ev = POLLIN;
-        if (hb_h2cli_wants_write(&hc->cli) || hc->conn->sock.want == HB_WANT_WRITE) ev |= POLLOUT;
+        if (hb_h2_client_wants_write(&hc->cli) || hc->conn->sock.want == HB_WANT_WRITE)
+            ev |= POLLOUT;
         if (hb_sock_has_buffered(&hc->conn->sock)) continue;
         rc = hb__wait_fd(hc->conn->sock.fd, ev, deadline_ns, p->opts.eintr_abort);
         if (rc < 0) {
@@ -282,8 +283,8 @@ static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, c
     return rc;
 }
 
-int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, size_t n,
-                    uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err)
+int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, size_t n,
+                     uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err)
 {
     batch b = {xs, n, 0, 0};
     if (err) err[0] = '\0';
@@ -296,7 +297,7 @@ int hb_h2client_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, s
     int idle_retried = 0;
     for (;;) {
         int rc = 0;
-        if (hc->live && (hb_h2cli_done(&hc->cli) || hc->cli.goaway_recv)) drop_session(p, hc);
+        if (hc->live && (hb_h2_client_done(&hc->cli) || hc->cli.goaway_recv)) drop_session(p, hc);
         int reused = hc->live;
         if (!hc->live) {
             rc = connect_session(p, hc, t, &b, deadline_ns, connect_deadline_ns, err);

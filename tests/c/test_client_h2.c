@@ -1,4 +1,4 @@
-/* test_h2client.c - hb_h2client batches against the embedded server over h2c:
+/* test_client_h2.c - hb_client_h2 batches against the embedded server over h2c:
  * bodies byte-exact into growing memory sinks, exact h2 counts, one connection
  * reused by the next batch, a batch larger than the server's stream limit,
  * max_body per stream, a session ended while idle replaced once, HB_E_NO_H2
@@ -16,7 +16,7 @@
 
 #include "hb_clock.h"
 #include "hb_content.h"
-#include "hb_h2client.h"
+#include "hb_client_h2.h"
 #include "hb_pool.h"
 #include "hb_request.h"
 #include "hb_server.h"
@@ -95,7 +95,7 @@ static void test_batches(void)
     hb_server_stats s0, s1, s2;
     hb_server_stats_read(srv, &s0);
     uint64_t dl = hb_now_ns() + 20000000000ull;
-    CHECK_EQ_INT(hb_h2client_run(&pool, &hc, &t, xs, NX, dl, dl, err), 0);
+    CHECK_EQ_INT(hb_client_h2_run(&pool, &hc, &t, xs, NX, dl, dl, err), 0);
     int good = 0;
     for (size_t i = 0; i < NX; i++)
         good += xs[i].rc == 0 && xs[i].status == 200 && !xs[i].reused &&
@@ -110,7 +110,7 @@ static void test_batches(void)
 
     /* the next batch: the same session; one stream over max_body fails alone */
     xs[1].max_body = 10;
-    CHECK_EQ_INT(hb_h2client_run(&pool, &hc, &t, xs, 3, dl, dl, err), 0);
+    CHECK_EQ_INT(hb_client_h2_run(&pool, &hc, &t, xs, 3, dl, dl, err), 0);
     CHECK_EQ_INT(xs[0].rc, 0);
     CHECK(xs[0].reused);
     CHECK_EQ_INT(xs[1].rc, HB_E_TOO_LARGE);
@@ -124,7 +124,7 @@ static void test_batches(void)
     xs[1].max_body = 0;
     CHECK(hc.live && hc.conn != NULL);
     if (hc.conn) shutdown(hc.conn->sock.fd, SHUT_RD);
-    CHECK_EQ_INT(hb_h2client_run(&pool, &hc, &t, xs, 2, dl, dl, err), 0);
+    CHECK_EQ_INT(hb_client_h2_run(&pool, &hc, &t, xs, 2, dl, dl, err), 0);
     CHECK_EQ_INT(xs[0].rc, 0);
     CHECK_EQ_INT(xs[1].rc, 0);
     CHECK(body_ok(&rs[1].sink, 997));
@@ -191,7 +191,7 @@ static void test_refusals(void)
         hb_target t = {0, r.u.host, r.u.host_len, p.port};
         char err[HB_ERR_LEN] = "";
         uint64_t dl = hb_now_ns() + (mode == 0 ? 5000000000ull : 200000000ull);
-        int rc = hb_h2client_run(&pool, &hc, &t, &x, 1, dl, dl, err);
+        int rc = hb_client_h2_run(&pool, &hc, &t, &x, 1, dl, dl, err);
         CHECK_EQ_INT(rc, mode == 0 ? HB_E_NO_H2 : HB_E_TIMEOUT);
         CHECK_EQ_INT(x.rc, rc);
         CHECK(err[0] != '\0');
