@@ -178,7 +178,8 @@ def test_compare_in_worker_processes_matches_server_stats():
         if len(os.sched_getaffinity(0)) >= 2:
             assert pl["mode"] != "unpinned"
             r = rs.get(E2E_CLIENTS[0], name, 0)
-            assert r.metadata["worker"]["cpus"] == pl["client_cpus"]
+            assert r.metadata["worker"]["affinity"] == pl["client_cpus"]
+            assert r.metadata["worker"]["cpus"] == 1
     text = format_tables(rs)
     for name in E2E_SCENARIOS:
         assert f"== {name}" in text

@@ -105,7 +105,7 @@ def test_sequential_scenario_runs_where_the_calibration_says():
     want = _machine.choose_placement("auto", True, md["wakeup_ns"], CPUS)
     assert md["placement"]["get-150b"] == want
     r = rs.get("native", "get-150b", 0)
-    assert r.metadata["worker"]["cpus"] == want["client_cpus"]
+    assert r.metadata["worker"]["affinity"] == want["client_cpus"]
     assert seen["get-150b"] == {tuple(want["server_cpus"])}
     conc = md["placement"]["get-150b-concurrent"]
     assert conc["mode"] == "split" and seen["get-150b-concurrent"] == {(CPUS[0],)}
@@ -120,7 +120,7 @@ def test_split_placement_is_the_old_behaviour():
     pl = rs.metadata["placement"]["get-150b"]
     assert pl == {"mode": "split", "server_cpus": [CPUS[0]], "client_cpus": [CPUS[-1]]}
     assert seen["get-150b"] == {(CPUS[0],)}
-    assert rs.get("native", "get-150b", 0).metadata["worker"]["cpus"] == [CPUS[-1]]
+    assert rs.get("native", "get-150b", 0).metadata["worker"]["affinity"] == [CPUS[-1]]
     assert rs.metadata["placement_rule"] == "split"
 
 
