@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from ._machine import DRIFT_LIMIT, machine_change, speed_summary
+from ._machine import DRIFT_LIMIT, machine_change, speed_summary, wakeup_text
 
 __all__ = [
     "CALIBRATION_WORKLOAD",
@@ -427,6 +427,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
                      f"{', fail-faster' if s.fail_faster else ''})")
     if s.save_path:
         lines.append(f"httpbench: saving results to {s.save_path}")
+    wake = _wakeup_ns()
+    if wake:  # what a sequential request costs this machine before any client code runs
+        lines.append(f"httpbench: {wakeup_text(wake)}")
     return lines
 
 
