@@ -184,3 +184,29 @@ def test_allocations_counted_apart_from_the_timed_calls():
         assert 3 <= md["alloc_sampled_calls"] <= 100
         assert md["server"]["requests"] == r.calls  # the counted calls are not the round's
         assert r.allocs_per_call == pytest.approx(direct, rel=0.1)
+
+
+def _saved(tmp_path, name: str, index: float) -> str:
+    h = _core.Histogram()
+    h.record(10_000, 100)
+    r = httpbench.MeasureResult(label="x", calls=100, wall_ns=1_000_000, latency=h,
+                                cpu_user_ns=500_000, cpu_sys_ns=0)
+    rs = httpbench.ResultSet(results={("native", "get-150b", 0): r},
+                             metadata={"speed_index": {"median": index, "min": index,
+                                                       "max": index, "rounds": [index]}})
+    path = str(tmp_path / name)
+    rs.save(path)
+    return path
+
+
+def test_diff_names_the_machines_change(tmp_path, capsys):
+    from httpbench import report
+
+    a, b = _saved(tmp_path, "a.json", 40_000.0), _saved(tmp_path, "b.json", 50_000.0)
+    assert report.diff_main([a, b]) == 0
+    assert "machine 25% slower than the baseline's" in capsys.readouterr().out
+    assert report.diff_main([b, a]) == 0
+    assert "machine 20% faster than the baseline's" in capsys.readouterr().out
+    c = _saved(tmp_path, "c.json", 40_400.0)  # 1 %: within the limit, nothing said
+    assert report.diff_main([a, c]) == 0
+    assert "machine" not in capsys.readouterr().out
