@@ -189,7 +189,7 @@ def placement_lines(md: dict[str, Any], scenario: str) -> list[str]:
     if not isinstance(p, dict):
         return []
     why = {"same": "one request in flight: the client's cost, no cross-CPU wake-up",
-           "split": "requests overlap: client and server each get a CPU",
+           "split": "client and server overlap: each gets a CPU",
            "unpinned": "left to the scheduler"}.get(str(p.get("mode")), "")
     rule = md.get("placement_rule")
     how = f"{p.get('mode')}" + (", chosen by calibration" if rule == "auto" else

@@ -733,8 +733,11 @@ class Runner:
 
     def _place(self, sc: Scenario, srv: Any) -> None:
         """Choose the scenario's placement and move the server's threads there."""
-        self.placement = _machine.choose_placement(self.mode, sc.concurrency == 1, self.wakeup,
-                                                   self.cpus)
+        # one request in flight pays a wake-up per request; a transfer of a megabyte or more
+        # overlaps server and client within its request (the wake-ups are amortized)
+        sequential = (sc.concurrency == 1
+                      and (sc.expect_bytes or 0) + sc.body_size < SLICE_MAX_BYTES)
+        self.placement = _machine.choose_placement(self.mode, sequential, self.wakeup, self.cpus)
         self.placements[sc.name] = self.placement
         if not self.cpus:
             return

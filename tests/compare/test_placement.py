@@ -98,7 +98,7 @@ def _run(placement: str, scenarios=("get-150b",)):
 
 @TWO
 def test_sequential_scenario_runs_where_the_calibration_says():
-    rs, seen = _run("auto", ("get-150b", "get-150b-concurrent"))
+    rs, seen = _run("auto", ("get-150b", "get-150b-concurrent", "download-7m"))
     md = rs.metadata
     assert md["wakeup_ns"]["same_cpu"] > 0 and md["wakeup_ns"]["cross_cpu"] > 0
     assert md["placement_rule"] == "auto"
@@ -109,6 +109,8 @@ def test_sequential_scenario_runs_where_the_calibration_says():
     assert seen["get-150b"] == {tuple(want["server_cpus"])}
     conc = md["placement"]["get-150b-concurrent"]
     assert conc["mode"] == "split" and seen["get-150b-concurrent"] == {(CPUS[0],)}
+    # a multi-megabyte transfer overlaps server and client inside its one request
+    assert md["placement"]["download-7m"]["mode"] == "split"
     text = format_tables(rs)
     assert "placement: " + _machine.placement_text(want) in text
     assert "wake-up round trip" in text and "Machine speed index:" in text
