@@ -103,7 +103,7 @@ def part_placement(rounds: int, scale: float | None) -> tuple[list[dict], list[s
         rows.append(_row(case, who, "CPU/req", "µs", d["cpu"]))
         rows.append(_row(case, who, "latency p50", "µs", d["p50"]))
     notes = [f"default compare placed {SCENARIO}: {_machine.placement_text(chosen)} "
-             f"({(chosen or {}).get('mode')}); wake-up round trip "
+             f"({(chosen or {}).get('mode')}); "
              f"{_machine.wakeup_text(_machine.wakeup_cost())}"]
     return rows, notes
 
