@@ -664,9 +664,10 @@ def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> 
 # ---------------------------------------------------------------- runner
 
 
-def _eta(t_start: float, finished: float, total: int) -> str:
-    """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
-    included); empty before the first round or after the last."""
+def _eta(t_start: float, finished: float, total: float) -> str:
+    """"  ETA 1m05s" from the wall time per unit of work so far (worker start-ups
+    included) times the work left; empty before the first round or after the last.
+    Work is counted in rounds weighted by their scenario's time budget."""
     if finished <= 0 or finished >= total:
         return ""
     left = (time.time() - t_start) / finished * (total - finished)
@@ -804,6 +805,10 @@ class Runner:
         workdir = tempfile.mkdtemp(prefix="httpbench-compare-")
         total = len(clients) * len(scenarios) * self.opt.repeat
         done = 0
+        # the ETA counts work, not rounds: a 7 MB download's round weighs more than a GET's
+        weight = self._round_weights(scenarios)
+        total_work = sum(weight[sc.name] for sc in scenarios) * len(clients) * self.opt.repeat
+        work = 0.0
         interrupted = False
         try:
             for sc in scenarios:
@@ -821,32 +826,39 @@ class Runner:
                         # every round is assembled from k slices taken in turn with every
                         # other round and client: each samples the machine's state over
                         # the whole scenario instead of one stretch of it
-                        base = done
+                        base, wbase = done, work
+                        per = len(workers) * self.opt.repeat
 
-                        def at(i: int, of: int, base: int = base, n: int = len(workers)) -> str:
-                            part = base + n * self.opt.repeat * i / of
-                            return f"[{int(part)}/{total}]{_eta(t_start, part, total)}"
+                        def at(i: int, of: int, base: int = base, wbase: float = wbase,
+                               per: int = per, wt: float = weight[sc.name]) -> str:
+                            eta = _eta(t_start, wbase + wt * per * i / of, total_work)
+                            return f"[{int(base + per * i / of)}/{total}]{eta}"
 
                         sliced = self._sliced_checked(workers, sc, srv, k, at)
+                        # every round of the scenario is measured now: the lines below
+                        # report them, and the ETA stays what the work left says
+                        work += weight[sc.name] * per
                     for rep in range(self.opt.repeat):
                         for c, w in list(workers.items()):
                             done += 1
                             if k > 1:
                                 mr = sliced.get((c, rep))
                             elif w.dead or (c, sc.name) in self.h1_fallback:
+                                work += weight[sc.name]
                                 continue
                             else:
                                 self._progress(
                                     f"[{done}/{total}] running {sc.name} {c} #{rep + 1}/"
-                                    f"{self.opt.repeat}{_eta(t_start, done - 1, total)}")
+                                    f"{self.opt.repeat}{_eta(t_start, work, total_work)}")
                                 mr = self._round_checked(c, sc, rep, w, srv)
+                                work += weight[sc.name]
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
                                 self._progress(
                                     f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
-                                    f"{_eta(t_start, done, total)}")
+                                    f"{_eta(t_start, work, total_work)}")
                     for c in workers:
                         if (c, sc.name) in self.h1_fallback:  # none is the scenario's protocol
                             rounds[c] = []
@@ -959,6 +971,14 @@ class Runner:
         msg = str(exc) + (("; stderr: " + " | ".join(tail)) if tail else "")
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
+
+    def _round_weights(self, scenarios: Sequence[Scenario]) -> dict[str, float]:
+        """Each scenario's round as work for the ETA: its time budget (seconds); rounds
+        of a fixed request count weigh as much as the average timed round."""
+        timed = {sc.name: sc.duration * self.opt.scale for sc in scenarios
+                 if self.opt.n is None and sc.n is None and sc.duration}
+        mean = sum(timed.values()) / len(timed) if timed else 1.0
+        return {sc.name: timed.get(sc.name, mean) or 1.0 for sc in scenarios}
 
     def _slices(self, sc: Scenario) -> int:
         """Slices per round: ``opt.slices`` for timed rounds of small transfers, fewer

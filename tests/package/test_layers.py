@@ -42,10 +42,12 @@ LAYERS: dict[str, int] = {
     # L2: budgets and baselines
     "_budget": 2,
     "_baseline": 2,
+    "_unlike": 2,
     # L3: presentation
     "report": 3,
     "plot": 3,
     "_hdrexport": 3,
+    "_html": 3,
     # L4: running things
     "_bench": 4,
     "_loadgen": 4,
