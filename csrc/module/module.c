@@ -345,6 +345,7 @@ static int hb_exec(PyObject *m)
     if (hb_mod_response_init(m, st) < 0) return -1;
     if (hb_mod_client_init(m, st) < 0) return -1;
     if (hb_mod_measure_init(m, st) < 0) return -1;
+    if (hb_mod_calibrate_init(m, st) < 0) return -1;
     return 0;
 }
 

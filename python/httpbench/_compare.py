@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _versions
+from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
 from ._deterministic import ToolMissing, require_tool
 from ._noise import summary_line
@@ -62,6 +62,7 @@ def compare(
     commands: dict[str, Sequence[str]] | None = None,
     native_allocs: bool | None = None,
     pin: bool = True,
+    placement: str = "auto",
     timeout: float = 120.0,
     warmup: int = 3,
     zygote: bool = True,
@@ -89,7 +90,12 @@ def compare(
     fewer scenarios and shorter rounds (about a minute in all); ``out``: directory
     for ``results.json`` and, if ``plots``, PNG figures (None: write
     nothing). Keywords: ``native_allocs`` (preload the malloc counter; None:
-    when available on Linux), ``pin`` (CPU pinning), ``timeout`` (seconds per
+    when available on Linux), ``pin`` (CPU pinning; False: ``placement="unpinned"``),
+    ``placement`` (where server and client run, per scenario: ``"auto"`` puts
+    sequential scenarios on one CPU when the machine's calibrated cross-CPU
+    wake-up costs more than a same-CPU one, and concurrent ones on two;
+    ``"same"``, ``"split"``, ``"unpinned"`` force one; recorded in
+    ``metadata["placement"]`` with ``metadata["wakeup_ns"]``), ``timeout`` (seconds per
     worker step before it counts as hung), ``warmup`` (requests per worker
     before measuring), ``zygote`` (fork workers from a pre-imported process;
     False: a new interpreter per worker), ``scale`` (factor on round durations), ``progress``
@@ -138,6 +144,9 @@ def compare(
         slices = DEFAULT_SLICES
     if slices < 1:
         raise ValueError("slices must be >= 1")
+    if placement not in _machine.PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
+                         f"got {placement!r}")
     if deterministic:
         if deterministic_n < 1:
             raise ValueError("deterministic_n must be >= 1")
@@ -172,7 +181,7 @@ def compare(
     envs = _versions.prepare(specs, progress, baseline) if specs else {}
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
-        timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
+        timeout=timeout, native_allocs=native_allocs, pin=pin, placement=placement, commands=commands,
         progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
         reruns=reruns, slices=slices,
         deterministic=deterministic, deterministic_n=deterministic_n,
@@ -253,6 +262,10 @@ def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
             if note.client == client and note.scenario == scenario:
                 tags[note.kind] = tags.get(note.kind, 0) + 1
         calls = [r.calls for r in reps]
+        limit = _machine.wakeup_limit_ns(rs.metadata.get("wakeup_ns"),
+                                         (rs.metadata.get("placement") or {}).get(scenario))
+        if limit and min(_median([r.p50 for r in reps]), _median(cpus) * 1e3) <= limit:
+            tags["wake-up"] = 1  # the figure is within 2x of the machine's wake-up cost
         thin = is_thin(calls, rs.metadata.get("min_requests"))
         if thin:
             tags["thin"] = 1
@@ -391,6 +404,7 @@ def format_tables(rs: ResultSet) -> str:
                        "median, relative to it" + ("; thin: too few repeats or requests"
                                                    if any(r["thin"] for r in rows) else "")
                        + ")")
+            out.extend(_machine.placement_lines(md, s))
             out.append(_table(rows))
             out.extend(_versions.delta_lines(rs, s))
             out.extend(_versions.file_lines(rs, s))
@@ -419,12 +433,15 @@ def format_tables(rs: ResultSet) -> str:
     bits = [f"Python {md.get('python')}", str(md.get("openssl")), str(md.get("kernel")),
             f"{md.get('cpus')} CPU(s) {md.get('cpu_model') or ''}".strip(),
             f"clock {md.get('clock_source')}"]
-    pin = md.get("pinning")
+    pin = md.get("pinning")  # results saved before placement was chosen per scenario
     if pin:
         bits.append(f"server on CPU {pin.get('server_cpus')}, workers on CPU {pin.get('worker_cpu')}")
     if md.get("duration_s") is not None:
         bits.append(f"took {md['duration_s']:.1f} s")
     out.append("Run: " + "; ".join(bits))
+    speed = _machine.speed_line(md)
+    if speed:
+        out.append(speed)
     vers = md.get("client_versions") or {}
     if vers:
         out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
@@ -468,7 +485,12 @@ def _parser() -> argparse.ArgumentParser:
                          "{body_file} {method})")
     ap.add_argument("--no-native-allocs", action="store_true",
                     help="do not preload the native malloc counter in workers")
-    ap.add_argument("--no-pin", action="store_true", help="no CPU pinning of server and workers")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="no CPU pinning of server and workers (--placement unpinned)")
+    ap.add_argument("--placement", choices=_machine.PLACEMENTS, default="auto",
+                    help="where server and client run per scenario: auto (default: sequential "
+                         "scenarios on one CPU when the calibrated cross-CPU wake-up costs "
+                         "more, concurrent ones on two), same, split, unpinned")
     ap.add_argument("--no-zygote", action="store_true",
                     help="start every worker as a new interpreter (slower) instead of forking "
                          "it from a pre-imported one")
@@ -667,6 +689,7 @@ def cli_main(argv: list[str]) -> int:
             slices=args.slices,
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
+            placement=args.placement,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
             baseline=args.baseline, baseline_file=args.baseline_file,
             pythons=[p.strip() for v in args.python for p in v.split(",") if p.strip()],
