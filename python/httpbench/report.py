@@ -28,11 +28,12 @@ from ._hdrexport import (
 )
 from ._hist import hist_count, hist_percentile, hist_stat, percentile_spectrum
 from ._results import BenchResult, MeasureResult, ResultSet, load
-from ._rows import DATAFRAME_COLUMNS, entries, isnan, result_rows
+from ._rows import CELL_COLUMNS, DATAFRAME_COLUMNS, cell_rows, entries, isnan, result_rows
 from ._stats import mann_whitney_u, median_ci, welch_t_test
 from ._tables import column_unit, median_cell, median_ci_cell, render_table
 
 __all__ = [
+    "CELL_COLUMNS",
     "DATAFRAME_COLUMNS",
     "REPORT_PERCENTILES",
     "SPECTRUM",
@@ -40,6 +41,7 @@ __all__ = [
     "Comparison",
     "ProgressBar",
     "ab_report",
+    "cell_rows",
     "cli_main",
     "diff",
     "diff_main",

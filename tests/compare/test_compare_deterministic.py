@@ -12,7 +12,8 @@ import time
 import httpbench
 import pytest
 from httpbench import _core, _deterministic
-from httpbench._compare import format_tables, summarize
+from httpbench._compare import format_tables
+from httpbench.report import cell_rows
 
 needs_tools = pytest.mark.skipif(
     shutil.which("valgrind") is None or shutil.which("strace") is None
@@ -42,13 +43,14 @@ def test_compare_deterministic_columns_and_exact_native_syscalls() -> None:
     runs = [_compare(), _compare()]
     per_call = []
     for rs in runs:
-        rows = {r["client"]: r for r in summarize(rs, "get-150b")}
+        rows = {r["client"]: r for r in cell_rows(rs, "get-150b")}
         assert set(rows) == {"native", "http.client"}
         for row in rows.values():
-            assert row["instructions_per_req"] > 1000
-            assert row["syscalls_per_req"] >= 2
+            assert row["instructions_per_request"] > 1000
+            assert row["syscalls_per_request"] >= 2
         # the native client does more in C: fewer user-space instructions
-        assert rows["native"]["instructions_per_req"] < rows["http.client"]["instructions_per_req"]
+        assert (rows["native"]["instructions_per_request"]
+                < rows["http.client"]["instructions_per_request"])
         mr = rs.get("native", "get-150b")
         per_call.append(mr.syscalls_per_call)
         # every counted GET of the native client makes the same syscalls
