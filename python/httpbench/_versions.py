@@ -19,20 +19,22 @@ from typing import Any
 from ._delta import TEST, exact_delta, format_delta, ratio_delta
 from ._envs import Env, ensure_envs
 from ._results import MeasureResult, ResultSet, load
+from ._rows import record_row
 from ._specs import ClientSpec, parse_spec
 
 __all__ = ["against_file", "deltas", "delta_lines", "file_lines", "load_baseline_file", "prepare",
            "relabel", "specs_of", "with_pythons"]
 
-# (key, label, kind, attribute): what the delta line reports, in order
+# (row column, label, kind): what the delta line reports, in order; the columns are
+# the DataFrame's (``_rows``), and so are the keys of the saved deltas
 METRICS = (
-    ("cpu", "CPU", "ratio", "cpu_ns_per_call"),
-    ("p50", "p50", "ratio", "p50"),
-    ("rps", "req/s", "ratio", "calls_per_s"),
-    ("allocs", "allocs", "exact", "allocs_per_call"),
-    ("native_allocs", "native allocs", "exact", "native_allocs_per_call"),
-    ("gc", "GC/10k", "exact", "gc_per_10k"),
-    ("rss", "peak RSS", "ratio", "peak_rss_bytes"),
+    ("cpu_ns_per_request", "CPU", "ratio"),
+    ("p50_ns", "p50", "ratio"),
+    ("rps", "req/s", "ratio"),
+    ("allocs_per_request", "allocs", "exact"),
+    ("native_allocs_per_request", "native allocs", "exact"),
+    ("gc_per_10k", "GC/10k", "exact"),
+    ("peak_rss_bytes", "peak RSS", "ratio"),
 )
 
 
@@ -168,9 +170,11 @@ def _measured(rs: ResultSet, client: str, scenario: str) -> list[MeasureResult]:
 def _row_delta(b: Sequence[MeasureResult], cr: Sequence[MeasureResult]) -> dict[str, Any]:
     """Each metric's delta of rounds ``cr`` against baseline rounds ``b``."""
     row: dict[str, Any] = {}
-    for key, _, kind, attr in METRICS:
-        xa = [getattr(r, attr) for r in b]
-        xb = [getattr(r, attr) for r in cr]
+    rows_b = [record_row("", "", 0, r) for r in b]
+    rows_c = [record_row("", "", 0, r) for r in cr]
+    for key, _, kind in METRICS:
+        xa = [x[key] for x in rows_b]
+        xb = [x[key] for x in rows_c]
         fn = ratio_delta if kind == "ratio" else exact_delta
         d = fn(xa, xb)
         if any(isinstance(x, float) and not math.isnan(x) for x in d.values()):
@@ -270,7 +274,7 @@ def _nan(d: dict[str, Any]) -> dict[str, Any]:
 
 def _format_row(row: dict[str, Any]) -> str:
     parts = []
-    for key, name, kind, _ in METRICS:
+    for key, name, kind in METRICS:
         if key in row:
             parts.append(f"{name} {format_delta(kind, _nan(row[key]), '/req' if 'alloc' in key else '')}")
     return ", ".join(parts)
