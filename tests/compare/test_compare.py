@@ -17,9 +17,9 @@ import textwrap
 import httpbench
 import pytest
 from httpbench._adapters import DEFAULT_CLIENTS, available_clients
-from httpbench._compare import cli_main, format_tables
+from httpbench._compare import cli_main
 from httpbench._scenarios import SCENARIOS
-from httpbench.report import cell_rows
+from httpbench.report import cell_rows, format_tables
 
 INSTALLED = available_clients(DEFAULT_CLIENTS)
 BAD_NOTES = {"errors", "bad-response", "count-mismatch", "new-connections", "worker-failed",

@@ -7,9 +7,9 @@ import os
 import sys
 import textwrap
 
-from httpbench._compare import format_tables
 from httpbench._runner import Runner, RunOptions, worker_env
 from httpbench._scenarios import SCENARIOS
+from httpbench.report import format_tables
 
 ADAPTER = textwrap.dedent("""
     import json, os

@@ -9,11 +9,10 @@ import time
 
 import pytest
 from httpbench import _noise
-from httpbench._compare import format_tables
 from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import SCENARIOS
 from httpbench._stats import median_ci
-from httpbench.report import cell_rows
+from httpbench.report import cell_rows, format_tables
 
 
 def _snap(ticks: list[int], own_ns: int, cpu: int | None = 1) -> dict:

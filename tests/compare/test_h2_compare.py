@@ -161,7 +161,7 @@ def test_client_forced_to_http1_is_flagged_and_dropped(helpers):
     assert len(fall) == 1 and fall[0].client == client and fall[0].severity == "error"
     assert "over HTTP/1.1 and 0 over h2" in fall[0].message
     assert rs.skipped[f"{client}/h2-https-get-150b"].startswith("h1-fallback: ")
-    from httpbench._compare import format_tables
+    from httpbench.report import format_tables
 
     out = format_tables(rs)
     assert "[h1-fallback]" in out
@@ -232,8 +232,7 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
         else:
             assert "curl 7." in why or "not built" in why, (k, why)
     assert {c for c in NO_H2 if c in clients} <= skipped
-    from httpbench._compare import format_tables
-    from httpbench.report import format_resultset
+    from httpbench.report import format_resultset, format_tables
 
     sc = SCENARIOS[scenario]
     proto = "h2" if sc.tls else "h2c"

@@ -216,7 +216,7 @@ def test_local_checkouts_delta_cache_and_reinstall(cache, tmp_path) -> None:
     cpu = d["cpu_ns_per_request"]
     assert cpu["ratio"] > 1.1 and cpu["lo"] > 1.0 and cpu["p"] < 0.05
     assert round(d["allocs_per_request"]["delta"]) == K
-    from httpbench._compare import format_tables
+    from httpbench.report import format_tables
 
     text = format_tables(rs)
     assert "slowpkg 2.0 vs slowpkg 1.0: CPU +" in text and f"allocs +{K}" in text
@@ -310,7 +310,7 @@ def test_worker_crash_in_one_env(cache, tmp_path) -> None:
     assert all("exited with code 3" in m for m in crashed.values())
     assert rs.repeats("slowpkg 3.0", "get-150b") == []
     assert 1 <= len(rs.repeats("slowpkg 4.0", "get-150b")) < 3
-    from httpbench._compare import format_tables
+    from httpbench.report import format_tables
 
     text = format_tables(rs)
     assert "slowpkg 3.0: not compared (worker-crashed: " in text

@@ -6,9 +6,10 @@ import json
 
 import httpbench
 import pytest
-from httpbench._compare import cli_main, format_tables
+from httpbench._compare import cli_main
 from httpbench._results import ResultSet
 from httpbench._versions import _saved_match
+from httpbench.report import format_tables
 
 
 def _run(**kw) -> ResultSet:

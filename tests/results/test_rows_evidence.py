@@ -3,7 +3,6 @@
 
 import math
 
-from httpbench import _compare
 from httpbench import _results as R
 from httpbench import report as P
 from httpbench._rows import is_thin
@@ -54,7 +53,7 @@ def test_report_shows_the_ci_of_the_median_for_p50_and_cpu():
     cell = P.cell_rows(rs, "get-150b")[0]
     assert cell["cpu_ns_per_request"] == 14_000
     assert cell["cpu_ns_per_request_ci"] == (11_000, 17_000)
-    assert "14 ±21%" in _compare.format_tables(rs)  # compare's table, the same interval
+    assert "14 ±21%" in P.format_tables(rs)  # compare's table, the same interval
 
 
 def test_cell_rows_are_the_medians_under_the_dataframe_names():
