@@ -268,6 +268,8 @@ static void on_connected(econn *c)
     if (!c->conn_warm)
         hb_hist_record(&th->r.connect, (c->conn_end ? c->conn_end : now) - c->conn_start);
     th->r.connections_opened++;
+    /* the caller ends a run that never connects without waiting for its end */
+    atomic_store_explicit(&th->p_connected, th->r.connections_opened, memory_order_relaxed);
     c->conn_fails = 0;
     if (c->opened_before && e->cfg.keepalive) th->r.reconnects++;
     c->opened_before = 1;
@@ -806,6 +808,7 @@ void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p)
         p->ok += atomic_load_explicit(&th->p_ok, memory_order_relaxed);
         p->errors += atomic_load_explicit(&th->p_errors, memory_order_relaxed);
         p->bytes_in += atomic_load_explicit(&th->p_bytes_in, memory_order_relaxed);
+        p->connected += atomic_load_explicit(&th->p_connected, memory_order_relaxed);
     }
     prog_percentiles(e, p);
     uint64_t now = hb_now_ns();

@@ -83,7 +83,7 @@ typedef struct ethread {
     /* Progress for other threads: single writer, relaxed stores; `prog` is a
      * coarse copy of the latency histogram (hb_hist_record_relaxed). */
     _Alignas(64) _Atomic uint64_t p_completed;
-    _Atomic uint64_t p_ok, p_errors, p_bytes_in;
+    _Atomic uint64_t p_ok, p_errors, p_bytes_in, p_connected;
     hb_hist prog;
     char pad[64];
 } ethread;

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
@@ -48,6 +49,20 @@ static void on_wake(hb_loop *l)
     update_date(w);
 }
 
+/* The last connection closed: hand pooled buffers and freed heap pages back
+ * to the system, so a burst of connections leaves no resident memory. */
+static void give_back(hb__worker *w)
+{
+    while (w->free) {
+        hb__conn *c = w->free;
+        w->free = c->next;
+        hb__conn_release(w->srv, c);
+    }
+    w->nfree = 0;
+    hb__h2_worker_idle(w);
+    (void)malloc_trim(0);
+}
+
 /* Arm the sweep unless it is. It is unarmed only while the worker has no
  * connections, hence no connection timers: the heap has room, so this
  * cannot fail. */
@@ -80,7 +95,23 @@ static void on_sweep(hb_loop *l, hb_timer *t, uint64_t now)
         hb__conn_sweep(c);
     }
     if (w->listen_paused) listen_pause(w, 0);
-    if (!w->conns && !w->listen_paused) hb_timer_stop(l, t); /* idle: sleep until an accept */
+    if (!w->conns && !w->listen_paused) {
+        hb_timer_stop(l, t); /* idle: sleep until an accept */
+        give_back(w);
+    }
+}
+
+/* Beyond max_connections: a polite refusal, written without waiting (the
+ * socket's buffer is empty), then FIN. TLS peers get the FIN alone. */
+static void refuse(hb__worker *w, int fd)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+                               "Content-Type: text/plain\r\nContent-Length: 21\r\n\r\n"
+                               "too many connections\n";
+    HB__ADD(w->refused, 1); /* counted before the peer can see the answer */
+    if (!w->srv->tls) (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)shutdown(fd, SHUT_WR);
+    close(fd);
 }
 
 static void on_listen(hb_loop *l, hb_io *io, uint32_t events)
@@ -96,6 +127,11 @@ static void on_listen(hb_loop *l, hb_io *io, uint32_t events)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
                 listen_pause(w, 1);
             return;
+        }
+        int max = w->srv->o.max_connections;
+        if (max > 0 && w->nconns >= max) {
+            refuse(w, fd);
+            continue;
         }
         sweep_arm(w);
         if (hb__conn_accept(w, fd) < 0) {
@@ -122,10 +158,15 @@ static void *worker_main(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 10000UL, 0, 0, 0);
     w->now = hb_now_ns();
     update_date(w);
-    while (!w->stop && !__atomic_load_n(&w->srv->stopping, __ATOMIC_ACQUIRE))
-        if (hb_loop_run_once(&w->loop, UINT64_MAX) < 0) break;
+    while (!w->stop && !__atomic_load_n(&w->srv->stopping, __ATOMIC_ACQUIRE)) {
+        /* connections whose read budget ran out get their next turn after a
+         * poll (no wait) has let the others in */
+        if (hb_loop_run_once(&w->loop, w->ready ? 0 : UINT64_MAX) < 0) break;
+        if (w->ready) hb__conn_run_ready(w);
+    }
     while (w->conns)
         hb__conn_free(w->conns, 0);
+    hb__h2_worker_idle(w);
     w->final_cpu_ns = hb_thread_cpu_ns();
     __atomic_store_n(&w->exited, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -401,6 +442,8 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->h2_goaway_sent += HB__LOAD(st->h2.goaway_sent);
         out->h2_protocol_errors += HB__LOAD(st->h2.protocol_errors);
         out->h2_refused_streams += HB__LOAD(st->h2.refused);
+        out->h2_floods += HB__LOAD(st->h2.floods);
+        out->connections_refused += HB__LOAD(w->refused);
         out->bytes_in += HB__LOAD(st->bytes_in);
         out->bytes_out += HB__LOAD(st->bytes_out);
         out->connections_accepted += HB__LOAD(st->accepted);

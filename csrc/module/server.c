@@ -30,6 +30,7 @@ enum {
     S_H2_STREAMS,
     S_H2_WINDOW,
     S_H2_FRAME,
+    S_MAX_CONNECTIONS,
     S_NARGS
 };
 static const char *const s_names[S_NARGS] = {
@@ -48,6 +49,7 @@ static const char *const s_names[S_NARGS] = {
     "h2_max_concurrent_streams",
     "h2_initial_window_size",
     "h2_max_frame_size",
+    "max_connections",
 };
 
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -77,7 +79,8 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
         hb_arg_int(a[S_H2_WINDOW], o.h2_initial_window_size, 0, (int)HB_H2_WINDOW_MAX,
                    "h2_initial_window_size", &o.h2_initial_window_size) < 0 ||
         hb_arg_int(a[S_H2_FRAME], o.h2_max_frame_size, HB_H2_FRAME_MIN, HB_H2_FRAME_MAX,
-                   "h2_max_frame_size", &o.h2_max_frame_size) < 0)
+                   "h2_max_frame_size", &o.h2_max_frame_size) < 0 ||
+        hb_arg_int(a[S_MAX_CONNECTIONS], 0, 0, 1 << 24, "max_connections", &o.max_connections) < 0)
         return NULL;
     o.max_head = (size_t)max_head;
     if (hb_arg_bool(a[S_TLS], o.tls, &o.tls) < 0 ||
@@ -161,6 +164,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         set_u64(h2, "goaway_sent", s.h2_goaway_sent) < 0 ||
         set_u64(h2, "protocol_errors", s.h2_protocol_errors) < 0 ||
         set_u64(h2, "refused_streams", s.h2_refused_streams) < 0 ||
+        set_u64(h2, "floods", s.h2_floods) < 0 ||
         set_u64(h2set, "max_concurrent_streams", (uint64_t)s.h2_max_concurrent_streams) < 0 ||
         set_u64(h2set, "initial_window_size", (uint64_t)s.h2_initial_window_size) < 0 ||
         set_u64(h2set, "max_frame_size", (uint64_t)s.h2_max_frame_size) < 0 ||
@@ -198,6 +202,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         set_u64(d, "idle_timeouts", s.idle_timeouts) < 0 ||
         set_u64(d, "body_bytes_in", s.body_bytes_in) < 0 ||
         set_u64(d, "client_gone", s.client_gone) < 0 ||
+        set_u64(d, "connections_refused", s.connections_refused) < 0 ||
         set_u64(d, "threads", (uint64_t)s.threads) < 0 || set_u64(d, "cpu_ns", s.cpu_ns) < 0 ||
         PyDict_SetItemString(d, "thread_cpu_ns", cpu) < 0)
         goto fail;

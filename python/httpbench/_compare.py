@@ -188,7 +188,8 @@ def compare(
 
 def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Write ``results.json``, ``tables.txt`` and (if possible) PNG plots into ``out``."""
+    """Write ``results.json``, ``tables.txt``, ``report.html`` (one self-contained page)
+    and (if possible) PNG plots into ``out``."""
     d = os.fspath(out)
     os.makedirs(d, exist_ok=True)
     written: dict[str, Any] = {"json": os.path.join(d, "results.json")}
@@ -208,6 +209,14 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
                 written["plots_error"] = f"plotting failed: {type(exc).__name__}: {exc}"
         if "plots_error" in written and progress:
             progress(written["plots_error"])
+    try:  # one file to open or share: tables, figures (when plots), machine and run
+        from .report import write_html
+
+        written["html"] = write_html(rs, os.path.join(d, "report.html"), plots=plots)
+    except Exception as exc:  # the report must never lose the measured results
+        written["html_error"] = f"report.html failed: {type(exc).__name__}: {exc}"
+        if progress:
+            progress(written["html_error"])
     return written
 
 
@@ -294,22 +303,38 @@ def _list() -> str:
 
 
 class _Progress:
-    """Progress lines on stderr: rewritten in place on a terminal, plain lines otherwise."""
+    """Progress on stderr: one line rewritten in place on a terminal; elsewhere (a log
+    file, CI) only failures and skipped clients as they happen, then one summary line."""
+
+    # messages worth a line of their own even in a log
+    _KEEP = ("FAILED", "skip", "h1-fallback")
 
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.monotonic()
         self.width = 0
+        self.rounds = self.reruns = self.failed = 0
 
     def __call__(self, msg: str) -> None:
+        if " req/s  p50 " in msg:
+            self.rounds += 1
+        elif msg.startswith("re-run"):
+            self.reruns += 1
+        elif msg.startswith("FAILED"):
+            self.failed += 1
         text = f"[{time.monotonic() - self.t0:6.1f}s] {msg}"
-        if self.tty and not msg.startswith(("FAILED", "skip")):
+        if not self.tty:
+            if msg.startswith(self._KEEP):
+                self.stream.write(text + "\n")
+                self.stream.flush()
+            return
+        if not msg.startswith(self._KEEP):
             pad = max(0, self.width - len(text))
             self.stream.write("\r" + text + " " * pad)
             self.width = len(text)
         else:
-            if self.tty and self.width:
+            if self.width:
                 self.stream.write("\n")
                 self.width = 0
             self.stream.write(text + "\n")
@@ -319,6 +344,17 @@ class _Progress:
         if self.tty and self.width:
             self.stream.write("\n")
             self.stream.flush()
+            self.width = 0
+
+    def summary(self) -> None:
+        """The one line a log gets for the whole run (a terminal saw it as it went)."""
+        if self.tty:
+            return
+        self.stream.write(f"compare: {self.rounds} rounds "
+                          f"measured, {self.reruns} re-run(s) for noise or too few requests, "
+                          f"{self.failed} failure(s) (progress is shown on a terminal; "
+                          "-q: none)\n")
+        self.stream.flush()
 
 
 def _split_scenarios(text: str) -> list[str]:
@@ -436,25 +472,29 @@ def cli_main(argv: list[str]) -> int:
         return 2
     if progress:
         progress.done()
+    # one total time: the whole command up to the last measurement (environments, workers)
+    rs = rs.with_metadata(duration_s=round(time.monotonic() - t0, 3))
     written: dict[str, Any] = {}
     if out is not None:
         if progress:
             progress("writing results" + ("" if args.no_plots else " and plots"))
             progress.done()
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
-    elapsed = time.monotonic() - t0
+    if progress:
+        progress.summary()
     if args.json:
         sys.stdout.write(rs.to_json(indent=1) + "\n")
     else:
         sys.stdout.write(format_tables(rs))
         if written:
             sys.stdout.write(f"Wrote {written['json']}")
+            if written.get("html"):
+                sys.stdout.write(f", {written['html']}")
             plots = written.get("plots")
             if plots:
                 n = len(plots) if isinstance(plots, (list, tuple, dict)) else 1
                 sys.stdout.write(f" and {n} plot file(s) in {os.path.dirname(written['json'])}")
             sys.stdout.write("\n")
-        sys.stdout.write(f"compare took {elapsed:.1f} s\n")
     if rs.metadata.get("interrupted"):
         return 130  # Ctrl-C: partial results were printed and saved
     if not rs.results:

@@ -37,6 +37,8 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0  # seconds, per request (connect to last byte)
 DEFAULT_DURATION = 10.0  # seconds, when neither n nor duration is given
 LATE_THRESHOLD_NS = 10_000_000  # rate mode: a send this late counts as missed (engine default)
+# a target that accepted no connection in this long (refused, unreachable) ends the run
+NO_CONNECTION_S = 1.0
 
 
 
@@ -344,6 +346,7 @@ def run(spec: LoadSpec, progress: bool | Callable[[Progress], Any] | None = Fals
     )
     if spec.http2:
         kw.update(http2=True, h2_fields=spec.h2_fields, pipeline=spec.streams, head=None)
+    kw["give_up"] = NO_CONNECTION_S
     raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
     return _to_result(spec, raw)
@@ -392,6 +395,7 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         "tls_info": raw["tls_info"],
         "generator": "httpbench",
         **({"late_threshold_ns": LATE_THRESHOLD_NS} if rate else {}),
+        **({"gave_up_s": NO_CONNECTION_S} if raw.get("gave_up") else {}),
         **system_metadata(),
     }
     return BenchResult(
@@ -415,7 +419,7 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         connections=raw["connections_opened"],
         reconnects=raw["reconnects"],
         in_flight_at_stop=raw["inflight_at_stop"],
-        interrupted=raw["interrupted"],
+        interrupted=raw["interrupted"] and not raw.get("gave_up"),
         cpu_user_ns=raw["cpu_user_ns"],
         cpu_sys_ns=raw["cpu_sys_ns"],
         start_unix_ns=raw["start_unix_ns"],

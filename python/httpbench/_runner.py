@@ -16,10 +16,12 @@ Each round is checked against the server's own stats (requests, connections
 accepted, server CPU) and turned into anomaly notes: server saturated, new
 connections where keep-alive was expected, a latency mode near 40 ms (Nagle /
 delayed ACK), errors, a POST answered early that broke the connection,
-responses that failed verification, large run-to-run spread. In an HTTP/2
-scenario the server's per-protocol counts prove the protocol of every round:
-a client that fell back to HTTP/1.1 is noted ``h1-fallback`` and its figures
-are dropped (listed under skipped), never reported as h2.
+responses that failed verification, large run-to-run spread. The server's
+per-protocol counts prove the protocol of every round: a client that fell
+back to HTTP/1.1 in an HTTP/2 scenario is noted ``h1-fallback``, one that
+took h2 (by ALPN) in an HTTP/1.1 scenario ``h2-negotiated``; either way its
+figures are dropped (listed under skipped), never reported under the
+scenario's protocol.
 """
 
 from __future__ import annotations
@@ -440,10 +442,17 @@ def _server_counts(stats: Any) -> dict[str, int | None]:
 def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None, str | None]:
     """The protocol a round actually used, from the server's per-protocol request deltas:
     ``(protocol, note kind, message)``; protocol ``"unproven"`` when the counts cannot
-    tell. Only HTTP/2 scenarios are checked (an HTTP/1.1 round is what it asked for)."""
-    if sc.protocol != "h2":
-        return sc.protocol, None, None
+    tell. An HTTP/2 round with HTTP/1.1 requests is ``h1-fallback``; an HTTP/1.1 round
+    with h2 requests (a client taking h2 by ALPN) is ``h2-negotiated``; an HTTP/1.1 round
+    the counts cannot prove is what it asked for (servers without h2 count none)."""
     h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
+    if sc.protocol != "h2":
+        if h2:
+            return ("h2", "h2-negotiated",
+                    f"the server answered {h2} of the round's requests over h2 and {h1 or 0} "
+                    "over HTTP/1.1: the client took h2 in an HTTP/1.1 scenario; its figures "
+                    "are not reported as HTTP/1.1")
+        return sc.protocol, None, None
     if h1 is None and h2 is None:
         return ("unproven", "protocol-unproven", "the server's stats have no per-protocol "
                 "counts: HTTP/2 is not proven")
@@ -655,9 +664,10 @@ def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> 
 # ---------------------------------------------------------------- runner
 
 
-def _eta(t_start: float, finished: float, total: int) -> str:
-    """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
-    included); empty before the first round or after the last."""
+def _eta(t_start: float, finished: float, total: float) -> str:
+    """"  ETA 1m05s" from the wall time per unit of work so far (worker start-ups
+    included) times the work left; empty before the first round or after the last.
+    Work is counted in rounds weighted by their scenario's time budget."""
     if finished <= 0 or finished >= total:
         return ""
     left = (time.time() - t_start) / finished * (total - finished)
@@ -682,7 +692,7 @@ class Runner:
         self.skipped: dict[str, str] = {}
         self.versions: dict[str, str | None] = {}
         self.failed: set[tuple[str, str]] = set()
-        # (client, scenario) pairs whose HTTP/2 rounds went over HTTP/1.1
+        # (client, scenario) pairs whose protocol was not the scenario's: rows dropped
         self.h1_fallback: set[tuple[str, str]] = set()
         self._zygote: Zygote | None = None
         self._zygote_failed = False
@@ -795,6 +805,10 @@ class Runner:
         workdir = tempfile.mkdtemp(prefix="httpbench-compare-")
         total = len(clients) * len(scenarios) * self.opt.repeat
         done = 0
+        # the ETA counts work, not rounds: a 7 MB download's round weighs more than a GET's
+        weight = self._round_weights(scenarios)
+        total_work = sum(weight[sc.name] for sc in scenarios) * len(clients) * self.opt.repeat
+        work = 0.0
         interrupted = False
         try:
             for sc in scenarios:
@@ -812,34 +826,41 @@ class Runner:
                         # every round is assembled from k slices taken in turn with every
                         # other round and client: each samples the machine's state over
                         # the whole scenario instead of one stretch of it
-                        base = done
+                        base, wbase = done, work
+                        per = len(workers) * self.opt.repeat
 
-                        def at(i: int, of: int, base: int = base, n: int = len(workers)) -> str:
-                            part = base + n * self.opt.repeat * i / of
-                            return f"[{int(part)}/{total}]{_eta(t_start, part, total)}"
+                        def at(i: int, of: int, base: int = base, wbase: float = wbase,
+                               per: int = per, wt: float = weight[sc.name]) -> str:
+                            eta = _eta(t_start, wbase + wt * per * i / of, total_work)
+                            return f"[{int(base + per * i / of)}/{total}]{eta}"
 
                         sliced = self._sliced_checked(workers, sc, srv, k, at)
+                        # every round of the scenario is measured now: the lines below
+                        # report them, and the ETA stays what the work left says
+                        work += weight[sc.name] * per
                     for rep in range(self.opt.repeat):
                         for c, w in list(workers.items()):
                             done += 1
                             if k > 1:
                                 mr = sliced.get((c, rep))
                             elif w.dead or (c, sc.name) in self.h1_fallback:
+                                work += weight[sc.name]
                                 continue
                             else:
                                 self._progress(
                                     f"[{done}/{total}] running {sc.name} {c} #{rep + 1}/"
-                                    f"{self.opt.repeat}{_eta(t_start, done - 1, total)}")
+                                    f"{self.opt.repeat}{_eta(t_start, work, total_work)}")
                                 mr = self._round_checked(c, sc, rep, w, srv)
+                                work += weight[sc.name]
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
                                 self._progress(
                                     f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
-                                    f"{_eta(t_start, done, total)}")
+                                    f"{_eta(t_start, work, total_work)}")
                     for c in workers:
-                        if (c, sc.name) in self.h1_fallback:  # none of its figures is h2
+                        if (c, sc.name) in self.h1_fallback:  # none is the scenario's protocol
                             rounds[c] = []
                             for key in [k for k in results if k[:2] == (c, sc.name)]:
                                 del results[key]
@@ -950,6 +971,14 @@ class Runner:
         msg = str(exc) + (("; stderr: " + " | ".join(tail)) if tail else "")
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
+
+    def _round_weights(self, scenarios: Sequence[Scenario]) -> dict[str, float]:
+        """Each scenario's round as work for the ETA: its time budget (seconds); rounds
+        of a fixed request count weigh as much as the average timed round."""
+        timed = {sc.name: sc.duration * self.opt.scale for sc in scenarios
+                 if self.opt.n is None and sc.n is None and sc.duration}
+        mean = sum(timed.values()) / len(timed) if timed else 1.0
+        return {sc.name: timed.get(sc.name, mean) or 1.0 for sc in scenarios}
 
     def _slices(self, sc: Scenario) -> int:
         """Slices per round: ``opt.slices`` for timed rounds of small transfers, fewer
@@ -1107,12 +1136,12 @@ class Runner:
             return None
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
         protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
-        if pkind == "h1-fallback":
+        if pkind in ("h1-fallback", "h2-negotiated"):
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "error"))
             self.h1_fallback.add((client, sc.name))
-            self.skipped[f"{client}/{sc.name}"] = f"h1-fallback: {pmsg}"
-            self._progress(f"h1-fallback {client}/{sc.name}: {pmsg}")
+            self.skipped[f"{client}/{sc.name}"] = f"{pkind}: {pmsg}"
+            self._progress(f"{pkind} {client}/{sc.name}: {pmsg}")
             return None
         return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
 

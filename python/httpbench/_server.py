@@ -92,9 +92,9 @@ class Server:
     ``with Server(tls=True) as srv: ...`` starts it and stops it on exit;
     ``start()`` and ``stop()`` may be called any number of times. With
     ``port=0`` an ephemeral port is chosen (``.port``); with ``tls=True`` a
-    self-signed ECDSA P-256 certificate for 127.0.0.1/localhost is generated
-    (unless ``cert_file``/``key_file`` are given) and written to ``.ca_file``
-    so clients can verify against it.
+    test CA and an ECDSA P-256 certificate for 127.0.0.1/localhost signed by
+    it are generated (unless ``cert_file``/``key_file`` are given); the CA is
+    written to ``.ca_file`` so clients can verify against it.
 
     ``request_timeout``: seconds a started request (head and body) or a
     stalled response write may take before the server answers 408 / closes.
@@ -107,6 +107,10 @@ class Server:
     knowledge). ``h2_max_concurrent_streams`` (1..100000),
     ``h2_initial_window_size`` (0..2147483647) and ``h2_max_frame_size``
     (16384..16777215) are the SETTINGS the server announces.
+
+    ``max_connections``: open connections per worker thread (0: no cap).
+    Beyond it a new connection is closed at once, after a ``503`` on plain
+    HTTP (a FIN alone on TLS), and counted in ``connections_refused``.
     """
 
     def __init__(
@@ -126,6 +130,7 @@ class Server:
         h2_max_concurrent_streams: int = 100,
         h2_initial_window_size: int = 65535,
         h2_max_frame_size: int = 16384,
+        max_connections: int = 0,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0..65535, got {port!r}")
@@ -137,6 +142,7 @@ class Server:
             ("h2_max_concurrent_streams", h2_max_concurrent_streams, 1, H2_MAX_STREAMS),
             ("h2_initial_window_size", h2_initial_window_size, 0, H2_MAX_WINDOW),
             ("h2_max_frame_size", h2_max_frame_size, H2_MIN_FRAME, H2_MAX_FRAME),
+            ("max_connections", max_connections, 0, 1 << 24),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an int in {lo}..{hi}, got {value!r}")
@@ -161,6 +167,7 @@ class Server:
             h2_max_concurrent_streams=h2_max_concurrent_streams,
             h2_initial_window_size=h2_initial_window_size,
             h2_max_frame_size=h2_max_frame_size,
+            max_connections=max_connections,
         )
         self.http2 = bool(http2)
         self._handle: Any = None
@@ -273,6 +280,7 @@ class Server:
         or reset the connection before the answer began), ``bytes_in``/``bytes_out``
         (TLS: plaintext), ``connections_accepted``/``_closed``/``_active``,
         ``tls_handshakes``, ``tls_resumed``, ``tls_handshake_errors``,
+        ``connections_refused`` (closed at accept beyond ``max_connections``),
         ``idle_timeouts``, ``body_bytes_in``, ``threads``, ``cpu_ns`` (the
         workers' CPU time) and ``thread_cpu_ns`` (per worker). Requests to
         ``/__stats`` are not counted. After stop(), the final counters.
@@ -282,7 +290,10 @@ class Server:
         "h2": n} (connections counted once their protocol is decided), and
         ``h2`` {``streams`` opened, ``streams_reset_sent``,
         ``streams_reset_received``, ``goaway_sent``, ``protocol_errors``,
-        ``refused_streams``, ``settings`` {``max_concurrent_streams``,
+        ``refused_streams``, ``floods`` (sessions ended with
+        GOAWAY(ENHANCE_YOUR_CALM) for a flood of frames: of those that ask no
+        work, 10,000 pass at once and 1,000/s after),
+        ``settings`` {``max_concurrent_streams``,
         ``initial_window_size``, ``max_frame_size``}}.
         """
         h = self._handle or self._last
@@ -483,7 +494,7 @@ def cli_main(argv: list[str]) -> int:
     )
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = ephemeral)")
-    ap.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed unless --cert)")
+    ap.add_argument("--tls", action="store_true", help="serve HTTPS (a generated test CA unless --cert)")
     ap.add_argument("--threads", type=int, default=1, help="worker threads (default 1)")
     ap.add_argument("--cert", dest="cert_file", help="PEM certificate (with --tls)")
     ap.add_argument("--key", dest="key_file", help="PEM private key (with --tls)")
@@ -500,6 +511,8 @@ def cli_main(argv: list[str]) -> int:
                     help="h2 SETTINGS_INITIAL_WINDOW_SIZE in bytes (default 65535)")
     ap.add_argument("--h2-max-frame", type=int, default=16384, metavar="N",
                     help="h2 SETTINGS_MAX_FRAME_SIZE in bytes (default 16384)")
+    ap.add_argument("--max-connections", type=int, default=0, metavar="N",
+                    help="open connections per worker thread; more are refused (default 0: no cap)")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     try:
@@ -516,6 +529,7 @@ def cli_main(argv: list[str]) -> int:
             h2_max_concurrent_streams=args.h2_max_streams,
             h2_initial_window_size=args.h2_window,
             h2_max_frame_size=args.h2_max_frame,
+            max_connections=args.max_connections,
         )
         srv.start()
     except (OSError, ValueError, _core.HttpbenchError) as exc:

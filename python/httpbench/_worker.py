@@ -625,7 +625,9 @@ class Worker:
 
 
 _STACK = ("urllib3", "requests", "httpx", "httpcore", "h11", "anyio", "aiohttp", "yarl",
-          "multidict", "pycurl", "niquests", "certifi", "idna", "charset_normalizer", "ssl")
+          "multidict", "pycurl", "niquests", "curl_cffi", "pyreqwest", "wreq", "primp", "httpx2",
+          "httpcore2", "httpxyz", "httpcorexyz", "aiosonic", "certifi", "idna",
+          "charset_normalizer", "ssl")
 
 
 def _loaded_versions() -> dict[str, str]:

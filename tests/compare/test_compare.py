@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 
 import httpbench
@@ -239,7 +240,9 @@ def test_cli_tables_json_and_files(tmp_path, capsys):
                 "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes"):
         assert col in cap.out
     assert "== get-150b" in cap.out and "== small-post" in cap.out
-    assert "compare took" in cap.out
+    # one total time, on the Run line; report.html beside results.json
+    assert re.search(r"^Run: .*; took \d+\.\d s$", cap.out, re.M) and cap.out.count(" took ") == 1
+    assert (out / "report.html").exists() and f", {out / 'report.html'}" in cap.out
     rs = httpbench.load(out / "results.json")
     assert len(rs) == 2 * 2 * 2
     assert rs.get("urllib3", "small-post", 1).metadata["server"]["requests"] == 5
