@@ -253,7 +253,7 @@ def test_cli_tables_json_and_files(tmp_path, capsys):
     assert (out / "tables.txt").read_text() == format_tables(rs)
 
     first = rs.get("http.client", "get-150b", 0)
-    from httpbench._runner import preload_library
+    from httpbench._workerproc import preload_library
 
     if preload_library() is not None:  # on by default on Linux when the counter is built
         assert first.native_alloc_count is not None

@@ -16,7 +16,8 @@ import textwrap
 
 import pytest
 from httpbench._adapters import available_clients
-from httpbench._runner import Runner, RunOptions, _server_counts, protocol_verdict
+from httpbench._roundnotes import protocol_verdict, server_counts
+from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import (
     DEFAULT_SCENARIOS,
     H2_SCENARIOS,
@@ -113,9 +114,9 @@ def test_h2_scenarios_and_specs():
     (None, ("unproven", "protocol-unproven")),
 ])
 def test_protocol_verdict_from_stats_delta(by, want):
-    before = _server_counts({"requests": 10, **({"by_protocol": {"http/1.1": 10, "h2": 0}}
+    before = server_counts({"requests": 10, **({"by_protocol": {"http/1.1": 10, "h2": 0}}
                                                if by is not None else {})})
-    after = _server_counts({"requests": 42, **({"by_protocol": {
+    after = server_counts({"requests": 42, **({"by_protocol": {
         "http/1.1": 10 + by["http/1.1"], "h2": by["h2"]}} if by is not None else {})})
     delta = {k: None if before[k] is None or after[k] is None else after[k] - before[k]
              for k in before}
@@ -290,7 +291,7 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
 
 
 def test_stats_keys_ignore_non_numbers():
-    c = _server_counts({"requests": 3, "by_protocol": {"http/1.1": "x", "h2": 2}})
+    c = server_counts({"requests": 3, "by_protocol": {"http/1.1": "x", "h2": 2}})
     assert (c["http1_requests"], c["h2_requests"]) == (None, 2)
 
 

@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "_unlike": 2,
     # L3: presentation
     "report": 3,
+    "_cmptables": 3,
     "plot": 3,
     "_hdrexport": 3,
     "_html": 3,
@@ -56,6 +57,8 @@ LAYERS: dict[str, int] = {
     "_deterministic": 4,
     "_compare": 4,
     "_runner": 4,
+    "_workerproc": 4,
+    "_roundnotes": 4,
     "_worker": 4,
     "_scenarios": 4,
     "_adapters": 4,
