@@ -9,6 +9,8 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,6 +407,24 @@ int hb_server_port(const hb_server *s)
 int hb_server_running(const hb_server *s)
 {
     return s->running;
+}
+
+int hb_server_set_cpus(hb_server *s, const int *cpus, int n, char *err)
+{
+    if (!s->running) return hb_fail(err, -ESRCH, "the server is stopped");
+    if (n < 1) return hb_fail(err, -EINVAL, "no CPU given");
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++) {
+        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE)
+            return hb_fail(err, -EINVAL, "CPU %d out of range", cpus[i]);
+        CPU_SET(cpus[i], &set);
+    }
+    for (int i = 0; i < s->nworkers; i++) {
+        int e = pthread_setaffinity_np(s->w[i].thread, sizeof set, &set);
+        if (e != 0) return hb_fail(err, -e, "pthread_setaffinity_np: %s", strerror(e));
+    }
+    return 0;
 }
 
 const char *hb_server_cert_pem(const hb_server *s, size_t *len)

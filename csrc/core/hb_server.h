@@ -90,6 +90,10 @@ void hb_server_free(hb_server *s);
 
 int hb_server_port(const hb_server *s);
 int hb_server_running(const hb_server *s);
+/* Run every worker thread on the `n` CPUs in `cpus` (an in-process server's
+ * placement next to its client is chosen, not left to the scheduler). Returns
+ * 0, -EINVAL for a CPU not allowed, -ESRCH when stopped; detail in err. */
+int hb_server_set_cpus(hb_server *s, const int *cpus, int n, char *err);
 /* TLS only: the PEM a client trusts (the generated CA), NUL-terminated, owned by s; else NULL. */
 const char *hb_server_cert_pem(const hb_server *s, size_t *len);
 

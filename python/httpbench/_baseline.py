@@ -27,6 +27,7 @@ from typing import Any
 
 from . import _units as U
 from ._budget import METRICS, Metric, format_value
+from ._machine import DRIFT_LIMIT
 from ._results import ResultSet
 from ._rows import as_set, isnan, result_rows
 from ._stats import mann_whitney_u, welch_t_test
@@ -489,7 +490,10 @@ class BaselineRegression(AssertionError):
                         + ", ".join(better))
         super().__init__(
             f"{key} vs baseline: {'; '.join(what)}\n"
-            f"(timing baselines scaled by this machine's calibration ratio {scale:.3f})\n"
+            f"(timing baselines scaled by this machine's calibration ratio {scale:.3f}"
+            + (f": the machine ran {abs(scale - 1):.0%} {'slower' if scale > 1 else 'faster'} "
+               "than when the baseline was saved; the rows are the change beyond that"
+               if abs(scale - 1) > DRIFT_LIMIT else "") + ")\n"
             + format_compare_table(self.rows)
             + ("\n" + detail if detail else "")
         )

@@ -13,6 +13,7 @@ from typing import Any
 from . import _units as U
 from ._delta import DELTA_METRICS, format_delta
 from ._delta import TEST as DELTA_TEST
+from ._machine import machine_change_line, placement_lines, speed_line
 from ._noise import summary_line
 from ._results import MeasureResult, ResultSet
 from ._rows import cell_rows
@@ -135,6 +136,9 @@ def _saved_run_lines(rs: ResultSet, scenario: str) -> list[str]:
     rows = (bf.get("deltas") or {}).get(scenario) or {}
     lines = [f"   vs saved run {name} (not interleaved: measured at another time; "
              f"{bf.get('test', DELTA_TEST)}; allocations and GC: exact differences)"]
+    machine = machine_change_line(bf.get("machine_change"))
+    if machine:
+        lines.append(f"   {machine}")
     match = bf.get("matched") or {}
     for c in rs.clients:
         if not _measured(rs, c, scenario):
@@ -198,6 +202,7 @@ def format_tables(rs: ResultSet) -> str:
                        "median, relative to it" + ("; thin: too few repeats or requests"
                                                    if any(r["thin"] for r in rows) else "")
                        + ")")
+            out.extend(placement_lines(md, s))
             out.append(compare_table(rows))
             out.extend(_version_lines(rs, s))
             out.extend(_saved_run_lines(rs, s))
@@ -226,12 +231,15 @@ def format_tables(rs: ResultSet) -> str:
     bits = [f"Python {md.get('python')}", str(md.get("openssl")), str(md.get("kernel")),
             f"{md.get('cpus')} CPU(s) {md.get('cpu_model') or ''}".strip(),
             f"clock {md.get('clock_source')}"]
-    pin = md.get("pinning")
+    pin = md.get("pinning")  # results saved before placement was chosen per scenario
     if pin:
         bits.append(f"server on CPU {pin.get('server_cpus')}, workers on CPU {pin.get('worker_cpu')}")
     if md.get("duration_s") is not None:
         bits.append(f"took {md['duration_s']:.1f} s")
     out.append("Run: " + "; ".join(bits))
+    speed = speed_line(md)
+    if speed:
+        out.append(speed)
     vers = md.get("client_versions") or {}
     if vers:
         out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"

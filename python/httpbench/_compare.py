@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _versions
+from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
 from ._deterministic import ToolMissing, require_tool
 from ._results import ResultSet
@@ -54,6 +54,7 @@ def compare(
     commands: dict[str, Sequence[str]] | None = None,
     native_allocs: bool | None = None,
     pin: bool = True,
+    placement: str = "auto",
     timeout: float = 120.0,
     warmup: int = 3,
     zygote: bool = True,
@@ -81,7 +82,12 @@ def compare(
     fewer scenarios and shorter rounds (about a minute in all); ``out``: directory
     for ``results.json`` and, if ``plots``, PNG figures (None: write
     nothing). Keywords: ``native_allocs`` (preload the malloc counter; None:
-    when available on Linux), ``pin`` (CPU pinning), ``timeout`` (seconds per
+    when available on Linux), ``pin`` (CPU pinning; False: ``placement="unpinned"``),
+    ``placement`` (where server and client run, per scenario: ``"auto"`` puts
+    sequential scenarios on one CPU when the machine's calibrated cross-CPU
+    wake-up costs more than a same-CPU one, and concurrent ones on two;
+    ``"same"``, ``"split"``, ``"unpinned"`` force one; recorded in
+    ``metadata["placement"]`` with ``metadata["wakeup_ns"]``), ``timeout`` (seconds per
     worker step before it counts as hung), ``warmup`` (requests per worker
     before measuring), ``zygote`` (fork workers from a pre-imported process;
     False: a new interpreter per worker), ``scale`` (factor on round durations), ``progress``
@@ -130,6 +136,9 @@ def compare(
         slices = DEFAULT_SLICES
     if slices < 1:
         raise ValueError("slices must be >= 1")
+    if placement not in _machine.PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
+                         f"got {placement!r}")
     if deterministic:
         if deterministic_n < 1:
             raise ValueError("deterministic_n must be >= 1")
@@ -164,7 +173,7 @@ def compare(
     envs = _versions.prepare(specs, progress, baseline) if specs else {}
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
-        timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
+        timeout=timeout, native_allocs=native_allocs, pin=pin, placement=placement, commands=commands,
         progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
         reruns=reruns, slices=slices,
         deterministic=deterministic, deterministic_n=deterministic_n,
@@ -220,9 +229,6 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
     return written
 
 
-# ---------------------------------------------------------------- tables
-
-
 # ---------------------------------------------------------------- CLI
 
 
@@ -259,7 +265,12 @@ def _parser() -> argparse.ArgumentParser:
                          "{body_file} {method})")
     ap.add_argument("--no-native-allocs", action="store_true",
                     help="do not preload the native malloc counter in workers")
-    ap.add_argument("--no-pin", action="store_true", help="no CPU pinning of server and workers")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="no CPU pinning of server and workers (--placement unpinned)")
+    ap.add_argument("--placement", choices=_machine.PLACEMENTS, default="auto",
+                    help="where server and client run per scenario: auto (default: sequential "
+                         "scenarios on one CPU when the calibrated cross-CPU wake-up costs "
+                         "more, concurrent ones on two), same, split, unpinned")
     ap.add_argument("--no-zygote", action="store_true",
                     help="start every worker as a new interpreter (slower) instead of forking "
                          "it from a pre-imported one")
@@ -458,6 +469,7 @@ def cli_main(argv: list[str]) -> int:
             slices=args.slices,
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
+            placement=args.placement,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
             baseline=args.baseline, baseline_file=args.baseline_file,
             pythons=[p.strip() for v in args.python for p in v.split(",") if p.strip()],

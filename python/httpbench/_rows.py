@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._hist import hist_percentile, hist_stat
+from ._machine import wakeup_limit_ns
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._stats import median_ci, median_spread
 
@@ -289,7 +290,8 @@ CELL_COLUMNS: dict[str, str] = {
     "gc_per_10k": "median GC collections per 10,000 requests",
     "peak_rss_bytes": "largest peak RSS of the repeats, bytes",
     "errors": "failed calls over all repeats",
-    "notes": "note kind -> how many of the cell's rounds carry it ('thin' added when thin)",
+    "notes": "note kind -> how many of the cell's rounds carry it ('thin' added when thin, "
+             "'wake-up' when p50 or CPU/req is within 2x of the machine's wake-up cost)",
     "instructions_per_request": "median instructions per request; None unless counted",
     "syscalls_per_request": "median syscalls per request; None unless counted",
 }
@@ -323,6 +325,10 @@ def cell_rows(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
             if note.client == client and note.scenario == scenario:
                 tags[note.kind] = tags.get(note.kind, 0) + 1
         calls = [r.calls for r in reps]
+        limit = wakeup_limit_ns(rs.metadata.get("wakeup_ns"),
+                                (rs.metadata.get("placement") or {}).get(scenario))
+        if limit and min(_median(p50s), _median(cpus)) <= limit:
+            tags["wake-up"] = 1  # the figure is within 2x of the machine's wake-up cost
         thin = is_thin(calls, rs.metadata.get("min_requests"))
         if thin:
             tags["thin"] = 1

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _noise
+from . import _machine, _noise
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
@@ -62,6 +63,10 @@ __all__ = ["RunOptions", "Runner", "merge_slices"]
 SLICE_MAX_BYTES = 1 << 20
 # the shortest slice of a round, seconds
 SLICE_MIN_S = 0.025
+# the fixed-work control (the machine-speed index): units per control, and at most one
+# control per this many seconds of the run (~1 ms per 0.1 s: about 1 % of its time)
+CONTROL_UNITS = 10
+CONTROL_EVERY_S = 0.1
 
 
 @dataclass
@@ -75,7 +80,9 @@ class RunOptions:
     ``reruns``: how often a round disturbed by machine noise or short of
     requests is run again at most; ``slices``: pieces a timed round is taken
     in, in turn with every other round and client (1: one contiguous piece); ``native_allocs``: preload the malloc counter in workers (None: on when a
-    counter library exists, Linux); ``pin``: CPU pinning server/workers;
+    counter library exists, Linux); ``pin``: CPU pinning server/workers (False: ``placement="unpinned"``);
+    ``placement``: ``auto`` (``_machine.choose_placement`` per scenario), ``same``,
+    ``split`` or ``unpinned``;
     ``commands``: name -> argv of extra process-level clients; ``zygote``:
     fork workers from one pre-imported process (False: a new interpreter each).
     """
@@ -93,6 +100,9 @@ class RunOptions:
     timeout: float = 120.0
     native_allocs: bool | None = None
     pin: bool = True
+    # where server and client run per scenario: auto (by the wake-up calibration), same,
+    # split, unpinned (``pin=False`` means unpinned)
+    placement: str = "auto"
     commands: dict[str, list[str]] = field(default_factory=dict)
     server_threads: int = 1
     zygote: bool = True
@@ -212,16 +222,18 @@ class Runner:
         self._zygote: Zygote | None = None
         self._zygote_failed = False
         self._env_zygotes: dict[str, Zygote] = {}
-        try:
-            cpus = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cpus = []
-        if self.opt.pin and len(cpus) >= 2:
-            half = max(1, len(cpus) // 2) if len(cpus) >= 4 else 1
-            self.server_cpus: set[int] | None = set(cpus[:half])
-            self.worker_cpu: int | None = cpus[-1]
-        else:
-            self.server_cpus, self.worker_cpu = None, None
+        if self.opt.placement not in _machine.PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
+                             f"got {self.opt.placement!r}")
+        self.cpus = _machine.usable_cpus()
+        self.mode = self.opt.placement if self.opt.pin else "unpinned"
+        # the scenario being run's placement; every scenario's, for the metadata
+        self.placement: dict[str, Any] = _machine.choose_placement("unpinned", True, None, [])
+        self.placements: dict[str, dict[str, Any]] = {}
+        self.wakeup: dict[str, Any] | None = None
+        # the fixed-work control, taken in the workers between slices: (scenario, ns/unit)
+        self.controls: list[tuple[str, float]] = []
+        self._last_control = 0.0
         self.env_changes: dict[str, str] = {}
         self.noise: dict[str, dict[str, Any]] = {}
         self._reruns: dict[str, int] = {}
@@ -243,9 +255,33 @@ class Runner:
         if srv is None:
             srv = self.server_factory(tls, self.opt.server_threads)
             self.servers[tls] = srv
-            if self.server_cpus and getattr(srv, "pid", None):
-                _pin_process(int(srv.pid), self.server_cpus)
         return srv
+
+    def _place(self, sc: Scenario, srv: Any) -> None:
+        """Choose the scenario's placement and move the server's threads there."""
+        # one request in flight pays a wake-up per request; a transfer of a megabyte or more
+        # overlaps server and client within its request (the wake-ups are amortized)
+        sequential = (sc.concurrency == 1
+                      and (sc.expect_bytes or 0) + sc.body_size < SLICE_MAX_BYTES)
+        self.placement = _machine.choose_placement(self.mode, sequential, self.wakeup, self.cpus)
+        self.placements[sc.name] = self.placement
+        if not self.cpus:
+            return
+        cpus = sorted(self.placement["server_cpus"] or self.cpus)
+        setter = getattr(srv, "set_cpus", None)  # Server and ServerProcess have it
+        if setter is not None:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                setter(cpus)
+            return
+        pid = getattr(srv, "pid", None)
+        if pid and int(pid) != os.getpid():  # never the threads of this process
+            _pin_process(int(pid), set(cpus))
+
+    @property
+    def worker_cpu(self) -> int | None:
+        """The CPU the current scenario's workers run on (None: not pinned)."""
+        cl = self.placement.get("client_cpus") or []
+        return int(cl[0]) if cl else None
 
     def _stats(self, srv: Any) -> dict[str, int | None]:
         try:
@@ -325,11 +361,21 @@ class Runner:
         total_work = sum(weight[sc.name] for sc in scenarios) * len(clients) * self.opt.repeat
         work = 0.0
         interrupted = False
+        if clients and self.mode != "unpinned" and len(self.cpus) >= 1:
+            try:
+                self.wakeup = _machine.wakeup_cost(self.cpus, refresh=True)
+            except (OSError, ValueError) as exc:
+                self.notes.append(Note("calibration-failed", f"wake-up calibration failed "
+                                       f"({exc}); sequential scenarios run split",
+                                       severity="info"))
+            else:
+                self._progress(_machine.wakeup_text(self.wakeup))
         try:
             for sc in scenarios:
                 if not clients:
                     break
                 srv = self._server(sc.tls)
+                self._place(sc, srv)
                 workers: dict[str, WorkerProc] = {}
                 try:
                     workers = self._start_workers(clients, sc, srv, workdir)
@@ -399,14 +445,20 @@ class Runner:
         finally:
             self.stop()
             shutil.rmtree(workdir, ignore_errors=True)
+        for sc in scenarios:
+            self._drift_notes(sc)
         md = system_metadata()
         md.update({
             "client_versions": self.versions,
             "repeat": self.opt.repeat,
             "n": self.opt.n,
             "scale": self.opt.scale,
-            "pinning": ({"server_cpus": sorted(self.server_cpus), "worker_cpu": self.worker_cpu}
-                        if self.server_cpus else None),
+            "placement": self.placements,
+            "placement_rule": self.mode,
+            "wakeup_ns": ({"same_cpu": self.wakeup["same_cpu"],
+                           "cross_cpu": self.wakeup["cross_cpu"]} if self.wakeup else None),
+            "wakeup": self.wakeup,
+            "speed_index": self._speed_index(),
             "native_alloc_counter": self.preload,
             "environment_changes": self.env_changes,
             "min_requests": self.opt.min_requests,
@@ -631,6 +683,10 @@ class Runner:
         else:
             cmd["duration"] = sc.duration * self.opt.scale / slices
             cmd["min_n"] = -(-self._min_n(sc) // slices)
+        now = time.monotonic()
+        if now - self._last_control >= CONTROL_EVERY_S:
+            cmd["control"] = CONTROL_UNITS
+            self._last_control = now
         try:
             w.send({"cmd": "rewarm"})
             warm = w.recv()
@@ -658,7 +714,35 @@ class Runner:
             self.skipped[f"{client}/{sc.name}"] = f"{pkind}: {pmsg}"
             self._progress(f"{pkind} {client}/{sc.name}: {pmsg}")
             return None
+        if msg.get("control_ns"):
+            self.controls.append((sc.name, float(msg["control_ns"])))
         return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
+
+    def _speed_index(self) -> dict[str, Any] | None:
+        """The run's machine-speed index: its controls' range, and each scenario's median."""
+        out = _machine.speed_summary([v for _, v in self.controls])
+        if out is None:
+            return None
+        by: dict[str, list[float]] = {}
+        for name, v in self.controls:
+            by.setdefault(name, []).append(v)
+        out["by_scenario"] = {k: statistics.median(v) for k, v in by.items()}
+        return out
+
+    def _drift_notes(self, sc: Scenario) -> None:
+        """A note when the scenario's controls ran on a machine faster or slower than
+        the run's so far (by more than DRIFT_LIMIT)."""
+        mine = [v for name, v in self.controls if name == sc.name]
+        every = [v for _, v in self.controls]
+        if len(mine) < 3 or len(every) <= len(mine):
+            return
+        ch = statistics.median(mine) / statistics.median(every) - 1.0
+        if abs(ch) > _machine.DRIFT_LIMIT:
+            word = "slower" if ch > 0 else "faster"
+            self.notes.append(Note("machine-drift", f"the machine ran {abs(ch):.0%} {word} "
+                                   "during this scenario than over the run (fixed-work speed "
+                                   "index): its figures and the others' differ by that much "
+                                   "beyond the clients", None, sc.name, severity="info"))
 
     def _assemble(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                   parts: list[dict[str, Any]]) -> MeasureResult:
@@ -673,9 +757,10 @@ class Runner:
         if pkind is not None and pmsg is not None:
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "warning"))
-        # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
+        # on the client's CPU (same or unpinned), the server's CPU is the harness's, not noise
         windows = [tuple(p["msg"].get("noise") or (None, None)) for p in parts]
-        shared = 0 if self.server_cpus else sum(p["server"].get("cpu_ns") or 0 for p in parts)
+        shared = (0 if self.placement.get("mode") == "split"
+                  else sum(p["server"].get("cpu_ns") or 0 for p in parts))
         noise = _noise.windows_noise(windows, exclude_ns=shared)
         msgs = [p["msg"] for p in parts]
         round_requests = sum(int(m.get("round_requests") or 0) for m in msgs)

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -69,6 +70,30 @@ H2_MAX_FRAME = 2**24 - 1
 # Servers running in this process: measure() takes their threads' CPU out of the
 # client's figure (their C threads share the process's CPU clock).
 _RUNNING: weakref.WeakSet[Server] = weakref.WeakSet()
+# Servers started by start_process() from this process: measure() places them too.
+_PROCESSES: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+
+
+def local_servers() -> list[Server | ServerProcess]:
+    """The running servers this process started (in-process and ``start_process()``):
+    the ones whose placement next to a client ``measure()`` and ``bench()`` can know."""
+    out: list[Server | ServerProcess] = [s for s in list(_RUNNING) if s.running]
+    out += [p for p in list(_PROCESSES) if p.running]
+    return out
+
+
+def _tids(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
+
+
+def _thread_cpus(tid: int) -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(tid))
+    except (AttributeError, OSError):
+        return None
 
 
 def in_process_server_cpu() -> dict[int, int]:
@@ -175,6 +200,7 @@ class Server:
         self._ca_file: str | None = None
         self._ca_pem: str | None = None
         self._lock = threading.Lock()
+        self._cpus: list[int] | None = None
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> Server:
@@ -194,6 +220,8 @@ class Server:
                 handle.stop()
                 raise
             self._handle = handle
+            # the workers inherited the starting thread's CPUs
+            self._cpus = _thread_cpus(0)
             _RUNNING.add(self)
             return self
 
@@ -269,6 +297,21 @@ class Server:
     def ca_pem(self) -> str | None:
         """The server certificate as PEM text (TLS only)."""
         return self._ca_pem
+
+    @property
+    def cpus(self) -> list[int] | None:
+        """The CPUs the worker threads may run on (None when stopped or unknown)."""
+        return list(self._cpus) if self._handle is not None and self._cpus else None
+
+    def set_cpus(self, cpus: Iterable[int]) -> None:
+        """Run the worker threads on ``cpus`` (``ValueError`` for a CPU not allowed).
+
+        ``measure()`` does this itself, next to the measuring thread when one
+        request is in flight: a wake-up on another CPU costs a VM far more.
+        """
+        want = sorted({int(c) for c in cpus})
+        self._running_handle().set_cpus(want)
+        self._cpus = want
 
     def stats(self) -> dict[str, Any]:
         """Server counters, read without stopping it.
@@ -347,6 +390,26 @@ class ServerProcess:
             if not line:
                 raise RuntimeError(f"server process {self.pid} closed its pipe")
             return line
+
+    @property
+    def cpus(self) -> list[int] | None:
+        """The CPUs the server process's threads may run on (their union; None when
+        it has exited or cannot be read)."""
+        if not self.running:
+            return None
+        got: set[int] = set()
+        for tid in _tids(self.pid):
+            got |= set(_thread_cpus(tid) or [])
+        return sorted(got) or None
+
+    def set_cpus(self, cpus: Iterable[int]) -> None:
+        """Run every thread of the server process on ``cpus`` (``OSError`` when it
+        cannot be done: a CPU not allowed; ``RuntimeError`` once it has exited)."""
+        want = {int(c) for c in cpus}
+        if not self.running:
+            raise RuntimeError(f"server process {self.pid} has exited")
+        for tid in _tids(self.pid):
+            os.sched_setaffinity(tid, want)
 
     def stats(self) -> dict[str, Any]:
         """Same dict as ``Server.stats()`` (status codes as int keys)."""
@@ -442,7 +505,9 @@ def start_process(
     if "error" in info:
         proc.wait(5)
         raise OSError(info.get("errno") or 0, info["error"])
-    return ServerProcess(proc, info, tls)
+    sp = ServerProcess(proc, info, tls)
+    _PROCESSES.add(sp)
+    return sp
 
 
 def _child_main(cfg_json: str) -> int:

@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import _machine
 from ._delta import DELTA_METRICS, TEST, exact_delta, ratio_delta
 from ._envs import Env, ensure_envs
 from ._results import MeasureResult, ResultSet, load
@@ -254,5 +255,7 @@ def against_file(rs: ResultSet, saved: ResultSet, path: str | os.PathLike[str]) 
         "missing_scenarios": [sc for sc in rs.scenarios if sc not in saved.scenarios],
         "saved_started_unix_ns": smd.get("started_unix_ns"),
         "deltas": out,
+        # how much slower this run's machine was than the saved run's (speed indices)
+        "machine_change": _machine.machine_change(smd, rs.metadata),
     }
     return rs.with_metadata(baseline_file=info)

@@ -27,6 +27,14 @@ from ._hdrexport import (
     hdr_interval_log,
 )
 from ._hist import hist_count, hist_percentile, hist_stat, percentile_spectrum
+from ._machine import (
+    machine_change,
+    machine_change_line,
+    placement_lines,
+    placement_text,
+    speed_line,
+    wakeup_text,
+)
 from ._results import BenchResult, MeasureResult, ResultSet, load
 from ._rows import CELL_COLUMNS, DATAFRAME_COLUMNS, cell_rows, entries, isnan, result_rows
 from ._stats import mann_whitney_u, median_ci, welch_t_test
@@ -186,7 +194,12 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
                       f"{spec.get('concurrency', 1)} stream(s) on one connection")
         ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
               "of the median\n\n" if nrep > 1 else "")
-        parts.append(heading(title) + "\n\n" + ci + _group_table(srows, fmt, cols))
+        where = "\n".join(x.strip() for x in placement_lines(rs.metadata, sc))
+        parts.append(heading(title) + "\n\n" + ci + (where + "\n\n" if where else "")
+                     + _group_table(srows, fmt, cols))
+    speed = speed_line(rs.metadata)
+    if speed:
+        parts.append(speed)
     if rs.notes:
         bullet = "- " if fmt == "md" else "  * "
         parts.append(("**Notes**" if fmt == "md" else "Notes:") + "\n"
@@ -417,6 +430,12 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     per = (f", {cpu / completed / 1e3:.2f} µs/request" if completed and answered
            else ", – µs/request" if not answered else "")
     kv("Generator CPU", f"user {r.cpu_user_ns / 1e9:.3f} s, sys {r.cpu_sys_ns / 1e9:.3f} s{per}")
+    if md.get("placement"):
+        kv("Placement", placement_text(md["placement"]) + f" ({md['placement'].get('mode')})")
+    if md.get("wakeup_ns"):
+        kv("Machine", wakeup_text(md["wakeup_ns"]))
+    if md.get("wakeup_note"):
+        lines.append(f"   (note: {md['wakeup_note']})")
     if md.get("first_error"):
         kv("First error", md["first_error"])
     lines.append("")
@@ -800,6 +819,9 @@ def cli_main(argv: Sequence[str]) -> int:
             if len(currents) > 1 and args.format != "json":
                 sys.stdout.write(f"{args.baseline} -> {path}\n\n")
             sys.stdout.write(cmp.format(args.format))
+            machine = machine_change_line(machine_change(base.metadata, cur.metadata))
+            if machine and args.format != "json":
+                sys.stdout.write(("\n" if args.format == "md" else "") + machine + "\n")
             if args.fail_on_regression and cmp.regressions:
                 rc = 1
     else:

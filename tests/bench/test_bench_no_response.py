@@ -102,3 +102,34 @@ def test_every_request_timing_out_is_named_no_answer(capsys):
     err = capsys.readouterr().err
     assert rc == 1
     assert "no answer: every request timed out (timeout: 4)" in err
+
+
+def test_unreachable_target_stops_within_a_second_and_a_half(capsys):
+    """A listener whose accept queue is full drops every SYN: connects neither succeed
+    nor fail, as with a firewalled or absent host."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fill = []
+    try:
+        for _ in range(4):  # fill the accept queue (never accepted)
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            fill.append(c)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        rc = cli_main([f"http://127.0.0.1:{port}/", "-n", "100", "-c", "4", "--timeout", "5s"])
+        took = time.monotonic() - t0
+    finally:
+        for c in fill:
+            c.close()
+        srv.close()
+    err = capsys.readouterr().err
+    assert rc == 1 and took <= 1.5, took
+    assert (f"no connection to 127.0.0.1:{port} in the first 1 s (no answer to the connection "
+            "attempts; ") in err
