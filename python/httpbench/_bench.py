@@ -86,8 +86,8 @@ def bench(
     "h2" for ``https://``), with ``streams`` concurrent streams per connection
     (h2load's ``-m``); ``concurrency`` connections × ``streams`` requests are in
     flight. Stream errors are counted as ``rst_stream``, ``goaway`` and
-    ``protocol``. A server that does not negotiate HTTP/2 raises ProtocolError
-    (the run never falls back to HTTP/1.1).
+    ``protocol``. A server that does not negotiate HTTP/2 raises
+    HTTP2NotSupported, a ProtocolError (the run never falls back to HTTP/1.1).
 
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local

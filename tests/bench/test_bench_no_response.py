@@ -64,7 +64,9 @@ def test_refused_port_stops_within_a_second_and_a_half(limit, capsys):
     took = time.monotonic() - t0
     out, err = capsys.readouterr()
     assert rc == 1
-    assert took <= 1.5, took
+    # The stop fires after 1 s (the message below proves it was that stop); the bound
+    # leaves room for a loaded CI machine and still fails the old 7.2 s / 10 s runs.
+    assert took <= 2.5, took
     assert f"(STOPPED: no connection in the first {NO_CONNECTION_S:g} s)" in out
     assert "Complete requests:      0 (no response; " in out
     assert "Time per request:       – (no response)" in out
@@ -77,7 +79,7 @@ def test_refused_bench_result_is_stopped_not_interrupted():
     assert r.metadata["gave_up_s"] == NO_CONNECTION_S
     assert not r.interrupted and r.responses == 0 and r.connections == 0
     assert r.connect_attempts == r.connect_failures > 0
-    assert r.duration_ns < 1.5e9
+    assert r.duration_ns < 2.5e9  # stopped at ~1 s, not after the 5 s duration
 
 
 def test_a_run_that_connects_is_never_stopped_early(server):
@@ -102,3 +104,34 @@ def test_every_request_timing_out_is_named_no_answer(capsys):
     err = capsys.readouterr().err
     assert rc == 1
     assert "no answer: every request timed out (timeout: 4)" in err
+
+
+def test_unreachable_target_stops_within_a_second_and_a_half(capsys):
+    """A listener whose accept queue is full drops every SYN: connects neither succeed
+    nor fail, as with a firewalled or absent host."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fill = []
+    try:
+        for _ in range(4):  # fill the accept queue (never accepted)
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            fill.append(c)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        rc = cli_main([f"http://127.0.0.1:{port}/", "-n", "100", "-c", "4", "--timeout", "5s"])
+        took = time.monotonic() - t0
+    finally:
+        for c in fill:
+            c.close()
+        srv.close()
+    err = capsys.readouterr().err
+    assert rc == 1 and took <= 2.5, took  # the 1 s stop, with room for a loaded machine (5 s before)
+    assert (f"no connection to 127.0.0.1:{port} in the first 1 s (no answer to the connection "
+            "attempts; ") in err

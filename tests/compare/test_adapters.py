@@ -402,3 +402,19 @@ def test_aiosonic_keeps_its_connection_past_1000_requests(servers):
     a, d = drive("aiosonic", servers[False], n=1100, method="GET", path="/bytes/150")
     assert a.last_status == 200
     assert (d["requests"], d["connections"]) == (1100, 1)
+
+
+@pytest.mark.parametrize("name", ["httpx", "httpx2"])
+def test_httpx_family_without_h2_is_unavailable_for_http2(monkeypatch, name):
+    """Without the h2 package an HTTP/2 scenario skips the client, naming the extra."""
+    import importlib.util
+
+    if name not in INSTALLED:
+        pytest.skip(f"{name} not installed")
+    a = load_adapter(name)()  # checked before h2 is hidden
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda mod, *x, **k: None if mod == "h2" else real(mod, *x, **k))
+    with pytest.raises(AdapterUnavailable, match="needs the 'h2' package") as ei:
+        a.setup("http://127.0.0.1:9", None, http2=True)
+    assert ei.value.pip_name == f"{name}[http2]"

@@ -34,8 +34,6 @@ class HttpxAdapter(Adapter):
 
         self.lib = importlib.import_module(self._lib)
         if self.lib.__name__ != self._lib:
-            from . import AdapterUnavailable
-
             # httpxyz registers itself as `httpx` when imported first (its pytest plugin does)
             raise AdapterUnavailable(self.name, f"'{self._lib}' in this process is "
                                      f"{self.lib.__name__} {self.lib.__version__}, not "
