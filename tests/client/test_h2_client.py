@@ -182,3 +182,53 @@ def test_headers_outlive_a_batch_beyond_the_stream_limit(server):
         s1 = _h2(server.stats())
     assert [r.body for r in rs] == [httpbench.expected_bytes(i % 7) for i in range(150)]
     assert _delta(s0, s1) == (150, 0, 1)
+
+
+# 200 fields (more than an HTTP/1.1 head may carry here), duplicates, a Latin-1
+# byte, an empty value and a colon inside a value: each comes back as sent, in order.
+H2_FIELDS = [(b"x-dup", b"a"), (b"x-dup", b"b"), (b"x-latin", b"caf\xe9"), (b"x-empty", b""),
+             (b"x-colon", b"a: b"), *((b"x-f%03d" % i, b"v%d" % i) for i in range(195))]
+
+
+def _answer_with_fields(c) -> None:
+    from _h2raw import HEADERS, SETTINGS, frame, hpack_literal, settings
+
+    c.sock.settimeout(5)
+    c.send(settings())
+    # frames after the 24-byte preface until the request's HEADERS on stream 1
+    pos, seen = 24, False
+    while not seen:
+        while len(c.buf) < pos + 9:
+            if not c._fill():
+                return
+        n, ftype = int.from_bytes(c.buf[pos:pos + 3], "big"), c.buf[pos + 3]
+        seen = ftype == HEADERS
+        pos += 9 + n
+    block = b"\x88" + b"".join(hpack_literal(k, v) for k, v in
+                               [*H2_FIELDS, (b"content-length", b"2")])
+    c.send(frame(SETTINGS, 0x1, 0) + frame(HEADERS, 0x4, 1, block) +
+           frame(0, 0x1, 1, b"ok"))
+    while c._fill():  # until the client leaves
+        pass
+
+
+def test_response_headers_are_the_decoded_fields():
+    with RawServer(_answer_with_fields) as srv, Client(http2=True, timeout=10) as c:
+        r = c.get(srv.url("/x"))
+    assert (r.status, r.reason, r.http_version, r.body) == (200, "", "HTTP/2", b"ok")
+    want = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in H2_FIELDS]
+    assert list(r.headers.items()) == [*want, ("content-length", "2")]
+    assert r.headers.get_all("X-Dup") == ["a", "b"] and r.headers["x-latin"] == "café"
+
+
+def test_h2_and_http11_responses_read_alike(server):
+    # The same route over both protocols: the same status, body and fields
+    # (HTTP/2 names lowercase; the connection-specific and Date fields apart).
+    url = server.url + "/bytes/150"
+    skip = {"connection", "keep-alive", "date"}
+    with Client() as c1, Client(http2=True) as c2:
+        r1, r2 = c1.get(url), c2.get(url)
+    assert (r1.status, r1.body) == (r2.status, r2.body)
+    h1 = [(k.lower(), v) for k, v in r1.headers.items() if k.lower() not in skip]
+    h2 = [(k, v) for k, v in r2.headers.items() if k not in skip]
+    assert h1 == h2 and ("content-length", "150") in h2
