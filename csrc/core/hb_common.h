@@ -35,6 +35,7 @@ enum hb_errcode {
     HB_E_INVALID = -5301,     /* bad argument or configuration */
     HB_E_INTERRUPTED = -5302, /* stopped by a stop flag / signal */
     HB_E_TOO_LARGE = -5303,   /* a response body over the caller's limit */
+    HB_E_UNSUPPORTED = -5304, /* this build lacks the feature (compiled out) */
 };
 
 static inline int hb_is_protocol_error(int rc)

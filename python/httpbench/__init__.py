@@ -34,6 +34,8 @@ _LAZY: dict[str, str] = {
     "Histogram": "_core",
     "HttpbenchError": "_core",
     "HTTP2NotSupported": "_core",
+    "FeatureUnavailable": "_core",
+    "features": "_features",
     "ProtocolError": "_core",
     "RemoteClosed": "_core",
     "RequestTimeout": "_core",
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
     from ._core import (
         BodyTooLarge,
         ConnectError,
+        FeatureUnavailable,
         Histogram,
         HTTP2NotSupported,
         HttpbenchError,
@@ -75,6 +78,7 @@ if TYPE_CHECKING:
         RequestTimeout,
         TLSError,
     )
+    from ._features import features
     from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
     from ._results import BenchResult, MeasureResult, ResultSet, WorkerResult, load
     from ._server import Server, ServerProcess, expected_bytes, start_process
@@ -110,6 +114,8 @@ __all__ = [
     "TLSError",
     "RemoteClosed",
     "BodyTooLarge",
+    "FeatureUnavailable",
+    "features",
     "Histogram",
     "measure",
     "measure_async",

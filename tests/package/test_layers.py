@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "_specs": 0,
     "_delta": 0,
     "_noise": 0,
+    "_features": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
     "_results": 1,
     "_rows": 1,
