@@ -76,9 +76,10 @@ Syscalls
     compare two run lengths to get syscalls per request.
 
 Metadata
-    ``machine_metadata()``: CPU model and count, kernel, clock source, Python, OpenSSL
-    (Python's and the CLI's), load average, httpbench version and git
-    commit, peer versions, UTC time.
+    ``machine_metadata()``: ``httpbench``'s own ``system_metadata()`` (CPU model,
+    usable CPUs as ``cpus``, kernel, clock source, Python, OpenSSL) plus the
+    openssl CLI's version, load average, httpbench version and git commit,
+    peer versions, UTC time.
 
 Everything binds to 127.0.0.1 only, uses ephemeral ports, and has timeouts.
 """
@@ -88,12 +89,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import platform
 import re
 import shutil
 import signal
 import socket
-import ssl
 import statistics
 import subprocess
 import sys
@@ -855,25 +854,6 @@ def round_robin(rounds: int, cases: Sequence[tuple[str, dict[str, Any]]], tools:
 # metadata
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
-
-
-def _clock_source() -> str | None:
-    try:
-        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 def _git_commit() -> str | None:
     try:
         p = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
@@ -884,13 +864,12 @@ def _git_commit() -> str | None:
 
 
 def machine_metadata() -> dict[str, Any]:
-    """Where and with what a run was made (JSON-serialisable)."""
-    try:
-        import httpbench  # noqa: PLC0415
+    """Where and with what a run was made (JSON-serialisable): the package's
+    ``system_metadata()`` (the keys every result carries) plus what only a
+    benchmark run records (time, load, the openssl CLI, git commit, peers)."""
+    from httpbench import __version__
+    from httpbench._metadata import system_metadata
 
-        hb_version = getattr(httpbench, "__version__", "?")
-    except ImportError:
-        hb_version = None
     openssl_cli = None
     if shutil.which("openssl"):
         try:
@@ -904,17 +883,10 @@ def machine_metadata() -> dict[str, Any]:
         load = None
     return {
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "kernel": platform.release(),
-        "clock_source": _clock_source(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "openssl_python": ssl.OPENSSL_VERSION,
+        **system_metadata(),
         "openssl_cli": openssl_cli,
         "loadavg": list(load) if load else None,
-        "httpbench": hb_version,
+        "httpbench": __version__,
         "git_commit": _git_commit(),
         "peers": peer_versions(),
     }

@@ -163,7 +163,7 @@ def main() -> None:
     a = ap.parse_args()
     meta = machine_metadata()
     print(f"python {meta['python']}, clock source {meta['clock_source']}, "
-          f"cpu {meta['cpu_model']} x{meta['cpu_count']}, kernel {meta['kernel']}")
+          f"cpu {meta['cpu_model']} x{meta['cpus']}, kernel {meta['kernel']}")
     loop = bench_loop(a.rounds, a.noop_n)
     print(f"no-op loop, ns/call (median of {a.rounds} interleaved rounds of {a.noop_n}):")
     print(f"  python for-loop + perf_counter_ns : {loop['python_loop_ns_per_call']:8.1f}")

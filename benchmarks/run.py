@@ -602,13 +602,26 @@ def case_tables(rows: list[dict[str, Any]]) -> list[str]:
     return L
 
 
+def _machine(meta: dict[str, Any]) -> dict[str, Any]:
+    """A results document's metadata in system_metadata()'s keys (older documents
+    said cpu_count, openssl_python and the bare kernel release)."""
+    m = dict(meta)
+    if "cpu_count" in m:
+        m.setdefault("cpus", m.pop("cpu_count"))
+    if "openssl_python" in m:
+        m.setdefault("openssl", m.pop("openssl_python"))
+    if " " not in str(m.get("kernel", " ")):
+        m["kernel"] = f"Linux {m['kernel']}"
+    return m
+
+
 def _render_header(doc: dict[str, Any]) -> list[str]:
-    meta = doc["metadata"]
+    meta = _machine(doc["metadata"])
     L = [f"Command: `{doc['command']}` — {doc['seconds'] / 60:.1f} min, "
          f"git {meta.get('git_commit')}, httpbench {meta.get('httpbench')}.",
          "",
-         f"Machine: {meta['cpu_model']} × {meta['cpu_count']} cores, Linux {meta['kernel']}, "
-         f"Python {meta['python']}, {meta['openssl_python']}; load average at start "
+         f"Machine: {meta['cpu_model']} × {meta['cpus']} cores, {meta['kernel']}, "
+         f"Python {meta['python']}, {meta['openssl']}; load average at start "
          f"{', '.join(f'{x:.2f}' for x in meta['loadavg'] or [])}.",
          "",
          "Peers: " + "; ".join(f"{k}: {v or 'MISSING'}" for k, v in meta["peers"].items()) + ".",
@@ -621,7 +634,7 @@ def _render_header(doc: dict[str, Any]) -> list[str]:
             if r.get("other_load_cores") is not None]
     if busy:
         L += ["Other load while each benchmark ran (CPU cores used by processes outside the "
-              f"suite, of {meta['cpu_count']}): "
+              f"suite, of {meta['cpus']}): "
               + ", ".join(f"{n} {v:.2f}" for n, v in busy) + "."
               + (" **The machine was busy: ratios are side by side in the same conditions, "
                  "absolute figures are lower than on an idle machine.**"

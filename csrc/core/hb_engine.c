@@ -1,13 +1,14 @@
 /* hb_engine.c - the load generator: per-thread epoll loops driving
- * connections through connect -> (TLS handshake) -> write -> read -> parse.
+ * connections through connect -> (TLS handshake) -> the protocol's
+ * requests and responses, with the run's scheduling and accounting.
  *
- * Per connection state lives in `econn`; per thread state (loop, counters,
- * histograms) in `ethread`. Nothing on the request path allocates: a request
- * is a ring slot with timestamps, its bytes come from the pre-serialized
- * buffer, responses are parsed in place in the connection's read buffer.
+ * Per connection state lives in `econn` (inside the protocol's connection
+ * type), per thread state (loop, counters, histograms) in `ethread`; the
+ * protocols (hb_engine_h1.c, hb_engine_h2.c) are reached only through
+ * e->proto, see hb_engine_int.h. Nothing on the request path allocates: a
+ * request is a slot with timestamps, its bytes come from buffers prepared by
+ * hb_engine_new.
  */
-#include "hb_engine.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -19,164 +20,23 @@
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/sendfile.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hb_clock.h"
-#include "hb_h2_client.h"
-#include "hb_loop.h"
-#include "hb_parse.h"
-#include "hb_sock.h"
+#include "hb_engine_int.h"
 #include "hb_tls.h"
 
-#define NS_PER_S 1000000000ull
+#define NS_PER_S HB__ENG_NS_PER_S
 #define STOP_POLL_NS (20ull * 1000000ull) /* bound on how late a stop is noticed */
 #define WARM_DRAIN_NS (10ull * NS_PER_S)  /* n mode, no timeout: wait for warm-up answers */
-#define MAX_HEADERS HB_PARSE_DEFAULT_MAX_HEADERS
-#define PBUF_MAX (256u * 1024u) /* pipelined copies of the request up to this size */
-#define FILE_CHUNK (64u * 1024u)
-#define ENGINE_TLS_RBUF (64u * 1024u) /* TLS input per recv(): many records per syscall */
-#define SENDFILE_CHUNK (1u << 20)
-#define HEAD_CACHE_CAP 1024u /* response heads up to this size are remembered */
+#define ENGINE_TLS_RBUF (64u * 1024u)     /* TLS input per recv(): many records per syscall */
 #define LATE_DEFAULT_NS (10ull * 1000000ull)
-#define RETRY_MIN_NS 1000000ull /* first wait after a failed connect */
-#define RETRY_MAX_SHIFT 7       /* doubling stops at 128 ms */
-
-enum cstate { C_IDLE = 0, C_CONNECTING, C_HANDSHAKE, C_OPEN };
-enum rstate { R_HEAD = 0, R_BODY_LEN, R_BODY_CHUNKED, R_BODY_CLOSE };
-
-typedef struct req_slot {
-    uint64_t intended; /* scheduled send time (rate mode) or = start */
-    uint64_t start;    /* issued (connect start when it needed a connection) */
-    uint64_t written;  /* first byte handed to the socket; 0 = not yet */
-    int warm;
-} req_slot;
-
-struct ethread;
-struct econn;
-
-/* HTTP/2: one stream slot (a stream in flight, or free). */
-typedef struct h2slot {
-    req_slot q;
-    struct econn *c;
-    hb_h2_body body;
-    uint64_t first_byte, body_bytes;
-    int status; /* 0 until the final response head */
-    int used, submitted;
-} h2slot;
-
-typedef struct h2conn {
-    hb_h2_client cli;
-    int live;       /* cli initialised on the current socket */
-    h2slot *slots;  /* pipeline of them */
-    uint32_t *free; /* stack of free slot indices */
-    uint32_t nfree;
-    uint32_t pending; /* used slots not yet submitted (waiting for the connection) */
-    uint32_t *unw;    /* submitted slots whose HEADERS may not be out yet */
-    uint32_t nunw;
-    uint64_t now;               /* clock of the read being processed */
-    uint64_t seen_in, seen_out; /* cli byte counters already added to the results */
-} h2conn;
-
-typedef struct econn {
-    hb_io io;
-    hb_timer timer; /* rate schedule and deferred refills */
-    struct ethread *th;
-    hb_sock s;
-    int state;
-    uint32_t gidx;
-    int opened_before;
-    uint64_t conn_start, hs_start;
-    uint64_t conn_end; /* when connect() was seen complete at once, else 0 */
-    int conn_warm;     /* connection opened during warm-up: do not record its times */
-    int read_wants_write, write_blocked;
-    int et; /* plain socket, edge-triggered: registered once, never modified */
-    /* read side */
-    char *rbuf;
-    size_t rcap, rlen, rpos;
-    int rstate;
-    uint64_t body_left, resp_body, first_byte;
-    int have_first, resp_close, resp_status;
-    int closing; /* the last response said Connection: close (or keep-alive is off) */
-    hb_chunked ch;
-    /* in-flight ring, capacity = pipeline */
-    req_slot *ring;
-    uint32_t rhead, rcount, nstarted;
-    uint64_t wleft; /* bytes of the ring's requests not yet written */
-    char *wbuf;     /* TLS + file body: chunk buffer */
-    /* rate mode */
-    uint64_t next_slot;
-    /* failed connects in a row, and no attempt before retry_at */
-    uint32_t conn_fails;
-    uint64_t retry_at;
-    h2conn *h2; /* HTTP/2 state, NULL for HTTP/1.1 connections */
-} econn;
-
-/* Progress latency buckets: exact below 16 ns, then 16 per power of two (a
- * bucket spans 1/16 of its lower bound), covering the whole uint64_t range. */
-#define PLAT_SUB_BITS 4
-#define PLAT_SUB (1u << PLAT_SUB_BITS)
-#define PLAT_BUCKETS ((64 - PLAT_SUB_BITS) * PLAT_SUB)
-
-typedef struct ethread {
-    struct hb_engine *e;
-    uint32_t idx;
-    pthread_t tid;
-    int started, loop_ok;
-    hb_loop loop;
-    hb_timer tick;
-    econn *conns;
-    uint32_t nconns;
-    uint64_t quota;         /* n mode: measured requests this thread accounts for */
-    uint64_t issued;        /* measured requests issued (closed loop) */
-    uint64_t done;          /* measured requests accounted */
-    uint64_t warm_inflight; /* warm-up requests issued and not yet accounted */
-    int finished_loop, interrupted;
-    uint64_t end_ns;
-    hb_header hdrs[MAX_HEADERS];
-    /* The last final response head parsed and what it said. Servers answer a
-     * benchmark's identical requests with byte-identical heads (until the
-     * Date header ticks); a head equal byte for byte to this one has the
-     * same parse, so it is compared instead of parsed again. */
-    size_t hc_len; /* 0: empty */
-    int hc_status, hc_close, hc_kind;
-    int64_t hc_clen;
-    char hc[HEAD_CACHE_CAP];
-    hb_engine_result r; /* this thread's counters and histograms */
-    int have_server, have_doc;
-    /* Progress for other threads: single writer, relaxed stores. */
-    _Alignas(64) _Atomic uint64_t p_completed;
-    _Atomic uint64_t p_ok, p_errors, p_bytes_in;
-    _Atomic uint64_t p_lat[PLAT_BUCKETS]; /* coarse latency counts, see plat_bucket */
-    char pad[64];
-} ethread;
-
-struct hb_engine {
-    hb_engine_config cfg;
-    char *head;     /* copy of cfg.head */
-    hb_header *h2f; /* copy of cfg.h2_fields (strings in h2buf) */
-    char *h2buf;
-    char *host;  /* copy of cfg.host */
-    char *body;  /* copy of cfg.body (NULL when empty/file) */
-    int body_fd; /* dup of cfg.body_fd or -1 */
-    char *pbuf;  /* pipeline copies of head+body, NULL if too large */
-    size_t pbuf_len;
-    uint64_t req_len; /* head + body */
-    uint32_t nthreads;
-    ethread *threads;
-    uint64_t start_ns, measure_ns, end_ns; /* end_ns: duration mode */
-    uint64_t k_warm;                       /* rate mode: first measured slot */
-    uint64_t slot_end;                     /* rate + n mode: k_warm + n */
-    double slot_ns;                        /* rate mode: ns between global slots */
-    uint64_t late_ns;                      /* rate mode: lateness threshold */
-    uint32_t nsec;
-    _Atomic int stop;
-    _Atomic uint32_t nfinished;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int running, joined;
-};
+#define RETRY_MIN_NS HB__ENG_RETRY_MIN_NS
+#define RETRY_MAX_SHIFT HB__ENG_RETRY_MAX_SHIFT
+/* Progress latency: 1 significant digit is 16 log-linear buckets per power
+ * of two (a bucket spans 1/16 of its lower bound). */
+#define PROG_SIGFIGS 1
 
 static const char *const err_names[HB_ENG_NERR] = {
     "connect", "tls", "write", "read", "timeout", "protocol", "closed", "rst_stream", "goaway"};
@@ -207,29 +67,6 @@ static inline void progress_publish(ethread *th)
     atomic_store_explicit(&th->p_bytes_in, th->r.bytes_in, memory_order_relaxed);
 }
 
-static inline unsigned plat_bucket(uint64_t v)
-{
-    if (v < PLAT_SUB) return (unsigned)v;
-    unsigned msb = 63u - (unsigned)__builtin_clzll(v);
-    unsigned sub = (unsigned)(v >> (msb - PLAT_SUB_BITS)) & (PLAT_SUB - 1);
-    return (msb - PLAT_SUB_BITS + 1) * PLAT_SUB + sub;
-}
-
-static inline uint64_t plat_lower(unsigned i)
-{
-    if (i < PLAT_SUB) return i;
-    unsigned k = i / PLAT_SUB;
-    return (uint64_t)(PLAT_SUB + i % PLAT_SUB) << (k - 1);
-}
-
-/* Single writer: a relaxed load + store, no locked instruction on the hot path. */
-static inline void plat_record(ethread *th, uint64_t v)
-{
-    _Atomic uint64_t *b = &th->p_lat[plat_bucket(v)];
-    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
 static inline void sec_count(ethread *th, uint64_t now, int ok)
 {
     hb_engine_result *r = &th->r;
@@ -243,15 +80,14 @@ static inline void sec_count(ethread *th, uint64_t now, int ok)
         r->sec_err[i]++;
 }
 
-static void note_error(ethread *th, int type, int rc, const char *detail)
+void hb__eng_note_error(ethread *th, int type, int rc, const char *detail)
 {
     if (th->r.first_error[0]) return;
     snprintf(th->r.first_error, sizeof th->r.first_error, "%s: %s", hb_eng_err_name(type),
              (detail && *detail) ? detail : hb_strerror(rc));
 }
 
-/* One request ended with an error of `type`. */
-static void account_error(ethread *th, const req_slot *q, int type, uint64_t now)
+void hb__eng_account_error(ethread *th, const req_slot *q, int type, uint64_t now)
 {
     if (q->warm) {
         th->r.warmup_requests++;
@@ -266,28 +102,46 @@ static void account_error(ethread *th, const req_slot *q, int type, uint64_t now
     progress_publish(th);
 }
 
+/* ---- accounting, for the protocols ---- */
+
+void hb__eng_issue_slot(ethread *th, req_slot *q, uint64_t intended, uint64_t now, int warm)
+{
+    q->intended = intended;
+    q->start = now;
+    q->written = 0;
+    q->warm = warm;
+    if (warm) {
+        th->warm_inflight++;
+    } else {
+        th->r.sends++;
+        if (now - intended > th->e->late_ns) th->r.sends_late++;
+    }
+}
+
+void hb__eng_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl)
+{
+    if (th->have_server || th->r.server[0] || nl != 6 || strncasecmp(name, "server", 6) != 0)
+        return;
+    if (vl >= HB_ENG_SERVER_LEN) vl = HB_ENG_SERVER_LEN - 1;
+    memcpy(th->r.server, value, vl);
+    th->r.server[vl] = 0;
+}
+
+void hb__eng_fatal(ethread *th, int rc, const char *detail)
+{
+    if (!th->r.fatal_rc) {
+        th->r.fatal_rc = rc;
+        snprintf(th->r.fatal, sizeof th->r.fatal, "%s", detail);
+    }
+    hb_engine_stop(th->e);
+}
+
 /* ---- connection helpers ---- */
 
 static void on_io(hb_loop *l, hb_io *io, uint32_t events);
 static void on_timer(hb_loop *l, hb_timer *t, uint64_t now);
-static void fill(econn *c, uint64_t now);
-static void flush(econn *c);
-static void h2_reset(econn *c);
-static void h2_fail_streams(econn *c, int type, uint64_t now);
-static int h2_start(econn *c);
-static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm);
-static uint32_t h2_cap(econn *c);
-static void h2_send(econn *c);
-static void h2_io(econn *c, uint32_t events);
-static int h2_timed_out(econn *c, uint64_t now, uint64_t tmo);
 
-static inline req_slot *ring_at(econn *c, uint32_t i)
-{
-    uint32_t cap = c->th->e->cfg.pipeline;
-    return &c->ring[(c->rhead + i) % cap];
-}
-
-static void update_interest(econn *c)
+void hb__eng_update_interest(econn *c)
 {
     if (c->io.fd < 0 || c->et) return;
     uint32_t ev;
@@ -302,46 +156,32 @@ static void update_interest(econn *c)
     (void)hb_loop_mod(&c->th->loop, &c->io, ev);
 }
 
-static void defer_fill(econn *c)
+void hb__eng_defer_fill(econn *c)
 {
-    /* Refill from the timer phase of the loop, never recursively from a
-     * failure path (a refused connect can fail synchronously, again and again). */
+    /* A refused connect can fail synchronously, again and again. */
     if (hb_timer_start(&c->th->loop, &c->timer, hb_now_ns() + 1) != 0) {
         /* Heap full cannot happen (one timer per connection); ignore. */
     }
 }
 
-static void conn_close(econn *c)
+void hb__eng_conn_close(econn *c)
 {
-    if (c->h2) h2_reset(c);
+    c->th->e->proto->reset(c);
     if (c->s.fd >= 0) hb_sock_close(&c->s);
     hb_io_forget(&c->io);
     c->state = C_IDLE;
-    c->rlen = c->rpos = 0;
-    c->rstate = R_HEAD;
-    c->have_first = 0;
     c->read_wants_write = c->write_blocked = 0;
     c->et = 0;
-    c->wleft = 0;
-    c->nstarted = 0;
     c->closing = 0;
-    c->resp_close = 0;
 }
 
-/* Fail every request in flight on c with `type`, close c, refill later. */
-static void fail_all(econn *c, int type, int rc, const char *detail)
+void hb__eng_fail_all(econn *c, int type, int rc, const char *detail)
 {
     ethread *th = c->th;
     uint64_t now = hb_now_ns();
-    note_error(th, type, rc, detail);
-    uint32_t cap = th->e->cfg.pipeline;
-    if (c->h2) h2_fail_streams(c, type, now);
-    while (c->rcount) {
-        account_error(th, &c->ring[c->rhead], type, now);
-        c->rhead = (c->rhead + 1) % cap;
-        c->rcount--;
-    }
-    conn_close(c);
+    hb__eng_note_error(th, type, rc, detail);
+    th->e->proto->fail_inflight(c, type, now);
+    hb__eng_conn_close(c);
     if (type == HB_ENG_ERR_CONNECT) {
         /* A refusing target must not be hammered: back off before retrying. */
         th->r.connect_failures++;
@@ -350,7 +190,7 @@ static void fail_all(econn *c, int type, int rc, const char *detail)
         c->conn_fails++;
         c->retry_at = now + (RETRY_MIN_NS << sh);
     }
-    defer_fill(c);
+    hb__eng_defer_fill(c);
 }
 
 /* Stamps its own start: a caller's clock may predate connects started just
@@ -366,7 +206,7 @@ static void start_connect(econn *c)
     th->r.connect_attempts++;
     int rc = hb_sock_connect(&c->s, (const struct sockaddr *)&e->cfg.addr, e->cfg.addrlen, 0, err);
     if (rc < 0 && rc != HB_AGAIN) {
-        fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
+        hb__eng_fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
         return;
     }
     /* Plain sockets are edge-triggered for both directions from the start, so
@@ -377,7 +217,7 @@ static void start_connect(econn *c)
     int arc = hb_loop_add(&th->loop, &c->io, c->s.fd,
                           c->et ? (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) : EPOLLOUT);
     if (arc < 0) {
-        fail_all(c, HB_ENG_ERR_CONNECT, arc, "epoll_ctl");
+        hb__eng_fail_all(c, HB_ENG_ERR_CONNECT, arc, "epoll_ctl");
         return;
     }
     c->state = C_CONNECTING;
@@ -392,9 +232,10 @@ static void start_connect(econn *c)
 static void conn_ready(econn *c)
 {
     c->state = C_OPEN;
-    if (c->h2 && h2_start(c) < 0) return;
-    update_interest(c);
-    fill(c, hb_now_ns());
+    const hb__eng_proto *pr = c->th->e->proto;
+    if (pr->start && pr->start(c) < 0) return;
+    hb__eng_update_interest(c);
+    hb__eng_fill(c, hb_now_ns());
 }
 
 static void do_handshake(econn *c)
@@ -404,12 +245,12 @@ static void do_handshake(econn *c)
     err[0] = 0;
     int rc = hb_sock_handshake(&c->s, err);
     if (rc == HB_AGAIN) {
-        update_interest(c);
+        hb__eng_update_interest(c);
         return;
     }
     if (rc < 0) {
         if (!err[0]) hb_sock_errstr(&c->s, rc, err);
-        fail_all(c, HB_ENG_ERR_TLS, rc, err);
+        hb__eng_fail_all(c, HB_ENG_ERR_TLS, rc, err);
         return;
     }
     uint64_t now = hb_now_ns();
@@ -435,13 +276,13 @@ static void on_connected(econn *c)
         err[0] = 0;
         int rc = hb_sock_tls_client(&c->s, e->cfg.tls, e->cfg.host, err);
         if (rc < 0) {
-            fail_all(c, HB_ENG_ERR_TLS, rc, err);
+            hb__eng_fail_all(c, HB_ENG_ERR_TLS, rc, err);
             return;
         }
         /* One read syscall per batch of records instead of header + body reads. */
         rc = hb_sock_tls_read_buffer(&c->s, ENGINE_TLS_RBUF, err);
         if (rc < 0) {
-            fail_all(c, HB_ENG_ERR_TLS, rc, err);
+            hb__eng_fail_all(c, HB_ENG_ERR_TLS, rc, err);
             return;
         }
         c->state = C_HANDSHAKE;
@@ -463,32 +304,14 @@ static int may_issue_closed(ethread *th, uint64_t now, int *warm)
     return now < e->end_ns;
 }
 
-static void issue(econn *c, uint64_t intended, uint64_t now, int warm)
-{
-    hb_engine *e = c->th->e;
-    req_slot *q = ring_at(c, c->rcount);
-    q->intended = intended;
-    q->start = now;
-    q->written = 0;
-    q->warm = warm;
-    if (warm) {
-        c->th->warm_inflight++;
-    } else {
-        c->th->r.sends++;
-        if (now - intended > e->late_ns) c->th->r.sends_late++;
-    }
-    c->rcount++;
-    c->wleft += e->req_len;
-}
-
 static uint64_t slot_time(hb_engine *e, uint64_t s)
 {
     return e->start_ns + (uint64_t)((double)s * e->slot_ns);
 }
 
-/* Top up c's in-flight requests: up to `pipeline` on an open connection,
- * one to trigger a (re)connect otherwise; then write or connect. */
-static void fill(econn *c, uint64_t now)
+/* Top up c's requests in flight: up to the protocol's cap on an open
+ * connection, one to trigger a (re)connect otherwise; then write or connect. */
+void hb__eng_fill(econn *c, uint64_t now)
 {
     ethread *th = c->th;
     hb_engine *e = th->e;
@@ -498,7 +321,8 @@ static void fill(econn *c, uint64_t now)
         (void)hb_timer_start(&th->loop, &c->timer, c->retry_at);
         return;
     }
-    uint32_t cap = c->state == C_OPEN ? (c->h2 ? h2_cap(c) : e->cfg.pipeline) : 1;
+    const hb__eng_proto *pr = e->proto;
+    uint32_t cap = c->state == C_OPEN ? pr->cap(c) : 1;
     uint32_t before = c->rcount;
     if (e->cfg.rate > 0) {
         while (c->rcount < cap) {
@@ -511,122 +335,26 @@ static void fill(econn *c, uint64_t now)
                 (void)hb_timer_start(&th->loop, &c->timer, t);
                 break;
             }
-            if (c->h2)
-                h2_issue(c, t, now, s < e->k_warm);
-            else
-                issue(c, t, now, s < e->k_warm);
+            pr->issue(c, t, now, s < e->k_warm);
             c->next_slot += e->cfg.connections;
         }
     } else {
         int warm;
         while (c->rcount < cap && may_issue_closed(th, now, &warm)) {
-            if (c->h2)
-                h2_issue(c, now, now, warm);
-            else
-                issue(c, now, now, warm);
+            pr->issue(c, now, now, warm);
             if (!warm) th->issued++;
         }
     }
     if (c->state == C_IDLE) {
         if (c->rcount) start_connect(c);
-    } else if (c->h2) {
-        h2_send(c);
-    } else if (c->wleft && (c->rcount != before || !c->write_blocked)) {
-        flush(c);
+    } else {
+        pr->send(c, c->rcount - before);
     }
 }
 
 /* After a write of some bytes: stamp the requests whose first byte went out. */
-static void mark_started(econn *c, uint64_t now)
-{
-    uint64_t L = c->th->e->req_len;
-    uint32_t unstarted = (uint32_t)(c->wleft / L);
-    uint32_t started = c->rcount - unstarted;
-    while (c->nstarted < started) {
-        ring_at(c, c->nstarted)->written = now;
-        c->nstarted++;
-    }
-}
-
-/* Write as much of the pending request bytes as the socket takes. */
-static void flush(econn *c)
-{
-    ethread *th = c->th;
-    hb_engine *e = th->e;
-    uint64_t L = e->req_len;
-    size_t hl = e->cfg.head_len;
-    while (c->wleft > 0) {
-        uint64_t pos = (L - c->wleft % L) % L; /* offset inside the current request */
-        ssize_t w;
-        /* Requests whose first byte goes out in this write get this stamp. */
-        uint64_t now = hb_now_ns();
-        if (e->pbuf) {
-            uint64_t n = e->pbuf_len - pos;
-            if (n > c->wleft) n = c->wleft;
-            w = hb_sock_write(&c->s, e->pbuf + pos, (size_t)n);
-        } else if (pos < hl) {
-            struct iovec iov[2];
-            int cnt = 1;
-            iov[0].iov_base = e->head + pos;
-            iov[0].iov_len = hl - pos;
-            if (e->body && e->cfg.body_len) {
-                iov[1].iov_base = e->body;
-                iov[1].iov_len = e->cfg.body_len;
-                cnt = 2;
-            }
-            w = hb_sock_writev(&c->s, iov, cnt);
-        } else {
-            uint64_t boff = pos - hl;
-            uint64_t left = e->cfg.body_len - boff;
-            if (e->body) {
-                w = hb_sock_write(&c->s, e->body + boff, (size_t)left);
-            } else if (!e->cfg.tls) {
-                off_t off = (off_t)boff;
-                size_t n = left > SENDFILE_CHUNK ? SENDFILE_CHUNK : (size_t)left;
-                w = sendfile(c->s.fd, e->body_fd, &off, n);
-                if (w < 0) w = (errno == EAGAIN || errno == EWOULDBLOCK) ? HB_AGAIN : -errno;
-                if (w == HB_AGAIN) c->s.want = HB_WANT_WRITE;
-            } else {
-                size_t n = left > FILE_CHUNK ? FILE_CHUNK : (size_t)left;
-                ssize_t rd = pread(e->body_fd, c->wbuf, n, (off_t)boff);
-                if (rd <= 0) {
-                    fail_all(c, HB_ENG_ERR_WRITE, rd < 0 ? -errno : HB_E_INVALID,
-                             "reading the body file failed");
-                    return;
-                }
-                w = hb_sock_write(&c->s, c->wbuf, (size_t)rd);
-            }
-        }
-        if (w == HB_AGAIN) {
-            if (c->s.want == HB_WANT_READ) {
-                /* TLS renegotiation-style wants: rare; wait for readability. */
-                c->write_blocked = 0;
-            } else {
-                c->write_blocked = 1;
-            }
-            update_interest(c);
-            return;
-        }
-        if (w < 0) {
-            char err[HB_ERR_LEN];
-            hb_sock_errstr(&c->s, (int)w, err);
-            fail_all(c, HB_ENG_ERR_WRITE, (int)w, err);
-            return;
-        }
-        c->wleft -= (uint64_t)w;
-        if (now >= e->measure_ns) th->r.bytes_out += (uint64_t)w;
-        mark_started(c, now);
-    }
-    if (c->write_blocked) {
-        c->write_blocked = 0;
-        update_interest(c);
-    }
-}
-
-/* One request got a complete response (status st, body bytes, first response byte at first_byte).
- */
-static inline void account_response(ethread *th, const req_slot *q, int st, uint64_t body,
-                                    uint64_t first_byte, uint64_t now)
+void hb__eng_account_response(ethread *th, const req_slot *q, int st, uint64_t body,
+                              uint64_t first_byte, uint64_t now)
 {
     hb_engine *e = th->e;
     hb_engine_result *r = &th->r;
@@ -636,7 +364,7 @@ static inline void account_response(ethread *th, const req_slot *q, int st, uint
     } else {
         uint64_t written = q->written ? q->written : q->start;
         hb_hist_record(&r->latency, now - q->intended);
-        plat_record(th, now - q->intended);
+        hb_hist_record_relaxed(&th->prog, now - q->intended);
         if (e->cfg.rate > 0) hb_hist_record(&r->latency_uncorrected, now - q->start);
         hb_hist_record(&r->processing, now - written);
         hb_hist_record(&r->setup, written - q->start);
@@ -663,576 +391,6 @@ static inline void account_response(ethread *th, const req_slot *q, int st, uint
     }
 }
 
-/* The response at the head of the ring is complete. */
-static void complete(econn *c, uint64_t now)
-{
-    ethread *th = c->th;
-    hb_engine *e = th->e;
-    req_slot *q = &c->ring[c->rhead];
-    c->rhead = (c->rhead + 1) % e->cfg.pipeline;
-    c->rcount--;
-    if (c->nstarted) c->nstarted--;
-    account_response(th, q, c->resp_status, c->resp_body, c->first_byte, now);
-    c->rstate = R_HEAD;
-    c->have_first = 0;
-    c->resp_body = 0;
-    if (c->resp_close || !e->cfg.keepalive) c->closing = 1;
-}
-
-static void capture_server(ethread *th, const hb_response_head *h)
-{
-    th->have_server = 1;
-    for (size_t i = 0; i < h->num_headers; i++) {
-        if (h->headers[i].name_len == 6 && strncasecmp(h->headers[i].name, "server", 6) == 0) {
-            size_t n = h->headers[i].value_len;
-            if (n >= HB_ENG_SERVER_LEN) n = HB_ENG_SERVER_LEN - 1;
-            memcpy(th->r.server, h->headers[i].value, n);
-            th->r.server[n] = 0;
-            return;
-        }
-    }
-}
-
-/* Parse what is buffered. Returns 0 to go on, -1 when c was closed. */
-static int process(econn *c, uint64_t now)
-{
-    ethread *th = c->th;
-    hb_engine *e = th->e;
-    while (c->rpos < c->rlen) {
-        if (c->rcount == 0 || c->nstarted == 0) {
-            /* Bytes nobody asked for: the connection is unusable. */
-            note_error(th, HB_ENG_ERR_PROTOCOL, HB_E_PROTOCOL, "unsolicited response data");
-            conn_close(c);
-            defer_fill(c);
-            return -1;
-        }
-        char *p = c->rbuf + c->rpos;
-        size_t avail = c->rlen - c->rpos;
-        switch (c->rstate) {
-        case R_HEAD: {
-            if (!c->have_first) {
-                c->have_first = 1;
-                c->first_byte = now;
-            }
-            int status, conn_close, kind;
-            int64_t clen;
-            if (th->hc_len && avail >= th->hc_len && memcmp(p, th->hc, th->hc_len) == 0) {
-                /* The same bytes up to and including the blank line: the
-                 * parser would stop at the same place with the same result. */
-                c->rpos += th->hc_len;
-                status = th->hc_status;
-                conn_close = th->hc_close;
-                kind = th->hc_kind;
-                clen = th->hc_clen;
-            } else {
-                hb_response_head h;
-                memset(&h, 0, sizeof h);
-                /* Header pairs are only needed once (the Server header); after
-                 * that the parser just counts them and derives the framing. */
-                h.headers = th->have_server ? NULL : th->hdrs;
-                h.num_headers = MAX_HEADERS;
-                hb_parse_limits lim = {c->rcap, MAX_HEADERS};
-                int pr = hb_parse_response_head_ex(p, avail, &h, &lim, e->cfg.parse_flags);
-                if (pr == HB_AGAIN) {
-                    if (avail == c->rcap) {
-                        fail_all(c, HB_ENG_ERR_PROTOCOL, HB_PE_HEAD_TOO_LARGE,
-                                 "response head larger than the read buffer");
-                        return -1;
-                    }
-                    if (c->rpos > 0) {
-                        memmove(c->rbuf, p, avail);
-                        c->rpos = 0;
-                        c->rlen = avail;
-                    }
-                    return 0;
-                }
-                if (pr < 0) {
-                    int code = h.error ? h.error : HB_E_PROTOCOL;
-                    fail_all(c, HB_ENG_ERR_PROTOCOL, code, hb_parse_strerror(code));
-                    return -1;
-                }
-                c->rpos += (size_t)pr;
-                if (hb_response_is_interim(&h)) continue;
-                if (!th->have_server) capture_server(th, &h);
-                status = h.status;
-                conn_close = h.framing.connection_close;
-                kind = hb_response_body_kind(&h, e->cfg.method_is_head);
-                clen = h.framing.content_length;
-                if ((size_t)pr <= HEAD_CACHE_CAP) {
-                    memcpy(th->hc, p, (size_t)pr);
-                    th->hc_len = (size_t)pr;
-                    th->hc_status = status;
-                    th->hc_close = conn_close;
-                    th->hc_kind = kind;
-                    th->hc_clen = clen;
-                } else {
-                    th->hc_len = 0;
-                }
-            }
-            c->resp_status = status;
-            c->resp_close = conn_close;
-            c->resp_body = 0;
-            switch (kind) {
-            case HB_BODY_NONE:
-                complete(c, now);
-                break;
-            case HB_BODY_LENGTH:
-                c->body_left = (uint64_t)clen;
-                if (c->body_left == 0)
-                    complete(c, now);
-                else
-                    c->rstate = R_BODY_LEN;
-                break;
-            case HB_BODY_CHUNKED:
-                hb_chunked_init_ex(&c->ch, e->cfg.parse_flags);
-                c->rstate = R_BODY_CHUNKED;
-                break;
-            default:
-                c->rstate = R_BODY_CLOSE;
-                c->resp_close = 1;
-                break;
-            }
-            break;
-        }
-        case R_BODY_LEN: {
-            uint64_t take = avail < c->body_left ? avail : c->body_left;
-            c->rpos += (size_t)take;
-            c->body_left -= take;
-            c->resp_body += take;
-            if (c->body_left == 0) complete(c, now);
-            break;
-        }
-        case R_BODY_CHUNKED: {
-            const char *d;
-            size_t dl = 0;
-            ssize_t k = hb_chunked_feed(&c->ch, p, avail, &d, &dl);
-            if (k < 0) {
-                int code = c->ch.error ? c->ch.error : HB_E_PROTOCOL;
-                fail_all(c, HB_ENG_ERR_PROTOCOL, code, hb_parse_strerror(code));
-                return -1;
-            }
-            c->rpos += (size_t)k;
-            c->resp_body += dl;
-            if (c->ch.done)
-                complete(c, now);
-            else if (k == 0 && dl == 0)
-                return 0; /* needs more input */
-            break;
-        }
-        default: /* R_BODY_CLOSE */
-            c->resp_body += avail;
-            c->rpos = c->rlen;
-            break;
-        }
-        if (c->closing) break;
-    }
-    if (c->rpos >= c->rlen) c->rpos = c->rlen = 0;
-    return 0;
-}
-
-static void on_eof(econn *c, uint64_t now)
-{
-    if (c->rstate == R_BODY_CLOSE && c->rcount > 0) complete(c, now);
-    if (c->rcount > 0) {
-        fail_all(c, HB_ENG_ERR_CLOSED, HB_E_CLOSED, "connection closed before the response");
-        return;
-    }
-    conn_close(c);
-    fill(c, now);
-}
-
-/* events: what epoll reported (0 when called for another reason). */
-static void do_read(econn *c, uint32_t events)
-{
-    ethread *th = c->th;
-    hb_engine *e = th->e;
-    for (;;) {
-        if (c->rlen >= c->rcap) { /* cannot happen: process() compacts or fails */
-            fail_all(c, HB_ENG_ERR_PROTOCOL, HB_PE_HEAD_TOO_LARGE, "read buffer full");
-            return;
-        }
-        size_t space = c->rcap - c->rlen;
-        ssize_t n = hb_sock_read(&c->s, c->rbuf + c->rlen, space);
-        if (n == HB_AGAIN) {
-            int want_w = c->s.want == HB_WANT_WRITE;
-            if (want_w != c->read_wants_write) {
-                c->read_wants_write = want_w;
-                update_interest(c);
-            }
-            return;
-        }
-        uint64_t now = hb_now_ns();
-        if (n == 0) {
-            on_eof(c, now);
-            return;
-        }
-        if (n < 0) {
-            char err[HB_ERR_LEN];
-            hb_sock_errstr(&c->s, (int)n, err);
-            if (c->rcount == 0) { /* idle keep-alive connection reset: not a request's error */
-                conn_close(c);
-                defer_fill(c);
-                return;
-            }
-            fail_all(c, HB_ENG_ERR_READ, (int)n, err);
-            return;
-        }
-        if (c->read_wants_write) {
-            c->read_wants_write = 0;
-            update_interest(c);
-        }
-        if (now >= e->measure_ns) th->r.bytes_in += (uint64_t)n;
-        c->rlen += (size_t)n;
-        if (process(c, now) < 0) return;
-        if (c->closing) {
-            /* Connection: close (or keep-alive off): what else is in flight is lost. */
-            if (c->rcount > 0) {
-                fail_all(c, HB_ENG_ERR_CLOSED, HB_E_CLOSED,
-                         "server closed the connection with requests in flight");
-                return;
-            }
-            conn_close(c);
-            fill(c, now);
-            return;
-        }
-        fill(c, now);
-        if (c->state != C_OPEN) return;
-        /* Edge-triggered: a short read means the data is drained (TCP hands
-         * over everything queued up to len); a full one may have left more.
-         * A FIN that came with the data raises no further edge, so when epoll
-         * said RDHUP/HUP/ERR keep reading until EOF or EAGAIN. */
-        if (c->et) {
-            if ((size_t)n < space && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
-            continue;
-        }
-        /* OpenSSL or the TLS read buffer may hold bytes epoll cannot see. */
-        if (!hb_sock_has_buffered(&c->s)) return;
-    }
-}
-
-/* ---- HTTP/2 connections ----
- * A connection's requests are stream slots instead of a ring: streams end in
- * any order. c->rcount counts used slots, so fill() and the run's bookkeeping
- * treat them like pipelined requests. hb_h2_client runs the session. */
-
-/* All slots free, session gone (the socket is closed by the caller). */
-static void h2_reset(econn *c)
-{
-    h2conn *h = c->h2;
-    uint32_t m = c->th->e->cfg.pipeline;
-    if (h->live) hb_h2_client_free(&h->cli);
-    h->live = 0;
-    for (uint32_t i = 0; i < m; i++) {
-        h->slots[i].used = 0;
-        h->slots[i].c = c;
-        h->free[i] = m - 1 - i;
-    }
-    h->nfree = m;
-    h->pending = h->nunw = 0;
-    c->rcount = 0;
-}
-
-static void h2_release(econn *c, h2slot *sl)
-{
-    h2conn *h = c->h2;
-    if (!sl->submitted) h->pending--;
-    sl->used = 0;
-    h->free[h->nfree++] = (uint32_t)(sl - h->slots);
-    c->rcount--;
-}
-
-static void h2_fail_streams(econn *c, int type, uint64_t now)
-{
-    h2conn *h = c->h2;
-    uint32_t m = c->th->e->cfg.pipeline;
-    for (uint32_t i = 0; i < m && c->rcount; i++) {
-        h2slot *sl = &h->slots[i];
-        if (!sl->used) continue;
-        account_error(c->th, &sl->q, type, now);
-        h2_release(c, sl);
-    }
-}
-
-static void h2_count_bytes(econn *c, uint64_t now)
-{
-    h2conn *h = c->h2;
-    if (!h->live) return;
-    if (now >= c->th->e->measure_ns) {
-        c->th->r.bytes_in += h->cli.bytes_in - h->seen_in;
-        c->th->r.bytes_out += h->cli.bytes_out - h->seen_out;
-    }
-    h->seen_in = h->cli.bytes_in;
-    h->seen_out = h->cli.bytes_out;
-}
-
-/* A connection-fatal result rc of the session (or its start). */
-static void h2_fatal(econn *c, int rc, int type, const char *why)
-{
-    ethread *th = c->th;
-    h2conn *h = c->h2;
-    char detail[HB_ERR_LEN - 32]; /* room for note_error's "type: " prefix */
-    snprintf(detail, sizeof detail, "%s", why ? why : "");
-    int goaway = h->live && h->cli.goaway_recv;
-    if (h->live) h2_count_bytes(c, hb_now_ns());
-    if (rc == HB_E_NO_H2) {
-        /* Asked for HTTP/2, the server does not speak it: the run is invalid. */
-        if (!th->r.fatal_rc) {
-            th->r.fatal_rc = rc;
-            snprintf(th->r.fatal, sizeof th->r.fatal, "%s", detail);
-        }
-        hb_engine_stop(th->e);
-        type = HB_ENG_ERR_PROTOCOL;
-    } else if (rc == HB_E_H2) {
-        type = goaway ? HB_ENG_ERR_GOAWAY : HB_ENG_ERR_PROTOCOL;
-    } else if (rc == HB_E_CLOSED || type == HB_ENG_ERR_READ) {
-        if (c->rcount == 0) { /* idle, or drained after a graceful GOAWAY: reconnect */
-            conn_close(c);
-            defer_fill(c);
-            return;
-        }
-        if (rc == HB_E_CLOSED) type = goaway ? HB_ENG_ERR_GOAWAY : HB_ENG_ERR_CLOSED;
-    }
-    fail_all(c, type, rc, detail);
-}
-
-static const hb_h2_client_callbacks H2_CBS_QUIET;
-
-static void h2_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
-{
-    (void)sud;
-    ethread *th = ((econn *)ud)->th;
-    if (th->have_server || nl != 6 || memcmp(n, "server", 6) != 0) return;
-    if (vl >= HB_ENG_SERVER_LEN) vl = HB_ENG_SERVER_LEN - 1;
-    memcpy(th->r.server, v, vl);
-    th->r.server[vl] = 0;
-}
-
-static void h2_on_response(void *ud, void *sud, int status)
-{
-    econn *c = ud;
-    h2slot *sl = sud;
-    if (c->h2->cli.cb != &H2_CBS_QUIET) {
-        /* header fields are not needed any more, on any connection */
-        c->th->have_server = 1;
-        c->h2->cli.cb = &H2_CBS_QUIET;
-    }
-    if (!sl) return;
-    sl->status = status;
-    sl->first_byte = c->h2->now;
-}
-
-static void h2_on_data(void *ud, void *sud, const uint8_t *d, size_t len)
-{
-    (void)ud;
-    (void)d;
-    h2slot *sl = sud;
-    if (sl) sl->body_bytes += len;
-}
-
-static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
-{
-    econn *c = ud;
-    h2slot *sl = sud;
-    ethread *th = c->th;
-    uint64_t now = c->h2->now;
-    if (!sl || !sl->used) return;
-    if (end == HB_H2_END_OK && sl->status) {
-        account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
-    } else {
-        int type = end == HB_H2_END_RESET    ? HB_ENG_ERR_RST_STREAM
-                   : end == HB_H2_END_GOAWAY ? HB_ENG_ERR_GOAWAY
-                                             : HB_ENG_ERR_PROTOCOL;
-        if (!th->r.first_error[0]) {
-            char d[HB_ERR_LEN - 32];
-            if (end == HB_H2_END_RESET)
-                snprintf(d, sizeof d, "the server reset the stream (RST_STREAM %s)",
-                         hb_h2_code_name(code));
-            else if (end == HB_H2_END_GOAWAY)
-                snprintf(d, sizeof d,
-                         "the stream was above the last stream id of the server's GOAWAY");
-            else
-                snprintf(d, sizeof d, "invalid HTTP/2 response (%s%s%.160s)", hb_h2_code_name(code),
-                         c->h2->cli.err[0] ? ": " : "", c->h2->cli.err);
-            note_error(th, type, HB_E_H2, d);
-        }
-        account_error(th, &sl->q, type, now);
-    }
-    h2_release(c, sl);
-    if (!th->e->cfg.keepalive) c->closing = 1;
-}
-
-static const hb_h2_client_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
-                                              NULL};
-static const hb_h2_client_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
-                                                    NULL};
-
-/* The connection (and TLS) is up: start the session. 0, or -1 when c was failed. */
-static int h2_start(econn *c)
-{
-    h2conn *h = c->h2;
-    char err[HB_ERR_LEN];
-    err[0] = 0;
-    hb_h2_client_settings st = {0};
-    st.max_streams = c->th->e->cfg.pipeline;
-    st.stable_fields = 1; /* e->h2f lives as long as the engine */
-    int rc = hb_h2_client_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c,
-                               err);
-    if (rc < 0) {
-        h2_fatal(c, rc, HB_ENG_ERR_PROTOCOL, err);
-        return -1;
-    }
-    h->live = 1;
-    h->seen_in = h->seen_out = 0;
-    c->closing = 0;
-    return 0;
-}
-
-/* Streams c may have in flight now: the open ones plus the session's room. */
-static uint32_t h2_cap(econn *c)
-{
-    h2conn *h = c->h2;
-    if (!h->live || c->closing) return c->rcount;
-    uint32_t cap = c->rcount - h->pending + hb_h2_client_room(&h->cli);
-    uint32_t m = c->th->e->cfg.pipeline;
-    return cap < m ? cap : m;
-}
-
-static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm)
-{
-    h2conn *h = c->h2;
-    ethread *th = c->th;
-    h2slot *sl = &h->slots[h->free[--h->nfree]];
-    sl->q.intended = intended;
-    sl->q.start = now;
-    sl->q.written = 0;
-    sl->q.warm = warm;
-    sl->used = 1;
-    sl->submitted = 0;
-    sl->status = 0;
-    sl->body_bytes = 0;
-    sl->first_byte = 0;
-    if (warm) {
-        th->warm_inflight++;
-    } else {
-        th->r.sends++;
-        if (now - intended > th->e->late_ns) th->r.sends_late++;
-    }
-    c->rcount++;
-    h->pending++;
-}
-
-/* Submit the slots waiting for the session, then write what is queued. */
-static void h2_send(econn *c)
-{
-    h2conn *h = c->h2;
-    hb_engine *e = c->th->e;
-    if (!h->live) return;
-    uint32_t m = e->cfg.pipeline;
-    for (uint32_t i = 0; i < m && h->pending; i++) {
-        h2slot *sl = &h->slots[i];
-        if (!sl->used || sl->submitted) continue;
-        hb_h2_body *b = NULL;
-        if (e->cfg.body_len) {
-            sl->body.data = e->body;
-            sl->body.len = e->cfg.body_len;
-            b = &sl->body;
-        }
-        char err[HB_ERR_LEN];
-        int id = hb_h2_client_submit(&h->cli, e->h2f, e->cfg.h2_nfields, b, sl, err);
-        if (id == HB_AGAIN || id == HB_E_CLOSED) break; /* closes or GOAWAY come through read */
-        if (id < 0) {
-            fail_all(c, HB_ENG_ERR_WRITE, id, err);
-            return;
-        }
-        sl->submitted = 1;
-        h->pending--;
-        if (h->nunw < m) h->unw[h->nunw++] = i; /* stamped after the write */
-    }
-    if (!hb_h2_client_wants_write(&h->cli)) return;
-    uint64_t now = hb_now_ns();
-    h->now = now;
-    int rc = hb_h2_client_write(&h->cli);
-    h2_count_bytes(c, now);
-    if (rc == HB_AGAIN) {
-        int blocked = c->s.want != HB_WANT_READ;
-        if (blocked != c->write_blocked) {
-            c->write_blocked = blocked;
-            update_interest(c);
-        }
-        return;
-    }
-    if (rc < 0) {
-        h2_fatal(c, rc, HB_ENG_ERR_WRITE, h->cli.err);
-        return;
-    }
-    for (uint32_t k = 0; k < h->nunw; k++) {
-        h2slot *sl = &h->slots[h->unw[k]];
-        if (sl->used && !sl->q.written) sl->q.written = now;
-    }
-    h->nunw = 0;
-    if (c->write_blocked) {
-        c->write_blocked = 0;
-        update_interest(c);
-    }
-}
-
-static void h2_io(econn *c, uint32_t events)
-{
-    h2conn *h = c->h2;
-    h->now = hb_now_ns();
-    const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
-    if (!(events & rd) && !c->read_wants_write) { /* writable only */
-        fill(c, h->now);
-        return;
-    }
-    /* Edge-triggered: a short read drained the socket, unless a FIN came too;
-     * TLS is level-triggered: epoll reports what OpenSSL has not read. */
-    h->cli.short_read_drains = !c->et || !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
-    int rc = hb_h2_client_read(&h->cli);
-    h2_count_bytes(c, h->now);
-    if (rc != HB_AGAIN) {
-        h2_fatal(c, rc, HB_ENG_ERR_READ, h->cli.err);
-        return;
-    }
-    int rw = c->s.want == HB_WANT_WRITE;
-    if (rw != c->read_wants_write) {
-        c->read_wants_write = rw;
-        update_interest(c);
-    }
-    if (!h->cli.nopen && !h->cli.goaway_recv && hb_h2_client_peer_max_streams(&h->cli) == 0) {
-        /* Nothing can ever be sent on this connection: fail what waits and
-         * reconnect later (a new connection's first stream goes out before
-         * the SETTINGS, so each attempt accounts a request). */
-        static const char why[] =
-            "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0)";
-        if (c->rcount) {
-            fail_all(c, HB_ENG_ERR_PROTOCOL, HB_E_H2, why);
-        } else {
-            note_error(c->th, HB_ENG_ERR_PROTOCOL, HB_E_H2, why);
-            conn_close(c);
-            defer_fill(c);
-        }
-        c->retry_at = h->now + (RETRY_MIN_NS << RETRY_MAX_SHIFT);
-        return;
-    }
-    if (c->closing && c->rcount == 0) { /* keep-alive off: one request per connection */
-        conn_close(c);
-        fill(c, h->now);
-        return;
-    }
-    fill(c, h->now);
-}
-
-static int h2_timed_out(econn *c, uint64_t now, uint64_t tmo)
-{
-    uint32_t m = c->th->e->cfg.pipeline;
-    for (uint32_t i = 0; i < m; i++) {
-        const h2slot *sl = &c->h2->slots[i];
-        if (sl->used && now - sl->q.start > tmo) return 1;
-    }
-    return 0;
-}
-
 static void on_io(hb_loop *l, hb_io *io, uint32_t events)
 {
     (void)l;
@@ -1246,7 +404,7 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
         if (rc < 0) {
             char err[HB_ERR_LEN];
             hb_sock_errstr(&c->s, rc, err);
-            fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
+            hb__eng_fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
             return;
         }
         on_connected(c);
@@ -1256,16 +414,7 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
         do_handshake(c);
         return;
     case C_OPEN:
-        if (c->h2) {
-            h2_io(c, events);
-            return;
-        }
-        if (c->wleft) {
-            flush(c);
-            if (c->state != C_OPEN) return;
-        }
-        if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) || c->read_wants_write)
-            do_read(c, events);
+        c->th->e->proto->on_io(c, events);
         return;
     default:
         return;
@@ -1276,7 +425,7 @@ static void on_timer(hb_loop *l, hb_timer *t, uint64_t now)
 {
     (void)l;
     econn *c = (econn *)((char *)t - offsetof(econn, timer));
-    fill(c, now);
+    hb__eng_fill(c, now);
 }
 
 /* Periodic: per-request timeouts (a scan is cheaper than a timer per request). */
@@ -1286,11 +435,9 @@ static void on_tick(hb_loop *l, hb_timer *t, uint64_t now)
     hb_engine *e = th->e;
     if (e->cfg.timeout_ns) {
         for (uint32_t i = 0; i < th->nconns; i++) {
-            econn *c = &th->conns[i];
-            if (!c->rcount) continue;
-            if (c->h2 ? h2_timed_out(c, now, e->cfg.timeout_ns)
-                      : now - c->ring[c->rhead].start > e->cfg.timeout_ns)
-                fail_all(c, HB_ENG_ERR_TIMEOUT, HB_E_TIMEOUT, "request timed out");
+            econn *c = hb__eng_conn(th, i);
+            if (c->rcount && e->proto->timed_out(c, now, e->cfg.timeout_ns))
+                hb__eng_fail_all(c, HB_ENG_ERR_TIMEOUT, HB_E_TIMEOUT, "request timed out");
         }
     }
     uint64_t iv = e->cfg.timeout_ns ? e->cfg.timeout_ns / 20 : STOP_POLL_NS;
@@ -1323,7 +470,7 @@ static void count_unsent(ethread *th)
         K++;
     if (e->cfg.n && K > e->slot_end) K = e->slot_end;
     for (uint32_t i = 0; i < th->nconns; i++) {
-        econn *c = &th->conns[i];
+        econn *c = hb__eng_conn(th, i);
         uint64_t from = c->next_slot > e->k_warm ? c->next_slot : e->k_warm;
         uint64_t a = slots_below(c->gidx, C, K), b = slots_below(c->gidx, C, from);
         if (a > b) th->r.unsent += a - b;
@@ -1347,7 +494,7 @@ static void *thread_main(void *arg)
     /* A fresh clock per connection: starting one (connect, first write) takes
      * time that must not count against the next one's first request. */
     for (uint32_t i = 0; i < th->nconns; i++)
-        fill(&th->conns[i], hb_now_ns());
+        hb__eng_fill(hb__eng_conn(th, i), hb_now_ns());
     while (!thread_should_end(th, hb_now_ns())) {
         uint64_t wait = STOP_POLL_NS;
         if (!e->cfg.n) {
@@ -1356,7 +503,7 @@ static void *thread_main(void *arg)
         }
         int rc = hb_loop_run_once(&th->loop, wait);
         if (rc < 0) {
-            note_error(th, HB_ENG_ERR_READ, rc, "epoll_wait failed");
+            hb__eng_note_error(th, HB_ENG_ERR_READ, rc, "epoll_wait failed");
             break;
         }
     }
@@ -1377,16 +524,10 @@ static void *thread_main(void *arg)
         th->end_ns = e->end_ns;
     if (e->cfg.rate > 0) count_unsent(th);
     for (uint32_t i = 0; i < th->nconns; i++) {
-        econn *c = &th->conns[i];
-        if (c->h2) {
-            for (uint32_t k = 0; k < e->cfg.pipeline; k++)
-                if (c->h2->slots[k].used && !c->h2->slots[k].q.warm) th->r.inflight_at_stop++;
-        } else {
-            for (uint32_t k = 0; k < c->rcount; k++)
-                if (!ring_at(c, k)->warm) th->r.inflight_at_stop++;
-        }
+        econn *c = hb__eng_conn(th, i);
+        th->r.inflight_at_stop += e->proto->inflight_measured(c);
         c->rcount = 0;
-        conn_close(c);
+        hb__eng_conn_close(c);
     }
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru) == 0) {
@@ -1454,12 +595,9 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
     if (cfg->threads < 1) return hb_fail(err, HB_E_INVALID, "threads must be >= 1");
     if (cfg->pipeline < 1 || cfg->pipeline > 1024)
         return hb_fail(err, HB_E_INVALID, "pipeline must be in 1..1024");
-    if (cfg->h2 && (!cfg->h2_fields || cfg->h2_nfields < 4))
-        return hb_fail(err, HB_E_INVALID, "HTTP/2 needs the request's header fields");
-    if (cfg->h2 && cfg->body_fd >= 0)
-        return hb_fail(err, HB_E_INVALID, "HTTP/2 sends a body from memory only, not from a file");
-    if (!cfg->h2 && (!cfg->head || cfg->head_len < 4))
-        return hb_fail(err, HB_E_INVALID, "a serialized request head is required");
+    const hb__eng_proto *proto = cfg->h2 ? &hb__eng_h2 : &hb__eng_h1;
+    int crc = proto->check(cfg, err);
+    if (crc < 0) return crc;
     if (cfg->addrlen == 0) return hb_fail(err, HB_E_INVALID, "no target address");
     if (!cfg->n && !cfg->duration_ns)
         return hb_fail(err, HB_E_INVALID, "either n or a duration is required");
@@ -1471,6 +609,7 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
     hb_engine *e = calloc(1, sizeof *e);
     if (!e) return hb_fail(err, HB_E_NOMEM, "out of memory");
     e->cfg = *cfg;
+    e->proto = proto;
     e->body_fd = -1;
     pthread_mutex_init(&e->mu, NULL);
     pthread_condattr_t ca;
@@ -1489,34 +628,6 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
         if (!e->host) goto nomem;
     }
     c->host = e->host;
-    if (c->h2) {
-        size_t tot = 0;
-        for (size_t i = 0; i < c->h2_nfields; i++)
-            tot += cfg->h2_fields[i].name_len + cfg->h2_fields[i].value_len;
-        e->h2f = calloc(c->h2_nfields, sizeof *e->h2f);
-        e->h2buf = malloc(tot + 1);
-        if (!e->h2f || !e->h2buf) goto nomem;
-        size_t o = 0;
-        for (size_t i = 0; i < c->h2_nfields; i++) {
-            const hb_header *f = &cfg->h2_fields[i];
-            memcpy(e->h2buf + o, f->name, f->name_len);
-            e->h2f[i].name = e->h2buf + o;
-            e->h2f[i].name_len = f->name_len;
-            o += f->name_len;
-            memcpy(e->h2buf + o, f->value, f->value_len);
-            e->h2f[i].value = e->h2buf + o;
-            e->h2f[i].value_len = f->value_len;
-            o += f->value_len;
-        }
-        c->h2_fields = e->h2f;
-        c->head = NULL;
-        c->head_len = 0;
-    } else {
-        e->head = malloc(c->head_len);
-        if (!e->head) goto nomem;
-        memcpy(e->head, cfg->head, c->head_len);
-        c->head = e->head;
-    }
     if (cfg->body && cfg->body_len) {
         e->body = malloc(cfg->body_len);
         if (!e->body) goto nomem;
@@ -1531,16 +642,8 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
         c->body_len = 0;
     }
     c->body = e->body;
-    e->req_len = c->head_len + c->body_len;
-    if (!c->h2 && e->body_fd < 0 && e->req_len * c->pipeline <= PBUF_MAX) {
-        e->pbuf_len = (size_t)e->req_len * c->pipeline;
-        e->pbuf = malloc(e->pbuf_len);
-        if (!e->pbuf) goto nomem;
-        for (uint32_t i = 0; i < c->pipeline; i++) {
-            memcpy(e->pbuf + i * e->req_len, e->head, c->head_len);
-            if (c->body_len) memcpy(e->pbuf + i * e->req_len + c->head_len, e->body, c->body_len);
-        }
-    }
+    rc = proto->prepare(e, err);
+    if (rc < 0) goto fail;
 
     size_t rcap = c->rbuf_size;
     if (!rcap) {
@@ -1567,10 +670,17 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
         hb_timer_init(&th->tick, on_tick);
         rc = result_init(&th->r, nsec, err);
         if (rc < 0) goto fail;
-        th->conns = calloc(th->nconns, sizeof *th->conns);
+        hb_hist_config pc = {1, HB_HIST_DEFAULT_HIGHEST, PROG_SIGFIGS};
+        rc = hb_hist_init(&th->prog, &pc, err);
+        if (rc < 0) goto fail;
+        if (proto->thread_size) {
+            th->proto = calloc(1, proto->thread_size);
+            if (!th->proto) goto nomem;
+        }
+        th->conns = calloc(th->nconns, proto->conn_size);
         if (!th->conns) goto nomem;
         for (uint32_t i = 0; i < th->nconns; i++) {
-            econn *cn = &th->conns[i];
+            econn *cn = hb__eng_conn(th, i);
             cn->th = th;
             cn->gidx = t + i * e->nthreads;
             cn->next_slot = cn->gidx;
@@ -1578,26 +688,8 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
             hb_timer_init(&cn->timer, on_timer);
             cn->timer.precise = c->rate > 0; /* scheduled sends go out on time */
             hb_sock_init(&cn->s);
-            cn->ring = calloc(c->pipeline, sizeof *cn->ring);
-            if (!cn->ring) goto nomem;
-            if (c->h2) {
-                /* hb_h2_client buffers the input: no read buffer here. */
-                h2conn *h = cn->h2 = calloc(1, sizeof *cn->h2);
-                if (!h) goto nomem;
-                h->slots = calloc(c->pipeline, sizeof *h->slots);
-                h->free = calloc(c->pipeline, sizeof *h->free);
-                h->unw = calloc(c->pipeline, sizeof *h->unw);
-                if (!h->slots || !h->free || !h->unw) goto nomem;
-                h2_reset(cn);
-            } else {
-                cn->rcap = rcap;
-                cn->rbuf = malloc(rcap);
-                if (!cn->rbuf) goto nomem;
-            }
-            if (e->body_fd >= 0 && c->tls) {
-                cn->wbuf = malloc(FILE_CHUNK);
-                if (!cn->wbuf) goto nomem;
-            }
+            rc = proto->conn_init(cn, rcap, err);
+            if (rc < 0) goto fail;
         }
     }
     *out = e;
@@ -1629,7 +721,7 @@ int hb_engine_start(hb_engine *e, char *err)
         if (c->rate > 0) {
             th->quota = 0;
             for (uint32_t i = 0; i < th->nconns; i++) {
-                uint64_t g = th->conns[i].gidx;
+                uint64_t g = hb__eng_conn(th, i)->gidx;
                 th->quota += slots_below(g, c->connections, e->slot_end) -
                              slots_below(g, c->connections, e->k_warm);
             }
@@ -1678,30 +770,31 @@ int hb_engine_wait(hb_engine *e, uint64_t timeout_ns)
     return hb_engine_done(e);
 }
 
-/* p50/p99 from the threads' coarse buckets (each read once, relaxed). */
-static void plat_percentiles(hb_engine *e, hb_engine_progress *p)
+/* p50/p99 from a snapshot of the threads' progress histograms: the lower
+ * bound of the bucket where each falls. */
+static void prog_percentiles(hb_engine *e, hb_engine_progress *p)
 {
-    uint64_t sum[PLAT_BUCKETS] = {0}, total = 0;
+    hb_hist sum;
+    hb_hist_config pc = {1, HB_HIST_DEFAULT_HIGHEST, PROG_SIGFIGS};
+    if (hb_hist_init(&sum, &pc, NULL) < 0) return; /* out of memory: no percentiles */
     for (uint32_t t = 0; t < e->nthreads; t++)
-        for (unsigned i = 0; i < PLAT_BUCKETS; i++) {
-            uint64_t c = atomic_load_explicit(&e->threads[t].p_lat[i], memory_order_relaxed);
-            sum[i] += c;
-            total += c;
-        }
-    if (!total) return;
-    uint64_t want50 = (total + 1) / 2, want99 = total - total / 100, acc = 0;
+        (void)hb_hist_add_relaxed(&sum, &e->threads[t].prog, NULL);
+    uint64_t total = hb_hist_count(&sum);
+    uint64_t want50 = (total + 1) / 2, want99 = total - total / 100;
     int have50 = 0;
-    for (unsigned i = 0; i < PLAT_BUCKETS; i++) {
-        acc += sum[i];
-        if (!have50 && acc >= want50) {
-            p->p50_ns = plat_lower(i);
+    hb_hist_iter it;
+    hb_hist_iter_init(&it, &sum);
+    while (total && hb_hist_iter_next(&it)) {
+        if (!have50 && it.cumulative >= want50) {
+            p->p50_ns = it.lo;
             have50 = 1;
         }
-        if (acc >= want99) {
-            p->p99_ns = plat_lower(i);
+        if (it.cumulative >= want99) {
+            p->p99_ns = it.lo;
             break;
         }
     }
+    hb_hist_free(&sum);
 }
 
 void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p)
@@ -1714,7 +807,7 @@ void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p)
         p->errors += atomic_load_explicit(&th->p_errors, memory_order_relaxed);
         p->bytes_in += atomic_load_explicit(&th->p_bytes_in, memory_order_relaxed);
     }
-    plat_percentiles(e, p);
+    prog_percentiles(e, p);
     uint64_t now = hb_now_ns();
     if (e->running) {
         p->warming_up = now < e->measure_ns;
@@ -1811,33 +904,24 @@ void hb_engine_free(hb_engine *e)
             ethread *th = &e->threads[t];
             if (th->conns) {
                 for (uint32_t i = 0; i < th->nconns; i++) {
-                    econn *cn = &th->conns[i];
+                    econn *cn = hb__eng_conn(th, i);
+                    if (!cn->th) continue; /* not initialised (hb_engine_new failed) */
                     if (cn->s.fd >= 0) hb_sock_close(&cn->s);
-                    free(cn->rbuf);
-                    free(cn->ring);
-                    free(cn->wbuf);
-                    if (cn->h2) {
-                        if (cn->h2->live) hb_h2_client_free(&cn->h2->cli);
-                        free(cn->h2->slots);
-                        free(cn->h2->free);
-                        free(cn->h2->unw);
-                        free(cn->h2);
-                    }
+                    e->proto->conn_free(cn);
                 }
                 free(th->conns);
             }
             if (th->loop_ok) hb_loop_free(&th->loop);
             hb_engine_result_free(&th->r);
+            hb_hist_free(&th->prog);
+            free(th->proto);
         }
         free(e->threads);
     }
     if (e->body_fd >= 0) close(e->body_fd);
-    free(e->head);
-    free(e->h2f);
-    free(e->h2buf);
+    if (e->proto) e->proto->cleanup(e);
     free(e->host);
     free(e->body);
-    free(e->pbuf);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

@@ -229,6 +229,24 @@ void hb_hist_record(hb_hist *h, uint64_t value)
     add_at(h, value, index_of(h, value), 1);
 }
 
+void hb_hist_record_relaxed(hb_hist *h, uint64_t value)
+{
+    if (value > h->cfg.highest) value = h->cfg.highest;
+    uint64_t *b = &h->counts[index_of(h, value)];
+    __atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+int hb_hist_add_relaxed(hb_hist *dst, const hb_hist *src, char *err)
+{
+    if (!hb_hist_same_config(dst, src))
+        return hb_fail(err, HB_E_INVALID, "histogram: configurations differ");
+    for (int32_t i = 0; i < src->counts_len; i++) {
+        uint64_t n = room_for(dst, __atomic_load_n(&src->counts[i], __ATOMIC_RELAXED));
+        if (n) add_at(dst, value_of_index(dst, i), i, n);
+    }
+    return 0;
+}
+
 void hb_hist_record_n(hb_hist *h, uint64_t value, uint64_t n)
 {
     n = room_for(h, n);

@@ -103,6 +103,16 @@ void hb_hist_record_n(hb_hist *h, uint64_t value, uint64_t n);
  * value / interval. */
 void hb_hist_record_corrected(hb_hist *h, uint64_t value, uint64_t expected_interval);
 
+/* A histogram read while its owner records (a progress display): the owner
+ * records with hb_hist_record_relaxed, which stores only the bucket's count,
+ * with a relaxed atomic (single writer: a load and a store, no locked
+ * instruction), leaving total/min/max alone. Any thread may then take
+ * hb_hist_add_relaxed(dst, src): dst += a relaxed snapshot of src's counts,
+ * dst's total/min/max following from the buckets (min and max are bucket
+ * lower bounds). HB_E_INVALID when the configurations differ. */
+void hb_hist_record_relaxed(hb_hist *h, uint64_t value);
+int hb_hist_add_relaxed(hb_hist *dst, const hb_hist *src, char *err);
+
 /* dst += src. HB_E_INVALID (nothing changed) when the configurations differ. */
 int hb_hist_merge(hb_hist *dst, const hb_hist *src, char *err);
 

@@ -15,6 +15,8 @@ TYPE_CHECKING = False  # typing costs more to import than the rest of this modul
 
 # The public names load on first use (PEP 562), so `import httpbench` stays cheap:
 # asyncio, argparse, ssl and json only come in with the parts that need them.
+# The same rule inside the package: an import written in a function is there for
+# import time (only that path needs the module); any other reason is commented there.
 _LAZY: dict[str, str] = {
     "plot": "",
     "report": "",

@@ -17,7 +17,8 @@ How a run goes (the coordinator is the calling process):
    interleave into the one schedule a single generator would follow.
 5. barrier: the coordinator picks a start instant on the scheduler's clock a
    lead time ahead; each shard waits until that instant on its own clock
-   (corrected by its offset), then runs ``bench()`` in the worker process. The
+   (corrected by its offset), then runs the local load test (``_loadgen.run_local``,
+   what ``bench()`` runs without a cluster) in the worker process. The
    C engine releases the GIL, so the worker keeps answering the scheduler, and
    a worker that dies takes exactly its shard with it.
 6. merge: shards return their result as the versioned dict of ``to_dict()``
@@ -40,7 +41,7 @@ import time
 import uuid
 from typing import Any
 
-from ._bench import bench
+from ._loadgen import LoadSpec, run_local
 from ._results import BenchResult, WorkerResult
 
 __all__ = ["run_distributed", "split", "CONNECT_TIMEOUT"]
@@ -87,7 +88,7 @@ def _cancel(run_id: str) -> bool:
 
 
 def _run_shard(spec: dict[str, Any]) -> dict[str, Any]:
-    """One shard: wait for the start instant, run bench(), return plain data."""
+    """One shard: wait for the start instant, run locally, return plain data."""
     flag = _flag(spec["run_id"])
     try:
         # Sleep to just before the instant, then in short naps: a long timed wait
@@ -103,7 +104,7 @@ def _run_shard(spec: dict[str, Any]) -> dict[str, Any]:
             if flag.is_set():  # the engine turns this into a partial, interrupted result
                 raise KeyboardInterrupt
 
-        r = bench(spec["url"], progress=progress, **spec["kw"])
+        r = run_local(spec["url"], progress=progress, **spec["kw"])
         return {"result": r.to_dict(), "host": socket.gethostname(), "pid": os.getpid(),
                 "start_late_ns": late_ns}
     finally:
@@ -328,23 +329,26 @@ def _merge(parts: list[tuple[WorkerResult, BenchResult]], shards: list[WorkerRes
     )
 
 
-def run_distributed(cluster: Any, url: str, *, n: int | None, duration: float | None,
-                    concurrency: int, threads: int, rate: float | None, warmup: float,
-                    timeout: float, label: str, **kw: Any) -> BenchResult:
-    """Run ``bench(url, ...)`` across the workers of ``cluster`` (see the module doc).
+def run_distributed(cluster: Any, spec: LoadSpec) -> BenchResult:
+    """Run a checked load test across the workers of ``cluster`` (see the module doc).
 
-    The arguments are ``bench()``'s, already validated; ``kw`` goes unchanged to
-    every shard. Raises ImportError naming the extra when Dask is missing,
-    ConnectError when the scheduler cannot be reached, RuntimeError when a
-    worker lacks this httpbench or every shard failed; a shard's own exception
-    (e.g. ConnectError for an unresolvable host) is re-raised.
+    Every shard runs ``spec``'s request with its part of the totals. Raises
+    ImportError naming the extra when Dask is missing, ConnectError when the
+    scheduler cannot be reached, RuntimeError when a worker lacks this httpbench
+    or every shard failed; a shard's own exception (e.g. ConnectError for an
+    unresolvable host) is re-raised.
     """
+    kw = dict(keepalive=spec.keepalive, pipeline=spec.pipeline, method=spec.method,
+              headers=spec.headers, body=spec.body, verify=spec.verify, ca_file=spec.ca_file,
+              session_resumption=spec.session_resumption, server_name=spec.server_name,
+              tls_max_version=spec.tls_max_version, lenient=spec.lenient)
     distributed = _import_distributed()
     t_begin = time.monotonic()
     client, owned, cluster_start_s = _connect(cluster, distributed)
     try:
-        return _run(distributed, client, cluster_start_s, t_begin, url, n, duration,
-                    concurrency, threads, rate, warmup, timeout, label, kw)
+        return _run(distributed, client, cluster_start_s, t_begin, spec.target.url, spec.n,
+                    spec.duration, spec.concurrency, spec.threads, spec.rate, spec.warmup,
+                    spec.timeout, spec.label, kw)
     finally:
         for o in owned:
             try:

@@ -603,8 +603,9 @@ class Worker:
             "protocol": self.sc.protocol,
             "inflight_mode": self.mode,
         }
-        try:  # the CPUs this worker may run on (it may be pinned), not a count
-            md["cpus"] = sorted(os.sched_getaffinity(0))
+        try:  # the CPUs this worker may run on (it may be pinned); "cpus" is their count
+            md["affinity"] = sorted(os.sched_getaffinity(0))
+            md["cpus"] = len(md["affinity"])
         except (AttributeError, OSError):
             pass
         md["native_alloc_counter"] = _native_counters() is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from httpbench import bench
-from httpbench._bench import Progress, _stderr_progress
+from httpbench._loadgen import Progress, _stderr_progress
 
 PRECISION = 1.0625  # a progress bucket spans 1/16 of its lower bound
 

@@ -175,7 +175,8 @@ def test_compare_in_worker_processes_matches_server_stats():
         pin = md["pinning"]
         assert pin["worker_cpu"] not in pin["server_cpus"]
         r = rs.get(E2E_CLIENTS[0], "get-150b", 0)
-        assert r.metadata["worker"]["cpus"] == [pin["worker_cpu"]]
+        assert r.metadata["worker"]["affinity"] == [pin["worker_cpu"]]
+        assert r.metadata["worker"]["cpus"] == 1
     text = format_tables(rs)
     for name in E2E_SCENARIOS:
         assert f"== {name}" in text

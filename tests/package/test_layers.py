@@ -1,9 +1,11 @@
-"""The package is layered: a module imports only from its own layer or lower ones.
+"""The package is layered: a module imports only from its own layer or lower ones,
+and no two modules import each other, directly or around a loop.
 
 Every import is checked (top-level and inside functions, relative and absolute
 ``httpbench.x``), so a helper can never again end up in a module above its users.
 The only upward imports allowed are the lazy convenience methods of the result
-records, listed below by module and function.
+records, listed below by module and function; they are also the only edges the
+cycle check leaves out.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ LAYERS: dict[str, int] = {
     "_noise": 0,
     "_features": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
+    "_jsonfields": 1,
+    "_resultfile": 1,
+    "_record": 1,
+    "_benchresult": 1,
+    "_measureresult": 1,
     "_results": 1,
     "_rows": 1,
     # L2: budgets and baselines
@@ -42,6 +49,7 @@ LAYERS: dict[str, int] = {
     "_hdrexport": 3,
     # L4: running things
     "_bench": 4,
+    "_loadgen": 4,
     "_distributed": 4,
     "_measure": 4,
     "_deterministic": 4,
@@ -75,11 +83,11 @@ LAYERS: dict[str, int] = {
 
 # (module, function) allowed to import upward, lazily: record convenience methods.
 ALLOWED_UPWARD: set[tuple[str, str]] = {
-    ("_results", "to_dataframe"),
-    ("_results", "summary"),
-    ("_results", "plot"),
-    ("_results", "_repr_mimebundle_"),
-    ("_results", "assert_budget"),
+    ("_record", "to_dataframe"),
+    ("_record", "summary"),
+    ("_record", "plot"),
+    ("_record", "_repr_mimebundle_"),
+    ("_record", "assert_budget"),
 }
 
 
@@ -182,3 +190,64 @@ def test_the_checker_sees_function_level_and_absolute_imports(tmp_path):
     assert ("report", "f", 3) in got
     assert ("plot", "f", 4) in got
     assert ("_adapters.curl", "f", 5) in got
+
+
+def _graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports, minus the allowed lazy upward imports."""
+    graph: dict[str, set[str]] = {}
+    for mod, path in _modules().items():
+        graph[mod] = {target for target, func, _ in _imports(path, mod)
+                      if target != mod and (mod, func) not in ALLOWED_UPWARD}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    found = _cycles(graph)
+    detail = []
+    for comp in found:
+        members = set(comp)
+        edges = [f"{a} -> {b}" for a in comp for b in sorted(graph[a] & members)]
+        detail.append(", ".join(edges))
+    assert not found, "import cycles (a lower-level function breaks them):\n" + "\n".join(detail)
+
+
+def test_the_cycle_check_finds_loops_of_any_length():
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

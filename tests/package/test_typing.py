@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 REVEALS: list[tuple[str, str]] = [
     ("srv", "httpbench._server.Server"),
     ("srv.url", "builtins.str"),
-    ("r", "httpbench._results.BenchResult"),
+    ("r", "httpbench._benchresult.BenchResult"),
     ("r.rps", "builtins.float"),
     ("r.p99", "builtins.float"),
     ("r.successes", "builtins.int"),
@@ -37,7 +37,7 @@ REVEALS: list[tuple[str, str]] = [
     ("resp.elapsed", "builtins.float"),
     ("resp.headers", "httpbench._client.Headers"),
     ("resp.headers.get('content-type')", "builtins.str | None"),
-    ("m", "httpbench._results.MeasureResult"),
+    ("m", "httpbench._measureresult.MeasureResult"),
     ("m.latency", "httpbench._core.Histogram"),
     ("m.p50", "builtins.float"),
     ("m.allocs_per_call", "builtins.float"),

@@ -9,19 +9,19 @@ import types
 import warnings
 
 import pytest
-from httpbench import _bench
+from httpbench import _loadgen
 from httpbench import report as RP
 
 
-def _line(p: _bench.Progress, capsys) -> str:
-    show = _bench._stderr_progress()
+def _line(p: _loadgen.Progress, capsys) -> str:
+    show = _loadgen._stderr_progress()
     show(p._replace(completed=0, elapsed_s=0.0))
     show(p)
     return capsys.readouterr().err.split("\r\x1b[2K")[-1]
 
 
 def test_terminal_line_time_bound(capsys):
-    p = _bench.Progress(completed=500, ok=490, failed=10, bytes_in=0, elapsed_s=2.5,
+    p = _loadgen.Progress(completed=500, ok=490, failed=10, bytes_in=0, elapsed_s=2.5,
                         warming_up=False, total=None, duration_s=10.0)
     line = _line(p, capsys)
     assert "500 requests" in line and "10 failed" in line and "req/s" in line
@@ -29,7 +29,7 @@ def test_terminal_line_time_bound(capsys):
 
 
 def test_terminal_line_count_bound(capsys):
-    p = _bench.Progress(completed=250, ok=250, failed=0, bytes_in=0, elapsed_s=1.0,
+    p = _loadgen.Progress(completed=250, ok=250, failed=0, bytes_in=0, elapsed_s=1.0,
                         warming_up=False, total=1000, duration_s=None)
     line = _line(p, capsys)
     assert "250/1000 requests (25%)" in line
@@ -57,7 +57,7 @@ def test_notebook_without_ipywidgets_has_no_warning(fake_notebook, monkeypatch, 
         warnings.simplefilter("error")
         bar = RP.progress_bar("bench")
         assert bar.enabled
-        bar(_bench.Progress(10, 10, 0, 0, 0.5, False, 100, None))
+        bar(_loadgen.Progress(10, 10, 0, 0, 0.5, False, 100, None))
         bar.close()
     from tqdm.std import tqdm
 

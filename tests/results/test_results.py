@@ -8,6 +8,7 @@ import random
 
 import httpbench
 import pytest
+from httpbench import _resultfile
 from httpbench import _results as R
 
 
@@ -240,7 +241,7 @@ def test_migration_hook_is_applied(monkeypatch):
         d["record"]["label"] = d["record"].pop("old_name")
         return d
 
-    monkeypatch.setitem(R._MIGRATIONS, 0, v0_to_v1)
+    monkeypatch.setitem(_resultfile._MIGRATIONS, 0, v0_to_v1)
     assert R.loads(json.dumps(doc)) == make_measure()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import httpbench
-from httpbench import _metadata
+from httpbench import _metadata, _resultfile
 from httpbench import _results as R
 
 # Machine metadata as measure() and a compare worker wrote it in schema version 1.
@@ -30,8 +30,8 @@ def _v1_measure() -> dict:
 
 
 def test_schema_history_mentions_every_version():
-    assert R.SCHEMA_VERSION == 3
-    assert sorted(R._MIGRATIONS) == [1, 2]
+    assert R.SCHEMA_VERSION == 4
+    assert sorted(_resultfile._MIGRATIONS) == [1, 2, 3]
 
 
 def test_v1_measure_record_loads_with_the_shared_keys(tmp_path):
@@ -43,7 +43,8 @@ def test_v1_measure_record_loads_with_the_shared_keys(tmp_path):
     assert md["kernel"] == "Linux 6.18.44-fc-v1147"
     assert md["worker"]["python_implementation"] == "CPython"
     assert "python_impl" not in md["worker"]
-    assert md["worker"]["cpus"] == [1]  # the worker's pinning stays a list of CPUs
+    # "cpus" is a count everywhere; the worker's pinning is its affinity list
+    assert md["worker"]["cpus"] == 1 and md["worker"]["affinity"] == [1]
     assert r.label == "noop" and r.calls == 50
 
 
@@ -69,3 +70,16 @@ def test_every_kind_of_result_carries_the_same_machine_keys():
         b = httpbench.bench(srv.url + "/bytes/10", n=5, concurrency=1)
     assert keys <= set(b.metadata)
     assert {k: b.metadata[k] for k in keys} == {k: m.metadata[k] for k in keys}
+
+
+def test_v3_worker_cpu_list_becomes_affinity_and_a_count():
+    m = httpbench.measure(lambda: None, n=10).to_dict()
+    m["metadata"] = {"cpus": 2, "worker": {"pid": 7, "cpus": [0, 1]}}
+    rs = {"kind": "ResultSet", "metadata": {"cpus": 2},
+          "results": [{"client": "c", "scenario": "s", "repeat": 0, "result": m}],
+          "notes": [], "skipped": {}}
+    doc = json.dumps({"format": R.FILE_FORMAT, "schema_version": 3,
+                      "httpbench_version": "0.1.0", "saved_unix_ns": 0, "record": rs})
+    r = R.loads(doc).get("c", "s", 0)
+    assert r.metadata["cpus"] == 2
+    assert r.metadata["worker"] == {"pid": 7, "cpus": 2, "affinity": [0, 1]}

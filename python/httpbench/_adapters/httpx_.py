@@ -9,7 +9,7 @@ Plain ``http://`` uses prior knowledge (``http1=False``).
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter
+from . import CHUNK, Adapter, AdapterUnavailable
 
 __all__ = ["HttpxAdapter", "HttpxAsyncAdapter"]
 
@@ -36,8 +36,6 @@ class HttpxAdapter(Adapter):
             kw["verify"] = self.ssl_context()
         if self.http2:
             import importlib.util
-
-            from . import AdapterUnavailable
 
             if importlib.util.find_spec("h2") is None:
                 raise AdapterUnavailable(self.name, "httpx needs the 'h2' package for HTTP/2",

@@ -6,7 +6,7 @@ the requests multiplexed on the origin's one connection.
 
 from __future__ import annotations
 
-from . import Adapter
+from . import Adapter, AdapterUnavailable
 
 __all__ = ["NativeAdapter"]
 
@@ -20,8 +20,6 @@ class NativeAdapter(Adapter):
 
     @classmethod
     def check(cls) -> None:
-        from . import AdapterUnavailable
-
         try:
             from .. import _client
         except ImportError as exc:  # pragma: no cover - the package itself is broken
@@ -36,8 +34,6 @@ class NativeAdapter(Adapter):
         if self.tls and self.ca_file:
             kw["ca_file"] = self.ca_file
         if self.http2:
-            from . import AdapterUnavailable
-
             if not hasattr(Client, "get_many"):
                 raise AdapterUnavailable(self.name, "Client(http2=True) is not built in this "
                                          "version")

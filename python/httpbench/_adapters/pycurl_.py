@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 
-from . import Adapter
+from . import Adapter, AdapterUnavailable
 
 __all__ = ["PycurlAdapter"]
 
@@ -37,8 +37,6 @@ class PycurlAdapter(Adapter):
 
         self.pc = pycurl
         if self.http2 and not pycurl.version_info()[4] & pycurl.VERSION_HTTP2:
-            from . import AdapterUnavailable
-
             raise AdapterUnavailable(self.name, "this libcurl is built without HTTP/2 (nghttp2)")
         self.c = self._handle()
         self.multi = None
