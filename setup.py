@@ -161,7 +161,19 @@ class CheckedBuildExt(build_ext):
                 print(f"httpbench: building WITHOUT the embedded server's HTTP/2 side ({why_not}); "
                       f"everything else is built. For HTTP/2 serving, {NGHTTP2_HINT}.",
                       file=sys.stderr, flush=True)
+        # setuptools reuses up-to-date objects whatever the macros: never mix the two builds
+        stamp = os.path.join(self.build_temp, "httpbench-nghttp2")
+        choice = "no" if why_not else "yes"
+        try:
+            with open(stamp) as f:
+                if f.read() != choice:
+                    self.force = True
+        except OSError:
+            self.force = True
         super().run()
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(choice)
 
 
 setup(ext_modules=exts, cmdclass={"build_ext": CheckedBuildExt})

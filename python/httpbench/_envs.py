@@ -274,8 +274,10 @@ def _installed_httpbench() -> tuple[str, tuple[str, ...], str] | None:
     if os.path.dirname(here) != root:
         return None  # the metadata found is another install than the one running
     # scripts live outside site-packages (workers run `python -m`); bytecode is rebuilt
+    # (a file RECORD lists may be gone: an index install has no direct_url.json)
     files = tuple(str(f) for f in dist.files
-                  if not str(f).startswith("..") and "__pycache__" not in str(f))
+                  if not str(f).startswith("..") and "__pycache__" not in str(f)
+                  and os.path.isfile(os.path.join(root, str(f))))
     return root, files, hashlib.sha256(record.encode()).hexdigest()[:16]
 
 
