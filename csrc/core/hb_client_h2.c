@@ -269,7 +269,12 @@ static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, c
         short ev = POLLIN;
         if (hb_h2_client_wants_write(&hc->cli) || hc->conn->sock.want == HB_WANT_WRITE)
             ev |= POLLOUT;
-        if (hb_sock_has_buffered(&hc->conn->sock)) continue;
+        /* input waiting that poll would not announce: read on, if time is left */
+        if (hc->cli.more_input || hb_sock_has_buffered(&hc->conn->sock)) {
+            if (hb_now_ns() < deadline_ns) continue;
+            hb_fail(err, HB_E_TIMEOUT, "HTTP/2 batch timed out");
+            return HB_E_TIMEOUT;
+        }
         rc = hb__wait_fd(hc->conn->sock.fd, ev, deadline_ns, p->opts.eintr_abort);
         if (rc < 0) {
             if (rc == HB_E_TIMEOUT) hb_fail(err, rc, "HTTP/2 batch timed out");

@@ -33,6 +33,7 @@ typedef struct h2conn {
     uint32_t nunw;
     uint64_t now;               /* clock of the read being processed */
     uint64_t seen_in, seen_out; /* cli byte counters already added to the results */
+    int read_pending;           /* the last read stopped at its budget: read again from the timer */
 } h2conn;
 
 static inline h2conn *H2(econn *c)
@@ -54,6 +55,7 @@ static void h2_reset(econn *c)
     }
     h->nfree = m;
     h->pending = h->nunw = 0;
+    h->read_pending = 0;
     c->rcount = 0;
 }
 
@@ -70,6 +72,13 @@ static void h2_fail_streams(econn *c, int type, uint64_t now)
 {
     h2conn *h = H2(c);
     uint32_t m = c->th->e->cfg.pipeline;
+    /* The stream sent before the server's SETTINGS timed out and those SETTINGS
+     * allow none: every new connection would wait the same way, so the run ends. */
+    if (type == HB_ENG_ERR_TIMEOUT && h->live && h->cli.peer_settings &&
+        hb_h2_client_peer_max_streams(&h->cli) == 0)
+        hb__eng_fatal(c->th, HB_E_H2,
+                      "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0) and left "
+                      "the first one unanswered until the timeout");
     for (uint32_t i = 0; i < m && c->rcount; i++) {
         h2slot *sl = &h->slots[i];
         if (!sl->used) continue;
@@ -229,6 +238,8 @@ static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm)
     h->pending++;
 }
 
+static void h2_io(hb_loop *l, hb_io *io, uint32_t events);
+
 /* Submit the slots waiting for the session, then write what is queued. */
 static void h2_send(econn *c, uint32_t more)
 {
@@ -236,6 +247,11 @@ static void h2_send(econn *c, uint32_t more)
     h2conn *h = H2(c);
     hb_engine *e = c->th->e;
     if (!h->live) return;
+    if (h->read_pending) { /* the timer's turn came: read on (that fills and sends too) */
+        h->read_pending = 0;
+        h2_io(&c->th->loop, &c->io, EPOLLIN);
+        return;
+    }
     uint32_t m = e->cfg.pipeline;
     for (uint32_t i = 0; i < m && h->pending; i++) {
         h2slot *sl = &h->slots[i];
@@ -285,8 +301,10 @@ static void h2_send(econn *c, uint32_t more)
     }
 }
 
-static void h2_io(econn *c, uint32_t events)
+static void h2_io(hb_loop *l, hb_io *io, uint32_t events)
 {
+    (void)l;
+    econn *c = hb__eng_conn_of(io);
     h2conn *h = H2(c);
     h->now = hb_now_ns();
     const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
@@ -329,7 +347,15 @@ static void h2_io(econn *c, uint32_t events)
         hb__eng_fill(c, h->now);
         return;
     }
+    int more = h->cli.more_input;
     hb__eng_fill(c, h->now);
+    /* input left at the read budget: timers (timeouts, the run's end) go
+     * first, then the connection's timer reads on (edge-triggered epoll
+     * would not report it again) */
+    if (more && h->live && c->state == C_OPEN) {
+        h->read_pending = 1;
+        hb__eng_defer_fill(c);
+    }
 }
 
 static int h2_timed_out(const econn *c, uint64_t now, uint64_t tmo)

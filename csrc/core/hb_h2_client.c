@@ -45,6 +45,11 @@ enum {
 #define MAX_LIST (1u << 20)  /* a header list beyond this resets the stream */
 #define MAX_WBUF (16u << 20) /* queued output beyond this: the peer floods us */
 #define DEFAULT_STREAMS 256u /* table size when settings.max_streams is 0 */
+/* Limits on what a server may send that makes us work without progress:
+ * CONTINUATION frames per header block (a 1 MiB block needs 64 of 16 KiB)
+ * and informational (1xx) responses per stream. */
+#define MAX_CONTINUATIONS 128u
+#define MAX_1XX 16u
 #define PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 /* Parser states for the payload of the current frame. */
@@ -62,6 +67,7 @@ typedef struct hb_h2stream {
     uint8_t head; /* a HEAD request: no body whatever content-length says */
     uint8_t in_body_list;
     uint8_t overflow; /* not in its index cell (see find) */
+    uint8_t n1xx;     /* informational responses so far */
 } hb_h2stream;
 
 const char *hb_h2_end_name(int end)
@@ -739,6 +745,8 @@ static int header_block(hb_h2_client *c, int32_t sid, const uint8_t *blk, size_t
     if (b.status < 200) { /* informational: the final response follows */
         s->content_length = -1;
         if (end_stream) return stream_error(c, s, E_PROTOCOL, "a 1xx response ends the stream");
+        if (++s->n1xx > MAX_1XX)
+            return stream_error(c, s, E_ENHANCE_YOUR_CALM, "more than %u 1xx responses", MAX_1XX);
         return 0;
     }
     s->status = b.status;
@@ -845,10 +853,14 @@ static int frame_begin(hb_h2_client *c)
             c->hb_sid = c->fsid;
             c->hb_end_stream = c->fflags & FL_END_STREAM;
             c->hblock_len = 0;
+            c->hb_conts = 0;
         }
         break;
     case F_CONTINUATION:
         if (!c->hb_sid) return conn_error(c, E_PROTOCOL, "CONTINUATION without HEADERS");
+        if (++c->hb_conts > MAX_CONTINUATIONS)
+            return conn_error(c, E_ENHANCE_YOUR_CALM,
+                              "a header block in over %u CONTINUATION frames", MAX_CONTINUATIONS);
         break;
     case F_PRIORITY:
         if (c->fsid == 0) return conn_error(c, E_PROTOCOL, "PRIORITY on stream 0");
@@ -1008,8 +1020,9 @@ static int frame_end(hb_h2_client *c)
     case F_SETTINGS:
         if (c->fflags & FL_ACK) return 0;
         c->peer_settings = 1;
+        /* the ACKs the server does not read fill our queue */
         if (queue_frame(c, F_SETTINGS, FL_ACK, 0, NULL, 0) != 0)
-            return set_fatal(c, HB_E_NOMEM, "h2: out of memory");
+            return conn_error(c, E_ENHANCE_YOUR_CALM, "SETTINGS flood");
         return 0;
     case F_PING:
         if (c->fflags & FL_ACK) return 0;
@@ -1107,7 +1120,12 @@ int hb_h2_client_read(hb_h2_client *c)
 {
     if (!c->live) return HB_E_CLOSED;
     if (c->fatal) return c->fatal_rc;
-    for (;;) {
+    c->more_input = 0;
+    for (size_t got = 0;;) {
+        if (got >= HB_H2_CLIENT_READ_BUDGET) {
+            c->more_input = 1;
+            break;
+        }
         ssize_t n = hb_sock_read(c->sock, c->rbuf, HB_H2_CLIENT_RBUF);
         if (n == HB_AGAIN) break;
         if (n == 0) {
@@ -1121,6 +1139,7 @@ int hb_h2_client_read(hb_h2_client *c)
             return set_fatal(c, (int)n, "%s", e);
         }
         c->bytes_in += (uint64_t)n;
+        got += (size_t)n;
         if (!c->preface_checked) {
             /* An HTTP/1.x server answers "PRI * HTTP/2.0" with a status line. */
             size_t k = (size_t)n < 5 ? (size_t)n : 5;

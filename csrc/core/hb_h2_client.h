@@ -113,6 +113,9 @@ typedef struct hb_h2_body {
 } hb_h2_body;
 
 #define HB_H2_CLIENT_RBUF (32u * 1024u)
+/* Bytes hb_h2_client_read takes per call before it returns to the caller's
+ * loop (whose timers and end of run then get their turn). */
+#define HB_H2_CLIENT_READ_BUDGET (8u * HB_H2_CLIENT_RBUF)
 #define HB_H2_CLIENT_WBUF (32u * 1024u)
 
 struct hb_h2stream; /* hb_h2_client.c */
@@ -127,6 +130,10 @@ typedef struct hb_h2_client {
      * more on a TLS one (level-triggered epoll reports the rest) - instead of
      * reading until HB_AGAIN, which costs a syscall. Set before each read. */
     int short_read_drains;
+    /* 1: the last hb_h2_client_read stopped at its budget, not at the end of
+     * the input: read again soon without waiting for readiness (an
+     * edge-triggered socket or OpenSSL may hold input no wait announces). */
+    int more_input;
     int live;             /* initialised and not freed */
     uint32_t max_streams; /* our cap (settings.max_streams or the table size) */
     uint32_t nopen;       /* submitted streams not yet closed */
@@ -176,6 +183,7 @@ typedef struct hb_h2_client {
     uint8_t setting_have;
     int32_t hb_sid;    /* stream of the header block being gathered (0: none) */
     int hb_end_stream; /* its HEADERS had END_STREAM */
+    uint32_t hb_conts; /* CONTINUATION frames in it so far */
     uint8_t *hblock;   /* gathered header block */
     size_t hblock_len, hblock_cap;
     uint8_t *scratch; /* Huffman output */
@@ -215,8 +223,13 @@ int hb_h2_client_submit(hb_h2_client *c, const hb_header *fields, size_t nfields
                         void *stream_ud, char *err);
 
 /* Read what the socket has and process it (callbacks run here), until
- * the socket would block: returns HB_AGAIN (the normal result; wait per
+ * the socket would block or HB_H2_CLIENT_READ_BUDGET bytes were read (then
+ * more_input is set): returns HB_AGAIN (the normal result; wait per
  * sock->want, which can be WRITE under TLS) or a fatal code (see above).
+ * A server that makes us work without progress hits a limit: over 128
+ * CONTINUATION frames in one header block, or a SETTINGS flood whose ACKs it
+ * does not read, is a connection error (GOAWAY(ENHANCE_YOUR_CALM), HB_E_H2);
+ * over 16 informational responses on a stream resets it (END_PROTOCOL).
  * Replies (SETTINGS ACK, WINDOW_UPDATE, PING ACK, RST_STREAM) are queued:
  * check hb_h2_client_wants_write afterwards. On a protocol error of the peer's
  * the GOAWAY is written at once (best effort) and HB_E_H2 returned. */

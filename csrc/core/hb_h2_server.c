@@ -19,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "hb_common.h"
 #include "hb_content.h"
 
 #define NIOV 128
 #define ARENA (64 * 1024)
+#define ARENA_BYTES (NIOV * sizeof(struct iovec) + ARENA)
 #define ARENA_LOW (20 * 1024) /* stop serializing below this: a frame chunk may be 16 KiB */
 #define BATCH (256 * 1024)    /* bytes queued per fill */
 #define PATH_MAX_LEN 4096
@@ -32,6 +34,7 @@
 #define BOMB_FACTOR 16        /* decoded header bytes beyond limit x this: GOAWAY */
 #define NS_PER_MS 1000000ull
 #define SMALL_BODY 1024 /* DATA payloads up to this are copied into the queue */
+#define PREFACE_LEN 24
 
 #define ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
 
@@ -74,8 +77,17 @@ struct hb_h2_server {
     uint8_t timers; /* a stream may have a deadline: hb_h2_server_deadline must look */
     int iov_first, niov;
     size_t alen, qbytes;
-    struct iovec iov[NIOV];
-    char arena[ARENA];
+    /* the frame boundaries of the input, followed ahead of nghttp2 so frames
+     * that do no work are counted whatever their type */
+    uint32_t pre_left, pay_left;
+    uint8_t hlen, hdr[9];
+    uint64_t frames;
+    int64_t idle_tokens; /* no-work frames still allowed (HB_H2_IDLE_FRAMES_*) */
+    uint64_t idle_at;    /* when idle_tokens was last refilled */
+    /* the output queue (NIOV iovecs, then the bytes they point into), held
+     * only while output is queued or streams are open */
+    struct iovec *iov;
+    char *arena;
 };
 
 static const char CT_OCTET[] = "application/octet-stream";
@@ -87,6 +99,57 @@ static const char CT_JSON[] = "application/json";
 static int room(const hb_h2_server *s, size_t bytes, int iovs)
 {
     return s->iov_first + s->niov + iovs <= NIOV && s->alen + bytes <= ARENA;
+}
+
+/* Arenas come from the owner's pool (mapped, so a drained pool is memory
+ * given back), or from malloc without one. */
+static int arena_get(hb_h2_server *s)
+{
+    hb_h2_arena_pool *p = s->cfg.arenas;
+    void *m;
+    if (!p) {
+        m = malloc(ARENA_BYTES);
+    } else if (p->free) {
+        void **a = p->free;
+        p->free = *a;
+        p->nfree--;
+        m = a;
+    } else {
+        m = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) m = NULL;
+    }
+    if (!m) return -1;
+    s->iov = m;
+    s->arena = (char *)m + NIOV * sizeof(struct iovec);
+    return 0;
+}
+
+static void arena_put(hb_h2_server *s)
+{
+    hb_h2_arena_pool *p = s->cfg.arenas;
+    char *a = (char *)s->iov;
+    s->arena = NULL;
+    s->iov = NULL;
+    if (!a) return;
+    if (!p) {
+        free(a);
+    } else if (p->nfree < HB_H2_ARENA_POOL_MAX) {
+        *(void **)(void *)a = p->free;
+        p->free = a;
+        p->nfree++;
+    } else {
+        (void)munmap(a, ARENA_BYTES); /* fails only for a bad range */
+    }
+}
+
+void hb_h2_arena_pool_drain(hb_h2_arena_pool *p)
+{
+    while (p->free) {
+        void **a = p->free;
+        p->free = *a;
+        (void)munmap(a, ARENA_BYTES);
+    }
+    p->nfree = 0;
 }
 
 static void q_iov(hb_h2_server *s, const void *p, size_t n)
@@ -115,7 +178,7 @@ static void q_copy(hb_h2_server *s, const void *p, size_t n)
 const struct iovec *hb_h2_server_out(hb_h2_server *s, int *niov)
 {
     *niov = s->niov;
-    return &s->iov[s->iov_first];
+    return s->iov ? &s->iov[s->iov_first] : NULL;
 }
 
 void hb_h2_server_sent(hb_h2_server *s, size_t n)
@@ -136,6 +199,7 @@ void hb_h2_server_sent(hb_h2_server *s, size_t n)
         s->iov_first = 0;
         s->alen = 0;
         s->qbytes = 0;
+        if (s->nlive == 0) arena_put(s); /* idle: an idle connection holds no arena */
     }
 }
 
@@ -725,6 +789,9 @@ int hb_h2_server_new(hb_h2_server **out, const hb_h2_server_config *cfg, char *e
     if (!s) return hb_fail(err, HB_E_NOMEM, "out of memory");
     s->cfg = *cfg;
     s->st = cfg->stats;
+    s->pre_left = PREFACE_LEN;
+    s->idle_tokens = HB_H2_IDLE_FRAMES_BURST;
+    s->idle_at = *cfg->now;
     nghttp2_session_callbacks *cb = NULL;
     nghttp2_option *opt = NULL;
     int rc = HB_E_NOMEM;
@@ -774,6 +841,8 @@ void hb_h2_server_free(hb_h2_server *s, int peer_left)
         stream_release(s, st);
     }
     nghttp2_session_del(s->ng);
+    s->niov = 0;
+    arena_put(s);
     while (s->free) {
         h2stream *st = s->free;
         s->free = st->next;
@@ -787,11 +856,13 @@ void hb_h2_server_free(hb_h2_server *s, int peer_left)
 static int fail_conn(hb_h2_server *s, int rv)
 {
     uint32_t code = NGHTTP2_PROTOCOL_ERROR;
-    if (rv == NGHTTP2_ERR_FLOODED) code = NGHTTP2_ENHANCE_YOUR_CALM;
+    if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+        code = NGHTTP2_ENHANCE_YOUR_CALM;
     if (rv == NGHTTP2_ERR_CALLBACK_FAILURE && s->term_code) code = s->term_code;
     if (rv == NGHTTP2_ERR_NOMEM) code = NGHTTP2_INTERNAL_ERROR;
     if (!s->fatal && rv != NGHTTP2_ERR_NOMEM) {
         ADD(s->st->protocol_errors, 1);
+        if (code == NGHTTP2_ENHANCE_YOUR_CALM) ADD(s->st->floods, 1);
         s->fatal_counted = 1;
     }
     s->fatal = 1;
@@ -799,9 +870,83 @@ static int fail_conn(hb_h2_server *s, int rv)
     return -1;
 }
 
+/* A frame that asks nothing of the application: an unknown type, PING or
+ * SETTINGS (their ACK is all), PRIORITY, an empty CONTINUATION, an empty
+ * DATA frame that does not end its stream. */
+static int no_work(uint8_t type, uint8_t flags, uint32_t len)
+{
+    switch (type) {
+    case NGHTTP2_DATA:
+        return len == 0 && !(flags & NGHTTP2_FLAG_END_STREAM);
+    case NGHTTP2_PRIORITY:
+        return 1;
+    case NGHTTP2_SETTINGS:
+    case NGHTTP2_PING:
+        return !(flags & NGHTTP2_FLAG_ACK);
+    case NGHTTP2_CONTINUATION:
+        return len == 0;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_RST_STREAM:
+    case NGHTTP2_PUSH_PROMISE:
+    case NGHTTP2_GOAWAY:
+    case NGHTTP2_WINDOW_UPDATE:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+/* Follow frame headers through p; 0, or -1 when the peer's no-work frames
+ * exceed their rate. */
+static int scan(hb_h2_server *s, const uint8_t *p, size_t n)
+{
+    while (n) {
+        if (s->pre_left || s->pay_left) {
+            uint32_t *left = s->pre_left ? &s->pre_left : &s->pay_left;
+            size_t k = n < *left ? n : *left;
+            *left -= (uint32_t)k;
+            p += k;
+            n -= k;
+            continue;
+        }
+        size_t k = 9u - s->hlen;
+        if (k > n) k = n;
+        memcpy(s->hdr + s->hlen, p, k);
+        s->hlen = (uint8_t)(s->hlen + k);
+        p += k;
+        n -= k;
+        if (s->hlen < 9) break;
+        s->hlen = 0;
+        uint32_t len = (uint32_t)s->hdr[0] << 16 | (uint32_t)s->hdr[1] << 8 | s->hdr[2];
+        s->pay_left = len;
+        s->frames++;
+        if (!no_work(s->hdr[3], s->hdr[4], len)) continue;
+        if (--s->idle_tokens >= 0) continue;
+        uint64_t now = *s->cfg.now;
+        uint64_t add = (now - s->idle_at) / (1000000000ull / HB_H2_IDLE_FRAMES_PER_S);
+        if (add == 0) return -1;
+        s->idle_at = now;
+        s->idle_tokens = add > HB_H2_IDLE_FRAMES_BURST ? HB_H2_IDLE_FRAMES_BURST : (int64_t)add;
+        s->idle_tokens--;
+    }
+    return 0;
+}
+
+uint64_t hb_h2_server_frames(const hb_h2_server *s)
+{
+    return s->frames;
+}
+
 int hb_h2_server_recv(hb_h2_server *s, const uint8_t *p, size_t n)
 {
     if (s->fatal) return -1;
+    if (scan(s, p, n) < 0) {
+        ADD(s->st->protocol_errors, 1);
+        ADD(s->st->floods, 1);
+        s->fatal = s->fatal_counted = 1;
+        (void)nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        return -1;
+    }
     ssize_t r = nghttp2_session_mem_recv(s->ng, p, n);
     if (r < 0) return fail_conn(s, (int)r);
     return 0;
@@ -809,6 +954,10 @@ int hb_h2_server_recv(hb_h2_server *s, const uint8_t *p, size_t n)
 
 long hb_h2_server_fill(hb_h2_server *s)
 {
+    if (!s->arena) {
+        if (!s->term_pending && !nghttp2_session_want_write(s->ng)) return 0;
+        if (arena_get(s) < 0) return -1;
+    }
     for (;;) {
         if (s->term_pending) {
             s->term_pending = 0;

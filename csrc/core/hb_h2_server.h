@@ -47,7 +47,26 @@ typedef struct hb_h2_server_stats {
     uint64_t refused;         /* streams refused (RST_STREAM REFUSED_STREAM) */
     uint64_t body_in;         /* request DATA payload bytes */
     uint64_t client_gone;     /* streams whose peer reset them or left before the response */
+    uint64_t floods;          /* sessions ended with GOAWAY(ENHANCE_YOUR_CALM): floods of frames */
 } hb_h2_server_stats;
+
+/* Frames that ask nothing of the server (unknown types, PING and SETTINGS
+ * without ACK, PRIORITY, empty CONTINUATION, empty DATA not ending a
+ * stream) are allowed in a burst of HB_H2_IDLE_FRAMES_BURST, refilled at
+ * HB_H2_IDLE_FRAMES_PER_S; beyond that the session ends with
+ * GOAWAY(ENHANCE_YOUR_CALM). */
+#define HB_H2_IDLE_FRAMES_BURST 10000
+#define HB_H2_IDLE_FRAMES_PER_S 1000
+
+/* Output arenas (64 KiB each) a session holds only while it has output
+ * queued or streams open. With a pool, they come from and return to it (up
+ * to HB_H2_ARENA_POOL_MAX kept; drain it to give them back); zero-initialize. */
+#define HB_H2_ARENA_POOL_MAX 64
+typedef struct hb_h2_arena_pool {
+    void *free;
+    int nfree;
+} hb_h2_arena_pool;
+void hb_h2_arena_pool_drain(hb_h2_arena_pool *p);
 
 typedef struct hb_h2_server_config {
     uint32_t max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS, 1 .. 100000 */
@@ -61,6 +80,7 @@ typedef struct hb_h2_server_config {
      * NULL (the page then answers 503). NULL function: always 503. */
     char *(*stats_json)(void *arg, size_t *len);
     void *stats_arg;
+    hb_h2_arena_pool *arenas; /* NULL: each session mallocs its own arena when it first sends */
 } hb_h2_server_config;
 
 typedef struct hb_h2_server hb_h2_server;
@@ -88,6 +108,8 @@ void hb_h2_server_free(hb_h2_server *s, int peer_left);
 /* Process received bytes (all of them). 0, or -1 on a connection error:
  * a GOAWAY is queued when one can be sent; flush it, then close. */
 int hb_h2_server_recv(hb_h2_server *s, const uint8_t *p, size_t n);
+/* Frames received so far (complete headers; the owner's read budget counts them). */
+uint64_t hb_h2_server_frames(const hb_h2_server *s);
 /* Serialize pending frames into the output queue, up to a batch. Returns
  * the queued byte count (0: nothing to send now) or -1 on a fatal error. */
 long hb_h2_server_fill(hb_h2_server *s);

@@ -64,6 +64,11 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
 /* Idle connection structs a worker keeps for reuse; more are unmapped, so
  * memory returns to the system after a burst of connections. */
 #define HB__SRV_FREE_MAX 64
+/* Bytes a connection may read per loop turn before the other ready
+ * connections get theirs (an h2 frame costs HB__SRV_FRAME_COST more): one
+ * flooding or uploading peer cannot freeze the worker. */
+#define HB__SRV_READ_BUDGET (64 * 1024)
+#define HB__SRV_FRAME_COST 128
 /* Upper bound of the /__stats JSON: every status code with a 20-digit
  * count, every route and worker, and the fixed fields. */
 #define HB__SRV_STATS_MAX (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 4096)
@@ -124,10 +129,13 @@ typedef struct hb__conn {
     char *stats_body;        /* a queued /__stats document (malloc), freed once written */
     struct hb_h2_server *h2; /* an HTTP/2 connection's session (then the fields above rest) */
     uint8_t proto;           /* HB__PROTO_*: 0 until the first bytes or ALPN decide */
+    uint8_t queued;          /* on the worker's ready queue (its read budget ran out) */
+    int64_t budget;          /* read budget left in this turn (HB__SRV_READ_BUDGET) */
+    struct hb__conn *rq_prev, *rq_next; /* the worker's ready queue */
     /* everything from here on needs no clearing when a conn is recycled */
+    char *obuf; /* HB__SRV_OBUF bytes after rbuf: an h2 or idle connection never touches them */
     struct iovec iov[HB__SRV_NIOV];
-    char obuf[HB__SRV_OBUF];
-    char rbuf[]; /* server's rbuf_size */
+    char rbuf[]; /* server's rbuf_size; its first bytes share the struct's last page */
 } hb__conn;
 
 typedef struct hb__worker {
@@ -147,8 +155,11 @@ typedef struct hb__worker {
     int listen_paused, stop;
     hb__conn *conns;
     hb__conn *free;
-    int nfree;    /* structs on the free list, at most HB__SRV_FREE_MAX */
-    uint64_t now; /* hb_now_ns() at the latest wake-up or timer */
+    hb__conn *ready, *ready_tail; /* connections with input left over from their turn */
+    int nconns;                   /* open connections, at most the server's max_connections */
+    uint64_t refused;             /* connections closed at accept beyond max_connections */
+    int nfree;                    /* structs on the free list, at most HB__SRV_FREE_MAX */
+    uint64_t now;                 /* hb_now_ns() at the latest wake-up or timer */
     uint64_t req_timeout_ns;
     time_t date_sec;
     char date[40];
@@ -165,6 +176,7 @@ typedef struct hb__worker {
     } hc;
     hb__wstats st;
     hb_h2_server_config h2cfg; /* every h2 session of this worker */
+    hb_h2_arena_pool h2arenas; /* their output arenas */
 } hb__worker;
 
 struct hb_server {
@@ -232,6 +244,8 @@ char *hb__stats_json(void *arg, size_t *len);
 /* hb_server_h2.c: HTTP/2 connections. */
 /* Fill w->h2cfg from the server's options (at worker start). */
 void hb__h2_worker_config(hb__worker *w);
+/* The worker has no connections left (or stops): give pooled memory back. */
+void hb__h2_worker_idle(hb__worker *w);
 /* After the TLS handshake: ALPN chose h2 (1: the connection is now h2 and
  * has run, or is freed) or not (0; counted as HTTP/1.1 when ALPN said so). */
 int hb__h2_alpn(hb__conn *c);
@@ -255,8 +269,14 @@ int hb__conn_accept(hb__worker *w, int fd);
 void hb__conn_free(hb__conn *c, int abort_it);
 /* Release a struct for good (a full free list, or server stop). */
 void hb__conn_release(hb_server *srv, hb__conn *c);
-/* Drive the connection as far as it goes without blocking. */
+/* Drive the connection as far as it goes without blocking (or until its
+ * read budget runs out: then it waits on the ready queue for its next turn). */
 void hb__conn_run(hb__conn *c);
+/* The read budget ran out with input possibly left: queue c for a turn
+ * after the ready connections the loop reports next. */
+void hb__conn_defer(hb__conn *c);
+/* Give every queued connection one turn (a fresh budget). */
+void hb__conn_run_ready(hb__worker *w);
 /* Arm the connection's timer; -1 when the timer heap cannot grow. */
 int hb__conn_timer(hb__conn *c, uint64_t at);
 /* Apply the request / write / idle / linger timeouts at w->now. */

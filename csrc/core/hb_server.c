@@ -6,8 +6,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +51,20 @@ static void on_wake(hb_loop *l)
     update_date(w);
 }
 
+/* The last connection closed: hand pooled buffers and freed heap pages back
+ * to the system, so a burst of connections leaves no resident memory. */
+static void give_back(hb__worker *w)
+{
+    while (w->free) {
+        hb__conn *c = w->free;
+        w->free = c->next;
+        hb__conn_release(w->srv, c);
+    }
+    w->nfree = 0;
+    hb__h2_worker_idle(w);
+    (void)malloc_trim(0);
+}
+
 /* Arm the sweep unless it is. It is unarmed only while the worker has no
  * connections, hence no connection timers: the heap has room, so this
  * cannot fail. */
@@ -80,7 +97,23 @@ static void on_sweep(hb_loop *l, hb_timer *t, uint64_t now)
         hb__conn_sweep(c);
     }
     if (w->listen_paused) listen_pause(w, 0);
-    if (!w->conns && !w->listen_paused) hb_timer_stop(l, t); /* idle: sleep until an accept */
+    if (!w->conns && !w->listen_paused) {
+        hb_timer_stop(l, t); /* idle: sleep until an accept */
+        give_back(w);
+    }
+}
+
+/* Beyond max_connections: a polite refusal, written without waiting (the
+ * socket's buffer is empty), then FIN. TLS peers get the FIN alone. */
+static void refuse(hb__worker *w, int fd)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+                               "Content-Type: text/plain\r\nContent-Length: 21\r\n\r\n"
+                               "too many connections\n";
+    HB__ADD(w->refused, 1); /* counted before the peer can see the answer */
+    if (!w->srv->tls) (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)shutdown(fd, SHUT_WR);
+    close(fd);
 }
 
 static void on_listen(hb_loop *l, hb_io *io, uint32_t events)
@@ -96,6 +129,11 @@ static void on_listen(hb_loop *l, hb_io *io, uint32_t events)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
                 listen_pause(w, 1);
             return;
+        }
+        int max = w->srv->o.max_connections;
+        if (max > 0 && w->nconns >= max) {
+            refuse(w, fd);
+            continue;
         }
         sweep_arm(w);
         if (hb__conn_accept(w, fd) < 0) {
@@ -122,10 +160,15 @@ static void *worker_main(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 10000UL, 0, 0, 0);
     w->now = hb_now_ns();
     update_date(w);
-    while (!w->stop && !__atomic_load_n(&w->srv->stopping, __ATOMIC_ACQUIRE))
-        if (hb_loop_run_once(&w->loop, UINT64_MAX) < 0) break;
+    while (!w->stop && !__atomic_load_n(&w->srv->stopping, __ATOMIC_ACQUIRE)) {
+        /* connections whose read budget ran out get their next turn after a
+         * poll (no wait) has let the others in */
+        if (hb_loop_run_once(&w->loop, w->ready ? 0 : UINT64_MAX) < 0) break;
+        if (w->ready) hb__conn_run_ready(w);
+    }
     while (w->conns)
         hb__conn_free(w->conns, 0);
+    hb__h2_worker_idle(w);
     w->final_cpu_ns = hb_thread_cpu_ns();
     __atomic_store_n(&w->exited, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -368,6 +411,24 @@ int hb_server_running(const hb_server *s)
     return s->running;
 }
 
+int hb_server_set_cpus(hb_server *s, const int *cpus, int n, char *err)
+{
+    if (!s->running) return hb_fail(err, -ESRCH, "the server is stopped");
+    if (n < 1) return hb_fail(err, -EINVAL, "no CPU given");
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++) {
+        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE)
+            return hb_fail(err, -EINVAL, "CPU %d out of range", cpus[i]);
+        CPU_SET(cpus[i], &set);
+    }
+    for (int i = 0; i < s->nworkers; i++) {
+        int e = pthread_setaffinity_np(s->w[i].thread, sizeof set, &set);
+        if (e != 0) return hb_fail(err, -e, "pthread_setaffinity_np: %s", strerror(e));
+    }
+    return 0;
+}
+
 const char *hb_server_cert_pem(const hb_server *s, size_t *len)
 {
     if (!s->tls) {
@@ -403,6 +464,8 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->h2_goaway_sent += HB__LOAD(st->h2.goaway_sent);
         out->h2_protocol_errors += HB__LOAD(st->h2.protocol_errors);
         out->h2_refused_streams += HB__LOAD(st->h2.refused);
+        out->h2_floods += HB__LOAD(st->h2.floods);
+        out->connections_refused += HB__LOAD(w->refused);
         out->bytes_in += HB__LOAD(st->bytes_in);
         out->bytes_out += HB__LOAD(st->bytes_out);
         out->connections_accepted += HB__LOAD(st->accepted);

@@ -45,6 +45,8 @@ typedef struct hb_server_opts {
     int h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS 1..100000; default 100 */
     int h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE 0..2^31-1; default 65535 */
     int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */
+    int max_connections;           /* open connections per worker; beyond it a new one gets a
+                                      503 (plain HTTP) or just a FIN, and is closed; 0 = none */
     /* (SETTINGS_MAX_HEADER_LIST_SIZE is max_head: a larger header list gets 431) */
 } hb_server_opts;
 
@@ -55,6 +57,7 @@ typedef struct hb_server_stats {
                                      or the connection ended before the response) */
     uint64_t bytes_in, bytes_out; /* on the wire (TLS: plaintext bytes) */
     uint64_t connections_accepted, connections_closed;
+    uint64_t connections_refused; /* closed at accept: the worker had max_connections open */
     uint64_t tls_handshakes, tls_resumed, tls_handshake_errors;
     uint64_t idle_timeouts; /* keep-alive connections closed for idling (not requests) */
     uint64_t body_bytes_in; /* request body bytes consumed */
@@ -64,6 +67,7 @@ typedef struct hb_server_stats {
     uint64_t connections_h1, connections_h2; /* once the protocol is decided */
     uint64_t h2_streams, h2_rst_sent, h2_rst_received, h2_goaway_sent, h2_protocol_errors,
         h2_refused_streams;
+    uint64_t h2_floods; /* sessions ended with GOAWAY(ENHANCE_YOUR_CALM): floods of frames */
     int h2_max_concurrent_streams, h2_initial_window_size, h2_max_frame_size;
     int threads;
     uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
@@ -86,7 +90,11 @@ void hb_server_free(hb_server *s);
 
 int hb_server_port(const hb_server *s);
 int hb_server_running(const hb_server *s);
-/* TLS only: the certificate PEM (NUL-terminated, owned by s), else NULL. */
+/* Run every worker thread on the `n` CPUs in `cpus` (an in-process server's
+ * placement next to its client is chosen, not left to the scheduler). Returns
+ * 0, -EINVAL for a CPU not allowed, -ESRCH when stopped; detail in err. */
+int hb_server_set_cpus(hb_server *s, const int *cpus, int n, char *err);
+/* TLS only: the PEM a client trusts (the generated CA), NUL-terminated, owned by s; else NULL. */
 const char *hb_server_cert_pem(const hb_server *s, size_t *len);
 
 /* Consistent snapshot of the counters (each counter read atomically; taken

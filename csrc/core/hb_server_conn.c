@@ -18,7 +18,7 @@ static void on_timer(hb_loop *l, hb_timer *t, uint64_t now);
 
 static size_t conn_size(const hb_server *srv)
 {
-    return sizeof(hb__conn) + srv->rbuf_size;
+    return sizeof(hb__conn) + srv->rbuf_size + HB__SRV_OBUF;
 }
 
 /* Structs are mapped, not malloc'ed: unmapping hands the pages straight back
@@ -35,11 +35,14 @@ static hb__conn *conn_new(hb__worker *w)
         if (m == MAP_FAILED) return NULL;
         c = m;
     }
-    memset(c, 0, offsetof(hb__conn, iov)); /* the buffers need no clearing */
+    memset(c, 0, offsetof(hb__conn, obuf)); /* the buffers need no clearing */
+    c->obuf = c->rbuf + w->srv->rbuf_size;
     hb_sock_init(&c->sock);
     hb_io_init(&c->io, on_io);
     hb_timer_init(&c->timer, on_timer);
     c->w = w;
+    c->budget = HB__SRV_READ_BUDGET;
+    w->nconns++;
     c->next = w->conns;
     if (w->conns) w->conns->prev = c;
     w->conns = c;
@@ -71,6 +74,18 @@ void hb__conn_free(hb__conn *c, int abort_it)
     }
     free(c->stats_body);
     c->stats_body = NULL;
+    if (c->queued) {
+        if (c->rq_prev)
+            c->rq_prev->rq_next = c->rq_next;
+        else
+            w->ready = c->rq_next;
+        if (c->rq_next)
+            c->rq_next->rq_prev = c->rq_prev;
+        else
+            w->ready_tail = c->rq_prev;
+        c->queued = 0;
+    }
+    w->nconns--;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -228,6 +243,7 @@ static int read_more(hb__conn *c)
     ssize_t n = hb_sock_read(&c->sock, c->rbuf + c->rlen, space);
     if (n > 0) {
         HB__ADD(c->w->st.bytes_in, (uint64_t)n);
+        c->budget -= n;
         if (c->phase == HB__PH_HEAD && c->rlen == 0 && !c->req_deadline)
             c->req_deadline = c->w->now + c->w->req_timeout_ns;
         c->rlen += (size_t)n;
@@ -373,6 +389,10 @@ void hb__conn_run(hb__conn *c)
             return;
         }
         if (!c->rd_ready) return;
+        if (c->budget <= 0) {
+            hb__conn_defer(c);
+            return;
+        }
         int r = read_more(c);
         if (r < 0) {
             conn_gone(c);
@@ -397,7 +417,41 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t e)
         if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->rdhup = 1;
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) c->wr_ready = 1;
     }
+    if (c->queued) return; /* its turn comes from the ready queue, budget and all */
+    c->budget = HB__SRV_READ_BUDGET;
     hb__conn_run(c);
+}
+
+void hb__conn_defer(hb__conn *c)
+{
+    hb__worker *w = c->w;
+    if (c->queued) return;
+    c->queued = 1;
+    c->rq_next = NULL;
+    c->rq_prev = w->ready_tail;
+    if (w->ready_tail)
+        w->ready_tail->rq_next = c;
+    else
+        w->ready = c;
+    w->ready_tail = c;
+}
+
+void hb__conn_run_ready(hb__worker *w)
+{
+    /* one pass: a connection that runs out again waits behind the others */
+    hb__conn *last = w->ready_tail;
+    while (w->ready) {
+        hb__conn *c = w->ready;
+        w->ready = c->rq_next;
+        if (w->ready)
+            w->ready->rq_prev = NULL;
+        else
+            w->ready_tail = NULL;
+        c->queued = 0;
+        c->budget = HB__SRV_READ_BUDGET;
+        hb__conn_run(c);
+        if (c == last) break;
+    }
 }
 
 static void on_timer(hb_loop *l, hb_timer *t, uint64_t now)
@@ -405,6 +459,7 @@ static void on_timer(hb_loop *l, hb_timer *t, uint64_t now)
     (void)l;
     hb__conn *c = (hb__conn *)(void *)((char *)t - offsetof(hb__conn, timer));
     c->w->now = now;
+    if (!c->queued) c->budget = HB__SRV_READ_BUDGET;
     if (c->h2)
         hb__h2_timer(c);
     else

@@ -33,6 +33,12 @@ void hb__h2_worker_config(hb__worker *w)
     cfg->date = w->date;
     cfg->stats_json = hb__stats_json;
     cfg->stats_arg = srv;
+    cfg->arenas = &w->h2arenas;
+}
+
+void hb__h2_worker_idle(hb__worker *w)
+{
+    hb_h2_arena_pool_drain(&w->h2arenas);
 }
 
 /* Switch the connection to h2: the buffered input (the preface included) is
@@ -156,12 +162,18 @@ void hb__h2_run(hb__conn *c)
             return;
         }
         if (!c->rd_ready) break;
+        if (c->budget <= 0) {
+            hb__conn_defer(c);
+            break;
+        }
         ssize_t n = hb_sock_read(&c->sock, c->rbuf, w->srv->rbuf_size);
         if (n > 0) {
             HB__ADD(w->st.bytes_in, (uint64_t)n);
             c->idle_since = w->now;
             if ((size_t)n < w->srv->rbuf_size && !c->sock.ssl && !c->rdhup) c->rd_ready = 0;
+            uint64_t f0 = hb_h2_server_frames(s);
             (void)hb_h2_server_recv(s, (const uint8_t *)c->rbuf, (size_t)n);
+            c->budget -= n + (int64_t)(hb_h2_server_frames(s) - f0) * HB__SRV_FRAME_COST;
             continue;
         }
         if (n == 0) {

@@ -407,24 +407,26 @@ char *hb__stats_json(void *arg, size_t *len)
     J("}, \"bytes_in\": %llu, \"bytes_out\": %llu, \"connections_accepted\": %llu, "
       "\"connections_closed\": %llu, \"tls_handshakes\": %llu, \"tls_resumed\": %llu, "
       "\"tls_handshake_errors\": %llu, \"idle_timeouts\": %llu, \"body_bytes_in\": %llu, "
-      "\"client_gone\": %llu, ",
+      "\"client_gone\": %llu, \"connections_refused\": %llu, ",
       (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
       (unsigned long long)st.connections_accepted, (unsigned long long)st.connections_closed,
       (unsigned long long)st.tls_handshakes, (unsigned long long)st.tls_resumed,
       (unsigned long long)st.tls_handshake_errors, (unsigned long long)st.idle_timeouts,
-      (unsigned long long)st.body_bytes_in, (unsigned long long)st.client_gone);
+      (unsigned long long)st.body_bytes_in, (unsigned long long)st.client_gone,
+      (unsigned long long)st.connections_refused);
     J("\"by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu}, "
       "\"connections_by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu}, "
       "\"h2\": {\"streams\": %llu, \"streams_reset_sent\": %llu, "
       "\"streams_reset_received\": %llu, \"goaway_sent\": %llu, \"protocol_errors\": %llu, "
-      "\"refused_streams\": %llu, \"settings\": {\"max_concurrent_streams\": %d, "
+      "\"refused_streams\": %llu, \"floods\": %llu, \"settings\": {\"max_concurrent_streams\": %d, "
       "\"initial_window_size\": %d, \"max_frame_size\": %d}}, ",
       (unsigned long long)(st.requests - st.requests_h2), (unsigned long long)st.requests_h2,
       (unsigned long long)st.connections_h1, (unsigned long long)st.connections_h2,
       (unsigned long long)st.h2_streams, (unsigned long long)st.h2_rst_sent,
       (unsigned long long)st.h2_rst_received, (unsigned long long)st.h2_goaway_sent,
       (unsigned long long)st.h2_protocol_errors, (unsigned long long)st.h2_refused_streams,
-      st.h2_max_concurrent_streams, st.h2_initial_window_size, st.h2_max_frame_size);
+      (unsigned long long)st.h2_floods, st.h2_max_concurrent_streams, st.h2_initial_window_size,
+      st.h2_max_frame_size);
     J("\"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [", st.threads,
       (unsigned long long)st.cpu_ns);
     for (int i = 0; i < st.threads; i++)

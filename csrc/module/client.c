@@ -243,15 +243,6 @@ static void raise_rc(hb_modstate *st, int rc, const char *err, const char *metho
     char text[HB_ERR_LEN + 256];
     PyOS_snprintf(text, sizeof text, "%s (%.*s %.*s)", err && err[0] ? err : hb_strerror(rc),
                   (int)mlen, method, (int)(ulen > 200 ? 200 : ulen), url);
-    if (rc == HB_E_NO_H2) { /* http2=True and the server does not speak it */
-        PyObject *inst = PyObject_CallFunction(st->HTTP2NotSupported, "s", text);
-        PyObject *code = inst ? PyLong_FromLong(rc) : NULL;
-        if (code && PyObject_SetAttrString(inst, "code", code) == 0)
-            PyErr_SetObject(st->HTTP2NotSupported, inst);
-        Py_XDECREF(code);
-        Py_XDECREF(inst);
-        return;
-    }
     hb_raise(st, rc, text);
 }
 

@@ -21,22 +21,31 @@ hb_modstate *hb_state_from_type(PyTypeObject *tp)
     return hb_state(m);
 }
 
+/* Raise type(text) with the core code on it (.code), so callers can tell
+ * protocol errors apart without matching the text. */
+static PyObject *raise_with_code(PyObject *type, const char *text, int rc)
+{
+    PyObject *inst = PyObject_CallFunction(type, "s", text);
+    if (inst) {
+        PyObject *code = PyLong_FromLong(rc);
+        if (code && PyObject_SetAttrString(inst, "code", code) == 0) PyErr_SetObject(type, inst);
+        Py_XDECREF(code);
+        Py_DECREF(inst);
+    }
+    return NULL;
+}
+
 PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
 {
     const char *text = (detail && detail[0]) ? detail : hb_strerror(rc);
     PyObject *exc;
     if (hb_is_protocol_error(rc)) {
-        /* Keep the HB_PE_* code on the exception (.code) so callers can tell
-         * parse errors apart without matching the text. */
-        PyObject *inst = PyObject_CallFunction(st->ProtocolError, "s", text);
-        if (inst) {
-            PyObject *code = PyLong_FromLong(rc);
-            if (code && PyObject_SetAttrString(inst, "code", code) == 0)
-                PyErr_SetObject(st->ProtocolError, inst);
-            Py_XDECREF(code);
-            Py_DECREF(inst);
-        }
-        return NULL;
+        return raise_with_code(st->ProtocolError, text, rc);
+    } else if (hb_is_h2_error(rc)) {
+        /* Asked for HTTP/2, the server does not speak it: its own type (a
+         * ProtocolError), from Client and bench() alike. */
+        return raise_with_code(rc == HB_E_NO_H2 ? st->HTTP2NotSupported : st->ProtocolError, text,
+                               rc);
     } else if (hb_is_tls_error(rc)) {
         exc = st->TLSError;
     } else {
@@ -344,6 +353,7 @@ static int hb_exec(PyObject *m)
     if (hb_mod_response_init(m, st) < 0) return -1;
     if (hb_mod_client_init(m, st) < 0) return -1;
     if (hb_mod_measure_init(m, st) < 0) return -1;
+    if (hb_mod_calibrate_init(m, st) < 0) return -1;
     return 0;
 }
 

@@ -106,6 +106,7 @@ int hb_mod_client_init(PyObject *m, hb_modstate *st);
 int hb_mod_response_init(PyObject *m, hb_modstate *st);
 int hb_mod_request_init(PyObject *m, hb_modstate *st);
 int hb_mod_measure_init(PyObject *m, hb_modstate *st);
+int hb_mod_calibrate_init(PyObject *m, hb_modstate *st);
 
 /* hist.c (hist owner): a new httpbench.Histogram holding a copy of the core
  * histogram h (engine/measure results), or NULL with an exception set. */

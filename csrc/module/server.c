@@ -30,6 +30,7 @@ enum {
     S_H2_STREAMS,
     S_H2_WINDOW,
     S_H2_FRAME,
+    S_MAX_CONNECTIONS,
     S_NARGS
 };
 static const char *const s_names[S_NARGS] = {
@@ -48,6 +49,7 @@ static const char *const s_names[S_NARGS] = {
     "h2_max_concurrent_streams",
     "h2_initial_window_size",
     "h2_max_frame_size",
+    "max_connections",
 };
 
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -77,7 +79,8 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
         hb_arg_int(a[S_H2_WINDOW], o.h2_initial_window_size, 0, (int)HB_H2_WINDOW_MAX,
                    "h2_initial_window_size", &o.h2_initial_window_size) < 0 ||
         hb_arg_int(a[S_H2_FRAME], o.h2_max_frame_size, HB_H2_FRAME_MIN, HB_H2_FRAME_MAX,
-                   "h2_max_frame_size", &o.h2_max_frame_size) < 0)
+                   "h2_max_frame_size", &o.h2_max_frame_size) < 0 ||
+        hb_arg_int(a[S_MAX_CONNECTIONS], 0, 0, 1 << 24, "max_connections", &o.max_connections) < 0)
         return NULL;
     o.max_head = (size_t)max_head;
     if (hb_arg_bool(a[S_TLS], o.tls, &o.tls) < 0 ||
@@ -129,6 +132,37 @@ static PyObject *server_stop(ServerObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
+static PyObject *server_set_cpus(ServerObject *self, PyObject *arg)
+{
+    int cpus[64];
+    PyObject *seq = PySequence_Fast(arg, "set_cpus() takes a sequence of CPU numbers");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > 64) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "set_cpus() takes 1..64 CPU numbers");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (v < 0 || v > 1023) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "CPU must be in 0..1023, got %ld", v);
+            return NULL;
+        }
+        cpus[i] = (int)v;
+    }
+    Py_DECREF(seq);
+    char err[HB_ERR_LEN] = "";
+    int rc = hb_server_set_cpus(self->srv, cpus, (int)n, err);
+    if (rc < 0) return hb_raise(hb_state_from_type(Py_TYPE(self)), rc, err);
+    Py_RETURN_NONE;
+}
+
 static int set_u64(PyObject *d, const char *k, uint64_t v)
 {
     PyObject *o = PyLong_FromUnsignedLongLong(v);
@@ -161,6 +195,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         set_u64(h2, "goaway_sent", s.h2_goaway_sent) < 0 ||
         set_u64(h2, "protocol_errors", s.h2_protocol_errors) < 0 ||
         set_u64(h2, "refused_streams", s.h2_refused_streams) < 0 ||
+        set_u64(h2, "floods", s.h2_floods) < 0 ||
         set_u64(h2set, "max_concurrent_streams", (uint64_t)s.h2_max_concurrent_streams) < 0 ||
         set_u64(h2set, "initial_window_size", (uint64_t)s.h2_initial_window_size) < 0 ||
         set_u64(h2set, "max_frame_size", (uint64_t)s.h2_max_frame_size) < 0 ||
@@ -198,6 +233,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         set_u64(d, "idle_timeouts", s.idle_timeouts) < 0 ||
         set_u64(d, "body_bytes_in", s.body_bytes_in) < 0 ||
         set_u64(d, "client_gone", s.client_gone) < 0 ||
+        set_u64(d, "connections_refused", s.connections_refused) < 0 ||
         set_u64(d, "threads", (uint64_t)s.threads) < 0 || set_u64(d, "cpu_ns", s.cpu_ns) < 0 ||
         PyDict_SetItemString(d, "thread_cpu_ns", cpu) < 0)
         goto fail;
@@ -243,6 +279,8 @@ static PyObject *server_get_cert_pem(ServerObject *self, void *c)
 }
 
 static PyMethodDef server_methods[] = {
+    {"set_cpus", (PyCFunction)server_set_cpus, METH_O,
+     "set_cpus(cpus): run every worker thread on these CPUs (ValueError when one is not allowed)."},
     {"stop", (PyCFunction)(void (*)(void))server_stop, METH_FASTCALL,
      "stop()\n--\n\nStop the workers and close every connection (idempotent)."},
     {"stats", (PyCFunction)(void (*)(void))server_stats, METH_FASTCALL,

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _versions
+from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
 from ._core import FeatureUnavailable
 from ._deterministic import ToolMissing, require_tool
@@ -64,6 +64,7 @@ def compare(
     commands: dict[str, Sequence[str]] | None = None,
     native_allocs: bool | None = None,
     pin: bool = True,
+    placement: str = "auto",
     timeout: float = 120.0,
     warmup: int = 3,
     zygote: bool = True,
@@ -91,7 +92,12 @@ def compare(
     fewer scenarios and shorter rounds (about a minute in all); ``out``: directory
     for ``results.json`` and, if ``plots``, PNG figures (None: write
     nothing). Keywords: ``native_allocs`` (preload the malloc counter; None:
-    when available on Linux), ``pin`` (CPU pinning), ``timeout`` (seconds per
+    when available on Linux), ``pin`` (CPU pinning; False: ``placement="unpinned"``),
+    ``placement`` (where server and client run, per scenario: ``"auto"`` puts
+    sequential scenarios on one CPU when the machine's calibrated cross-CPU
+    wake-up costs more than a same-CPU one, and concurrent ones on two;
+    ``"same"``, ``"split"``, ``"unpinned"`` force one; recorded in
+    ``metadata["placement"]`` with ``metadata["wakeup_ns"]``), ``timeout`` (seconds per
     worker step before it counts as hung), ``warmup`` (requests per worker
     before measuring), ``zygote`` (fork workers from a pre-imported process;
     False: a new interpreter per worker), ``scale`` (factor on round durations), ``progress``
@@ -140,6 +146,9 @@ def compare(
         slices = DEFAULT_SLICES
     if slices < 1:
         raise ValueError("slices must be >= 1")
+    if placement not in _machine.PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
+                         f"got {placement!r}")
     if deterministic:
         if deterministic_n < 1:
             raise ValueError("deterministic_n must be >= 1")
@@ -177,7 +186,7 @@ def compare(
     envs = _versions.prepare(specs, progress, baseline) if specs else {}
     opts = RunOptions(
         repeat=repeat, n=n, scale=scale if scale is not None else (QUICK_SCALE if quick else 1.0),
-        timeout=timeout, native_allocs=native_allocs, pin=pin, commands=commands,
+        timeout=timeout, native_allocs=native_allocs, pin=pin, placement=placement, commands=commands,
         progress=progress, warmup=warmup, zygote=zygote, min_requests=min_requests,
         reruns=reruns, slices=slices,
         deterministic=deterministic, deterministic_n=deterministic_n,
@@ -201,7 +210,8 @@ def compare(
 
 def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Write ``results.json``, ``tables.txt`` and (if possible) PNG plots into ``out``."""
+    """Write ``results.json``, ``tables.txt``, ``report.html`` (one self-contained page)
+    and (if possible) PNG plots into ``out``."""
     d = os.fspath(out)
     os.makedirs(d, exist_ok=True)
     written: dict[str, Any] = {"json": os.path.join(d, "results.json")}
@@ -221,6 +231,14 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
                 written["plots_error"] = f"plotting failed: {type(exc).__name__}: {exc}"
         if "plots_error" in written and progress:
             progress(written["plots_error"])
+    try:  # one file to open or share: tables, figures (when plots), machine and run
+        from .report import write_html
+
+        written["html"] = write_html(rs, os.path.join(d, "report.html"), plots=plots)
+    except Exception as exc:  # the report must never lose the measured results
+        written["html_error"] = f"report.html failed: {type(exc).__name__}: {exc}"
+        if progress:
+            progress(written["html_error"])
     return written
 
 
@@ -249,6 +267,10 @@ def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
             if note.client == client and note.scenario == scenario:
                 tags[note.kind] = tags.get(note.kind, 0) + 1
         calls = [r.calls for r in reps]
+        limit = _machine.wakeup_limit_ns(rs.metadata.get("wakeup_ns"),
+                                         (rs.metadata.get("placement") or {}).get(scenario))
+        if limit and min(_median([r.p50 for r in reps]), _median(cpus) * 1e3) <= limit:
+            tags["wake-up"] = 1  # the figure is within 2x of the machine's wake-up cost
         thin = is_thin(calls, rs.metadata.get("min_requests"))
         if thin:
             tags["thin"] = 1
@@ -387,6 +409,7 @@ def format_tables(rs: ResultSet) -> str:
                        "median, relative to it" + ("; thin: too few repeats or requests"
                                                    if any(r["thin"] for r in rows) else "")
                        + ")")
+            out.extend(_machine.placement_lines(md, s))
             out.append(_table(rows))
             out.extend(_versions.delta_lines(rs, s))
             out.extend(_versions.file_lines(rs, s))
@@ -415,12 +438,15 @@ def format_tables(rs: ResultSet) -> str:
     bits = [f"Python {md.get('python')}", str(md.get("openssl")), str(md.get("kernel")),
             f"{md.get('cpus')} CPU(s) {md.get('cpu_model') or ''}".strip(),
             f"clock {md.get('clock_source')}"]
-    pin = md.get("pinning")
+    pin = md.get("pinning")  # results saved before placement was chosen per scenario
     if pin:
         bits.append(f"server on CPU {pin.get('server_cpus')}, workers on CPU {pin.get('worker_cpu')}")
     if md.get("duration_s") is not None:
         bits.append(f"took {md['duration_s']:.1f} s")
     out.append("Run: " + "; ".join(bits))
+    speed = _machine.speed_line(md)
+    if speed:
+        out.append(speed)
     vers = md.get("client_versions") or {}
     if vers:
         out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
@@ -464,7 +490,12 @@ def _parser() -> argparse.ArgumentParser:
                          "{body_file} {method})")
     ap.add_argument("--no-native-allocs", action="store_true",
                     help="do not preload the native malloc counter in workers")
-    ap.add_argument("--no-pin", action="store_true", help="no CPU pinning of server and workers")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="no CPU pinning of server and workers (--placement unpinned)")
+    ap.add_argument("--placement", choices=_machine.PLACEMENTS, default="auto",
+                    help="where server and client run per scenario: auto (default: sequential "
+                         "scenarios on one CPU when the calibrated cross-CPU wake-up costs "
+                         "more, concurrent ones on two), same, split, unpinned")
     ap.add_argument("--no-zygote", action="store_true",
                     help="start every worker as a new interpreter (slower) instead of forking "
                          "it from a pre-imported one")
@@ -508,22 +539,38 @@ def _list() -> str:
 
 
 class _Progress:
-    """Progress lines on stderr: rewritten in place on a terminal, plain lines otherwise."""
+    """Progress on stderr: one line rewritten in place on a terminal; elsewhere (a log
+    file, CI) only failures and skipped clients as they happen, then one summary line."""
+
+    # messages worth a line of their own even in a log
+    _KEEP = ("FAILED", "skip", "h1-fallback")
 
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.monotonic()
         self.width = 0
+        self.rounds = self.reruns = self.failed = 0
 
     def __call__(self, msg: str) -> None:
+        if " req/s  p50 " in msg:
+            self.rounds += 1
+        elif msg.startswith("re-run"):
+            self.reruns += 1
+        elif msg.startswith("FAILED"):
+            self.failed += 1
         text = f"[{time.monotonic() - self.t0:6.1f}s] {msg}"
-        if self.tty and not msg.startswith(("FAILED", "skip")):
+        if not self.tty:
+            if msg.startswith(self._KEEP):
+                self.stream.write(text + "\n")
+                self.stream.flush()
+            return
+        if not msg.startswith(self._KEEP):
             pad = max(0, self.width - len(text))
             self.stream.write("\r" + text + " " * pad)
             self.width = len(text)
         else:
-            if self.tty and self.width:
+            if self.width:
                 self.stream.write("\n")
                 self.width = 0
             self.stream.write(text + "\n")
@@ -533,6 +580,17 @@ class _Progress:
         if self.tty and self.width:
             self.stream.write("\n")
             self.stream.flush()
+            self.width = 0
+
+    def summary(self) -> None:
+        """The one line a log gets for the whole run (a terminal saw it as it went)."""
+        if self.tty:
+            return
+        self.stream.write(f"compare: {self.rounds} rounds "
+                          f"measured, {self.reruns} re-run(s) for noise or too few requests, "
+                          f"{self.failed} failure(s) (progress is shown on a terminal; "
+                          "-q: none)\n")
+        self.stream.flush()
 
 
 def _split_scenarios(text: str) -> list[str]:
@@ -636,6 +694,7 @@ def cli_main(argv: list[str]) -> int:
             slices=args.slices,
             quick=args.quick, out=None, plots=not args.no_plots, commands=commands,
             native_allocs=False if args.no_native_allocs else None, pin=not args.no_pin,
+            placement=args.placement,
             timeout=args.timeout, progress=progress, zygote=not args.no_zygote,
             baseline=args.baseline, baseline_file=args.baseline_file,
             pythons=[p.strip() for v in args.python for p in v.split(",") if p.strip()],
@@ -650,25 +709,29 @@ def cli_main(argv: list[str]) -> int:
         return 2
     if progress:
         progress.done()
+    # one total time: the whole command up to the last measurement (environments, workers)
+    rs = rs.with_metadata(duration_s=round(time.monotonic() - t0, 3))
     written: dict[str, Any] = {}
     if out is not None:
         if progress:
             progress("writing results" + ("" if args.no_plots else " and plots"))
             progress.done()
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
-    elapsed = time.monotonic() - t0
+    if progress:
+        progress.summary()
     if args.json:
         sys.stdout.write(rs.to_json(indent=1) + "\n")
     else:
         sys.stdout.write(format_tables(rs))
         if written:
             sys.stdout.write(f"Wrote {written['json']}")
+            if written.get("html"):
+                sys.stdout.write(f", {written['html']}")
             plots = written.get("plots")
             if plots:
                 n = len(plots) if isinstance(plots, (list, tuple, dict)) else 1
                 sys.stdout.write(f" and {n} plot file(s) in {os.path.dirname(written['json'])}")
             sys.stdout.write("\n")
-        sys.stdout.write(f"compare took {elapsed:.1f} s\n")
     if rs.metadata.get("interrupted"):
         return 130  # Ctrl-C: partial results were printed and saved
     if not rs.results:

@@ -16,10 +16,12 @@ Each round is checked against the server's own stats (requests, connections
 accepted, server CPU) and turned into anomaly notes: server saturated, new
 connections where keep-alive was expected, a latency mode near 40 ms (Nagle /
 delayed ACK), errors, a POST answered early that broke the connection,
-responses that failed verification, large run-to-run spread. In an HTTP/2
-scenario the server's per-protocol counts prove the protocol of every round:
-a client that fell back to HTTP/1.1 is noted ``h1-fallback`` and its figures
-are dropped (listed under skipped), never reported as h2.
+responses that failed verification, large run-to-run spread. The server's
+per-protocol counts prove the protocol of every round: a client that fell
+back to HTTP/1.1 in an HTTP/2 scenario is noted ``h1-fallback``, one that
+took h2 (by ALPN) in an HTTP/1.1 scenario ``h2-negotiated``; either way its
+figures are dropped (listed under skipped), never reported under the
+scenario's protocol.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _noise
+from . import _machine, _noise
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
@@ -67,6 +69,10 @@ SPREAD_LIMIT = 0.25
 SLICE_MAX_BYTES = 1 << 20
 # the shortest slice of a round, seconds
 SLICE_MIN_S = 0.025
+# the fixed-work control (the machine-speed index): units per control, and at most one
+# control per this many seconds of the run (~1 ms per 0.1 s: about 1 % of its time)
+CONTROL_UNITS = 10
+CONTROL_EVERY_S = 0.1
 
 
 class WorkerFailed(Exception):
@@ -89,7 +95,9 @@ class RunOptions:
     ``reruns``: how often a round disturbed by machine noise or short of
     requests is run again at most; ``slices``: pieces a timed round is taken
     in, in turn with every other round and client (1: one contiguous piece); ``native_allocs``: preload the malloc counter in workers (None: on when a
-    counter library exists, Linux); ``pin``: CPU pinning server/workers;
+    counter library exists, Linux); ``pin``: CPU pinning server/workers (False: ``placement="unpinned"``);
+    ``placement``: ``auto`` (``_machine.choose_placement`` per scenario), ``same``,
+    ``split`` or ``unpinned``;
     ``commands``: name -> argv of extra process-level clients; ``zygote``:
     fork workers from one pre-imported process (False: a new interpreter each).
     """
@@ -107,6 +115,9 @@ class RunOptions:
     timeout: float = 120.0
     native_allocs: bool | None = None
     pin: bool = True
+    # where server and client run per scenario: auto (by the wake-up calibration), same,
+    # split, unpinned (``pin=False`` means unpinned)
+    placement: str = "auto"
     commands: dict[str, list[str]] = field(default_factory=dict)
     server_threads: int = 1
     zygote: bool = True
@@ -440,10 +451,17 @@ def _server_counts(stats: Any) -> dict[str, int | None]:
 def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None, str | None]:
     """The protocol a round actually used, from the server's per-protocol request deltas:
     ``(protocol, note kind, message)``; protocol ``"unproven"`` when the counts cannot
-    tell. Only HTTP/2 scenarios are checked (an HTTP/1.1 round is what it asked for)."""
-    if sc.protocol != "h2":
-        return sc.protocol, None, None
+    tell. An HTTP/2 round with HTTP/1.1 requests is ``h1-fallback``; an HTTP/1.1 round
+    with h2 requests (a client taking h2 by ALPN) is ``h2-negotiated``; an HTTP/1.1 round
+    the counts cannot prove is what it asked for (servers without h2 count none)."""
     h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
+    if sc.protocol != "h2":
+        if h2:
+            return ("h2", "h2-negotiated",
+                    f"the server answered {h2} of the round's requests over h2 and {h1 or 0} "
+                    "over HTTP/1.1: the client took h2 in an HTTP/1.1 scenario; its figures "
+                    "are not reported as HTTP/1.1")
+        return sc.protocol, None, None
     if h1 is None and h2 is None:
         return ("unproven", "protocol-unproven", "the server's stats have no per-protocol "
                 "counts: HTTP/2 is not proven")
@@ -655,9 +673,10 @@ def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> 
 # ---------------------------------------------------------------- runner
 
 
-def _eta(t_start: float, finished: float, total: int) -> str:
-    """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
-    included); empty before the first round or after the last."""
+def _eta(t_start: float, finished: float, total: float) -> str:
+    """"  ETA 1m05s" from the wall time per unit of work so far (worker start-ups
+    included) times the work left; empty before the first round or after the last.
+    Work is counted in rounds weighted by their scenario's time budget."""
     if finished <= 0 or finished >= total:
         return ""
     left = (time.time() - t_start) / finished * (total - finished)
@@ -682,21 +701,23 @@ class Runner:
         self.skipped: dict[str, str] = {}
         self.versions: dict[str, str | None] = {}
         self.failed: set[tuple[str, str]] = set()
-        # (client, scenario) pairs whose HTTP/2 rounds went over HTTP/1.1
+        # (client, scenario) pairs whose protocol was not the scenario's: rows dropped
         self.h1_fallback: set[tuple[str, str]] = set()
         self._zygote: Zygote | None = None
         self._zygote_failed = False
         self._env_zygotes: dict[str, Zygote] = {}
-        try:
-            cpus = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cpus = []
-        if self.opt.pin and len(cpus) >= 2:
-            half = max(1, len(cpus) // 2) if len(cpus) >= 4 else 1
-            self.server_cpus: set[int] | None = set(cpus[:half])
-            self.worker_cpu: int | None = cpus[-1]
-        else:
-            self.server_cpus, self.worker_cpu = None, None
+        if self.opt.placement not in _machine.PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
+                             f"got {self.opt.placement!r}")
+        self.cpus = _machine.usable_cpus()
+        self.mode = self.opt.placement if self.opt.pin else "unpinned"
+        # the scenario being run's placement; every scenario's, for the metadata
+        self.placement: dict[str, Any] = _machine.choose_placement("unpinned", True, None, [])
+        self.placements: dict[str, dict[str, Any]] = {}
+        self.wakeup: dict[str, Any] | None = None
+        # the fixed-work control, taken in the workers between slices: (scenario, ns/unit)
+        self.controls: list[tuple[str, float]] = []
+        self._last_control = 0.0
         self.env_changes: dict[str, str] = {}
         self.noise: dict[str, dict[str, Any]] = {}
         self._reruns: dict[str, int] = {}
@@ -718,9 +739,33 @@ class Runner:
         if srv is None:
             srv = self.server_factory(tls, self.opt.server_threads)
             self.servers[tls] = srv
-            if self.server_cpus and getattr(srv, "pid", None):
-                _pin_process(int(srv.pid), self.server_cpus)
         return srv
+
+    def _place(self, sc: Scenario, srv: Any) -> None:
+        """Choose the scenario's placement and move the server's threads there."""
+        # one request in flight pays a wake-up per request; a transfer of a megabyte or more
+        # overlaps server and client within its request (the wake-ups are amortized)
+        sequential = (sc.concurrency == 1
+                      and (sc.expect_bytes or 0) + sc.body_size < SLICE_MAX_BYTES)
+        self.placement = _machine.choose_placement(self.mode, sequential, self.wakeup, self.cpus)
+        self.placements[sc.name] = self.placement
+        if not self.cpus:
+            return
+        cpus = sorted(self.placement["server_cpus"] or self.cpus)
+        setter = getattr(srv, "set_cpus", None)  # Server and ServerProcess have it
+        if setter is not None:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                setter(cpus)
+            return
+        pid = getattr(srv, "pid", None)
+        if pid and int(pid) != os.getpid():  # never the threads of this process
+            _pin_process(int(pid), set(cpus))
+
+    @property
+    def worker_cpu(self) -> int | None:
+        """The CPU the current scenario's workers run on (None: not pinned)."""
+        cl = self.placement.get("client_cpus") or []
+        return int(cl[0]) if cl else None
 
     def _stats(self, srv: Any) -> dict[str, int | None]:
         try:
@@ -795,12 +840,26 @@ class Runner:
         workdir = tempfile.mkdtemp(prefix="httpbench-compare-")
         total = len(clients) * len(scenarios) * self.opt.repeat
         done = 0
+        # the ETA counts work, not rounds: a 7 MB download's round weighs more than a GET's
+        weight = self._round_weights(scenarios)
+        total_work = sum(weight[sc.name] for sc in scenarios) * len(clients) * self.opt.repeat
+        work = 0.0
         interrupted = False
+        if clients and self.mode != "unpinned" and len(self.cpus) >= 1:
+            try:
+                self.wakeup = _machine.wakeup_cost(self.cpus, refresh=True)
+            except (OSError, ValueError) as exc:
+                self.notes.append(Note("calibration-failed", f"wake-up calibration failed "
+                                       f"({exc}); sequential scenarios run split",
+                                       severity="info"))
+            else:
+                self._progress(_machine.wakeup_text(self.wakeup))
         try:
             for sc in scenarios:
                 if not clients:
                     break
                 srv = self._server(sc.tls)
+                self._place(sc, srv)
                 workers: dict[str, WorkerProc] = {}
                 try:
                     workers = self._start_workers(clients, sc, srv, workdir)
@@ -812,34 +871,41 @@ class Runner:
                         # every round is assembled from k slices taken in turn with every
                         # other round and client: each samples the machine's state over
                         # the whole scenario instead of one stretch of it
-                        base = done
+                        base, wbase = done, work
+                        per = len(workers) * self.opt.repeat
 
-                        def at(i: int, of: int, base: int = base, n: int = len(workers)) -> str:
-                            part = base + n * self.opt.repeat * i / of
-                            return f"[{int(part)}/{total}]{_eta(t_start, part, total)}"
+                        def at(i: int, of: int, base: int = base, wbase: float = wbase,
+                               per: int = per, wt: float = weight[sc.name]) -> str:
+                            eta = _eta(t_start, wbase + wt * per * i / of, total_work)
+                            return f"[{int(base + per * i / of)}/{total}]{eta}"
 
                         sliced = self._sliced_checked(workers, sc, srv, k, at)
+                        # every round of the scenario is measured now: the lines below
+                        # report them, and the ETA stays what the work left says
+                        work += weight[sc.name] * per
                     for rep in range(self.opt.repeat):
                         for c, w in list(workers.items()):
                             done += 1
                             if k > 1:
                                 mr = sliced.get((c, rep))
                             elif w.dead or (c, sc.name) in self.h1_fallback:
+                                work += weight[sc.name]
                                 continue
                             else:
                                 self._progress(
                                     f"[{done}/{total}] running {sc.name} {c} #{rep + 1}/"
-                                    f"{self.opt.repeat}{_eta(t_start, done - 1, total)}")
+                                    f"{self.opt.repeat}{_eta(t_start, work, total_work)}")
                                 mr = self._round_checked(c, sc, rep, w, srv)
+                                work += weight[sc.name]
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
                                 self._progress(
                                     f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
-                                    f"{_eta(t_start, done, total)}")
+                                    f"{_eta(t_start, work, total_work)}")
                     for c in workers:
-                        if (c, sc.name) in self.h1_fallback:  # none of its figures is h2
+                        if (c, sc.name) in self.h1_fallback:  # none is the scenario's protocol
                             rounds[c] = []
                             for key in [k for k in results if k[:2] == (c, sc.name)]:
                                 del results[key]
@@ -863,14 +929,20 @@ class Runner:
         finally:
             self.stop()
             shutil.rmtree(workdir, ignore_errors=True)
+        for sc in scenarios:
+            self._drift_notes(sc)
         md = system_metadata()
         md.update({
             "client_versions": self.versions,
             "repeat": self.opt.repeat,
             "n": self.opt.n,
             "scale": self.opt.scale,
-            "pinning": ({"server_cpus": sorted(self.server_cpus), "worker_cpu": self.worker_cpu}
-                        if self.server_cpus else None),
+            "placement": self.placements,
+            "placement_rule": self.mode,
+            "wakeup_ns": ({"same_cpu": self.wakeup["same_cpu"],
+                           "cross_cpu": self.wakeup["cross_cpu"]} if self.wakeup else None),
+            "wakeup": self.wakeup,
+            "speed_index": self._speed_index(),
             "native_alloc_counter": self.preload,
             "environment_changes": self.env_changes,
             "min_requests": self.opt.min_requests,
@@ -950,6 +1022,14 @@ class Runner:
         msg = str(exc) + (("; stderr: " + " | ".join(tail)) if tail else "")
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
+
+    def _round_weights(self, scenarios: Sequence[Scenario]) -> dict[str, float]:
+        """Each scenario's round as work for the ETA: its time budget (seconds); rounds
+        of a fixed request count weigh as much as the average timed round."""
+        timed = {sc.name: sc.duration * self.opt.scale for sc in scenarios
+                 if self.opt.n is None and sc.n is None and sc.duration}
+        mean = sum(timed.values()) / len(timed) if timed else 1.0
+        return {sc.name: timed.get(sc.name, mean) or 1.0 for sc in scenarios}
 
     def _slices(self, sc: Scenario) -> int:
         """Slices per round: ``opt.slices`` for timed rounds of small transfers, fewer
@@ -1087,6 +1167,10 @@ class Runner:
         else:
             cmd["duration"] = sc.duration * self.opt.scale / slices
             cmd["min_n"] = -(-self._min_n(sc) // slices)
+        now = time.monotonic()
+        if now - self._last_control >= CONTROL_EVERY_S:
+            cmd["control"] = CONTROL_UNITS
+            self._last_control = now
         try:
             w.send({"cmd": "rewarm"})
             warm = w.recv()
@@ -1107,14 +1191,42 @@ class Runner:
             return None
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
         protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
-        if pkind == "h1-fallback":
+        if pkind in ("h1-fallback", "h2-negotiated"):
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "error"))
             self.h1_fallback.add((client, sc.name))
-            self.skipped[f"{client}/{sc.name}"] = f"h1-fallback: {pmsg}"
-            self._progress(f"h1-fallback {client}/{sc.name}: {pmsg}")
+            self.skipped[f"{client}/{sc.name}"] = f"{pkind}: {pmsg}"
+            self._progress(f"{pkind} {client}/{sc.name}: {pmsg}")
             return None
+        if msg.get("control_ns"):
+            self.controls.append((sc.name, float(msg["control_ns"])))
         return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
+
+    def _speed_index(self) -> dict[str, Any] | None:
+        """The run's machine-speed index: its controls' range, and each scenario's median."""
+        out = _machine.speed_summary([v for _, v in self.controls])
+        if out is None:
+            return None
+        by: dict[str, list[float]] = {}
+        for name, v in self.controls:
+            by.setdefault(name, []).append(v)
+        out["by_scenario"] = {k: statistics.median(v) for k, v in by.items()}
+        return out
+
+    def _drift_notes(self, sc: Scenario) -> None:
+        """A note when the scenario's controls ran on a machine faster or slower than
+        the run's so far (by more than DRIFT_LIMIT)."""
+        mine = [v for name, v in self.controls if name == sc.name]
+        every = [v for _, v in self.controls]
+        if len(mine) < 3 or len(every) <= len(mine):
+            return
+        ch = statistics.median(mine) / statistics.median(every) - 1.0
+        if abs(ch) > _machine.DRIFT_LIMIT:
+            word = "slower" if ch > 0 else "faster"
+            self.notes.append(Note("machine-drift", f"the machine ran {abs(ch):.0%} {word} "
+                                   "during this scenario than over the run (fixed-work speed "
+                                   "index): its figures and the others' differ by that much "
+                                   "beyond the clients", None, sc.name, severity="info"))
 
     def _assemble(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                   parts: list[dict[str, Any]]) -> MeasureResult:
@@ -1129,9 +1241,10 @@ class Runner:
         if pkind is not None and pmsg is not None:
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "warning"))
-        # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
+        # on the client's CPU (same or unpinned), the server's CPU is the harness's, not noise
         windows = [tuple(p["msg"].get("noise") or (None, None)) for p in parts]
-        shared = 0 if self.server_cpus else sum(p["server"].get("cpu_ns") or 0 for p in parts)
+        shared = (0 if self.placement.get("mode") == "split"
+                  else sum(p["server"].get("cpu_ns") or 0 for p in parts))
         noise = _noise.windows_noise(windows, exclude_ns=shared)
         msgs = [p["msg"] for p in parts]
         round_requests = sum(int(m.get("round_requests") or 0) for m in msgs)

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -70,6 +71,30 @@ H2_MAX_FRAME = 2**24 - 1
 # Servers running in this process: measure() takes their threads' CPU out of the
 # client's figure (their C threads share the process's CPU clock).
 _RUNNING: weakref.WeakSet[Server] = weakref.WeakSet()
+# Servers started by start_process() from this process: measure() places them too.
+_PROCESSES: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+
+
+def local_servers() -> list[Server | ServerProcess]:
+    """The running servers this process started (in-process and ``start_process()``):
+    the ones whose placement next to a client ``measure()`` and ``bench()`` can know."""
+    out: list[Server | ServerProcess] = [s for s in list(_RUNNING) if s.running]
+    out += [p for p in list(_PROCESSES) if p.running]
+    return out
+
+
+def _tids(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
+
+
+def _thread_cpus(tid: int) -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(tid))
+    except (AttributeError, OSError):
+        return None
 
 
 def in_process_server_cpu() -> dict[int, int]:
@@ -93,9 +118,9 @@ class Server:
     ``with Server(tls=True) as srv: ...`` starts it and stops it on exit;
     ``start()`` and ``stop()`` may be called any number of times. With
     ``port=0`` an ephemeral port is chosen (``.port``); with ``tls=True`` a
-    self-signed ECDSA P-256 certificate for 127.0.0.1/localhost is generated
-    (unless ``cert_file``/``key_file`` are given) and written to ``.ca_file``
-    so clients can verify against it.
+    test CA and an ECDSA P-256 certificate for 127.0.0.1/localhost signed by
+    it are generated (unless ``cert_file``/``key_file`` are given); the CA is
+    written to ``.ca_file`` so clients can verify against it.
 
     ``request_timeout``: seconds a started request (head and body) or a
     stalled response write may take before the server answers 408 / closes.
@@ -110,6 +135,10 @@ class Server:
     nghttp2 raises ``FeatureUnavailable``. ``h2_max_concurrent_streams`` (1..100000),
     ``h2_initial_window_size`` (0..2147483647) and ``h2_max_frame_size``
     (16384..16777215) are the SETTINGS the server announces.
+
+    ``max_connections``: open connections per worker thread (0: no cap).
+    Beyond it a new connection is closed at once, after a ``503`` on plain
+    HTTP (a FIN alone on TLS), and counted in ``connections_refused``.
     """
 
     def __init__(
@@ -129,6 +158,7 @@ class Server:
         h2_max_concurrent_streams: int = 100,
         h2_initial_window_size: int = 65535,
         h2_max_frame_size: int = 16384,
+        max_connections: int = 0,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0..65535, got {port!r}")
@@ -140,6 +170,7 @@ class Server:
             ("h2_max_concurrent_streams", h2_max_concurrent_streams, 1, H2_MAX_STREAMS),
             ("h2_initial_window_size", h2_initial_window_size, 0, H2_MAX_WINDOW),
             ("h2_max_frame_size", h2_max_frame_size, H2_MIN_FRAME, H2_MAX_FRAME),
+            ("max_connections", max_connections, 0, 1 << 24),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an int in {lo}..{hi}, got {value!r}")
@@ -168,6 +199,7 @@ class Server:
             h2_max_concurrent_streams=h2_max_concurrent_streams,
             h2_initial_window_size=h2_initial_window_size,
             h2_max_frame_size=h2_max_frame_size,
+            max_connections=max_connections,
         )
         self.http2 = bool(http2)
         self._handle: Any = None
@@ -175,6 +207,7 @@ class Server:
         self._ca_file: str | None = None
         self._ca_pem: str | None = None
         self._lock = threading.Lock()
+        self._cpus: list[int] | None = None
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> Server:
@@ -194,6 +227,8 @@ class Server:
                 handle.stop()
                 raise
             self._handle = handle
+            # the workers inherited the starting thread's CPUs
+            self._cpus = _thread_cpus(0)
             _RUNNING.add(self)
             return self
 
@@ -270,6 +305,21 @@ class Server:
         """The server certificate as PEM text (TLS only)."""
         return self._ca_pem
 
+    @property
+    def cpus(self) -> list[int] | None:
+        """The CPUs the worker threads may run on (None when stopped or unknown)."""
+        return list(self._cpus) if self._handle is not None and self._cpus else None
+
+    def set_cpus(self, cpus: Iterable[int]) -> None:
+        """Run the worker threads on ``cpus`` (``ValueError`` for a CPU not allowed).
+
+        ``measure()`` does this itself, next to the measuring thread when one
+        request is in flight: a wake-up on another CPU costs a VM far more.
+        """
+        want = sorted({int(c) for c in cpus})
+        self._running_handle().set_cpus(want)
+        self._cpus = want
+
     def stats(self) -> dict[str, Any]:
         """Server counters, read without stopping it.
 
@@ -280,6 +330,7 @@ class Server:
         or reset the connection before the answer began), ``bytes_in``/``bytes_out``
         (TLS: plaintext), ``connections_accepted``/``_closed``/``_active``,
         ``tls_handshakes``, ``tls_resumed``, ``tls_handshake_errors``,
+        ``connections_refused`` (closed at accept beyond ``max_connections``),
         ``idle_timeouts``, ``body_bytes_in``, ``threads``, ``cpu_ns`` (the
         workers' CPU time) and ``thread_cpu_ns`` (per worker). Requests to
         ``/__stats`` are not counted. After stop(), the final counters.
@@ -289,7 +340,10 @@ class Server:
         "h2": n} (connections counted once their protocol is decided), and
         ``h2`` {``streams`` opened, ``streams_reset_sent``,
         ``streams_reset_received``, ``goaway_sent``, ``protocol_errors``,
-        ``refused_streams``, ``settings`` {``max_concurrent_streams``,
+        ``refused_streams``, ``floods`` (sessions ended with
+        GOAWAY(ENHANCE_YOUR_CALM) for a flood of frames: of those that ask no
+        work, 10,000 pass at once and 1,000/s after),
+        ``settings`` {``max_concurrent_streams``,
         ``initial_window_size``, ``max_frame_size``}}.
         """
         h = self._handle or self._last
@@ -343,6 +397,26 @@ class ServerProcess:
             if not line:
                 raise RuntimeError(f"server process {self.pid} closed its pipe")
             return line
+
+    @property
+    def cpus(self) -> list[int] | None:
+        """The CPUs the server process's threads may run on (their union; None when
+        it has exited or cannot be read)."""
+        if not self.running:
+            return None
+        got: set[int] = set()
+        for tid in _tids(self.pid):
+            got |= set(_thread_cpus(tid) or [])
+        return sorted(got) or None
+
+    def set_cpus(self, cpus: Iterable[int]) -> None:
+        """Run every thread of the server process on ``cpus`` (``OSError`` when it
+        cannot be done: a CPU not allowed; ``RuntimeError`` once it has exited)."""
+        want = {int(c) for c in cpus}
+        if not self.running:
+            raise RuntimeError(f"server process {self.pid} has exited")
+        for tid in _tids(self.pid):
+            os.sched_setaffinity(tid, want)
 
     def stats(self) -> dict[str, Any]:
         """Same dict as ``Server.stats()`` (status codes as int keys)."""
@@ -438,7 +512,9 @@ def start_process(
     if "error" in info:
         proc.wait(5)
         raise OSError(info.get("errno") or 0, info["error"])
-    return ServerProcess(proc, info, tls)
+    sp = ServerProcess(proc, info, tls)
+    _PROCESSES.add(sp)
+    return sp
 
 
 def _child_main(cfg_json: str) -> int:
@@ -490,7 +566,7 @@ def cli_main(argv: list[str]) -> int:
     )
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = ephemeral)")
-    ap.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed unless --cert)")
+    ap.add_argument("--tls", action="store_true", help="serve HTTPS (a generated test CA unless --cert)")
     ap.add_argument("--threads", type=int, default=1, help="worker threads (default 1)")
     ap.add_argument("--cert", dest="cert_file", help="PEM certificate (with --tls)")
     ap.add_argument("--key", dest="key_file", help="PEM private key (with --tls)")
@@ -511,6 +587,8 @@ def cli_main(argv: list[str]) -> int:
                     help="h2 SETTINGS_INITIAL_WINDOW_SIZE in bytes (default 65535)")
     ap.add_argument("--h2-max-frame", type=int, default=16384, metavar="N",
                     help="h2 SETTINGS_MAX_FRAME_SIZE in bytes (default 16384)")
+    ap.add_argument("--max-connections", type=int, default=0, metavar="N",
+                    help="open connections per worker thread; more are refused (default 0: no cap)")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.h2 and not features()["http2-server"]:
@@ -530,6 +608,7 @@ def cli_main(argv: list[str]) -> int:
             h2_max_concurrent_streams=args.h2_max_streams,
             h2_initial_window_size=args.h2_window,
             h2_max_frame_size=args.h2_max_frame,
+            max_connections=args.max_connections,
         )
         srv.start()
     except (OSError, ValueError, _core.HttpbenchError) as exc:

@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import _machine
 from ._delta import TEST, exact_delta, format_delta, ratio_delta
 from ._envs import Env, ensure_envs
 from ._results import MeasureResult, ResultSet, load
@@ -259,6 +260,8 @@ def against_file(rs: ResultSet, saved: ResultSet, path: str | os.PathLike[str]) 
         "missing_scenarios": [sc for sc in rs.scenarios if sc not in saved.scenarios],
         "saved_started_unix_ns": smd.get("started_unix_ns"),
         "deltas": out,
+        # how much slower this run's machine was than the saved run's (speed indices)
+        "machine_change": _machine.machine_change(smd, rs.metadata),
     }
     return rs.with_metadata(baseline_file=info)
 
@@ -287,6 +290,9 @@ def file_lines(rs: ResultSet, scenario: str) -> list[str]:
     rows = (bf.get("deltas") or {}).get(scenario) or {}
     lines = [f"   vs saved run {name} (not interleaved: measured at another time; "
              f"{bf.get('test', TEST)}; allocations and GC: exact differences)"]
+    machine = _machine.machine_change_line(bf.get("machine_change"))
+    if machine:
+        lines.append(f"   {machine}")
     match = bf.get("matched") or {}
     for c in rs.clients:
         if not _measured(rs, c, scenario):

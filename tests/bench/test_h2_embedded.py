@@ -82,11 +82,16 @@ def test_server_limit_on_concurrent_streams_is_respected() -> None:
 
 
 def test_server_with_http2_off_is_a_typed_error() -> None:
+    # bench() and the Client raise the same type with the same code.
     with httpbench.Server(http2=False) as srv:
-        with pytest.raises(httpbench.ProtocolError, match="does not speak HTTP/2") as ei:
+        with pytest.raises(httpbench.HTTP2NotSupported, match="does not speak HTTP/2") as ei:
             httpbench.bench(srv.url + "/bytes/10", http2=True, n=5)
+        with httpbench.Client(http2=True) as c, \
+                pytest.raises(httpbench.HTTP2NotSupported) as ci:
+            c.get(srv.url + "/bytes/10")
         assert srv.stats()["by_protocol"]["h2"] == 0
-    assert ei.value.code < 0
+    assert isinstance(ei.value, httpbench.ProtocolError)
+    assert ei.value.code == ci.value.code < 0
 
 
 @pytest.mark.h2_server

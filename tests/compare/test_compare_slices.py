@@ -111,7 +111,8 @@ def test_sliced_rounds_match_server_stats_and_interleave():
         # every slice of a round lies between its first start and last end
         assert all(r.wall_ns < r.end_unix_ns - r.start_unix_ns for r in reps)
     if len(os.sched_getaffinity(0)) >= 2:
-        assert rs.metadata["pinning"]["worker_cpu"] not in rs.metadata["pinning"]["server_cpus"]
+        pl = rs.metadata["placement"]["get-150b"]
+        assert pl["client_cpus"] == [sorted(os.sched_getaffinity(0))[-1]]
 
 
 @pytest.mark.slow
