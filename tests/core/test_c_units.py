@@ -55,3 +55,21 @@ def test_c_unit(src: str) -> None:
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     run = subprocess.run([exe], capture_output=True, text=True, timeout=600, env=env, cwd=CDIR)
     assert run.returncode == 0, f"C tests failed (rc={run.returncode}):\n{run.stdout}\n{run.stderr}"
+
+
+@pytest.mark.slow
+def test_core_links_without_nghttp2(tmp_path) -> None:
+    # Every function the core calls exists in a build without nghttp2 too: a function
+    # added to hb_h2_server.h needs its stand-in in hb_h2_server_none.c.
+    if not os.path.isdir(CORE):
+        pytest.skip("C sources not present (installed without the source tree)")
+    core_sources = sorted(glob.glob(os.path.join(CORE, "*.c")))
+    cmd = [CC, "-std=c11", "-O0", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-fPIC",
+           "-shared", "-DHB_NO_NGHTTP2", "-I", CORE, *core_sources, "-o",
+           str(tmp_path / "core.so"), "-Wl,--no-undefined", "-lssl", "-lcrypto", "-lpthread",
+           "-lm"]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-4000:]
+    nm = subprocess.run(["nm", "-D", "--undefined-only", str(tmp_path / "core.so")],
+                        capture_output=True, text=True, timeout=60)
+    assert "nghttp2_" not in nm.stdout
