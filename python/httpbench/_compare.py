@@ -23,7 +23,9 @@ from typing import Any
 
 from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
+from ._core import FeatureUnavailable
 from ._deterministic import ToolMissing, require_tool
+from ._features import require_h2_server
 from ._results import ResultSet
 from ._rows import THIN_CALLS, THIN_REPEATS, is_thin  # noqa: F401  (public names here before)
 from ._runner import Runner, RunOptions
@@ -160,6 +162,9 @@ def compare(
         if not names:
             raise ValueError("no clients given")
     scs = resolve_scenarios(list(scenarios) if scenarios is not None else None, quick=quick)
+    h2 = [s.name for s in scs if s.is_h2]
+    if h2:
+        require_h2_server(f"scenario {', '.join(h2)}")
     saved = (_versions.load_baseline_file(baseline_file, [s.name for s in scs])
              if baseline_file is not None else None)
     if saved is not None and progress:
@@ -476,7 +481,7 @@ def cli_main(argv: list[str]) -> int:
             deterministic=args.deterministic,
             deterministic_n=args.deterministic_n,
         )
-    except (ValueError, KeyError, ToolMissing) as exc:
+    except (ValueError, KeyError, ToolMissing, FeatureUnavailable) as exc:
         if progress:
             progress.done()
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

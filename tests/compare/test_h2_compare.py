@@ -162,6 +162,7 @@ class _WithProtocol:
         self.srv.stop()
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 def test_client_forced_to_http1_is_flagged_and_dropped(helpers):
     """httpx without http2 in the h2-over-TLS scenario: every round is HTTP/1.1."""
@@ -234,6 +235,7 @@ def test_batch_counts_every_request(helpers, server, tmp_path):
     assert lat.count == 32  # one latency per request (its batch's)
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", H2_SCENARIOS)
 def test_every_h2_adapter_proven_by_server_stats(scenario):

@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "_specs": 0,
     "_delta": 0,
     "_noise": 0,
+    "_features": 0,
     "_machine": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
     "_jsonfields": 1,
