@@ -214,5 +214,10 @@ int hb_mod_measure_init(PyObject *m, hb_modstate *st)
     if (tp == NULL) return -1;
     st->MeasureType = (PyTypeObject *)tp;
     if (PyModule_AddObjectRef(m, "_Recorder", tp) < 0) return -1;
+#ifdef HB_HAVE_CALLGRIND
+    if (PyModule_AddIntConstant(m, "HAVE_CALLGRIND", 1) < 0) return -1;
+#else
+    if (PyModule_AddIntConstant(m, "HAVE_CALLGRIND", 0) < 0) return -1;
+#endif
     return PyModule_AddFunctions(m, measure_functions);
 }

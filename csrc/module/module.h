@@ -24,6 +24,7 @@ typedef struct hb_modstate {
     PyObject *RemoteClosed;
     PyObject *BodyTooLarge;
     PyObject *HTTP2NotSupported;
+    PyObject *FeatureUnavailable;
     /* Heap types, set by each component's init hook. */
     PyTypeObject *HistogramType;
     PyTypeObject *ServerType;

@@ -30,6 +30,7 @@ def _delta(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(a - b for a, b in zip(after, before, strict=True))
 
 
+@pytest.mark.h2_server
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2"])
 def test_get_many_byte_exact_counted_one_connection(server, tls_server, tls):
     srv = tls_server if tls else server
@@ -51,6 +52,7 @@ def test_get_many_byte_exact_counted_one_connection(server, tls_server, tls):
     assert all(r.reused for r in again) and not any(r.reused for r in rs)
 
 
+@pytest.mark.h2_server
 def test_bodies_without_content_length_and_batches_of_changing_size(server):
     """Bodies of unknown length are built from their first DATA frame and grown; batches
     of different sizes in a row reuse the client's buffers without mixing responses."""
@@ -66,6 +68,7 @@ def test_bodies_without_content_length_and_batches_of_changing_size(server):
             assert [r.body for r in rs] == [httpbench.expected_bytes(n) for n in sizes]
 
 
+@pytest.mark.h2_server
 def test_single_requests_post_status_and_download(server, tmp_path):
     with Client(http2=True) as c:
         s0 = _h2(server.stats())
@@ -84,6 +87,7 @@ def test_single_requests_post_status_and_download(server, tmp_path):
     assert _delta(s0, s1) == (4, 0, 1)
 
 
+@pytest.mark.h2_server
 def test_threads_share_the_origin_session(server):
     """Several threads, one Client: every batch is right and one connection serves all."""
     url = server.url + "/bytes/150"
@@ -142,6 +146,7 @@ def test_server_without_h2_is_a_typed_error_alpn(tmp_path):
         assert srv.requests == []  # nothing was sent over HTTP/1.1
 
 
+@pytest.mark.h2_server
 def test_bad_input(server):
     with pytest.raises(ValueError, match="lenient"):
         Client(http2=True, lenient=True)
@@ -171,6 +176,7 @@ def test_http1_client_get_many_in_order(server):
     assert {r.http_version for r in rs} == {"HTTP/1.1"}
 
 
+@pytest.mark.h2_server
 def test_headers_outlive_a_batch_beyond_the_stream_limit(server):
     """Streams past the server's limit (100) are submitted later in the run: their
     header fields must still be valid then."""
