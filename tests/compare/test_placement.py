@@ -8,7 +8,7 @@ import os
 import httpbench
 import pytest
 from httpbench import _core, _machine, _server
-from httpbench._compare import format_tables, summarize
+from httpbench.report import cell_rows, format_tables
 
 CPUS = sorted(os.sched_getaffinity(0))
 TWO = pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
@@ -128,9 +128,9 @@ def test_split_placement_is_the_old_behaviour():
     assert rs.get("native", "get-150b", 0).metadata["worker"]["affinity"] == [CPUS[-1]]
     assert rs.metadata["placement_rule"] == "split"
     # a cell within 2x of the split placement's wake-up round trip is tagged
-    row = summarize(rs, "get-150b")[0]
+    row = cell_rows(rs, "get-150b")[0]
     limit = 2 * rs.metadata["wakeup_ns"]["cross_cpu"]
-    near = min(row["p50_ns"], row["cpu_us_per_req"] * 1e3) <= limit
+    near = min(row["p50_ns"], row["cpu_ns_per_request"]) <= limit
     assert ("wake-up" in row["notes"]) == near
 
 
