@@ -187,6 +187,22 @@ BENCHMARKS = [
                           "(a fixed CPU loop per call, no I/O) in the same rounds: its CV is the "
                           "machine's own drift. Only meaningful on an idle machine: the 'other "
                           "processes' row says how busy it was."),)),
+    Benchmark("placement", "bench_placement.py",
+              ("--rounds", "3", "--trials", "5", "--parts", "placement,drift,tax"),
+              ("--rounds", "2", "--trials", "3", "--scale", "0.5",
+               "--parts", "placement,drift,tax"),
+              ("--rounds", "1", "--trials", "2", "--scale", "0.2", "--parts",
+               "placement,drift,tax", "--clients", "native,requests"),
+              ours="compare*", timeout=3600.0,
+              notes=(("", "get-150b with the native Client through the default compare "
+                          "(placement chosen by the wake-up calibration), through compare "
+                          "--placement split (the old default) and through measure() with "
+                          "client and a start_process() server on one CPU, interleaved; "
+                          "consecutive default compare runs of the clients (run-to-run CV of "
+                          "CPU/req, speed index per run); one fixed statement per library "
+                          "(benchmarks/_tax_adapters.py) through compare and a plain loop with "
+                          "gc on, same CPU. The default compare's duration is compare_cv's "
+                          "goal."),)),
     Benchmark("import", "bench_import.py", ("--rounds", "20"), ("--rounds", "10"),
               ("--rounds", "3"), ours="httpbench", timeout=300.0,
               notes=(("", "Time of `import httpbench` inside a fresh interpreter (start-up "
@@ -294,6 +310,23 @@ GOALS = [
          primary=False),
     Goal("compare_cv", "compare", "a default compare takes ≤ 3 min", "time", "<=", 180.0,
          "compare()", case="default compare", unit=" s"),
+    # figures of the client, not of the machine: placement, drift, harness tax
+    Goal("placement", "compare", "get-150b native CPU/request ≤ 1.2× same-CPU measure()",
+         "CPU/req", "<=", 1.2, "compare (default)", "measure() same CPU, start_process()",
+         case="get-150b, native Client",
+         detail="compare --placement split (the old default): "
+                "{compare --placement split|CPU/req} µs"),
+    Goal("placement", "compare", "get-150b native p50 ≤ 1.5× same-CPU measure()",
+         "latency p50", "<=", 1.5, "compare (default)", "measure() same CPU, start_process()",
+         case="get-150b, native Client",
+         detail="compare --placement split: {compare --placement split|latency p50} µs"),
+    Goal("placement", "compare", "median run-to-run CV of CPU/request ≤ 3 % ({case})",
+         "run-to-run CV of CPU/req", "<=", 3.0, "median over clients",
+         case="* consecutive default compare get-150b runs", unit=" %"),
+    Goal("placement", "compare", "the same statement: compare req/s ≥ 0.95× a plain loop "
+         "({case})", "req/s", ">=", 0.95, "compare", "plain loop (gc on)",
+         case="*: the same statement*",
+         detail="unsliced {compare, unsliced|req/s}, measure() {measure()|req/s} req/s"),
     # HPACK decoding, the HTTP/2 client's per-response header cost
     Goal("hpack", "HTTP/2 client", "HPACK decode ≤ 0.35× nghttp2's instructions ({case})",
          "instructions", "<=", 0.35, "ours", "nghttp2",

@@ -20,9 +20,6 @@ enum hb_errcode {
     /* -5000 .. -5099: HTTP protocol (parse) errors; hb_parse.h owns the list. */
     HB_E_PROTOCOL = -5000,
     HB_E_PROTOCOL_LAST = -5099,
-    /* -5080 .. -5089 of that range: HTTP/2 (hb_h2_client.h). */
-    HB_E_H2 = -5080,    /* HTTP/2 connection error (a bad frame, a GOAWAY with an error) */
-    HB_E_NO_H2 = -5081, /* the peer does not speak HTTP/2 (ALPN, or an HTTP/1.x answer) */
     /* -5100 .. -5149: TLS. */
     HB_E_TLS = -5100,
     HB_E_TLS_VERIFY = -5101,
@@ -35,6 +32,11 @@ enum hb_errcode {
     HB_E_INVALID = -5301,     /* bad argument or configuration */
     HB_E_INTERRUPTED = -5302, /* stopped by a stop flag / signal */
     HB_E_TOO_LARGE = -5303,   /* a response body over the caller's limit */
+    HB_E_UNSUPPORTED = -5304, /* this build lacks the feature (compiled out) */
+    /* -5400 .. -5449: HTTP/2 (hb_h2_client.h, hb_h2_hpack.h). */
+    HB_E_H2 = -5400,    /* HTTP/2 connection error (a bad frame, a GOAWAY with an error) */
+    HB_E_NO_H2 = -5401, /* the peer does not speak HTTP/2 (ALPN, or an HTTP/1.x answer) */
+    HB_E_H2_LAST = -5449,
 };
 
 static inline int hb_is_protocol_error(int rc)
@@ -44,6 +46,10 @@ static inline int hb_is_protocol_error(int rc)
 static inline int hb_is_tls_error(int rc)
 {
     return rc <= HB_E_TLS && rc >= HB_E_TLS_LAST;
+}
+static inline int hb_is_h2_error(int rc)
+{
+    return rc <= HB_E_H2 && rc >= HB_E_H2_LAST;
 }
 
 /* Short static text for a code (errno or HB_E_*); never NULL. */

@@ -104,20 +104,6 @@ void hb__eng_account_error(ethread *th, const req_slot *q, int type, uint64_t no
 
 /* ---- accounting, for the protocols ---- */
 
-void hb__eng_issue_slot(ethread *th, req_slot *q, uint64_t intended, uint64_t now, int warm)
-{
-    q->intended = intended;
-    q->start = now;
-    q->written = 0;
-    q->warm = warm;
-    if (warm) {
-        th->warm_inflight++;
-    } else {
-        th->r.sends++;
-        if (now - intended > th->e->late_ns) th->r.sends_late++;
-    }
-}
-
 void hb__eng_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl)
 {
     if (th->have_server || th->r.server[0] || nl != 6 || strncasecmp(name, "server", 6) != 0)
@@ -169,6 +155,7 @@ void hb__eng_conn_close(econn *c)
     c->th->e->proto->reset(c);
     if (c->s.fd >= 0) hb_sock_close(&c->s);
     hb_io_forget(&c->io);
+    c->io.fn = on_io;
     c->state = C_IDLE;
     c->read_wants_write = c->write_blocked = 0;
     c->et = 0;
@@ -234,6 +221,8 @@ static void conn_ready(econn *c)
     c->state = C_OPEN;
     const hb__eng_proto *pr = c->th->e->proto;
     if (pr->start && pr->start(c) < 0) return;
+    /* From now on epoll's reports go straight to the protocol. */
+    c->io.fn = pr->on_io;
     hb__eng_update_interest(c);
     hb__eng_fill(c, hb_now_ns());
 }
@@ -268,6 +257,8 @@ static void on_connected(econn *c)
     if (!c->conn_warm)
         hb_hist_record(&th->r.connect, (c->conn_end ? c->conn_end : now) - c->conn_start);
     th->r.connections_opened++;
+    /* the caller ends a run that never connects without waiting for its end */
+    atomic_store_explicit(&th->p_connected, th->r.connections_opened, memory_order_relaxed);
     c->conn_fails = 0;
     if (c->opened_before && e->cfg.keepalive) th->r.reconnects++;
     c->opened_before = 1;
@@ -393,8 +384,7 @@ void hb__eng_account_response(ethread *th, const req_slot *q, int st, uint64_t b
 
 static void on_io(hb_loop *l, hb_io *io, uint32_t events)
 {
-    (void)l;
-    econn *c = (econn *)((char *)io - offsetof(econn, io));
+    econn *c = hb__eng_conn_of(io);
     /* Event bits are hints only (a stale batch entry may belong to a previous
      * socket of this connection): every path asks the socket itself. */
     switch (c->state) {
@@ -413,8 +403,8 @@ static void on_io(hb_loop *l, hb_io *io, uint32_t events)
     case C_HANDSHAKE:
         do_handshake(c);
         return;
-    case C_OPEN:
-        c->th->e->proto->on_io(c, events);
+    case C_OPEN: /* not reached while io.fn is the protocol's */
+        c->th->e->proto->on_io(l, io, events);
         return;
     default:
         return;
@@ -806,6 +796,7 @@ void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p)
         p->ok += atomic_load_explicit(&th->p_ok, memory_order_relaxed);
         p->errors += atomic_load_explicit(&th->p_errors, memory_order_relaxed);
         p->bytes_in += atomic_load_explicit(&th->p_bytes_in, memory_order_relaxed);
+        p->connected += atomic_load_explicit(&th->p_connected, memory_order_relaxed);
     }
     prog_percentiles(e, p);
     uint64_t now = hb_now_ns();

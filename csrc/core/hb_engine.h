@@ -199,6 +199,7 @@ typedef struct hb_engine_progress {
     uint64_t elapsed_ns;
     int warming_up;
     uint64_t p50_ns, p99_ns;
+    uint64_t connected; /* connections opened so far (warm-up included) */
 } hb_engine_progress;
 void hb_engine_progress_get(hb_engine *e, hb_engine_progress *p);
 /* Join the threads (stopping them first if stop != 0) and merge results into

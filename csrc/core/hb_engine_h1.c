@@ -469,8 +469,10 @@ static void h1_send(econn *c, uint32_t more)
     if (H1(c)->wleft && (more || !c->write_blocked)) flush(c);
 }
 
-static void h1_on_io(econn *c, uint32_t events)
+static void h1_on_io(hb_loop *l, hb_io *io, uint32_t events)
 {
+    (void)l;
+    econn *c = hb__eng_conn_of(io);
     if (H1(c)->wleft) {
         flush(c);
         if (c->state != C_OPEN) return;

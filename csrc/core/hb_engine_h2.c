@@ -238,9 +238,9 @@ static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm)
     h->pending++;
 }
 
-/* Submit the slots waiting for the session, then write what is queued. */
-static void h2_io(econn *c, uint32_t events);
+static void h2_io(hb_loop *l, hb_io *io, uint32_t events);
 
+/* Submit the slots waiting for the session, then write what is queued. */
 static void h2_send(econn *c, uint32_t more)
 {
     (void)more;
@@ -249,7 +249,7 @@ static void h2_send(econn *c, uint32_t more)
     if (!h->live) return;
     if (h->read_pending) { /* the timer's turn came: read on (that fills and sends too) */
         h->read_pending = 0;
-        h2_io(c, EPOLLIN);
+        h2_io(&c->th->loop, &c->io, EPOLLIN);
         return;
     }
     uint32_t m = e->cfg.pipeline;
@@ -301,8 +301,10 @@ static void h2_send(econn *c, uint32_t more)
     }
 }
 
-static void h2_io(econn *c, uint32_t events)
+static void h2_io(hb_loop *l, hb_io *io, uint32_t events)
 {
+    (void)l;
+    econn *c = hb__eng_conn_of(io);
     h2conn *h = H2(c);
     h->now = hb_now_ns();
     const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;

@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "hb_engine.h"
 #include "hb_hist.h"
@@ -83,7 +84,7 @@ typedef struct ethread {
     /* Progress for other threads: single writer, relaxed stores; `prog` is a
      * coarse copy of the latency histogram (hb_hist_record_relaxed). */
     _Alignas(64) _Atomic uint64_t p_completed;
-    _Atomic uint64_t p_ok, p_errors, p_bytes_in;
+    _Atomic uint64_t p_ok, p_errors, p_bytes_in, p_connected;
     hb_hist prog;
     char pad[64];
 } ethread;
@@ -109,8 +110,9 @@ typedef struct hb__eng_proto {
     void (*issue)(econn *c, uint64_t intended, uint64_t now, int warm);
     /* After fill() issued `more` requests (maybe 0) on an open connection: write. */
     void (*send)(econn *c, uint32_t more);
-    /* An open connection's readiness (events: what epoll said, hints only). */
-    void (*on_io)(econn *c, uint32_t events);
+    /* An open connection's readiness (events: what epoll said, hints only):
+     * c->io's callback while c is open (hb__eng_conn_of finds c). */
+    hb_io_fn on_io;
     /* 1 when a request in flight on c started more than tmo ns before now. */
     int (*timed_out)(const econn *c, uint64_t now, uint64_t tmo);
     /* Account every request in flight on c as an error of `type` (rcount -> 0). */
@@ -157,10 +159,30 @@ static inline econn *hb__eng_conn(ethread *th, uint32_t i)
     return (econn *)(th->conns + (size_t)i * th->e->proto->conn_size);
 }
 
+static inline econn *hb__eng_conn_of(hb_io *io)
+{
+    return (econn *)((char *)io - offsetof(econn, io));
+}
+
+/* Stamp q as a request issued now for `intended` and count the send (inline:
+ * once per request). */
+static inline void hb__eng_issue_slot(ethread *th, req_slot *q, uint64_t intended, uint64_t now,
+                                      int warm)
+{
+    q->intended = intended;
+    q->start = now;
+    q->written = 0;
+    q->warm = warm;
+    if (warm) {
+        th->warm_inflight++;
+    } else {
+        th->r.sends++;
+        if (now - intended > th->e->late_ns) th->r.sends_late++;
+    }
+}
+
 /* ---- hb_engine.c, for the protocols ---- */
 
-/* Stamp q as a request issued now for `intended` and count the send. */
-void hb__eng_issue_slot(ethread *th, req_slot *q, uint64_t intended, uint64_t now, int warm);
 /* q got a complete response: status st, body bytes, first response byte at first_byte. */
 void hb__eng_account_response(ethread *th, const req_slot *q, int st, uint64_t body,
                               uint64_t first_byte, uint64_t now);

@@ -142,17 +142,9 @@ int hb_hist_same_config(const hb_hist *a, const hb_hist *b)
 
 /* ---- bucket arithmetic ---- */
 
-static inline int32_t bucket_of(const hb_hist *h, uint64_t v)
-{
-    int pow2ceiling = 64 - clz64(v | h->sub_bucket_mask);
-    return pow2ceiling - h->unit_magnitude - (h->sub_bucket_half_mag + 1);
-}
-
 static inline int32_t index_of(const hb_hist *h, uint64_t v)
 {
-    int32_t b = bucket_of(h, v);
-    int32_t sub = (int32_t)(v >> (b + h->unit_magnitude));
-    return ((b + 1) << h->sub_bucket_half_mag) + (sub - h->sub_bucket_half);
+    return hb__hist_index(h, v);
 }
 
 static inline void bucket_sub_of_index(const hb_hist *h, int32_t i, int32_t *b, int32_t *sub)
@@ -227,13 +219,6 @@ void hb_hist_record(hb_hist *h, uint64_t value)
     value = sat ? h->cfg.highest : value;
     h->saturated += sat;
     add_at(h, value, index_of(h, value), 1);
-}
-
-void hb_hist_record_relaxed(hb_hist *h, uint64_t value)
-{
-    if (value > h->cfg.highest) value = h->cfg.highest;
-    uint64_t *b = &h->counts[index_of(h, value)];
-    __atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
 int hb_hist_add_relaxed(hb_hist *dst, const hb_hist *src, char *err)

@@ -110,7 +110,7 @@ void hb_hist_record_corrected(hb_hist *h, uint64_t value, uint64_t expected_inte
  * hb_hist_add_relaxed(dst, src): dst += a relaxed snapshot of src's counts,
  * dst's total/min/max following from the buckets (min and max are bucket
  * lower bounds). HB_E_INVALID when the configurations differ. */
-void hb_hist_record_relaxed(hb_hist *h, uint64_t value);
+static inline void hb_hist_record_relaxed(hb_hist *h, uint64_t value);
 int hb_hist_add_relaxed(hb_hist *dst, const hb_hist *src, char *err);
 
 /* dst += src. HB_E_INVALID (nothing changed) when the configurations differ. */
@@ -166,5 +166,25 @@ int hb_hist_decode_config(const uint8_t *buf, size_t len, hb_hist_config *cfg, c
  * initialised (allocating) and must be hb_hist_free()d; on failure h holds
  * nothing. Returns 0 or HB_E_INVALID / HB_E_NOMEM with the reason in err. */
 int hb_hist_decode(hb_hist *h, const uint8_t *buf, size_t len, char *err);
+
+/* ---- inline ---- */
+
+/* The counts index of v (<= highest): the bucket is v's power of two above
+ * the sub-bucket range, the sub-bucket its top bits (HdrHistogram's layout). */
+static inline int32_t hb__hist_index(const hb_hist *h, uint64_t v)
+{
+    int pow2ceiling = 64 - __builtin_clzll(v | h->sub_bucket_mask);
+    int32_t b = pow2ceiling - h->unit_magnitude - (h->sub_bucket_half_mag + 1);
+    int32_t sub = (int32_t)(v >> (b + h->unit_magnitude));
+    return ((b + 1) << h->sub_bucket_half_mag) + (sub - h->sub_bucket_half);
+}
+
+/* Inline: it sits on the load generator's per-response path. */
+static inline void hb_hist_record_relaxed(hb_hist *h, uint64_t value)
+{
+    if (value > h->cfg.highest) value = h->cfg.highest;
+    uint64_t *b = &h->counts[hb__hist_index(h, value)];
+    __atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
 
 #endif

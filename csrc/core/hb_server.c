@@ -9,6 +9,8 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,7 +186,7 @@ void hb_server_opts_init(hb_server_opts *o)
     o->keepalive_timeout_ms = 30000;
     o->max_head = 16384;
     o->backlog = 4096;
-    o->http2 = 1;
+    o->http2 = hb_h2_server_available();
     o->h2_max_concurrent_streams = 100;
     o->h2_initial_window_size = 65535;
     o->h2_max_frame_size = 16384;
@@ -272,6 +274,8 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         return hb_fail(err, HB_E_INVALID, "timeouts must be > 0");
     if (o->max_head < 256 || o->max_head > (64u << 20))
         return hb_fail(err, HB_E_INVALID, "max_head must be 256 B .. 64 MiB");
+    if (o->http2 && !hb_h2_server_available())
+        return hb_fail(err, HB_E_UNSUPPORTED, "%s", HB_H2_SERVER_MISSING);
     if (o->h2_max_concurrent_streams < 1 ||
         (unsigned)o->h2_max_concurrent_streams > HB_H2_MAX_STREAMS_MAX)
         return hb_fail(err, HB_E_INVALID, "h2_max_concurrent_streams must be 1..%u",
@@ -405,6 +409,24 @@ int hb_server_port(const hb_server *s)
 int hb_server_running(const hb_server *s)
 {
     return s->running;
+}
+
+int hb_server_set_cpus(hb_server *s, const int *cpus, int n, char *err)
+{
+    if (!s->running) return hb_fail(err, -ESRCH, "the server is stopped");
+    if (n < 1) return hb_fail(err, -EINVAL, "no CPU given");
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++) {
+        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE)
+            return hb_fail(err, -EINVAL, "CPU %d out of range", cpus[i]);
+        CPU_SET(cpus[i], &set);
+    }
+    for (int i = 0; i < s->nworkers; i++) {
+        int e = pthread_setaffinity_np(s->w[i].thread, sizeof set, &set);
+        if (e != 0) return hb_fail(err, -e, "pthread_setaffinity_np: %s", strerror(e));
+    }
+    return 0;
 }
 
 const char *hb_server_cert_pem(const hb_server *s, size_t *len)

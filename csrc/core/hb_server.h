@@ -41,7 +41,7 @@ typedef struct hb_server_opts {
     int keepalive_timeout_ms;      /* idle keep-alive connection lifetime; default 30000 */
     size_t max_head;               /* request head limit -> 431; default 16384 */
     int backlog;                   /* listen backlog; default 4096 */
-    int http2;                     /* h2 through ALPN (TLS) and h2c prior knowledge; default 1 */
+    int http2;                     /* h2 (ALPN, h2c); default hb_h2_server_available() */
     int h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS 1..100000; default 100 */
     int h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE 0..2^31-1; default 65535 */
     int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */
@@ -90,7 +90,11 @@ void hb_server_free(hb_server *s);
 
 int hb_server_port(const hb_server *s);
 int hb_server_running(const hb_server *s);
-/* TLS only: the certificate PEM (NUL-terminated, owned by s), else NULL. */
+/* Run every worker thread on the `n` CPUs in `cpus` (an in-process server's
+ * placement next to its client is chosen, not left to the scheduler). Returns
+ * 0, -EINVAL for a CPU not allowed, -ESRCH when stopped; detail in err. */
+int hb_server_set_cpus(hb_server *s, const int *cpus, int n, char *err);
+/* TLS only: the PEM a client trusts (the generated CA), NUL-terminated, owned by s; else NULL. */
 const char *hb_server_cert_pem(const hb_server *s, size_t *len);
 
 /* Consistent snapshot of the counters (each counter read atomically; taken

@@ -1,4 +1,4 @@
-/* hb_tls.c - client/server SSL_CTX setup, the generated self-signed
+/* hb_tls.c - client/server SSL_CTX setup, the generated test CA and server
  * certificate, ALPN and the one-slot client session cache. */
 #include "hb_tls.h"
 
@@ -27,7 +27,7 @@ struct hb_tls_ctx {
     pthread_mutex_t lock;   /* guards session */
     SSL_SESSION *session;   /* client: most recent resumable session */
     uintptr_t session_host; /* hash of the host it was made for */
-    char *cert_pem;         /* server: leaf certificate PEM */
+    char *cert_pem;         /* server: the trust anchor's PEM (generated CA or cert_file's) */
     size_t cert_pem_len;
 };
 
@@ -254,11 +254,12 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_OK;
 }
 
-static int add_ext(X509 *x, int nid, const char *value)
+/* issuer: the certificate whose key signs x (x itself when self-signed). */
+static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
 {
     X509V3_CTX v3;
     X509V3_set_ctx_nodb(&v3);
-    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+    X509V3_set_ctx(&v3, issuer, x, NULL, NULL, 0);
     X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &v3, nid, value);
     if (!e) return 0;
     int ok = X509_add_ext(x, e, -1);
@@ -266,54 +267,73 @@ static int add_ext(X509 *x, int nid, const char *value)
     return ok;
 }
 
-/* Self-signed P-256 certificate usable both as the leaf and as its own trust
- * anchor; carries the extensions strict verifiers (Python 3.13's
- * VERIFY_X509_STRICT) insist on: key usage, SKI/AKI, SAN. */
-static int make_self_signed(EVP_PKEY **pkey_out, X509 **x_out, char *err)
+/* A fresh P-256 key and an unsigned certificate for it: random serial,
+ * valid from now-1h for 30 days, subject O=httpbench, CN=cn. */
+static int new_cert(const char *cn, EVP_PKEY **pkey_out, X509 **x_out)
 {
     EVP_PKEY *pkey = EVP_EC_gen("P-256");
-    if (!pkey) return hb__tls_fail(err, HB_E_TLS, "generating P-256 key");
-    X509 *x = X509_new();
-    if (!x) {
-        EVP_PKEY_free(pkey);
-        return hb__tls_fail(err, HB_E_NOMEM, "X509_new");
-    }
+    X509 *x = pkey ? X509_new() : NULL;
     unsigned char serial[16];
-    int rc = HB_E_TLS;
-    if (RAND_bytes(serial, sizeof serial) != 1) goto fail;
+    if (!x || RAND_bytes(serial, sizeof serial) != 1) goto fail;
     serial[0] &= 0x7f; /* positive */
     BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
     if (!bn) goto fail;
     ASN1_INTEGER *sn = BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x));
     BN_free(bn);
-    if (!sn) goto fail;
-    if (!X509_set_version(x, 2)) goto fail;
-    if (!X509_gmtime_adj(X509_getm_notBefore(x), -3600)) goto fail;
-    if (!X509_gmtime_adj(X509_getm_notAfter(x), 30L * 24 * 3600)) goto fail;
-    if (!X509_set_pubkey(x, pkey)) goto fail;
+    if (!sn || !X509_set_version(x, 2) || !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
+        !X509_gmtime_adj(X509_getm_notAfter(x), 30L * 24 * 3600) || !X509_set_pubkey(x, pkey))
+        goto fail;
     X509_NAME *name = X509_get_subject_name(x);
     if (!X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"httpbench", -1,
                                     -1, 0) ||
-        !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost",
-                                    -1, -1, 0))
+        !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0))
         goto fail;
-    if (!X509_set_issuer_name(x, name)) goto fail;
-    if (!add_ext(x, NID_basic_constraints, "critical,CA:TRUE") ||
-        !add_ext(x, NID_key_usage, "critical,digitalSignature,keyCertSign") ||
-        !add_ext(x, NID_ext_key_usage, "serverAuth") ||
-        !add_ext(x, NID_subject_key_identifier, "hash") ||
-        !add_ext(x, NID_authority_key_identifier, "keyid:always") ||
-        !add_ext(x, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1,IP:::1"))
-        goto fail;
-    if (!X509_sign(x, pkey, EVP_sha256())) goto fail;
     *pkey_out = pkey;
     *x_out = x;
     return 0;
 fail:
-    rc = hb__tls_fail(err, rc, "generating self-signed certificate");
     X509_free(x);
     EVP_PKEY_free(pkey);
-    return rc;
+    return HB_E_TLS;
+}
+
+/* A CA and a leaf it signed, both P-256. A separate CA because WebPKI
+ * verifiers (rustls: reqwest-based clients) refuse a CA certificate as the
+ * server's own (CaUsedAsEndEntity); extensions are the ones strict verifiers
+ * (Python 3.13's VERIFY_X509_STRICT) insist on: key usage, SKI/AKI, SAN. */
+static int make_ca_and_leaf(EVP_PKEY **leaf_key, X509 **leaf_out, X509 **ca_out, char *err)
+{
+    EVP_PKEY *ca_key = NULL, *key = NULL;
+    X509 *ca = NULL, *x = NULL;
+    if (new_cert("httpbench test CA", &ca_key, &ca) < 0 || new_cert("localhost", &key, &x) < 0)
+        goto fail;
+    if (!X509_set_issuer_name(ca, X509_get_subject_name(ca)) ||
+        !add_ext(ca, ca, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
+        !add_ext(ca, ca, NID_key_usage, "critical,keyCertSign,cRLSign") ||
+        !add_ext(ca, ca, NID_subject_key_identifier, "hash") ||
+        !add_ext(ca, ca, NID_authority_key_identifier, "keyid:always") ||
+        !X509_sign(ca, ca_key, EVP_sha256()))
+        goto fail;
+    if (!X509_set_issuer_name(x, X509_get_subject_name(ca)) ||
+        !add_ext(x, ca, NID_basic_constraints, "critical,CA:FALSE") ||
+        !add_ext(x, ca, NID_key_usage, "critical,digitalSignature") ||
+        !add_ext(x, ca, NID_ext_key_usage, "serverAuth") ||
+        !add_ext(x, ca, NID_subject_key_identifier, "hash") ||
+        !add_ext(x, ca, NID_authority_key_identifier, "keyid:always") ||
+        !add_ext(x, ca, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1,IP:::1") ||
+        !X509_sign(x, ca_key, EVP_sha256()))
+        goto fail;
+    EVP_PKEY_free(ca_key);
+    *leaf_key = key;
+    *leaf_out = x;
+    *ca_out = ca;
+    return 0;
+fail:
+    X509_free(ca);
+    X509_free(x);
+    EVP_PKEY_free(ca_key);
+    EVP_PKEY_free(key);
+    return hb__tls_fail(err, HB_E_TLS, "generating the test CA and server certificate");
 }
 
 static int store_cert_pem(hb_tls_ctx *c, X509 *x, char *err)
@@ -348,6 +368,7 @@ int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *e
     *out = NULL;
     hb_tls_ctx *c = ctx_alloc(TLS_server_method(), err);
     if (!c) return HB_E_TLS;
+    X509 *anchor = NULL; /* the generated CA: what clients trust */
     c->is_server = 1;
     c->session_resumption = o->session_resumption;
     int rc = set_versions(c, o->min_version, o->max_version, err);
@@ -370,7 +391,7 @@ int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *e
     } else {
         EVP_PKEY *pkey = NULL;
         X509 *x = NULL;
-        if ((rc = make_self_signed(&pkey, &x, err)) < 0) goto fail;
+        if ((rc = make_ca_and_leaf(&pkey, &x, &anchor, err)) < 0) goto fail;
         int ok =
             SSL_CTX_use_certificate(c->ctx, x) == 1 && SSL_CTX_use_PrivateKey(c->ctx, pkey) == 1;
         EVP_PKEY_free(pkey);
@@ -384,7 +405,10 @@ int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *e
         rc = hb__tls_fail(err, HB_E_TLS, "certificate and private key do not match");
         goto fail;
     }
-    if ((rc = store_cert_pem(c, SSL_CTX_get0_certificate(c->ctx), err)) < 0) goto fail;
+    rc = store_cert_pem(c, anchor ? anchor : SSL_CTX_get0_certificate(c->ctx), err);
+    X509_free(anchor);
+    anchor = NULL;
+    if (rc < 0) goto fail;
     SSL_CTX_set_alpn_select_cb(c->ctx, alpn_select, o->alpn_h2 ? (void *)ALPN_H2_HTTP11 : NULL);
     static const unsigned char sid_ctx[] = "httpbench";
     SSL_CTX_set_session_id_context(c->ctx, sid_ctx, sizeof sid_ctx - 1);
@@ -398,6 +422,7 @@ int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *e
     *out = c;
     return 0;
 fail:
+    X509_free(anchor);
     hb_tls_ctx_free(c);
     return rc;
 }

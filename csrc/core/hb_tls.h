@@ -49,15 +49,16 @@ void hb_tls_server_opts_init(hb_tls_server_opts *o);
 
 /* o may be NULL for the defaults. *out is set on success (returns 0). */
 int hb_tls_client_ctx_new(hb_tls_ctx **out, const hb_tls_client_opts *o, char *err);
-/* Without cert_file: an in-memory ECDSA P-256 key and a self-signed
- * certificate (CN=localhost, SAN DNS:localhost, IP:127.0.0.1, IP:::1, valid
- * from now-1h for 30 days, basicConstraints CA:TRUE so it can be used directly
- * as the trust anchor). ALPN: selects h2 (with alpn_h2) or http/1.1 when the client offers it. */
+/* Without cert_file: in-memory ECDSA P-256 keys, a test CA (CA:TRUE) and the
+ * server's certificate signed by it (CA:FALSE, CN=localhost, SAN DNS:localhost,
+ * IP:127.0.0.1, IP:::1), valid from now-1h for 30 days; clients trust the CA
+ * (hb_tls_ctx_cert_pem). ALPN: selects h2 (with alpn_h2) or http/1.1 when the client offers it. */
 int hb_tls_server_ctx_new(hb_tls_ctx **out, const hb_tls_server_opts *o, char *err);
 void hb_tls_ctx_free(hb_tls_ctx *c);
 
-/* PEM text of the server's leaf certificate (NUL-terminated, owned by ctx);
- * NULL for client contexts. */
+/* PEM text of what a client trusts to verify this server (NUL-terminated,
+ * owned by ctx): the generated CA, or cert_file's first certificate; NULL for
+ * client contexts. */
 const char *hb_tls_ctx_cert_pem(const hb_tls_ctx *c, size_t *len);
 
 /* 1 for a server context; 1 when certificate and host checks are off. */

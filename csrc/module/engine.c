@@ -1,6 +1,6 @@
 /* engine.c - _core.run_bench(): configure hb_engine, run it without the GIL,
  * report progress, turn Ctrl-C into the engine's stop flag, and return the
- * merged numbers as a dict (httpbench._bench builds the BenchResult). */
+ * merged numbers as a dict (the package's _loadgen builds the BenchResult). */
 #include "module.h"
 
 #include <errno.h>
@@ -48,6 +48,7 @@ enum {
     A_LENIENT,
     A_HTTP2,
     A_H2_FIELDS,
+    A_GIVE_UP,
     A_NARGS
 };
 static const char *const arg_names[A_NARGS] = {
@@ -80,6 +81,7 @@ static const char *const arg_names[A_NARGS] = {
     "lenient",
     "http2",
     "h2_fields",
+    "give_up",
 };
 
 static int set_item(PyObject *d, const char *k, PyObject *v)
@@ -189,13 +191,27 @@ fail:
     return NULL;
 }
 
-/* Poll the running engine: progress callback, signals. Returns 0, or -1 with
- * a pending (non-KeyboardInterrupt) exception to re-raise after the join. */
-static int supervise(hb_engine *e, PyObject *progress, double interval_s)
+/* Poll the running engine: progress callback, signals, and (give_up_s > 0) a
+ * target that accepted no connection within give_up_s: then the run stops and
+ * *gave_up is set. Returns 0, or -1 with a pending (non-KeyboardInterrupt)
+ * exception to re-raise after the join. */
+static int supervise(hb_engine *e, PyObject *progress, double interval_s, double give_up_s,
+                     int *gave_up)
 {
-    uint64_t next_progress = hb_now_ns();
+    uint64_t start = hb_now_ns();
+    uint64_t next_progress = start;
+    uint64_t give_up_at = give_up_s > 0 ? start + (uint64_t)(give_up_s * 1e9) : 0;
     int done = 0;
     while (!done) {
+        if (give_up_at && !done && hb_now_ns() >= give_up_at) {
+            hb_engine_progress p;
+            hb_engine_progress_get(e, &p);
+            give_up_at = 0; /* one look: a target that connected once is reachable */
+            if (p.connected == 0) {
+                hb_engine_stop(e);
+                *gave_up = 1;
+            }
+        }
         Py_BEGIN_ALLOW_THREADS done = hb_engine_wait(e, WAIT_SLICE_NS);
         Py_END_ALLOW_THREADS if (PyErr_CheckSignals() < 0)
         {
@@ -245,7 +261,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     uint64_t port, n, conns, threads, pipeline, rbuf;
-    double duration, warmup, rate, timeout, interval;
+    double duration, warmup, rate, timeout, interval, give_up;
     int tls, keepalive, verify, resumption, is_head, lenient, http2;
     if (hb_arg_u64(a[A_PORT], 0, "port", &port) < 0 || hb_arg_u64(a[A_N], 0, "n", &n) < 0 ||
         hb_arg_u64(a[A_CONNECTIONS], 1, "connections", &conns) < 0 ||
@@ -257,6 +273,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         hb_arg_double(a[A_RATE], 0, "rate", &rate) < 0 ||
         hb_arg_double(a[A_TIMEOUT], 0, "timeout", &timeout) < 0 ||
         hb_arg_double(a[A_PROGRESS_INTERVAL], 0.2, "progress_interval", &interval) < 0 ||
+        hb_arg_double(a[A_GIVE_UP], 0, "give_up", &give_up) < 0 ||
         hb_arg_bool(a[A_TLS], 0, &tls) < 0 || hb_arg_bool(a[A_KEEPALIVE], 1, &keepalive) < 0 ||
         hb_arg_bool(a[A_VERIFY], 1, &verify) < 0 ||
         hb_arg_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
@@ -394,7 +411,8 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         return hb_raise(st, rc, err);
     }
 
-    int sup = supervise(e, a[A_PROGRESS], interval);
+    int gave_up = 0;
+    int sup = supervise(e, a[A_PROGRESS], interval, give_up, &gave_up);
     hb_engine_result r;
     Py_BEGIN_ALLOW_THREADS rc = hb_engine_join(e, 1, &r, err);
     hb_engine_free(e);
@@ -416,6 +434,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     int64_t mono_to_unix = (int64_t)hb_clock_ns_of(CLOCK_REALTIME) - (int64_t)hb_now_ns();
     PyObject *d = result_dict(st, &r, mono_to_unix);
     hb_engine_result_free(&r);
+    if (d && set_item(d, "gave_up", PyBool_FromLong(gave_up)) < 0) Py_CLEAR(d);
     return d;
 }
 

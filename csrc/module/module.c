@@ -21,22 +21,31 @@ hb_modstate *hb_state_from_type(PyTypeObject *tp)
     return hb_state(m);
 }
 
+/* Raise type(text) with the core code on it (.code), so callers can tell
+ * protocol errors apart without matching the text. */
+static PyObject *raise_with_code(PyObject *type, const char *text, int rc)
+{
+    PyObject *inst = PyObject_CallFunction(type, "s", text);
+    if (inst) {
+        PyObject *code = PyLong_FromLong(rc);
+        if (code && PyObject_SetAttrString(inst, "code", code) == 0) PyErr_SetObject(type, inst);
+        Py_XDECREF(code);
+        Py_DECREF(inst);
+    }
+    return NULL;
+}
+
 PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
 {
     const char *text = (detail && detail[0]) ? detail : hb_strerror(rc);
     PyObject *exc;
     if (hb_is_protocol_error(rc)) {
-        /* Keep the HB_PE_* code on the exception (.code) so callers can tell
-         * parse errors apart without matching the text. */
-        PyObject *inst = PyObject_CallFunction(st->ProtocolError, "s", text);
-        if (inst) {
-            PyObject *code = PyLong_FromLong(rc);
-            if (code && PyObject_SetAttrString(inst, "code", code) == 0)
-                PyErr_SetObject(st->ProtocolError, inst);
-            Py_XDECREF(code);
-            Py_DECREF(inst);
-        }
-        return NULL;
+        return raise_with_code(st->ProtocolError, text, rc);
+    } else if (hb_is_h2_error(rc)) {
+        /* Asked for HTTP/2, the server does not speak it: its own type (a
+         * ProtocolError), from Client and bench() alike. */
+        return raise_with_code(rc == HB_E_NO_H2 ? st->HTTP2NotSupported : st->ProtocolError, text,
+                               rc);
     } else if (hb_is_tls_error(rc)) {
         exc = st->TLSError;
     } else {
@@ -69,6 +78,9 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
             break;
         case HB_E_INTERRUPTED:
             exc = PyExc_KeyboardInterrupt;
+            break;
+        case HB_E_UNSUPPORTED:
+            exc = st->FeatureUnavailable;
             break;
         default:
             if (rc < 0 && rc > -4096 && rc != HB_ERROR && rc != HB_AGAIN) {
@@ -284,8 +296,13 @@ static int add_exceptions(PyObject *m, hb_modstate *st)
                                "The peer closed the connection before or during a response.", b);
     st->BodyTooLarge =
         new_exc(m, "BodyTooLarge", "A response body over the client's max_body (or memory).", b);
+    st->FeatureUnavailable = new_exc(
+        m, "FeatureUnavailable",
+        "This build of httpbench lacks the feature (its library was missing when it was built).",
+        b);
     Py_DECREF(b);
-    if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge) return -1;
+    if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge || !st->FeatureUnavailable)
+        return -1;
     b = PyTuple_Pack(1, st->ProtocolError);
     if (!b) return -1;
     st->HTTP2NotSupported =
@@ -336,6 +353,7 @@ static int hb_exec(PyObject *m)
     if (hb_mod_response_init(m, st) < 0) return -1;
     if (hb_mod_client_init(m, st) < 0) return -1;
     if (hb_mod_measure_init(m, st) < 0) return -1;
+    if (hb_mod_calibrate_init(m, st) < 0) return -1;
     return 0;
 }
 
@@ -350,6 +368,7 @@ static int hb_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->RemoteClosed);
     Py_VISIT(st->BodyTooLarge);
     Py_VISIT(st->HTTP2NotSupported);
+    Py_VISIT(st->FeatureUnavailable);
     Py_VISIT(st->HistogramType);
     Py_VISIT(st->ServerType);
     Py_VISIT(st->ClientType);
@@ -371,6 +390,7 @@ static int hb_clear(PyObject *m)
     Py_CLEAR(st->RemoteClosed);
     Py_CLEAR(st->BodyTooLarge);
     Py_CLEAR(st->HTTP2NotSupported);
+    Py_CLEAR(st->FeatureUnavailable);
     Py_CLEAR(st->HistogramType);
     Py_CLEAR(st->ServerType);
     Py_CLEAR(st->ClientType);

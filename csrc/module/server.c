@@ -132,6 +132,37 @@ static PyObject *server_stop(ServerObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
+static PyObject *server_set_cpus(ServerObject *self, PyObject *arg)
+{
+    int cpus[64];
+    PyObject *seq = PySequence_Fast(arg, "set_cpus() takes a sequence of CPU numbers");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > 64) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "set_cpus() takes 1..64 CPU numbers");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (v < 0 || v > 1023) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "CPU must be in 0..1023, got %ld", v);
+            return NULL;
+        }
+        cpus[i] = (int)v;
+    }
+    Py_DECREF(seq);
+    char err[HB_ERR_LEN] = "";
+    int rc = hb_server_set_cpus(self->srv, cpus, (int)n, err);
+    if (rc < 0) return hb_raise(hb_state_from_type(Py_TYPE(self)), rc, err);
+    Py_RETURN_NONE;
+}
+
 static int set_u64(PyObject *d, const char *k, uint64_t v)
 {
     PyObject *o = PyLong_FromUnsignedLongLong(v);
@@ -248,6 +279,8 @@ static PyObject *server_get_cert_pem(ServerObject *self, void *c)
 }
 
 static PyMethodDef server_methods[] = {
+    {"set_cpus", (PyCFunction)server_set_cpus, METH_O,
+     "set_cpus(cpus): run every worker thread on these CPUs (ValueError when one is not allowed)."},
     {"stop", (PyCFunction)(void (*)(void))server_stop, METH_FASTCALL,
      "stop()\n--\n\nStop the workers and close every connection (idempotent)."},
     {"stats", (PyCFunction)(void (*)(void))server_stats, METH_FASTCALL,
@@ -380,7 +413,9 @@ int hb_mod_server_init(PyObject *m, hb_modstate *st)
         return -1;
     }
     return PyModule_AddStringConstant(m, "SERVER_ALPHABET", HB_CONTENT_ALPHABET) < 0 ||
-                   PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_CONTENT_PERIOD) < 0
+                   PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_CONTENT_PERIOD) < 0 ||
+                   PyModule_AddIntConstant(m, "HAVE_H2_SERVER", hb_h2_server_available()) < 0 ||
+                   PyModule_AddStringConstant(m, "H2_SERVER_MISSING", HB_H2_SERVER_MISSING) < 0
                ? -1
                : 0;
 }

@@ -16,6 +16,7 @@ metric's good direction.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
@@ -26,10 +27,12 @@ from typing import Any
 
 from . import _units as U
 from ._budget import METRICS, Metric, format_value
+from ._machine import DRIFT_LIMIT
 from ._results import ResultSet
 from ._rows import as_set, isnan, result_rows
 from ._stats import mann_whitney_u, welch_t_test
 from ._tables import median_cell, render_table
+from ._unlike import cell_cautions, noise_notes, unlike_settings
 
 __all__ = [
     "DETERMINISTIC_COMPARED",
@@ -93,6 +96,9 @@ class Change:
     test: str
     verdict: str
     improved: bool | None
+    # why the cell's figures are weak ("disturbed in current", "thin in baseline"):
+    # a significant verdict on such a cell is shown, marked, and not counted
+    caution: str = ""
 
     @property
     def title(self) -> str:
@@ -104,6 +110,18 @@ class Change:
         """True for a significant change (faster/slower/better/worse)."""
         return self.verdict not in (NO_CHANGE, NOT_TESTED)
 
+    @property
+    def counted(self) -> bool:
+        """A significant change on a cell both runs measured well (not marked)."""
+        return self.significant and not self.caution
+
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict as tables print it: a marked one says why it is not counted."""
+        if self.caution and self.significant:
+            return f"{self.verdict}? ({self.caution}: not counted)"
+        return self.verdict
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN as None)."""
         def f(x: float) -> float | None:
@@ -112,7 +130,7 @@ class Change:
             "client": self.client, "scenario": self.scenario, "metric": self.metric,
             "baseline": [f(x) for x in self.baseline], "current": [f(x) for x in self.current],
             "change": f(self.change), "p_value": f(self.p_value), "test": self.test,
-            "verdict": self.verdict, "improved": self.improved,
+            "verdict": self.verdict, "improved": self.improved, "caution": self.caution,
         }
 
 
@@ -130,13 +148,28 @@ class Comparison:
 
     @property
     def regressions(self) -> list[Change]:
-        """Significant changes for the worse."""
-        return [c for c in self.changes if c.significant and c.improved is False]
+        """Significant changes for the worse (on cells both runs measured well)."""
+        return [c for c in self.changes if c.counted and c.improved is False]
 
     @property
     def improvements(self) -> list[Change]:
-        """Significant changes for the better."""
-        return [c for c in self.changes if c.significant and c.improved]
+        """Significant changes for the better (on cells both runs measured well)."""
+        return [c for c in self.changes if c.counted and c.improved]
+
+    @property
+    def marked(self) -> list[Change]:
+        """Significant changes resting on a disturbed or thin cell: shown, not counted."""
+        return [c for c in self.changes if c.significant and c.caution]
+
+    @property
+    def summary(self) -> str:
+        """'2 regressions, 5 improvements (...)', with the marked verdicts not counted."""
+        line = f"{len(self.regressions)} regressions, {len(self.improvements)} improvements"
+        if self.marked:
+            line += (f"; {len(self.marked)} more on disturbed or thin cells, marked '?' "
+                     "and not counted")
+        return line + (f" (alpha={self.alpha:g}, changes under {self.min_change:.0%} "
+                       "ignored)")
 
     def get(self, client: str, scenario: str, metric: str) -> Change | None:
         """The change of one metric, or None."""
@@ -156,27 +189,32 @@ class Comparison:
         }
 
     def format(self, fmt: str = "text") -> str:
-        """A table: client, scenario, metric, baseline, current, change, p, verdict."""
+        """The notes on how the runs differ, then a table: client, scenario, metric,
+        baseline, current, change, p, verdict."""
         if fmt == "json":
             return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+        out = []
+        if self.notes:
+            bullet = "- " if fmt == "md" else "  * "
+            out.append(("**Unlike runs: read the verdicts with these in mind**" if fmt == "md"
+                        else "Unlike runs: read the verdicts with these in mind") + "\n"
+                       + "\n".join(bullet + n for n in self.notes))
         rows = []
         for c in self.changes:
             kind = _CMP_METRICS[c.metric][1]
             rows.append([
                 c.client, c.scenario, c.title, median_cell(c.baseline, kind), median_cell(c.current, kind),
                 _fmt_change(c.change),
-                "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.verdict,
+                "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.shown_verdict,
             ])
         head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
-        out = [render_table(head, rows, fmt, align="lll" + "r" * 5)] if rows else ["(nothing in common to compare)"]
-        summary = (f"{len(self.regressions)} regressions, {len(self.improvements)} improvements "
-                   f"(alpha={self.alpha:g}, changes under {self.min_change:.0%} ignored)")
-        out.append(summary)
+        out.append(render_table(head, rows, fmt, align="lll" + "r" * 5) if rows
+                   else "(nothing in common to compare)")
+        out.append(self.summary)
         for what, keys in (("only in baseline", self.only_baseline),
                            ("only in current", self.only_current)):
             if keys:
                 out.append(f"{what}: " + ", ".join(f"{c}/{s}" for c, s in keys))
-        out.extend(self.notes)
         return "\n\n".join(out) + "\n"
 
     def __str__(self) -> str:
@@ -185,12 +223,14 @@ class Comparison:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         rows = [[c.client, c.scenario, c.title, median_cell(c.baseline, _CMP_METRICS[c.metric][1]),
                  median_cell(c.current, _CMP_METRICS[c.metric][1]), _fmt_change(c.change),
-                 "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.verdict]
+                 "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.shown_verdict]
                 for c in self.changes]
         head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
         colour = {"slower": "#c0392b", "worse": "#c0392b", "faster": "#1e8449",
                   "better": "#1e8449"}
-        out = ['<table class="httpbench">', "<tr>" + "".join(
+        out = ["<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
+               if self.notes else ""]
+        out += ['<table class="httpbench">', "<tr>" + "".join(
             f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
         for r in rows:
             style = colour.get(r[-1])
@@ -201,9 +241,7 @@ class Comparison:
                 verdict = f'<b style="color:{style}">{verdict}</b>'
             out.append("<tr>" + "".join(cells) + f"<td>{verdict}</td></tr>")
         out.append("</table>")
-        out.append(f"<p>{len(self.regressions)} regressions, {len(self.improvements)} "
-                   f"improvements (alpha={self.alpha:g}, changes under "
-                   f"{self.min_change:.0%} ignored)</p>")
+        out.append(f"<p>{html.escape(self.summary)}</p>")
         return {"text/plain": self.format("text"), "text/html": "\n".join(out)}
 
 
@@ -246,10 +284,18 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
             if not bv or not cv:
                 continue
             changes.append(_change(key, m, bv, cv, alpha, min_change, test))
+    cautions = cell_cautions(cur, "current")
+    for k, why in cell_cautions(base, "baseline").items():
+        cautions[k] = f"{why}, {cautions[k]}" if k in cautions else why
+    changes = [dataclasses.replace(c, caution=cautions.get((c.client, c.scenario), ""))
+               for c in changes]
+    notes = [f"settings differ: {s}" for s in unlike_settings(base, cur)]
+    notes += noise_notes("baseline", base) + noise_notes("current", cur)
     return Comparison(
         changes=tuple(changes), alpha=alpha, min_change=min_change,
         only_baseline=tuple(k for k in gb if k not in gc),
         only_current=tuple(k for k in gc if k not in gb),
+        notes=tuple(notes),
     )
 
 
@@ -444,7 +490,10 @@ class BaselineRegression(AssertionError):
                         + ", ".join(better))
         super().__init__(
             f"{key} vs baseline: {'; '.join(what)}\n"
-            f"(timing baselines scaled by this machine's calibration ratio {scale:.3f})\n"
+            f"(timing baselines scaled by this machine's calibration ratio {scale:.3f}"
+            + (f": the machine ran {abs(scale - 1):.0%} {'slower' if scale > 1 else 'faster'} "
+               "than when the baseline was saved; the rows are the change beyond that"
+               if abs(scale - 1) > DRIFT_LIMIT else "") + ")\n"
             + format_compare_table(self.rows)
             + ("\n" + detail if detail else "")
         )

@@ -19,7 +19,7 @@ from typing import Any
 from . import _core
 from ._loadgen import DEFAULT_TIMEOUT, Progress, Target, check, parse_url, raise_nofile, run
 from ._results import BenchResult
-from .report import format_report, format_spectrum
+from .report import format_report, format_spectrum, idle_note, idle_workers
 
 __all__ = [
     "Target",
@@ -86,8 +86,8 @@ def bench(
     "h2" for ``https://``), with ``streams`` concurrent streams per connection
     (h2load's ``-m``); ``concurrency`` connections × ``streams`` requests are in
     flight. Stream errors are counted as ``rst_stream``, ``goaway`` and
-    ``protocol``. A server that does not negotiate HTTP/2 raises ProtocolError
-    (the run never falls back to HTTP/1.1).
+    ``protocol``. A server that does not negotiate HTTP/2 raises
+    HTTP2NotSupported, a ProtocolError (the run never falls back to HTTP/1.1).
 
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
@@ -400,6 +400,8 @@ def cli_main(argv: list[str]) -> int:
         sys.stderr.write("\r\x1b[2K")
         sys.stderr.flush()
     sys.stdout.write(format_report(result, latency=a.latency))
+    if result.workers and idle_workers(result):
+        sys.stderr.write(f"httpbench: warning: {idle_note(result)}\n")
     if a.json and not _save_json(a.json, result):
         return 1
     if a.csv:
@@ -411,6 +413,28 @@ def cli_main(argv: list[str]) -> int:
     return _exit_status(result, limits)
 
 
+def no_response_reason(result: BenchResult) -> str:
+    """What happened in a run that got no response at all, in one line: refused or
+    unreachable (no connection), timeouts, or connections the server never answered."""
+    md = result.metadata
+    where = f"{md.get('host', '')}:{md.get('port', '')}"
+    first = str(md.get("first_error") or "")
+    errs = ", ".join(f"{k}: {v}" for k, v in result.error_counts.items() if v)
+    if md.get("gave_up_s"):
+        why = first.removeprefix("connect: ") or "no answer to the connection attempts"
+        return (f"no connection to {where} in the first {md['gave_up_s']:g} s ({why.lower()}; "
+                f"{result.connect_attempts} attempts); run stopped, no response")
+    if result.errors:
+        timeouts = result.error_counts.get("timeout", 0)
+        kind = ("no answer: every request timed out" if timeouts == result.errors
+                else "every request failed")
+        return f"{kind} ({errs}); first error: {first}"
+    return (f"no response in {result.duration_ns / 1e9:.1f} s: {result.connections} "
+            f"connection(s) opened, {result.in_flight_at_stop} request(s) still unanswered "
+            "at the end (the server accepts but does not answer; a --timeout shorter than "
+            "the run counts them as timeouts)")
+
+
 def _exit_status(result: BenchResult, limits: list[Any]) -> int:
     """The exit policy (see cli_main), with its messages on stderr."""
     if result.interrupted:
@@ -420,10 +444,8 @@ def _exit_status(result: BenchResult, limits: list[Any]) -> int:
         sys.stderr.write("httpbench: partial result: " + ", ".join(
             f"shard {w.shard} on {w.worker} lost" for w in result.lost) + "\n")
         return 1
-    if result.responses == 0 and result.errors:
-        errs = ", ".join(f"{k}: {v}" for k, v in result.error_counts.items() if v)
-        sys.stderr.write(f"httpbench: every request failed ({errs}); "
-                         f"first error: {result.metadata.get('first_error', '')}\n")
+    if result.responses == 0:
+        sys.stderr.write(f"httpbench: {no_response_reason(result)}\n")
         return 1
     if result.connect_fd_exhausted:
         sys.stderr.write(

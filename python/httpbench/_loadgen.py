@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from . import _core
+from . import _core, _machine
 from ._metadata import system_metadata
 from ._results import BenchConfig, BenchResult
 
@@ -37,6 +37,8 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0  # seconds, per request (connect to last byte)
 DEFAULT_DURATION = 10.0  # seconds, when neither n nor duration is given
 LATE_THRESHOLD_NS = 10_000_000  # rate mode: a send this late counts as missed (engine default)
+# a target that accepted no connection in this long (refused, unreachable) ends the run
+NO_CONNECTION_S = 1.0
 
 
 
@@ -344,6 +346,7 @@ def run(spec: LoadSpec, progress: bool | Callable[[Progress], Any] | None = Fals
     )
     if spec.http2:
         kw.update(http2=True, h2_fields=spec.h2_fields, pipeline=spec.streams, head=None)
+    kw["give_up"] = NO_CONNECTION_S
     raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
     return _to_result(spec, raw)
@@ -392,9 +395,10 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         "tls_info": raw["tls_info"],
         "generator": "httpbench",
         **({"late_threshold_ns": LATE_THRESHOLD_NS} if rate else {}),
+        **({"gave_up_s": NO_CONNECTION_S} if raw.get("gave_up") else {}),
         **system_metadata(),
     }
-    return BenchResult(
+    res = BenchResult(
         url=tgt.url,
         latency=raw["latency"],
         duration_ns=int(raw["duration_ns"]),
@@ -415,7 +419,7 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         connections=raw["connections_opened"],
         reconnects=raw["reconnects"],
         in_flight_at_stop=raw["inflight_at_stop"],
-        interrupted=raw["interrupted"],
+        interrupted=raw["interrupted"] and not raw.get("gave_up"),
         cpu_user_ns=raw["cpu_user_ns"],
         cpu_sys_ns=raw["cpu_sys_ns"],
         start_unix_ns=raw["start_unix_ns"],
@@ -431,3 +435,38 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         connect_failures=raw["connect_failures"],
         connect_fd_exhausted=raw["connect_fd_exhausted"],
     )
+    _record_machine(res, tgt)
+    return res
+
+
+def _record_machine(res: BenchResult, tgt: Target) -> None:
+    """The wake-up calibration and, for a local server this process started, the CPUs
+    generator and server ran on, with a note when a per-request figure is within
+    WAKEUP_FACTOR of the wake-up round trip (typical at -c 1)."""
+    md = res.metadata
+    cpus = _machine.usable_cpus()
+    if not cpus:
+        return
+    try:
+        wake = _machine.wakeup_cost(cpus)
+    except (OSError, ValueError):
+        return
+    md["wakeup_ns"] = {"same_cpu": wake["same_cpu"], "cross_cpu": wake["cross_cpu"]}
+    mod = sys.modules.get("httpbench._server")
+    local = tgt.host in ("127.0.0.1", "localhost", "::1")
+    srv = next((s for s in (mod.local_servers() if mod is not None and local else [])
+                if getattr(s, "port", None) == tgt.port), None)
+    if srv is None:
+        return
+    pl = _machine.observed_placement(srv.cpus, cpus)
+    md["placement"] = pl
+    limit = _machine.wakeup_limit_ns(md["wakeup_ns"], pl)
+    per_req = [v for v in (res.cpu_ns_per_request, res.p50 if res.latency.count else None)
+               if v]
+    if limit and res.config.concurrency == 1 and per_req and min(per_req) <= limit:
+        md["wakeup_note"] = (
+            f"a per-request figure is within {_machine.WAKEUP_FACTOR:.0f}x of the machine's "
+            f"wake-up round trip ({_machine.placement_text(pl)}; "
+            f"{_machine.wakeup_text(md['wakeup_ns'])}): at one connection it is mostly the "
+            "cost of waking the other side")
+

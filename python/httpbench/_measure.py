@@ -24,6 +24,7 @@ print(httpbench.native_alloc_preload_path())")``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import dataclasses
 import glob
@@ -31,10 +32,10 @@ import inspect
 import os
 import statistics
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
-from . import _core, _deterministic
+from . import _core, _deterministic, _machine
 from ._metadata import system_metadata
 from ._results import MeasureResult
 
@@ -274,6 +275,52 @@ def _server_cpu() -> dict[int, int] | None:
     return snap or None
 
 
+@contextlib.contextmanager
+def _placed(placement: str, sequential: bool, meta: dict[str, Any]) -> Iterator[None]:
+    """Run the span where ``placement`` says, next to the servers this process started.
+
+    With a running ``Server()`` or ``start_process()`` server, the calling thread and
+    the server's threads are placed by ``_machine.choose_placement`` (one request in
+    flight: one CPU when crossing CPUs costs more) and put back afterwards; the
+    wake-up calibration and the placement go into ``meta``. ``"unpinned"``, or no
+    such server: nothing is moved or recorded. A fixed-work control on each side
+    of the span gives ``meta["speed_index"]``.
+    """
+    if placement not in _machine.PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
+                         f"got {placement!r}")
+    mod = sys.modules.get("httpbench._server")
+    servers = mod.local_servers() if mod is not None else []
+    mine = _machine.usable_cpus()
+    if not servers or not mine or placement == "unpinned":
+        yield
+        return
+    wake = _machine.wakeup_cost(mine)
+    meta["wakeup_ns"] = {"same_cpu": wake["same_cpu"], "cross_cpu": wake["cross_cpu"]}
+    p = _machine.choose_placement(placement, sequential, wake, mine)
+    before = [(s, s.cpus) for s in servers]
+    moved = []
+    try:
+        os.sched_setaffinity(0, p["client_cpus"])
+        for s in servers:
+            try:
+                s.set_cpus(p["server_cpus"])
+                moved.append(s)
+            except (OSError, RuntimeError, ValueError):
+                continue  # stopped meanwhile: nothing of it runs in the span
+        meta["placement"] = p
+        # the machine-speed index right before and after the span (~0.5 ms each)
+        before_ns = _machine.fixed_work_ns(5)
+        yield
+        meta["speed_index"] = _machine.speed_summary([before_ns, _machine.fixed_work_ns(5)])
+    finally:
+        os.sched_setaffinity(0, mine)
+        for s, cpus in before:
+            if s in moved and cpus:
+                with contextlib.suppress(OSError, RuntimeError, ValueError):
+                    s.set_cpus(cpus)
+
+
 def _exclude_server_cpu(raw: dict[str, Any], before: dict[int, int] | None,
                         meta: dict[str, Any]) -> None:
     """Take the in-process servers' thread CPU of the span out of the process CPU.
@@ -450,6 +497,7 @@ def measure(
     instructions: bool | str = False,
     syscalls: bool = False,
     callgrind_file: str | None = None,
+    placement: str = "auto",
 ) -> MeasureResult:
     """Call ``fn(*args)`` repeatedly from a C loop and report what each call costs.
 
@@ -467,6 +515,13 @@ def measure(
     (which is also accepted alone: it is resolved here for the timing run).
     ``callgrind_file``: keep callgrind's output there (for callgrind_annotate
     or kcachegrind; one part per call).
+
+    ``placement``: with a running ``Server()`` or ``start_process()`` server of
+    this process, where the calling thread and the server's threads run during
+    the measurement: ``"auto"`` (one CPU when the calibrated cross-CPU wake-up
+    costs more, as a request in flight waits for the server), ``"same"``,
+    ``"split"``, or ``"unpinned"`` (leave both alone). Restored afterwards;
+    ``metadata["placement"]`` and ``metadata["wakeup_ns"]`` record it.
 
     Exceptions raised by ``fn`` (and KeyboardInterrupt) stop the run and
     propagate with their traceback; hooks are disarmed first.
@@ -494,14 +549,15 @@ def measure(
                 _calibrations[key] = cal
     rss_reset = _reset_peak_rss()
     meta: dict[str, Any] = {"mode": "sync", "warmup_calls": wn, "warmup_ns": wns}
-    srv0 = _server_cpu()
-    if srv0 is not None:
-        # the server's CPU is read around the span alone, so warm up apart first
-        if wn or wns:
-            _core._measure_loop(fn, args, wn or None, wns or None, 0, 0, False, False)
+    with _placed(placement, True, meta):
         srv0 = _server_cpu()
-        wn, wns = 0, 0
-    raw = _core._measure_loop(fn, args, n, dur_ns, wn, wns, alloc, gc)
+        if srv0 is not None:
+            # the server's CPU is read around the span alone, so warm up apart first
+            if wn or wns:
+                _core._measure_loop(fn, args, wn or None, wns or None, 0, 0, False, False)
+            srv0 = _server_cpu()
+            wn, wns = 0, 0
+        raw = _core._measure_loop(fn, args, n, dur_ns, wn, wns, alloc, gc)
     _exclude_server_cpu(raw, srv0, meta)
     res = _build(raw, cal, label=_label_of(spec, label), alloc=alloc, gc=gc, concurrency=1,
                  rss_reset=rss_reset, extra_meta=meta)
@@ -617,6 +673,7 @@ def measure_async(
     instructions: bool | str = False,
     syscalls: bool = False,
     callgrind_file: str | None = None,
+    placement: str = "auto",
 ) -> MeasureResult:
     """Await ``coro_fn(*args)`` ``n`` times (or for ``duration`` s) with
     ``concurrency`` coroutines in flight on one persistent event loop.
@@ -631,6 +688,8 @@ def measure_async(
     ``instructions`` / ``syscalls`` / ``callgrind_file``: as for
     :func:`measure`; the child awaits one call at a time on one event loop
     it creates (``coro_fn`` picklable or a ``"module:function"`` string).
+    ``placement``: as for :func:`measure`; with ``concurrency`` > 1, ``"auto"``
+    splits client and server over two CPUs so their work overlaps.
     """
     spec = coro_fn
     coro_fn, n = _counting_args(coro_fn, n, duration, instructions, syscalls, callgrind_file)
@@ -683,14 +742,15 @@ def measure_async(
             cal = span(_noop, 2000, None, True)
             if REUSE_CALIBRATION:
                 _calibrations[key] = cal
-    if wn or wns:
-        span(coro_fn, wn or None, wns or None, False)
-    rss_reset = _reset_peak_rss()
-    srv0 = _server_cpu()
-    raw = span(coro_fn, n, dur_ns, True)
-    assert raw is not None
     meta: dict[str, Any] = {"mode": "async", "event_loop": type(loop).__module__ + "." +
                             type(loop).__name__, "warmup_calls": wn, "warmup_ns": wns}
+    with _placed(placement, concurrency == 1, meta):
+        if wn or wns:
+            span(coro_fn, wn or None, wns or None, False)
+        rss_reset = _reset_peak_rss()
+        srv0 = _server_cpu()
+        raw = span(coro_fn, n, dur_ns, True)
+    assert raw is not None
     _exclude_server_cpu(raw, srv0, meta)
     res = _build(raw, cal, label=_label_of(spec, label), alloc=alloc, gc=gc,
                  concurrency=concurrency, rss_reset=rss_reset, extra_meta=meta)

@@ -1,4 +1,4 @@
-"""Process isolation for client comparisons.
+"""Scheduling a client comparison: servers, workers and rounds in order.
 
 The embedded server runs in its own process (pinned to one core when the
 machine has two or more); every (client, scenario) runs in a fresh worker
@@ -16,21 +16,20 @@ Each round is checked against the server's own stats (requests, connections
 accepted, server CPU) and turned into anomaly notes: server saturated, new
 connections where keep-alive was expected, a latency mode near 40 ms (Nagle /
 delayed ACK), errors, a POST answered early that broke the connection,
-responses that failed verification, large run-to-run spread. In an HTTP/2
-scenario the server's per-protocol counts prove the protocol of every round:
-a client that fell back to HTTP/1.1 is noted ``h1-fallback`` and its figures
-are dropped (listed under skipped), never reported as h2.
+responses that failed verification, large run-to-run spread. The server's
+per-protocol counts prove the protocol of every round: a client that fell
+back to HTTP/1.1 in an HTTP/2 scenario is noted ``h1-fallback``, one that
+took h2 (by ALPN) in an HTTP/1.1 scenario ``h2-negotiated``; either way its
+figures are dropped (listed under skipped), never reported under the
+scenario's protocol.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,44 +37,36 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _noise
+from . import _machine, _noise
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
+from ._roundnotes import (
+    protocol_verdict,
+    round_notes,
+    server_counts,
+    spread_notes,
+)
 from ._scenarios import Scenario
-from ._stats import median_ci
+from ._workerproc import (
+    WorkerFailed,
+    WorkerProc,
+    Zygote,
+    isolated_env,
+    preload_library,
+    worker_env,
+)
 
-__all__ = [
-    "RunOptions",
-    "Runner",
-    "WorkerFailed",
-    "WorkerProc",
-    "system_metadata",
-    "nagle_fraction",
-    "preload_library",
-    "protocol_verdict",
-    "worker_env",
-]
+__all__ = ["RunOptions", "Runner", "merge_slices"]
 
-# Latency band that Nagle + delayed ACK produces on Linux (the 40 ms ACK timer).
-NAGLE_BAND_NS = (38_000_000, 52_000_000)
-NAGLE_MIN_FRACTION = 0.10
-NAGLE_MAX_BYTES = 1 << 20
-SATURATED_FRACTION = 0.90
-SPREAD_LIMIT = 0.25
 # transfers this large run their rounds in one piece (see Runner._slices)
 SLICE_MAX_BYTES = 1 << 20
 # the shortest slice of a round, seconds
 SLICE_MIN_S = 0.025
-
-
-class WorkerFailed(Exception):
-    """A worker crashed, hung or reported an error; ``stderr`` holds its last output."""
-
-    def __init__(self, message: str, stderr: str = "", kind: str = "worker-failed") -> None:
-        super().__init__(message)
-        self.stderr = stderr
-        self.kind = kind
+# the fixed-work control (the machine-speed index): units per control, and at most one
+# control per this many seconds of the run (~1 ms per 0.1 s: about 1 % of its time)
+CONTROL_UNITS = 10
+CONTROL_EVERY_S = 0.1
 
 
 @dataclass
@@ -89,7 +80,9 @@ class RunOptions:
     ``reruns``: how often a round disturbed by machine noise or short of
     requests is run again at most; ``slices``: pieces a timed round is taken
     in, in turn with every other round and client (1: one contiguous piece); ``native_allocs``: preload the malloc counter in workers (None: on when a
-    counter library exists, Linux); ``pin``: CPU pinning server/workers;
+    counter library exists, Linux); ``pin``: CPU pinning server/workers (False: ``placement="unpinned"``);
+    ``placement``: ``auto`` (``_machine.choose_placement`` per scenario), ``same``,
+    ``split`` or ``unpinned``;
     ``commands``: name -> argv of extra process-level clients; ``zygote``:
     fork workers from one pre-imported process (False: a new interpreter each).
     """
@@ -107,6 +100,9 @@ class RunOptions:
     timeout: float = 120.0
     native_allocs: bool | None = None
     pin: bool = True
+    # where server and client run per scenario: auto (by the wake-up calibration), same,
+    # split, unpinned (``pin=False`` means unpinned)
+    placement: str = "auto"
     commands: dict[str, list[str]] = field(default_factory=dict)
     server_threads: int = 1
     zygote: bool = True
@@ -118,344 +114,7 @@ class RunOptions:
     deterministic_n: int = 200
 
 
-# ---------------------------------------------------------------- workers
-
-
-class Zygote:
-    """A pre-imported Python process that forks fresh workers (see ``_worker``).
-
-    Started once per run with the workers' environment; saves every worker
-    the interpreter start and the httpbench import (~0.3 s of CPU each).
-    """
-
-    def __init__(self, env: dict[str, str], python: str = sys.executable) -> None:
-        import socket
-
-        self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.errfile = tempfile.TemporaryFile(prefix="httpbench-zygote-err-")
-        try:
-            self.proc = subprocess.Popen(
-                [python, "-m", "httpbench._worker", "--zygote",
-                 "--control-fd", str(child.fileno())],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.errfile,
-                pass_fds=(child.fileno(),), env=env, close_fds=True,
-            )
-        finally:
-            child.close()
-        self.ctl.settimeout(60)
-        self.buf = b""
-
-    def _reply(self) -> str:
-        while b"\n" not in self.buf:
-            chunk = self.ctl.recv(4096)
-            if not chunk:
-                self.errfile.seek(0)
-                err = self.errfile.read().decode("utf-8", "replace")[-1500:]
-                raise OSError(f"worker zygote exited: {err}")
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
-
-    def spawn(self, sock_fd: int, err_fd: int) -> int:
-        """Fork a worker talking on ``sock_fd`` with stderr to ``err_fd``; its pid."""
-        import socket
-
-        socket.send_fds(self.ctl, [b"spawn\n"], [sock_fd, err_fd])
-        return int(self._reply())
-
-    def status(self, pid: int) -> int | None:
-        """Exit code of worker ``pid``, or None while it runs."""
-        self.ctl.sendall(f"status {pid}\n".encode())
-        r = self._reply()
-        return None if r == "running" else int(r)
-
-    def stop(self) -> None:
-        """Stop the zygote (closing its socket ends its loop)."""
-        with contextlib.suppress(OSError):
-            self.ctl.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        self.errfile.close()
-
-
-class WorkerProc:
-    """One worker process: JSON lines in (job, then commands), JSON lines back.
-
-    With a :class:`Zygote` the worker is forked from it and talks over a Unix
-    socket; otherwise it is ``python -m httpbench._worker`` with commands on
-    stdin and replies on a private pipe. Either way stdout/stderr of the
-    libraries never mix with the replies.
-    """
-
-    def __init__(self, job: dict[str, Any], env: dict[str, str], timeout: float,
-                 zygote: Zygote | None = None, python: str = sys.executable) -> None:
-        self.job = job
-        self.timeout = timeout
-        self.label = f"{job.get('label') or job['client']}/{job['scenario']['name']}"
-        self.errfile = tempfile.TemporaryFile(prefix="httpbench-worker-err-")
-        self.zygote = zygote
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.buf = b""
-        self.dead = False
-        self.closing = False
-        self.exit_code: int | None = None
-        self.info: dict[str, Any] = {}
-        if zygote is not None:
-            import socket
-
-            self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                self.pid = zygote.spawn(theirs.fileno(), self.errfile.fileno())
-            finally:
-                theirs.close()
-            self.rfd = self.sock.fileno()
-        else:
-            rfd, wfd = os.pipe()
-            try:
-                self.proc = subprocess.Popen(
-                    [python, "-m", "httpbench._worker", "--result-fd", str(wfd)],
-                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.errfile,
-                    pass_fds=(wfd,), env=env, close_fds=True,
-                )
-            finally:
-                os.close(wfd)
-            self.rfd = rfd
-            self.pid = self.proc.pid
-        self.send(job)
-
-    def _write(self, data: bytes) -> None:
-        if self.zygote is not None:
-            self.sock.sendall(data)
-        else:
-            assert self.proc is not None and self.proc.stdin is not None
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-
-    def send(self, msg: dict[str, Any]) -> None:
-        """Write one command line; a dead worker raises WorkerFailed."""
-        try:
-            self._write((json.dumps(msg) + "\n").encode())
-        except (BrokenPipeError, OSError, ValueError):
-            raise self._failed("worker died before taking its command", "worker-crashed") from None
-
-    def _wait_exit(self, timeout: float) -> int | None:
-        """The worker's exit code once it has exited (None if still running after timeout)."""
-        if self.exit_code is not None:
-            return self.exit_code
-        limit = time.monotonic() + timeout
-        while True:
-            if self.zygote is not None:
-                try:
-                    rc = self.zygote.status(self.pid)
-                except (OSError, ValueError):
-                    # the zygote is gone (e.g. Ctrl-C reached it): probe the pid itself
-                    try:
-                        os.kill(self.pid, 0)
-                        rc = None
-                    except ProcessLookupError:
-                        rc = -1  # exited, code unknown
-                    except OSError:
-                        rc = None
-            else:
-                assert self.proc is not None
-                rc = self.proc.poll()
-            if rc is not None or time.monotonic() >= limit:
-                self.exit_code = rc
-                return rc
-            time.sleep(0.02)
-
-    def recv(self, timeout: float | None = None) -> dict[str, Any]:
-        """The next reply; WorkerFailed on EOF (crash) or after ``timeout`` s (hang)."""
-        tmo = self.timeout if timeout is None else timeout
-        limit = time.monotonic() + tmo
-        while b"\n" not in self.buf:
-            left = limit - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise self._failed(f"no answer within {tmo:g} s (hung); killed",
-                                   kind="worker-hung")
-            r, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
-            if not r:
-                continue
-            try:
-                chunk = os.read(self.rfd, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                rc = self._wait_exit(5)
-                self.dead = True
-                raise self._failed(f"worker exited with code {rc} without answering",
-                                   kind="worker-crashed")
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return json.loads(line)
-
-    def _failed(self, what: str, kind: str = "worker-failed") -> WorkerFailed:
-        self.dead = True
-        return WorkerFailed(f"{self.label}: {what}", self.stderr_tail(), kind)
-
-    def stderr_tail(self, limit: int = 2000) -> str:
-        """The last ``limit`` characters the worker wrote to stderr."""
-        try:
-            self.errfile.flush()
-            size = self.errfile.seek(0, os.SEEK_END)
-            self.errfile.seek(max(0, size - limit))
-            return self.errfile.read().decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
-
-    def kill(self) -> None:
-        """Kill this worker (only this pid)."""
-        self.dead = True
-        if self._wait_exit(0) is not None:
-            return
-        with contextlib.suppress(ProcessLookupError, OSError):
-            os.kill(self.pid, 9)
-        self._wait_exit(5)
-
-    def request_close(self) -> None:
-        """Ask the worker to exit (without waiting; see :meth:`close`)."""
-        if self.closing:
-            return
-        self.closing = True
-        if not self.dead:
-            with contextlib.suppress(WorkerFailed):
-                self.send({"cmd": "close"})
-        if self.zygote is not None:
-            with contextlib.suppress(OSError):
-                import socket
-
-                self.sock.shutdown(socket.SHUT_WR)
-        else:
-            with contextlib.suppress(OSError):
-                assert self.proc is not None and self.proc.stdin is not None
-                self.proc.stdin.close()
-
-    def close(self) -> None:
-        """Ask the worker to exit, kill it if it does not within 10 s."""
-        self.request_close()
-        if self.dead or self._wait_exit(10) is None:
-            self.kill()
-        if self.zygote is not None:
-            with contextlib.suppress(OSError):
-                self.sock.close()
-        else:
-            with contextlib.suppress(OSError):
-                os.close(self.rfd)
-        with contextlib.suppress(OSError, ValueError):
-            self.errfile.close()
-
-
-_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-               "ALL_PROXY")
-_LOOPBACK = ("127.0.0.1", "localhost")
-
-
-def _bypassed(no_proxy: str) -> bool:
-    items = {x.strip().lower() for x in no_proxy.split(",") if x.strip()}
-    return "*" in items or all(h in items for h in _LOOPBACK)
-
-
-def worker_env(env: dict[str, str], preload: str | None = None
-               ) -> tuple[dict[str, str], dict[str, str]]:
-    """(environment for every worker, {variable: what changed and why}).
-
-    Workers get the caller's environment as it is. Two changes, the same for
-    every client: the malloc counter is preloaded when native allocations are
-    counted, and when a proxy is configured without a loopback bypass, the
-    loopback addresses are added to ``NO_PROXY``/``no_proxy`` (the target is
-    local; a proxy would not reach it). Proxy variables themselves stay, so a
-    library that looks them up per request pays for it as its users do.
-    """
-    out = dict(env)
-    changes: dict[str, str] = {}
-    if any(out.get(k) for k in _PROXY_VARS):
-        for k in ("NO_PROXY", "no_proxy"):
-            cur = out.get(k, "")
-            if not _bypassed(cur):
-                have = [x.strip() for x in cur.split(",") if x.strip()]
-                add = [h for h in _LOOPBACK if h not in {x.lower() for x in have}]
-                out[k] = ",".join(have + add)
-                changes[k] = (f"{','.join(add)} added: a proxy is configured and the target "
-                              "is on loopback")
-    if preload:
-        old = out.get("LD_PRELOAD")
-        out["LD_PRELOAD"] = preload + (":" + old if old else "")
-        changes["LD_PRELOAD"] = "native allocation counter preloaded"
-    return out, changes
-
-
-def _isolated_env(env: dict[str, str]) -> dict[str, str]:
-    """A worker environment for a spec's interpreter: nothing from this one leaks in."""
-    out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    out["PYTHONNOUSERSITE"] = "1"
-    return out
-
-
 # ---------------------------------------------------------------- servers
-
-
-def _server_counts(stats: Any) -> dict[str, int | None]:
-    """Requests, connections accepted and server CPU ns from a server stats snapshot."""
-    s = stats if isinstance(stats, dict) else dict(getattr(stats, "__dict__", {}))
-
-    def pick(*names: str) -> int | None:
-        for n in names:
-            v = s.get(n)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return int(v)
-        return None
-
-    cpu = pick("cpu_ns", "server_cpu_ns", "cpu_total_ns")
-    if cpu is None:
-        u, y = pick("cpu_user_ns"), pick("cpu_sys_ns")
-        if u is not None or y is not None:
-            cpu = (u or 0) + (y or 0)
-    routes = s.get("by_route") if isinstance(s.get("by_route"), dict) else {}
-    early = routes.get("early_response")
-    proto = s.get("by_protocol") if isinstance(s.get("by_protocol"), dict) else None
-
-    def per_protocol(name: str) -> int | None:
-        if proto is None:  # a server without per-protocol counts
-            return None
-        v = proto.get(name, 0)
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    return {
-        "requests": pick("requests", "requests_total", "total_requests"),
-        "connections": pick("connections_accepted", "connections", "accepted"),
-        "cpu_ns": cpu,
-        "early_answers": int(early) if isinstance(early, (int, float)) else None,
-        "bytes_in": pick("bytes_in"),
-        "bytes_out": pick("bytes_out"),
-        "tls_handshakes": pick("tls_handshakes"),
-        "http1_requests": per_protocol("http/1.1"),
-        "h2_requests": per_protocol("h2"),
-    }
-
-
-def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    """The protocol a round actually used, from the server's per-protocol request deltas:
-    ``(protocol, note kind, message)``; protocol ``"unproven"`` when the counts cannot
-    tell. Only HTTP/2 scenarios are checked (an HTTP/1.1 round is what it asked for)."""
-    if sc.protocol != "h2":
-        return sc.protocol, None, None
-    h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
-    if h1 is None and h2 is None:
-        return ("unproven", "protocol-unproven", "the server's stats have no per-protocol "
-                "counts: HTTP/2 is not proven")
-    h1, h2 = h1 or 0, h2 or 0
-    if h1 > 0:
-        return ("http/1.1", "h1-fallback",
-                f"the server answered {h1} of the round's requests over HTTP/1.1 and {h2} over "
-                "h2: the client fell back to HTTP/1.1; its figures are not reported as h2")
-    if h2 == 0:
-        return ("unproven", "protocol-unproven",
-                "the server counted no request of the round on any protocol")
-    return "h2", None, None
 
 
 def _pin_process(pid: int, cpus: set[int]) -> bool:
@@ -478,19 +137,6 @@ def _default_server_factory(tls: bool, threads: int) -> Any:
     from . import _server
 
     return _server.start_process(tls=tls, threads=threads)
-
-
-def preload_library() -> str | None:
-    """Path of the native malloc-counting preload library, or None when not built."""
-    try:
-        from ._measure import native_alloc_preload_path
-    except ImportError:
-        return None
-    try:
-        p = native_alloc_preload_path()
-    except (OSError, RuntimeError):
-        return None
-    return p if p and os.path.exists(p) else None
 
 
 def merge_slices(parts: Sequence[MeasureResult]) -> MeasureResult:
@@ -540,124 +186,13 @@ def merge_slices(parts: Sequence[MeasureResult]) -> MeasureResult:
         errors=sum(p.errors for p in parts), end_unix_ns=parts[-1].end_unix_ns, metadata=md)
 
 
-# ---------------------------------------------------------------- anomalies
-
-
-def nagle_fraction(hist: Any) -> float:
-    """Fraction of latencies in a *peak* at the 40 ms Nagle/delayed-ACK band, else 0.
-
-    A latency that is merely slow (queueing at high concurrency, a process
-    start per request) spreads over the neighbouring ranges too; the Nagle
-    stall piles requests up just above the 40 ms delayed-ACK timer.
-    """
-    total = inband = near = 0
-    lo, hi = NAGLE_BAND_NS
-    for value, count in hist:
-        total += count
-        if lo <= value <= hi:
-            inband += count
-        elif lo / 3 <= value < lo or hi < value <= hi * 3:
-            near += count
-    if not total or inband < 2 * near:
-        return 0.0
-    return inband / total
-
-
-def round_notes(
-    client: str, sc: Scenario, repeat: int, kind: str, mr: MeasureResult, srv: dict[str, Any],
-    worker_requests: int, verify: dict[str, Any], error_samples: list[str],
-    server_threads: int,
-) -> list[Note]:
-    """Anomaly notes of one measured round."""
-    notes: list[Note] = []
-
-    def note(k: str, msg: str, sev: str = "warning") -> None:
-        notes.append(Note(k, msg, client, sc.name, repeat, sev))
-
-    calls = mr.calls
-    if mr.errors:
-        sample = f" (e.g. {error_samples[0]})" if error_samples else ""
-        note("errors", f"{mr.errors} of {calls} requests failed{sample}", "error")
-    if not verify.get("ok", True):
-        note("bad-response", f"response failed verification: {verify.get('detail')}", "error")
-    cpu, wall = srv.get("cpu_ns"), mr.wall_ns
-    if cpu is not None and wall > 0 and cpu >= SATURATED_FRACTION * wall * server_threads:
-        note("server-saturated",
-             f"server CPU {cpu / wall:.0%} of wall time on {server_threads} thread(s): "
-             "the server, not the client, may be the limit")
-    conns, reqs = srv.get("connections"), srv.get("requests")
-    early = srv.get("early_answers") or 0
-    if early:
-        sev = "error" if mr.errors else "warning"
-        note("early-answer",
-             f"{early} of {calls} POSTs were answered before their body was read and the server "
-             f"closed the connection: {conns if conns is not None else '?'} new connections and "
-             f"{mr.errors} errors followed on the next requests", sev)
-    if reqs is not None and reqs != worker_requests:
-        note("count-mismatch",
-             f"server saw {reqs} requests, the client made {worker_requests} "
-             "(retries or lost requests)", "info" if reqs > worker_requests else "warning")
-    if conns is not None and kind != "process" and not early:
-        if sc.keep_alive:
-            allowance = max(2, calls // 100)
-            if conns > allowance:
-                per = conns / max(calls, 1)
-                if per >= 0.5:
-                    msg = (f"{conns} new connections for {calls} requests: a new connection "
-                           "per request although keep-alive was expected")
-                else:
-                    want = ("one kept-alive connection" if sc.concurrency == 1 or sc.is_h2
-                            else f"{sc.concurrency} kept-alive connections")
-                    msg = (f"{conns} new connections for {calls} requests where {want} "
-                           "opened before the round were expected")
-                if sc.is_post and mr.errors:
-                    note("early-answer", "POST answered before its body was read broke the "
-                         f"connection for the next request: {msg}", "error")
-                else:
-                    note("new-connections", msg)
-        elif conns < 0.9 * calls:
-            note("keep-alive-used", f"only {conns} connections for {calls} requests although "
-                 "keep-alive was off", "info")
-    if sc.is_post and mr.errors and sc.keep_alive and not early \
-            and not any(n.kind == "early-answer" for n in notes):
-        note("early-answer", f"{mr.errors} POST requests failed on a kept-alive connection: the "
-             "server may have answered before reading the body, breaking the next request",
-             "error")
-    # Only where 40 ms cannot be plain transfer time or process start-up, and with
-    # enough samples to call it a mode.
-    small = (sc.expect_bytes or 0) + sc.body_size <= NAGLE_MAX_BYTES and not sc.download
-    frac = nagle_fraction(mr.latency) if kind != "process" and small and calls >= 10 else 0.0
-    if frac >= NAGLE_MIN_FRACTION:
-        note("nagle-40ms",
-             f"{frac:.0%} of requests took 38-52 ms: the signature of Nagle's algorithm "
-             "meeting delayed ACKs (a request written in pieces without TCP_NODELAY)")
-    return notes
-
-
-def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> list[Note]:
-    """A note when the confidence interval of the median requests/s is wider than
-    SPREAD_LIMIT of it (with up to 5 repeats: their min..max range)."""
-    rates = [r.calls_per_s for r in rounds if r.calls and r.wall_ns > 0]
-    if len(rates) < 2:
-        return []
-    med = statistics.median(rates)
-    if med <= 0:
-        return []
-    lo, hi, cov = median_ci(rates)
-    spread = (hi - lo) / med
-    if spread > SPREAD_LIMIT:
-        return [Note("spread", f"requests/s varied {spread:.0%} across {len(rates)} repeats "
-                     f"({lo:,.0f} .. {hi:,.0f}, {cov:.0%} CI of the median); treat with care",
-                     client, sc.name, None, "info")]
-    return []
-
-
 # ---------------------------------------------------------------- runner
 
 
-def _eta(t_start: float, finished: float, total: int) -> str:
-    """"  ETA 1m05s" from the mean wall time of the rounds so far (worker start-ups
-    included); empty before the first round or after the last."""
+def _eta(t_start: float, finished: float, total: float) -> str:
+    """"  ETA 1m05s" from the wall time per unit of work so far (worker start-ups
+    included) times the work left; empty before the first round or after the last.
+    Work is counted in rounds weighted by their scenario's time budget."""
     if finished <= 0 or finished >= total:
         return ""
     left = (time.time() - t_start) / finished * (total - finished)
@@ -682,21 +217,23 @@ class Runner:
         self.skipped: dict[str, str] = {}
         self.versions: dict[str, str | None] = {}
         self.failed: set[tuple[str, str]] = set()
-        # (client, scenario) pairs whose HTTP/2 rounds went over HTTP/1.1
+        # (client, scenario) pairs whose protocol was not the scenario's: rows dropped
         self.h1_fallback: set[tuple[str, str]] = set()
         self._zygote: Zygote | None = None
         self._zygote_failed = False
         self._env_zygotes: dict[str, Zygote] = {}
-        try:
-            cpus = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cpus = []
-        if self.opt.pin and len(cpus) >= 2:
-            half = max(1, len(cpus) // 2) if len(cpus) >= 4 else 1
-            self.server_cpus: set[int] | None = set(cpus[:half])
-            self.worker_cpu: int | None = cpus[-1]
-        else:
-            self.server_cpus, self.worker_cpu = None, None
+        if self.opt.placement not in _machine.PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(_machine.PLACEMENTS)}, "
+                             f"got {self.opt.placement!r}")
+        self.cpus = _machine.usable_cpus()
+        self.mode = self.opt.placement if self.opt.pin else "unpinned"
+        # the scenario being run's placement; every scenario's, for the metadata
+        self.placement: dict[str, Any] = _machine.choose_placement("unpinned", True, None, [])
+        self.placements: dict[str, dict[str, Any]] = {}
+        self.wakeup: dict[str, Any] | None = None
+        # the fixed-work control, taken in the workers between slices: (scenario, ns/unit)
+        self.controls: list[tuple[str, float]] = []
+        self._last_control = 0.0
         self.env_changes: dict[str, str] = {}
         self.noise: dict[str, dict[str, Any]] = {}
         self._reruns: dict[str, int] = {}
@@ -718,15 +255,39 @@ class Runner:
         if srv is None:
             srv = self.server_factory(tls, self.opt.server_threads)
             self.servers[tls] = srv
-            if self.server_cpus and getattr(srv, "pid", None):
-                _pin_process(int(srv.pid), self.server_cpus)
         return srv
+
+    def _place(self, sc: Scenario, srv: Any) -> None:
+        """Choose the scenario's placement and move the server's threads there."""
+        # one request in flight pays a wake-up per request; a transfer of a megabyte or more
+        # overlaps server and client within its request (the wake-ups are amortized)
+        sequential = (sc.concurrency == 1
+                      and (sc.expect_bytes or 0) + sc.body_size < SLICE_MAX_BYTES)
+        self.placement = _machine.choose_placement(self.mode, sequential, self.wakeup, self.cpus)
+        self.placements[sc.name] = self.placement
+        if not self.cpus:
+            return
+        cpus = sorted(self.placement["server_cpus"] or self.cpus)
+        setter = getattr(srv, "set_cpus", None)  # Server and ServerProcess have it
+        if setter is not None:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                setter(cpus)
+            return
+        pid = getattr(srv, "pid", None)
+        if pid and int(pid) != os.getpid():  # never the threads of this process
+            _pin_process(int(pid), set(cpus))
+
+    @property
+    def worker_cpu(self) -> int | None:
+        """The CPU the current scenario's workers run on (None: not pinned)."""
+        cl = self.placement.get("client_cpus") or []
+        return int(cl[0]) if cl else None
 
     def _stats(self, srv: Any) -> dict[str, int | None]:
         try:
-            return _server_counts(srv.stats())
+            return server_counts(srv.stats())
         except Exception:
-            return {k: None for k in _server_counts({})}
+            return {k: None for k in server_counts({})}
 
     def _env(self) -> dict[str, str]:
         """The caller's environment, with only the changes every client needs (recorded)."""
@@ -741,7 +302,7 @@ class Runner:
             z = self._env_zygotes.get(python)
             if z is None or z.proc.poll() is not None:
                 try:
-                    z = self._env_zygotes[python] = Zygote(_isolated_env(env), python)
+                    z = self._env_zygotes[python] = Zygote(isolated_env(env), python)
                 except OSError:
                     return None
             return z
@@ -795,12 +356,26 @@ class Runner:
         workdir = tempfile.mkdtemp(prefix="httpbench-compare-")
         total = len(clients) * len(scenarios) * self.opt.repeat
         done = 0
+        # the ETA counts work, not rounds: a 7 MB download's round weighs more than a GET's
+        weight = self._round_weights(scenarios)
+        total_work = sum(weight[sc.name] for sc in scenarios) * len(clients) * self.opt.repeat
+        work = 0.0
         interrupted = False
+        if clients and self.mode != "unpinned" and len(self.cpus) >= 1:
+            try:
+                self.wakeup = _machine.wakeup_cost(self.cpus, refresh=True)
+            except (OSError, ValueError) as exc:
+                self.notes.append(Note("calibration-failed", f"wake-up calibration failed "
+                                       f"({exc}); sequential scenarios run split",
+                                       severity="info"))
+            else:
+                self._progress(_machine.wakeup_text(self.wakeup))
         try:
             for sc in scenarios:
                 if not clients:
                     break
                 srv = self._server(sc.tls)
+                self._place(sc, srv)
                 workers: dict[str, WorkerProc] = {}
                 try:
                     workers = self._start_workers(clients, sc, srv, workdir)
@@ -812,34 +387,41 @@ class Runner:
                         # every round is assembled from k slices taken in turn with every
                         # other round and client: each samples the machine's state over
                         # the whole scenario instead of one stretch of it
-                        base = done
+                        base, wbase = done, work
+                        per = len(workers) * self.opt.repeat
 
-                        def at(i: int, of: int, base: int = base, n: int = len(workers)) -> str:
-                            part = base + n * self.opt.repeat * i / of
-                            return f"[{int(part)}/{total}]{_eta(t_start, part, total)}"
+                        def at(i: int, of: int, base: int = base, wbase: float = wbase,
+                               per: int = per, wt: float = weight[sc.name]) -> str:
+                            eta = _eta(t_start, wbase + wt * per * i / of, total_work)
+                            return f"[{int(base + per * i / of)}/{total}]{eta}"
 
                         sliced = self._sliced_checked(workers, sc, srv, k, at)
+                        # every round of the scenario is measured now: the lines below
+                        # report them, and the ETA stays what the work left says
+                        work += weight[sc.name] * per
                     for rep in range(self.opt.repeat):
                         for c, w in list(workers.items()):
                             done += 1
                             if k > 1:
                                 mr = sliced.get((c, rep))
                             elif w.dead or (c, sc.name) in self.h1_fallback:
+                                work += weight[sc.name]
                                 continue
                             else:
                                 self._progress(
                                     f"[{done}/{total}] running {sc.name} {c} #{rep + 1}/"
-                                    f"{self.opt.repeat}{_eta(t_start, done - 1, total)}")
+                                    f"{self.opt.repeat}{_eta(t_start, work, total_work)}")
                                 mr = self._round_checked(c, sc, rep, w, srv)
+                                work += weight[sc.name]
                             if mr is not None:
                                 results[(c, sc.name, rep)] = mr
                                 rounds[c].append(mr)
                                 self._progress(
                                     f"[{done}/{total}] {sc.name:<20} {c:<12} #{rep + 1} "
                                     f"{mr.calls_per_s:>10,.0f} req/s  p50 {mr.p50 / 1e3:,.0f} µs"
-                                    f"{_eta(t_start, done, total)}")
+                                    f"{_eta(t_start, work, total_work)}")
                     for c in workers:
-                        if (c, sc.name) in self.h1_fallback:  # none of its figures is h2
+                        if (c, sc.name) in self.h1_fallback:  # none is the scenario's protocol
                             rounds[c] = []
                             for key in [k for k in results if k[:2] == (c, sc.name)]:
                                 del results[key]
@@ -863,14 +445,20 @@ class Runner:
         finally:
             self.stop()
             shutil.rmtree(workdir, ignore_errors=True)
+        for sc in scenarios:
+            self._drift_notes(sc)
         md = system_metadata()
         md.update({
             "client_versions": self.versions,
             "repeat": self.opt.repeat,
             "n": self.opt.n,
             "scale": self.opt.scale,
-            "pinning": ({"server_cpus": sorted(self.server_cpus), "worker_cpu": self.worker_cpu}
-                        if self.server_cpus else None),
+            "placement": self.placements,
+            "placement_rule": self.mode,
+            "wakeup_ns": ({"same_cpu": self.wakeup["same_cpu"],
+                           "cross_cpu": self.wakeup["cross_cpu"]} if self.wakeup else None),
+            "wakeup": self.wakeup,
+            "speed_index": self._speed_index(),
             "native_alloc_counter": self.preload,
             "environment_changes": self.env_changes,
             "min_requests": self.opt.min_requests,
@@ -911,7 +499,7 @@ class Runner:
         for c in clients:
             try:
                 py = self.opt.interpreters.get(c, (c, None))[1]
-                wenv = env if py is None else _isolated_env(env)
+                wenv = env if py is None else isolated_env(env)
                 started[c] = WorkerProc(self._job(c, sc, srv, workdir), wenv, self.opt.timeout,
                                         self._get_zygote(env, py), python=py or sys.executable)
             except (OSError, WorkerFailed) as exc:
@@ -950,6 +538,14 @@ class Runner:
         msg = str(exc) + (("; stderr: " + " | ".join(tail)) if tail else "")
         self.notes.append(Note(exc.kind, msg, client, sc.name, repeat, "error"))
         self._progress(f"FAILED {msg[:300]}")
+
+    def _round_weights(self, scenarios: Sequence[Scenario]) -> dict[str, float]:
+        """Each scenario's round as work for the ETA: its time budget (seconds); rounds
+        of a fixed request count weigh as much as the average timed round."""
+        timed = {sc.name: sc.duration * self.opt.scale for sc in scenarios
+                 if self.opt.n is None and sc.n is None and sc.duration}
+        mean = sum(timed.values()) / len(timed) if timed else 1.0
+        return {sc.name: timed.get(sc.name, mean) or 1.0 for sc in scenarios}
 
     def _slices(self, sc: Scenario) -> int:
         """Slices per round: ``opt.slices`` for timed rounds of small transfers, fewer
@@ -1087,6 +683,10 @@ class Runner:
         else:
             cmd["duration"] = sc.duration * self.opt.scale / slices
             cmd["min_n"] = -(-self._min_n(sc) // slices)
+        now = time.monotonic()
+        if now - self._last_control >= CONTROL_EVERY_S:
+            cmd["control"] = CONTROL_UNITS
+            self._last_control = now
         try:
             w.send({"cmd": "rewarm"})
             warm = w.recv()
@@ -1107,14 +707,42 @@ class Runner:
             return None
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
         protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
-        if pkind == "h1-fallback":
+        if pkind in ("h1-fallback", "h2-negotiated"):
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "error"))
             self.h1_fallback.add((client, sc.name))
-            self.skipped[f"{client}/{sc.name}"] = f"h1-fallback: {pmsg}"
-            self._progress(f"h1-fallback {client}/{sc.name}: {pmsg}")
+            self.skipped[f"{client}/{sc.name}"] = f"{pkind}: {pmsg}"
+            self._progress(f"{pkind} {client}/{sc.name}: {pmsg}")
             return None
+        if msg.get("control_ns"):
+            self.controls.append((sc.name, float(msg["control_ns"])))
         return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
+
+    def _speed_index(self) -> dict[str, Any] | None:
+        """The run's machine-speed index: its controls' range, and each scenario's median."""
+        out = _machine.speed_summary([v for _, v in self.controls])
+        if out is None:
+            return None
+        by: dict[str, list[float]] = {}
+        for name, v in self.controls:
+            by.setdefault(name, []).append(v)
+        out["by_scenario"] = {k: statistics.median(v) for k, v in by.items()}
+        return out
+
+    def _drift_notes(self, sc: Scenario) -> None:
+        """A note when the scenario's controls ran on a machine faster or slower than
+        the run's so far (by more than DRIFT_LIMIT)."""
+        mine = [v for name, v in self.controls if name == sc.name]
+        every = [v for _, v in self.controls]
+        if len(mine) < 3 or len(every) <= len(mine):
+            return
+        ch = statistics.median(mine) / statistics.median(every) - 1.0
+        if abs(ch) > _machine.DRIFT_LIMIT:
+            word = "slower" if ch > 0 else "faster"
+            self.notes.append(Note("machine-drift", f"the machine ran {abs(ch):.0%} {word} "
+                                   "during this scenario than over the run (fixed-work speed "
+                                   "index): its figures and the others' differ by that much "
+                                   "beyond the clients", None, sc.name, severity="info"))
 
     def _assemble(self, client: str, sc: Scenario, rep: int, w: WorkerProc,
                   parts: list[dict[str, Any]]) -> MeasureResult:
@@ -1129,9 +757,10 @@ class Runner:
         if pkind is not None and pmsg is not None:
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "warning"))
-        # unpinned, the server's CPU is on the CPUs watched: it is the harness's, not noise
+        # on the client's CPU (same or unpinned), the server's CPU is the harness's, not noise
         windows = [tuple(p["msg"].get("noise") or (None, None)) for p in parts]
-        shared = 0 if self.server_cpus else sum(p["server"].get("cpu_ns") or 0 for p in parts)
+        shared = (0 if self.placement.get("mode") == "split"
+                  else sum(p["server"].get("cpu_ns") or 0 for p in parts))
         noise = _noise.windows_noise(windows, exclude_ns=shared)
         msgs = [p["msg"] for p in parts]
         round_requests = sum(int(m.get("round_requests") or 0) for m in msgs)

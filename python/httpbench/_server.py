@@ -19,10 +19,12 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
 from . import _core
+from ._features import H2_SERVER_MISSING, features, require_h2_server
 
 __all__ = [
     "Server",
@@ -69,6 +71,30 @@ H2_MAX_FRAME = 2**24 - 1
 # Servers running in this process: measure() takes their threads' CPU out of the
 # client's figure (their C threads share the process's CPU clock).
 _RUNNING: weakref.WeakSet[Server] = weakref.WeakSet()
+# Servers started by start_process() from this process: measure() places them too.
+_PROCESSES: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+
+
+def local_servers() -> list[Server | ServerProcess]:
+    """The running servers this process started (in-process and ``start_process()``):
+    the ones whose placement next to a client ``measure()`` and ``bench()`` can know."""
+    out: list[Server | ServerProcess] = [s for s in list(_RUNNING) if s.running]
+    out += [p for p in list(_PROCESSES) if p.running]
+    return out
+
+
+def _tids(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
+
+
+def _thread_cpus(tid: int) -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(tid))
+    except (AttributeError, OSError):
+        return None
 
 
 def in_process_server_cpu() -> dict[int, int]:
@@ -92,9 +118,9 @@ class Server:
     ``with Server(tls=True) as srv: ...`` starts it and stops it on exit;
     ``start()`` and ``stop()`` may be called any number of times. With
     ``port=0`` an ephemeral port is chosen (``.port``); with ``tls=True`` a
-    self-signed ECDSA P-256 certificate for 127.0.0.1/localhost is generated
-    (unless ``cert_file``/``key_file`` are given) and written to ``.ca_file``
-    so clients can verify against it.
+    test CA and an ECDSA P-256 certificate for 127.0.0.1/localhost signed by
+    it are generated (unless ``cert_file``/``key_file`` are given); the CA is
+    written to ``.ca_file`` so clients can verify against it.
 
     ``request_timeout``: seconds a started request (head and body) or a
     stalled response write may take before the server answers 408 / closes.
@@ -104,7 +130,9 @@ class Server:
 
     ``http2``: speak HTTP/2 too - on TLS when ALPN offers ``h2``, on the plain
     port when a connection starts with the HTTP/2 preface (h2c with prior
-    knowledge). ``h2_max_concurrent_streams`` (1..100000),
+    knowledge). The default ``None`` means "when this build has it"
+    (``httpbench.features()["http2-server"]``); ``True`` in a build without
+    nghttp2 raises ``FeatureUnavailable``. ``h2_max_concurrent_streams`` (1..100000),
     ``h2_initial_window_size`` (0..2147483647) and ``h2_max_frame_size``
     (16384..16777215) are the SETTINGS the server announces.
 
@@ -126,7 +154,7 @@ class Server:
         keepalive_timeout: float = 30.0,
         max_head: int = 16384,
         backlog: int = 4096,
-        http2: bool = True,
+        http2: bool | None = None,
         h2_max_concurrent_streams: int = 100,
         h2_initial_window_size: int = 65535,
         h2_max_frame_size: int = 16384,
@@ -148,6 +176,10 @@ class Server:
                 raise ValueError(f"{name} must be an int in {lo}..{hi}, got {value!r}")
         if (cert_file is not None) and not tls:
             raise ValueError("cert_file/key_file need tls=True")
+        if http2 is None:
+            http2 = features()["http2-server"]
+        elif http2:
+            require_h2_server("Server(http2=True)")
         self.host = host
         self.tls = bool(tls)
         self.threads = threads
@@ -175,6 +207,7 @@ class Server:
         self._ca_file: str | None = None
         self._ca_pem: str | None = None
         self._lock = threading.Lock()
+        self._cpus: list[int] | None = None
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> Server:
@@ -194,6 +227,8 @@ class Server:
                 handle.stop()
                 raise
             self._handle = handle
+            # the workers inherited the starting thread's CPUs
+            self._cpus = _thread_cpus(0)
             _RUNNING.add(self)
             return self
 
@@ -269,6 +304,21 @@ class Server:
     def ca_pem(self) -> str | None:
         """The server certificate as PEM text (TLS only)."""
         return self._ca_pem
+
+    @property
+    def cpus(self) -> list[int] | None:
+        """The CPUs the worker threads may run on (None when stopped or unknown)."""
+        return list(self._cpus) if self._handle is not None and self._cpus else None
+
+    def set_cpus(self, cpus: Iterable[int]) -> None:
+        """Run the worker threads on ``cpus`` (``ValueError`` for a CPU not allowed).
+
+        ``measure()`` does this itself, next to the measuring thread when one
+        request is in flight: a wake-up on another CPU costs a VM far more.
+        """
+        want = sorted({int(c) for c in cpus})
+        self._running_handle().set_cpus(want)
+        self._cpus = want
 
     def stats(self) -> dict[str, Any]:
         """Server counters, read without stopping it.
@@ -347,6 +397,26 @@ class ServerProcess:
             if not line:
                 raise RuntimeError(f"server process {self.pid} closed its pipe")
             return line
+
+    @property
+    def cpus(self) -> list[int] | None:
+        """The CPUs the server process's threads may run on (their union; None when
+        it has exited or cannot be read)."""
+        if not self.running:
+            return None
+        got: set[int] = set()
+        for tid in _tids(self.pid):
+            got |= set(_thread_cpus(tid) or [])
+        return sorted(got) or None
+
+    def set_cpus(self, cpus: Iterable[int]) -> None:
+        """Run every thread of the server process on ``cpus`` (``OSError`` when it
+        cannot be done: a CPU not allowed; ``RuntimeError`` once it has exited)."""
+        want = {int(c) for c in cpus}
+        if not self.running:
+            raise RuntimeError(f"server process {self.pid} has exited")
+        for tid in _tids(self.pid):
+            os.sched_setaffinity(tid, want)
 
     def stats(self) -> dict[str, Any]:
         """Same dict as ``Server.stats()`` (status codes as int keys)."""
@@ -442,7 +512,9 @@ def start_process(
     if "error" in info:
         proc.wait(5)
         raise OSError(info.get("errno") or 0, info["error"])
-    return ServerProcess(proc, info, tls)
+    sp = ServerProcess(proc, info, tls)
+    _PROCESSES.add(sp)
+    return sp
 
 
 def _child_main(cfg_json: str) -> int:
@@ -494,7 +566,7 @@ def cli_main(argv: list[str]) -> int:
     )
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = ephemeral)")
-    ap.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed unless --cert)")
+    ap.add_argument("--tls", action="store_true", help="serve HTTPS (a generated test CA unless --cert)")
     ap.add_argument("--threads", type=int, default=1, help="worker threads (default 1)")
     ap.add_argument("--cert", dest="cert_file", help="PEM certificate (with --tls)")
     ap.add_argument("--key", dest="key_file", help="PEM private key (with --tls)")
@@ -504,7 +576,11 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument(
         "--request-timeout", type=float, default=10.0, help="seconds per request (default 10)"
     )
-    ap.add_argument("--no-h2", action="store_true", help="HTTP/1.1 only (no h2 / h2c)")
+    h2 = ap.add_mutually_exclusive_group()
+    h2.add_argument("--h2", action="store_true",
+                    help="require HTTP/2 (h2 / h2c; exit 2 when this build has no HTTP/2 server)")
+    h2.add_argument("--no-h2", action="store_true",
+                    help="HTTP/1.1 only (default: h2 / h2c too when the build has them)")
     ap.add_argument("--h2-max-streams", type=int, default=100, metavar="N",
                     help="h2 SETTINGS_MAX_CONCURRENT_STREAMS (default 100)")
     ap.add_argument("--h2-window", type=int, default=65535, metavar="N",
@@ -515,6 +591,9 @@ def cli_main(argv: list[str]) -> int:
                     help="open connections per worker thread; more are refused (default 0: no cap)")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.h2 and not features()["http2-server"]:
+        sys.stderr.write(f"httpbench serve: --h2: {H2_SERVER_MISSING}\n")
+        return 2
     try:
         srv = Server(
             host=args.host,
@@ -525,7 +604,7 @@ def cli_main(argv: list[str]) -> int:
             key_file=args.key_file,
             session_resumption=not args.no_session_resumption,
             request_timeout=args.request_timeout,
-            http2=not args.no_h2,
+            http2=False if args.no_h2 else None,
             h2_max_concurrent_streams=args.h2_max_streams,
             h2_initial_window_size=args.h2_window,
             h2_max_frame_size=args.h2_max_frame,

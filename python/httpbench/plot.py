@@ -22,6 +22,9 @@ import io
 import math
 import os
 import statistics
+import sys
+import time
+import types
 from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,7 +44,9 @@ __all__ = [
     "plot_percentiles",
     "plot_throughput",
     "plot_workers",
+    "run_stamp",
     "save_plots",
+    "throughput_points",
 ]
 
 KINDS = ("percentiles", "cdf", "bars", "throughput", "workers", "concurrency")
@@ -124,6 +129,35 @@ def _figure_class() -> Any:
     return _FIGURE_CLASS
 
 
+def run_stamp(obj: Any) -> str:
+    """'2026-12-04 17:05 UTC · host': when and where ``obj`` was measured ('' if unknown)."""
+    md: dict[str, Any] = {}
+    start = 0
+    if isinstance(obj, ResultSet):
+        md = obj.metadata
+        start = int(md.get("started_unix_ns") or 0)
+        if not start:
+            start = min((r.start_unix_ns for r in obj.results.values() if r.start_unix_ns),
+                        default=0)
+    elif isinstance(obj, (BenchResult, MeasureResult)):
+        md, start = obj.metadata, obj.start_unix_ns
+    elif isinstance(obj, (list, tuple)) and obj:
+        return run_stamp(obj[0])
+    when = ""
+    if start:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start / 1e9))
+    host = str(md.get("hostname") or "")
+    return " · ".join(x for x in (when, host) if x)
+
+
+def _stamped(fig: Any, obj: Any) -> Any:
+    """The run's date and host under the figure, so a shared image says what it shows."""
+    stamp = run_stamp(obj)
+    if stamp:
+        fig.supxlabel(stamp, x=0.995, ha="right", fontsize=7, color="0.4")
+    return fig
+
+
 def _figure(figsize: tuple[float, float], nrows: int = 1, ncols: int = 1) -> tuple[Any, Any]:
     fig = _figure_class()(figsize=figsize, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
@@ -202,7 +236,33 @@ def _grid(obj: Any, which: str, figsize: tuple[float, float]) -> tuple[Any, list
     return fig, list(zip(flat, panels, strict=False))
 
 
-def _draw_percentiles(ax: Any, series: list[tuple[str, Any]]) -> None:
+def _colours(panels: list[tuple[Any, tuple[str | None, list[tuple[str, Any]]]]]) -> dict[str, str]:
+    """One colour per series label across all panels (a client keeps its colour)."""
+    labels = dict.fromkeys(lab for _ax, (_t, series) in panels for lab, _h in series)
+    base = dict.fromkeys(lab.removesuffix(" (uncorrected)").removesuffix(" (corrected)")
+                         for lab in labels)
+    index = {b: i for i, b in enumerate(base)}
+    return {lab: f"C{index[lab.removesuffix(' (uncorrected)').removesuffix(' (corrected)')] % 10}"
+            for lab in labels}
+
+
+def _shared_legend(fig: Any, panels: list[Any], colours: dict[str, str]) -> None:
+    """Several panels: one legend above them all, never over a line."""
+    if len(panels) == 1:
+        return
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, linestyle="--" if lab.endswith("(uncorrected)") else "-",
+                      label=lab) for lab, c in colours.items()]
+    try:
+        fig.legend(handles=handles, loc="outside lower center", fontsize="small",
+                   ncol=min(5, len(handles)))
+    except ValueError:  # matplotlib < 3.7 has no "outside" placement
+        panels[0][0].legend(handles=handles, fontsize="small")
+
+
+def _draw_percentiles(ax: Any, series: list[tuple[str, Any]],
+                      colours: dict[str, str] | None = None, legend: bool = True) -> None:
     unit, factor = _time_axis(h.max for _, h in series)
     xmax = 10.0
     for label, h in series:
@@ -216,7 +276,8 @@ def _draw_percentiles(ax: Any, series: list[tuple[str, Any]]) -> None:
         xs = [min(x, _MAX_X) for x in xs]
         xmax = max(xmax, xs[-1])
         style = "--" if label.endswith("(uncorrected)") else "-"
-        ax.plot(xs, ys, style, label=label, linewidth=1.6, drawstyle="steps-post")
+        ax.plot(xs, ys, style, label=label, linewidth=1.6, drawstyle="steps-post",
+                color=(colours or {}).get(label))
     ax.set_xscale("log")
     # ticks up to the first decade at or beyond the last sample (at least 99%)
     top = next((t for t in (100, 1e3, 1e4, 1e5) if t >= xmax * 0.999), 1e5)
@@ -231,8 +292,8 @@ def _draw_percentiles(ax: Any, series: list[tuple[str, Any]]) -> None:
     ax.set_xlabel("percentile")
     ax.set_ylabel(f"latency ({unit})")
     ax.grid(True, which="major", alpha=0.3)
-    # on a log axis the lines spread over the height: let matplotlib find a free corner
-    ax.legend(loc="best" if log else "upper left", fontsize="small")
+    if legend:  # a corner the lines leave free (a fixed corner covered some lines)
+        ax.legend(loc="best", fontsize="small")
 
 
 def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = None,
@@ -243,16 +304,19 @@ def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = No
     latency, dashed.
     """
     fig, panels = _grid(obj, which, figsize)
+    colours = _colours(panels)
+    _shared_legend(fig, panels, colours)
     for ax, (ptitle, series) in panels:
-        _draw_percentiles(ax, series)
+        _draw_percentiles(ax, series, colours, legend=len(panels) == 1)
         ax.set_title(ptitle if ptitle is not None
                      else (title or _title(obj, "Latency by percentile")))
     if len(panels) > 1:
         fig.suptitle(title or "Latency by percentile")
-    return fig
+    return _stamped(fig, obj)
 
 
-def _draw_cdf(ax: Any, series: list[tuple[str, Any]]) -> None:
+def _draw_cdf(ax: Any, series: list[tuple[str, Any]], colours: dict[str, str] | None = None,
+              legend: bool = True) -> None:
     unit, factor = _time_axis(h.max for _, h in series)
     for label, h in series:
         n = hist_count(h)
@@ -262,7 +326,8 @@ def _draw_cdf(ax: Any, series: list[tuple[str, Any]]) -> None:
             xs.append(max(hi, 1) / factor)
             ys.append(acc / n)
         style = "--" if label.endswith("(uncorrected)") else "-"
-        ax.plot(xs, ys, style, label=label, drawstyle="steps-post", linewidth=1.6)
+        ax.plot(xs, ys, style, label=label, drawstyle="steps-post", linewidth=1.6,
+                color=(colours or {}).get(label))
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter
 
@@ -271,7 +336,8 @@ def _draw_cdf(ax: Any, series: list[tuple[str, Any]]) -> None:
     ax.set_xlabel(f"latency ({unit}, log scale)")
     ax.set_ylabel("fraction of requests ≤ latency")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    if legend:
+        ax.legend(loc="lower right", fontsize="small")
 
 
 def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
@@ -279,13 +345,15 @@ def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
     """Latency distribution: fraction of requests completed within x (log x axis),
     one panel per scenario."""
     fig, panels = _grid(obj, which, figsize)
+    colours = _colours(panels)
+    _shared_legend(fig, panels, colours)
     for ax, (ptitle, series) in panels:
-        _draw_cdf(ax, series)
+        _draw_cdf(ax, series, colours, legend=len(panels) == 1)
         ax.set_title(ptitle if ptitle is not None
                      else (title or _title(obj, "Latency distribution (CDF)")))
     if len(panels) > 1:
         fig.suptitle(title or "Latency distribution (CDF)")
-    return fig
+    return _stamped(fig, obj)
 
 
 # (row key, axis title, scale, unit label)
@@ -307,7 +375,12 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
                                                     "alloc_bytes_per_request"),
               title: str | None = None, figsize: tuple[float, float] | None = None) -> Any:
     """Grouped bars, one panel per metric: scenarios on x, a bar per client at the
-    median over repeats, whiskers from the smallest to the largest repeat."""
+    median over repeats, whiskers from the smallest to the largest repeat.
+
+    A scenario's group holds only the clients that ran it (no empty slots for a
+    skipped one); a client that ran but has no value for a metric (curl has no
+    Python allocations) gets "n/a" in its slot, never a silent gap.
+    """
     rows = result_rows(obj)
     for m in metrics:
         if m not in _BAR_METRICS:
@@ -317,38 +390,53 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
         raise ValueError("nothing to plot: none of the metrics was measured")
     clients = list(dict.fromkeys(r["client"] for r in rows))
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
-    w = figsize or (max(5.0, 1.6 + 1.2 * len(scenarios) * max(1, len(clients)) / 2) * 1.0,
+    # the clients of each scenario's group, in the run's client order
+    group = {s: [c for c in clients if any(r["client"] == c and r["scenario"] == s
+                                           for r in rows)] for s in scenarios}
+    slots = max(len(g) for g in group.values())
+    w = figsize or (max(5.0, 1.6 + 1.2 * len(scenarios) * max(1, slots) / 2) * 1.0,
                     2.9 * len(metrics))
     fig, axes = _figure(w, nrows=len(metrics))
-    width = 0.8 / max(1, len(clients))
+    width = 0.8 / max(1, slots)
+    colours = {c: f"C{i % 10}" for i, c in enumerate(clients)}
     for mi, m in enumerate(metrics):
         name, scale, unit = _BAR_METRICS[m]
         ax = axes[mi][0]
         meds: list[float] = []
-        for ci, c in enumerate(clients):
+        missing: list[float] = []  # x of a client's slot with no value
+        for c in clients:
             xs, hs, lo, hi = [], [], [], []
             for si, s in enumerate(scenarios):
+                if c not in group[s]:
+                    continue
+                x = si + (group[s].index(c) - (len(group[s]) - 1) / 2) * width
                 vals = [r[m] / scale for r in rows
                         if r["client"] == c and r["scenario"] == s and not _nan(r[m])]
                 if not vals:
+                    missing.append(x)
                     continue
                 med = statistics.median(vals)
                 meds.append(med)
-                xs.append(si + (ci - (len(clients) - 1) / 2) * width)
+                xs.append(x)
                 hs.append(med)
                 lo.append(med - min(vals))
                 hi.append(max(vals) - med)
-            if xs:
-                ax.bar(xs, hs, width * 0.92, yerr=[lo, hi], capsize=3, label=c)
-                for x, hgt, up in zip(xs, hs, hi, strict=True):  # value above the whisker
-                    ax.annotate(U.format_count(hgt), (x, hgt + up), xytext=(0, 2),
-                                textcoords="offset points", ha="center", va="bottom",
-                                fontsize=7)
+            # an empty bar keeps the client in the legend of a panel it has no value in
+            ax.bar(xs, hs, width * 0.92, yerr=[lo, hi] if xs else None, capsize=3, label=c,
+                   color=colours[c])
+            for x, hgt, up in zip(xs, hs, hi, strict=True):  # value above the whisker
+                ax.annotate(U.format_count(hgt), (x, hgt + up), xytext=(0, 2),
+                            textcoords="offset points", ha="center", va="bottom",
+                            fontsize=7)
+        for x in missing:
+            ax.annotate("n/a", (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                        color="0.35", rotation=90)
         ax.set_xticks(range(len(scenarios)))
         ax.set_xticklabels([s or "(run)" for s in scenarios])
         ax.set_ylabel(unit)
         if not _log_if_wide(ax, meds):
-            ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the value labels
+            ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.15)  # room for the value labels
         ax.set_title(name)
         ax.grid(True, axis="y", alpha=0.3)
     # one legend for all panels, above them (never over a bar)
@@ -360,7 +448,7 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
         axes[0][0].legend(handles, labels, fontsize="small", ncol=min(5, len(clients)))
     if title:
         fig.suptitle(title)
-    return fig
+    return _stamped(fig, obj)
 
 
 def _nan(v: Any) -> bool:
@@ -377,29 +465,75 @@ def _bench_results(obj: Any) -> list[tuple[str, BenchResult]]:
     return out
 
 
+def throughput_points(r: BenchResult) -> tuple[list[float], list[float], list[float], str]:
+    """(bucket end times s, 2xx/s, failed/s, note) of a run's per-second series.
+
+    Each bucket's rate is over its real length: the last one ends with the run,
+    so a 2.5 s run's third bucket is a rate over 0.5 s, not its count over 1 s.
+    A last bucket under a quarter of the interval is dropped (too few requests
+    for a rate) and the note says so.
+    """
+    step = r.series_interval_ns / 1e9
+    k = len(r.series_responses)
+    dur = r.duration_ns / 1e9
+    xs, ok, bad = [], [], []
+    note = ""
+    for i in range(k):
+        end = min((i + 1) * step, dur) if i == k - 1 and dur > i * step else (i + 1) * step
+        length = end - i * step
+        if i == k - 1 and k > 1 and length < 0.25 * step:
+            note = f"last {length:.2f} s dropped: too short for a rate"
+            break
+        xs.append(end)
+        ok.append(r.series_responses[i] / length)
+        errs = r.series_errors[i] if i < len(r.series_errors) else 0
+        bad.append(errs / length)
+    return xs, ok, bad, note
+
+
 def plot_throughput(obj: Any, *, title: str | None = None,
                     figsize: tuple[float, float] = (8.0, 4.0)) -> Any:
-    """Successful and failed requests per second over the run (bench's series)."""
+    """Successful and failed requests per second over the run (bench's series), each
+    bucket a rate over its real length; a run shorter than two buckets is one
+    labelled rate (a bar), not a time series."""
     runs = [(lab, r) for lab, r in _bench_results(obj) if r.series_responses]
     if not runs:
         raise ValueError("nothing to plot: no bench() result with a per-second series")
     fig, axes = _figure(figsize)
     ax = axes[0][0]
-    for label, r in runs:
-        step = r.series_interval_ns / 1e9
-        xs = [(i + 1) * step for i in range(len(r.series_responses))]
-        ok = [v / step for v in r.series_responses]
-        ax.plot(xs, ok, marker=".", label=f"{label} 2xx")
-        if any(r.series_errors):
-            err = [v / step for v in r.series_errors]
-            ax.plot(xs[: len(err)], err, marker="x", linestyle=":", label=f"{label} failed")
-    ax.set_xlabel("time since start (s)")
-    ax.set_ylabel("requests per second")
+    step = min(r.series_interval_ns for _, r in runs) / 1e9
+    if all(r.duration_ns / 1e9 < 2 * step for _, r in runs):
+        # too short for a series: one rate per run, over the whole run
+        labels = [lab for lab, _ in runs]
+        rates = [r.rps for _, r in runs]
+        bars = ax.bar(range(len(runs)), rates, 0.6)
+        for b, (_lab, r) in zip(bars, runs, strict=True):
+            ax.annotate(f"{U.format_count(r.rps)} req/s\n{r.responses + r.errors:,} requests "
+                        f"in {U.format_duration(r.duration_ns)}",
+                        (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(runs)))
+        ax.set_xticklabels(labels)
+        ax.set_ylim(0, max(rates + [1.0]) * 1.3)
+        ax.set_ylabel("requests per second (2xx, whole run)")
+        ax.set_xlabel(f"run shorter than {2 * step:g} s: one rate, not a time series")
+    else:
+        notes = []
+        for label, r in runs:
+            xs, ok, bad, note = throughput_points(r)
+            ax.plot(xs, ok, marker=".", label=f"{label} 2xx")
+            if any(bad):
+                ax.plot(xs, bad, marker="x", linestyle=":", label=f"{label} failed")
+            if note:
+                notes.append(note if len(runs) == 1 else f"{label}: {note}")
+        ax.set_xlim(0, max(r.duration_ns / 1e9 for _, r in runs))
+        ax.set_xlabel("time since start (s)" + ("; " + "; ".join(notes) if notes else ""))
+        ax.set_ylabel("requests per second")
+        ax.legend(fontsize="small")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.set_title(title or _title(obj, "Throughput over time"))
-    ax.legend(fontsize="small")
-    return fig
+    return _stamped(fig, obj)
 
 
 def _worker_label(w: Any) -> str:
@@ -441,7 +575,7 @@ def plot_workers(obj: Any, *, title: str | None = None,
         ax.set_title(title or (_title(r, "Throughput per worker") if len(runs) == 1
                                else f"Throughput per worker: {label}"))
         ax.legend(fontsize="small")
-    return fig
+    return _stamped(fig, obj)
 
 
 def plot_latency_vs_concurrency(obj: Any, *, title: str | None = None,
@@ -478,7 +612,7 @@ def plot_latency_vs_concurrency(obj: Any, *, title: str | None = None,
     lines = ax.get_lines() + ax2.get_lines()
     ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize="small")
     ax.set_title(title or "Latency and throughput vs concurrency")
-    return fig
+    return _stamped(fig, obj)
 
 
 _DISPATCH = {
@@ -542,3 +676,14 @@ def save_plots(obj: Any, directory: str | os.PathLike[str],
             fig.savefig(path, dpi=dpi)
             written.append(path)
     return written
+
+
+class _CallableModule(types.ModuleType):
+    """``httpbench.plot(obj, kind=...)`` works as the README shows: the module calls
+    :func:`plot`, and its functions stay reachable as attributes."""
+
+    def __call__(self, obj: Any, kind: str = "percentiles", **kwargs: Any) -> Any:
+        return plot(obj, kind, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -42,6 +42,8 @@ from typing import Any
 
 import pytest
 
+from ._machine import DRIFT_LIMIT, machine_change, speed_summary, wakeup_text
+
 __all__ = [
     "CALIBRATION_WORKLOAD",
     "Httpbench",
@@ -54,6 +56,18 @@ __all__ = [
 BASELINE_KEY = "pytest_baseline"  # ResultSet.metadata key of the plugin's own data
 CALIBRATION_WORKLOAD = "hb-calib-2"  # bump when _calibration_workload changes
 CALIBRATION_RUNS = 10  # calibration runs before and after each measurement (~5 ms each side)
+SPEED_UNIT = f"ns per plugin calibration workload ({CALIBRATION_WORKLOAD}, mean)"
+
+
+def _wakeup_ns() -> dict[str, Any] | None:
+    """The machine's wake-up round trips (same CPU, across two), for the saved metadata."""
+    from ._machine import wakeup_cost
+
+    try:
+        w = wakeup_cost()
+    except (OSError, ValueError):
+        return None
+    return {"same_cpu": w["same_cpu"], "cross_cpu": w["cross_cpu"]}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -157,6 +171,9 @@ class Record:
     improved: list[str] = field(default_factory=list)
     has_baseline: bool = False
     outcome: str = "passed"
+    # how much slower the machine ran than when the baseline was saved (calibration ratio - 1)
+    machine: float | None = None
+    speed_ns: float | None = None  # the mean calibration run around it (the speed index)
 
     def verdict(self, fail_faster: bool, comparing: bool) -> str:
         """Short verdict for the summary line."""
@@ -202,6 +219,7 @@ class Record:
             "figures": self.summary_figures(),
             "budget_failed": self.budget_failed, "regressed": self.regressed,
             "improved": self.improved, "has_baseline": self.has_baseline,
+            "machine_change": self.machine, "speed_ns": self.speed_ns,
             "result": None if self.result is None else self.result.to_dict(),
         }
 
@@ -213,6 +231,7 @@ class Baseline:
     path: str
     entries: dict[str, dict[str, Any]]  # key -> {"metrics", "kind", "bounded", "calibration"}
     calibration: float | None
+    metadata: dict[str, Any] = field(default_factory=dict)  # the saved run's
 
 
 def load_baseline(path: str) -> Baseline:
@@ -234,7 +253,7 @@ def load_baseline(path: str) -> Baseline:
         raise pytest.UsageError(
             f"--httpbench-compare: {path} was calibrated with workload {meta.get('workload')!r}, "
             f"this httpbench uses {CALIBRATION_WORKLOAD!r}; re-save the baseline")
-    return Baseline(path, meta["entries"], meta.get("calibration"))
+    return Baseline(path, meta["entries"], meta.get("calibration"), dict(rs.metadata))
 
 
 class HttpbenchSession:
@@ -262,6 +281,7 @@ class HttpbenchSession:
         self.records: list[Record] = []
         self.worker_records: list[dict[str, Any]] = []  # from xdist workers (controller)
         self._calibration: float | None = None
+        self.speeds: list[float] = []  # every measurement's mean calibration run, ns
         self._by_node: dict[str, list[Record]] = {}
         self.saved = self.not_saved = 0
 
@@ -276,10 +296,32 @@ class HttpbenchSession:
             return run(), None
         before = _calibration_runs(CALIBRATION_RUNS)
         result = run()
-        cal = _median_s(before + _calibration_runs(CALIBRATION_RUNS))
+        runs = before + _calibration_runs(CALIBRATION_RUNS)
+        cal = _median_s(runs)
         if self._calibration is None:
             self._calibration = cal
+        # the speed index takes the mean: a CPU shared with another process slows some
+        # runs whole time slices, which the median (the scale of a p50) rightly ignores
+        self.speeds.append(sum(runs) / len(runs))
         return result, cal
+
+    def speed_index(self) -> dict[str, Any] | None:
+        """The session's machine-speed index: its calibration times (ns per workload)."""
+        speeds = self.speeds + [float(r["speed_ns"]) for r in self.worker_records
+                                if r.get("speed_ns")]  # xdist workers' too
+        out = speed_summary(speeds)
+        if out is not None:
+            out["unit"] = SPEED_UNIT
+        return out
+
+    def machine_change(self) -> float | None:
+        """How much slower this session's machine ran than the baseline's (None: unknown)."""
+        if self.baseline is None:
+            return None
+        then = self.baseline.metadata.get("speed_index")
+        if not isinstance(then, dict) or then.get("unit") != SPEED_UNIT:
+            return None  # saved before the index, or by another workload
+        return machine_change({"speed_index": then}, {"speed_index": self.speed_index()})
 
     def add(self, rec: Record) -> None:
         self.records.append(rec)
@@ -317,8 +359,13 @@ class HttpbenchSession:
                                                    "nodeid", "name")}
             if r.get("functions"):
                 entries[r["key"]]["functions"] = r["functions"]
+        placed = [r["result"].get("metadata", {}) for r in recs if r["result"]]
+        placed = [m for m in placed if m.get("placement")]
         meta = {
             **system_metadata(),
+            "speed_index": self.speed_index(),
+            "wakeup_ns": _wakeup_ns(),
+            **({"placement": placed[0]["placement"]} if placed else {}),
             "source": "pytest --httpbench-save",
             "httpbench_version": __version__,
             BASELINE_KEY: {
@@ -380,6 +427,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
                      f"{', fail-faster' if s.fail_faster else ''})")
     if s.save_path:
         lines.append(f"httpbench: saving results to {s.save_path}")
+    wake = _wakeup_ns()
+    if wake:  # what a sequential request costs this machine before any client code runs
+        lines.append(f"httpbench: {wakeup_text(wake)}")
     return lines
 
 
@@ -493,6 +543,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     width = max(len(r["key"]) for r in recs)
     for r in recs:
         tr.write_line(f"{r['key'].ljust(width)}  {r['figures']}  {r['verdict']}")
+    change = s.machine_change()
+    if change is not None and abs(change) > DRIFT_LIMIT:
+        tr.write_line(f"httpbench: machine {abs(change):.0%} "
+                      f"{'slower' if change > 0 else 'faster'} than when the baseline was "
+                      "saved (calibration workload): timings were compared scaled by it, so "
+                      "the verdicts above are the code's change, not the machine's")
     if s.save_path:
         skipped = f" ({s.not_saved} of failed or skipped tests not saved)" if s.not_saved else ""
         tr.write_line(f"httpbench: saved {s.saved} measurement(s) to {s.save_path}{skipped}")
@@ -708,6 +764,8 @@ class Httpbench:
         rec = Record(key=key, nodeid=self._node.nodeid, name=name, kind=kind,
                      metrics=metrics, bounded=bounded, calibration=cal, result=result,
                      functions=_functions_of(result))
+        if cal is not None and s.speeds:
+            rec.speed_ns = s.speeds[-1]
         s.add(rec)
         self.results.append(result)
 
@@ -726,6 +784,7 @@ class Httpbench:
             repeats = opts.get("repeats", s.repeats)
             both_bounded = bounded and bool(entry.get("bounded", False))
             scale = s.scale_for(entry, cal)
+            rec.machine = scale - 1.0 if scale != 1.0 else None
 
             def compare() -> list[Any]:
                 return compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,

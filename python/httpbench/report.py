@@ -9,7 +9,6 @@ second); text and Markdown tables choose readable units (see ``_units``).
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import math
 import os
@@ -19,6 +18,7 @@ from typing import Any
 
 from . import _units as U
 from ._baseline import Change, Comparison, diff
+from ._cmptables import compare_table, format_tables
 from ._hdrexport import (
     export_hdr_log,
     export_histogram,
@@ -27,12 +27,21 @@ from ._hdrexport import (
     hdr_interval_log,
 )
 from ._hist import hist_count, hist_percentile, hist_stat, percentile_spectrum
+from ._machine import (
+    machine_change,
+    machine_change_line,
+    placement_lines,
+    placement_text,
+    speed_line,
+    wakeup_text,
+)
 from ._results import BenchResult, MeasureResult, ResultSet, load
-from ._rows import DATAFRAME_COLUMNS, entries, isnan, result_rows
+from ._rows import CELL_COLUMNS, DATAFRAME_COLUMNS, cell_rows, entries, isnan, result_rows
 from ._stats import mann_whitney_u, median_ci, welch_t_test
 from ._tables import column_unit, median_cell, median_ci_cell, render_table
 
 __all__ = [
+    "CELL_COLUMNS",
     "DATAFRAME_COLUMNS",
     "REPORT_PERCENTILES",
     "SPECTRUM",
@@ -40,7 +49,9 @@ __all__ = [
     "Comparison",
     "ProgressBar",
     "ab_report",
+    "cell_rows",
     "cli_main",
+    "compare_table",
     "diff",
     "diff_main",
     "export_hdr_log",
@@ -48,9 +59,17 @@ __all__ = [
     "format_report",
     "format_result",
     "format_spectrum",
+    "format_tables",
     "hdr_compressed",
     "hdr_hgrm",
     "hdr_interval_log",
+    "html_diff",
+    "html_diff_fragment",
+    "html_fragment",
+    "html_report",
+    "html_tables",
+    "idle_note",
+    "idle_workers",
     "interactive",
     "mann_whitney_u",
     "mimebundle",
@@ -59,6 +78,7 @@ __all__ = [
     "result_rows",
     "to_dataframe",
     "welch_t_test",
+    "write_html",
 ]
 
 # --------------------------------------------------------------------------
@@ -165,14 +185,21 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
         kinds = {r["kind"] for r in srows}
         cols = _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS
         cov = median_ci(range(nrep))[2]
-        title = f"{sc}" + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
+        # a pytest baseline names no scenario ("-"): say where the results came from
+        name = sc if sc.strip("-") else str(rs.metadata.get("source") or "results")
+        title = name + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
         spec = (rs.metadata.get("scenarios") or {}).get(sc) or {}
         if spec.get("protocol") == "h2":
             title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "
                       f"{spec.get('concurrency', 1)} stream(s) on one connection")
         ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
               "of the median\n\n" if nrep > 1 else "")
-        parts.append(heading(title) + "\n\n" + ci + _group_table(srows, fmt, cols))
+        where = "\n".join(x.strip() for x in placement_lines(rs.metadata, sc))
+        parts.append(heading(title) + "\n\n" + ci + (where + "\n\n" if where else "")
+                     + _group_table(srows, fmt, cols))
+    speed = speed_line(rs.metadata)
+    if speed:
+        parts.append(speed)
     if rs.notes:
         bullet = "- " if fmt == "md" else "  * "
         parts.append(("**Notes**" if fmt == "md" else "Notes:") + "\n"
@@ -343,8 +370,14 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     else:
         mode.append("closed loop")
     kv("Mode", ", ".join(mode))
-    kv("Time taken for tests", f"{secs:.3f} seconds" + ("  (INTERRUPTED)" if r.interrupted else ""))
-    kv("Complete requests", completed)
+    stopped = ""
+    if md.get("gave_up_s"):
+        stopped = f"  (STOPPED: no connection in the first {md['gave_up_s']:g} s)"
+    kv("Time taken for tests", f"{secs:.3f} seconds"
+       + ("  (INTERRUPTED)" if r.interrupted else "") + stopped)
+    # with no response at all a per-request figure would only divide failures: "–"
+    answered = r.responses > 0
+    kv("Complete requests", completed if answered else f"0 (no response; {completed} failed)")
     kv("Failed requests", r.errors)
     if r.errors:
         parts = [f"{k.capitalize()}: {v}" for k, v in r.error_counts.items() if v]
@@ -383,6 +416,8 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
         if hist_count(r.latency):
             kv("Time per request", f"{_ms(hist_stat(r.latency, 'mean'))} [ms] "
                                    "(mean, from the intended send time)")
+    elif not answered:
+        kv("Time per request", "– (no response)")
     elif completed:
         # ab's concurrency x time / n; over HTTP/2 every stream slot is a concurrent request.
         inflight = cfg.concurrency * (cfg.streams if cfg.protocol == "h2" else 1)
@@ -392,8 +427,15 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     kv("Transfer rate", f"{r.bytes_in_per_s / 1024:.2f} [Kbytes/sec] received")
     lines.append(f"{'':<{w}}{r.bytes_out_per_s / 1024:.2f} kb/s sent")
     cpu = r.cpu_user_ns + r.cpu_sys_ns
-    per = f", {cpu / completed / 1e3:.2f} µs/request" if completed else ""
+    per = (f", {cpu / completed / 1e3:.2f} µs/request" if completed and answered
+           else ", – µs/request" if not answered else "")
     kv("Generator CPU", f"user {r.cpu_user_ns / 1e9:.3f} s, sys {r.cpu_sys_ns / 1e9:.3f} s{per}")
+    if md.get("placement"):
+        kv("Placement", placement_text(md["placement"]) + f" ({md['placement'].get('mode')})")
+    if md.get("wakeup_ns"):
+        kv("Machine", wakeup_text(md["wakeup_ns"]))
+    if md.get("wakeup_note"):
+        lines.append(f"   (note: {md['wakeup_note']})")
     if md.get("first_error"):
         kv("First error", md["first_error"])
     lines.append("")
@@ -446,9 +488,31 @@ def _rate_lines(r: BenchResult, w: int) -> list[str]:
     return out
 
 
+def idle_workers(r: BenchResult) -> int:
+    """Workers of a distributed run that got no shard (fewer connections or requests
+    than workers); 0 for other runs."""
+    d = r.metadata.get("distributed") or {}
+    return max(0, int(d.get("workers") or 0) - int(d.get("shards") or len(r.workers)))
+
+
+def idle_note(r: BenchResult) -> str:
+    """'1 of 2 workers idle: -c 1 ...': why a distributed run left workers without load."""
+    d = r.metadata.get("distributed") or {}
+    idle, total = idle_workers(r), int(d.get("workers") or 0)
+    why = (f"-c {r.config.concurrency} is fewer connections than workers"
+           if r.config.concurrency < total else
+           f"-n {r.config.n} is fewer requests than workers")
+    return (f"{idle} of {total} worker{'s' if total != 1 else ''} idle: {why}; "
+            f"use -c {total} or more to load every worker")
+
+
 def _worker_table(r: BenchResult) -> list[str]:
     """The per-worker table of a distributed run, under the merged report."""
-    title = f"Workers ({len(r.workers)} shards"
+    k = len(r.workers)
+    title = f"Workers ({k} shard{'s' if k != 1 else ''}"
+    idle = idle_workers(r)
+    if idle:
+        title += f"; {idle_note(r)}"
     if r.partial:
         title += "; PARTIAL: " + ", ".join(
             f"shard {w.shard} on {w.worker} lost (n={w.n}, c={w.concurrency})" for w in r.lost)
@@ -480,42 +544,113 @@ def _html_table(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
     return render_table(headers, cells, "html", align=_align(headers, has_notes))
 
 
-def _svg(obj: Any) -> str:
-    """Inline SVG percentile plot, or '' when matplotlib is missing or nothing to plot."""
-    try:
-        from .plot import figure_svg, plot_percentiles
-    except ImportError:
-        return ""
-    try:
-        fig = plot_percentiles(obj, figsize=(6.4, 3.4))
-        return figure_svg(fig)
-    except (ImportError, ValueError):
-        return ""
+def html_tables(obj: Any) -> str:
+    """The tables of a result as HTML: per scenario with their ± and notes, then notes
+    and skipped clients; a measure record's metrics; a bench run's row and report."""
+    from ._html import e, scroll, table
+
+    parts: list[str] = []
+    if isinstance(obj, ResultSet):
+        rows = result_rows(obj)
+        order = list(obj.metadata.get("scenario_order") or [])
+        order += [s for s in obj.scenarios if s not in order]
+        descs = obj.metadata.get("scenarios") or {}
+        for sc in order:
+            srows = [r for r in rows if r["scenario"] == sc]
+            if not srows:
+                continue
+            nrep = max(r["repeat"] for r in srows) + 1
+            cols = (_BENCH_COLS if {r["kind"] for r in srows} == {"bench"}
+                    else _MEASURE_COLS)
+            desc = (descs.get(sc) or {}).get("description") or ""
+            cap = (f"medians of {nrep} repeats; p50 and CPU/req ± half the confidence "
+                   "interval of the median, other columns ± half the range"
+                   if nrep > 1 else "one repeat")
+            name = sc if sc.strip("-") else str(obj.metadata.get("source") or "results")
+            parts.append(f"<h3>{e(name)}</h3>"
+                         + (f'<p class="caption">{e(desc)} ({e(cap)})</p>' if desc else
+                            f'<p class="caption">{e(cap)}</p>')
+                         + scroll(_html_table(srows, cols)))
+        if obj.notes:
+            seen: dict[tuple[str, str, str], list[Any]] = {}
+            for n in obj.notes:
+                seen.setdefault((n.kind, n.client, n.scenario), []).append(n)
+            items = []
+            for (kind, client, sc), ns in seen.items():
+                where = "/".join(x for x in (client, sc) if x)
+                more = f" (in {len(ns)} rounds)" if len(ns) > 1 else ""
+                items.append(f"<li>[{e(kind)}] {e(where + ': ' if where else '')}"
+                             f"{e(ns[0].message)}{e(more)}</li>")
+            parts.append('<h3>Notes</h3><ul class="notes">' + "".join(items) + "</ul>")
+        if obj.skipped:
+            parts.append('<h3>Skipped</h3><ul class="notes">' + "".join(
+                f"<li>{e(k)}: {e(v)}</li>" for k, v in obj.skipped.items()) + "</ul>")
+    elif isinstance(obj, MeasureResult):
+        parts.append(f"<h3>measure: {e(obj.label)}</h3>"
+                     + table(["metric", "value"], _measure_rows(obj)))
+    elif isinstance(obj, BenchResult):
+        rows = result_rows(obj)
+        parts.append(scroll(_html_table(rows, _BENCH_COLS)))
+        parts.append("<h3>Load-test report</h3><pre>" + e(format_report(obj)) + "</pre>")
+    else:
+        rows = result_rows(obj)
+        cols = _BENCH_COLS if rows and rows[0]["kind"] == "bench" else _MEASURE_COLS
+        parts.append(scroll(_html_table(rows, cols)))
+    return "\n".join(parts)
+
+
+def html_fragment(obj: Any, *, plots: bool = True, prefix: str = "f") -> str:
+    """The one-file report's content without the page around it (what Jupyter shows)."""
+    from ._html import result_fragment
+
+    return result_fragment(obj, html_tables(obj), plots=plots, prefix=prefix)
+
+
+def html_report(obj: Any, *, plots: bool = True) -> str:
+    """One self-contained HTML page of a result: tables, figures (inline SVG), machine
+    and run; it loads nothing from anywhere."""
+    from ._html import page, title
+
+    return page(title(obj), html_fragment(obj, plots=plots))
+
+
+def html_diff_fragment(baseline: Any, current: Any, cmp: Comparison | None = None, *,
+                       names: tuple[str, str] = ("baseline", "current"), plots: bool = True,
+                       prefix: str = "d") -> str:
+    """Two runs side by side (settings, notes on how they are unlike, verdicts, each
+    run's tables and figures), without the page around it."""
+    from ._html import diff_fragment
+    from ._rows import as_set
+
+    base, cur = as_set(baseline), as_set(current)
+    if cmp is None:
+        cmp = diff(base, cur)
+    return diff_fragment(base, cur, cmp, (html_tables(base), html_tables(cur)), names=names,
+                         plots=plots, prefix=prefix)
+
+
+def html_diff(baseline: Any, current: Any, cmp: Comparison | None = None, *,
+              names: tuple[str, str] = ("baseline", "current"), plots: bool = True) -> str:
+    """One self-contained HTML page comparing two runs."""
+    from ._html import page
+
+    return page(f"httpbench diff: {names[0]} → {names[1]}",
+                html_diff_fragment(baseline, current, cmp, names=names, plots=plots))
+
+
+def write_html(obj: Any, path: str | os.PathLike[str], *, plots: bool = True) -> str:
+    """Write :func:`html_report` of ``obj`` to ``path``; returns the path written."""
+    p = os.fspath(path)
+    text = html_report(obj, plots=plots)
+    with open(p, "w", encoding="utf-8") as f:
+        f.write(text)
+    return p
 
 
 def mimebundle(obj: Any) -> dict[str, str]:
-    """Jupyter rich display: text table, HTML table + inline SVG percentile plot."""
-    text = format_result(obj, "text")
-    rows = result_rows(obj)
-    parts = []
-    if isinstance(obj, ResultSet):
-        for sc in obj.scenarios:
-            srows = [r for r in rows if r["scenario"] == sc]
-            cols = _BENCH_COLS if {r["kind"] for r in srows} == {"bench"} else _MEASURE_COLS
-            parts.append(f"<h4>{html.escape(sc)}</h4>" + _html_table(srows, cols))
-        if obj.notes:
-            parts.append("<ul>" + "".join(f"<li>{html.escape(str(n))}</li>" for n in obj.notes)
-                         + "</ul>")
-    elif isinstance(obj, MeasureResult):
-        parts.append(f"<b>measure: {html.escape(obj.label)}</b>")
-        parts.append(render_table(["metric", "value"], _measure_rows(obj), "html", align="lr"))
-    else:
-        cols = _BENCH_COLS if rows and rows[0]["kind"] == "bench" else _MEASURE_COLS
-        parts.append(_html_table(rows, cols, first="client"))
-    svg = _svg(obj)
-    if svg:
-        parts.append(f'<div class="httpbench-plot">{svg}</div>')
-    return {"text/plain": text, "text/html": "\n".join(parts)}
+    """Jupyter rich display: the text table, and as HTML the content of the one-file
+    report (``httpbench report --html``): tables, inline SVG figures, machine and run."""
+    return {"text/plain": format_result(obj, "text"), "text/html": html_fragment(obj)}
 
 
 # --------------------------------------------------------------------------
@@ -640,6 +775,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="results JSON file(s), or `httpbench compare --out` directories")
     p.add_argument("--format", choices=("text", "md", "json"), default="text")
     p.add_argument("--plot", metavar="DIR", help="write PNG and SVG figures into DIR")
+    p.add_argument("--html", metavar="OUT_HTML",
+                   help="write one self-contained HTML page (tables, figures, machine and run; "
+                        "with --baseline the two runs side by side) to OUT_HTML")
     p.add_argument("--baseline", metavar="FILE",
                    help="compare FILE(s) against this baseline results file")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
@@ -670,13 +808,20 @@ def cli_main(argv: Sequence[str]) -> int:
             sys.stderr.write(f"httpbench report: {exc}\n")
             return 2
     rc = 0
+    pages: list[str] = []  # the HTML of each report or diff, when --html
     if args.baseline:
         base, currents = records[0], records[1:]
         for path, cur in zip(args.files, currents, strict=True):
             cmp = diff(base, cur, alpha=args.alpha, min_change=args.min_change)
+            if args.html:
+                pages.append(html_diff_fragment(base, cur, cmp, names=(args.baseline, path),
+                                                prefix=f"d{len(pages)}-"))
             if len(currents) > 1 and args.format != "json":
                 sys.stdout.write(f"{args.baseline} -> {path}\n\n")
             sys.stdout.write(cmp.format(args.format))
+            machine = machine_change_line(machine_change(base.metadata, cur.metadata))
+            if machine and args.format != "json":
+                sys.stdout.write(("\n" if args.format == "md" else "") + machine + "\n")
             if args.fail_on_regression and cmp.regressions:
                 rc = 1
     else:
@@ -684,6 +829,18 @@ def cli_main(argv: Sequence[str]) -> int:
             if len(records) > 1 and args.format != "json":
                 sys.stdout.write(f"# {path}\n\n")
             sys.stdout.write(format_result(rec, args.format))
+            if args.html:
+                pages.append(html_fragment(rec, prefix=f"r{len(pages)}-"))
+    if args.html:
+        from ._html import page
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(page("httpbench " + ("diff" if args.baseline else "report"), pages))
+        except OSError as exc:
+            sys.stderr.write(f"httpbench report: cannot write {args.html}: {exc.strerror}\n")
+            return 2
+        sys.stderr.write(f"wrote {args.html}\n")
     if args.export_hdr:
         rec = records[-1]
         if args.export_hdr.endswith(".hgrm"):
@@ -727,10 +884,13 @@ def diff_main(argv: Sequence[str]) -> int:
                    help="ignore relative changes below this (default 2%%)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a significant regression is found")
+    p.add_argument("--html", metavar="OUT_HTML",
+                   help="also write the two runs side by side as one self-contained HTML page")
     try:
         args = p.parse_args(list(argv))
     except SystemExit as exc:
         return int(exc.code or 0)
     return cli_main([args.current, "--baseline", args.baseline, "--format", args.format,
                      "--alpha", args.alpha, "--min-change", args.min_change,
-                     *(["--fail-on-regression"] if args.fail_on_regression else [])])
+                     *(["--fail-on-regression"] if args.fail_on_regression else []),
+                     *(["--html", args.html] if args.html else [])])

@@ -399,3 +399,24 @@ def test_worker_killed_mid_run_gives_partial_result(server, real_cluster):
     served = after["requests"] - before["requests"]
     assert 4000 <= served < 8000  # plus what the victim got through before it died
     assert "PARTIAL" in format_report(r)
+
+
+@pytest.mark.slow
+def test_fewer_connections_than_workers_is_said(server, client, capsys):
+    r = httpbench.bench(server.url + "/", n=50, concurrency=1, cluster=client)
+    assert r.successes == 50 and len(r.workers) == 1
+    assert r.metadata["distributed"]["workers"] == 2
+    from httpbench.report import format_report
+
+    assert ("Workers (1 shard; 1 of 2 workers idle: -c 1 is fewer connections than workers; "
+            "use -c 2 or more to load every worker)") in format_report(r)
+
+
+@pytest.mark.slow
+def test_dask_local_2_with_c_1_warns(server, capsys):
+    rc = cli_main([server.url + "/", "-n", "40", "-c", "1", "--dask-local", "2"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "Complete requests:      40" in out and "Workers (1 shard; " in out
+    assert ("httpbench: warning: 1 of 2 workers idle: -c 1 is fewer connections than "
+            "workers; use -c 2 or more to load every worker") in err

@@ -232,12 +232,12 @@ def test_server_allowing_no_streams_ends(fresh: H2Nginx) -> None:
 
 
 def test_server_without_h2c_is_a_typed_error(fresh: H2Nginx) -> None:
-    with pytest.raises(httpbench.ProtocolError, match="does not speak HTTP/2.*HTTP/1.1 400"):
+    with pytest.raises(httpbench.HTTP2NotSupported, match="does not speak HTTP/2.*HTTP/1.1 400"):
         httpbench.bench(fresh.url("h1"), http2=True, n=5)
 
 
 def test_server_without_h2_alpn_is_a_typed_error(fresh: H2Nginx) -> None:
-    with pytest.raises(httpbench.ProtocolError, match="ALPN selected 'http/1.1'"):
+    with pytest.raises(httpbench.HTTP2NotSupported, match="ALPN selected 'http/1.1'"):
         httpbench.bench(fresh.url("h1tls"), http2=True, n=5, ca_file=fresh.ca_file)
     # The same server is fine over HTTP/1.1.
     assert httpbench.bench(fresh.url("h1tls"), n=2, ca_file=fresh.ca_file).responses == 2
@@ -257,7 +257,7 @@ def test_cli_h2_report_and_errors(fresh: H2Nginx) -> None:
     assert "Streams per connection: 5 (10 in flight)" in p.stdout
     assert "Complete requests:      300" in p.stdout
     p = _cli(fresh.url("h1"), "--h2", "-n", "3", "-q")
-    assert p.returncode == 1 and "ProtocolError" in p.stderr and "HTTP/2" in p.stderr
+    assert p.returncode == 1 and "HTTP2NotSupported" in p.stderr and "HTTP/2" in p.stderr
 
 
 def test_h2load_counts_agree(fresh: H2Nginx) -> None:

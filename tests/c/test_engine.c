@@ -507,6 +507,44 @@ static void test_exact_n(void)
     mini_stop(&m);
 }
 
+/* The progress counters and percentiles after a run: the counts are the
+ * result's, and p50/p99 are the lower bounds of the coarse (1/16) buckets that
+ * hold the result's own p50/p99. */
+static void test_progress(void)
+{
+    mini m;
+    mini_start(&m);
+    char head[512], err[HB_ERR_LEN];
+    hb_engine_config c;
+    hb_engine_result r;
+    hb_engine *e;
+    cfg_for(&c, m.port, head, sizeof head, "/", 1);
+    c.n = 1001;
+    c.connections = 3;
+    c.threads = 2;
+    CHECK_EQ_INT(hb_engine_new(&e, &c, err), 0);
+    hb_engine_progress p;
+    hb_engine_progress_get(e, &p);
+    CHECK_EQ_INT(p.completed, 0);
+    CHECK_EQ_INT(p.p50_ns, 0);
+    CHECK_EQ_INT(hb_engine_start(e, err), 0);
+    for (int spins = 0; !hb_engine_wait(e, 100000000ull) && spins < 100; spins++) {
+    }
+    hb_engine_progress_get(e, &p);
+    CHECK_EQ_INT(hb_engine_join(e, 1, &r, err), 0);
+    CHECK_EQ_INT(p.completed, 1001);
+    CHECK_EQ_INT(p.ok, 1001);
+    CHECK_EQ_INT(p.errors, 0);
+    CHECK_EQ_INT(p.bytes_in, r.bytes_in);
+    uint64_t r50 = hb_hist_value_at_percentile(&r.latency, 50);
+    uint64_t r99 = hb_hist_value_at_percentile(&r.latency, 99);
+    CHECK(p.p50_ns > 0 && p.p50_ns <= r50 && r50 < p.p50_ns + p.p50_ns / 16 + 1);
+    CHECK(p.p99_ns >= p.p50_ns && p.p99_ns <= r99 && r99 < p.p99_ns + p.p99_ns / 16 + 1);
+    hb_engine_result_free(&r);
+    hb_engine_free(e);
+    mini_stop(&m);
+}
+
 static void test_errors(void)
 {
     mini m;
@@ -589,6 +627,7 @@ int main(void)
     test_loop_timerfd();
     test_loop_precise_timer();
     test_exact_n();
+    test_progress();
     test_errors();
     test_rate_and_duration();
     HB_TEST_MAIN_END();

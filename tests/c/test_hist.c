@@ -240,6 +240,47 @@ static void test_merge(void)
     hb_hist_free(&u);
 }
 
+/* The progress pair: relaxed records read through a snapshot land in the
+ * same buckets as plain records, and the snapshot's min/max are bucket bounds. */
+static void test_relaxed(void)
+{
+    char err[HB_ERR_LEN];
+    hb_hist r, plain, snap;
+    hb_hist_config c = {1, 3600000000000ull, 1};
+    CHECK_EQ_INT(hb_hist_init(&r, &c, err), 0);
+    CHECK_EQ_INT(hb_hist_init(&plain, &c, err), 0);
+    CHECK_EQ_INT(hb_hist_init(&snap, &c, err), 0);
+    CHECK_EQ_INT(r.sub_bucket_half, 16); /* 16 buckets per power of two */
+    for (int i = 0; i < 20000; i++) {
+        uint64_t v = gen_lognormal();
+        hb_hist_record_relaxed(&r, v);
+        hb_hist_record(&plain, v);
+    }
+    hb_hist_record_relaxed(&r, c.highest * 3); /* clamped into the last bucket */
+    hb_hist_record(&plain, c.highest * 3);
+    CHECK_EQ_INT(hb_hist_count(&r), 0); /* the writer keeps no totals */
+    CHECK(memcmp(r.counts, plain.counts, (size_t)r.counts_len * 8) == 0);
+    CHECK_EQ_INT(hb_hist_add_relaxed(&snap, &r, err), 0);
+    CHECK_EQ_INT(hb_hist_add_relaxed(&snap, &r, err), 0);
+    CHECK_EQ_INT(hb_hist_count(&snap), 2 * hb_hist_count(&plain));
+    CHECK_EQ_INT(hb_hist_min(&snap), hb_hist_lowest_equivalent(&plain, hb_hist_min(&plain)));
+    CHECK_EQ_INT(hb_hist_max(&snap), hb_hist_lowest_equivalent(&plain, c.highest));
+    uint64_t p50 = hb_hist_value_at_percentile(&plain, 50);
+    uint64_t s50 = hb_hist_value_at_percentile(&snap, 50);
+    CHECK_EQ_INT(hb_hist_lowest_equivalent(&plain, s50), hb_hist_lowest_equivalent(&plain, p50));
+
+    hb_hist other;
+    hb_hist_config c2 = hb_hist_default_config();
+    CHECK_EQ_INT(hb_hist_init(&other, &c2, err), 0);
+    err[0] = 0;
+    CHECK_EQ_INT(hb_hist_add_relaxed(&snap, &other, err), HB_E_INVALID);
+    CHECK(strstr(err, "differ") != NULL);
+    hb_hist_free(&other);
+    hb_hist_free(&r);
+    hb_hist_free(&plain);
+    hb_hist_free(&snap);
+}
+
 static void test_corrected(void)
 {
     char err[HB_ERR_LEN];
@@ -493,6 +534,7 @@ int main(void)
     check_accuracy("exponential", gen_exp, 1000000);
     check_accuracy("bimodal", gen_bimodal, 1000000);
     test_merge();
+    test_relaxed();
     test_corrected();
     test_encoding();
     test_stddev();

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 
 import httpbench
 import pytest
 from httpbench._adapters import DEFAULT_CLIENTS, available_clients
-from httpbench._compare import cli_main, format_tables, summarize
+from httpbench._compare import cli_main
 from httpbench._scenarios import SCENARIOS
+from httpbench.report import cell_rows, format_tables
 
 INSTALLED = available_clients(DEFAULT_CLIENTS)
 BAD_NOTES = {"errors", "bad-response", "count-mismatch", "new-connections", "worker-failed",
@@ -171,12 +173,15 @@ def test_compare_in_worker_processes_matches_server_stats():
     for key in ("python", "openssl", "kernel", "cpu_model", "clock_source", "client_versions"):
         assert md.get(key), key
     assert set(md["client_versions"]) == set(E2E_CLIENTS)
-    if len(os.sched_getaffinity(0)) >= 2:  # server and workers on different cores
-        pin = md["pinning"]
-        assert pin["worker_cpu"] not in pin["server_cpus"]
-        r = rs.get(E2E_CLIENTS[0], "get-150b", 0)
-        assert r.metadata["worker"]["affinity"] == [pin["worker_cpu"]]
-        assert r.metadata["worker"]["cpus"] == 1
+    assert md["wakeup_ns"]["same_cpu"] > 0
+    for name in E2E_SCENARIOS:  # every scenario's placement recorded, the worker where it says
+        pl = md["placement"][name]
+        assert pl["mode"] in ("same", "split", "unpinned")
+        if len(os.sched_getaffinity(0)) >= 2:
+            assert pl["mode"] != "unpinned"
+            r = rs.get(E2E_CLIENTS[0], name, 0)
+            assert r.metadata["worker"]["affinity"] == pl["client_cpus"]
+            assert r.metadata["worker"]["cpus"] == 1
     text = format_tables(rs)
     for name in E2E_SCENARIOS:
         assert f"== {name}" in text
@@ -238,18 +243,20 @@ def test_cli_tables_json_and_files(tmp_path, capsys):
                 "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes"):
         assert col in cap.out
     assert "== get-150b" in cap.out and "== small-post" in cap.out
-    assert "compare took" in cap.out
+    # one total time, on the Run line; report.html beside results.json
+    assert re.search(r"^Run: .*; took \d+\.\d s$", cap.out, re.M) and cap.out.count(" took ") == 1
+    assert (out / "report.html").exists() and f", {out / 'report.html'}" in cap.out
     rs = httpbench.load(out / "results.json")
     assert len(rs) == 2 * 2 * 2
     assert rs.get("urllib3", "small-post", 1).metadata["server"]["requests"] == 5
     assert rs.get("urllib3", "small-post", 1).metadata["verify"]["ok"]
-    rows = summarize(rs, "get-150b")
+    rows = cell_rows(rs, "get-150b")
     assert [r["client"] for r in rows] == ["http.client", "urllib3"]
-    assert all(r["repeats"] == 2 and r["calls"] == 10 and r["rps"] > 0 for r in rows)
+    assert all(r["repeats"] == 2 and r["requests"] == 10 and r["rps"] > 0 for r in rows)
     assert (out / "tables.txt").read_text() == format_tables(rs)
 
     first = rs.get("http.client", "get-150b", 0)
-    from httpbench._runner import preload_library
+    from httpbench._workerproc import preload_library
 
     if preload_library() is not None:  # on by default on Linux when the counter is built
         assert first.native_alloc_count is not None

@@ -9,13 +9,15 @@ multiplexed requests counts k requests, exactly as the server counts them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import textwrap
 
 import pytest
 from httpbench._adapters import available_clients
-from httpbench._runner import Runner, RunOptions, _server_counts, protocol_verdict
+from httpbench._roundnotes import protocol_verdict, server_counts
+from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import (
     DEFAULT_SCENARIOS,
     H2_SCENARIOS,
@@ -24,7 +26,11 @@ from httpbench._scenarios import (
     parse_scenario,
 )
 
-H2_CLIENTS = ("httpx", "httpx-async", "niquests", "pycurl", "curl", "native")
+H2_CLIENTS = ("httpx", "httpx-async", "niquests", "pycurl", "curl", "native", "curl_cffi",
+              "curl_cffi-async", "pyreqwest", "pyreqwest-async", "wreq", "wreq-async", "primp",
+              "primp-async", "httpx2", "httpx2-async", "httpxyz", "httpxyz-async", "aiosonic")
+# sync clients that speak HTTP/2 one request at a time (skipped where more are in flight)
+H2_SINGLE = {"httpx", "httpx2", "httpxyz", "curl_cffi"}
 NO_H2 = {"requests": "requests", "urllib3": "urllib3", "http.client": "http.client",
          "aiohttp": "aiohttp"}
 
@@ -40,6 +46,14 @@ HELPERS = textwrap.dedent('''
 
         def _client_kwargs(self):
             self.http2 = False
+            return super()._client_kwargs()
+
+    class ForcedH2(HttpxAdapter):
+        """httpx with HTTP/2 on in an HTTP/1.1 scenario: h2 by ALPN over TLS."""
+        name = "forced-h2"
+
+        def _client_kwargs(self):
+            self.http2 = True
             return super()._client_kwargs()
 
     class SeqBatch(Adapter):
@@ -100,17 +114,18 @@ def test_h2_scenarios_and_specs():
     (None, ("unproven", "protocol-unproven")),
 ])
 def test_protocol_verdict_from_stats_delta(by, want):
-    before = _server_counts({"requests": 10, **({"by_protocol": {"http/1.1": 10, "h2": 0}}
+    before = server_counts({"requests": 10, **({"by_protocol": {"http/1.1": 10, "h2": 0}}
                                                if by is not None else {})})
-    after = _server_counts({"requests": 42, **({"by_protocol": {
+    after = server_counts({"requests": 42, **({"by_protocol": {
         "http/1.1": 10 + by["http/1.1"], "h2": by["h2"]}} if by is not None else {})})
     delta = {k: None if before[k] is None or after[k] is None else after[k] - before[k]
              for k in before}
     proto, kind, msg = protocol_verdict(SCENARIOS["h2-get-150b"], delta)
     assert (proto, kind) == want
     assert (msg is None) == (kind is None)
-    # an HTTP/1.1 scenario is what it asked for, whatever the counts
-    assert protocol_verdict(SCENARIOS["get-150b"], delta)[:2] == ("http/1.1", None)
+    # an HTTP/1.1 scenario: any h2 request is a client that took h2 (ALPN)
+    h1_want = ("h2", "h2-negotiated") if by and by["h2"] else ("http/1.1", None)
+    assert protocol_verdict(SCENARIOS["https-get-150b"], delta)[:2] == h1_want
 
 
 @pytest.mark.parametrize("client", sorted(NO_H2))
@@ -147,6 +162,7 @@ class _WithProtocol:
         self.srv.stop()
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 def test_client_forced_to_http1_is_flagged_and_dropped(helpers):
     """httpx without http2 in the h2-over-TLS scenario: every round is HTTP/1.1."""
@@ -161,11 +177,36 @@ def test_client_forced_to_http1_is_flagged_and_dropped(helpers):
     assert len(fall) == 1 and fall[0].client == client and fall[0].severity == "error"
     assert "over HTTP/1.1 and 0 over h2" in fall[0].message
     assert rs.skipped[f"{client}/h2-https-get-150b"].startswith("h1-fallback: ")
-    from httpbench._compare import format_tables
+    from httpbench.report import format_tables
 
     out = format_tables(rs)
     assert "[h1-fallback]" in out
     assert f"Skipped:\n  * {client}/h2-https-get-150b: h1-fallback: " in out
+
+
+@pytest.mark.slow
+def test_client_taking_h2_in_an_http1_scenario_is_flagged_and_dropped(helpers):
+    """httpx with HTTP/2 on in https-get-150b: the server offers h2 by ALPN and counts every
+    request as h2, so no figure is reported as HTTP/1.1."""
+    if "httpx" not in available_clients(["httpx"]) or importlib.util.find_spec("h2") is None:
+        pytest.skip("httpx[http2] not installed")
+    from httpbench._server import start_process
+
+    probe = start_process(tls=True)
+    try:
+        if "by_protocol" not in dict(probe.stats() if isinstance(probe.stats(), dict)
+                                     else vars(probe.stats())):
+            pytest.skip("this embedded server has no HTTP/2 (ALPN offers http/1.1 only)")
+    finally:
+        probe.stop()
+    client = f"{helpers}:ForcedH2"
+    r = Runner(RunOptions(repeat=2, n=32, reruns=0, warmup=1, native_allocs=False))
+    rs = r.run([client, "http.client"], [SCENARIOS["https-get-150b"]])
+    assert {c for (c, _, _) in rs.results} == {"http.client"}  # no h2 row as HTTP/1.1
+    got = [n for n in rs.notes if n.kind == "h2-negotiated"]
+    assert len(got) == 1 and got[0].client == client and got[0].severity == "error"
+    assert "over h2 and 0 over HTTP/1.1" in got[0].message
+    assert rs.skipped[f"{client}/https-get-150b"].startswith("h2-negotiated: ")
 
 
 def test_batch_counts_every_request(helpers, server, tmp_path):
@@ -194,6 +235,7 @@ def test_batch_counts_every_request(helpers, server, tmp_path):
     assert lat.count == 32  # one latency per request (its batch's)
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", H2_SCENARIOS)
 def test_every_h2_adapter_proven_by_server_stats(scenario):
@@ -227,13 +269,14 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
         c = k.split("/")[0]
         if c in NO_H2:  # listed with the reason, never run over HTTP/1.1
             assert why.startswith("no HTTP/2: ") and c not in ran, (k, why)
-        elif c == "httpx" and sc_.concurrency > 1:  # its sync Client is not thread-safe on h2
+        elif c in H2_SINGLE and sc_.concurrency > 1:  # e.g. httpx's Client: not thread-safe
             assert why.startswith("one stream at a time over HTTP/2: "), (k, why)
+        elif c == "aiosonic" and not sc_.tls:
+            assert "no h2c" in why, (k, why)
         else:
             assert "curl 7." in why or "not built" in why, (k, why)
     assert {c for c in NO_H2 if c in clients} <= skipped
-    from httpbench._compare import format_tables
-    from httpbench.report import format_resultset
+    from httpbench.report import format_resultset, format_tables
 
     sc = SCENARIOS[scenario]
     proto = "h2" if sc.tls else "h2c"
@@ -250,7 +293,7 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
 
 
 def test_stats_keys_ignore_non_numbers():
-    c = _server_counts({"requests": 3, "by_protocol": {"http/1.1": "x", "h2": 2}})
+    c = server_counts({"requests": 3, "by_protocol": {"http/1.1": "x", "h2": 2}})
     assert (c["http1_requests"], c["h2_requests"]) == (None, 2)
 
 

@@ -55,7 +55,9 @@ def test_flags_per_command(bash_script):
 
 def test_client_and_scenario_names(bash_script):
     assert set(complete(bash_script, "httpbench compare --clients ")) == set(ADAPTERS)
-    assert complete(bash_script, "httpbench compare --clients py") == ["pycurl"]
+    assert complete(bash_script, "httpbench compare --clients pyc") == ["pycurl"]
+    assert complete(bash_script, "httpbench compare --clients pyr") == ["pyreqwest",
+                                                                        "pyreqwest-async"]
     assert complete(bash_script, "httpbench compare --clients native,http.") == [
         "native,http.client"]
     assert "native,httpx" in complete(bash_script, "httpbench compare --clients native,http")

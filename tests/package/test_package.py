@@ -28,6 +28,8 @@ def test_exception_hierarchy():
     "code,exc",
     [
         (-5001, "ProtocolError"),
+        (-5400, "ProtocolError"),  # an HTTP/2 connection error
+        (-5401, "HTTP2NotSupported"),
         (-5101, "TLSError"),
         (-5200, "RequestTimeout"),
         (-5201, "RemoteClosed"),
@@ -39,8 +41,12 @@ def test_error_mapping(code, exc):
     from httpbench import _core
 
     expected = getattr(httpbench, exc, None) or getattr(builtins, exc)
-    with pytest.raises(expected):
+    with pytest.raises(expected) as ei:
         _core._raise_code(code)
+    if issubclass(expected, httpbench.ProtocolError):
+        assert ei.value.code == code
+    if exc == "ProtocolError":
+        assert not isinstance(ei.value, httpbench.HTTP2NotSupported)
 
 
 def test_connect_error_keeps_errno():

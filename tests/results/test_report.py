@@ -123,7 +123,7 @@ def test_mimebundle_has_html_table_svg_and_text():
     html = make_measure()._repr_mimebundle_()["text/html"]
     assert ">Python allocs/call</td>" in html and ">81</td>" in html
     html = make_set()._repr_mimebundle_()["text/html"]
-    assert "<h4>get-150b</h4>" in html and ">requests</td>" in html
+    assert "<h3>get-150b</h3>" in html and ">requests</td>" in html
     assert "run-to-run spread 30%" in html
 
 

@@ -1,5 +1,6 @@
 """The curl command-line tool, one process per request (or per download), as users run it.
 
+HTTP/1.1 scenarios over TLS pass ``--http1.1`` (curl would take h2 by ALPN).
 Over HTTP/2: ``--http2-prior-knowledge`` (h2c) or ``--http2`` (ALPN); the
 scenario's requests in flight are one process per batch, ``--parallel`` with
 one URL per request (curl multiplexes them on one connection).
@@ -83,6 +84,8 @@ class CurlAdapter(ProcessAdapter):
         argv = [shutil.which("curl") or "curl", "-sS", "--fail"]
         if self.http2:
             argv.append("--http2" if self.tls else "--http2-prior-knowledge")
+        elif self.tls:
+            argv.append("--http1.1")  # curl would take h2 by ALPN: not the scenario's protocol
         if self.tls and self.ca_file:
             argv += ["--cacert", self.ca_file]
         for k, v in self.headers.items():

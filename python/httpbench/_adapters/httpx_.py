@@ -21,6 +21,7 @@ class HttpxAdapter(Adapter):
     dist = "httpx"
     pip_name = "httpx"
     modules = ("httpx",)
+    _lib = "httpx"  # forks with httpx's API (httpx2, httpxyz) change only this
     # Shared by threads over HTTP/2, httpx's sync Client loses streams (read timeouts)
     # and interleaves frames (GOAWAY PROTOCOL_ERROR from nginx): multiplexing is
     # measured with httpx-async instead.
@@ -29,26 +30,31 @@ class HttpxAdapter(Adapter):
                  "loses streams); httpx-async measures httpx's multiplexing")
 
     def _client_kwargs(self) -> dict:
-        import httpx
+        import importlib
 
-        kw: dict = {"timeout": httpx.Timeout(self.timeout)}
+        self.lib = importlib.import_module(self._lib)
+        if self.lib.__name__ != self._lib:
+            # httpxyz registers itself as `httpx` when imported first (its pytest plugin does)
+            raise AdapterUnavailable(self.name, f"'{self._lib}' in this process is "
+                                     f"{self.lib.__name__} {self.lib.__version__}, not "
+                                     f"{self._lib}")
+        kw: dict = {"timeout": self.lib.Timeout(self.timeout)}
         if self.tls:
             kw["verify"] = self.ssl_context()
         if self.http2:
             import importlib.util
 
             if importlib.util.find_spec("h2") is None:
-                raise AdapterUnavailable(self.name, "httpx needs the 'h2' package for HTTP/2",
-                                         "httpx[http2]")
+                raise AdapterUnavailable(self.name, f"{self._lib} needs the 'h2' package for "
+                                         "HTTP/2", f"{self.pip_name}[http2]")
             kw["http2"] = True
             if not self.tls:
                 kw["http1"] = False  # h2c: prior knowledge (httpx has no Upgrade)
         return kw
 
     def _setup(self) -> None:
-        import httpx
-
-        self.client = httpx.Client(**self._client_kwargs())
+        kw = self._client_kwargs()
+        self.client = self.lib.Client(**kw)
         self.hdrs = self.headers or None
 
     def request(self) -> None:
@@ -79,9 +85,8 @@ class HttpxAsyncAdapter(HttpxAdapter):
     h2_mode = "async"
 
     async def _asetup(self) -> None:
-        import httpx
-
-        self.client = httpx.AsyncClient(**self._client_kwargs())
+        kw = self._client_kwargs()
+        self.client = self.lib.AsyncClient(**kw)
         self.hdrs = dict(self.headers)
         if self.body_file is not None:
             # An async client needs an async body; a sync file would be refused.

@@ -1,7 +1,8 @@
 """pycurl: one reused ``Curl`` handle (libcurl keeps the connection alive).
 
-Over HTTP/2: ``CURL_HTTP_VERSION_2TLS`` with TLS (ALPN), prior knowledge
-without; ``concurrency`` requests in flight are that many easy handles on
+HTTP/1.1 scenarios declare ``CURL_HTTP_VERSION_1_1`` (libcurl would take h2
+by ALPN over TLS). Over HTTP/2: ``CURL_HTTP_VERSION_2TLS`` with TLS (ALPN),
+prior knowledge without; ``concurrency`` requests in flight are that many easy handles on
 one ``CurlMulti`` (multiplexing on, one connection per host, ``PIPEWAIT`` so
 they wait for the connection instead of opening more).
 """
@@ -54,6 +55,8 @@ class PycurlAdapter(Adapter):
         if self.http2:
             c.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS if self.tls
                      else pycurl.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+        else:  # libcurl would take h2 by ALPN over TLS: not the scenario's protocol
+            c.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1)
         c.setopt(pycurl.URL, self.url)
         c.setopt(pycurl.TIMEOUT_MS, int(self.timeout * 1000))
         c.setopt(pycurl.NOSIGNAL, 1)
