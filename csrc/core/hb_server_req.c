@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "hb_content.h"
 #include "hb_internal.h"
@@ -260,6 +261,18 @@ static int handle_head(hb__conn *c)
          * decode: 501 (RFC 9112 6.1); the body is never read */
         hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 501, "transfer coding not implemented\n");
         return -1;
+    }
+    if (h.minor_version >= 1) {
+        /* RFC 9112 3.2: an HTTP/1.1 request without Host, or with more than one, is a 400 */
+        size_t hosts = 0;
+        for (size_t i = 0; i < h.num_headers; i++)
+            if (hdrs[i].name_len == 4 && strncasecmp(hdrs[i].name, "host", 4) == 0) hosts++;
+        if (hosts != 1) {
+            hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 400,
+                                    hosts ? "bad request: more than one Host header\n"
+                                          : "bad request: no Host header\n");
+            return -1;
+        }
     }
     c->rpos += (size_t)r;
     if (!c->req_deadline) c->req_deadline = c->w->now + c->w->req_timeout_ns;
