@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "hb_content.h"
 #include "hb_internal.h"
@@ -265,8 +264,13 @@ static int handle_head(hb__conn *c)
     if (h.minor_version >= 1) {
         /* RFC 9112 3.2: an HTTP/1.1 request without Host, or with more than one, is a 400 */
         size_t hosts = 0;
-        for (size_t i = 0; i < h.num_headers; i++)
-            if (hdrs[i].name_len == 4 && strncasecmp(hdrs[i].name, "host", 4) == 0) hosts++;
+        for (size_t i = 0; i < h.num_headers; i++) {
+            uint32_t v; /* the name, lowercased by OR 0x20 (exact for "host": letters only) */
+            if (hdrs[i].name_len != 4) continue;
+            memcpy(&v, hdrs[i].name, 4);
+            v |= 0x20202020u;
+            hosts += memcmp(&v, "host", 4) == 0;
+        }
         if (hosts != 1) {
             hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 400,
                                     hosts ? "bad request: more than one Host header\n"
