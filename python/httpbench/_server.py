@@ -370,6 +370,9 @@ class ServerProcess:
         self.ca_file: str | None = info.get("ca_file")
         self.ca_pem: str | None = info.get("ca_pem")
         self.threads: int = int(info["threads"])
+        #: the HTTP/3 listener's UDP port and base URL (``start_process(h3=True)``), else None
+        self.h3_port: int | None = info.get("h3_port")
+        self.h3_url: str | None = info.get("h3_url")
 
     @property
     def pid(self) -> int:
@@ -467,14 +470,30 @@ def start_process(
     port: int = 0,
     timeout: float = 15.0,
     cpu: int | None = None,
+    h3: bool = False,
     **options: Any,
 ) -> ServerProcess:
     """Start the embedded server in a fresh Python process and wait until it
     listens. ``options`` are further ``Server`` keyword arguments
     (``session_resumption``, ``request_timeout``, ...). ``cpu`` pins the child
-    to one CPU (sched_setaffinity) when given."""
+    to one CPU (sched_setaffinity) when given.
+
+    ``h3=True`` (with ``tls=True``; needs ``httpbench[h3]``): an HTTP/3 listener
+    too, on UDP at the TCP port's number when that is free (``.h3_port``,
+    ``.h3_url``), with the same CA as the TLS listener; its counters are merged
+    into ``stats()`` (``by_protocol["h3"]``, and ``stats()["h3"]`` alone).
+    ``H3Unavailable`` when aioquic is missing."""
     cfg = dict(options, tls=tls, threads=threads, host=host, port=port)
     Server(**cfg)  # validate the arguments here, with a proper traceback
+    if h3:
+        from ._h3server import H3Unavailable, h3_missing
+
+        if not tls:
+            raise ValueError("h3=True needs tls=True (HTTP/3 is always TLS)")
+        reason = h3_missing()
+        if reason is not None:
+            raise H3Unavailable(reason)
+        cfg["h3"] = True
     cmd = [sys.executable, "-m", "httpbench._server", "--child", json.dumps(cfg)]
     # stderr to a file, not a pipe: nobody drains it while the child runs
     errf = tempfile.TemporaryFile(mode="w+")
@@ -516,8 +535,25 @@ def _child_main(cfg_json: str) -> int:
     # The parent stops us via the pipe; a terminal's Ctrl-C to the group
     # should not kill us before the parent asks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    want_h3 = bool(cfg.pop("h3", False))
+    h3: Any = None
+    certdir: str | None = None
     try:
+        if want_h3 and cfg.get("cert_file") is None:
+            from ._h3server import temp_certificate
+
+            # one certificate for both listeners, so one CA file verifies TCP and QUIC
+            certdir, chain, key, ca = temp_certificate(cfg.get("host") or "127.0.0.1")
+            cfg["cert_file"], cfg["key_file"] = chain, key
         srv = Server(**cfg).start()
+        if want_h3:
+            from ._h3server import H3Server
+
+            chain, key = cfg["cert_file"], cfg.get("key_file") or cfg["cert_file"]
+            try:  # the TCP port's number on UDP when free: one URL for both
+                h3 = H3Server(chain, key, srv.host, srv.port).start()
+            except OSError:
+                h3 = H3Server(chain, key, srv.host, 0).start()
     except OSError as exc:
         print(json.dumps({"error": str(exc), "errno": exc.errno}), flush=True)
         return 1
@@ -533,18 +569,40 @@ def _child_main(cfg_json: str) -> int:
         "threads": srv.threads,
         "pid": os.getpid(),
     }
+    if certdir is not None:
+        info["ca_file"] = os.path.join(certdir, "ca.pem")
+        with open(info["ca_file"]) as f:
+            info["ca_pem"] = f.read()
+    if h3 is not None:
+        info["h3_port"] = h3.port
+        info["h3_url"] = _url("https", srv.host, h3.port)
+
+    def stats() -> dict[str, Any]:
+        st = srv.stats()
+        if h3 is None:
+            return st
+        from ._h3server import merge_stats
+
+        return merge_stats(st, h3.snapshot())
+
     print(json.dumps(info), flush=True)
     try:
         for line in sys.stdin:
             cmd = line.strip()
             if cmd == "stats":
-                print(json.dumps(srv.stats()), flush=True)
+                print(json.dumps(stats()), flush=True)
             elif cmd == "stop":
                 break
             else:
                 print(json.dumps({"error": f"unknown command {cmd!r}"}), flush=True)
     finally:
+        if h3 is not None:
+            h3.stop()
         srv.stop()
+        if certdir is not None:
+            import shutil
+
+            shutil.rmtree(certdir, ignore_errors=True)
     return 0
 
 
