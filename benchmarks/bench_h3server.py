@@ -21,13 +21,13 @@ import time
 from httpbench._server import start_process
 
 
-def pycurl_client(url: str, ca: str):  # noqa: ANN201
+def pycurl_client(url: str, ca: str, version: str = "CURL_HTTP_VERSION_3ONLY"):  # noqa: ANN201
     import pycurl
 
-    if not pycurl.version_info()[4] & pycurl.VERSION_HTTP3:
+    if version.endswith("3ONLY") and not pycurl.version_info()[4] & pycurl.VERSION_HTTP3:
         return None
     c = pycurl.Curl()
-    c.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_3ONLY)
+    c.setopt(pycurl.HTTP_VERSION, getattr(pycurl, version))
     c.setopt(pycurl.CAINFO, ca)
     c.setopt(pycurl.URL, url)
 
@@ -67,6 +67,8 @@ def aioquic_client(url: str, ca: str):  # noqa: ANN201
 
 
 CLIENTS = {"pycurl": pycurl_client, "curl_cffi": curl_cffi_client, "aioquic": aioquic_client}
+# the same client over TCP to the same server process (its C listener), for contrast
+TCP = {"pycurl-h2": "CURL_HTTP_VERSION_2TLS", "pycurl-http/1.1": "CURL_HTTP_VERSION_1_1"}
 
 
 def main() -> None:
@@ -76,10 +78,12 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     with start_process(tls=True, h3=True) as srv:
-        url = srv.h3_url + args.path
-        for name, make in CLIENTS.items():
+        contenders = [(n, "h3", m, srv.h3_url) for n, m in CLIENTS.items()]
+        contenders += [(n, n.split("-", 1)[1], lambda u, ca, v=v: pycurl_client(u, ca, v),
+                        srv.url) for n, v in TCP.items()]
+        for name, proto, make, base in contenders:
             try:
-                one = make(url, srv.ca_file)
+                one = make(base + args.path, srv.ca_file)
             except ImportError as exc:
                 rows.append({"client": name, "skipped": str(exc)})
                 continue
@@ -93,11 +97,13 @@ def main() -> None:
             got = sum(one() for _ in range(args.n))
             c1, w1 = time.process_time_ns(), time.perf_counter_ns()
             s1 = srv.stats()
-            n_srv = s1["by_protocol"]["h3"] - s0["by_protocol"]["h3"]
+            n_srv = s1["by_protocol"][proto] - s0["by_protocol"][proto]
+            h3cpu = s1["h3"]["cpu_ns"] - s0["h3"]["cpu_ns"]
+            cpu = h3cpu if proto == "h3" else s1["cpu_ns"] - s0["cpu_ns"] - h3cpu
             rows.append({
-                "client": name, "n": args.n, "server_h3_requests": n_srv, "body_bytes": got,
-                "client_cpu_us": round((c1 - c0) / args.n / 1e3, 1),
-                "server_cpu_us": round((s1["h3"]["cpu_ns"] - s0["h3"]["cpu_ns"]) / args.n / 1e3, 1),
+                "client": name, "protocol": proto, "n": args.n, "server_requests": n_srv,
+                "body_bytes": got, "client_cpu_us": round((c1 - c0) / args.n / 1e3, 1),
+                "server_cpu_us": round(cpu / args.n / 1e3, 1),
                 "wall_us": round((w1 - w0) / args.n / 1e3, 1),
             })
     for r in rows:
