@@ -445,6 +445,7 @@ def _server_counts(stats: Any) -> dict[str, int | None]:
         "tls_handshakes": pick("tls_handshakes"),
         "http1_requests": per_protocol("http/1.1"),
         "h2_requests": per_protocol("h2"),
+        "h3_requests": per_protocol("h3"),
     }
 
 
@@ -455,6 +456,20 @@ def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None
     with h2 requests (a client taking h2 by ALPN) is ``h2-negotiated``; an HTTP/1.1 round
     the counts cannot prove is what it asked for (servers without h2 count none)."""
     h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
+    if sc.protocol == "h3":  # HTTP/3 requests: the listener's own count, exact
+        h3 = srv.get("h3_requests")
+        if h3 is None:
+            return ("unproven", "protocol-unproven", "the server's stats have no HTTP/3 "
+                    "counts: HTTP/3 is not proven")
+        if (h1 or 0) + (h2 or 0) > 0:
+            return ("h2" if h2 else "http/1.1", "h3-fallback",
+                    f"the server answered {h3} of the round's requests over HTTP/3, {h2 or 0} "
+                    f"over h2 and {h1 or 0} over HTTP/1.1: the client fell back to TCP; its "
+                    "figures are not reported as h3")
+        if h3 == 0:
+            return ("unproven", "protocol-unproven",
+                    "the server counted no request of the round on any protocol")
+        return "h3", None, None
     if sc.protocol != "h2":
         if h2:
             return ("h2", "h2-negotiated",
@@ -492,10 +507,10 @@ def _pin_process(pid: int, cpus: set[int]) -> bool:
     return ok
 
 
-def _default_server_factory(tls: bool, threads: int) -> Any:
+def _default_server_factory(tls: bool, threads: int, h3: bool = False) -> Any:
     from . import _server
 
-    return _server.start_process(tls=tls, threads=threads)
+    return _server.start_process(tls=tls, threads=threads, h3=h3)
 
 
 def preload_library() -> str | None:
@@ -734,11 +749,15 @@ class Runner:
         if self.opt.progress is not None:
             self.opt.progress(msg)
 
-    def _server(self, tls: bool) -> Any:
-        srv = self.servers.get(tls)
+    def _server(self, tls: bool, h3: bool = False) -> Any:
+        key: Any = "h3" if h3 else tls
+        srv = self.servers.get(key)
         if srv is None:
-            srv = self.server_factory(tls, self.opt.server_threads)
-            self.servers[tls] = srv
+            if h3:  # the HTTP/3 listener comes with the default server only
+                srv = _default_server_factory(True, self.opt.server_threads, h3=True)
+            else:
+                srv = self.server_factory(tls, self.opt.server_threads)
+            self.servers[key] = srv
         return srv
 
     def _place(self, sc: Scenario, srv: Any) -> None:
@@ -858,7 +877,14 @@ class Runner:
             for sc in scenarios:
                 if not clients:
                     break
-                srv = self._server(sc.tls)
+                try:
+                    srv = self._server(sc.tls, h3=sc.is_h3)
+                except (RuntimeError, ValueError) as exc:  # H3Unavailable: aioquic missing
+                    if not sc.is_h3:
+                        raise
+                    for c in clients:
+                        self.skipped[f"{c}/{sc.name}"] = str(exc)
+                    continue
                 self._place(sc, srv)
                 workers: dict[str, WorkerProc] = {}
                 try:
@@ -962,7 +988,7 @@ class Runner:
 
     def _job(self, client: str, sc: Scenario, srv: Any, workdir: str) -> dict[str, Any]:
         d = tempfile.mkdtemp(prefix=f"{client.replace('/', '_')}-{sc.name}-", dir=workdir)
-        url = srv.url
+        url = (getattr(srv, "h3_url", None) or srv.url) if sc.is_h3 else srv.url
         return {
             "client": ("command" if client in self.opt.commands
                        else self.opt.interpreters.get(client, (client,))[0]),
@@ -1191,7 +1217,7 @@ class Runner:
             return None
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
         protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
-        if pkind in ("h1-fallback", "h2-negotiated"):
+        if pkind in ("h1-fallback", "h2-negotiated", "h3-fallback"):
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "error"))
             self.h1_fallback.add((client, sc.name))
