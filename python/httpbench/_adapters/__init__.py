@@ -87,8 +87,8 @@ ADAPTERS: dict[str, tuple[str, str]] = {
 }
 
 # `httpbench compare` with no --clients: every one of these that is installed
-# ("command" needs an argv, so it only runs when asked for).
-DEFAULT_CLIENTS: tuple[str, ...] = tuple(n for n in ADAPTERS if n != "command")
+# ("command" needs an argv, and aioquic speaks HTTP/3 only: they run when asked for).
+DEFAULT_CLIENTS: tuple[str, ...] = tuple(n for n in ADAPTERS if n not in ("command", "aioquic"))
 
 
 class AdapterUnavailable(Exception):
