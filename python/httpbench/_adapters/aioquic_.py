@@ -59,8 +59,9 @@ class AioquicAdapter(Adapter):
         cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
         if self.ca_file:
             cfg.load_verify_locations(self.ca_file)
-        self._cm = connect(self.host, self.port, configuration=cfg, create_protocol=Client)
-        self.client = await self._cm.__aenter__()
+        self._connect = lambda: connect(self.host, self.port, configuration=cfg,
+                                        create_protocol=Client)
+        await self._open()
         self.authority = f"{self.host}:{self.port}".encode()
         self.req_headers = [(b":method", self.method.encode()), (b":scheme", b"https"),
                             (b":authority", self.authority), (b":path", self.path.encode()),
@@ -68,8 +69,16 @@ class AioquicAdapter(Adapter):
         if self.body is not None or self.body_file is not None:
             self.req_headers.append((b"content-length", str(self.body_size).encode()))
 
+    async def _open(self) -> None:
+        self._cm = self._connect()
+        self.client = await self._cm.__aenter__()
+
     async def request(self) -> None:
         c = self.client
+        if c._closed.is_set():  # idle timeout while other clients ran: reconnect, as users do
+            await self.aclose()
+            await self._open()
+            c = self.client
         sid = c._quic.get_next_available_stream_id()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         c.waiting[sid] = (fut, [None, []])
