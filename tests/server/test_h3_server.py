@@ -74,7 +74,7 @@ def test_every_route_byte_exact_with_libcurl(h3srv):
     c.setopt(pycurl.TIMEOUT_MS, 10000)
     before = h3srv.stats()
     routes: dict[str, int] = {}
-    for method, path, body, status, want, route in CASES:
+    for _method, path, body, status, want, route in CASES:
         buf = io.BytesIO()
         c.setopt(pycurl.URL, h3srv.h3_url + path)
         if body is not None:
