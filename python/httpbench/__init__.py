@@ -78,9 +78,9 @@ if TYPE_CHECKING:
         RequestTimeout,
         TLSError,
     )
+    from ._h3server import H3Unavailable
     from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
     from ._results import BenchResult, MeasureResult, ResultSet, WorkerResult, load
-    from ._h3server import H3Unavailable
     from ._server import Server, ServerProcess, expected_bytes, start_process
     from .report import diff
 

@@ -16,7 +16,7 @@ from httpbench._scenarios import (
     parse_scenario,
 )
 
-H3_CLIENTS = ("pycurl", "curl_cffi", "curl_cffi-async", "aioquic")
+H3_CLIENTS = ("pycurl", "curl_cffi", "curl_cffi-async", "aioquic", "curl")
 NO_H3 = ("requests", "http.client", "httpx")
 needs_h3 = pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing()))
 
