@@ -66,7 +66,21 @@ def aioquic_client(url: str, ca: str):  # noqa: ANN201
     return one
 
 
-CLIENTS = {"pycurl": pycurl_client, "curl_cffi": curl_cffi_client, "aioquic": aioquic_client}
+def niquests_client(url: str, ca: str):  # noqa: ANN201
+    from httpbench._adapters.niquests_ import NiquestsAdapter
+
+    base, path = url.rsplit("/bytes", 1)
+    a = NiquestsAdapter()
+    a.setup(base, ca, path="/bytes" + path, http3=True)
+
+    def one() -> int:
+        a.request()
+        return len(a.last_body or b"")
+
+    return one
+
+
+CLIENTS = {"pycurl": pycurl_client, "niquests": niquests_client, "curl_cffi": curl_cffi_client, "aioquic": aioquic_client}
 # the same client over TCP to the same server process (its C listener), for contrast
 TCP = {"pycurl-h2": "CURL_HTTP_VERSION_2TLS", "pycurl-http/1.1": "CURL_HTTP_VERSION_1_1"}
 
