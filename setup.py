@@ -56,16 +56,19 @@ def pkg_config(pkg: str) -> tuple[list[str], list[str], list[str]] | None:
             [f[2:] for f in flags if f.startswith("-l")])
 
 
-# HTTP/2 framing and HPACK come from nghttp2 (found by pkg-config, with a
-# plain -lnghttp2 fallback; toolchain_problems names the package when absent).
+# The embedded server's HTTP/2 side is nghttp2's (found by pkg-config, with a plain
+# -lnghttp2 fallback); everything else, the HTTP/2 client included, is our own code.
+# HTTPBENCH_NGHTTP2=0 builds without it, =1 requires it, unset: used when its headers are found.
 NGHTTP2 = pkg_config("libnghttp2") or ([], [], ["nghttp2"])
+NGHTTP2_SWITCH = os.environ.get("HTTPBENCH_NGHTTP2", "").strip()
+NGHTTP2_HINT = ("install libnghttp2-dev (or the distribution's nghttp2 headers: "
+                "libnghttp2-devel, nghttp2-dev) and reinstall")
 
 core = Extension(
     "httpbench._core",
     sources=sources("csrc/core") + sources("csrc/module"),
-    include_dirs=["csrc/core", "csrc/module", *NGHTTP2[0]],
-    library_dirs=NGHTTP2[1],
-    libraries=[*NGHTTP2[2], "ssl", "crypto", "pthread"],
+    include_dirs=["csrc/core", "csrc/module"],
+    libraries=["ssl", "crypto", "pthread"],
     extra_compile_args=extra,
     define_macros=macros,
 )
@@ -83,10 +86,24 @@ if sources("csrc/preload"):
     exts.append(mcount)
 
 PACKAGES_HINT = """\
-  Debian/Ubuntu: sudo apt-get install build-essential python3-dev libssl-dev libnghttp2-dev pkg-config
-  Fedora/RHEL:   sudo dnf install gcc python3-devel openssl-devel libnghttp2-devel pkgconf
-  Alpine:        sudo apk add build-base python3-dev openssl-dev nghttp2-dev pkgconf
+  Debian/Ubuntu: sudo apt-get install build-essential python3-dev libssl-dev pkg-config
+  Fedora/RHEL:   sudo dnf install gcc python3-devel openssl-devel pkgconf
+  Alpine:        sudo apk add build-base python3-dev openssl-dev pkgconf
+(plus libnghttp2-dev / libnghttp2-devel / nghttp2-dev for the embedded server's HTTP/2 side),
 or install a prebuilt manylinux wheel (tools/build-wheel makes one)."""
+
+
+def compiles(compiler, header: str, include_dirs: list[str]) -> bool:
+    """True when a file including `header` compiles with the build's own compiler and flags."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
+        try:
+            compiler.compile([src], output_dir=tmp, include_dirs=include_dirs)
+        except Exception:  # CompileError, or the compiler failing to start
+            return False
+    return True
 
 
 def toolchain_problems(compiler) -> list[str]:
@@ -97,19 +114,23 @@ def toolchain_problems(compiler) -> list[str]:
     missing = []
     if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
         missing.append("the Python headers (Python.h)")
-    probes = [("openssl/ssl.h", "the OpenSSL headers (openssl/ssl.h)", []),
-              ("nghttp2/nghttp2.h", "the nghttp2 headers (nghttp2/nghttp2.h, package libnghttp2-dev)",
-               NGHTTP2[0])]
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, (header, what, incs) in enumerate(probes):
-            src = os.path.join(tmp, f"probe{i}.c")
-            with open(src, "w") as f:
-                f.write(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
-            try:
-                compiler.compile([src], output_dir=tmp, include_dirs=incs)
-            except Exception:  # CompileError, or the compiler failing to start
-                missing.append(what)
+    if not compiles(compiler, "openssl/ssl.h", []):
+        missing.append("the OpenSSL headers (openssl/ssl.h)")
+    if NGHTTP2_SWITCH == "1" and not compiles(compiler, "nghttp2/nghttp2.h", NGHTTP2[0]):
+        missing.append("the nghttp2 headers (nghttp2/nghttp2.h, package libnghttp2-dev), "
+                       "which HTTPBENCH_NGHTTP2=1 requires")
     return missing
+
+
+def use_nghttp2(compiler) -> str | None:
+    """None when the HTTP/2 server is built with nghttp2, else why it is left out."""
+    if NGHTTP2_SWITCH == "0":
+        return "HTTPBENCH_NGHTTP2=0"
+    if NGHTTP2_SWITCH not in ("", "1"):
+        sys.exit(f"httpbench: HTTPBENCH_NGHTTP2 must be 0 or 1, not {NGHTTP2_SWITCH!r}")
+    if compiles(compiler, "nghttp2/nghttp2.h", NGHTTP2[0]):
+        return None
+    return "the nghttp2 headers (nghttp2/nghttp2.h) were not found"
 
 
 class CheckedBuildExt(build_ext):
@@ -126,7 +147,33 @@ class CheckedBuildExt(build_ext):
             sys.exit("httpbench: cannot build the C extension: missing " + "; ".join(missing)
                      + ".\nInstall a C compiler, the Python headers and the OpenSSL headers:\n"
                      + PACKAGES_HINT)
+        why_not = use_nghttp2(cc)
+        for ext in self.extensions:
+            if ext.name != "httpbench._core":
+                continue
+            if why_not is None:
+                ext.include_dirs += NGHTTP2[0]
+                ext.library_dirs += NGHTTP2[1]
+                ext.libraries[:0] = NGHTTP2[2]
+            else:
+                ext.define_macros.append(("HB_NO_NGHTTP2", "1"))
+                # one line, in pip's output too (-v): what is left out and how to get it
+                print(f"httpbench: building WITHOUT the embedded server's HTTP/2 side ({why_not}); "
+                      f"everything else is built. For HTTP/2 serving, {NGHTTP2_HINT}.",
+                      file=sys.stderr, flush=True)
+        # setuptools reuses up-to-date objects whatever the macros: never mix the two builds
+        stamp = os.path.join(self.build_temp, "httpbench-nghttp2")
+        choice = "no" if why_not else "yes"
+        try:
+            with open(stamp) as f:
+                if f.read() != choice:
+                    self.force = True
+        except OSError:
+            self.force = True
         super().run()
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(choice)
 
 
 setup(ext_modules=exts, cmdclass={"build_ext": CheckedBuildExt})

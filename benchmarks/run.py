@@ -679,8 +679,8 @@ def render_performance(doc: dict[str, Any], results_path: str) -> str:
          "same machine in the same minutes, and reports medians with min–max over the rounds "
          "and the ratio of ours to every peer. A *floor* contender (a C program doing only the "
          "unavoidable syscalls) shows how far a figure is from what the machine allows. What "
-         "each figure means, how it is measured and what was tried is in "
-         "[design.md](design.md).",
+         "each figure means is in [metrics.md](metrics.md), how it is measured in "
+         "[design.md](design.md), and what was tried in [decisions.md](decisions.md).",
          "",
          "    python benchmarks/run.py                  # full suite (~15-20 min on 2 cores)",
          "    python benchmarks/run.py --quick          # short runs (~5 min)",

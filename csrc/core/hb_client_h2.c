@@ -35,18 +35,17 @@ static void on_header(void *ud, void *sud, const char *name, size_t nl, const ch
     batch *b = ud;
     hb_h2x *x = sud;
     b->any_byte = 1;
-    if (x->head_len + nl + vl + 4 + 2 > x->head_cap) {
+    if (nl > HB_H2X_FIELD_MAX || vl > HB_H2X_FIELD_MAX ||
+        x->head_len + HB_H2X_FIELD_HDR + nl + vl > x->head_cap) {
         x_fail(x, HB_E_TOO_LARGE, "response header block larger than the head buffer");
         return;
     }
-    memcpy(x->head + x->head_len, name, nl);
-    x->head_len += nl;
-    memcpy(x->head + x->head_len, ": ", 2);
-    x->head_len += 2;
-    memcpy(x->head + x->head_len, value, vl);
-    x->head_len += vl;
-    memcpy(x->head + x->head_len, "\r\n", 2);
-    x->head_len += 2;
+    uint16_t l[2] = {(uint16_t)nl, (uint16_t)vl};
+    char *o = x->head + x->head_len;
+    memcpy(o, l, HB_H2X_FIELD_HDR);
+    memcpy(o + HB_H2X_FIELD_HDR, name, nl);
+    memcpy(o + HB_H2X_FIELD_HDR + nl, value, vl);
+    x->head_len += HB_H2X_FIELD_HDR + nl + vl;
     if (nl == 14 && memcmp(name, "content-length", 14) == 0) {
         uint64_t v = 0;
         size_t i = 0;
@@ -63,10 +62,6 @@ static void on_response(void *ud, void *sud, int status)
     b->any_byte = 1;
     x->status = status;
     x->t_first_byte = hb_now_ns();
-    int v = status < 0 ? 0 : status % 1000; /* hb_h2_client checked it is 3 digits */
-    x->head[9] = (char)('0' + v / 100);
-    x->head[10] = (char)('0' + v / 10 % 10);
-    x->head[11] = (char)('0' + v % 10);
 }
 
 static int sink_put(hb_h2x *x, const uint8_t *p, size_t len)
@@ -143,11 +138,6 @@ static void on_close(void *ud, void *sud, int end, uint32_t code)
         snprintf(msg, sizeof msg, "HTTP/2 stream ended: %s (%s)", hb_h2_end_name(end),
                  hb_h2_code_name(code));
         x_fail(x, HB_E_H2, msg);
-        return;
-    }
-    if (x->head_len + 2 <= x->head_cap) {
-        memcpy(x->head + x->head_len, "\r\n", 2);
-        x->head_len += 2;
     }
 }
 
@@ -197,8 +187,7 @@ static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, batch 
 
 static void reset_one(hb_h2x *x, uint64_t now)
 {
-    x->head_len = HB_H2X_STATUS_LEN;
-    memcpy(x->head, "HTTP/1.1 000 \r\n", HB_H2X_STATUS_LEN);
+    x->head_len = 0;
     x->status = 0;
     x->rc = 0;
     x->err[0] = '\0';
@@ -294,7 +283,7 @@ int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, 
     batch b = {xs, n, 0, 0};
     if (err) err[0] = '\0';
     for (size_t i = 0; i < n; i++)
-        if (!xs[i].head || xs[i].head_cap < HB_H2X_STATUS_LEN + 2)
+        if (!xs[i].head || xs[i].head_cap == 0)
             return hb_fail(err, HB_E_INVALID, "HTTP/2 exchange %zu has no head buffer", i);
     uint64_t now = hb_now_ns();
     for (size_t i = 0; i < n; i++)

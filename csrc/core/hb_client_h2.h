@@ -14,9 +14,9 @@
  *
  * Per exchange the caller owns everything: the header fields (from
  * hb_build_h2_fields), the body, the sink, and a head buffer where the
- * response head is written in HTTP/1.1 form ("HTTP/1.1 <status> \r\n",
- * "name: value\r\n" per field, "\r\n") so one parser reads both protocols.
- * No allocation here; nghttp2 allocates its own.
+ * response's header fields are kept as decoded (records read back with
+ * hb_h2x_field_next; the status is x->status). No allocation here: the
+ * session's buffers are hb_h2_client's, made once per connection.
  *
  * Results: hb_client_h2_run returns 0 when every exchange ended (each x->rc
  * says how: 0 or a per-stream error: HB_E_H2 for a reset or refused stream,
@@ -34,14 +34,35 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hb_client.h"
 #include "hb_common.h"
 #include "hb_h2_client.h"
 #include "hb_pool.h"
 
-/* The status line prefix written first into each head buffer. */
-#define HB_H2X_STATUS_LEN 15 /* "HTTP/1.1 200 \r\n" */
+/* A head buffer holds one record per response header field: the name's and
+ * the value's length (16 bits each, host order) then the name and value
+ * bytes, as HPACK decoded them (names lowercase, validated by hb_h2_client). */
+#define HB_H2X_FIELD_HDR 4
+#define HB_H2X_FIELD_MAX 0xffffu /* longest name or value a record holds */
+
+/* The field at *off of buf[0..len) into f (pointers into buf), *off moved past
+ * it: 1, or 0 at the end (or on a truncated record). */
+static inline int hb_h2x_field_next(const char *buf, size_t len, size_t *off, hb_header *f)
+{
+    uint16_t nl, vl;
+    if (len - *off < HB_H2X_FIELD_HDR || *off > len) return 0;
+    memcpy(&nl, buf + *off, 2);
+    memcpy(&vl, buf + *off + 2, 2);
+    if (len - *off - HB_H2X_FIELD_HDR < (size_t)nl + vl) return 0;
+    f->name = buf + *off + HB_H2X_FIELD_HDR;
+    f->name_len = nl;
+    f->value = f->name + nl;
+    f->value_len = vl;
+    *off += HB_H2X_FIELD_HDR + (size_t)nl + vl;
+    return 1;
+}
 
 typedef struct hb_h2x {
     /* in */
@@ -51,10 +72,10 @@ typedef struct hb_h2x {
     size_t body_len;
     hb_sink *sink;     /* response body: memory (grow) or fd */
     uint64_t max_body; /* 0: no limit */
-    char *head;        /* caller's buffer for the response head */
-    size_t head_cap;   /* >= HB_H2X_STATUS_LEN + 2 */
+    char *head;        /* caller's buffer for the response's header fields */
+    size_t head_cap;   /* > 0; a header block that does not fit is HB_E_TOO_LARGE */
     /* out */
-    size_t head_len;
+    size_t head_len; /* bytes of field records in head */
     int status;
     int rc; /* 0 or the exchange's error (see above) */
     char err[HB_ERR_LEN];

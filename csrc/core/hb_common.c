@@ -37,6 +37,8 @@ const char *hb_strerror(int rc)
         return "interrupted";
     case HB_E_TOO_LARGE:
         return "response body too large";
+    case HB_E_UNSUPPORTED:
+        return "not in this build";
     default:
         return hb_is_tls_error(rc) ? "TLS error" : "unknown error";
     }

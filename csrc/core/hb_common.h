@@ -32,6 +32,7 @@ enum hb_errcode {
     HB_E_INVALID = -5301,     /* bad argument or configuration */
     HB_E_INTERRUPTED = -5302, /* stopped by a stop flag / signal */
     HB_E_TOO_LARGE = -5303,   /* a response body over the caller's limit */
+    HB_E_UNSUPPORTED = -5304, /* this build lacks the feature (compiled out) */
     /* -5400 .. -5449: HTTP/2 (hb_h2_client.h, hb_h2_hpack.h). */
     HB_E_H2 = -5400,    /* HTTP/2 connection error (a bad frame, a GOAWAY with an error) */
     HB_E_NO_H2 = -5401, /* the peer does not speak HTTP/2 (ALPN, or an HTTP/1.x answer) */

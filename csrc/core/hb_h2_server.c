@@ -12,6 +12,9 @@
  * the server buffer more than one stream window. */
 #include "hb_h2_server.h"
 
+/* Without nghttp2 (HB_NO_NGHTTP2) hb_h2_server_none.c stands in for this file. */
+#ifndef HB_NO_NGHTTP2
+
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -755,6 +758,11 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
 
 /* ---- session ---- */
 
+int hb_h2_server_available(void)
+{
+    return 1;
+}
+
 void hb_h2_server_config_init(hb_h2_server_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -1018,3 +1026,5 @@ void hb_h2_server_timer(hb_h2_server *s)
         }
     }
 }
+
+#endif /* HB_NO_NGHTTP2 */

@@ -85,6 +85,15 @@ typedef struct hb_h2_server_config {
 
 typedef struct hb_h2_server hb_h2_server;
 
+/* What a build without nghttp2 says when the HTTP/2 server is asked for. */
+#define HB_H2_SERVER_MISSING                                                                       \
+    "this build has no HTTP/2 server: install libnghttp2-dev (or the distribution's nghttp2 "      \
+    "headers) and reinstall"
+
+/* 1 when this build has the HTTP/2 server (nghttp2), 0 when it was compiled
+ * out (HB_NO_NGHTTP2): then hb_h2_server_new fails with HB_E_UNSUPPORTED. */
+int hb_h2_server_available(void);
+
 /* Fills cfg's SETTINGS with the defaults (100 streams, 65535 window, 16384
  * frames, 16384 header list); other fields are zeroed. */
 void hb_h2_server_config_init(hb_h2_server_config *cfg);

@@ -262,6 +262,10 @@ void hb__h2_sweep(hb__conn *c);
 /* hb_server_conn.c: connection lifecycle and I/O. */
 /* FIN now, then discard input until EOF or the linger time (then free). */
 void hb__conn_linger(hb__conn *c);
+/* One write of v[0..cnt) (cnt <= IOV_MAX), HTTP/1.1 and h2 alike: the bytes
+ * written (counted, the write deadline moved on), HB_AGAIN when the socket
+ * would block (wr_ready cleared), or a negative error. */
+ssize_t hb__conn_write(hb__conn *c, const struct iovec *v, int cnt);
 /* Adopt an accepted socket; 0, or -1 when out of connection structs. */
 int hb__conn_accept(hb__worker *w, int fd);
 /* abort_it: RST instead of FIN. The struct goes to the free list, or back to

@@ -9,7 +9,8 @@
  * count has no bound sets grow_timers, and then a start on a full heap
  * doubles it once (never in steady state).
  * Interest is passed to epoll as given, so each user picks its triggering:
- * the engine registers level-triggered; the server registers connections
+ * the engine registers plain sockets edge-triggered (once per connection)
+ * and TLS sockets level-triggered; the server registers connections
  * edge-triggered (EPOLLET, with EPOLLRDHUP) and its listener and stop
  * eventfd level-triggered; the loop's own timerfd is edge-triggered.
  * Interest is changed only when it differs from the current one (hb_loop_mod

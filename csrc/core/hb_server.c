@@ -186,7 +186,7 @@ void hb_server_opts_init(hb_server_opts *o)
     o->keepalive_timeout_ms = 30000;
     o->max_head = 16384;
     o->backlog = 4096;
-    o->http2 = 1;
+    o->http2 = hb_h2_server_available();
     o->h2_max_concurrent_streams = 100;
     o->h2_initial_window_size = 65535;
     o->h2_max_frame_size = 16384;
@@ -274,6 +274,8 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         return hb_fail(err, HB_E_INVALID, "timeouts must be > 0");
     if (o->max_head < 256 || o->max_head > (64u << 20))
         return hb_fail(err, HB_E_INVALID, "max_head must be 256 B .. 64 MiB");
+    if (o->http2 && !hb_h2_server_available())
+        return hb_fail(err, HB_E_UNSUPPORTED, "%s", HB_H2_SERVER_MISSING);
     if (o->h2_max_concurrent_streams < 1 ||
         (unsigned)o->h2_max_concurrent_streams > HB_H2_MAX_STREAMS_MAX)
         return hb_fail(err, HB_E_INVALID, "h2_max_concurrent_streams must be 1..%u",

@@ -41,7 +41,7 @@ typedef struct hb_server_opts {
     int keepalive_timeout_ms;      /* idle keep-alive connection lifetime; default 30000 */
     size_t max_head;               /* request head limit -> 431; default 16384 */
     int backlog;                   /* listen backlog; default 4096 */
-    int http2;                     /* h2 through ALPN (TLS) and h2c prior knowledge; default 1 */
+    int http2;                     /* h2 (ALPN, h2c); default hb_h2_server_available() */
     int h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS 1..100000; default 100 */
     int h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE 0..2^31-1; default 65535 */
     int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */

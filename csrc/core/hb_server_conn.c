@@ -185,22 +185,26 @@ static void linger_read(hb__conn *c)
     hb__conn_free(c, 0);
 }
 
+ssize_t hb__conn_write(hb__conn *c, const struct iovec *v, int cnt)
+{
+    hb__worker *w = c->w;
+    ssize_t n = cnt == 1 ? hb_sock_write(&c->sock, v->iov_base, v->iov_len)
+                         : hb_sock_writev(&c->sock, v, cnt);
+    if (n == HB_AGAIN) c->wr_ready = 0;
+    if (n <= 0) return n;
+    HB__ADD(w->st.bytes_out, (uint64_t)n);
+    c->wr_deadline = w->now + w->req_timeout_ns;
+    return n;
+}
+
 /* Write queued output. 0 ok (maybe still pending), <0 error. */
 static int flush(hb__conn *c)
 {
-    hb__worker *w = c->w;
     while (c->niov) {
         int cnt = c->niov < IOV_MAX ? c->niov : IOV_MAX;
-        const struct iovec *v0 = &c->iov[c->iov_first];
-        ssize_t n = cnt == 1 ? hb_sock_write(&c->sock, v0->iov_base, v0->iov_len)
-                             : hb_sock_writev(&c->sock, v0, cnt);
-        if (n == HB_AGAIN) {
-            c->wr_ready = 0;
-            return 0;
-        }
+        ssize_t n = hb__conn_write(c, &c->iov[c->iov_first], cnt);
+        if (n == HB_AGAIN) return 0;
         if (n < 0) return (int)n;
-        HB__ADD(w->st.bytes_out, (uint64_t)n);
-        c->wr_deadline = w->now + w->req_timeout_ns;
         size_t left = (size_t)n;
         while (left && c->niov) {
             struct iovec *v = &c->iov[c->iov_first];

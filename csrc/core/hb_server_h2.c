@@ -97,21 +97,14 @@ int hb__h2_sniff(hb__conn *c)
 /* Write the session's queue. 0 (maybe still pending), <0 error. */
 static int flush(hb__conn *c)
 {
-    hb__worker *w = c->w;
     for (;;) {
         int cnt;
         const struct iovec *v = hb_h2_server_out(c->h2, &cnt);
         if (cnt == 0) return 0;
         if (cnt > IOV_MAX) cnt = IOV_MAX;
-        ssize_t n = cnt == 1 ? hb_sock_write(&c->sock, v->iov_base, v->iov_len)
-                             : hb_sock_writev(&c->sock, v, cnt);
-        if (n == HB_AGAIN) {
-            c->wr_ready = 0;
-            return 0;
-        }
+        ssize_t n = hb__conn_write(c, v, cnt);
+        if (n == HB_AGAIN) return 0;
         if (n < 0) return (int)n;
-        HB__ADD(w->st.bytes_out, (uint64_t)n);
-        c->wr_deadline = w->now + w->req_timeout_ns;
         hb_h2_server_sent(c->h2, (size_t)n);
         if (!hb_h2_server_idle_out(c->h2) && !c->sock.ssl) { /* short plain write: buffer full */
             c->wr_ready = 0;

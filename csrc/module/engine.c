@@ -1,6 +1,6 @@
 /* engine.c - _core.run_bench(): configure hb_engine, run it without the GIL,
  * report progress, turn Ctrl-C into the engine's stop flag, and return the
- * merged numbers as a dict (httpbench._bench builds the BenchResult). */
+ * merged numbers as a dict (the package's _loadgen builds the BenchResult). */
 #include "module.h"
 
 #include <errno.h>

@@ -79,6 +79,9 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
         case HB_E_INTERRUPTED:
             exc = PyExc_KeyboardInterrupt;
             break;
+        case HB_E_UNSUPPORTED:
+            exc = st->FeatureUnavailable;
+            break;
         default:
             if (rc < 0 && rc > -4096 && rc != HB_ERROR && rc != HB_AGAIN) {
                 PyObject *args = Py_BuildValue("(is)", -rc, text);
@@ -293,8 +296,13 @@ static int add_exceptions(PyObject *m, hb_modstate *st)
                                "The peer closed the connection before or during a response.", b);
     st->BodyTooLarge =
         new_exc(m, "BodyTooLarge", "A response body over the client's max_body (or memory).", b);
+    st->FeatureUnavailable = new_exc(
+        m, "FeatureUnavailable",
+        "This build of httpbench lacks the feature (its library was missing when it was built).",
+        b);
     Py_DECREF(b);
-    if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge) return -1;
+    if (!st->ProtocolError || !st->RemoteClosed || !st->BodyTooLarge || !st->FeatureUnavailable)
+        return -1;
     b = PyTuple_Pack(1, st->ProtocolError);
     if (!b) return -1;
     st->HTTP2NotSupported =
@@ -360,6 +368,7 @@ static int hb_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->RemoteClosed);
     Py_VISIT(st->BodyTooLarge);
     Py_VISIT(st->HTTP2NotSupported);
+    Py_VISIT(st->FeatureUnavailable);
     Py_VISIT(st->HistogramType);
     Py_VISIT(st->ServerType);
     Py_VISIT(st->ClientType);
@@ -381,6 +390,7 @@ static int hb_clear(PyObject *m)
     Py_CLEAR(st->RemoteClosed);
     Py_CLEAR(st->BodyTooLarge);
     Py_CLEAR(st->HTTP2NotSupported);
+    Py_CLEAR(st->FeatureUnavailable);
     Py_CLEAR(st->HistogramType);
     Py_CLEAR(st->ServerType);
     Py_CLEAR(st->ClientType);

@@ -24,6 +24,7 @@ typedef struct hb_modstate {
     PyObject *RemoteClosed;
     PyObject *BodyTooLarge;
     PyObject *HTTP2NotSupported;
+    PyObject *FeatureUnavailable;
     /* Heap types, set by each component's init hook. */
     PyTypeObject *HistogramType;
     PyTypeObject *ServerType;
@@ -90,7 +91,7 @@ int hb_py_url(hb_modstate *st, PyObject *url, struct hb_url *u, const char **tex
 struct hb_exchange;
 PyObject *hb_py_response_new(hb_modstate *st, const struct hb_exchange *x, PyObject *url);
 void hb_py_response_finish(PyObject *resp, const struct hb_exchange *x, PyObject *body);
-/* A Response for an HTTP/2 exchange: head in HTTP/1.1 form (hb_client_h2.h),
+/* A Response for an HTTP/2 exchange: its header field records (hb_client_h2.h),
  * body stolen, version "HTTP/2"; or NULL with an exception. */
 struct hb_h2x;
 PyObject *hb_py_response_h2(hb_modstate *st, const struct hb_h2x *x, PyObject *url, PyObject *body,

@@ -211,43 +211,64 @@ PyDoc_STRVAR(parse_response_head_doc,
              "('none' | 'length' | 'chunked' | 'close') and interim.\n"
              "Raises httpbench.ProtocolError (with .code) on malformed input.");
 
-static PyObject *py_parse_response_head(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
-                                        PyObject *kwnames)
+/* Both heads: the options, the header array, the parse and the dict, whose
+ * keys follow each kind's docstring order. */
+static PyObject *parse_head(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                            int response)
 {
     head_opts o;
-    if (parse_args(args, nargs, kwnames, 1, "parse_response_head", &o) < 0) return NULL;
+    if (parse_args(args, nargs, kwnames, response,
+                   response ? "parse_response_head" : "parse_request_head", &o) < 0)
+        return NULL;
     hb_header stack[STACK_HEADERS];
     hb_header *h = headers_array(stack, o.limits.max_headers);
     PyObject *d = NULL;
     if (!h) goto out;
-    hb_response_head r = {.headers = h, .num_headers = o.limits.max_headers};
-    int rc = hb_parse_response_head(o.buf.buf, (size_t)o.buf.len, &r, &o.limits);
+    hb_response_head rs = {.headers = h, .num_headers = o.limits.max_headers};
+    hb_request_head rq = {.headers = h, .num_headers = o.limits.max_headers};
+    int rc = response ? hb_parse_response_head(o.buf.buf, (size_t)o.buf.len, &rs, &o.limits)
+                      : hb_parse_request_head(o.buf.buf, (size_t)o.buf.len, &rq, &o.limits);
     if (rc == HB_AGAIN) {
         d = Py_NewRef(Py_None);
         goto out;
     }
     if (rc < 0) {
-        hb_raise(hb_state(m), r.error, NULL);
+        hb_raise(hb_state(m), response ? rs.error : rq.error, NULL);
         goto out;
     }
     hb_modstate *st = hb_state(m);
     d = PyDict_New();
     if (!d) goto out;
-    enum hb_body_kind kind = hb_response_body_kind(&r, o.head_request);
+    int minor = response ? rs.minor_version : rq.minor_version;
+    size_t nh = response ? rs.num_headers : rq.num_headers;
+    enum hb_body_kind kind =
+        response ? hb_response_body_kind(&rs, o.head_request) : hb_request_body_kind(&rq);
     if (set_steal(d, S(st, K_CONSUMED), PyLong_FromLong(rc)) < 0 ||
-        set_steal(d, S(st, K_VERSION), version_str(st, r.minor_version)) < 0 ||
-        set_steal(d, S(st, K_STATUS), PyLong_FromLong(r.status)) < 0 ||
-        set_steal(d, S(st, K_REASON),
-                  PyUnicode_DecodeLatin1(r.reason, (Py_ssize_t)r.reason_len, NULL)) < 0 ||
-        set_steal(d, S(st, K_HEADERS), headers_list(h, r.num_headers)) < 0 ||
-        add_framing(st, d, &r.framing) < 0 ||
+        (!response &&
+         (set_steal(d, S(st, K_METHOD),
+                    PyUnicode_DecodeLatin1(rq.method, (Py_ssize_t)rq.method_len, NULL)) < 0 ||
+          set_steal(d, S(st, K_TARGET),
+                    PyUnicode_DecodeLatin1(rq.target, (Py_ssize_t)rq.target_len, NULL)) < 0)) ||
+        set_steal(d, S(st, K_VERSION), version_str(st, minor)) < 0 ||
+        (response &&
+         (set_steal(d, S(st, K_STATUS), PyLong_FromLong(rs.status)) < 0 ||
+          set_steal(d, S(st, K_REASON),
+                    PyUnicode_DecodeLatin1(rs.reason, (Py_ssize_t)rs.reason_len, NULL)) < 0)) ||
+        set_steal(d, S(st, K_HEADERS), headers_list(h, nh)) < 0 ||
+        add_framing(st, d, response ? &rs.framing : &rq.framing) < 0 ||
         PyDict_SetItem(d, S(st, K_BODY_KIND), body_kind_str(st, kind)) < 0 ||
-        set_bool(d, S(st, K_INTERIM), hb_response_is_interim(&r)) < 0)
+        (response && set_bool(d, S(st, K_INTERIM), hb_response_is_interim(&rs)) < 0))
         Py_CLEAR(d);
 out:
     if (h && h != stack) PyMem_Free(h);
     PyBuffer_Release(&o.buf);
     return d;
+}
+
+static PyObject *py_parse_response_head(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                        PyObject *kwnames)
+{
+    return parse_head(m, args, nargs, kwnames, 1);
 }
 
 PyDoc_STRVAR(parse_request_head_doc,
@@ -263,39 +284,7 @@ PyDoc_STRVAR(parse_request_head_doc,
 static PyObject *py_parse_request_head(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                                        PyObject *kwnames)
 {
-    head_opts o;
-    if (parse_args(args, nargs, kwnames, 0, "parse_request_head", &o) < 0) return NULL;
-    hb_header stack[STACK_HEADERS];
-    hb_header *h = headers_array(stack, o.limits.max_headers);
-    PyObject *d = NULL;
-    if (!h) goto out;
-    hb_request_head r = {.headers = h, .num_headers = o.limits.max_headers};
-    int rc = hb_parse_request_head(o.buf.buf, (size_t)o.buf.len, &r, &o.limits);
-    if (rc == HB_AGAIN) {
-        d = Py_NewRef(Py_None);
-        goto out;
-    }
-    if (rc < 0) {
-        hb_raise(hb_state(m), r.error, NULL);
-        goto out;
-    }
-    hb_modstate *st = hb_state(m);
-    d = PyDict_New();
-    if (!d) goto out;
-    if (set_steal(d, S(st, K_CONSUMED), PyLong_FromLong(rc)) < 0 ||
-        set_steal(d, S(st, K_METHOD),
-                  PyUnicode_DecodeLatin1(r.method, (Py_ssize_t)r.method_len, NULL)) < 0 ||
-        set_steal(d, S(st, K_TARGET),
-                  PyUnicode_DecodeLatin1(r.target, (Py_ssize_t)r.target_len, NULL)) < 0 ||
-        set_steal(d, S(st, K_VERSION), version_str(st, r.minor_version)) < 0 ||
-        set_steal(d, S(st, K_HEADERS), headers_list(h, r.num_headers)) < 0 ||
-        add_framing(st, d, &r.framing) < 0 ||
-        PyDict_SetItem(d, S(st, K_BODY_KIND), body_kind_str(st, hb_request_body_kind(&r))) < 0)
-        Py_CLEAR(d);
-out:
-    if (h && h != stack) PyMem_Free(h);
-    PyBuffer_Release(&o.buf);
-    return d;
+    return parse_head(m, args, nargs, kwnames, 0);
 }
 
 static PyObject *py_parse_strerror(PyObject *m, PyObject *arg)

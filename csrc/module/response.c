@@ -1,6 +1,7 @@
 /* response.c - httpbench.Response: the result of a httpbench.Client request
- * (client.c). The final response head is stored inline as received; reason,
- * headers and timings are built only when accessed. */
+ * (client.c). The final response head is stored inline as received (HTTP/2:
+ * its header fields as decoded, hb_client_h2.h's records); reason, headers
+ * and timings are built only when accessed. */
 #include "module.h"
 
 #include <string.h>
@@ -9,15 +10,15 @@
 #include "hb_client.h"
 #include "hb_client_h2.h"
 
-/* Variable-size: the final response head as received is stored inline
- * (ob_size bytes at `head`), so a response costs one allocation, not two. */
+/* Variable-size: the final response head is stored inline (ob_size bytes at
+ * `head`), so a response costs one allocation, not two. */
 typedef struct {
     PyObject_VAR_HEAD int status;
     int minor;
     int reused;
     unsigned parse_flags; /* the head was parsed with these: so is every re-parse */
     unsigned tolerated;
-    int h2; /* received over HTTP/2 (the head is stored in HTTP/1.1 form) */
+    int h2; /* received over HTTP/2: head holds field records, no status line */
     Py_ssize_t reason_off, reason_len; /* within head */
     PyObject *body;                    /* bytes */
     PyObject *url;
@@ -53,32 +54,43 @@ static PyObject *resp_version(PyObject *o, void *c)
     return PyUnicode_FromString(r->minor ? "HTTP/1.1" : "HTTP/1.0");
 }
 
+/* Append (name, value) as str (Latin-1, as sent). 0 or -1. */
+static int add_field(PyObject *list, const hb_header *f)
+{
+    PyObject *t =
+        Py_BuildValue("(NN)", PyUnicode_DecodeLatin1(f->name, (Py_ssize_t)f->name_len, NULL),
+                      PyUnicode_DecodeLatin1(f->value, (Py_ssize_t)f->value_len, NULL));
+    if (!t) return -1;
+    int rc = PyList_Append(list, t);
+    Py_DECREF(t);
+    return rc;
+}
+
 static PyObject *resp_headers(PyObject *o, void *c)
 {
     (void)c;
     ResponseObject *r = (ResponseObject *)o;
     if (r->headers) return Py_NewRef(r->headers);
-    hb_header hs[HB_CLIENT_MAX_HEADERS];
-    hb_response_head h;
-    memset(&h, 0, sizeof h);
-    h.headers = hs;
-    h.num_headers = HB_CLIENT_MAX_HEADERS;
-    int n = hb_parse_response_head_ex(r->head, (size_t)Py_SIZE(r), &h, NULL, r->parse_flags);
-    if (n < 0) { /* cannot happen: it parsed before */
-        PyErr_SetString(PyExc_RuntimeError, "stored response head no longer parses");
-        return NULL;
-    }
-    PyObject *list = PyList_New((Py_ssize_t)h.num_headers);
+    PyObject *list = PyList_New(0);
     if (!list) return NULL;
-    for (size_t i = 0; i < h.num_headers; i++) {
-        PyObject *t = Py_BuildValue(
-            "(NN)", PyUnicode_DecodeLatin1(hs[i].name, (Py_ssize_t)hs[i].name_len, NULL),
-            PyUnicode_DecodeLatin1(hs[i].value, (Py_ssize_t)hs[i].value_len, NULL));
-        if (!t) {
-            Py_DECREF(list);
-            return NULL;
+    hb_header f;
+    size_t len = (size_t)Py_SIZE(r), off = 0;
+    if (r->h2) {
+        while (hb_h2x_field_next(r->head, len, &off, &f))
+            if (add_field(list, &f) < 0) goto fail;
+    } else {
+        hb_header hs[HB_CLIENT_MAX_HEADERS];
+        hb_response_head h;
+        memset(&h, 0, sizeof h);
+        h.headers = hs;
+        h.num_headers = HB_CLIENT_MAX_HEADERS;
+        if (hb_parse_response_head_ex(r->head, len, &h, NULL, r->parse_flags) < 0) {
+            /* cannot happen: it parsed before */
+            PyErr_SetString(PyExc_RuntimeError, "stored response head no longer parses");
+            goto fail;
         }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+        for (size_t i = 0; i < h.num_headers; i++)
+            if (add_field(list, &hs[i]) < 0) goto fail;
     }
     PyObject *mod = PyImport_ImportModule("httpbench._client");
     PyObject *cls = mod ? PyObject_GetAttrString(mod, "Headers") : NULL;
@@ -88,6 +100,9 @@ static PyObject *resp_headers(PyObject *o, void *c)
     Py_DECREF(list);
     if (res) r->headers = Py_NewRef(res);
     return res;
+fail:
+    Py_DECREF(list);
+    return NULL;
 }
 
 static PyObject *secs(uint64_t a, uint64_t b)
@@ -224,7 +239,7 @@ PyObject *hb_py_response_h2(hb_modstate *st, const hb_h2x *x, PyObject *url, PyO
     r->h2 = 1;
     r->reused = x->reused;
     r->parse_flags = 0;
-    r->reason_off = HB_H2X_STATUS_LEN - 2; /* HTTP/2 has no reason phrase: "" */
+    r->reason_off = 0; /* HTTP/2 has no reason phrase: "" */
     r->reason_len = 0;
     r->url = Py_NewRef(url);
     memcpy(r->head, x->head, x->head_len);

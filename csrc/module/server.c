@@ -413,7 +413,9 @@ int hb_mod_server_init(PyObject *m, hb_modstate *st)
         return -1;
     }
     return PyModule_AddStringConstant(m, "SERVER_ALPHABET", HB_CONTENT_ALPHABET) < 0 ||
-                   PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_CONTENT_PERIOD) < 0
+                   PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_CONTENT_PERIOD) < 0 ||
+                   PyModule_AddIntConstant(m, "HAVE_H2_SERVER", hb_h2_server_available()) < 0 ||
+                   PyModule_AddStringConstant(m, "H2_SERVER_MISSING", HB_H2_SERVER_MISSING) < 0
                ? -1
                : 0;
 }

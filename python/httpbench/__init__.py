@@ -36,6 +36,8 @@ _LAZY: dict[str, str] = {
     "Histogram": "_core",
     "HttpbenchError": "_core",
     "HTTP2NotSupported": "_core",
+    "FeatureUnavailable": "_core",
+    "features": "_features",
     "ProtocolError": "_core",
     "RemoteClosed": "_core",
     "RequestTimeout": "_core",
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from ._core import (
         BodyTooLarge,
         ConnectError,
+        FeatureUnavailable,
         Histogram,
         HTTP2NotSupported,
         HttpbenchError,
@@ -78,6 +81,7 @@ if TYPE_CHECKING:
         RequestTimeout,
         TLSError,
     )
+    from ._features import features
     from ._h3server import H3Unavailable
     from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
     from ._results import BenchResult, MeasureResult, ResultSet, WorkerResult, load
@@ -114,6 +118,8 @@ __all__ = [
     "TLSError",
     "RemoteClosed",
     "BodyTooLarge",
+    "FeatureUnavailable",
+    "features",
     "Histogram",
     "measure",
     "measure_async",

@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         from ._version import __version__
 
         print(f"httpbench {__version__}")
+        from ._features import describe  # after the version line: it loads the extension
+
+        print(describe())
         return 0
     modname = COMMANDS.get(args[0])
     if modname is not None:

@@ -2,11 +2,10 @@
 
 ``httpbench.compare()`` runs every requested client on every requested
 scenario in isolated worker processes against the embedded server (see
-``_runner``), and returns a :class:`~httpbench.ResultSet`. The CLI prints one
-table per scenario — client | req/s | p50 | p99 | CPU µs/req | Python
-allocs/req | native allocs/req | KiB allocated/req | GC/10k req | peak RSS |
-notes — with medians over the repeats (and the req/s spread), then the
-anomaly notes, and writes ``results.json`` plus PNG plots to ``--out``.
+``_runner``), and returns a :class:`~httpbench.ResultSet`. The CLI prints the
+tables ``httpbench.report.format_tables`` renders (one per scenario, medians
+over the repeats, then the anomaly notes) and writes ``results.json``,
+``tables.txt`` and PNG plots to ``--out``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
-import math
 import os
 import shlex
 import sys
@@ -25,18 +23,17 @@ from typing import Any
 
 from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
+from ._core import FeatureUnavailable
 from ._deterministic import ToolMissing, require_tool
-from ._noise import summary_line
-from ._results import MeasureResult, ResultSet
+from ._features import require_h2_server
+from ._results import ResultSet
 from ._rows import THIN_CALLS, THIN_REPEATS, is_thin  # noqa: F401  (public names here before)
 from ._runner import Runner, RunOptions
 from ._scenarios import QUICK_SCENARIOS, SCENARIOS, Scenario, resolve_scenarios
 from ._specs import parse_spec, split_specs
-from ._stats import median_ci, median_spread
-from ._tables import ci_pm, render_table
-from ._units import format_bytes, format_count, format_duration
+from .report import format_tables
 
-__all__ = ["compare", "cli_main", "format_tables", "summarize"]
+__all__ = ["compare", "cli_main"]
 
 QUICK_SCALE = 0.2
 # odd, so the median is one of the measured rounds
@@ -45,9 +42,6 @@ DEFAULT_REPEAT = 3
 # a timed round is taken in this many slices, in turn with the other rounds and
 # clients: each round then samples the machine over the whole scenario
 DEFAULT_SLICES = 8
-
-COLUMNS = ("client", "req/s", "p50", "p99", "CPU µs/req", "Python allocs/req",
-           "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes")
 
 
 def compare(
@@ -168,6 +162,9 @@ def compare(
         if not names:
             raise ValueError("no clients given")
     scs = resolve_scenarios(list(scenarios) if scenarios is not None else None, quick=quick)
+    h2 = [s.name for s in scs if s.is_h2]
+    if h2:
+        require_h2_server(f"scenario {', '.join(h2)}")
     saved = (_versions.load_baseline_file(baseline_file, [s.name for s in scs])
              if baseline_file is not None else None)
     if saved is not None and progress:
@@ -235,224 +232,6 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
         if progress:
             progress(written["html_error"])
     return written
-
-
-# ---------------------------------------------------------------- tables
-
-
-def _median(values: list[float]) -> float:
-    return median_spread(values)[0]
-
-
-def summarize(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
-    """One row per client for ``scenario``: medians over repeats (base units) + note tags."""
-    rows = []
-    for client in rs.clients:
-        reps = [r for r in rs.repeats(client, scenario) if isinstance(r, MeasureResult)]
-        if not reps:
-            continue
-        rate = median_spread([r.calls_per_s for r in reps])[0]
-        lo, hi, coverage = median_ci([r.calls_per_s for r in reps])
-        spread = (hi - lo) / rate if rate and len(reps) > 1 else 0.0
-        p50s = [r.p50 for r in reps]
-        cpus = [r.cpu_ns_per_call / 1e3 for r in reps]
-        kib = [r.alloc_bytes_per_call / 1024 for r in reps]
-        tags: dict[str, int] = {}
-        for note in rs.notes:
-            if note.client == client and note.scenario == scenario:
-                tags[note.kind] = tags.get(note.kind, 0) + 1
-        calls = [r.calls for r in reps]
-        limit = _machine.wakeup_limit_ns(rs.metadata.get("wakeup_ns"),
-                                         (rs.metadata.get("placement") or {}).get(scenario))
-        if limit and min(_median([r.p50 for r in reps]), _median(cpus) * 1e3) <= limit:
-            tags["wake-up"] = 1  # the figure is within 2x of the machine's wake-up cost
-        thin = is_thin(calls, rs.metadata.get("min_requests"))
-        if thin:
-            tags["thin"] = 1
-        rows.append({
-            "client": client,
-            "repeats": len(reps),
-            "calls": sum(calls),
-            "min_round_calls": min(calls),
-            "thin": thin,
-            "rps": rate,
-            "rps_spread": spread,
-            "ci_coverage": coverage,
-            "p50_ns": _median(p50s),
-            "p50_ci_ns": median_ci(p50s)[:2],
-            "p99_ns": _median([r.p99 for r in reps]),
-            "cpu_us_per_req": _median(cpus),
-            "cpu_us_per_req_ci": median_ci(cpus)[:2],
-            "py_allocs_per_req": _median([r.allocs_per_call for r in reps]),
-            "native_allocs_per_req": _median([r.native_allocs_per_call for r in reps]),
-            "kib_per_req": _median(kib),
-            "gc_per_10k": _median([r.gc_per_10k for r in reps]),
-            "peak_rss_bytes": max((r.peak_rss_bytes or 0) for r in reps) or math.nan,
-            "errors": sum(r.errors for r in reps),
-            "notes": tags,
-            "instructions_per_req": _median_of([r.instructions_per_call for r in reps]),
-            "syscalls_per_req": _median_of([r.syscalls_total_per_call for r in reps]),
-        })
-    return rows
-
-
-def _median_of(values: list[float | None]) -> float | None:
-    """Median of the measured values; None when none was measured."""
-    got = [v for v in values if v is not None]
-    return _median(got) if got else None
-
-
-def _fmt_num(v: float, digits: int = 3) -> str:
-    return format_count(v, digits)
-
-
-def _pm(row: dict[str, Any], ci_key: str) -> str:
-    """' ±x%': half the CI's width relative to the median ('' for one repeat)."""
-    ci = row.get(ci_key)
-    med = row.get(ci_key.replace("_ci", ""))
-    if row.get("repeats", 1) < 2 or not ci or med is None:
-        return ""
-    return ci_pm(ci[0], ci[1], med)
-
-
-def _fmt_cell(key: str, row: dict[str, Any]) -> str:
-    v = row.get(key)
-    if key == "rps":
-        s = _fmt_num(v)
-        sp = row.get("rps_spread")
-        if row.get("repeats", 1) > 1 and sp is not None and not math.isnan(sp):
-            s += f" ±{sp * 50:.0f}%"  # half the min..max range, relative to the median
-        return s
-    if key == "p50_ns":
-        return format_duration(v) + _pm(row, "p50_ci_ns")
-    if key == "cpu_us_per_req":
-        return _fmt_num(v) + _pm(row, "cpu_us_per_req_ci")
-    if key == "p99_ns":
-        return format_duration(v)
-    if key == "peak_rss_bytes":
-        return format_bytes(v)
-    if key == "notes":
-        tags = row.get("notes") or {}
-        return ", ".join(k + (f"×{c}" if c > 1 else "") for k, c in tags.items()) or ""
-    return _fmt_num(math.nan if v is None else v)
-
-
-_KEYS = ("client", "rps", "p50_ns", "p99_ns", "cpu_us_per_req", "py_allocs_per_req",
-         "native_allocs_per_req", "kib_per_req", "gc_per_10k", "peak_rss_bytes", "notes")
-# columns shown only when some row has them (compare --deterministic)
-_DET_COLUMNS = (("instructions_per_req", "instr/req"), ("syscalls_per_req", "syscalls/req"))
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    det = [(k, h) for k, h in _DET_COLUMNS if any(r.get(k) is not None for r in rows)]
-    keys = list(_KEYS[:-1]) + [k for k, _ in det] + [_KEYS[-1]]
-    heads = list(COLUMNS[:-1]) + [h for _, h in det] + [COLUMNS[-1]]
-    cells = [[r["client"]] + [_fmt_cell(k, r) for k in keys[1:]] for r in rows]
-    align = "".join("l" if k in ("client", "notes") else "r" for k in keys)
-    return render_table(heads, cells, align=align, style="grid")
-
-
-def _env_line(md: dict[str, Any]) -> str | None:
-    changes = md.get("environment_changes") or {}
-    if not changes:
-        return None
-    return ("   environment: the caller's, changed for every client alike: "
-            + "; ".join(f"{k}: {v}" for k, v in changes.items()))
-
-
-def _under_table(rs: ResultSet, scenario: str) -> list[str]:
-    """The lines under a scenario's table: environment changes, machine noise."""
-    lines = []
-    env = _env_line(rs.metadata)
-    if env:
-        lines.append(env)
-    noise = (rs.metadata.get("noise") or {}).get(scenario)
-    if noise:
-        lines.append("   " + summary_line(noise))
-    sc = (rs.metadata.get("scenarios") or {}).get(scenario) or {}
-    if sc.get("protocol") == "h2":
-        protos = {r.metadata.get("protocol") for k, r in rs.results.items() if k[1] == scenario}
-        proof = ("proven in every round by the server's per-protocol counts"
-                 if protos == {"h2"} else
-                 "NOT proven in every round (see the notes): " + ", ".join(sorted(map(str, protos))))
-        lines.append(f"   protocol: {'h2' if sc.get('tls') else 'h2c'}, "
-                     f"{sc.get('concurrency', 1)} in flight on one connection; {proof}")
-    elif sc.get("protocol") == "h3":
-        protos = {r.metadata.get("protocol") for k, r in rs.results.items() if k[1] == scenario}
-        proof = ("proven in every round by the server's HTTP/3 request counts"
-                 if protos == {"h3"} else
-                 "NOT proven in every round (see the notes): " + ", ".join(sorted(map(str, protos))))
-        lines.append(f"   protocol: h3 (QUIC), one request at a time on one connection; {proof}")
-    return lines
-
-
-def format_tables(rs: ResultSet) -> str:
-    """All per-scenario tables, then notes, skipped clients and the run's metadata line."""
-    out: list[str] = []
-    md = rs.metadata
-    order = list(md.get("scenario_order") or rs.scenarios)
-    for s in rs.scenarios:
-        if s not in order:
-            order.append(s)
-    scdefs = md.get("scenarios") or {}
-    for s in order:
-        rows = summarize(rs, s)
-        desc = (scdefs.get(s) or {}).get("description") or (
-            SCENARIOS[s].description if s in SCENARIOS else "")
-        out.append(f"== {s}" + (f" — {desc}" if desc else ""))
-        if rows:
-            reps = max(r["repeats"] for r in rows)
-            cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
-            k = int((md.get("slices") or {}).get(s) or 1)
-            sliced = f", each taken in {k} slices" if k > 1 else ""
-            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}{sliced}; ±: half the "
-                       f"width of the {cov:.0%} order-statistic confidence interval of the "
-                       "median, relative to it" + ("; thin: too few repeats or requests"
-                                                   if any(r["thin"] for r in rows) else "")
-                       + ")")
-            out.extend(_machine.placement_lines(md, s))
-            out.append(_table(rows))
-            out.extend(_versions.delta_lines(rs, s))
-            out.extend(_versions.file_lines(rs, s))
-            out.extend(_under_table(rs, s))
-        else:
-            out.append("   (no results)")
-        out.append("")
-    if rs.notes:
-        out.append("Notes:")
-        seen: set[tuple[Any, ...]] = set()
-        for n in rs.notes:
-            key = (n.kind, n.client, n.scenario)
-            if key in seen:
-                continue
-            seen.add(key)
-            count = sum(1 for m in rs.notes if (m.kind, m.client, m.scenario) == key)
-            more = f" (in {count} rounds)" if count > 1 else ""
-            where = "/".join(x for x in (n.client, n.scenario) if x)
-            out.append(f"  * [{n.kind}] {where + ': ' if where else ''}{n.message}{more}")
-        out.append("")
-    if rs.skipped:
-        out.append("Skipped:")
-        for what, why in rs.skipped.items():
-            out.append(f"  * {what}: {why}")
-        out.append("")
-    bits = [f"Python {md.get('python')}", str(md.get("openssl")), str(md.get("kernel")),
-            f"{md.get('cpus')} CPU(s) {md.get('cpu_model') or ''}".strip(),
-            f"clock {md.get('clock_source')}"]
-    pin = md.get("pinning")  # results saved before placement was chosen per scenario
-    if pin:
-        bits.append(f"server on CPU {pin.get('server_cpus')}, workers on CPU {pin.get('worker_cpu')}")
-    if md.get("duration_s") is not None:
-        bits.append(f"took {md['duration_s']:.1f} s")
-    out.append("Run: " + "; ".join(bits))
-    speed = _machine.speed_line(md)
-    if speed:
-        out.append(speed)
-    vers = md.get("client_versions") or {}
-    if vers:
-        out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
-                                           for k, v in vers.items() if v))
-    return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------- CLI
@@ -703,7 +482,7 @@ def cli_main(argv: list[str]) -> int:
             deterministic=args.deterministic,
             deterministic_n=args.deterministic_n,
         )
-    except (ValueError, KeyError, ToolMissing) as exc:
+    except (ValueError, KeyError, ToolMissing, FeatureUnavailable) as exc:
         if progress:
             progress.done()
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

@@ -18,7 +18,19 @@ from typing import Any
 
 from ._stats import welch_t_test
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "exact_delta", "format_delta", "ratio_delta"]
+__all__ = ["DELTA_METRICS", "BOOTSTRAP_RESAMPLES", "exact_delta", "format_delta", "ratio_delta"]
+
+# (row column, label, kind) of a version delta line, in order: the columns are the
+# DataFrame's (``_rows``), and so are the keys of the saved deltas
+DELTA_METRICS = (
+    ("cpu_ns_per_request", "CPU", "ratio"),
+    ("p50_ns", "p50", "ratio"),
+    ("rps", "req/s", "ratio"),
+    ("allocs_per_request", "allocs", "exact"),
+    ("native_allocs_per_request", "native allocs", "exact"),
+    ("gc_per_10k", "GC/10k", "exact"),
+    ("peak_rss_bytes", "peak RSS", "ratio"),
+)
 
 BOOTSTRAP_RESAMPLES = 2000
 TEST = "Welch's t-test on log per-round values; 95% CI: percentile bootstrap of the ratio of medians"

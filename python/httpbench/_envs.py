@@ -243,10 +243,51 @@ def _httpbench_source() -> tuple[str | None, str | None]:
     return None, None
 
 
-def httpbench_wheel(progress: Progress | None = None,
-                    python: str | None = None) -> tuple[str, str]:
-    """(wheel path, key) of this httpbench for this interpreter (or ``python``), built once
-    and cached."""
+@dataclass(frozen=True)
+class _Httpbench:
+    """How this httpbench gets into an environment; ``key`` changes when it does."""
+
+    key: str
+    wheel: str | None = None  # a wheel file to install
+    copy_from: str | None = None  # the site-packages holding this installed httpbench
+    files: tuple[str, ...] = ()  # its files, relative to copy_from
+    requirement: str | None = None  # httpbench==<version> from the package index
+
+
+_NO_HTTPBENCH = ("set HTTPBENCH_WHEEL=/path/to/httpbench-*.whl (a wheel for that Python, "
+                 "e.g. from tools/build-wheel)")
+
+
+def _installed_httpbench() -> tuple[str, tuple[str, ...], str] | None:
+    """(site-packages, files relative to it, RECORD hash) of this very installed httpbench."""
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution("httpbench")
+        record = dist.read_text("RECORD")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if not record or not dist.files:
+        return None
+    root = os.path.realpath(str(dist.locate_file("")))
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.dirname(here) != root:
+        return None  # the metadata found is another install than the one running
+    # scripts live outside site-packages (workers run `python -m`); bytecode is rebuilt
+    # (a file RECORD lists may be gone: an index install has no direct_url.json)
+    files = tuple(str(f) for f in dist.files
+                  if not str(f).startswith("..") and "__pycache__" not in str(f)
+                  and os.path.isfile(os.path.join(root, str(f))))
+    return root, files, hashlib.sha256(record.encode()).hexdigest()[:16]
+
+
+def httpbench_install(progress: Progress | None = None,
+                      python: str | None = None) -> _Httpbench:
+    """How environments for this interpreter (or ``python``) get this httpbench.
+
+    A source tree builds a wheel once (cached); a local wheel is reused; an
+    install from a package index is copied as installed for the same interpreter,
+    and comes from the index as ``httpbench==<version>`` for another one."""
     wheels = os.path.join(cache_dir(), "wheels")
     _writable(wheels)
     env_wheel = os.environ.get("HTTPBENCH_WHEEL")
@@ -258,11 +299,17 @@ def httpbench_wheel(progress: Progress | None = None,
         wheel = None  # built for this interpreter: another one builds from the source
     if wheel is not None:
         h = hashlib.sha256(open(wheel, "rb").read()).hexdigest()[:16]  # noqa: SIM115
-        return wheel, f"{__version__}-{tag}-{h}"
+        return _Httpbench(f"{__version__}-{tag}-{h}", wheel=wheel)
     if src is None:
-        raise EnvError("cannot find httpbench's source tree or wheel to install into the "
-                       "environments: install httpbench from a source checkout or a local "
-                       "wheel, or set HTTPBENCH_WHEEL=/path/to/httpbench-*.whl")
+        if tag != _interp_tag():
+            return _Httpbench(f"{__version__}-{tag}-index",
+                              requirement=f"httpbench=={__version__}")
+        installed = _installed_httpbench()
+        if installed is None:
+            raise EnvError("cannot find httpbench's source tree, wheel or installed files to "
+                           "put into the environments: " + _NO_HTTPBENCH)
+        root, files, h = installed
+        return _Httpbench(f"{__version__}-{tag}-installed-{h}", copy_from=root, files=files)
     h = hashlib.sha256()
     for f in ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in"):
         p = os.path.join(src, f)
@@ -275,7 +322,7 @@ def httpbench_wheel(progress: Progress | None = None,
     dest = os.path.join(wheels, key)
     found = [f for f in os.listdir(dest) if f.endswith(".whl")] if os.path.isdir(dest) else []
     if found:
-        return os.path.join(dest, found[0]), key
+        return _Httpbench(key, wheel=os.path.join(dest, found[0]))
     _say(progress, f"building the httpbench {__version__} wheel for {tag} "
                    "(once per httpbench source and interpreter)")
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=wheels)
@@ -303,7 +350,7 @@ def httpbench_wheel(progress: Progress | None = None,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     found = [f for f in os.listdir(dest) if f.endswith(".whl")]
-    return os.path.join(dest, found[0]), key
+    return _Httpbench(key, wheel=os.path.join(dest, found[0]))
 
 
 def _keep_log(name: str, log: list[str]) -> str:
@@ -405,7 +452,36 @@ def _read_meta(path: str) -> dict[str, Any] | None:
         return None
 
 
-def _build(spec: ClientSpec, final: str, wheel: str, stamp: dict[str, Any],
+def _put_httpbench(python: str, hb: _Httpbench, log: list[str]) -> list[str]:
+    """Install or copy httpbench into the environment of ``python``; what else to install
+    along with the spec's requirement (the wheel, when there is one)."""
+    if hb.wheel is not None:
+        return [hb.wheel]
+    if hb.requirement is not None:
+        try:
+            _install(python, [hb.requirement], log)
+        except _StepFailed as exc:
+            raise _StepFailed(f"{hb.requirement} is not installable from the package index "
+                              f"({exc}); {_NO_HTTPBENCH}") from None
+        return []
+    assert hb.copy_from is not None
+    p = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    dest = p.stdout.strip()
+    if p.returncode != 0 or not os.path.isdir(dest):
+        raise _StepFailed(f"the new environment has no site-packages ({p.stderr.strip()[:200]})")
+    log.append(f"copying {len(hb.files)} installed httpbench files from {hb.copy_from}")
+    try:
+        for rel in hb.files:
+            target = os.path.join(dest, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.join(hb.copy_from, rel), target)
+    except OSError as exc:
+        raise _StepFailed(f"copying the installed httpbench failed: {exc}") from None
+    return []
+
+
+def _build(spec: ClientSpec, final: str, hb: _Httpbench, stamp: dict[str, Any],
            progress: Progress | None) -> dict[str, Any]:
     envs = os.path.dirname(final)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=envs)
@@ -414,7 +490,7 @@ def _build(spec: ClientSpec, final: str, wheel: str, stamp: dict[str, Any],
     try:
         python = _make_venv(tmp, log, spec.python)
         _say(progress, f"env {spec.text}: installing httpbench and {req}")
-        _install(python, [wheel, req], log)
+        _install(python, [*_put_httpbench(python, hb, log), req], log)
         mods = ["httpbench"]
         if ":" in spec.client:
             mods.append(spec.client.partition(":")[0])
@@ -460,21 +536,21 @@ def ensure_envs(specs: Sequence[ClientSpec], progress: Progress | None = None) -
         return {}
     envs = _envs_dir()
     _writable(envs)
-    wheels: dict[str | None, tuple[str, str]] = {}
+    wheels: dict[str | None, _Httpbench] = {}
     out: dict[str, Env] = {}
     for spec in iso:
         if spec.python not in wheels:
-            wheels[spec.python] = httpbench_wheel(progress, spec.python)
-        wheel, wkey = wheels[spec.python]
+            wheels[spec.python] = httpbench_install(progress, spec.python)
+        hb = wheels[spec.python]
         t0 = time.monotonic()
         final = os.path.join(envs, _env_key(spec))
-        stamp = _stamp(spec, wkey)
+        stamp = _stamp(spec, hb.key)
         meta = _read_meta(final)
         created = meta is None or meta.get("stamp") != stamp
         if created:
             why = "new" if meta is None else "changed, rebuilding"
             _say(progress, f"env {spec.text}: {why} ({final})")
-            meta = _build(spec, final, wheel, stamp, progress)
+            meta = _build(spec, final, hb, stamp, progress)
         else:
             _say(progress, f"env {spec.text}: cached ({final})")
             with contextlib.suppress(OSError):

@@ -34,7 +34,10 @@ __all__ = ["FILE_FORMAT", "SCHEMA_VERSION", "dumps", "read_record", "read_text_r
 #     version-2 files load with them absent (None).
 #   4: "cpus" is a count on every surface: a compare worker's list of the CPUs it
 #     may run on moved to "affinity" and its "cpus" became that list's length.
-SCHEMA_VERSION = 4
+#   5: the version deltas of a compare run (metadata "versions" and "baseline_file",
+#     "deltas") are keyed by the DataFrame's column names ("cpu" became
+#     "cpu_ns_per_request", "allocs" "allocs_per_request", ...).
+SCHEMA_VERSION = 5
 FILE_FORMAT = "httpbench-results"
 
 
@@ -117,8 +120,28 @@ def _v3_to_v4(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# version-4 delta keys -> the row columns they are now named by
+_DELTA_KEYS_V5 = {"cpu": "cpu_ns_per_request", "p50": "p50_ns", "rps": "rps",
+                  "allocs": "allocs_per_request", "native_allocs": "native_allocs_per_request",
+                  "gc": "gc_per_10k", "rss": "peak_rss_bytes"}
+
+
+def _v4_to_v5(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    for md in _each_metadata(doc):
+        for part in ("versions", "baseline_file"):
+            sub = md.get(part) if isinstance(md, dict) else None
+            ds = sub.get("deltas") if isinstance(sub, dict) else None
+            for rows in ds.values() if isinstance(ds, dict) else ():
+                for client, row in (rows.items() if isinstance(rows, dict) else ()):
+                    if isinstance(row, dict):
+                        rows[client] = {_DELTA_KEYS_V5.get(k, k): v for k, v in row.items()}
+    doc["schema_version"] = 5
+    return doc
+
+
 _MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 

@@ -1,6 +1,8 @@
 """Result records flattened into plain rows: one dict per (client, scenario, repeat)
 whose columns (:data:`DATAFRAME_COLUMNS`) are the quantities tables, DataFrames
-and baseline diffs read, in base units (ns, bytes, per second)."""
+and baseline diffs read, in base units (ns, bytes, per second); and one row per
+compare cell (:func:`cell_rows`: a client's medians over its repeats of a
+scenario, with their evidence) under the same names."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._hist import hist_percentile, hist_stat
+from ._machine import wakeup_limit_ns
 from ._results import BenchResult, MeasureResult, ResultSet, load
+from ._stats import median_ci, median_spread
 
-__all__ = ["DATAFRAME_COLUMNS", "THIN_CALLS", "THIN_REPEATS", "as_set", "entries", "is_thin",
-           "isnan", "record_row", "result_rows"]
+__all__ = ["CELL_COLUMNS", "DATAFRAME_COLUMNS", "THIN_CALLS", "THIN_REPEATS", "as_set",
+           "cell_rows", "entries", "is_thin", "isnan", "record_row", "result_rows"]
 
 # a cell resting on fewer repeats, or on a round with fewer requests, is marked "thin"
 THIN_REPEATS = 3
@@ -262,3 +266,94 @@ def as_set(obj: Any) -> ResultSet:
     for c, s, i, r in entries(obj):
         rs = rs.with_result(c, s, i, r)
     return rs
+
+
+# A compare cell's columns: medians over the repeats under DATAFRAME_COLUMNS' names,
+# plus the evidence each median rests on.
+CELL_COLUMNS: dict[str, str] = {
+    "client": "client name",
+    "repeats": "repeats (rounds) of the cell",
+    "requests": "requests measured over all repeats",
+    "min_round_requests": "requests of the cell's smallest round",
+    "thin": "fewer than 3 repeats, or a round under the minimum request count",
+    "rps": "median requests per second",
+    "rps_spread": "(CI high - CI low) / median of req/s over the repeats; 0 for one repeat",
+    "ci_coverage": "coverage of the median's order-statistic confidence interval",
+    "p50_ns": "median over repeats of the p50 latency, ns",
+    "p50_ns_ci": "(low, high) confidence interval of that median, ns",
+    "p99_ns": "median of the p99 latency, ns",
+    "cpu_ns_per_request": "median client CPU per request, ns",
+    "cpu_ns_per_request_ci": "(low, high) confidence interval of that median, ns",
+    "allocs_per_request": "median Python allocations per request",
+    "native_allocs_per_request": "median native (malloc) allocations per request",
+    "alloc_bytes_per_request": "median Python heap bytes allocated per request",
+    "gc_per_10k": "median GC collections per 10,000 requests",
+    "peak_rss_bytes": "largest peak RSS of the repeats, bytes",
+    "errors": "failed calls over all repeats",
+    "notes": "note kind -> how many of the cell's rounds carry it ('thin' added when thin, "
+             "'wake-up' when p50 or CPU/req is within 2x of the machine's wake-up cost)",
+    "instructions_per_request": "median instructions per request; None unless counted",
+    "syscalls_per_request": "median syscalls per request; None unless counted",
+}
+
+
+def _median(values: list[float]) -> float:
+    return median_spread(values)[0]
+
+
+def _median_of(values: list[float | None]) -> float | None:
+    """Median of the measured values; None when none was measured."""
+    got = [v for v in values if v is not None]
+    return _median(got) if got else None
+
+
+def cell_rows(rs: ResultSet, scenario: str) -> list[dict[str, Any]]:
+    """One row per client of ``scenario`` (:data:`CELL_COLUMNS`, base units): the
+    medians over its ``measure()`` repeats, their confidence intervals and notes."""
+    rows = []
+    for client in rs.clients:
+        reps = [r for r in rs.repeats(client, scenario) if isinstance(r, MeasureResult)]
+        if not reps:
+            continue
+        rates = [r.calls_per_s for r in reps]
+        rate = _median(rates)
+        lo, hi, coverage = median_ci(rates)
+        p50s = [r.p50 for r in reps]
+        cpus = [r.cpu_ns_per_call for r in reps]
+        tags: dict[str, int] = {}
+        for note in rs.notes:
+            if note.client == client and note.scenario == scenario:
+                tags[note.kind] = tags.get(note.kind, 0) + 1
+        calls = [r.calls for r in reps]
+        limit = wakeup_limit_ns(rs.metadata.get("wakeup_ns"),
+                                (rs.metadata.get("placement") or {}).get(scenario))
+        if limit and min(_median(p50s), _median(cpus)) <= limit:
+            tags["wake-up"] = 1  # the figure is within 2x of the machine's wake-up cost
+        thin = is_thin(calls, rs.metadata.get("min_requests"))
+        if thin:
+            tags["thin"] = 1
+        rows.append({
+            "client": client,
+            "repeats": len(reps),
+            "requests": sum(calls),
+            "min_round_requests": min(calls),
+            "thin": thin,
+            "rps": rate,
+            "rps_spread": (hi - lo) / rate if rate and len(reps) > 1 else 0.0,
+            "ci_coverage": coverage,
+            "p50_ns": _median(p50s),
+            "p50_ns_ci": median_ci(p50s)[:2],
+            "p99_ns": _median([r.p99 for r in reps]),
+            "cpu_ns_per_request": _median(cpus),
+            "cpu_ns_per_request_ci": median_ci(cpus)[:2],
+            "allocs_per_request": _median([r.allocs_per_call for r in reps]),
+            "native_allocs_per_request": _median([r.native_allocs_per_call for r in reps]),
+            "alloc_bytes_per_request": _median([r.alloc_bytes_per_call for r in reps]),
+            "gc_per_10k": _median([r.gc_per_10k for r in reps]),
+            "peak_rss_bytes": max((r.peak_rss_bytes or 0) for r in reps) or _NAN,
+            "errors": sum(r.errors for r in reps),
+            "notes": tags,
+            "instructions_per_request": _median_of([r.instructions_per_call for r in reps]),
+            "syscalls_per_request": _median_of([r.syscalls_total_per_call for r in reps]),
+        })
+    return rows

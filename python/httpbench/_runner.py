@@ -1,4 +1,4 @@
-"""Process isolation for client comparisons.
+"""Scheduling a client comparison: servers, workers and rounds in order.
 
 The embedded server runs in its own process (pinned to one core when the
 machine has two or more); every (client, scenario) runs in a fresh worker
@@ -27,12 +27,9 @@ scenario's protocol.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,27 +41,24 @@ from . import _machine, _noise
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
+from ._roundnotes import (
+    protocol_verdict,
+    round_notes,
+    server_counts,
+    spread_notes,
+)
 from ._scenarios import Scenario
-from ._stats import median_ci
+from ._workerproc import (
+    WorkerFailed,
+    WorkerProc,
+    Zygote,
+    isolated_env,
+    preload_library,
+    worker_env,
+)
 
-__all__ = [
-    "RunOptions",
-    "Runner",
-    "WorkerFailed",
-    "WorkerProc",
-    "system_metadata",
-    "nagle_fraction",
-    "preload_library",
-    "protocol_verdict",
-    "worker_env",
-]
+__all__ = ["RunOptions", "Runner", "merge_slices"]
 
-# Latency band that Nagle + delayed ACK produces on Linux (the 40 ms ACK timer).
-NAGLE_BAND_NS = (38_000_000, 52_000_000)
-NAGLE_MIN_FRACTION = 0.10
-NAGLE_MAX_BYTES = 1 << 20
-SATURATED_FRACTION = 0.90
-SPREAD_LIMIT = 0.25
 # transfers this large run their rounds in one piece (see Runner._slices)
 SLICE_MAX_BYTES = 1 << 20
 # the shortest slice of a round, seconds
@@ -73,15 +67,6 @@ SLICE_MIN_S = 0.025
 # control per this many seconds of the run (~1 ms per 0.1 s: about 1 % of its time)
 CONTROL_UNITS = 10
 CONTROL_EVERY_S = 0.1
-
-
-class WorkerFailed(Exception):
-    """A worker crashed, hung or reported an error; ``stderr`` holds its last output."""
-
-    def __init__(self, message: str, stderr: str = "", kind: str = "worker-failed") -> None:
-        super().__init__(message)
-        self.stderr = stderr
-        self.kind = kind
 
 
 @dataclass
@@ -129,366 +114,7 @@ class RunOptions:
     deterministic_n: int = 200
 
 
-# ---------------------------------------------------------------- workers
-
-
-class Zygote:
-    """A pre-imported Python process that forks fresh workers (see ``_worker``).
-
-    Started once per run with the workers' environment; saves every worker
-    the interpreter start and the httpbench import (~0.3 s of CPU each).
-    """
-
-    def __init__(self, env: dict[str, str], python: str = sys.executable) -> None:
-        import socket
-
-        self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.errfile = tempfile.TemporaryFile(prefix="httpbench-zygote-err-")
-        try:
-            self.proc = subprocess.Popen(
-                [python, "-m", "httpbench._worker", "--zygote",
-                 "--control-fd", str(child.fileno())],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.errfile,
-                pass_fds=(child.fileno(),), env=env, close_fds=True,
-            )
-        finally:
-            child.close()
-        self.ctl.settimeout(60)
-        self.buf = b""
-
-    def _reply(self) -> str:
-        while b"\n" not in self.buf:
-            chunk = self.ctl.recv(4096)
-            if not chunk:
-                self.errfile.seek(0)
-                err = self.errfile.read().decode("utf-8", "replace")[-1500:]
-                raise OSError(f"worker zygote exited: {err}")
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
-
-    def spawn(self, sock_fd: int, err_fd: int) -> int:
-        """Fork a worker talking on ``sock_fd`` with stderr to ``err_fd``; its pid."""
-        import socket
-
-        socket.send_fds(self.ctl, [b"spawn\n"], [sock_fd, err_fd])
-        return int(self._reply())
-
-    def status(self, pid: int) -> int | None:
-        """Exit code of worker ``pid``, or None while it runs."""
-        self.ctl.sendall(f"status {pid}\n".encode())
-        r = self._reply()
-        return None if r == "running" else int(r)
-
-    def stop(self) -> None:
-        """Stop the zygote (closing its socket ends its loop)."""
-        with contextlib.suppress(OSError):
-            self.ctl.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        self.errfile.close()
-
-
-class WorkerProc:
-    """One worker process: JSON lines in (job, then commands), JSON lines back.
-
-    With a :class:`Zygote` the worker is forked from it and talks over a Unix
-    socket; otherwise it is ``python -m httpbench._worker`` with commands on
-    stdin and replies on a private pipe. Either way stdout/stderr of the
-    libraries never mix with the replies.
-    """
-
-    def __init__(self, job: dict[str, Any], env: dict[str, str], timeout: float,
-                 zygote: Zygote | None = None, python: str = sys.executable) -> None:
-        self.job = job
-        self.timeout = timeout
-        self.label = f"{job.get('label') or job['client']}/{job['scenario']['name']}"
-        self.errfile = tempfile.TemporaryFile(prefix="httpbench-worker-err-")
-        self.zygote = zygote
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.buf = b""
-        self.dead = False
-        self.closing = False
-        self.exit_code: int | None = None
-        self.info: dict[str, Any] = {}
-        if zygote is not None:
-            import socket
-
-            self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                self.pid = zygote.spawn(theirs.fileno(), self.errfile.fileno())
-            finally:
-                theirs.close()
-            self.rfd = self.sock.fileno()
-        else:
-            rfd, wfd = os.pipe()
-            try:
-                self.proc = subprocess.Popen(
-                    [python, "-m", "httpbench._worker", "--result-fd", str(wfd)],
-                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.errfile,
-                    pass_fds=(wfd,), env=env, close_fds=True,
-                )
-            finally:
-                os.close(wfd)
-            self.rfd = rfd
-            self.pid = self.proc.pid
-        self.send(job)
-
-    def _write(self, data: bytes) -> None:
-        if self.zygote is not None:
-            self.sock.sendall(data)
-        else:
-            assert self.proc is not None and self.proc.stdin is not None
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-
-    def send(self, msg: dict[str, Any]) -> None:
-        """Write one command line; a dead worker raises WorkerFailed."""
-        try:
-            self._write((json.dumps(msg) + "\n").encode())
-        except (BrokenPipeError, OSError, ValueError):
-            raise self._failed("worker died before taking its command", "worker-crashed") from None
-
-    def _wait_exit(self, timeout: float) -> int | None:
-        """The worker's exit code once it has exited (None if still running after timeout)."""
-        if self.exit_code is not None:
-            return self.exit_code
-        limit = time.monotonic() + timeout
-        while True:
-            if self.zygote is not None:
-                try:
-                    rc = self.zygote.status(self.pid)
-                except (OSError, ValueError):
-                    # the zygote is gone (e.g. Ctrl-C reached it): probe the pid itself
-                    try:
-                        os.kill(self.pid, 0)
-                        rc = None
-                    except ProcessLookupError:
-                        rc = -1  # exited, code unknown
-                    except OSError:
-                        rc = None
-            else:
-                assert self.proc is not None
-                rc = self.proc.poll()
-            if rc is not None or time.monotonic() >= limit:
-                self.exit_code = rc
-                return rc
-            time.sleep(0.02)
-
-    def recv(self, timeout: float | None = None) -> dict[str, Any]:
-        """The next reply; WorkerFailed on EOF (crash) or after ``timeout`` s (hang)."""
-        tmo = self.timeout if timeout is None else timeout
-        limit = time.monotonic() + tmo
-        while b"\n" not in self.buf:
-            left = limit - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise self._failed(f"no answer within {tmo:g} s (hung); killed",
-                                   kind="worker-hung")
-            r, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
-            if not r:
-                continue
-            try:
-                chunk = os.read(self.rfd, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                rc = self._wait_exit(5)
-                self.dead = True
-                raise self._failed(f"worker exited with code {rc} without answering",
-                                   kind="worker-crashed")
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return json.loads(line)
-
-    def _failed(self, what: str, kind: str = "worker-failed") -> WorkerFailed:
-        self.dead = True
-        return WorkerFailed(f"{self.label}: {what}", self.stderr_tail(), kind)
-
-    def stderr_tail(self, limit: int = 2000) -> str:
-        """The last ``limit`` characters the worker wrote to stderr."""
-        try:
-            self.errfile.flush()
-            size = self.errfile.seek(0, os.SEEK_END)
-            self.errfile.seek(max(0, size - limit))
-            return self.errfile.read().decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
-
-    def kill(self) -> None:
-        """Kill this worker (only this pid)."""
-        self.dead = True
-        if self._wait_exit(0) is not None:
-            return
-        with contextlib.suppress(ProcessLookupError, OSError):
-            os.kill(self.pid, 9)
-        self._wait_exit(5)
-
-    def request_close(self) -> None:
-        """Ask the worker to exit (without waiting; see :meth:`close`)."""
-        if self.closing:
-            return
-        self.closing = True
-        if not self.dead:
-            with contextlib.suppress(WorkerFailed):
-                self.send({"cmd": "close"})
-        if self.zygote is not None:
-            with contextlib.suppress(OSError):
-                import socket
-
-                self.sock.shutdown(socket.SHUT_WR)
-        else:
-            with contextlib.suppress(OSError):
-                assert self.proc is not None and self.proc.stdin is not None
-                self.proc.stdin.close()
-
-    def close(self) -> None:
-        """Ask the worker to exit, kill it if it does not within 10 s."""
-        self.request_close()
-        if self.dead or self._wait_exit(10) is None:
-            self.kill()
-        if self.zygote is not None:
-            with contextlib.suppress(OSError):
-                self.sock.close()
-        else:
-            with contextlib.suppress(OSError):
-                os.close(self.rfd)
-        with contextlib.suppress(OSError, ValueError):
-            self.errfile.close()
-
-
-_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-               "ALL_PROXY")
-_LOOPBACK = ("127.0.0.1", "localhost")
-
-
-def _bypassed(no_proxy: str) -> bool:
-    items = {x.strip().lower() for x in no_proxy.split(",") if x.strip()}
-    return "*" in items or all(h in items for h in _LOOPBACK)
-
-
-def worker_env(env: dict[str, str], preload: str | None = None
-               ) -> tuple[dict[str, str], dict[str, str]]:
-    """(environment for every worker, {variable: what changed and why}).
-
-    Workers get the caller's environment as it is. Two changes, the same for
-    every client: the malloc counter is preloaded when native allocations are
-    counted, and when a proxy is configured without a loopback bypass, the
-    loopback addresses are added to ``NO_PROXY``/``no_proxy`` (the target is
-    local; a proxy would not reach it). Proxy variables themselves stay, so a
-    library that looks them up per request pays for it as its users do.
-    """
-    out = dict(env)
-    changes: dict[str, str] = {}
-    if any(out.get(k) for k in _PROXY_VARS):
-        for k in ("NO_PROXY", "no_proxy"):
-            cur = out.get(k, "")
-            if not _bypassed(cur):
-                have = [x.strip() for x in cur.split(",") if x.strip()]
-                add = [h for h in _LOOPBACK if h not in {x.lower() for x in have}]
-                out[k] = ",".join(have + add)
-                changes[k] = (f"{','.join(add)} added: a proxy is configured and the target "
-                              "is on loopback")
-    if preload:
-        old = out.get("LD_PRELOAD")
-        out["LD_PRELOAD"] = preload + (":" + old if old else "")
-        changes["LD_PRELOAD"] = "native allocation counter preloaded"
-    return out, changes
-
-
-def _isolated_env(env: dict[str, str]) -> dict[str, str]:
-    """A worker environment for a spec's interpreter: nothing from this one leaks in."""
-    out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    out["PYTHONNOUSERSITE"] = "1"
-    return out
-
-
 # ---------------------------------------------------------------- servers
-
-
-def _server_counts(stats: Any) -> dict[str, int | None]:
-    """Requests, connections accepted and server CPU ns from a server stats snapshot."""
-    s = stats if isinstance(stats, dict) else dict(getattr(stats, "__dict__", {}))
-
-    def pick(*names: str) -> int | None:
-        for n in names:
-            v = s.get(n)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return int(v)
-        return None
-
-    cpu = pick("cpu_ns", "server_cpu_ns", "cpu_total_ns")
-    if cpu is None:
-        u, y = pick("cpu_user_ns"), pick("cpu_sys_ns")
-        if u is not None or y is not None:
-            cpu = (u or 0) + (y or 0)
-    routes = s.get("by_route") if isinstance(s.get("by_route"), dict) else {}
-    early = routes.get("early_response")
-    proto = s.get("by_protocol") if isinstance(s.get("by_protocol"), dict) else None
-
-    def per_protocol(name: str) -> int | None:
-        if proto is None:  # a server without per-protocol counts
-            return None
-        v = proto.get(name, 0)
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    return {
-        "requests": pick("requests", "requests_total", "total_requests"),
-        "connections": pick("connections_accepted", "connections", "accepted"),
-        "cpu_ns": cpu,
-        "early_answers": int(early) if isinstance(early, (int, float)) else None,
-        "bytes_in": pick("bytes_in"),
-        "bytes_out": pick("bytes_out"),
-        "tls_handshakes": pick("tls_handshakes"),
-        "http1_requests": per_protocol("http/1.1"),
-        "h2_requests": per_protocol("h2"),
-        "h3_requests": per_protocol("h3"),
-    }
-
-
-def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    """The protocol a round actually used, from the server's per-protocol request deltas:
-    ``(protocol, note kind, message)``; protocol ``"unproven"`` when the counts cannot
-    tell. An HTTP/2 round with HTTP/1.1 requests is ``h1-fallback``; an HTTP/1.1 round
-    with h2 requests (a client taking h2 by ALPN) is ``h2-negotiated``; an HTTP/1.1 round
-    the counts cannot prove is what it asked for (servers without h2 count none)."""
-    h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
-    if sc.protocol == "h3":  # HTTP/3 requests: the listener's own count, exact
-        h3 = srv.get("h3_requests")
-        if h3 is None:
-            return ("unproven", "protocol-unproven", "the server's stats have no HTTP/3 "
-                    "counts: HTTP/3 is not proven")
-        if (h1 or 0) + (h2 or 0) > 0:
-            return ("h2" if h2 else "http/1.1", "h3-fallback",
-                    f"the server answered {h3} of the round's requests over HTTP/3, {h2 or 0} "
-                    f"over h2 and {h1 or 0} over HTTP/1.1: the client fell back to TCP; its "
-                    "figures are not reported as h3")
-        if h3 == 0:
-            return ("unproven", "protocol-unproven",
-                    "the server counted no request of the round on any protocol")
-        return "h3", None, None
-    if sc.protocol != "h2":
-        if h2:
-            return ("h2", "h2-negotiated",
-                    f"the server answered {h2} of the round's requests over h2 and {h1 or 0} "
-                    "over HTTP/1.1: the client took h2 in an HTTP/1.1 scenario; its figures "
-                    "are not reported as HTTP/1.1")
-        return sc.protocol, None, None
-    if h1 is None and h2 is None:
-        return ("unproven", "protocol-unproven", "the server's stats have no per-protocol "
-                "counts: HTTP/2 is not proven")
-    h1, h2 = h1 or 0, h2 or 0
-    if h1 > 0:
-        return ("http/1.1", "h1-fallback",
-                f"the server answered {h1} of the round's requests over HTTP/1.1 and {h2} over "
-                "h2: the client fell back to HTTP/1.1; its figures are not reported as h2")
-    if h2 == 0:
-        return ("unproven", "protocol-unproven",
-                "the server counted no request of the round on any protocol")
-    return "h2", None, None
 
 
 def _pin_process(pid: int, cpus: set[int]) -> bool:
@@ -511,19 +137,6 @@ def _default_server_factory(tls: bool, threads: int, h3: bool = False) -> Any:
     from . import _server
 
     return _server.start_process(tls=tls, threads=threads, h3=h3)
-
-
-def preload_library() -> str | None:
-    """Path of the native malloc-counting preload library, or None when not built."""
-    try:
-        from ._measure import native_alloc_preload_path
-    except ImportError:
-        return None
-    try:
-        p = native_alloc_preload_path()
-    except (OSError, RuntimeError):
-        return None
-    return p if p and os.path.exists(p) else None
 
 
 def merge_slices(parts: Sequence[MeasureResult]) -> MeasureResult:
@@ -571,118 +184,6 @@ def merge_slices(parts: Sequence[MeasureResult]) -> MeasureResult:
         overhead_ns_per_call=(None if any(o is None for o in over) or not calls
                               else sum(o * p.calls for o, p in zip(over, parts, strict=True)) / calls),
         errors=sum(p.errors for p in parts), end_unix_ns=parts[-1].end_unix_ns, metadata=md)
-
-
-# ---------------------------------------------------------------- anomalies
-
-
-def nagle_fraction(hist: Any) -> float:
-    """Fraction of latencies in a *peak* at the 40 ms Nagle/delayed-ACK band, else 0.
-
-    A latency that is merely slow (queueing at high concurrency, a process
-    start per request) spreads over the neighbouring ranges too; the Nagle
-    stall piles requests up just above the 40 ms delayed-ACK timer.
-    """
-    total = inband = near = 0
-    lo, hi = NAGLE_BAND_NS
-    for value, count in hist:
-        total += count
-        if lo <= value <= hi:
-            inband += count
-        elif lo / 3 <= value < lo or hi < value <= hi * 3:
-            near += count
-    if not total or inband < 2 * near:
-        return 0.0
-    return inband / total
-
-
-def round_notes(
-    client: str, sc: Scenario, repeat: int, kind: str, mr: MeasureResult, srv: dict[str, Any],
-    worker_requests: int, verify: dict[str, Any], error_samples: list[str],
-    server_threads: int,
-) -> list[Note]:
-    """Anomaly notes of one measured round."""
-    notes: list[Note] = []
-
-    def note(k: str, msg: str, sev: str = "warning") -> None:
-        notes.append(Note(k, msg, client, sc.name, repeat, sev))
-
-    calls = mr.calls
-    if mr.errors:
-        sample = f" (e.g. {error_samples[0]})" if error_samples else ""
-        note("errors", f"{mr.errors} of {calls} requests failed{sample}", "error")
-    if not verify.get("ok", True):
-        note("bad-response", f"response failed verification: {verify.get('detail')}", "error")
-    cpu, wall = srv.get("cpu_ns"), mr.wall_ns
-    if cpu is not None and wall > 0 and cpu >= SATURATED_FRACTION * wall * server_threads:
-        note("server-saturated",
-             f"server CPU {cpu / wall:.0%} of wall time on {server_threads} thread(s): "
-             "the server, not the client, may be the limit")
-    conns, reqs = srv.get("connections"), srv.get("requests")
-    early = srv.get("early_answers") or 0
-    if early:
-        sev = "error" if mr.errors else "warning"
-        note("early-answer",
-             f"{early} of {calls} POSTs were answered before their body was read and the server "
-             f"closed the connection: {conns if conns is not None else '?'} new connections and "
-             f"{mr.errors} errors followed on the next requests", sev)
-    if reqs is not None and reqs != worker_requests:
-        note("count-mismatch",
-             f"server saw {reqs} requests, the client made {worker_requests} "
-             "(retries or lost requests)", "info" if reqs > worker_requests else "warning")
-    if conns is not None and kind != "process" and not early:
-        if sc.keep_alive:
-            allowance = max(2, calls // 100)
-            if conns > allowance:
-                per = conns / max(calls, 1)
-                if per >= 0.5:
-                    msg = (f"{conns} new connections for {calls} requests: a new connection "
-                           "per request although keep-alive was expected")
-                else:
-                    want = ("one kept-alive connection" if sc.concurrency == 1 or sc.is_h2
-                            else f"{sc.concurrency} kept-alive connections")
-                    msg = (f"{conns} new connections for {calls} requests where {want} "
-                           "opened before the round were expected")
-                if sc.is_post and mr.errors:
-                    note("early-answer", "POST answered before its body was read broke the "
-                         f"connection for the next request: {msg}", "error")
-                else:
-                    note("new-connections", msg)
-        elif conns < 0.9 * calls:
-            note("keep-alive-used", f"only {conns} connections for {calls} requests although "
-                 "keep-alive was off", "info")
-    if sc.is_post and mr.errors and sc.keep_alive and not early \
-            and not any(n.kind == "early-answer" for n in notes):
-        note("early-answer", f"{mr.errors} POST requests failed on a kept-alive connection: the "
-             "server may have answered before reading the body, breaking the next request",
-             "error")
-    # Only where 40 ms cannot be plain transfer time or process start-up, and with
-    # enough samples to call it a mode.
-    small = (sc.expect_bytes or 0) + sc.body_size <= NAGLE_MAX_BYTES and not sc.download
-    frac = nagle_fraction(mr.latency) if kind != "process" and small and calls >= 10 else 0.0
-    if frac >= NAGLE_MIN_FRACTION:
-        note("nagle-40ms",
-             f"{frac:.0%} of requests took 38-52 ms: the signature of Nagle's algorithm "
-             "meeting delayed ACKs (a request written in pieces without TCP_NODELAY)")
-    return notes
-
-
-def spread_notes(client: str, sc: Scenario, rounds: Sequence[MeasureResult]) -> list[Note]:
-    """A note when the confidence interval of the median requests/s is wider than
-    SPREAD_LIMIT of it (with up to 5 repeats: their min..max range)."""
-    rates = [r.calls_per_s for r in rounds if r.calls and r.wall_ns > 0]
-    if len(rates) < 2:
-        return []
-    med = statistics.median(rates)
-    if med <= 0:
-        return []
-    lo, hi, cov = median_ci(rates)
-    spread = (hi - lo) / med
-    if spread > SPREAD_LIMIT:
-        return [Note("spread", f"requests/s varied {spread:.0%} across {len(rates)} repeats "
-                     f"({lo:,.0f} .. {hi:,.0f}, {cov:.0%} CI of the median); treat with care",
-                     client, sc.name, None, "info")]
-    return []
 
 
 # ---------------------------------------------------------------- runner
@@ -788,9 +289,9 @@ class Runner:
 
     def _stats(self, srv: Any) -> dict[str, int | None]:
         try:
-            return _server_counts(srv.stats())
+            return server_counts(srv.stats())
         except Exception:
-            return {k: None for k in _server_counts({})}
+            return {k: None for k in server_counts({})}
 
     def _env(self) -> dict[str, str]:
         """The caller's environment, with only the changes every client needs (recorded)."""
@@ -805,7 +306,7 @@ class Runner:
             z = self._env_zygotes.get(python)
             if z is None or z.proc.poll() is not None:
                 try:
-                    z = self._env_zygotes[python] = Zygote(_isolated_env(env), python)
+                    z = self._env_zygotes[python] = Zygote(isolated_env(env), python)
                 except OSError:
                     return None
             return z
@@ -1009,7 +510,7 @@ class Runner:
         for c in clients:
             try:
                 py = self.opt.interpreters.get(c, (c, None))[1]
-                wenv = env if py is None else _isolated_env(env)
+                wenv = env if py is None else isolated_env(env)
                 started[c] = WorkerProc(self._job(c, sc, srv, workdir), wenv, self.opt.timeout,
                                         self._get_zygote(env, py), python=py or sys.executable)
             except (OSError, WorkerFailed) as exc:

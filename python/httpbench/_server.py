@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from . import _core
+from ._features import H2_SERVER_MISSING, features, require_h2_server
 
 __all__ = [
     "Server",
@@ -129,7 +130,9 @@ class Server:
 
     ``http2``: speak HTTP/2 too - on TLS when ALPN offers ``h2``, on the plain
     port when a connection starts with the HTTP/2 preface (h2c with prior
-    knowledge). ``h2_max_concurrent_streams`` (1..100000),
+    knowledge). The default ``None`` means "when this build has it"
+    (``httpbench.features()["http2-server"]``); ``True`` in a build without
+    nghttp2 raises ``FeatureUnavailable``. ``h2_max_concurrent_streams`` (1..100000),
     ``h2_initial_window_size`` (0..2147483647) and ``h2_max_frame_size``
     (16384..16777215) are the SETTINGS the server announces.
 
@@ -151,7 +154,7 @@ class Server:
         keepalive_timeout: float = 30.0,
         max_head: int = 16384,
         backlog: int = 4096,
-        http2: bool = True,
+        http2: bool | None = None,
         h2_max_concurrent_streams: int = 100,
         h2_initial_window_size: int = 65535,
         h2_max_frame_size: int = 16384,
@@ -173,6 +176,10 @@ class Server:
                 raise ValueError(f"{name} must be an int in {lo}..{hi}, got {value!r}")
         if (cert_file is not None) and not tls:
             raise ValueError("cert_file/key_file need tls=True")
+        if http2 is None:
+            http2 = features()["http2-server"]
+        elif http2:
+            require_h2_server("Server(http2=True)")
         self.host = host
         self.tls = bool(tls)
         self.threads = threads
@@ -627,7 +634,11 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument(
         "--request-timeout", type=float, default=10.0, help="seconds per request (default 10)"
     )
-    ap.add_argument("--no-h2", action="store_true", help="HTTP/1.1 only (no h2 / h2c)")
+    h2 = ap.add_mutually_exclusive_group()
+    h2.add_argument("--h2", action="store_true",
+                    help="require HTTP/2 (h2 / h2c; exit 2 when this build has no HTTP/2 server)")
+    h2.add_argument("--no-h2", action="store_true",
+                    help="HTTP/1.1 only (default: h2 / h2c too when the build has them)")
     ap.add_argument("--h2-max-streams", type=int, default=100, metavar="N",
                     help="h2 SETTINGS_MAX_CONCURRENT_STREAMS (default 100)")
     ap.add_argument("--h2-window", type=int, default=65535, metavar="N",
@@ -638,6 +649,9 @@ def cli_main(argv: list[str]) -> int:
                     help="open connections per worker thread; more are refused (default 0: no cap)")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.h2 and not features()["http2-server"]:
+        sys.stderr.write(f"httpbench serve: --h2: {H2_SERVER_MISSING}\n")
+        return 2
     try:
         srv = Server(
             host=args.host,
@@ -648,7 +662,7 @@ def cli_main(argv: list[str]) -> int:
             key_file=args.key_file,
             session_resumption=not args.no_session_resumption,
             request_timeout=args.request_timeout,
-            http2=not args.no_h2,
+            http2=False if args.no_h2 else None,
             h2_max_concurrent_streams=args.h2_max_streams,
             h2_initial_window_size=args.h2_window,
             h2_max_frame_size=args.h2_max_frame,

@@ -4,7 +4,8 @@
 one environment per versioned spec before anything is measured, runs every
 spec's workers in its own interpreter with rounds interleaved like any other
 clients, then labels each row with the version its worker imported and
-compares every row with the baseline spec (:mod:`._delta`).
+compares every row with the baseline spec (:mod:`._delta`); the deltas are
+stored in the results' metadata, where ``httpbench.report`` reads them.
 """
 
 from __future__ import annotations
@@ -17,24 +18,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _machine
-from ._delta import TEST, exact_delta, format_delta, ratio_delta
+from ._delta import DELTA_METRICS, TEST, exact_delta, ratio_delta
 from ._envs import Env, ensure_envs
 from ._results import MeasureResult, ResultSet, load
+from ._rows import record_row
 from ._specs import ClientSpec, parse_spec
 
-__all__ = ["against_file", "deltas", "delta_lines", "file_lines", "load_baseline_file", "prepare",
-           "relabel", "specs_of", "with_pythons"]
+__all__ = ["METRICS", "against_file", "deltas", "load_baseline_file", "prepare", "relabel",
+           "specs_of", "with_pythons"]
 
-# (key, label, kind, attribute): what the delta line reports, in order
-METRICS = (
-    ("cpu", "CPU", "ratio", "cpu_ns_per_call"),
-    ("p50", "p50", "ratio", "p50"),
-    ("rps", "req/s", "ratio", "calls_per_s"),
-    ("allocs", "allocs", "exact", "allocs_per_call"),
-    ("native_allocs", "native allocs", "exact", "native_allocs_per_call"),
-    ("gc", "GC/10k", "exact", "gc_per_10k"),
-    ("rss", "peak RSS", "ratio", "peak_rss_bytes"),
-)
+METRICS = DELTA_METRICS  # what the delta lines report
 
 
 def specs_of(names: Sequence[str]) -> list[ClientSpec]:
@@ -169,9 +162,11 @@ def _measured(rs: ResultSet, client: str, scenario: str) -> list[MeasureResult]:
 def _row_delta(b: Sequence[MeasureResult], cr: Sequence[MeasureResult]) -> dict[str, Any]:
     """Each metric's delta of rounds ``cr`` against baseline rounds ``b``."""
     row: dict[str, Any] = {}
-    for key, _, kind, attr in METRICS:
-        xa = [getattr(r, attr) for r in b]
-        xb = [getattr(r, attr) for r in cr]
+    rows_b = [record_row("", "", 0, r) for r in b]
+    rows_c = [record_row("", "", 0, r) for r in cr]
+    for key, _, kind in METRICS:
+        xa = [x[key] for x in rows_b]
+        xb = [x[key] for x in rows_c]
         fn = ratio_delta if kind == "ratio" else exact_delta
         d = fn(xa, xb)
         if any(isinstance(x, float) and not math.isnan(x) for x in d.values()):
@@ -264,70 +259,3 @@ def against_file(rs: ResultSet, saved: ResultSet, path: str | os.PathLike[str]) 
         "machine_change": _machine.machine_change(smd, rs.metadata),
     }
     return rs.with_metadata(baseline_file=info)
-
-
-def _nan(d: dict[str, Any]) -> dict[str, Any]:
-    # a saved file stores NaN as null
-    return {k: (math.nan if v is None and k != "p" else v) for k, v in d.items()}
-
-
-def _format_row(row: dict[str, Any]) -> str:
-    parts = []
-    for key, name, kind, _ in METRICS:
-        if key in row:
-            parts.append(f"{name} {format_delta(kind, _nan(row[key]), '/req' if 'alloc' in key else '')}")
-    return ", ".join(parts)
-
-
-def file_lines(rs: ResultSet, scenario: str) -> list[str]:
-    """The delta lines against a saved run (``--baseline-file``) for ``scenario``."""
-    bf = rs.metadata.get("baseline_file")
-    if not bf:
-        return []
-    name = os.path.basename(str(bf.get("path")))
-    if scenario in (bf.get("missing_scenarios") or []):
-        return [f"   vs saved run {name}: it has no {scenario} (not compared)"]
-    rows = (bf.get("deltas") or {}).get(scenario) or {}
-    lines = [f"   vs saved run {name} (not interleaved: measured at another time; "
-             f"{bf.get('test', TEST)}; allocations and GC: exact differences)"]
-    machine = _machine.machine_change_line(bf.get("machine_change"))
-    if machine:
-        lines.append(f"   {machine}")
-    match = bf.get("matched") or {}
-    for c in rs.clients:
-        if not _measured(rs, c, scenario):
-            continue
-        if c in rows:
-            lines.append(f"   {c} vs saved {match.get(c)}: {_format_row(rows[c])}")
-        else:
-            lines.append(f"   {c}: no matching row in {name}")
-    return lines
-
-
-def _why_not(rs: ResultSet, client: str, scenario: str) -> str:
-    """Why ``client`` has no rounds on ``scenario``: its error note or skip reason."""
-    for n in rs.notes:
-        if n.client == client and n.scenario in (scenario, None) and n.severity == "error":
-            return f"{n.kind}: {n.message}"
-    return rs.skipped.get(f"{client}/{scenario}") or rs.skipped.get(client) or "no rounds"
-
-
-def delta_lines(rs: ResultSet, scenario: str) -> list[str]:
-    """The table's delta lines for ``scenario`` (none for runs without specs).
-
-    A spec without rounds on ``scenario`` (its worker crashed, failed or was
-    skipped) gets a line with the reason; the other rows are still compared.
-    """
-    v = rs.metadata.get("versions")
-    if not v:
-        return []
-    ds = deltas(rs, scenario)
-    lost = [c for c in (v.get("specs") or {}) if not _measured(rs, c, scenario)]
-    if not ds and not lost:
-        return []
-    lines = [f"   vs {v['baseline']} ({TEST}; allocations and GC: exact differences)"]
-    for c, row in ds.items():
-        lines.append(f"   {c} vs {v['baseline']}: " + _format_row(row))
-    for c in lost:
-        lines.append(f"   {c}: not compared ({_why_not(rs, c, scenario)})")
-    return lines

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import _units as U
 from ._baseline import Change, Comparison, diff
+from ._cmptables import compare_table, format_tables
 from ._hdrexport import (
     export_hdr_log,
     export_histogram,
@@ -35,11 +36,12 @@ from ._machine import (
     wakeup_text,
 )
 from ._results import BenchResult, MeasureResult, ResultSet, load
-from ._rows import DATAFRAME_COLUMNS, entries, isnan, result_rows
+from ._rows import CELL_COLUMNS, DATAFRAME_COLUMNS, cell_rows, entries, isnan, result_rows
 from ._stats import mann_whitney_u, median_ci, welch_t_test
 from ._tables import column_unit, median_cell, median_ci_cell, render_table
 
 __all__ = [
+    "CELL_COLUMNS",
     "DATAFRAME_COLUMNS",
     "REPORT_PERCENTILES",
     "SPECTRUM",
@@ -47,7 +49,9 @@ __all__ = [
     "Comparison",
     "ProgressBar",
     "ab_report",
+    "cell_rows",
     "cli_main",
+    "compare_table",
     "diff",
     "diff_main",
     "export_hdr_log",
@@ -55,6 +59,7 @@ __all__ = [
     "format_report",
     "format_result",
     "format_spectrum",
+    "format_tables",
     "hdr_compressed",
     "hdr_hgrm",
     "hdr_interval_log",

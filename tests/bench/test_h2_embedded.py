@@ -16,6 +16,7 @@ def _delta(before: dict, after: dict, *keys: str) -> int:
     return a - b
 
 
+@pytest.mark.h2_server
 def test_n_exact_h2c_and_tls(server, tls_server) -> None:
     for srv, kw in ((server, {}), (tls_server, {"ca_file": tls_server.ca_file})):
         before = srv.stats()
@@ -29,6 +30,7 @@ def test_n_exact_h2c_and_tls(server, tls_server) -> None:
         assert _delta(before, after, "connections_by_protocol", "h2") == 3
 
 
+@pytest.mark.h2_server
 def test_rate_and_warmup_exact(server) -> None:
     before = server.stats()
     r = httpbench.bench(server.url + "/bytes/10", http2=True, streams=3, concurrency=2,
@@ -39,6 +41,7 @@ def test_rate_and_warmup_exact(server) -> None:
     assert _delta(before, after, "by_protocol", "h2") == 150 + warm
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 def test_duration_every_stream_once(server) -> None:
     before = server.stats()
@@ -50,6 +53,7 @@ def test_duration_every_stream_once(server) -> None:
     assert r.responses <= seen <= r.responses + r.in_flight_at_stop
 
 
+@pytest.mark.h2_server
 def test_body_sent_over_h2(server) -> None:
     before = server.stats()
     r = httpbench.bench(server.url + "/sink", http2=True, streams=4, n=20, method="POST",
@@ -59,6 +63,7 @@ def test_body_sent_over_h2(server) -> None:
     assert _delta(before, after, "body_bytes_in") == 20 * 50_000
 
 
+@pytest.mark.h2_server
 def test_rst_stream_typed_and_counted(server) -> None:
     before = server.stats()
     r = httpbench.bench(server.url + "/fault/reset", http2=True, streams=2, n=8)
@@ -67,6 +72,7 @@ def test_rst_stream_typed_and_counted(server) -> None:
     assert _delta(before, after, "h2", "streams_reset_sent") == 8
 
 
+@pytest.mark.h2_server
 def test_server_limit_on_concurrent_streams_is_respected() -> None:
     with httpbench.Server(h2_max_concurrent_streams=2) as srv:
         r = httpbench.bench(srv.url + "/bytes/10", http2=True, streams=16, n=300)
@@ -88,11 +94,13 @@ def test_server_with_http2_off_is_a_typed_error() -> None:
     assert ei.value.code == ci.value.code < 0
 
 
+@pytest.mark.h2_server
 def test_timeout_typed(server) -> None:
     r = httpbench.bench(server.url + "/delay/3000", http2=True, streams=3, n=3, timeout=0.2)
     assert r.responses == 0 and r.error_counts["timeout"] == 3 == r.errors
 
 
+@pytest.mark.h2_server
 def test_fault_close_mid_body_is_goaway(server) -> None:
     before = server.stats()
     r = httpbench.bench(server.url + "/fault/close-mid-body?bytes=10000", http2=True, n=4)
@@ -101,6 +109,7 @@ def test_fault_close_mid_body_is_goaway(server) -> None:
     assert _delta(before, after, "h2", "goaway_sent") == 4
 
 
+@pytest.mark.h2_server
 def test_interrupt_gives_partial_result(server) -> None:
     calls = []
 
@@ -118,6 +127,7 @@ def test_interrupt_gives_partial_result(server) -> None:
     assert r.responses <= seen <= r.responses + r.in_flight_at_stop
 
 
+@pytest.mark.h2_server
 def test_head_status_and_large_bodies(server) -> None:
     r = httpbench.bench(server.url + "/bytes/100", http2=True, n=10, method="HEAD")
     assert (r.responses, r.errors, r.metadata["body_bytes_in"]) == (10, 0, 0)

@@ -1,5 +1,6 @@
 /* test_server.c - hb_server from C: keep-alive + pipelining over one
- * connection, stats sums, a TLS request through hb_sock, stop/restart. */
+ * connection, stats sums, a TLS request through hb_sock, stop/restart, the
+ * http2 option in builds with and without nghttp2. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "hb_clock.h"
+#include "hb_h2_server.h"
 #include "hb_server.h"
 #include "hb_sock.h"
 #include "hb_test.h"
@@ -173,10 +175,33 @@ static void test_bad_options(void)
     hb_server_free(NULL);
 }
 
+/* http2 defaults to what the build has; asking for it in a build without nghttp2
+ * fails before binding, with the message that says how to get it. */
+static void test_http2_option(void)
+{
+    hb_server_opts o;
+    hb_server_opts_init(&o);
+    CHECK_EQ_INT(o.http2, hb_h2_server_available());
+    o.http2 = 1;
+    hb_server *s = NULL;
+    char err[HB_ERR_LEN] = "";
+    int rc = hb_server_start(&s, &o, err);
+    if (hb_h2_server_available()) {
+        CHECK_EQ_INT(rc, 0);
+        CHECK(s != NULL);
+        hb_server_free(s);
+    } else {
+        CHECK_EQ_INT(rc, HB_E_UNSUPPORTED);
+        CHECK(s == NULL);
+        CHECK(strcmp(err, HB_H2_SERVER_MISSING) == 0);
+    }
+}
+
 int main(void)
 {
     test_plain_pipelined();
     test_tls_request();
     test_bad_options();
+    test_http2_option();
     HB_TEST_MAIN_END();
 }

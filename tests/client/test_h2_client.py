@@ -30,6 +30,7 @@ def _delta(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(a - b for a, b in zip(after, before, strict=True))
 
 
+@pytest.mark.h2_server
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2"])
 def test_get_many_byte_exact_counted_one_connection(server, tls_server, tls):
     srv = tls_server if tls else server
@@ -51,6 +52,7 @@ def test_get_many_byte_exact_counted_one_connection(server, tls_server, tls):
     assert all(r.reused for r in again) and not any(r.reused for r in rs)
 
 
+@pytest.mark.h2_server
 def test_bodies_without_content_length_and_batches_of_changing_size(server):
     """Bodies of unknown length are built from their first DATA frame and grown; batches
     of different sizes in a row reuse the client's buffers without mixing responses."""
@@ -66,6 +68,7 @@ def test_bodies_without_content_length_and_batches_of_changing_size(server):
             assert [r.body for r in rs] == [httpbench.expected_bytes(n) for n in sizes]
 
 
+@pytest.mark.h2_server
 def test_single_requests_post_status_and_download(server, tmp_path):
     with Client(http2=True) as c:
         s0 = _h2(server.stats())
@@ -84,6 +87,7 @@ def test_single_requests_post_status_and_download(server, tmp_path):
     assert _delta(s0, s1) == (4, 0, 1)
 
 
+@pytest.mark.h2_server
 def test_threads_share_the_origin_session(server):
     """Several threads, one Client: every batch is right and one connection serves all."""
     url = server.url + "/bytes/150"
@@ -142,6 +146,7 @@ def test_server_without_h2_is_a_typed_error_alpn(tmp_path):
         assert srv.requests == []  # nothing was sent over HTTP/1.1
 
 
+@pytest.mark.h2_server
 def test_bad_input(server):
     with pytest.raises(ValueError, match="lenient"):
         Client(http2=True, lenient=True)
@@ -171,6 +176,7 @@ def test_http1_client_get_many_in_order(server):
     assert {r.http_version for r in rs} == {"HTTP/1.1"}
 
 
+@pytest.mark.h2_server
 def test_headers_outlive_a_batch_beyond_the_stream_limit(server):
     """Streams past the server's limit (100) are submitted later in the run: their
     header fields must still be valid then."""
@@ -182,3 +188,53 @@ def test_headers_outlive_a_batch_beyond_the_stream_limit(server):
         s1 = _h2(server.stats())
     assert [r.body for r in rs] == [httpbench.expected_bytes(i % 7) for i in range(150)]
     assert _delta(s0, s1) == (150, 0, 1)
+
+
+# 200 fields (more than an HTTP/1.1 head may carry here), duplicates, a Latin-1
+# byte, an empty value and a colon inside a value: each comes back as sent, in order.
+H2_FIELDS = [(b"x-dup", b"a"), (b"x-dup", b"b"), (b"x-latin", b"caf\xe9"), (b"x-empty", b""),
+             (b"x-colon", b"a: b"), *((b"x-f%03d" % i, b"v%d" % i) for i in range(195))]
+
+
+def _answer_with_fields(c) -> None:
+    from _h2raw import HEADERS, SETTINGS, frame, hpack_literal, settings
+
+    c.sock.settimeout(5)
+    c.send(settings())
+    # frames after the 24-byte preface until the request's HEADERS on stream 1
+    pos, seen = 24, False
+    while not seen:
+        while len(c.buf) < pos + 9:
+            if not c._fill():
+                return
+        n, ftype = int.from_bytes(c.buf[pos:pos + 3], "big"), c.buf[pos + 3]
+        seen = ftype == HEADERS
+        pos += 9 + n
+    block = b"\x88" + b"".join(hpack_literal(k, v) for k, v in
+                               [*H2_FIELDS, (b"content-length", b"2")])
+    c.send(frame(SETTINGS, 0x1, 0) + frame(HEADERS, 0x4, 1, block) +
+           frame(0, 0x1, 1, b"ok"))
+    while c._fill():  # until the client leaves
+        pass
+
+
+def test_response_headers_are_the_decoded_fields():
+    with RawServer(_answer_with_fields) as srv, Client(http2=True, timeout=10) as c:
+        r = c.get(srv.url("/x"))
+    assert (r.status, r.reason, r.http_version, r.body) == (200, "", "HTTP/2", b"ok")
+    want = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in H2_FIELDS]
+    assert list(r.headers.items()) == [*want, ("content-length", "2")]
+    assert r.headers.get_all("X-Dup") == ["a", "b"] and r.headers["x-latin"] == "café"
+
+
+def test_h2_and_http11_responses_read_alike(server):
+    # The same route over both protocols: the same status, body and fields
+    # (HTTP/2 names lowercase; the connection-specific and Date fields apart).
+    url = server.url + "/bytes/150"
+    skip = {"connection", "keep-alive", "date"}
+    with Client() as c1, Client(http2=True) as c2:
+        r1, r2 = c1.get(url), c2.get(url)
+    assert (r1.status, r1.body) == (r2.status, r2.body)
+    h1 = [(k.lower(), v) for k, v in r1.headers.items() if k.lower() not in skip]
+    h2 = [(k, v) for k, v in r2.headers.items() if k not in skip]
+    assert h1 == h2 and ("content-length", "150") in h2

@@ -145,6 +145,7 @@ def test_bench_timeout_under_a_frame_flood_counts_timeouts():
     assert took < 2 * 1 + 1.5, took
 
 
+@pytest.mark.h2_server
 @pytest.mark.skipif(os.cpu_count() is None, reason="no CPU count")
 def test_read_budget_keeps_well_behaved_downloads_whole(server):
     """The budget only pauses reading: large bodies arrive whole, byte-exact."""

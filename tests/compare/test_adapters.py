@@ -26,7 +26,7 @@ from httpbench._adapters import (
     available_clients,
     load_adapter,
 )
-from httpbench._runner import _server_counts
+from httpbench._roundnotes import server_counts
 from httpbench._scenarios import DEFAULT_SCENARIOS, SCENARIOS
 from httpbench._worker import Worker, payload
 
@@ -75,7 +75,7 @@ def reference(srv, path: str) -> bytes:
 
 
 def counts(srv) -> dict:
-    return _server_counts(srv.stats())
+    return server_counts(srv.stats())
 
 
 def drive(name: str, srv, n: int = N, trust: bool = True, **params):

@@ -18,8 +18,9 @@ import textwrap
 import httpbench
 import pytest
 from httpbench._adapters import DEFAULT_CLIENTS, available_clients
-from httpbench._compare import cli_main, format_tables, summarize
+from httpbench._compare import cli_main
 from httpbench._scenarios import SCENARIOS
+from httpbench.report import cell_rows, format_tables
 
 INSTALLED = available_clients(DEFAULT_CLIENTS)
 BAD_NOTES = {"errors", "bad-response", "count-mismatch", "new-connections", "worker-failed",
@@ -249,13 +250,13 @@ def test_cli_tables_json_and_files(tmp_path, capsys):
     assert len(rs) == 2 * 2 * 2
     assert rs.get("urllib3", "small-post", 1).metadata["server"]["requests"] == 5
     assert rs.get("urllib3", "small-post", 1).metadata["verify"]["ok"]
-    rows = summarize(rs, "get-150b")
+    rows = cell_rows(rs, "get-150b")
     assert [r["client"] for r in rows] == ["http.client", "urllib3"]
-    assert all(r["repeats"] == 2 and r["calls"] == 10 and r["rps"] > 0 for r in rows)
+    assert all(r["repeats"] == 2 and r["requests"] == 10 and r["rps"] > 0 for r in rows)
     assert (out / "tables.txt").read_text() == format_tables(rs)
 
     first = rs.get("http.client", "get-150b", 0)
-    from httpbench._runner import preload_library
+    from httpbench._workerproc import preload_library
 
     if preload_library() is not None:  # on by default on Linux when the counter is built
         assert first.native_alloc_count is not None

@@ -12,7 +12,7 @@ import time
 import httpbench
 import pytest
 from httpbench import _core, _deterministic
-from httpbench._compare import format_tables, summarize
+from httpbench.report import cell_rows, format_tables
 
 needs_tools = pytest.mark.skipif(
     shutil.which("valgrind") is None or shutil.which("strace") is None
@@ -42,13 +42,14 @@ def test_compare_deterministic_columns_and_exact_native_syscalls() -> None:
     runs = [_compare(), _compare()]
     per_call = []
     for rs in runs:
-        rows = {r["client"]: r for r in summarize(rs, "get-150b")}
+        rows = {r["client"]: r for r in cell_rows(rs, "get-150b")}
         assert set(rows) == {"native", "http.client"}
         for row in rows.values():
-            assert row["instructions_per_req"] > 1000
-            assert row["syscalls_per_req"] >= 2
+            assert row["instructions_per_request"] > 1000
+            assert row["syscalls_per_request"] >= 2
         # the native client does more in C: fewer user-space instructions
-        assert rows["native"]["instructions_per_req"] < rows["http.client"]["instructions_per_req"]
+        assert (rows["native"]["instructions_per_request"]
+                < rows["http.client"]["instructions_per_request"])
         mr = rs.get("native", "get-150b")
         per_call.append(mr.syscalls_per_call)
         # every counted GET of the native client makes the same syscalls
@@ -77,15 +78,16 @@ def _has_pandas() -> bool:
 
 
 def test_compare_deterministic_off_keeps_the_table() -> None:
-    rows = [{"client": "x", "rps": 1.0, "p50_ns": 1.0, "p99_ns": 1.0, "cpu_us_per_req": 1.0,
-             "py_allocs_per_req": 1.0, "native_allocs_per_req": 1.0, "kib_per_req": 1.0,
+    rows = [{"client": "x", "rps": 1.0, "p50_ns": 1.0, "p99_ns": 1.0,
+             "cpu_ns_per_request": 1000.0, "allocs_per_request": 1.0,
+             "native_allocs_per_request": 1.0, "alloc_bytes_per_request": 1024.0,
              "gc_per_10k": 0.0, "peak_rss_bytes": 1.0, "notes": {}, "repeats": 1,
-             "instructions_per_req": None, "syscalls_per_req": None}]
-    from httpbench._compare import _table
+             "instructions_per_request": None, "syscalls_per_request": None}]
+    from httpbench.report import compare_table
 
-    assert "instr/req" not in _table(rows)
-    rows[0]["instructions_per_req"] = 1234.0
-    assert "instr/req" in _table(rows) and "syscalls/req" not in _table(rows)
+    assert "instr/req" not in compare_table(rows)
+    rows[0]["instructions_per_request"] = 1234.0
+    assert "instr/req" in compare_table(rows) and "syscalls/req" not in compare_table(rows)
 
 
 @pytest.mark.slow

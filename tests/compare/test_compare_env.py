@@ -7,9 +7,10 @@ import os
 import sys
 import textwrap
 
-from httpbench._compare import format_tables
-from httpbench._runner import Runner, RunOptions, worker_env
+from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import SCENARIOS
+from httpbench._workerproc import worker_env
+from httpbench.report import format_tables
 
 ADAPTER = textwrap.dedent("""
     import json, os

@@ -9,10 +9,10 @@ import time
 
 import pytest
 from httpbench import _noise
-from httpbench._compare import format_tables, summarize
 from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import SCENARIOS
 from httpbench._stats import median_ci
+from httpbench.report import cell_rows, format_tables
 
 
 def _snap(ticks: list[int], own_ns: int, cpu: int | None = 1) -> dict:
@@ -65,9 +65,9 @@ def test_rounds_carry_noise_and_enough_requests():
         assert noise is not None and 0.0 <= (noise["other"] or 0.0) <= 1.0
         assert "reruns" in r.metadata
     assert rs.metadata["noise"]["get-150b"]["rounds"] == 3
-    row = summarize(rs, "get-150b")[0]
-    assert row["repeats"] == 3 and row["min_round_calls"] >= 1
-    lo, hi = row["p50_ci_ns"]
+    row = cell_rows(rs, "get-150b")[0]
+    assert row["repeats"] == 3 and row["min_round_requests"] >= 1
+    lo, hi = row["p50_ns_ci"]
     assert lo <= row["p50_ns"] <= hi
     text = format_tables(rs)
     assert "machine noise:" in text and "order-statistic" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpbench
 from httpbench._results import MeasureResult
-from httpbench._runner import nagle_fraction, round_notes, spread_notes
+from httpbench._roundnotes import nagle_fraction, round_notes, spread_notes
 from httpbench._scenarios import SCENARIOS, Scenario
 from httpbench._stats import median_spread
 

@@ -8,10 +8,10 @@ import os
 import httpbench
 import pytest
 from httpbench import _noise
-from httpbench._compare import format_tables
 from httpbench._core import Histogram
 from httpbench._runner import Runner, RunOptions, merge_slices
 from httpbench._scenarios import SCENARIOS, Scenario
+from httpbench.report import format_tables
 
 
 def _mr(calls: int, lat_ns: int, cpu: int, *, gc=(1, 0, 0), allocs=5, rss=100,

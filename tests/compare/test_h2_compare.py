@@ -16,7 +16,8 @@ import textwrap
 
 import pytest
 from httpbench._adapters import available_clients
-from httpbench._runner import Runner, RunOptions, _server_counts, protocol_verdict
+from httpbench._roundnotes import protocol_verdict, server_counts
+from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import (
     DEFAULT_SCENARIOS,
     H2_SCENARIOS,
@@ -113,9 +114,9 @@ def test_h2_scenarios_and_specs():
     (None, ("unproven", "protocol-unproven")),
 ])
 def test_protocol_verdict_from_stats_delta(by, want):
-    before = _server_counts({"requests": 10, **({"by_protocol": {"http/1.1": 10, "h2": 0}}
+    before = server_counts({"requests": 10, **({"by_protocol": {"http/1.1": 10, "h2": 0}}
                                                if by is not None else {})})
-    after = _server_counts({"requests": 42, **({"by_protocol": {
+    after = server_counts({"requests": 42, **({"by_protocol": {
         "http/1.1": 10 + by["http/1.1"], "h2": by["h2"]}} if by is not None else {})})
     delta = {k: None if before[k] is None or after[k] is None else after[k] - before[k]
              for k in before}
@@ -161,6 +162,7 @@ class _WithProtocol:
         self.srv.stop()
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 def test_client_forced_to_http1_is_flagged_and_dropped(helpers):
     """httpx without http2 in the h2-over-TLS scenario: every round is HTTP/1.1."""
@@ -175,7 +177,7 @@ def test_client_forced_to_http1_is_flagged_and_dropped(helpers):
     assert len(fall) == 1 and fall[0].client == client and fall[0].severity == "error"
     assert "over HTTP/1.1 and 0 over h2" in fall[0].message
     assert rs.skipped[f"{client}/h2-https-get-150b"].startswith("h1-fallback: ")
-    from httpbench._compare import format_tables
+    from httpbench.report import format_tables
 
     out = format_tables(rs)
     assert "[h1-fallback]" in out
@@ -233,6 +235,7 @@ def test_batch_counts_every_request(helpers, server, tmp_path):
     assert lat.count == 32  # one latency per request (its batch's)
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", H2_SCENARIOS)
 def test_every_h2_adapter_proven_by_server_stats(scenario):
@@ -273,8 +276,7 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
         else:
             assert "curl 7." in why or "not built" in why, (k, why)
     assert {c for c in NO_H2 if c in clients} <= skipped
-    from httpbench._compare import format_tables
-    from httpbench.report import format_resultset
+    from httpbench.report import format_resultset, format_tables
 
     sc = SCENARIOS[scenario]
     proto = "h2" if sc.tls else "h2c"
@@ -291,7 +293,7 @@ def test_every_h2_adapter_proven_by_server_stats(scenario):
 
 
 def test_stats_keys_ignore_non_numbers():
-    c = _server_counts({"requests": 3, "by_protocol": {"http/1.1": "x", "h2": 2}})
+    c = server_counts({"requests": 3, "by_protocol": {"http/1.1": "x", "h2": 2}})
     assert (c["http1_requests"], c["h2_requests"]) == (None, 2)
 
 

@@ -8,7 +8,8 @@ import json
 import pytest
 from httpbench._adapters import available_clients
 from httpbench._h3server import h3_missing
-from httpbench._runner import Runner, RunOptions, _server_counts, protocol_verdict
+from httpbench._roundnotes import protocol_verdict, server_counts
+from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import (
     DEFAULT_SCENARIOS,
     H3_SCENARIOS,
@@ -40,7 +41,7 @@ def _delta(by: dict[str, int] | None, h3: int | None) -> dict:
     stats: dict = {"requests": sum((by or {}).values()) + (h3 or 0)}
     if by is not None:
         stats["by_protocol"] = dict(by, **({} if h3 is None else {"h3": h3}))
-    return _server_counts(stats)
+    return server_counts(stats)
 
 
 @pytest.mark.parametrize("by, h3, want", [
@@ -102,7 +103,7 @@ def test_h3_round_proven_by_server_counts():
     rs = r.run([client, "http.client"], [SCENARIOS["h3-get-150b"]])
     assert _check(rs, [client, "http.client"]) == {client}
     assert rs.skipped["http.client/h3-get-150b"].startswith("no HTTP/3: ")
-    from httpbench._compare import format_tables
+    from httpbench.report import format_tables
 
     assert ("protocol: h3 (QUIC), one request at a time on one connection; proven in every "
             "round") in format_tables(rs)

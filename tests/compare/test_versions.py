@@ -213,9 +213,10 @@ def test_local_checkouts_delta_cache_and_reinstall(cache, tmp_path) -> None:
     assert rs.clients == ["slowpkg 1.0", "slowpkg 2.0"] and v["baseline"] == "slowpkg 1.0"
     assert [s["env_created"] for s in v["specs"].values()] == [True, True]
     d = v["deltas"]["get-150b"]["slowpkg 2.0"]
-    assert d["cpu"]["ratio"] > 1.1 and d["cpu"]["lo"] > 1.0 and d["cpu"]["p"] < 0.05
-    assert round(d["allocs"]["delta"]) == K
-    from httpbench._compare import format_tables
+    cpu = d["cpu_ns_per_request"]
+    assert cpu["ratio"] > 1.1 and cpu["lo"] > 1.0 and cpu["p"] < 0.05
+    assert round(d["allocs_per_request"]["delta"]) == K
+    from httpbench.report import format_tables
 
     text = format_tables(rs)
     assert "slowpkg 2.0 vs slowpkg 1.0: CPU +" in text and f"allocs +{K}" in text
@@ -234,7 +235,7 @@ def test_local_checkouts_delta_cache_and_reinstall(cache, tmp_path) -> None:
     rs3 = _run(specs)
     s3 = rs3.metadata["versions"]
     assert [s["env_created"] for s in s3["specs"].values()] == [False, True]
-    assert round(s3["deltas"]["get-150b"]["slowpkg 2.0"]["allocs"]["delta"]) == K + 10
+    assert round(s3["deltas"]["get-150b"]["slowpkg 2.0"]["allocs_per_request"]["delta"]) == K + 10
     assert {e["spec"] for e in list_envs()} >= set(specs)
 
 
@@ -268,7 +269,7 @@ def test_two_urllib3_releases_interleaved(cache) -> None:
     assert rounds == ["urllib3==1.26.20", "urllib3==2.2.3", "http.client"] * 2  # interleaved
     d = rs.metadata["versions"]["deltas"]["get-150b"]
     assert set(d) == {"urllib3 2.2.3", "http.client"}
-    assert d["urllib3 2.2.3"]["allocs"]["delta"] != 0  # the releases allocate differently
+    assert d["urllib3 2.2.3"]["allocs_per_request"]["delta"] != 0  # the releases allocate differently
 
 
 CRASH = '''
@@ -309,7 +310,7 @@ def test_worker_crash_in_one_env(cache, tmp_path) -> None:
     assert all("exited with code 3" in m for m in crashed.values())
     assert rs.repeats("slowpkg 3.0", "get-150b") == []
     assert 1 <= len(rs.repeats("slowpkg 4.0", "get-150b")) < 3
-    from httpbench._compare import format_tables
+    from httpbench.report import format_tables
 
     text = format_tables(rs)
     assert "slowpkg 3.0: not compared (worker-crashed: " in text

@@ -6,9 +6,10 @@ import json
 
 import httpbench
 import pytest
-from httpbench._compare import cli_main, format_tables
+from httpbench._compare import cli_main
 from httpbench._results import ResultSet
 from httpbench._versions import _saved_match
+from httpbench.report import format_tables
 
 
 def _run(**kw) -> ResultSet:
@@ -34,9 +35,10 @@ def test_deltas_against_a_saved_run(saved: str, tmp_path) -> None:
     assert bf["missing_scenarios"] == ["get-12k"]
     assert any("baseline file has no get-12k" in p for p in progress)
     d = bf["deltas"]["get-150b"]["http.client"]
-    assert d["cpu"]["ratio"] > 0 and d["cpu"]["lo"] <= d["cpu"]["ratio"] <= d["cpu"]["hi"]
-    assert d["cpu"]["p"] is not None  # two rounds on each side
-    assert "delta" in d["allocs"] and "get-12k" not in bf["deltas"]
+    cpu = d["cpu_ns_per_request"]
+    assert cpu["ratio"] > 0 and cpu["lo"] <= cpu["ratio"] <= cpu["hi"]
+    assert cpu["p"] is not None  # two rounds on each side
+    assert "delta" in d["allocs_per_request"] and "get-12k" not in bf["deltas"]
     text = format_tables(rs)
     assert "vs saved run results.json (not interleaved" in text
     assert "http.client vs saved http.client: CPU " in text

@@ -74,6 +74,7 @@ def test_fuzz_request(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.h2_server
 def test_fuzz_h2_server(tmp_path):
     _fuzz(tmp_path, "fuzz_h2_server", ["hb_h2_server.c", "hb_route.c", "hb_content.c", "hb_common.c",
                         "hb_parse.c"],
@@ -88,6 +89,7 @@ def test_fuzz_h2_client(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.h2_server  # nghttp2's inflater is the reference
 def test_fuzz_h2_hpack(tmp_path):
     _fuzz(tmp_path, "fuzz_h2_hpack", ["hb_h2_hpack.c", "hb_common.c", "hb_parse.c"], "corpus_h2_hpack", 8,
           None, ("-max_len=70000",), ("-lnghttp2",))

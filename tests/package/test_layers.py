@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "_specs": 0,
     "_delta": 0,
     "_noise": 0,
+    "_features": 0,
     "_machine": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
     "_jsonfields": 1,
@@ -46,6 +47,7 @@ LAYERS: dict[str, int] = {
     "_unlike": 2,
     # L3: presentation
     "report": 3,
+    "_cmptables": 3,
     "plot": 3,
     "_hdrexport": 3,
     "_html": 3,
@@ -57,6 +59,8 @@ LAYERS: dict[str, int] = {
     "_deterministic": 4,
     "_compare": 4,
     "_runner": 4,
+    "_workerproc": 4,
+    "_roundnotes": 4,
     "_worker": 4,
     "_scenarios": 4,
     "_adapters": 4,

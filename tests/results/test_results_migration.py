@@ -30,8 +30,8 @@ def _v1_measure() -> dict:
 
 
 def test_schema_history_mentions_every_version():
-    assert R.SCHEMA_VERSION == 4
-    assert sorted(_resultfile._MIGRATIONS) == [1, 2, 3]
+    assert R.SCHEMA_VERSION == 5
+    assert sorted(_resultfile._MIGRATIONS) == [1, 2, 3, 4]
 
 
 def test_v1_measure_record_loads_with_the_shared_keys(tmp_path):
@@ -83,3 +83,21 @@ def test_v3_worker_cpu_list_becomes_affinity_and_a_count():
     r = R.loads(doc).get("c", "s", 0)
     assert r.metadata["cpus"] == 2
     assert r.metadata["worker"] == {"pid": 7, "cpus": 2, "affinity": [0, 1]}
+
+
+def test_v4_version_deltas_are_keyed_by_the_row_columns():
+    m = httpbench.measure(lambda: None, n=10).to_dict()
+    old_row = {"cpu": {"ratio": 1.2}, "allocs": {"delta": 3.0}, "rss": {"ratio": 1.0}}
+    rs = {"kind": "ResultSet",
+          "metadata": {"versions": {"baseline": "a", "deltas": {"s": {"b": old_row}}},
+                       "baseline_file": {"path": "x.json", "deltas": {"s": {"b": old_row}}}},
+          "results": [{"client": c, "scenario": "s", "repeat": 0, "result": m} for c in "ab"],
+          "notes": [], "skipped": {}}
+    doc = json.dumps({"format": R.FILE_FORMAT, "schema_version": 4,
+                      "httpbench_version": "0.1.0", "saved_unix_ns": 0, "record": rs})
+    md = R.loads(doc).metadata
+    want = {"cpu_ns_per_request": {"ratio": 1.2}, "allocs_per_request": {"delta": 3.0},
+            "peak_rss_bytes": {"ratio": 1.0}}
+    assert md["versions"]["deltas"]["s"]["b"] == want
+    assert md["baseline_file"]["deltas"]["s"]["b"] == want
+    assert md["versions"]["baseline"] == "a"

@@ -3,7 +3,6 @@
 
 import math
 
-from httpbench import _compare
 from httpbench import _results as R
 from httpbench import report as P
 from httpbench._rows import is_thin
@@ -39,7 +38,7 @@ def test_thin_per_row_matches_the_compare_cell():
         rs = _set(calls, least)
         rows = P.result_rows(rs)
         assert {r["thin"] for r in rows} == {thin}, (calls, least)
-        assert _compare.summarize(rs, "get-150b")[0]["thin"] is thin
+        assert P.cell_rows(rs, "get-150b")[0]["thin"] is thin
     assert math.isnan(P.result_rows(make_bench())[0]["thin"])
     assert is_thin([]) and not is_thin([10, 10, 10])
 
@@ -51,5 +50,36 @@ def test_report_shows_the_ci_of_the_median_for_p50_and_cpu():
     assert "96% order-statistic confidence interval of the median" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("requests "))
     assert "14.0 ±21%" in row and "±321%" not in row
-    cell = _compare.summarize(rs, "get-150b")[0]
-    assert _compare._fmt_cell("cpu_us_per_req", cell) == "14 ±21%"
+    cell = P.cell_rows(rs, "get-150b")[0]
+    assert cell["cpu_ns_per_request"] == 14_000
+    assert cell["cpu_ns_per_request_ci"] == (11_000, 17_000)
+    assert "14 ±21%" in P.format_tables(rs)  # compare's table, the same interval
+
+
+def test_cell_rows_are_the_medians_under_the_dataframe_names():
+    rs = R.ResultSet()
+    for rep, (calls, cpu_us, rss, errs) in enumerate([(100, 30, 50, 0), (200, 10, 70, 1),
+                                                      (400, 20, 60, 2)]):
+        rs = rs.with_result("c", "get-150b", rep, make_measure(
+            seed=rep, calls=calls, cpu_user_ns=cpu_us * 1000 * calls, cpu_sys_ns=0,
+            alloc_counts={"raw": 0, "mem": 0, "obj": 3 * calls},
+            alloc_bytes={"raw": 0, "mem": 0, "obj": 512 * calls},
+            peak_rss_bytes=rss * 1024**2, errors=errs))
+    rs = R.ResultSet(results=rs.results, notes=(
+        R.Note("spread", "x", client="c", scenario="get-150b"),
+        R.Note("noisy", "y", client="c", scenario="get-150b", repeat=0),
+        R.Note("noisy", "y", client="c", scenario="get-150b", repeat=2),
+        R.Note("noisy", "elsewhere", client="c", scenario="download-30m")))
+    (row,) = P.cell_rows(rs, "get-150b")
+    assert set(row) == set(P.CELL_COLUMNS)
+    assert (row["client"], row["repeats"], row["requests"], row["min_round_requests"]) == (
+        "c", 3, 700, 100)
+    assert row["cpu_ns_per_request"] == 20_000 and row["cpu_ns_per_request_ci"] == (10_000, 30_000)
+    assert row["allocs_per_request"] == 3 and row["alloc_bytes_per_request"] == 512
+    assert row["peak_rss_bytes"] == 70 * 1024**2 and row["errors"] == 3
+    assert row["notes"] == {"spread": 1, "noisy": 2} and row["thin"] is False
+    assert row["instructions_per_request"] is None and row["syscalls_per_request"] is None
+    # the per-round DataFrame rows carry the same quantity under the same name
+    per_round = sorted(r["cpu_ns_per_request"] for r in P.result_rows(rs))
+    assert per_round[1] == row["cpu_ns_per_request"]
+    assert P.cell_rows(rs, "no-such-scenario") == []

@@ -92,6 +92,7 @@ CONNECTION_ERRORS = [
 ]
 
 
+@pytest.mark.h2_server
 @pytest.mark.parametrize("payload, code", [c[1:] for c in CONNECTION_ERRORS],
                          ids=[c[0] for c in CONNECTION_ERRORS])
 def test_connection_errors_goaway(srv, payload, code):
@@ -105,6 +106,7 @@ def test_connection_errors_goaway(srv, payload, code):
     _still_serving(srv)
 
 
+@pytest.mark.h2_server
 def test_stream_window_overflow_resets_the_stream(srv):
     before = _h2(srv)
     with _ready(srv) as c:
@@ -119,6 +121,7 @@ def test_stream_window_overflow_resets_the_stream(srv):
     assert d == {"streams": 2, "streams_reset_sent": 1, "protocol_errors": 1}, d
 
 
+@pytest.mark.h2_server
 def test_data_beyond_the_stream_window(srv):
     before = _h2(srv)
     with _ready(srv) as c:  # the server's initial window is 100 bytes
@@ -130,6 +133,7 @@ def test_data_beyond_the_stream_window(srv):
     assert d["streams_reset_sent"] == 1 and d["protocol_errors"] == 1, d
 
 
+@pytest.mark.h2_server
 def test_header_list_over_the_limit_gets_431(srv):
     before, sbefore = _h2(srv), srv.stats()
     with _ready(srv) as c:  # 4 x 4 KiB decoded > max_head (16 KiB): a small HPACK bomb
@@ -145,6 +149,7 @@ def test_header_list_over_the_limit_gets_431(srv):
     assert _diff(before, _h2(srv)) == {"streams": 2}
 
 
+@pytest.mark.h2_server
 def test_missing_pseudo_header_resets_the_stream(srv):
     before = _h2(srv)
     with _ready(srv) as c:
@@ -155,6 +160,7 @@ def test_missing_pseudo_header_resets_the_stream(srv):
                                        "protocol_errors": 1}
 
 
+@pytest.mark.h2_server
 def test_streams_before_settings_ack_are_refused(srv):
     before = _h2(srv)
     with H2Conn(srv.port, preface=False) as c:
@@ -168,6 +174,7 @@ def test_streams_before_settings_ack_are_refused(srv):
     assert d["refused_streams"] == 1 and d["streams_reset_sent"] == 1, d
 
 
+@pytest.mark.h2_server
 def test_client_reset_counts_client_gone(srv):
     before, sbefore = _h2(srv), srv.stats()
     with _ready(srv) as c:
@@ -181,6 +188,7 @@ def test_client_reset_counts_client_gone(srv):
     assert _diff(before, _h2(srv)) == {"streams": 2, "streams_reset_received": 1}
 
 
+@pytest.mark.h2_server
 def test_wrong_preface_over_tls_alpn_h2():
     with httpbench.Server(tls=True) as s:
         raw = socket.create_connection(("127.0.0.1", s.port), timeout=5)
@@ -205,6 +213,7 @@ def test_wrong_preface_over_tls_alpn_h2():
         assert b"HTTP/1.1" not in got
 
 
+@pytest.mark.h2_server
 def test_partial_preface_waits_then_h2(srv):
     with H2Conn(srv.port, preface=False) as c:
         c.send(PREFACE[:10])
@@ -226,6 +235,7 @@ def test_preface_lookalike_is_http11(srv):
     assert after["by_protocol"]["http/1.1"] - before["by_protocol"]["http/1.1"] == 1
 
 
+@pytest.mark.h2_server
 def test_server_frames_are_well_formed(srv):
     # the HEADERS + DATA of one response, END_STREAM on the last DATA
     with _ready(srv) as c:
@@ -237,6 +247,7 @@ def test_server_frames_are_well_formed(srv):
     assert body == expected_bytes(60)
 
 
+@pytest.mark.h2_server
 def test_stalled_request_times_out():
     # a request whose body never comes: after request_timeout the connection is closed
     # and the stream, counted under its route, ends with status 0

@@ -70,6 +70,7 @@ def _route_of(path: str) -> str:
         else "not_found"
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2-tls"])
 def test_curl_every_route_byte_exact(server, tls_server, tls):
@@ -96,6 +97,7 @@ def test_curl_every_route_byte_exact(server, tls_server, tls):
         assert after["tls_handshakes"] - before["tls_handshakes"] == n
 
 
+@pytest.mark.h2_server
 def test_stats_page_over_h2(server):
     rc, meta, body = _curl(server.url + "/__stats")
     assert rc == 0 and meta == "200 2"
@@ -106,6 +108,7 @@ def test_stats_page_over_h2(server):
     assert set(doc["connections_by_protocol"]) == {"http/1.1", "h2"}
 
 
+@pytest.mark.h2_server
 def test_faults_map_to_h2(server):
     before = server.stats()
     rc, _, _ = _curl(server.url + "/fault/reset")
@@ -162,6 +165,7 @@ def test_settings_validated(kw, name):
         httpbench.Server(**kw)
 
 
+@pytest.mark.h2_server
 def test_settings_reach_the_stats():
     with httpbench.Server(h2_max_concurrent_streams=7, h2_initial_window_size=1 << 20,
                           h2_max_frame_size=65536) as srv:
@@ -171,6 +175,7 @@ def test_settings_reach_the_stats():
             "max_concurrent_streams": 7, "initial_window_size": 1 << 20, "max_frame_size": 65536}
 
 
+@pytest.mark.h2_server
 def test_cli_h2_flags():
     exe = [sys.executable, "-m", "httpbench", "serve", "--port", "0"]
     r = subprocess.run(exe + ["--h2-window", "-1"], capture_output=True, text=True, timeout=30)
@@ -192,6 +197,7 @@ def _h2load(url: str, *args: str) -> str:
     return r.stdout
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 @pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2-tls"])
 def test_h2load_counts_exact(server, tls_server, tls, tmp_path):
@@ -219,6 +225,7 @@ def test_h2load_counts_exact(server, tls_server, tls, tmp_path):
     assert _delta(before, after, "connections_by_protocol") == {"h2": 2 * len(runs)}
 
 
+@pytest.mark.h2_server
 def test_echo_large_upload_byte_exact(server, tmp_path):
     data = expected_bytes(400000, 123)
     up = tmp_path / "up"
@@ -227,6 +234,7 @@ def test_echo_large_upload_byte_exact(server, tmp_path):
     assert rc == 0 and meta == "200 2" and got == data
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 def test_h2load_errors_and_faults_counted(server):
     before = server.stats()
@@ -244,6 +252,7 @@ def test_h2load_errors_and_faults_counted(server):
     assert _delta(before, after, "connections_by_protocol") == {"h2": 6}
 
 
+@pytest.mark.h2_server
 @pytest.mark.slow
 def test_h2_in_a_server_process_with_two_workers():
     with httpbench.start_process(threads=2, h2_max_concurrent_streams=20) as p:

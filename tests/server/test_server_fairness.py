@@ -71,7 +71,9 @@ def _rate(url: str, http2: bool) -> float:
 @pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"),
                     reason="needs two CPUs and taskset")
-@pytest.mark.parametrize("kind,http2", [("h1-upload", False), ("h2-upload", True)])
+@pytest.mark.parametrize("kind,http2", [("h1-upload", False),
+                                        pytest.param("h2-upload", True,
+                                                     marks=pytest.mark.h2_server)])
 def test_an_upload_leaves_others_half_their_rate(kind, http2):
     # The server's worker alone on CPU 0 (a flood keeps it busy whatever it
     # does); the measured client and the flooder - or, solo, a busy loop
@@ -121,6 +123,7 @@ def srv():
         yield s
 
 
+@pytest.mark.h2_server
 @pytest.mark.parametrize("name,flood", [
     ("unknown-type", frame(0xFA, 0, 0, b"x" * 8)),
     ("empty-priority", frame(2, 0, 3, b"\0\0\0\0\x10")),
@@ -154,6 +157,7 @@ def test_no_work_frame_flood_gets_enhance_your_calm(srv, name, flood):
     assert after["protocol_errors"] == h2["protocol_errors"] + 1
 
 
+@pytest.mark.h2_server
 def test_a_few_no_work_frames_are_fine(srv):
     h2 = srv.stats()["h2"]
     c = H2Conn(srv.port)

@@ -1,0 +1,116 @@
+/* client_int.h - httpbench.Client's files and what they share:
+ *
+ *   client.c          the type: construction, options, close, the method table
+ *   client_prep.c     a request's inputs: body sources, TLS context, body sinks,
+ *                     max_body, errors named after their request
+ *   client_perform.c  one HTTP/1.1 exchange on the pool (and downloads)
+ *   client_h2.c       HTTP/2: one session per origin, batches multiplexed on it
+ */
+#ifndef HB_CLIENT_INT_H
+#define HB_CLIENT_INT_H
+
+#include "module.h"
+
+#include <sys/types.h>
+
+#include "hb_client.h"
+#include "hb_client_h2.h"
+#include "hb_tls.h"
+
+#define HEAD_STACK 8192
+#define HEADERS_STACK 32
+#define DOWNLOAD_BUF (256 * 1024)
+#define CHUNKED_INITIAL (16 * 1024)
+/* Default max_body for bodies held in memory (download() has none). */
+#define DEFAULT_MAX_BODY ((uint64_t)1 << 30)
+
+typedef struct {
+    PyObject_HEAD hb_modstate *st;
+    hb_pool pool;
+    int pool_ok;
+    int closed;
+    hb_tls_ctx *tls;
+    int verify;
+    char *ca_file;                                 /* PyMem copy or NULL */
+    uint64_t timeout_ns;                           /* UINT64_MAX: none */
+    uint64_t connect_timeout_ns;                   /* UINT64_MAX: only the overall timeout */
+    double timeout, connect_timeout, idle_timeout; /* as given (-1: None) */
+    uint64_t max_body;                             /* in-memory bodies; 0: no limit */
+    int lenient;                                   /* HB_PARSE_LENIENT_LF for responses */
+    int http2;
+    PyThread_type_lock h2lock; /* guards h2 and every session in it */
+    struct h2origin *h2;       /* HTTP/2 sessions, one per origin */
+    char *h2_scratch;          /* the last batch's field and head buffers, kept for the next */
+    size_t h2_scratch_cap;     /* (taken and given back with the GIL held) */
+} ClientObject;
+
+/* One HTTP/2 session per (scheme, host, port). */
+typedef struct h2origin {
+    struct h2origin *next;
+    int tls, port;
+    size_t host_len;
+    char host[HB_POOL_MAX_HOST + 1];
+    hb_h2conn hc;
+} h2origin;
+
+/* Buffer per HTTP/2 exchange for its response header fields (hb_client_h2.h). */
+#define H2_HEAD_CAP (16 * 1024)
+/* The largest batch scratch a client keeps between batches (256 streams' worth). */
+#define H2_SCRATCH_KEEP (256 * (H2_HEAD_CAP + 1024))
+
+/* The request body as the core wants it. */
+typedef struct {
+    Py_buffer view; /* in-memory (view.obj set) */
+    int fd;
+    int own_fd;     /* opened from a path: close it */
+    off_t off;      /* pread offset, -1 for read() */
+    int64_t len;    /* -1: unknown (chunked) */
+    PyObject *file; /* file object: seek it past the body afterwards */
+    PyObject *keep; /* bytes from file.read() */
+} body_src;
+
+/* Grow callback context for memory sinks: resize the body bytes, taking the
+ * GIL for the moment it needs. */
+typedef struct {
+    PyObject *obj;
+    PyThreadState *ts; /* non-NULL while the GIL is released */
+} grow_ctx;
+
+/* ---- client_prep.c ---- */
+
+/* body (None, bytes-like, file object or path) into bs; 0, or -1 with an
+ * exception (what it got so far released). */
+int hb__cl_body_prepare(PyObject *body, body_src *bs);
+void hb__cl_body_release(body_src *bs);
+/* The client's TLS context, made on first use. 0, or -1 with an exception. */
+int hb__cl_ensure_tls(ClientObject *self);
+/* hb_sink grow callback for bodies held in bytes (ctx: a grow_ctx). */
+int hb__cl_sink_grow(hb_sink *s, size_t need, char *err);
+/* Raise rc (hb_raise) naming the request; a wait cut short by a signal runs
+ * the Python handlers first. */
+void hb__cl_raise(hb_modstate *st, int rc, const char *err, const char *method, size_t mlen,
+                  const char *url, Py_ssize_t ulen);
+/* max_body as given: absent keeps dflt, None is no limit (0), else an int >= 1. */
+int hb__cl_max_body(PyObject *o, uint64_t dflt, uint64_t *out);
+
+/* ---- client_perform.c ---- */
+
+/* One request: a Response, or NULL with an exception. dl_path: download()'s
+ * file (else NULL); max_body_arg: the call's max_body (NULL: the client's). */
+PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
+                         PyObject *headers, PyObject *body, PyObject *dl_path,
+                         PyObject *max_body_arg);
+
+/* ---- client_h2.c ---- */
+
+/* Take h2lock, releasing the GIL while waiting for it. */
+void hb__cl_h2_lock(ClientObject *self);
+/* Close every session (h2lock held); free_entries: forget the origins too. */
+void hb__cl_h2_close_all(ClientObject *self, int free_entries);
+/* Run one method on urls[0..n) over HTTP/2 (same origin), multiplexed; a list of
+ * Responses in order (as_list) or the one Response. */
+PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
+                          PyObject *const *urls, Py_ssize_t n, PyObject *headers, PyObject *body,
+                          PyObject *dl_path, PyObject *max_body_arg, int as_list);
+
+#endif

@@ -1,0 +1,215 @@
+/* client_perform.c - one Client request: HTTP/1.1 on the pool, or handed
+ * to client_h2.c (see client_int.h). */
+#include "client_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hb_clock.h"
+#include "hb_request.h"
+
+PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
+                         PyObject *headers, PyObject *body, PyObject *dl_path,
+                         PyObject *max_body_arg)
+{
+    hb_modstate *st = self->st;
+    if (self->http2)
+        return hb__cl_h2_batch(self, method, mlen, &url, 1, headers, body, dl_path, max_body_arg,
+                               0);
+    if (self->closed) {
+        PyErr_SetString(PyExc_ValueError, "the client is closed");
+        return NULL;
+    }
+    uint64_t max_body = self->max_body;
+    if (dl_path) max_body = 0; /* a download holds no body in memory */
+    if (max_body_arg && hb__cl_max_body(max_body_arg, max_body, &max_body) < 0) return NULL;
+    const char *u;
+    Py_ssize_t ulen;
+    hb_url up;
+    if (hb_py_url(st, url, &up, &u, &ulen) < 0) return NULL;
+    char err[HB_ERR_LEN];
+    int rc;
+    if (up.tls && hb__cl_ensure_tls(self) < 0) return NULL;
+
+    char stackbuf[HEAD_STACK];
+    char *head = stackbuf;
+    hb_header hstack[HEADERS_STACK], *hs = hstack;
+    PyObject *hkeep = NULL;
+    body_src bs;
+    PyObject *resp_obj = NULL, *bodyobj = NULL;
+    int dl_fd = -1, dl_created = 0;
+    char *dl_buf = NULL;
+    PyObject *dl_enc = NULL;
+    if (hb__cl_body_prepare(body, &bs) < 0) goto fail; /* releases what it got so far */
+
+    Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
+    if (nh < 0) goto fail;
+    int64_t blen = HB_REQ_NO_BODY;
+    if (bs.fd >= 0)
+        blen = bs.len < 0 ? HB_REQ_CHUNKED : bs.len;
+    else if (bs.view.obj)
+        blen = (int64_t)bs.view.len;
+    hb_head_spec spec = {method, mlen, &up, hs, (size_t)nh, blen, 1, NULL};
+    size_t cap = hb_build_head_bound(&spec);
+    if (cap > sizeof stackbuf && !(head = PyMem_Malloc(cap))) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    int head_len = hb_build_head(head, cap, &spec, err);
+    /* The head holds copies: the headers' objects may go now. */
+    if (hs != hstack) PyMem_Free(hs);
+    hs = hstack;
+    Py_CLEAR(hkeep);
+    if (head_len < 0) {
+        hb_raise(st, head_len, err);
+        goto fail;
+    }
+
+    if (dl_path) {
+        if (!PyUnicode_FSConverter(dl_path, &dl_enc)) goto fail;
+        dl_buf = PyMem_RawMalloc(DOWNLOAD_BUF);
+        if (!dl_buf) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        dl_fd = open(PyBytes_AS_STRING(dl_enc), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (dl_fd < 0) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dl_path);
+            goto fail;
+        }
+        dl_created = 1;
+    }
+
+    hb_request rq;
+    rq.target.tls = up.tls;
+    rq.target.host = up.host;
+    rq.target.host_len = up.host_len;
+    rq.target.port = up.port;
+    rq.head = head;
+    rq.head_len = (size_t)head_len;
+    rq.body = bs.view.obj ? bs.view.buf : NULL;
+    rq.body_len = bs.view.obj ? (size_t)bs.view.len : 0;
+    rq.body_fd = bs.fd;
+    rq.body_fd_off = bs.off;
+    rq.body_fd_len = bs.len;
+    rq.is_head = hb_method_is_head(method, mlen);
+    rq.idempotent = hb_method_idempotent(method, mlen);
+    rq.parse_flags = self->lenient ? HB_PARSE_LENIENT_LF : 0;
+    rq.max_body = max_body;
+    rq.start_ns = hb_now_ns();
+    rq.deadline_ns = self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq.start_ns + self->timeout_ns;
+    rq.connect_deadline_ns = self->connect_timeout_ns == UINT64_MAX
+                                 ? rq.deadline_ns
+                                 : rq.start_ns + self->connect_timeout_ns;
+    if (rq.connect_deadline_ns > rq.deadline_ns) rq.connect_deadline_ns = rq.deadline_ns;
+
+    hb_exchange x;
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = hb_client_begin(&self->pool, &rq, &x, err);
+    PyEval_RestoreThread(ts);
+    if (rc < 0) {
+        hb__cl_raise(st, rc, err, method, mlen, u, ulen);
+        goto fail;
+    }
+
+    resp_obj = hb_py_response_new(st, &x, url);
+    if (!resp_obj) goto fail_x;
+
+    hb_sink sink = {NULL, 0, 0, -1, NULL, NULL};
+    grow_ctx g = {NULL, NULL};
+    if (dl_fd >= 0) {
+        sink.fd = dl_fd;
+        sink.buf = dl_buf;
+        sink.cap = DOWNLOAD_BUF;
+    } else if (x.kind == HB_BODY_LENGTH) {
+        /* Small: the whole body at once (the usual case, no regrowth). Large:
+         * what is buffered, then grown as bytes arrive, so a Content-Length
+         * the peer never sends reserves nothing; over max_body the core
+         * fails before reading. */
+        size_t init = (size_t)HB_CLIENT_BODY_WHOLE;
+        if (x.remaining <= HB_CLIENT_BODY_WHOLE)
+            init = (size_t)x.remaining;
+        else if (max_body && x.remaining > max_body)
+            init = 0;
+        bodyobj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)init);
+        if (!bodyobj) goto fail_x;
+        g.obj = bodyobj;
+        sink.buf = PyBytes_AS_STRING(bodyobj);
+        sink.cap = init;
+        sink.grow = hb__cl_sink_grow;
+        sink.ctx = &g;
+    } else if (x.kind != HB_BODY_NONE) {
+        size_t init = hb_client_buffered(&x);
+        if (init < CHUNKED_INITIAL) init = CHUNKED_INITIAL;
+        bodyobj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)init);
+        if (!bodyobj) goto fail_x;
+        g.obj = bodyobj;
+        sink.buf = PyBytes_AS_STRING(bodyobj);
+        sink.cap = init;
+        sink.grow = hb__cl_sink_grow;
+        sink.ctx = &g;
+    }
+    if (x.kind == HB_BODY_NONE) {
+        rc = hb_client_read_body(&x, &sink, err);
+    } else if (x.kind == HB_BODY_LENGTH && dl_fd < 0 && hb_client_buffered(&x) >= x.remaining &&
+               sink.cap >= x.remaining) {
+        rc = hb_client_read_body(&x, &sink, err); /* all buffered: a memcpy, keep the GIL */
+    } else {
+        g.ts = PyEval_SaveThread();
+        rc = hb_client_read_body(&x, &sink, err);
+        PyEval_RestoreThread(g.ts);
+        g.ts = NULL;
+        if (sink.grow) bodyobj = g.obj; /* may have moved or been freed */
+    }
+    if (rc < 0) goto fail_rc;
+    if (sink.grow && bodyobj && (size_t)PyBytes_GET_SIZE(bodyobj) != sink.len) {
+        if (_PyBytes_Resize(&bodyobj, (Py_ssize_t)sink.len) < 0) goto fail_x;
+    }
+    hb_client_end(&self->pool, &x);
+    if (dl_fd >= 0) {
+        int crc = close(dl_fd);
+        dl_fd = -1;
+        if (crc < 0) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dl_path);
+            goto fail;
+        }
+        Py_CLEAR(bodyobj);
+    }
+    if (!bodyobj && !(bodyobj = PyBytes_FromStringAndSize(NULL, 0))) goto fail;
+    hb_py_response_finish(resp_obj, &x, bodyobj);
+    bodyobj = NULL;
+    if (bs.file && bs.len > 0) {
+        PyObject *s = PyObject_CallMethod(bs.file, "seek", "L", (long long)(bs.off + bs.len));
+        if (!s) goto fail;
+        Py_DECREF(s);
+    }
+    hb__cl_body_release(&bs);
+    if (head != stackbuf) PyMem_Free(head);
+    PyMem_RawFree(dl_buf);
+    Py_XDECREF(dl_enc);
+    return resp_obj;
+
+fail_rc:
+    hb__cl_raise(st, rc, err, method, mlen, u, ulen);
+fail_x:
+    hb_client_end(&self->pool, &x);
+fail:
+    hb__cl_body_release(&bs);
+    if (hs != hstack) PyMem_Free(hs);
+    Py_XDECREF(hkeep);
+    if (head != stackbuf) PyMem_Free(head);
+    Py_XDECREF(resp_obj);
+    Py_XDECREF(bodyobj);
+    if (dl_fd >= 0) close(dl_fd);
+    if (dl_enc) {
+        /* Never leave a truncated download that looks complete. */
+        if (dl_created) unlink(PyBytes_AS_STRING(dl_enc));
+        Py_DECREF(dl_enc);
+    }
+    PyMem_RawFree(dl_buf);
+    return NULL;
+}

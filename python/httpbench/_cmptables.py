@@ -1,0 +1,253 @@
+"""Compare tables: a compare run as ``httpbench compare`` prints it and writes it
+to tables.txt (public through ``httpbench.report``). Each table row is a
+:func:`~httpbench.report.cell_rows` row: the medians over a client's repeats
+under the DataFrame's names; the version and saved-run deltas are the ones the
+run stored."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from . import _units as U
+from ._delta import DELTA_METRICS, format_delta
+from ._delta import TEST as DELTA_TEST
+from ._machine import machine_change_line, placement_lines, speed_line
+from ._noise import summary_line
+from ._results import MeasureResult, ResultSet
+from ._rows import cell_rows
+from ._tables import ci_pm, render_table
+
+__all__ = ["compare_table", "format_tables"]
+
+# (cell_rows column, header, scale to the shown unit); notes last
+_CMP_COLUMNS = (
+    ("client", "client", 1.0),
+    ("rps", "req/s", 1.0),
+    ("p50_ns", "p50", 1.0),
+    ("p99_ns", "p99", 1.0),
+    ("cpu_ns_per_request", "CPU µs/req", 1e-3),
+    ("allocs_per_request", "Python allocs/req", 1.0),
+    ("native_allocs_per_request", "native allocs/req", 1.0),
+    ("alloc_bytes_per_request", "KiB allocated/req", 1 / 1024),
+    ("gc_per_10k", "GC/10k req", 1.0),
+    ("peak_rss_bytes", "peak RSS", 1.0),
+)
+# columns shown only when some row has them (compare --deterministic)
+_CMP_DETERMINISTIC = (("instructions_per_request", "instr/req"),
+                      ("syscalls_per_request", "syscalls/req"))
+
+
+def _cmp_pm(row: dict[str, Any], key: str) -> str:
+    """' ±x%': half the width of the median's CI relative to it ('' for one repeat)."""
+    ci = row.get(key + "_ci")
+    med = row.get(key)
+    if row.get("repeats", 1) < 2 or not ci or med is None:
+        return ""
+    return ci_pm(ci[0], ci[1], med)
+
+
+def _cmp_cell(key: str, row: dict[str, Any], scale: float = 1.0) -> str:
+    v = row.get(key)
+    if key == "rps":
+        s = U.format_count(v, 3)
+        sp = row.get("rps_spread")
+        if row.get("repeats", 1) > 1 and sp is not None and not math.isnan(sp):
+            s += f" ±{sp * 50:.0f}%"  # half the CI's width, relative to the median
+        return s
+    if key == "p50_ns":
+        return U.format_duration(v) + _cmp_pm(row, "p50_ns")
+    if key == "cpu_ns_per_request":
+        return U.format_count(v * scale, 3) + _cmp_pm(row, "cpu_ns_per_request")
+    if key == "p99_ns":
+        return U.format_duration(v)
+    if key == "peak_rss_bytes":
+        return U.format_bytes(v)
+    if key == "notes":
+        tags = row.get("notes") or {}
+        return ", ".join(k + (f"×{c}" if c > 1 else "") for k, c in tags.items()) or ""
+    return U.format_count(math.nan if v is None else v * scale, 3)
+
+
+def compare_table(rows: list[dict[str, Any]]) -> str:
+    """One scenario's grid from its :func:`cell_rows` (instr/syscalls columns when counted)."""
+    det = [(k, h) for k, h in _CMP_DETERMINISTIC if any(r.get(k) is not None for r in rows)]
+    cols = [*_CMP_COLUMNS, *((k, h, 1.0) for k, h in det), ("notes", "notes", 1.0)]
+    cells = [[r["client"]] + [_cmp_cell(k, r, f) for k, _, f in cols[1:]] for r in rows]
+    align = "".join("l" if k in ("client", "notes") else "r" for k, _, _ in cols)
+    return render_table([h for _, h, _ in cols], cells, align=align, style="grid")
+
+
+def _delta_nan(d: dict[str, Any]) -> dict[str, Any]:
+    # a saved file stores NaN as null
+    return {k: (math.nan if v is None and k != "p" else v) for k, v in d.items()}
+
+
+def _delta_row(row: dict[str, Any]) -> str:
+    parts = []
+    for key, name, kind in DELTA_METRICS:
+        if key in row:
+            unit = "/req" if "alloc" in key else ""
+            parts.append(f"{name} {format_delta(kind, _delta_nan(row[key]), unit)}")
+    return ", ".join(parts)
+
+
+def _measured(rs: ResultSet, client: str, scenario: str) -> bool:
+    return any(isinstance(r, MeasureResult) for r in rs.repeats(client, scenario))
+
+
+def _why_not(rs: ResultSet, client: str, scenario: str) -> str:
+    """Why ``client`` has no rounds on ``scenario``: its error note or skip reason."""
+    for n in rs.notes:
+        if n.client == client and n.scenario in (scenario, None) and n.severity == "error":
+            return f"{n.kind}: {n.message}"
+    return rs.skipped.get(f"{client}/{scenario}") or rs.skipped.get(client) or "no rounds"
+
+
+def _version_lines(rs: ResultSet, scenario: str) -> list[str]:
+    """Every versioned row against the baseline spec (the deltas the run stored);
+    a spec without rounds on ``scenario`` gets the reason instead."""
+    v = rs.metadata.get("versions")
+    if not v:
+        return []
+    ds = {c: row for c, row in ((v.get("deltas") or {}).get(scenario) or {}).items()
+          if _measured(rs, c, scenario)}
+    lost = [c for c in (v.get("specs") or {}) if not _measured(rs, c, scenario)]
+    if not ds and not lost:
+        return []
+    lines = [f"   vs {v['baseline']} ({v.get('test', DELTA_TEST)}; allocations and GC: exact "
+             "differences)"]
+    for c, row in ds.items():
+        lines.append(f"   {c} vs {v['baseline']}: " + _delta_row(row))
+    for c in lost:
+        lines.append(f"   {c}: not compared ({_why_not(rs, c, scenario)})")
+    return lines
+
+
+def _saved_run_lines(rs: ResultSet, scenario: str) -> list[str]:
+    """The delta lines against a saved run (``--baseline-file``) for ``scenario``."""
+    bf = rs.metadata.get("baseline_file")
+    if not bf:
+        return []
+    name = os.path.basename(str(bf.get("path")))
+    if scenario in (bf.get("missing_scenarios") or []):
+        return [f"   vs saved run {name}: it has no {scenario} (not compared)"]
+    rows = (bf.get("deltas") or {}).get(scenario) or {}
+    lines = [f"   vs saved run {name} (not interleaved: measured at another time; "
+             f"{bf.get('test', DELTA_TEST)}; allocations and GC: exact differences)"]
+    machine = machine_change_line(bf.get("machine_change"))
+    if machine:
+        lines.append(f"   {machine}")
+    match = bf.get("matched") or {}
+    for c in rs.clients:
+        if not _measured(rs, c, scenario):
+            continue
+        if c in rows:
+            lines.append(f"   {c} vs saved {match.get(c)}: {_delta_row(rows[c])}")
+        else:
+            lines.append(f"   {c}: no matching row in {name}")
+    return lines
+
+
+def _env_line(md: dict[str, Any]) -> str | None:
+    changes = md.get("environment_changes") or {}
+    if not changes:
+        return None
+    return ("   environment: the caller's, changed for every client alike: "
+            + "; ".join(f"{k}: {v}" for k, v in changes.items()))
+
+
+def _under_table(rs: ResultSet, scenario: str) -> list[str]:
+    """The lines under a scenario's table: environment changes, machine noise, protocol."""
+    lines = []
+    env = _env_line(rs.metadata)
+    if env:
+        lines.append(env)
+    noise = (rs.metadata.get("noise") or {}).get(scenario)
+    if noise:
+        lines.append("   " + summary_line(noise))
+    sc = (rs.metadata.get("scenarios") or {}).get(scenario) or {}
+    if sc.get("protocol") == "h2":
+        protos = {r.metadata.get("protocol") for k, r in rs.results.items() if k[1] == scenario}
+        proof = ("proven in every round by the server's per-protocol counts"
+                 if protos == {"h2"} else
+                 "NOT proven in every round (see the notes): " + ", ".join(sorted(map(str, protos))))
+        lines.append(f"   protocol: {'h2' if sc.get('tls') else 'h2c'}, "
+                     f"{sc.get('concurrency', 1)} in flight on one connection; {proof}")
+    elif sc.get("protocol") == "h3":
+        protos = {r.metadata.get("protocol") for k, r in rs.results.items() if k[1] == scenario}
+        proof = ("proven in every round by the server's HTTP/3 request counts"
+                 if protos == {"h3"} else
+                 "NOT proven in every round (see the notes): " + ", ".join(sorted(map(str, protos))))
+        lines.append(f"   protocol: h3 (QUIC), one request at a time on one connection; {proof}")
+    return lines
+
+
+def format_tables(rs: ResultSet) -> str:
+    """A compare run as ``httpbench compare`` prints it: a table per scenario (its
+    :func:`cell_rows`), the lines under it, then notes, skipped clients and the run."""
+    out: list[str] = []
+    md = rs.metadata
+    order = list(md.get("scenario_order") or rs.scenarios)
+    for s in rs.scenarios:
+        if s not in order:
+            order.append(s)
+    scdefs = md.get("scenarios") or {}
+    for s in order:
+        rows = cell_rows(rs, s)
+        desc = (scdefs.get(s) or {}).get("description") or ""
+        out.append(f"== {s}" + (f" — {desc}" if desc else ""))
+        if rows:
+            reps = max(r["repeats"] for r in rows)
+            cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
+            k = int((md.get("slices") or {}).get(s) or 1)
+            sliced = f", each taken in {k} slices" if k > 1 else ""
+            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}{sliced}; ±: half the "
+                       f"width of the {cov:.0%} order-statistic confidence interval of the "
+                       "median, relative to it" + ("; thin: too few repeats or requests"
+                                                   if any(r["thin"] for r in rows) else "")
+                       + ")")
+            out.extend(placement_lines(md, s))
+            out.append(compare_table(rows))
+            out.extend(_version_lines(rs, s))
+            out.extend(_saved_run_lines(rs, s))
+            out.extend(_under_table(rs, s))
+        else:
+            out.append("   (no results)")
+        out.append("")
+    if rs.notes:
+        out.append("Notes:")
+        seen: set[tuple[Any, ...]] = set()
+        for n in rs.notes:
+            key = (n.kind, n.client, n.scenario)
+            if key in seen:
+                continue
+            seen.add(key)
+            count = sum(1 for m in rs.notes if (m.kind, m.client, m.scenario) == key)
+            more = f" (in {count} rounds)" if count > 1 else ""
+            where = "/".join(x for x in (n.client, n.scenario) if x)
+            out.append(f"  * [{n.kind}] {where + ': ' if where else ''}{n.message}{more}")
+        out.append("")
+    if rs.skipped:
+        out.append("Skipped:")
+        for what, why in rs.skipped.items():
+            out.append(f"  * {what}: {why}")
+        out.append("")
+    bits = [f"Python {md.get('python')}", str(md.get("openssl")), str(md.get("kernel")),
+            f"{md.get('cpus')} CPU(s) {md.get('cpu_model') or ''}".strip(),
+            f"clock {md.get('clock_source')}"]
+    pin = md.get("pinning")  # results saved before placement was chosen per scenario
+    if pin:
+        bits.append(f"server on CPU {pin.get('server_cpus')}, workers on CPU {pin.get('worker_cpu')}")
+    if md.get("duration_s") is not None:
+        bits.append(f"took {md['duration_s']:.1f} s")
+    out.append("Run: " + "; ".join(bits))
+    speed = speed_line(md)
+    if speed:
+        out.append(speed)
+    vers = md.get("client_versions") or {}
+    if vers:
+        out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
+                                           for k, v in vers.items() if v))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,51 @@
+"""What this build of httpbench has: the parts that are optional when the C extension is built.
+
+The embedded server's HTTP/2 side needs nghttp2's headers at build time; a build
+without them has everything else (the HTTP/2 client side is httpbench's own code).
+"""
+
+from __future__ import annotations
+
+from . import _core
+
+__all__ = ["features", "require_h2_server", "describe", "H2_SERVER_MISSING"]
+
+# "this build has no HTTP/2 server: install libnghttp2-dev (...) and reinstall"
+H2_SERVER_MISSING: str = _core.H2_SERVER_MISSING
+
+# feature -> what a build without it lacks and how to get it
+_MISSING = {
+    "http2-server": H2_SERVER_MISSING,
+    "callgrind": "measure(instructions=True) cannot bound its window: install valgrind's "
+                 "headers (valgrind / valgrind-devel) and reinstall",
+}
+
+
+def features() -> dict[str, bool]:
+    """The build's features, each True when this installed build has it.
+
+    ``http2-server``: the embedded server speaks HTTP/2 (h2 and h2c; built with
+    nghttp2). ``http2-client``: ``Client(http2=True)``, ``bench(http2=True)`` and the
+    h2 scenarios' client side. ``tls``: HTTPS (OpenSSL). ``callgrind``: callgrind
+    client requests around ``measure(instructions=True)``'s window.
+    """
+    return {
+        "http2-server": bool(_core.HAVE_H2_SERVER),
+        "http2-client": True,
+        "tls": True,
+        "callgrind": bool(_core.HAVE_CALLGRIND),
+    }
+
+
+def require_h2_server(what: str = "") -> None:
+    """Raise ``FeatureUnavailable`` (naming ``what``) when this build has no HTTP/2 server."""
+    if not _core.HAVE_H2_SERVER:
+        raise _core.FeatureUnavailable(f"{what}: {H2_SERVER_MISSING}" if what else H2_SERVER_MISSING)
+
+
+def describe() -> str:
+    """Lines for ``httpbench --version``: what the build has and what it lacks (and why)."""
+    have = features()
+    lines = ["built with: " + ", ".join(k for k, v in have.items() if v)]
+    lines += [f"built without {k}: {_MISSING[k]}" for k, v in have.items() if not v]
+    return "\n".join(lines)
