@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib.util
 import ipaddress
 import json
 import os
@@ -25,6 +24,7 @@ import time
 from typing import Any
 
 from . import _core
+from ._features import h3_missing
 
 __all__ = ["H3Server", "H3Unavailable", "h3_missing", "make_certificate", "merge_stats"]
 
@@ -38,14 +38,6 @@ MAX_DELAY_MS = 600_000
 
 class H3Unavailable(RuntimeError):
     """HTTP/3 cannot be served here (aioquic is not installed)."""
-
-
-def h3_missing() -> str | None:
-    """Why HTTP/3 is unavailable here, or ``None`` when it is available."""
-    for mod in ("aioquic", "cryptography"):
-        if importlib.util.find_spec(mod) is None:
-            return f"HTTP/3 needs {mod} (pip install 'httpbench[h3]')"
-    return None
 
 
 def make_certificate(directory: str, host: str = "127.0.0.1") -> tuple[str, str, str]:

@@ -12,6 +12,7 @@ import json
 import ssl
 import zlib
 
+import httpbench
 import pytest
 from httpbench import expected_bytes
 from httpbench._h3server import H3Unavailable, h3_missing, merge_stats
@@ -152,12 +153,14 @@ def test_merge_stats_adds_h3_to_the_totals():
 
 
 def test_h3_needs_tls_and_aioquic(monkeypatch):
-    from httpbench import _h3server
+    from httpbench import _features
     from httpbench._server import start_process
 
     with pytest.raises(ValueError, match="h3=True needs tls=True"):
         start_process(tls=False, h3=True)
-    monkeypatch.setattr(_h3server.importlib.util, "find_spec",
+    monkeypatch.setattr(_features.importlib.util, "find_spec",
                         lambda name: None if name == "aioquic" else object())
     with pytest.raises(H3Unavailable, match=r"HTTP/3 needs aioquic \(pip install"):
         start_process(tls=True, h3=True)
+    assert httpbench.features()["http3-server"] is False
+    assert "built without http3-server: HTTP/3 needs aioquic" in _features.describe()
