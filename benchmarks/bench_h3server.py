@@ -40,10 +40,10 @@ def pycurl_client(url: str, ca: str, version: str = "CURL_HTTP_VERSION_3ONLY"): 
     return one
 
 
-def curl_cffi_client(url: str, ca: str):  # noqa: ANN201
+def curl_cffi_client(url: str, ca: str, version: str = "V3ONLY"):  # noqa: ANN201
     from curl_cffi import CurlHttpVersion, requests
 
-    s = requests.Session(http_version=CurlHttpVersion.V3ONLY, verify=ca)
+    s = requests.Session(http_version=getattr(CurlHttpVersion, version), verify=ca)
 
     def one() -> int:
         return len(s.get(url).content)
@@ -82,7 +82,10 @@ def niquests_client(url: str, ca: str):  # noqa: ANN201
 
 CLIENTS = {"pycurl": pycurl_client, "niquests": niquests_client, "curl_cffi": curl_cffi_client, "aioquic": aioquic_client}
 # the same client over TCP to the same server process (its C listener), for contrast
-TCP = {"pycurl-h2": "CURL_HTTP_VERSION_2TLS", "pycurl-http/1.1": "CURL_HTTP_VERSION_1_1"}
+TCP = {"pycurl-h2": (pycurl_client, "CURL_HTTP_VERSION_2TLS"),
+       "pycurl-http/1.1": (pycurl_client, "CURL_HTTP_VERSION_1_1"),
+       "curl_cffi-h2": (curl_cffi_client, "V2TLS"),
+       "curl_cffi-http/1.1": (curl_cffi_client, "V1_1")}
 
 
 def main() -> None:
@@ -93,8 +96,8 @@ def main() -> None:
     rows = []
     with start_process(tls=True, h3=True) as srv:
         contenders = [(n, "h3", m, srv.h3_url) for n, m in CLIENTS.items()]
-        contenders += [(n, n.split("-", 1)[1], lambda u, ca, v=v: pycurl_client(u, ca, v),
-                        srv.url) for n, v in TCP.items()]
+        contenders += [(n, n.split("-", 1)[1], lambda u, ca, f=f, v=v: f(u, ca, v), srv.url)
+                       for n, (f, v) in TCP.items()]
         for name, proto, make, base in contenders:
             try:
                 one = make(base + args.path, srv.ca_file)
