@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -607,8 +608,6 @@ def _child_main(cfg_json: str) -> int:
             h3.stop()
         srv.stop()
         if certdir is not None:
-            import shutil
-
             shutil.rmtree(certdir, ignore_errors=True)
     return 0
 
@@ -647,11 +646,26 @@ def cli_main(argv: list[str]) -> int:
                     help="h2 SETTINGS_MAX_FRAME_SIZE in bytes (default 16384)")
     ap.add_argument("--max-connections", type=int, default=0, metavar="N",
                     help="open connections per worker thread; more are refused (default 0: no cap)")
+    ap.add_argument("--h3", action="store_true",
+                    help="HTTP/3 too, on UDP at the same port (needs --tls and httpbench[h3])")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.h2 and not features()["http2-server"]:
         sys.stderr.write(f"httpbench serve: --h2: {H2_SERVER_MISSING}\n")
         return 2
+    h3: Any = None
+    ca_file: str | None = None
+    certdir: str | None = None
+    if args.h3:
+        from ._h3server import h3_missing, temp_certificate
+
+        why = "--h3 needs --tls" if not args.tls else h3_missing()
+        if why is not None:
+            sys.stderr.write(f"httpbench serve: {why}\n")
+            return 2
+        if args.cert_file is None:  # one CA for both listeners
+            certdir, args.cert_file, args.key_file, ca_file = temp_certificate(args.host)
+    srv: Server | None = None
     try:
         srv = Server(
             host=args.host,
@@ -669,8 +683,17 @@ def cli_main(argv: list[str]) -> int:
             max_connections=args.max_connections,
         )
         srv.start()
+        if args.h3:
+            from ._h3server import H3Server
+
+            h3 = H3Server(args.cert_file, args.key_file or args.cert_file, srv.host,
+                          srv.port).start()
     except (OSError, ValueError, _core.HttpbenchError) as exc:
         sys.stderr.write(f"httpbench serve: {exc}\n")
+        if srv is not None:
+            srv.stop()
+        if certdir is not None:
+            shutil.rmtree(certdir, ignore_errors=True)
         return 1
     stop = threading.Event()
 
@@ -685,8 +708,11 @@ def cli_main(argv: list[str]) -> int:
         protos = "HTTP/1.1" + ((" and h2" if srv.tls else " and h2c") if srv.http2 else "")
         print(f"httpbench server listening on {srv.url} ({srv.threads} thread(s), {protos})",
               flush=True)
-        if srv.ca_file:
-            print(f"CA certificate: {srv.ca_file}", flush=True)
+        if h3 is not None:
+            print(f"HTTP/3 on UDP port {h3.port}: {_url('https', srv.host, h3.port)}",
+                  flush=True)
+        if ca_file or srv.ca_file:
+            print(f"CA certificate: {ca_file or srv.ca_file}", flush=True)
         print("routes: / /bytes/N /chunked/N /sink /echo /delay/MS /status/CODE /drip/N "
               "/fault/... /__stats; Ctrl-C stops", flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
@@ -698,7 +724,14 @@ def cli_main(argv: list[str]) -> int:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
         st = srv.stats()
+        if h3 is not None:
+            from ._h3server import merge_stats
+
+            st = merge_stats(st, h3.snapshot())
+            h3.stop()
         srv.stop()
+        if certdir is not None:
+            shutil.rmtree(certdir, ignore_errors=True)
         print(
             f"\nstopped: {st['requests']} requests, {st['connections_accepted']} connections, "
             f"server CPU {st['cpu_ns'] / 1e9:.3f} s",

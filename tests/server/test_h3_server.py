@@ -164,3 +164,50 @@ def test_h3_needs_tls_and_aioquic(monkeypatch):
         start_process(tls=True, h3=True)
     assert httpbench.features()["http3-server"] is False
     assert "built without http3-server: HTTP/3 needs aioquic" in _features.describe()
+
+
+def test_cli_serve_h3():
+    """`httpbench serve --tls --h3`: both listeners on one port number, one CA; the
+    request over HTTP/3 is counted in the closing line; the CA is removed on stop."""
+    import os
+    import subprocess
+    import sys
+
+    from httpbench._adapters.aioquic_ import AioquicAdapter
+
+    exe = [sys.executable, "-m", "httpbench", "serve", "--port", "0"]
+    bad = subprocess.run(exe + ["--h3"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--h3 needs --tls" in bad.stderr
+    p = subprocess.Popen(exe + ["--tls", "--h3"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        tcp_url = p.stdout.readline().split()[4]
+        h3_line = p.stdout.readline()
+        ca = p.stdout.readline().split(": ", 1)[1].strip()
+        h3_url = h3_line.split()[-1]
+        assert h3_line.startswith("HTTP/3 on UDP port ") and h3_url == tcp_url
+
+        async def get() -> tuple[int, bytes | None]:
+            a = AioquicAdapter()
+            await a.asetup(h3_url, ca, path="/bytes/150", http3=True, timeout=10.0)
+            try:
+                await a.request()
+            finally:
+                await a.aclose()
+            return a.last_status, a.last_body
+
+        assert asyncio.run(get()) == (200, expected_bytes(150))
+        ctx = ssl.create_default_context(cafile=ca)
+        conn = http.client.HTTPSConnection("127.0.0.1", int(tcp_url.rsplit(":", 1)[1]),
+                                           context=ctx, timeout=10)
+        conn.request("GET", "/bytes/3")
+        assert conn.getresponse().read() == b"012"
+        conn.close()
+        p.terminate()
+        out, _ = p.communicate(timeout=20)
+        assert p.returncode == 0 and "stopped: 2 requests, 2 connections" in out, out
+        assert not os.path.exists(ca)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
