@@ -211,3 +211,20 @@ def test_cli_serve_h3():
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_aioquic_client_timeout_bounds_a_silence(h3srv):
+    """The adapter's timeout fires when nothing arrives (a /delay longer than it)."""
+    from httpbench._adapters.aioquic_ import AioquicAdapter
+
+    async def run() -> None:
+        a = AioquicAdapter()
+        await a.asetup(h3srv.h3_url, h3srv.ca_file, path="/delay/3000", http3=True,
+                       timeout=0.3)
+        try:
+            with pytest.raises(asyncio.TimeoutError):
+                await a.request()
+        finally:
+            await a.aclose()
+
+    asyncio.run(run())

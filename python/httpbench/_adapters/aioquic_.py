@@ -81,7 +81,8 @@ class AioquicAdapter(Adapter):
             c = self.client
         sid = c._quic.get_next_available_stream_id()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        c.waiting[sid] = (fut, [None, []])
+        got: list[Any] = [None, []]
+        c.waiting[sid] = (fut, got)
         body = self.body
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:
@@ -90,7 +91,17 @@ class AioquicAdapter(Adapter):
         if body:
             c.h3.send_data(sid, body, end_stream=True)
         c.transmit()
-        headers, chunks = await asyncio.wait_for(fut, self.timeout)
+        # the timeout bounds a silence, as a read timeout does: a slow transfer that
+        # keeps receiving data is not cut off
+        while True:
+            seen = len(got[1])
+            try:
+                headers, chunks = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+                break
+            except asyncio.TimeoutError:
+                if len(got[1]) == seen:
+                    c.waiting.pop(sid, None)
+                    raise
         status = 0
         for k, v in headers or ():
             if k == b":status":
