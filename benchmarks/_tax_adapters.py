@@ -84,8 +84,8 @@ STATEMENTS = {"requests": RequestsSend, "urllib3": Urllib3Open, "pycurl": Pycurl
 
 def loop_main(argv: list[str]) -> int:
     """``python _tax_adapters.py loop|measure CPU URL SECONDS NAME...``: per name, calls
-    per second of ``request()`` on CPU, in a plain ``for`` loop (gc on, as measure()
-    runs) or through ``httpbench.measure()`` directly."""
+    per second and CPU µs per call of ``request()`` on CPU, in a plain ``for`` loop (gc
+    on, as measure() runs) or through ``httpbench.measure()`` directly."""
     mode, cpu, url, secs, names = argv[0], int(argv[1]), argv[2], float(argv[3]), argv[4:]
     os.sched_setaffinity(0, {cpu})
     out = {}
@@ -100,15 +100,16 @@ def loop_main(argv: list[str]) -> int:
             a.request()
             n += 1
         if mode == "measure":
-            out[name] = httpbench.measure(a.request, duration=secs,
-                                          placement="unpinned").calls_per_s
+            m = httpbench.measure(a.request, duration=secs, placement="unpinned")
+            out[name] = [m.calls_per_s, m.cpu_ns_per_call / 1e3]
         else:
             k = max(1, int(n * secs / 0.05))
             gc.enable()
-            t0 = time.perf_counter_ns()
+            c0, t0 = time.process_time_ns(), time.perf_counter_ns()
             for _ in range(k):
                 a.request()
-            out[name] = k / ((time.perf_counter_ns() - t0) / 1e9)
+            t1, c1 = time.perf_counter_ns(), time.process_time_ns()
+            out[name] = [k / ((t1 - t0) / 1e9), (c1 - c0) / k / 1e3]
         a.close()
     json.dump(out, sys.stdout)
     return 0

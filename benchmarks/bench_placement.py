@@ -147,21 +147,25 @@ def _timed(mode: str, url: str, secs: float, names: list[str]) -> dict[str, floa
 def part_tax(rounds: int, scale: float | None) -> tuple[list[dict], list[str]]:
     names = [n for n in TAX if _installed(n)]
     notes = [f"{n}: not installed" for n in TAX if n not in names]
-    got: dict[tuple[str, str], list[float]] = {}
+    got: dict[tuple[str, str, str], list[float]] = {}
     secs = 0.6 * (scale or 1.0)
     for r in range(rounds):
         for label, kw in (("compare", {}), ("compare, unsliced", {"slices": 1})):
             rs = httpbench.compare([TAX[n] for n in names], [SCENARIO], plots=False,
                                    scale=scale, **kw)
             for n in names:
-                got.setdefault((n, label), []).append(_med(rs, TAX[n], "calls_per_s"))
+                got.setdefault((n, label, "req/s"), []).append(_med(rs, TAX[n], "calls_per_s"))
+                got.setdefault((n, label, "CPU/req"), []).append(
+                    _med(rs, TAX[n], "cpu_ns_per_call") / 1e3)
         with _server.start_process(cpu=CPU) as srv:
             for label, mode in (("plain loop (gc on)", "loop"), ("measure()", "measure")):
-                for n, v in _timed(mode, srv.url, secs, names).items():
-                    got.setdefault((n, label), []).append(v)
+                for n, (rate, cpu_us) in _timed(mode, srv.url, secs, names).items():
+                    got.setdefault((n, label, "req/s"), []).append(rate)
+                    got.setdefault((n, label, "CPU/req"), []).append(cpu_us)
         print(f"tax round {r + 1}/{rounds}", file=sys.stderr)
-    rows = [_row(f"{n}: the same statement on CPU {CPU}, server on it too", label, "req/s",
-                 "req/s", v) for (n, label), v in got.items()]
+    rows = [_row(f"{n}: the same statement on CPU {CPU}, server on it too", label, metric,
+                 "req/s" if metric == "req/s" else "µs", v)
+            for (n, label, metric), v in got.items()]
     notes.append("statements (benchmarks/_tax_adapters.py): requests Session.send of a "
                  "prepared request, urllib3 PoolManager.urlopen, a reused pycurl handle")
     return rows, notes

@@ -193,7 +193,7 @@ def placement_lines(md: dict[str, Any], scenario: str) -> list[str]:
            "unpinned": "left to the scheduler"}.get(str(p.get("mode")), "")
     rule = md.get("placement_rule")
     how = f"{p.get('mode')}" + (", chosen by calibration" if rule == "auto" else
-                                f", forced ({rule})" if rule else "")
+                                ", as asked" if rule else "")
     line = f"   placement: {placement_text(p)} ({how}; {why})" if why else (
         f"   placement: {placement_text(p)} ({how})")
     out = [line]
