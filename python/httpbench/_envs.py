@@ -2,7 +2,9 @@
 
 ``httpbench compare --clients 'urllib3==1.26.20,urllib3==2.2.3'`` runs each
 spec's workers in a virtual environment of its own holding httpbench (from a
-wheel built once per httpbench source and interpreter) and the spec's
+wheel built once per httpbench source and interpreter, the local wheel it was
+installed from, or - installed from a package index - its installed files for
+the same interpreter and ``httpbench==<version>`` for another) and the spec's
 distribution with the dependencies it resolves. Environments live under
 ``$XDG_CACHE_HOME/httpbench/envs/<hash>`` (``~/.cache`` without it), keyed by
 spec and interpreter; each is built in a temporary directory and renamed into

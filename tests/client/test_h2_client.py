@@ -227,6 +227,7 @@ def test_response_headers_are_the_decoded_fields():
     assert r.headers.get_all("X-Dup") == ["a", "b"] and r.headers["x-latin"] == "café"
 
 
+@pytest.mark.h2_server
 def test_h2_and_http11_responses_read_alike(server):
     # The same route over both protocols: the same status, body and fields
     # (HTTP/2 names lowercase; the connection-specific and Date fields apart).
