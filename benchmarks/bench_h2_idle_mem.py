@@ -94,7 +94,8 @@ def soak(p: Any, seconds: float, slice_s: float) -> list[dict[str, Any]]:
     t0 = time.monotonic()
     while time.monotonic() - t0 < seconds:
         r = httpbench.bench(url, duration=slice_s, concurrency=16, streams=10, http2=True)
-        series.append({"t": round(time.monotonic() - t0, 1), "rss_kib": rss_kib(p.pid),
+        wait_for(lambda: p.stats()["connections_active"] == 0)  # idle: comparable slices
+        series.append({"t": round(time.monotonic() - t0, 1), "rss_kib": settle(p.pid, 0.3),
                        "responses": r.responses, "rps": round(r.rps)})
         print(f"  soak t={series[-1]['t']:7.1f} s  RSS {series[-1]['rss_kib']} KiB  "
               f"{series[-1]['rps']:,} req/s", flush=True)

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -189,6 +190,14 @@ static void peek_text(const char *p, size_t n, char *out, size_t cap)
     out[o] = '\0';
 }
 
+static int has_header(const hb_response_head *h, const char *name, size_t len)
+{
+    for (size_t i = 0; i < h->num_headers; i++)
+        if (h->headers[i].name_len == len && strncasecmp(h->headers[i].name, name, len) == 0)
+            return 1;
+    return 0;
+}
+
 /* Read until a final (non-1xx) head is parsed. *got: response bytes seen. */
 static int read_head(hb_exchange *x, size_t *got, char *err)
 {
@@ -207,11 +216,18 @@ static int read_head(hb_exchange *x, size_t *got, char *err)
             if (n > 0) {
                 x->tolerated += x->resp.tolerated;
                 if (hb_response_is_interim(&x->resp)) {
-                    x->interim++;
+                    if (++x->interim > HB_CLIENT_MAX_INTERIM)
+                        return hb_fail(err, HB_E_PROTOCOL,
+                                       "malformed response: more than %d 1xx responses",
+                                       HB_CLIENT_MAX_INTERIM);
                     c->rpos += (size_t)n;
                     scanned = c->rpos;
                     continue;
                 }
+                if (x->resp.status == 101 && !has_header(&x->resp, "upgrade", 7))
+                    /* RFC 9110 15.2.2: a 101 names the protocol it switches to */
+                    return hb_fail(err, HB_E_PROTOCOL,
+                                   "malformed response: 101 Switching Protocols without Upgrade");
                 x->head_buf = c->rbuf + c->rpos;
                 x->head_len = (size_t)n;
                 c->rpos += (size_t)n;

@@ -48,6 +48,8 @@
 #include "hb_pool.h"
 
 #define HB_CLIENT_MAX_HEADERS 128
+/* 1xx responses skipped before a final one; more are a flood (a protocol error) */
+#define HB_CLIENT_MAX_INTERIM 16
 /* Most a memory sink is asked to grow past the body bytes it holds; growth is
  * geometric below that (a doubling of what arrived, at least 64 KiB). */
 #define HB_CLIENT_BODY_STEP (16u * 1024 * 1024)
@@ -108,7 +110,7 @@ typedef struct hb_exchange {
     int reused;         /* sent on a pooled connection */
     int retried;        /* a stale reused connection was replaced */
     int eintr_abort;    /* from the pool's options */
-    unsigned interim;   /* 1xx responses skipped */
+    unsigned interim;   /* 1xx responses skipped (over HB_CLIENT_MAX_INTERIM: an error) */
     unsigned tolerated; /* bare LFs accepted under HB_PARSE_LENIENT_LF (heads, then chunks) */
     /* Phase timestamps (absolute hb_now_ns; connected/tls_done 0 on reuse). */
     uint64_t t_start, t_connected, t_tls_done, t_first_byte, t_done;

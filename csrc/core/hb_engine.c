@@ -536,43 +536,6 @@ static void *thread_main(void *arg)
 
 /* ---- lifecycle ---- */
 
-static int result_init(hb_engine_result *r, uint32_t nsec, char *err)
-{
-    memset(r, 0, sizeof *r);
-    r->doc_length = -1;
-    hb_hist_config hc = hb_hist_default_config();
-    hb_hist *hs[] = {
-        &r->latency, &r->latency_uncorrected, &r->processing, &r->ttfb, &r->connect, &r->tls,
-        &r->setup};
-    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
-        int rc = hb_hist_init(hs[i], &hc, err);
-        if (rc < 0) return rc;
-    }
-    r->nseconds = nsec;
-    if (nsec) {
-        r->sec_ok = calloc(nsec, sizeof *r->sec_ok);
-        r->sec_err = calloc(nsec, sizeof *r->sec_err);
-        if (!r->sec_ok || !r->sec_err)
-            return hb_fail(err, HB_E_NOMEM, "out of memory (per-second series)");
-    }
-    return 0;
-}
-
-void hb_engine_result_free(hb_engine_result *r)
-{
-    hb_hist_free(&r->latency);
-    hb_hist_free(&r->latency_uncorrected);
-    hb_hist_free(&r->processing);
-    hb_hist_free(&r->ttfb);
-    hb_hist_free(&r->connect);
-    hb_hist_free(&r->tls);
-    hb_hist_free(&r->setup);
-    free(r->sec_ok);
-    free(r->sec_err);
-    r->sec_ok = r->sec_err = NULL;
-    r->nseconds = 0;
-}
-
 static uint64_t slots_below(uint64_t g, uint64_t C, uint64_t x)
 {
     return x <= g ? 0 : (x - g + C - 1) / C;
@@ -658,7 +621,7 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
         if (rc < 0) goto fail;
         th->loop_ok = 1;
         hb_timer_init(&th->tick, on_tick);
-        rc = result_init(&th->r, nsec, err);
+        rc = hb__eng_result_init(&th->r, nsec, err);
         if (rc < 0) goto fail;
         hb_hist_config pc = {1, HB_HIST_DEFAULT_HIGHEST, PROG_SIGFIGS};
         rc = hb_hist_init(&th->prog, &pc, err);
@@ -813,7 +776,7 @@ int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err)
     for (uint32_t t = 0; t < e->nthreads; t++)
         if (e->threads[t].started) pthread_join(e->threads[t].tid, NULL);
     e->joined = 1;
-    int rc = result_init(r, e->nsec, err);
+    int rc = hb__eng_result_init(r, e->nsec, err);
     if (rc < 0) {
         hb_engine_result_free(r);
         return rc;
@@ -822,56 +785,9 @@ int hb_engine_join(hb_engine *e, int stop, hb_engine_result *r, char *err)
     r->start_ns = e->measure_ns;
     r->end_ns = e->measure_ns;
     for (uint32_t t = 0; t < e->nthreads; t++) {
-        hb_engine_result *x = &e->threads[t].r;
         r->interrupted |= e->threads[t].interrupted;
-        r->completed += x->completed;
-        r->responses += x->responses;
-        r->ok += x->ok;
-        r->non2xx += x->non2xx;
-        for (int i = 0; i < 6; i++)
-            r->status_class[i] += x->status_class[i];
-        for (int i = 0; i < 1000; i++)
-            r->status[i] += x->status[i];
-        for (int i = 0; i < HB_ENG_NERR; i++)
-            r->errors[i] += x->errors[i];
-        r->errors_total += x->errors_total;
-        r->bytes_in += x->bytes_in;
-        r->bytes_out += x->bytes_out;
-        r->body_bytes += x->body_bytes;
-        r->connections_opened += x->connections_opened;
-        r->reconnects += x->reconnects;
-        r->tls_resumed += x->tls_resumed;
-        r->inflight_at_stop += x->inflight_at_stop;
-        r->warmup_requests += x->warmup_requests;
-        r->cpu_user_ns += x->cpu_user_ns;
-        r->cpu_sys_ns += x->cpu_sys_ns;
         if (e->threads[t].end_ns > r->end_ns) r->end_ns = e->threads[t].end_ns;
-        for (uint32_t s = 0; s < r->nseconds; s++) {
-            r->sec_ok[s] += x->sec_ok[s];
-            r->sec_err[s] += x->sec_err[s];
-        }
-        if (!r->server[0] && x->server[0]) memcpy(r->server, x->server, sizeof r->server);
-        if (r->doc_length < 0) r->doc_length = x->doc_length;
-        if (!r->tls_info[0] && x->tls_info[0]) memcpy(r->tls_info, x->tls_info, sizeof r->tls_info);
-        if (!r->first_error[0] && x->first_error[0])
-            memcpy(r->first_error, x->first_error, sizeof r->first_error);
-        if (!r->fatal_rc && x->fatal_rc) {
-            r->fatal_rc = x->fatal_rc;
-            memcpy(r->fatal, x->fatal, sizeof r->fatal);
-        }
-        hb_hist_merge(&r->latency, &x->latency, NULL);
-        hb_hist_merge(&r->latency_uncorrected, &x->latency_uncorrected, NULL);
-        hb_hist_merge(&r->processing, &x->processing, NULL);
-        hb_hist_merge(&r->ttfb, &x->ttfb, NULL);
-        hb_hist_merge(&r->connect, &x->connect, NULL);
-        hb_hist_merge(&r->tls, &x->tls, NULL);
-        hb_hist_merge(&r->setup, &x->setup, NULL);
-        r->sends += x->sends;
-        r->sends_late += x->sends_late;
-        r->unsent += x->unsent;
-        r->connect_attempts += x->connect_attempts;
-        r->connect_failures += x->connect_failures;
-        r->connect_fd_exhausted += x->connect_fd_exhausted;
+        hb__eng_result_add(r, &e->threads[t].r);
     }
     /* Closed loop: uncorrected == corrected (both from the actual start). */
     if (e->cfg.rate <= 0) hb_hist_merge(&r->latency_uncorrected, &r->latency, NULL);

@@ -363,7 +363,8 @@ static int h2_timed_out(const econn *c, uint64_t now, uint64_t tmo)
     uint32_t m = c->th->e->cfg.pipeline;
     for (uint32_t i = 0; i < m; i++) {
         const h2slot *sl = &((const h2conn *)c)->slots[i];
-        if (sl->used && now - sl->q.start > tmo) return 1;
+        /* a read from the connection's timer may have started it after `now` */
+        if (sl->used && now > sl->q.start && now - sl->q.start > tmo) return 1;
     }
     return 0;
 }

@@ -6,6 +6,7 @@
  *   hb_engine_h1.c  HTTP/1.1: pipelined writes from the pre-serialized request,
  *                   responses parsed in place in a read buffer
  *   hb_engine_h2.c  HTTP/2: stream slots on an hb_h2_client session
+ *   hb_engine_result.c  a thread's results and their merge
  *
  * The shared code reaches a protocol only through the engine's hb__eng_proto
  * table. A protocol's connection embeds econn as its first member (the
@@ -180,6 +181,13 @@ static inline void hb__eng_issue_slot(ethread *th, req_slot *q, uint64_t intende
         if (now - intended > th->e->late_ns) th->r.sends_late++;
     }
 }
+
+/* ---- hb_engine_result.c ---- */
+
+/* Zero r and allocate its histograms and nsec-long per-second series. */
+int hb__eng_result_init(hb_engine_result *r, uint32_t nsec, char *err);
+/* r += x (counts, series, histograms; first seen strings and fatal kept). */
+void hb__eng_result_add(hb_engine_result *r, hb_engine_result *x);
 
 /* ---- hb_engine.c, for the protocols ---- */
 

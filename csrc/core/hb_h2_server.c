@@ -16,6 +16,7 @@
 #ifndef HB_NO_NGHTTP2
 
 #include <nghttp2/nghttp2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +67,129 @@ typedef struct h2stream {
     char path[PATH_MAX_LEN];
 } h2stream;
 
+/* Everything a session allocates - its own struct, its streams, and through
+ * nghttp2_mem nghttp2's session, streams, frames and HPACK tables - comes
+ * from one mapping of its own; freeing the session unmaps it, so the memory
+ * goes back to the system whole (a thread's malloc heap keeps its top: glibc
+ * trims a thread arena only past a threshold that grows). Blocks up to 1 KiB
+ * come in power-of-two classes from the top down, with a free list each;
+ * larger ones are cut to size from the bottom up (few: the session's own
+ * tables) and reused first-fit. An idle session touches a few pages. */
+#define SLAB_BYTES (512 * 1024) /* address space; pages count only once touched */
+#define SLAB_HDR 16             /* before each block: its kind, and its size if not a class */
+#define SLAB_CLASSES 7          /* 16 B .. 1 KiB, header included */
+#define SLAB_LARGE 0xfe
+#define SLAB_BIG 0xff /* from malloc: too large, or the mapping is used up */
+
+typedef struct slab {
+    char *lo, *hi; /* free space between */
+    void *freel[SLAB_CLASSES];
+    uint8_t *large; /* freed large blocks */
+} slab;
+
+static size_t blk_size(const uint8_t *h)
+{
+    size_t n;
+    memcpy(&n, h + 8, sizeof n);
+    return n;
+}
+
+static void *slab_malloc(size_t n, void *ud)
+{
+    slab *sl = ud;
+    if (n > SLAB_BYTES) goto big;
+    size_t need = (n + SLAB_HDR + 15) & ~(size_t)15;
+    uint8_t *h;
+    if (need <= (size_t)16 << (SLAB_CLASSES - 1)) {
+        unsigned c =
+            need <= 16 ? 0 : (unsigned)(64 - __builtin_clzll((unsigned long long)need - 1)) - 4;
+        size_t sz = (size_t)16 << c;
+        if (sl->freel[c]) {
+            h = sl->freel[c];
+            sl->freel[c] = *(void **)(void *)(h + SLAB_HDR);
+        } else if ((size_t)(sl->hi - sl->lo) >= sz) {
+            sl->hi -= sz;
+            h = (uint8_t *)sl->hi;
+        } else {
+            goto big;
+        }
+        h[0] = (uint8_t)c;
+        return h + SLAB_HDR;
+    }
+    for (uint8_t **pp = &sl->large; *pp; pp = (uint8_t **)(void *)(*pp + SLAB_HDR)) {
+        if (blk_size(*pp) >= need) {
+            h = *pp;
+            *pp = *(uint8_t **)(void *)(h + SLAB_HDR);
+            return h + SLAB_HDR;
+        }
+    }
+    if ((size_t)(sl->hi - sl->lo) < need) goto big;
+    h = (uint8_t *)sl->lo;
+    sl->lo += need;
+    h[0] = SLAB_LARGE;
+    memcpy(h + 8, &need, sizeof need);
+    return h + SLAB_HDR;
+big:
+    h = malloc(n + SLAB_HDR);
+    if (!h) return NULL;
+    h[0] = SLAB_BIG;
+    need = n + SLAB_HDR;
+    memcpy(h + 8, &need, sizeof need);
+    return h + SLAB_HDR;
+}
+
+static void slab_free(void *p, void *ud)
+{
+    if (!p) return;
+    slab *sl = ud;
+    uint8_t *h = (uint8_t *)p - SLAB_HDR;
+    if (h[0] == SLAB_BIG) {
+        free(h);
+    } else if (h[0] == SLAB_LARGE) {
+        *(uint8_t **)p = sl->large;
+        sl->large = h;
+    } else {
+        *(void **)p = sl->freel[h[0]];
+        sl->freel[h[0]] = h;
+    }
+}
+
+static void *slab_calloc(size_t nmemb, size_t size, void *ud)
+{
+    if (size && nmemb > SIZE_MAX / size) return NULL;
+    void *p = slab_malloc(nmemb * size, ud);
+    if (p) memset(p, 0, nmemb * size);
+    return p;
+}
+
+static void *slab_realloc(void *p, size_t n, void *ud)
+{
+    if (!p) return slab_malloc(n, ud);
+    uint8_t *h = (uint8_t *)p - SLAB_HDR;
+    size_t cap = (h[0] >= SLAB_LARGE ? blk_size(h) : (size_t)16 << h[0]) - SLAB_HDR;
+    if (n <= cap) return p;
+    void *q = slab_malloc(n, ud);
+    if (!q) return NULL;
+    memcpy(q, p, cap);
+    slab_free(p, ud);
+    return q;
+}
+
+static slab *slab_new(void)
+{
+    void *m = mmap(NULL, SLAB_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    slab *sl = m;
+    sl->lo = (char *)m + ((sizeof *sl + 15) & ~(size_t)15);
+    sl->hi = (char *)m + SLAB_BYTES;
+    return sl;
+}
+
 struct hb_h2_server {
     nghttp2_session *ng;
+    slab *slab;
+    nghttp2_mem mem;
     hb_h2_server_config cfg;
     hb_h2_server_stats *st;
     h2stream *live, *free;
@@ -221,7 +343,7 @@ static h2stream *stream_new(hb_h2_server *s)
     if (st) {
         s->free = st->next;
     } else {
-        st = malloc(sizeof *st); /* the session's pool grows to its peak of live streams */
+        st = slab_malloc(sizeof *st, s->slab); /* the pool grows to the peak of live streams */
         if (!st) return NULL;
         st->ebuf = NULL;
         st->ecap = 0;
@@ -785,8 +907,14 @@ int hb_h2_server_new(hb_h2_server **out, const hb_h2_server_config *cfg, char *e
                        HB_H2_FRAME_MAX);
     if (!cfg->stats || !cfg->now || cfg->max_header_list < 64)
         return hb_fail(err, HB_E_INVALID, "h2 session: stats, clock and header limit needed");
-    hb_h2_server *s = calloc(1, sizeof *s);
-    if (!s) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    slab *sl = slab_new();
+    hb_h2_server *s = sl ? slab_calloc(1, sizeof *s, sl) : NULL;
+    if (!s) {
+        if (sl) (void)munmap(sl, SLAB_BYTES);
+        return hb_fail(err, HB_E_NOMEM, "out of memory");
+    }
+    s->slab = sl;
+    s->mem = (nghttp2_mem){sl, slab_malloc, slab_free, slab_calloc, slab_realloc};
     s->cfg = *cfg;
     s->st = cfg->stats;
     s->pre_left = PREFACE_LEN;
@@ -804,7 +932,7 @@ int hb_h2_server_new(hb_h2_server **out, const hb_h2_server_config *cfg, char *e
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_send_data_callback(cb, on_send_data);
     nghttp2_option_set_no_auto_window_update(opt, 1);
-    if (nghttp2_session_server_new2(&s->ng, cb, s, opt) != 0) goto fail;
+    if (nghttp2_session_server_new3(&s->ng, cb, s, opt, &s->mem) != 0) goto fail;
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
     cb = NULL;
@@ -824,7 +952,7 @@ fail:
     if (cb) nghttp2_session_callbacks_del(cb);
     if (opt) nghttp2_option_del(opt);
     if (s->ng) nghttp2_session_del(s->ng);
-    free(s);
+    (void)munmap(sl, SLAB_BYTES);
     return hb_fail(err, rc, "out of memory (h2 session)");
 }
 
@@ -847,9 +975,10 @@ void hb_h2_server_free(hb_h2_server *s, int peer_left)
         h2stream *st = s->free;
         s->free = st->next;
         free(st->ebuf);
-        free(st);
+        slab_free(st, s->slab); /* a stream may have come from malloc */
     }
-    free(s);
+    slab *sl = s->slab;           /* s itself lives in it */
+    (void)munmap(sl, SLAB_BYTES); /* fails only for a bad range */
 }
 
 /* A connection error nghttp2 reports as a fatal return: queue the GOAWAY. */

@@ -261,6 +261,23 @@ static int handle_head(hb__conn *c)
         hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 501, "transfer coding not implemented\n");
         return -1;
     }
+    if (h.minor_version >= 1) {
+        /* RFC 9112 3.2: an HTTP/1.1 request without Host, or with more than one, is a 400 */
+        size_t hosts = 0;
+        for (size_t i = 0; i < h.num_headers; i++) {
+            uint32_t v; /* the name, lowercased by OR 0x20 (exact for "host": letters only) */
+            if (hdrs[i].name_len != 4) continue;
+            memcpy(&v, hdrs[i].name, 4);
+            v |= 0x20202020u;
+            hosts += memcmp(&v, "host", 4) == 0;
+        }
+        if (hosts != 1) {
+            hb__respond_error_close(c, HB_ROUTE_BAD_REQUEST, 400,
+                                    hosts ? "bad request: more than one Host header\n"
+                                          : "bad request: no Host header\n");
+            return -1;
+        }
+    }
     c->rpos += (size_t)r;
     if (!c->req_deadline) c->req_deadline = c->w->now + c->w->req_timeout_ns;
     c->minor = h.minor_version;

@@ -125,26 +125,22 @@ PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, Py
         sink.fd = dl_fd;
         sink.buf = dl_buf;
         sink.cap = DOWNLOAD_BUF;
-    } else if (x.kind == HB_BODY_LENGTH) {
-        /* Small: the whole body at once (the usual case, no regrowth). Large:
-         * what is buffered, then grown as bytes arrive, so a Content-Length
-         * the peer never sends reserves nothing; over max_body the core
-         * fails before reading. */
-        size_t init = (size_t)HB_CLIENT_BODY_WHOLE;
-        if (x.remaining <= HB_CLIENT_BODY_WHOLE)
-            init = (size_t)x.remaining;
-        else if (max_body && x.remaining > max_body)
-            init = 0;
-        bodyobj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)init);
-        if (!bodyobj) goto fail_x;
-        g.obj = bodyobj;
-        sink.buf = PyBytes_AS_STRING(bodyobj);
-        sink.cap = init;
-        sink.grow = hb__cl_sink_grow;
-        sink.ctx = &g;
     } else if (x.kind != HB_BODY_NONE) {
-        size_t init = hb_client_buffered(&x);
-        if (init < CHUNKED_INITIAL) init = CHUNKED_INITIAL;
+        size_t init;
+        if (x.kind == HB_BODY_LENGTH) {
+            /* Small: the whole body at once (the usual case, no regrowth).
+             * Large: what is buffered, then grown as bytes arrive, so a
+             * Content-Length the peer never sends reserves nothing; over
+             * max_body the core fails before reading. */
+            init = (size_t)HB_CLIENT_BODY_WHOLE;
+            if (x.remaining <= HB_CLIENT_BODY_WHOLE)
+                init = (size_t)x.remaining;
+            else if (max_body && x.remaining > max_body)
+                init = 0;
+        } else {
+            init = hb_client_buffered(&x);
+            if (init < CHUNKED_INITIAL) init = CHUNKED_INITIAL;
+        }
         bodyobj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)init);
         if (!bodyobj) goto fail_x;
         g.obj = bodyobj;

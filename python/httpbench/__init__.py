@@ -55,6 +55,7 @@ _LAZY: dict[str, str] = {
     "ServerProcess": "_server",
     "expected_bytes": "_server",
     "start_process": "_server",
+    "H3Unavailable": "_h3server",
     "diff": "report",
     # Kept for code written before diff() had its name; diff is the documented one.
     "compare_results": "report:diff",
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
         TLSError,
     )
     from ._features import features
+    from ._h3server import H3Unavailable
     from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
     from ._results import BenchResult, MeasureResult, ResultSet, WorkerResult, load
     from ._server import Server, ServerProcess, expected_bytes, start_process
@@ -146,5 +148,6 @@ __all__ = [
     "Server",
     "ServerProcess",
     "start_process",
+    "H3Unavailable",
     "expected_bytes",
 ]

@@ -187,6 +187,12 @@ def _under_table(rs: ResultSet, scenario: str) -> list[str]:
                  "NOT proven in every round (see the notes): " + ", ".join(sorted(map(str, protos))))
         lines.append(f"   protocol: {'h2' if sc.get('tls') else 'h2c'}, "
                      f"{sc.get('concurrency', 1)} in flight on one connection; {proof}")
+    elif sc.get("protocol") == "h3":
+        protos = {r.metadata.get("protocol") for k, r in rs.results.items() if k[1] == scenario}
+        proof = ("proven in every round by the server's HTTP/3 request counts"
+                 if protos == {"h3"} else
+                 "NOT proven in every round (see the notes): " + ", ".join(sorted(map(str, protos))))
+        lines.append(f"   protocol: h3 (QUIC), one request at a time on one connection; {proof}")
     return lines
 
 

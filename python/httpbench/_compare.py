@@ -313,7 +313,8 @@ def _list() -> str:
     lines.append("Scenarios:" + "  (* = --quick)")
     for name, sc in SCENARIOS.items():
         mark = "*" if name in QUICK_SCENARIOS else " "
-        h2 = "  (HTTP/2: runs when named)" if sc.protocol == "h2" else ""
+        h2 = {"h2": "  (HTTP/2: runs when named)",
+              "h3": "  (HTTP/3: runs when named; httpbench[h3])"}.get(sc.protocol, "")
         lines.append(f" {mark} {name:<22} {sc.description}{h2}")
     return "\n".join(lines) + "\n"
 
@@ -323,7 +324,7 @@ class _Progress:
     file, CI) only failures and skipped clients as they happen, then one summary line."""
 
     # messages worth a line of their own even in a log
-    _KEEP = ("FAILED", "skip", "h1-fallback")
+    _KEEP = ("FAILED", "skip", "h1-fallback", "h3-fallback")
 
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stderr

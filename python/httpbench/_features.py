@@ -6,9 +6,11 @@ without them has everything else (the HTTP/2 client side is httpbench's own code
 
 from __future__ import annotations
 
+import importlib.util
+
 from . import _core
 
-__all__ = ["features", "require_h2_server", "describe", "H2_SERVER_MISSING"]
+__all__ = ["features", "require_h2_server", "describe", "h3_missing", "H2_SERVER_MISSING"]
 
 # "this build has no HTTP/2 server: install libnghttp2-dev (...) and reinstall"
 H2_SERVER_MISSING: str = _core.H2_SERVER_MISSING
@@ -21,19 +23,30 @@ _MISSING = {
 }
 
 
+def h3_missing() -> str | None:
+    """Why the server's HTTP/3 listener is unavailable here (an installed extra, not a
+    build option), or ``None`` when it is available."""
+    for mod in ("aioquic", "cryptography"):
+        if importlib.util.find_spec(mod) is None:
+            return f"HTTP/3 needs {mod} (pip install 'httpbench[h3]')"
+    return None
+
+
 def features() -> dict[str, bool]:
     """The build's features, each True when this installed build has it.
 
     ``http2-server``: the embedded server speaks HTTP/2 (h2 and h2c; built with
     nghttp2). ``http2-client``: ``Client(http2=True)``, ``bench(http2=True)`` and the
     h2 scenarios' client side. ``tls``: HTTPS (OpenSSL). ``callgrind``: callgrind
-    client requests around ``measure(instructions=True)``'s window.
+    client requests around ``measure(instructions=True)``'s window. ``http3-server``:
+    ``start_process(h3=True)`` and the h3 scenarios (the ``[h3]`` extra installed).
     """
     return {
         "http2-server": bool(_core.HAVE_H2_SERVER),
         "http2-client": True,
         "tls": True,
         "callgrind": bool(_core.HAVE_CALLGRIND),
+        "http3-server": h3_missing() is None,
     }
 
 
@@ -47,5 +60,6 @@ def describe() -> str:
     """Lines for ``httpbench --version``: what the build has and what it lacks (and why)."""
     have = features()
     lines = ["built with: " + ", ".join(k for k, v in have.items() if v)]
-    lines += [f"built without {k}: {_MISSING[k]}" for k, v in have.items() if not v]
+    lines += [f"built without {k}: {h3_missing() if k == 'http3-server' else _MISSING[k]}"
+              for k, v in have.items() if not v]
     return "\n".join(lines)

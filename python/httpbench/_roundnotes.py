@@ -60,16 +60,32 @@ def server_counts(stats: Any) -> dict[str, int | None]:
         "tls_handshakes": pick("tls_handshakes"),
         "http1_requests": per_protocol("http/1.1"),
         "h2_requests": per_protocol("h2"),
+        "h3_requests": per_protocol("h3"),
     }
 
 
 def protocol_verdict(sc: Scenario, srv: dict[str, Any]) -> tuple[str, str | None, str | None]:
     """The protocol a round actually used, from the server's per-protocol request deltas:
     ``(protocol, note kind, message)``; protocol ``"unproven"`` when the counts cannot
-    tell. An HTTP/2 round with HTTP/1.1 requests is ``h1-fallback``; an HTTP/1.1 round
+    tell. An HTTP/3 round with any request over TCP is ``h3-fallback``. An HTTP/2
+    round with HTTP/1.1 requests is ``h1-fallback``; an HTTP/1.1 round
     with h2 requests (a client taking h2 by ALPN) is ``h2-negotiated``; an HTTP/1.1 round
     the counts cannot prove is what it asked for (servers without h2 count none)."""
     h1, h2 = srv.get("http1_requests"), srv.get("h2_requests")
+    if sc.protocol == "h3":  # HTTP/3 requests: the listener's own count, exact
+        h3 = srv.get("h3_requests")
+        if h3 is None:
+            return ("unproven", "protocol-unproven", "the server's stats have no HTTP/3 "
+                    "counts: HTTP/3 is not proven")
+        if (h1 or 0) + (h2 or 0) > 0:
+            return ("h2" if h2 else "http/1.1", "h3-fallback",
+                    f"the server answered {h3} of the round's requests over HTTP/3, {h2 or 0} "
+                    f"over h2 and {h1 or 0} over HTTP/1.1: the client fell back to TCP; its "
+                    "figures are not reported as h3")
+        if h3 == 0:
+            return ("unproven", "protocol-unproven",
+                    "the server counted no request of the round on any protocol")
+        return "h3", None, None
     if sc.protocol != "h2":
         if h2:
             return ("h2", "h2-negotiated",

@@ -133,10 +133,10 @@ def _pin_process(pid: int, cpus: set[int]) -> bool:
     return ok
 
 
-def _default_server_factory(tls: bool, threads: int) -> Any:
+def _default_server_factory(tls: bool, threads: int, h3: bool = False) -> Any:
     from . import _server
 
-    return _server.start_process(tls=tls, threads=threads)
+    return _server.start_process(tls=tls, threads=threads, h3=h3)
 
 
 def merge_slices(parts: Sequence[MeasureResult]) -> MeasureResult:
@@ -250,11 +250,15 @@ class Runner:
         if self.opt.progress is not None:
             self.opt.progress(msg)
 
-    def _server(self, tls: bool) -> Any:
-        srv = self.servers.get(tls)
+    def _server(self, tls: bool, h3: bool = False) -> Any:
+        key: Any = "h3" if h3 else tls
+        srv = self.servers.get(key)
         if srv is None:
-            srv = self.server_factory(tls, self.opt.server_threads)
-            self.servers[tls] = srv
+            if h3:  # the HTTP/3 listener comes with the default server only
+                srv = _default_server_factory(True, self.opt.server_threads, h3=True)
+            else:
+                srv = self.server_factory(tls, self.opt.server_threads)
+            self.servers[key] = srv
         return srv
 
     def _place(self, sc: Scenario, srv: Any) -> None:
@@ -374,7 +378,14 @@ class Runner:
             for sc in scenarios:
                 if not clients:
                     break
-                srv = self._server(sc.tls)
+                try:
+                    srv = self._server(sc.tls, h3=sc.is_h3)
+                except (RuntimeError, ValueError) as exc:  # H3Unavailable: aioquic missing
+                    if not sc.is_h3:
+                        raise
+                    for c in clients:
+                        self.skipped[f"{c}/{sc.name}"] = str(exc)
+                    continue
                 self._place(sc, srv)
                 workers: dict[str, WorkerProc] = {}
                 try:
@@ -478,7 +489,7 @@ class Runner:
 
     def _job(self, client: str, sc: Scenario, srv: Any, workdir: str) -> dict[str, Any]:
         d = tempfile.mkdtemp(prefix=f"{client.replace('/', '_')}-{sc.name}-", dir=workdir)
-        url = srv.url
+        url = (getattr(srv, "h3_url", None) or srv.url) if sc.is_h3 else srv.url
         return {
             "client": ("command" if client in self.opt.commands
                        else self.opt.interpreters.get(client, (client,))[0]),
@@ -707,7 +718,7 @@ class Runner:
             return None
         srv_delta = {k: (None if s0[k] is None or s1[k] is None else s1[k] - s0[k]) for k in s0}
         protocol, pkind, pmsg = protocol_verdict(sc, srv_delta)
-        if pkind in ("h1-fallback", "h2-negotiated"):
+        if pkind in ("h1-fallback", "h2-negotiated", "h3-fallback"):
             self.notes.append(Note(pkind, f"round {rep + 1}: {pmsg}", client, sc.name, rep,
                                    "error"))
             self.h1_fallback.add((client, sc.name))

@@ -21,6 +21,9 @@ measured by hand:
   HTTP/2 on one connection (h2c with prior knowledge, h2 through ALPN), each
   client in its own idiom (see the adapters); ``h2-download-7m`` — the 7 MB
   download over h2c. The server's per-protocol counts prove the protocol.
+* ``h3-get-150b`` / ``h3-get-12k`` / ``h3-download-7m`` — the same requests over
+  HTTP/3 (QUIC, verified TLS), one at a time, to the server's HTTP/3 listener
+  (``httpbench[h3]``); clients without HTTP/3 are skipped with the reason.
 
 User-defined scenarios: ``Scenario(name, method=..., path=..., body_size=...,
 tls=..., concurrency=..., protocol="h2")`` or :func:`parse_scenario` for the CLI's
@@ -38,6 +41,7 @@ __all__ = [
     "SCENARIOS",
     "DEFAULT_SCENARIOS",
     "H2_SCENARIOS",
+    "H3_SCENARIOS",
     "PROTOCOLS",
     "QUICK_SCENARIOS",
     "get_scenario",
@@ -47,7 +51,7 @@ __all__ = [
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
-PROTOCOLS = ("http/1.1", "h2")
+PROTOCOLS = ("http/1.1", "h2", "h3")
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,8 @@ class Scenario:
     round in seconds (``n`` requests instead when given), ``min_n`` the fewest
     requests a round makes. ``protocol`` ``"h2"``: HTTP/2 (h2c with prior
     knowledge without TLS, ALPN with it), ``concurrency`` requests in flight
-    on one connection; clients without HTTP/2 are skipped.
+    on one connection; clients without HTTP/2 are skipped. ``"h3"``: HTTP/3
+    (always TLS), one request at a time on one QUIC connection.
     """
 
     name: str
@@ -108,6 +113,10 @@ class Scenario:
         if self.protocol == "h2" and not self.keep_alive:
             raise ValueError(f"scenario {self.name}: keep_alive=False has no meaning over h2 "
                              "(Connection: close is not an HTTP/2 header)")
+        if self.protocol == "h3" and not (self.tls and self.keep_alive
+                                          and self.concurrency == 1):
+            raise ValueError(f"scenario {self.name}: h3 needs tls=True, keep_alive=True and "
+                             "concurrency 1 (one request at a time on one QUIC connection)")
         if self.protocol == "h2" and self.download and self.concurrency > 1:
             raise ValueError(f"scenario {self.name}: an h2 download runs one transfer at a time "
                              "(concurrency 1)")
@@ -116,6 +125,11 @@ class Scenario:
     def is_h2(self) -> bool:
         """True for an HTTP/2 scenario."""
         return self.protocol == "h2"
+
+    @property
+    def is_h3(self) -> bool:
+        """True for an HTTP/3 scenario."""
+        return self.protocol == "h3"
 
     @property
     def is_post(self) -> bool:
@@ -174,6 +188,13 @@ def _builtin() -> dict[str, Scenario]:
         Scenario("h2-download-7m", "download of a 7 MB file over h2c, streamed to disk",
                  path="/bytes/7000000", download=True, expect_bytes=7_000_000, min_n=3,
                  protocol="h2"),
+        Scenario("h3-get-150b", "GET of ~150 bytes over HTTP/3 (QUIC, verified), one "
+                 "connection", path="/bytes/150", tls=True, expect_bytes=150, protocol="h3"),
+        Scenario("h3-get-12k", "GET of a 12 KB page over HTTP/3 (QUIC, verified), one "
+                 "connection", path="/bytes/12000", tls=True, expect_bytes=12000, protocol="h3"),
+        Scenario("h3-download-7m", "download of a 7 MB file over HTTP/3, streamed to disk",
+                 path="/bytes/7000000", tls=True, download=True, expect_bytes=7_000_000,
+                 min_n=2, duration=0.4, protocol="h3"),
     ]
     return {x.name: x for x in s}
 
@@ -181,7 +202,10 @@ def _builtin() -> dict[str, Scenario]:
 SCENARIOS: dict[str, Scenario] = _builtin()
 # HTTP/2 scenarios run when named (``--scenarios h2-get-150b``, or all of H2_SCENARIOS)
 H2_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h2)
-DEFAULT_SCENARIOS: tuple[str, ...] = tuple(n for n in SCENARIOS if n not in H2_SCENARIOS)
+# HTTP/3 scenarios too (they need the server's HTTP/3 listener: httpbench[h3])
+H3_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h3)
+DEFAULT_SCENARIOS: tuple[str, ...] = tuple(n for n in SCENARIOS
+                                           if n not in H2_SCENARIOS + H3_SCENARIOS)
 QUICK_SCENARIOS: tuple[str, ...] = ("get-150b", "post-300k-file", "download-7m", "https-get-150b")
 
 
@@ -202,7 +226,7 @@ def parse_scenario(spec: str) -> Scenario:
 
     Keys: method, path, body (or body_size, bytes; suffix k/m), body_from
     (mem|file), download, tls, keep_alive, concurrency, n, duration,
-    protocol (http/1.1|h2). A
+    protocol (http/1.1|h2|h3). A
     built-in NAME with keys is that scenario modified, e.g.
     ``get-150b:tls=1,n=500``.
     """

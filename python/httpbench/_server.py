@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -377,6 +378,9 @@ class ServerProcess:
         self.ca_file: str | None = info.get("ca_file")
         self.ca_pem: str | None = info.get("ca_pem")
         self.threads: int = int(info["threads"])
+        #: the HTTP/3 listener's UDP port and base URL (``start_process(h3=True)``), else None
+        self.h3_port: int | None = info.get("h3_port")
+        self.h3_url: str | None = info.get("h3_url")
 
     @property
     def pid(self) -> int:
@@ -474,14 +478,30 @@ def start_process(
     port: int = 0,
     timeout: float = 15.0,
     cpu: int | None = None,
+    h3: bool = False,
     **options: Any,
 ) -> ServerProcess:
     """Start the embedded server in a fresh Python process and wait until it
     listens. ``options`` are further ``Server`` keyword arguments
     (``session_resumption``, ``request_timeout``, ...). ``cpu`` pins the child
-    to one CPU (sched_setaffinity) when given."""
+    to one CPU (sched_setaffinity) when given.
+
+    ``h3=True`` (with ``tls=True``; needs ``httpbench[h3]``): an HTTP/3 listener
+    too, on UDP at the TCP port's number when that is free (``.h3_port``,
+    ``.h3_url``), with the same CA as the TLS listener; its counters are merged
+    into ``stats()`` (``by_protocol["h3"]``, and ``stats()["h3"]`` alone).
+    ``H3Unavailable`` when aioquic is missing."""
     cfg = dict(options, tls=tls, threads=threads, host=host, port=port)
     Server(**cfg)  # validate the arguments here, with a proper traceback
+    if h3:
+        from ._h3server import H3Unavailable, h3_missing
+
+        if not tls:
+            raise ValueError("h3=True needs tls=True (HTTP/3 is always TLS)")
+        reason = h3_missing()
+        if reason is not None:
+            raise H3Unavailable(reason)
+        cfg["h3"] = True
     cmd = [sys.executable, "-m", "httpbench._server", "--child", json.dumps(cfg)]
     # stderr to a file, not a pipe: nobody drains it while the child runs
     errf = tempfile.TemporaryFile(mode="w+")
@@ -523,8 +543,25 @@ def _child_main(cfg_json: str) -> int:
     # The parent stops us via the pipe; a terminal's Ctrl-C to the group
     # should not kill us before the parent asks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    want_h3 = bool(cfg.pop("h3", False))
+    h3: Any = None
+    certdir: str | None = None
     try:
+        if want_h3 and cfg.get("cert_file") is None:
+            from ._h3server import temp_certificate
+
+            # one certificate for both listeners, so one CA file verifies TCP and QUIC
+            certdir, chain, key, ca = temp_certificate(cfg.get("host") or "127.0.0.1")
+            cfg["cert_file"], cfg["key_file"] = chain, key
         srv = Server(**cfg).start()
+        if want_h3:
+            from ._h3server import H3Server
+
+            chain, key = cfg["cert_file"], cfg.get("key_file") or cfg["cert_file"]
+            try:  # the TCP port's number on UDP when free: one URL for both
+                h3 = H3Server(chain, key, srv.host, srv.port).start()
+            except OSError:
+                h3 = H3Server(chain, key, srv.host, 0).start()
     except OSError as exc:
         print(json.dumps({"error": str(exc), "errno": exc.errno}), flush=True)
         return 1
@@ -540,18 +577,38 @@ def _child_main(cfg_json: str) -> int:
         "threads": srv.threads,
         "pid": os.getpid(),
     }
+    if certdir is not None:
+        info["ca_file"] = os.path.join(certdir, "ca.pem")
+        with open(info["ca_file"]) as f:
+            info["ca_pem"] = f.read()
+    if h3 is not None:
+        info["h3_port"] = h3.port
+        info["h3_url"] = _url("https", srv.host, h3.port)
+
+    def stats() -> dict[str, Any]:
+        st = srv.stats()
+        if h3 is None:
+            return st
+        from ._h3server import merge_stats
+
+        return merge_stats(st, h3.snapshot())
+
     print(json.dumps(info), flush=True)
     try:
         for line in sys.stdin:
             cmd = line.strip()
             if cmd == "stats":
-                print(json.dumps(srv.stats()), flush=True)
+                print(json.dumps(stats()), flush=True)
             elif cmd == "stop":
                 break
             else:
                 print(json.dumps({"error": f"unknown command {cmd!r}"}), flush=True)
     finally:
+        if h3 is not None:
+            h3.stop()
         srv.stop()
+        if certdir is not None:
+            shutil.rmtree(certdir, ignore_errors=True)
     return 0
 
 
@@ -589,11 +646,26 @@ def cli_main(argv: list[str]) -> int:
                     help="h2 SETTINGS_MAX_FRAME_SIZE in bytes (default 16384)")
     ap.add_argument("--max-connections", type=int, default=0, metavar="N",
                     help="open connections per worker thread; more are refused (default 0: no cap)")
+    ap.add_argument("--h3", action="store_true",
+                    help="HTTP/3 too, on UDP at the same port (needs --tls and httpbench[h3])")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.h2 and not features()["http2-server"]:
         sys.stderr.write(f"httpbench serve: --h2: {H2_SERVER_MISSING}\n")
         return 2
+    h3: Any = None
+    ca_file: str | None = None
+    certdir: str | None = None
+    if args.h3:
+        from ._h3server import h3_missing, temp_certificate
+
+        why = "--h3 needs --tls" if not args.tls else h3_missing()
+        if why is not None:
+            sys.stderr.write(f"httpbench serve: {why}\n")
+            return 2
+        if args.cert_file is None:  # one CA for both listeners
+            certdir, args.cert_file, args.key_file, ca_file = temp_certificate(args.host)
+    srv: Server | None = None
     try:
         srv = Server(
             host=args.host,
@@ -611,8 +683,17 @@ def cli_main(argv: list[str]) -> int:
             max_connections=args.max_connections,
         )
         srv.start()
+        if args.h3:
+            from ._h3server import H3Server
+
+            h3 = H3Server(args.cert_file, args.key_file or args.cert_file, srv.host,
+                          srv.port).start()
     except (OSError, ValueError, _core.HttpbenchError) as exc:
         sys.stderr.write(f"httpbench serve: {exc}\n")
+        if srv is not None:
+            srv.stop()
+        if certdir is not None:
+            shutil.rmtree(certdir, ignore_errors=True)
         return 1
     stop = threading.Event()
 
@@ -627,8 +708,11 @@ def cli_main(argv: list[str]) -> int:
         protos = "HTTP/1.1" + ((" and h2" if srv.tls else " and h2c") if srv.http2 else "")
         print(f"httpbench server listening on {srv.url} ({srv.threads} thread(s), {protos})",
               flush=True)
-        if srv.ca_file:
-            print(f"CA certificate: {srv.ca_file}", flush=True)
+        if h3 is not None:
+            print(f"HTTP/3 on UDP port {h3.port}: {_url('https', srv.host, h3.port)}",
+                  flush=True)
+        if ca_file or srv.ca_file:
+            print(f"CA certificate: {ca_file or srv.ca_file}", flush=True)
         print("routes: / /bytes/N /chunked/N /sink /echo /delay/MS /status/CODE /drip/N "
               "/fault/... /__stats; Ctrl-C stops", flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
@@ -640,7 +724,14 @@ def cli_main(argv: list[str]) -> int:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
         st = srv.stats()
+        if h3 is not None:
+            from ._h3server import merge_stats
+
+            st = merge_stats(st, h3.snapshot())
+            h3.stop()
         srv.stop()
+        if certdir is not None:
+            shutil.rmtree(certdir, ignore_errors=True)
         print(
             f"\nstopped: {st['requests']} requests, {st['connections_accepted']} connections, "
             f"server CPU {st['cpu_ns'] / 1e9:.3f} s",

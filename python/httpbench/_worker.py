@@ -168,6 +168,14 @@ class Worker:
         # how `concurrency` requests are in flight: "async" (coroutines on one adapter),
         # "threads" (one adapter per thread), "shared" (one adapter, many threads),
         # "batch" (request_batch on one adapter), "single" (concurrency 1)
+        if self.sc.protocol == "h3" or getattr(self.cls, "h3_only", False):
+            from ._adapters import AdapterUnavailable
+
+            if self.sc.protocol != "h3":
+                raise AdapterUnavailable(self.client, "speaks HTTP/3 only (the h3 scenarios)")
+            if not getattr(self.cls, "h3", False):
+                raise AdapterUnavailable(self.client, f"no HTTP/3: "
+                                         f"{getattr(self.cls, 'h3_reason', 'not declared')}")
         if self.sc.protocol == "h2":
             from ._adapters import AdapterUnavailable
 
@@ -204,6 +212,8 @@ class Worker:
         }
         if sc.protocol == "h2":
             p["http2"] = True
+        elif sc.protocol == "h3":
+            p["http3"] = True
         if sc.body_size:
             if sc.body_from == "file":
                 p["body_file"] = self.body_file

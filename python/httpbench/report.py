@@ -199,6 +199,8 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
         if spec.get("protocol") == "h2":
             title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "
                       f"{spec.get('concurrency', 1)} stream(s) on one connection")
+        elif spec.get("protocol") == "h3":
+            title += " — HTTP/3 (QUIC), one request at a time on one connection"
         where = "\n".join(x.strip() for x in placement_lines(rs.metadata, sc))
         parts.append(heading(title) + "\n\n" + ci + (where + "\n\n" if where else "") + grid)
     speed = speed_line(rs.metadata)

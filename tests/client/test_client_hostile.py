@@ -389,3 +389,22 @@ def test_bench_lenient_option():
     assert strict.error_counts["protocol"] == 5 and strict.responses == 0
     assert lenient.error_counts["protocol"] == 0
     assert lenient.status_counts == {200: 5}
+
+
+def test_101_without_upgrade_is_a_protocol_error():
+    """RFC 9110 15.2.2: a 101 names the protocol it switches to; one that does not
+    (and was never asked for) is not taken as the final response."""
+    from _raw import RawServer, responder
+    with RawServer(responder(b"HTTP/1.1 101 Switching Protocols\r\n\r\n")) as srv, \
+            httpbench.Client(timeout=5) as c:
+        with pytest.raises(httpbench.ProtocolError, match="101 Switching Protocols without Upgrade"):
+            c.get(srv.url("/x"))
+
+
+def test_endless_1xx_responses_are_a_protocol_error():
+    from _raw import RawServer, responder
+    flood = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" * 1000
+    with RawServer(responder(flood + b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")) as srv, \
+            httpbench.Client(timeout=5) as c:
+        with pytest.raises(httpbench.ProtocolError, match="more than 16 1xx responses"):
+            c.get(srv.url("/x"))

@@ -88,10 +88,13 @@ def _cli(url: str, *args: str) -> tuple[subprocess.CompletedProcess, float]:
 @pytest.mark.parametrize("kind", ["unknown", "1xx", "continuation"])
 def test_cli_duration_ends_on_time_under_a_flood(kind, server):
     # the control: the same command against a well-behaved server (start-up,
-    # the 3 s run, the report), run just before
+    # the 3 s run, the report), run just before and just after (the machine is
+    # shared: the slower of the two)
     _p, control = _cli(server.url + "/bytes/10", "--h2", "-d", "3s", "--timeout", "2s")
     with RawServer(flood(kind)) as srv:
         p, took = _cli(srv.url("/x"), "--h2", "-d", "3s", "--timeout", "2s")
+    _p, after = _cli(server.url + "/bytes/10", "--h2", "-d", "3s", "--timeout", "2s")
+    control = max(control, after)
     assert p.returncode in (0, 1), p.stderr  # never a crash
     assert b"Traceback" not in p.stderr, p.stderr
     assert took < control + 0.5, (took, control, p.stdout[-300:], p.stderr[-300:])

@@ -83,8 +83,8 @@ def test_fuzz_h2_server(tmp_path):
 
 @pytest.mark.slow
 def test_fuzz_h2_client(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2_client", ["hb_h2_client.c", "hb_h2_hpack.c", "hb_sock.c", "hb_tls.c",
-                                   "hb_common.c", "hb_parse.c"],
+    _fuzz(tmp_path, "fuzz_h2_client", ["hb_h2_client.c", "hb_h2_client_read.c", "hb_h2_hpack.c",
+                                   "hb_sock.c", "hb_tls.c", "hb_common.c", "hb_parse.c"],
           "corpus_h2_client", 12, None, ("-max_len=70000",), ("-lssl", "-lcrypto"))
 
 

@@ -67,6 +67,7 @@ LAYERS: dict[str, int] = {
     "_adapters._process": 4,
     "_adapters.aiohttp_": 4,
     "_adapters.aiosonic_": 4,
+    "_adapters.aioquic_": 4,
     "_adapters.command": 4,
     "_adapters.curl": 4,
     "_adapters.curl_cffi_": 4,
@@ -87,6 +88,7 @@ LAYERS: dict[str, int] = {
     "_versions": 4,
     "_completion": 4,
     "_server": 4,
+    "_h3server": 4,
     "_client": 4,
     # the public face
     "__init__": 5,

@@ -17,7 +17,17 @@ import time
 
 import httpbench
 import pytest
-from _h2raw import ENHANCE_YOUR_CALM, GOAWAY, PING, SETTINGS, H2Conn, frame, headers, request_block
+from _h2raw import (
+    CONTINUATION,
+    ENHANCE_YOUR_CALM,
+    GOAWAY,
+    PING,
+    SETTINGS,
+    H2Conn,
+    frame,
+    headers,
+    request_block,
+)
 from _raw import read_until_close
 
 # A flooder in its own process: it connects and writes as fast as it can
@@ -201,3 +211,23 @@ def test_max_connections_refuses_politely():
 def test_max_connections_validated():
     with pytest.raises(ValueError, match="max_connections"):
         httpbench.Server(max_connections=-1)
+
+
+@pytest.mark.h2_server
+def test_too_many_continuation_frames_get_enhance_your_calm(srv):
+    h2 = srv.stats()["h2"]
+    block = request_block("/bytes/5")
+    c = H2Conn(srv.port)
+    try:
+        # the block split into 12 pieces: HEADERS and 11 CONTINUATION frames
+        step = -(-len(block) // 12)
+        pieces = [block[i:i + step] for i in range(0, len(block), step)]
+        out = headers(1, pieces[0], end_headers=False)
+        for k, p in enumerate(pieces[1:], 1):
+            out += frame(CONTINUATION, 0x4 if k == len(pieces) - 1 else 0, 1, p)
+        c.send(out)
+        code = _goaway_code(c.read_until(lambda f: f.type == GOAWAY))
+    finally:
+        c.close()
+    assert code == ENHANCE_YOUR_CALM
+    assert srv.stats()["h2"]["floods"] == h2["floods"] + 1

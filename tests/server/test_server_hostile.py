@@ -205,3 +205,26 @@ def test_rss_returns_after_a_burst_of_idle_connections():
             assert after - base < (peak - base) / 5, (base, peak, after)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("req,why", [
+    (b"GET /bytes/5 HTTP/1.1\r\n\r\n", b"no Host header"),
+    (b"GET /bytes/5 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"more than one Host header"),
+    (b"GET /bytes/5 HTTP/1.1\r\nhost: a\r\nHOST: a\r\n\r\n", b"more than one Host header"),
+])
+def test_http11_host_header_missing_or_repeated_is_400(srv, req, why):
+    """RFC 9112 3.2: a 400, and the connection closes (nothing behind it is answered)."""
+    before = srv.stats()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        s.sendall(req + SECOND)
+        got = read_until_close(s)
+    assert got.startswith(b"HTTP/1.1 400 ") and got.endswith(b"bad request: " + why + b"\n")
+    assert got.count(b"HTTP/1.1 ") == 1
+    assert wait_for(lambda: srv.stats()["by_status"].get(400, 0) == before["by_status"].get(400, 0) + 1)
+
+
+def test_http10_needs_no_host(srv):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        s.sendall(b"GET /bytes/5 HTTP/1.0\r\n\r\n")
+        got = read_until_close(s)
+    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(httpbench.expected_bytes(5))

@@ -81,13 +81,14 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "httpxyz": ("httpbench._adapters.httpx2_", "HttpxyzAdapter"),
     "httpxyz-async": ("httpbench._adapters.httpx2_", "HttpxyzAsyncAdapter"),
     "aiosonic": ("httpbench._adapters.aiosonic_", "AiosonicAdapter"),
+    "aioquic": ("httpbench._adapters.aioquic_", "AioquicAdapter"),
     "curl": ("httpbench._adapters.curl", "CurlAdapter"),
     "command": ("httpbench._adapters.command", "CommandAdapter"),
 }
 
 # `httpbench compare` with no --clients: every one of these that is installed
-# ("command" needs an argv, so it only runs when asked for).
-DEFAULT_CLIENTS: tuple[str, ...] = tuple(n for n in ADAPTERS if n != "command")
+# ("command" needs an argv, and aioquic speaks HTTP/3 only: they run when asked for).
+DEFAULT_CLIENTS: tuple[str, ...] = tuple(n for n in ADAPTERS if n not in ("command", "aioquic"))
 
 
 class AdapterUnavailable(Exception):
@@ -121,6 +122,13 @@ class Adapter:
     #: how the client runs an HTTP/2 scenario (see the module doc); None: it cannot
     h2_mode: ClassVar[str | None] = None
     h2_reason: ClassVar[str] = "the adapter declares no HTTP/2 mode (h2_mode)"
+    #: the client can be told to use HTTP/3 only (``configure(http3=True)``), one request
+    #: at a time; ``h3_reason`` says why not when False (checked at setup for builds
+    #: whose library may lack it)
+    h3: ClassVar[bool] = False
+    h3_reason: ClassVar[str] = "the adapter declares no HTTP/3 (h3)"
+    #: the client speaks HTTP/3 and nothing else (it runs only the h3 scenarios)
+    h3_only: ClassVar[bool] = False
 
     last_status: int = 0
     last_body: bytes | None = None
@@ -141,6 +149,7 @@ class Adapter:
         timeout: float = 30.0,
         argv: list[str] | None = None,
         http2: bool = False,
+        http3: bool = False,
     ) -> None:
         """Store the request description (primitives only)."""
         if not base_url.startswith(("http://", "https://")):
@@ -164,6 +173,7 @@ class Adapter:
         self.timeout = timeout
         self.argv = list(argv) if argv else None
         self.http2 = http2
+        self.http3 = http3
         # Keep-alive off is the same header for every client.
         self.headers: dict[str, str] = {} if keep_alive else {"Connection": "close"}
 

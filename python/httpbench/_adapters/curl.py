@@ -3,7 +3,9 @@
 HTTP/1.1 scenarios over TLS pass ``--http1.1`` (curl would take h2 by ALPN).
 Over HTTP/2: ``--http2-prior-knowledge`` (h2c) or ``--http2`` (ALPN); the
 scenario's requests in flight are one process per batch, ``--parallel`` with
-one URL per request (curl multiplexes them on one connection).
+one URL per request (curl multiplexes them on one connection). Over HTTP/3:
+``--http3-only`` when ``curl -V`` lists the HTTP3 feature, skipped with that
+reason otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +31,21 @@ def _curl_version() -> tuple[int, ...] | None:
         return None
 
 
+def _curl_features() -> set[str]:
+    """The feature names ``curl -V`` lists (empty when unknown)."""
+    exe = shutil.which("curl")
+    if exe is None:
+        return set()
+    try:
+        out = subprocess.run([exe, "-V"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    for line in out.stdout.splitlines():
+        if line.startswith("Features:"):
+            return set(line.split()[1:])
+    return set()
+
+
 class CurlAdapter(ProcessAdapter):
     """``curl -sS --fail -o OUT [--cacert CA] URL``; bodies with ``--data-binary @file``
     (read into memory, ``*-mem``) or ``-T file -X POST`` (streamed, ``*-file``)."""
@@ -37,6 +54,7 @@ class CurlAdapter(ProcessAdapter):
     pip_name = None
     capture_body = True
     h2_mode = "batch"
+    h3 = True
 
     @classmethod
     def check(cls) -> None:
@@ -57,6 +75,9 @@ class CurlAdapter(ProcessAdapter):
         return first[0] if first else None
 
     def _setup(self) -> None:
+        if self.http3 and "HTTP3" not in _curl_features():
+            raise AdapterUnavailable(self.name, f"this curl is built without HTTP/3 "
+                                     f"({self.version() or 'curl'}: no HTTP3 in curl -V)")
         if self.http2 and not self.tls and self.concurrency > 1:
             ver = _curl_version()
             if ver is not None and ver < (8, 0):
@@ -82,7 +103,9 @@ class CurlAdapter(ProcessAdapter):
 
     def _argv(self) -> list[str]:
         argv = [shutil.which("curl") or "curl", "-sS", "--fail"]
-        if self.http2:
+        if self.http3:
+            argv.append("--http3-only")
+        elif self.http2:
             argv.append("--http2" if self.tls else "--http2-prior-knowledge")
         elif self.tls:
             argv.append("--http1.1")  # curl would take h2 by ALPN: not the scenario's protocol

@@ -4,7 +4,8 @@ HTTP/1.1 is declared for HTTP/1.1 scenarios: libcurl would negotiate h2 over
 TLS by ALPN, and the scenario would measure another protocol. Over HTTP/2:
 ``v2tls`` (ALPN) with TLS, prior knowledge without. The sync ``Session``
 keeps a curl handle per thread (one connection each), so concurrent HTTP/2
-streams are measured with ``curl_cffi-async`` (one ``CurlMulti``). Uploads
+streams are measured with ``curl_cffi-async`` (one ``CurlMulti``). Over
+HTTP/3: ``v3only`` (its libcurl is built with ngtcp2/nghttp3). Uploads
 from a file are streamed by libcurl's read callback (``content=`` the file).
 """
 
@@ -27,9 +28,12 @@ class CurlCffiAdapter(Adapter):
     h2_mode = "single"
     h2_reason = ("curl_cffi's sync Session keeps one curl handle (connection) per thread; "
                  "curl_cffi-async measures its multiplexing")
+    h3 = True
 
     def _session_kwargs(self) -> dict:
-        if self.http2:
+        if self.http3:
+            version = "v3only"
+        elif self.http2:
             version = "v2tls" if self.tls else "v2_prior_knowledge"
         else:
             version = "v1"

@@ -4,7 +4,9 @@ Over HTTP/2 a ``Session(multiplexed=True)``: a batch is the scenario's
 requests issued at once (each returns a lazy response) and then
 ``Session.gather()``, all on one connection. Plain ``http://`` uses prior
 knowledge (HTTP/1.1 disabled); ``https://`` negotiates h2 through ALPN with
-HTTP/3 disabled (the server speaks TCP only).
+HTTP/3 disabled (the h2 scenarios are TCP). Over HTTP/3: TCP protocols
+disabled and the server's UDP port put in the QUIC cache, so the first
+request goes over QUIC (forced, not discovered through Alt-Svc).
 """
 
 from __future__ import annotations
@@ -23,8 +25,17 @@ class NiquestsAdapter(RequestsAdapter):
     modules = ("niquests",)
     _lib = "niquests"
     h2_mode = "batch"
+    h3 = True
 
     def _setup(self) -> None:
+        if self.http3:
+            import niquests
+
+            self.session = niquests.Session(disable_http1=True, disable_http2=True)
+            self.session.quic_cache_layer.add_domain(self.host, self.port)
+            self.verify = self.ca_file if self.ca_file else True
+            self.hdrs = self.headers or None
+            return
         if not self.http2:
             super()._setup()
             return

@@ -4,7 +4,9 @@ HTTP/1.1 scenarios declare ``CURL_HTTP_VERSION_1_1`` (libcurl would take h2
 by ALPN over TLS). Over HTTP/2: ``CURL_HTTP_VERSION_2TLS`` with TLS (ALPN),
 prior knowledge without; ``concurrency`` requests in flight are that many easy handles on
 one ``CurlMulti`` (multiplexing on, one connection per host, ``PIPEWAIT`` so
-they wait for the connection instead of opening more).
+they wait for the connection instead of opening more). Over HTTP/3:
+``CURL_HTTP_VERSION_3ONLY`` when this libcurl has HTTP/3 (ngtcp2 and nghttp3;
+pycurl's Linux wheels do), skipped with that reason otherwise.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class PycurlAdapter(Adapter):
     pip_name = "pycurl"
     modules = ("pycurl",)
     h2_mode = "batch"
+    h3 = True
 
     @classmethod
     def version(cls) -> str | None:
@@ -39,6 +42,9 @@ class PycurlAdapter(Adapter):
         self.pc = pycurl
         if self.http2 and not pycurl.version_info()[4] & pycurl.VERSION_HTTP2:
             raise AdapterUnavailable(self.name, "this libcurl is built without HTTP/2 (nghttp2)")
+        if self.http3 and not pycurl.version_info()[4] & pycurl.VERSION_HTTP3:
+            raise AdapterUnavailable(self.name, "this libcurl is built without HTTP/3 "
+                                     "(ngtcp2/nghttp3)")
         self.c = self._handle()
         self.multi = None
         if self.http2 and self.concurrency > 1:
@@ -52,7 +58,9 @@ class PycurlAdapter(Adapter):
     def _handle(self):  # noqa: ANN202
         pycurl = self.pc
         c = pycurl.Curl()
-        if self.http2:
+        if self.http3:
+            c.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_3ONLY)
+        elif self.http2:
             c.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS if self.tls
                      else pycurl.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
         else:  # libcurl would take h2 by ALPN over TLS: not the scenario's protocol
