@@ -20,6 +20,7 @@ from ._jsonfields import (
     int_tuple,
     jsonable,
     passthrough,
+    present_ints,
     required,
 )
 from ._record import (
@@ -183,11 +184,10 @@ class WorkerResult:
         for name in ("host", "status"):
             if name in d:
                 kw[name] = str(d[name])
-        for name in ("shard", "concurrency", "threads", "responses", "successes", "errors",
-                     "bytes_in", "duration_ns", "cpu_user_ns", "cpu_sys_ns", "clock_offset_ns",
-                     "clock_uncertainty_ns", "start_late_ns", "start_unix_ns"):
-            if name in d:
-                kw[name] = as_int(d[name], f"{w}.{name}")
+        kw.update(present_ints(d, ("shard", "concurrency", "threads", "responses", "successes",
+                                   "errors", "bytes_in", "duration_ns", "cpu_user_ns",
+                                   "cpu_sys_ns", "clock_offset_ns", "clock_uncertainty_ns",
+                                   "start_late_ns", "start_unix_ns"), w))
         kw["n"] = as_int(d.get("n"), f"{w}.n", optional=True)
         kw["rate"] = as_float(d.get("rate"), f"{w}.rate", optional=True)
         kw["series_responses"] = int_tuple(d.get("series_responses"), f"{w}.series_responses")
@@ -453,13 +453,10 @@ class BenchResult(ResultBase):
             kw["workers"] = tuple(WorkerResult.from_dict(x) for x in d["workers"])
         for name in _BENCH_HISTS[1:]:
             kw[name] = hist_from_json(d.get(name), f"{w}.{name}")
-        for name in (
+        kw.update(present_ints(d, (
             "responses", "successes", "bytes_in", "bytes_out", "connections", "reconnects",
             "in_flight_at_stop", "cpu_user_ns", "cpu_sys_ns", "start_unix_ns", "end_unix_ns",
-            "series_interval_ns",
-        ):
-            if name in d:
-                kw[name] = as_int(d[name], f"{w}.{name}")
+            "series_interval_ns"), w))
         passthrough(cls, d, kw)
         return cls(**kw)
 

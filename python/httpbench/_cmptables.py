@@ -19,7 +19,7 @@ from ._results import MeasureResult, ResultSet
 from ._rows import cell_rows
 from ._tables import ci_pm, render_table
 
-__all__ = ["compare_table", "format_tables"]
+__all__ = ["caption", "compare_table", "format_tables"]
 
 # (cell_rows column, header, scale to the shown unit); notes last
 _CMP_COLUMNS = (
@@ -70,13 +70,25 @@ def _cmp_cell(key: str, row: dict[str, Any], scale: float = 1.0) -> str:
     return U.format_count(math.nan if v is None else v * scale, 3)
 
 
-def compare_table(rows: list[dict[str, Any]]) -> str:
-    """One scenario's grid from its :func:`cell_rows` (instr/syscalls columns when counted)."""
+def caption(rows: list[dict[str, Any]], md: dict[str, Any], scenario: str) -> str:
+    """What a scenario's cells rest on: repeats, slices and what the ± means."""
+    reps = max(r["repeats"] for r in rows)
+    cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
+    k = int((md.get("slices") or {}).get(scenario) or 1)
+    sliced = f", each taken in {k} slices" if k > 1 else ""
+    return (f"medians of {reps} repeat{'s' if reps != 1 else ''}{sliced}; ±: half the width of "
+            f"the {cov:.0%} order-statistic confidence interval of the median, relative to it"
+            + ("; thin: too few repeats or requests" if any(r["thin"] for r in rows) else ""))
+
+
+def compare_table(rows: list[dict[str, Any]], fmt: str = "text") -> str:
+    """One scenario's grid from its :func:`cell_rows` (instr/syscalls columns when counted),
+    as text, Markdown or HTML: every rendering of a compare run shows the same cells."""
     det = [(k, h) for k, h in _CMP_DETERMINISTIC if any(r.get(k) is not None for r in rows)]
     cols = [*_CMP_COLUMNS, *((k, h, 1.0) for k, h in det), ("notes", "notes", 1.0)]
     cells = [[r["client"]] + [_cmp_cell(k, r, f) for k, _, f in cols[1:]] for r in rows]
     align = "".join("l" if k in ("client", "notes") else "r" for k, _, _ in cols)
-    return render_table([h for _, h, _ in cols], cells, align=align, style="grid")
+    return render_table([h for _, h, _ in cols], cells, fmt, align=align, style="grid")
 
 
 def _delta_nan(d: dict[str, Any]) -> dict[str, Any]:
@@ -199,15 +211,7 @@ def format_tables(rs: ResultSet) -> str:
         desc = (scdefs.get(s) or {}).get("description") or ""
         out.append(f"== {s}" + (f" — {desc}" if desc else ""))
         if rows:
-            reps = max(r["repeats"] for r in rows)
-            cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
-            k = int((md.get("slices") or {}).get(s) or 1)
-            sliced = f", each taken in {k} slices" if k > 1 else ""
-            out.append(f"   (medians of {reps} repeat{'s' if reps != 1 else ''}{sliced}; ±: half the "
-                       f"width of the {cov:.0%} order-statistic confidence interval of the "
-                       "median, relative to it" + ("; thin: too few repeats or requests"
-                                                   if any(r["thin"] for r in rows) else "")
-                       + ")")
+            out.append(f"   ({caption(rows, md, s)})")
             out.extend(placement_lines(md, s))
             out.append(compare_table(rows))
             out.extend(_version_lines(rs, s))

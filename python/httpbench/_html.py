@@ -15,6 +15,7 @@ from typing import Any
 
 from . import _noise
 from ._baseline import Comparison
+from ._machine import placement_text, speed_text, wakeup_text
 from ._results import BenchResult, MeasureResult, ResultSet
 from ._rows import entries
 
@@ -114,23 +115,11 @@ def _metadata(obj: Any) -> dict[str, Any]:
     return {"start_unix_ns": recs[0].start_unix_ns, **recs[0].metadata} if recs else {}
 
 
-def _fmt_ns(v: Any) -> str:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    from ._units import format_duration
-
-    return format_duration(f)
-
-
 def _placement(p: Any) -> str:
+    """'server and client on CPU 1 (same)': a placement as the terminal names it."""
     if not isinstance(p, dict):
         return str(p)
-    if "mode" in p:
-        return (f"{p.get('mode')}: server CPUs {p.get('server_cpus')}, "
-                f"client CPUs {p.get('client_cpus')}")
-    return "; ".join(f"{k} {_placement(v)}" for k, v in p.items())
+    return f"{placement_text(p)} ({p.get('mode')})"
 
 
 def settings_rows(md: dict[str, Any]) -> list[tuple[str, str]]:
@@ -167,16 +156,18 @@ def settings_rows(md: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(pin, dict):
         add("pinning", f"server on CPU {pin.get('server_cpus')}, workers on CPU "
                        f"{pin.get('worker_cpu')}")
-    if md.get("placement"):
-        add("placement", _placement(md["placement"]))
+    pl = md.get("placement")
+    if isinstance(pl, dict) and "mode" in pl:  # one placement for the whole record
+        add("placement", _placement(pl))
+    elif isinstance(pl, dict):
+        for sc, p in pl.items():
+            add(f"placement: {sc}", _placement(p))
     wk = md.get("wakeup_ns")
     if isinstance(wk, dict):
-        add("wake-up cost", ", ".join(f"{k.replace('_', '-')} {_fmt_ns(v)}"
-                                      for k, v in wk.items()))
+        add("wake-up cost", wakeup_text(wk) or None)
     si = md.get("speed_index")
     if isinstance(si, dict):
-        add("speed index", f"{si.get('median')} (min {si.get('min')}, max {si.get('max')}, "
-                           f"{si.get('rounds')} rounds)")
+        add("speed index", speed_text(md) or None)
     elif si is not None:
         add("speed index", si)
     env = md.get("environment_changes")

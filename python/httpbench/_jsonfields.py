@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._hist import decode_histogram, encode_histogram, hist_count, hist_percentile, hist_stat
 
 __all__ = ["as_dict", "as_float", "as_int", "hist_from_json", "hist_to_json", "int_map",
-           "int_tuple", "jsonable", "num_json", "passthrough", "required"]
+           "int_tuple", "jsonable", "num_json", "passthrough", "present_ints", "required"]
 
 
 def hist_to_json(h: Any) -> dict[str, Any] | None:
@@ -62,6 +62,11 @@ def as_int(v: Any, where: str, *, optional: bool = False) -> int | None:
     ):
         raise ValueError(f"{where}: expected an integer, got {v!r}")
     return int(v)
+
+
+def present_ints(d: Mapping[str, Any], names: Iterable[str], where: str) -> dict[str, int]:
+    """The integer fields among ``names`` that ``d`` has; absent ones keep their defaults."""
+    return {n: int(as_int(d[n], f"{where}.{n}")) for n in names if n in d}
 
 
 def as_float(v: Any, where: str, *, optional: bool = False) -> float | None:

@@ -34,6 +34,7 @@ __all__ = [
     "placement_text",
     "speed_line",
     "speed_summary",
+    "speed_text",
     "usable_cpus",
     "wakeup_cost",
     "wakeup_limit_ns",
@@ -204,17 +205,24 @@ def placement_lines(md: dict[str, Any], scenario: str) -> list[str]:
     return out
 
 
-def speed_line(md: dict[str, Any]) -> str:
-    """'Machine speed index: ...' from the run's fixed-work controls ('' when none)."""
+def speed_text(md: dict[str, Any]) -> str:
+    """'44.5 µs per unit of fixed work (median of 8 controls, range ...)' from the
+    run's fixed-work controls ('' when none)."""
     si = md.get("speed_index")
     if not isinstance(si, dict) or not si.get("median"):
         return ""
     med, lo, hi = float(si["median"]), float(si.get("min") or 0), float(si.get("max") or 0)
     n = len(si.get("rounds") or [])
     unit = str(si.get("unit") or "ns per unit of fixed work").replace("ns per", "µs per", 1)
-    return (f"Machine speed index: {med / 1e3:.1f} {unit} (median of {n} controls, range "
+    return (f"{med / 1e3:.1f} {unit} (median of {n} controls, range "
             f"{lo / 1e3:.1f}-{hi / 1e3:.1f}; lower is faster; two runs' ratio is the "
             "machine's change)")
+
+
+def speed_line(md: dict[str, Any]) -> str:
+    """'Machine speed index: ...' (:func:`speed_text`) under a table ('' when none)."""
+    text = speed_text(md)
+    return f"Machine speed index: {text}" if text else ""
 
 
 # ---------------------------------------------------------------- speed index

@@ -18,6 +18,7 @@ from ._jsonfields import (
     jsonable,
     num_json,
     passthrough,
+    present_ints,
     required,
 )
 from ._record import (
@@ -236,10 +237,8 @@ class MeasureResult(ResultBase):
                 kw[name] = int_map(d[name], f"{w}.{name}")
         if d.get("gc_collections") is not None:
             kw["gc_collections"] = int_tuple(d["gc_collections"], f"{w}.gc_collections")
-        for name in ("cpu_user_ns", "cpu_sys_ns", "concurrency", "errors", "start_unix_ns",
-                     "end_unix_ns"):
-            if name in d:
-                kw[name] = as_int(d[name], f"{w}.{name}")
+        kw.update(present_ints(d, ("cpu_user_ns", "cpu_sys_ns", "concurrency", "errors",
+                                   "start_unix_ns", "end_unix_ns"), w))
         for name in ("cpu_thread_ns", "alloc_net_bytes", "alloc_net_count", "native_alloc_count",
                      "native_alloc_bytes", "gc_pause_ns", "peak_rss_bytes"):
             kw[name] = as_int(d.get(name), f"{w}.{name}", optional=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _units as U
 from ._baseline import Change, Comparison, diff
-from ._cmptables import compare_table, format_tables
+from ._cmptables import caption, compare_table, format_tables
 from ._hdrexport import (
     export_hdr_log,
     export_histogram,
@@ -174,31 +174,35 @@ def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str
 
 
 def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
-    """One table per scenario: a row per client, medians over repeats ± half range
-    (p50 and CPU/req: ± the median's confidence interval, as ``compare`` shows it)."""
+    """One table per scenario, under its placement and the machine's wake-up cost:
+    measured cells as ``compare`` prints them (:func:`cell_rows`, notes included);
+    load-test rows as medians over repeats ± half range."""
     rows = result_rows(rs)
     parts = []
     heading = (lambda s: f"## {s}") if fmt == "md" else (lambda s: f"{s}\n{'=' * len(s)}")
     for sc in rs.scenarios:
         srows = [r for r in rows if r["scenario"] == sc]
         nrep = max(r["repeat"] for r in srows) + 1
-        kinds = {r["kind"] for r in srows}
-        cols = _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS
-        cov = median_ci(range(nrep))[2]
+        cells = cell_rows(rs, sc)
         # a pytest baseline names no scenario ("-"): say where the results came from
         name = sc if sc.strip("-") else str(rs.metadata.get("source") or "results")
-        title = name + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
+        if cells:
+            title, ci = name, caption(cells, rs.metadata, sc) + "\n\n"
+            grid = compare_table(cells, fmt)
+        else:
+            cov = median_ci(range(nrep))[2]
+            title = name + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
+            ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
+                  "of the median\n\n" if nrep > 1 else "")
+            grid = _group_table(srows, fmt, _BENCH_COLS)
         spec = (rs.metadata.get("scenarios") or {}).get(sc) or {}
         if spec.get("protocol") == "h2":
             title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "
                       f"{spec.get('concurrency', 1)} stream(s) on one connection")
         elif spec.get("protocol") == "h3":
             title += " — HTTP/3 (QUIC), one request at a time on one connection"
-        ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
-              "of the median\n\n" if nrep > 1 else "")
         where = "\n".join(x.strip() for x in placement_lines(rs.metadata, sc))
-        parts.append(heading(title) + "\n\n" + ci + (where + "\n\n" if where else "")
-                     + _group_table(srows, fmt, cols))
+        parts.append(heading(title) + "\n\n" + ci + (where + "\n\n" if where else "") + grid)
     speed = speed_line(rs.metadata)
     if speed:
         parts.append(speed)
@@ -562,17 +566,21 @@ def html_tables(obj: Any) -> str:
             if not srows:
                 continue
             nrep = max(r["repeat"] for r in srows) + 1
-            cols = (_BENCH_COLS if {r["kind"] for r in srows} == {"bench"}
-                    else _MEASURE_COLS)
             desc = (descs.get(sc) or {}).get("description") or ""
-            cap = (f"medians of {nrep} repeats; p50 and CPU/req ± half the confidence "
-                   "interval of the median, other columns ± half the range"
-                   if nrep > 1 else "one repeat")
+            cells = cell_rows(obj, sc)  # measured cells: compare's own table, notes and all
+            if cells:
+                cap, grid = caption(cells, obj.metadata, sc), compare_table(cells, "html")
+            else:
+                cap = (f"medians of {nrep} repeats ± half the range" if nrep > 1
+                       else "one repeat")
+                grid = _html_table(srows, _BENCH_COLS)
             name = sc if sc.strip("-") else str(obj.metadata.get("source") or "results")
+            where = "".join(f'<p class="caption">{e(ln.strip())}</p>'
+                            for ln in placement_lines(obj.metadata, sc))
             parts.append(f"<h3>{e(name)}</h3>"
                          + (f'<p class="caption">{e(desc)} ({e(cap)})</p>' if desc else
                             f'<p class="caption">{e(cap)}</p>')
-                         + scroll(_html_table(srows, cols)))
+                         + where + scroll(grid))
         if obj.notes:
             seen: dict[tuple[str, str, str], list[Any]] = {}
             for n in obj.notes:

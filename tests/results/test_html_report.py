@@ -201,3 +201,43 @@ def test_a_result_set_without_scenario_names_gets_a_real_heading():
     rs = rs.with_result("tests/test_x.py::test_get", "-", 0, make_measure("x"))
     text = format_result(rs, "text")
     assert text.startswith("pytest --httpbench-save\n=======================")
+
+
+def _placed_set():
+    """A compare run that recorded its placement and a wake-up cost near its figures."""
+    # 300 µs per round trip on one CPU: every ~450 µs cell is within 2x of it
+    return _compare_set(placement={"get-150b": {"mode": "same", "server_cpus": [1],
+                                                "client_cpus": [1]}},
+                        placement_rule="auto",
+                        wakeup_ns={"same_cpu": 300_000, "cross_cpu": 1_800_000, "cpus": [0, 1]},
+                        speed_index={"median": 44523.75, "min": 44281.5, "max": 124886.5,
+                                     "rounds": [44381.5, 124886.5, 44281.5],
+                                     "unit": "ns per unit of fixed work"})
+
+
+def test_report_text_and_html_show_placement_machine_and_cell_notes(tmp_path, capsys):
+    from httpbench import report
+
+    rs = _placed_set()
+    place = "placement: server and client on CPU 1 (same, chosen by calibration;"
+    machine = "machine: wake-up round trip 300 µs on one CPU, 1800 µs across two"
+    assert report.cell_rows(rs, "get-150b")[0]["notes"] == {"wake-up": 1}
+    rs.save(tmp_path / "run.json")
+    assert _cli.main(["report", str(tmp_path / "run.json")]) == 0
+    text = capsys.readouterr().out
+    assert place in text and machine in text
+    rows = [ln for ln in text.splitlines() if ln.startswith(("requests ", "httpx "))]
+    assert [r.rsplit(" | ", 1)[1] for r in rows] == ["wake-up", "spread, wake-up"]
+    page = report.html_report(rs, plots=False)
+    assert f'<p class="caption">{place}' in page and f'<p class="caption">{machine}' in page
+    # the notes column, one cell per client, in the table's last column
+    assert re.search(r">requests</td>(<td[^>]*>[^<]*</td>){9}<td[^>]*>wake-up</td></tr>", page)
+    assert re.search(r">httpx</td>(<td[^>]*>[^<]*</td>){9}<td[^>]*>spread, wake-up</td></tr>",
+                     page)
+    # the same run facts, worded as the terminal prints them
+    meta = page[page.index("<h2>Machine and run</h2>"):]
+    assert "44.5 µs per unit of fixed work (median of 3 controls, range 44.3-124.9" in meta
+    assert "wake-up round trip 300 µs on one CPU, 1800 µs across two" in meta
+    assert re.search(r">placement: get-150b</td><td[^>]*>server and client on CPU 1 \(same\)<",
+                     meta)
+    assert "44523.75" not in page

@@ -84,12 +84,17 @@ def test_dataframe_without_pandas(monkeypatch):
 def test_text_and_markdown_tables():
     rs = make_set()
     text = rs.summary("text")
-    assert "get-150b (median of 2 repeats ± half range)" in text
+    # measured cells are compare's own table: the same headers, ± and notes column
+    assert "get-150b\n========\n\nmedians of 2 repeats; ±: half the width" in text
     lines = text.splitlines()
     header = next(ln for ln in lines if ln.startswith("client") and "allocs/req" in ln)
-    assert "p50 (µs)" in header and "alloc/req (KiB)" in header
+    assert "CPU µs/req" in header and "KiB allocated/req" in header and header.endswith("notes")
     req = next(ln for ln in lines if ln.startswith("requests "))
-    assert " 81 ±0%" in req and "17.6 ±0%" in req
+    assert req.split(" | ")[1:5] == ["2000 ±0%", "452 µs ±0%", "598 µs", "   450 ±0%"]
+    assert req.endswith("| thin")
+    httpx = next(ln for ln in lines if ln.startswith("httpx "))
+    assert httpx.endswith("| spread, thin")
+    assert "load\n====" in text and "p50 (ms)" in text  # a load test's rows keep their table
     assert "[spread] httpx/get-150b: run-to-run spread 30%" in text
     assert "pycurl: not installed" in text
     md = rs.summary("md")

@@ -49,7 +49,7 @@ def test_report_shows_the_ci_of_the_median_for_p50_and_cpu():
     text = P.format_resultset(rs)
     assert "96% order-statistic confidence interval of the median" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("requests "))
-    assert "14.0 ±21%" in row and "±321%" not in row
+    assert "14 ±21%" in row and "±321%" not in row
     cell = P.cell_rows(rs, "get-150b")[0]
     assert cell["cpu_ns_per_request"] == 14_000
     assert cell["cpu_ns_per_request_ci"] == (11_000, 17_000)
