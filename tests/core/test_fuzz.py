@@ -2,7 +2,7 @@
 csrc/fuzz/fuzz_request.c: URL splitting and request-head building; csrc/fuzz/fuzz_h2_server.c:
 the embedded server's HTTP/2 input path; csrc/fuzz/fuzz_h2_hpack.c: the HPACK decoder and
 encoder; csrc/fuzz/fuzz_h2_client.c: the HTTP/2 client session's input path) and run each
-for HTTPBENCH_FUZZ_SECONDS (default 20 per harness; .ci/run sets 30). Any crash, sanitizer
+for HTTPBENCH_FUZZ_SECONDS (default 20 per harness, as in .ci/run). Any crash, sanitizer
 report, leak, timeout or contract violation (the harness traps) fails the test.
 Seed corpora are copied to a temporary directory so the repo never changes."""
 
