@@ -8,15 +8,34 @@ response builders."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import resource
 import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
+
 # --------------------------------------------------------------------------- client side
+
+
+@contextlib.contextmanager
+def open_files(need: int) -> Iterator[None]:
+    """At least `need` open files for the block (the test skips when the hard limit is
+    lower); the limit is restored after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def read_until_close(s: socket.socket, limit: float = 10.0, reset_ok: bool = True) -> bytes:

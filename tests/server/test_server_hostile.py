@@ -7,13 +7,12 @@ memory returned after a burst of connections."""
 from __future__ import annotations
 
 import json
-import resource
 import socket
 import time
 
 import httpbench
 import pytest
-from _raw import read_until_close
+from _raw import open_files, read_until_close
 
 SECOND = b"GET /bytes/7 HTTP/1.1\r\nHost: x\r\n\r\n"  # the would-be smuggled request
 
@@ -173,13 +172,7 @@ def _rss_kib(pid: int) -> int:
 @pytest.mark.slow
 def test_rss_returns_after_a_burst_of_idle_connections():
     n = 2500
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = n + 200
-    if hard != resource.RLIM_INFINITY and hard < need:
-        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
-    if soft != resource.RLIM_INFINITY and soft < need:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-    try:
+    with open_files(n + 200):
         with httpbench.start_process(threads=1) as p:
             base = _rss_kib(p.pid)
             socks = []
@@ -203,8 +196,6 @@ def test_rss_returns_after_a_burst_of_idle_connections():
             print(f"server RSS KiB: baseline {base}, {n} idle connections {peak}, after {after}")
             assert peak - base > 20_000  # the burst was visible
             assert after - base < (peak - base) / 5, (base, peak, after)
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 @pytest.mark.parametrize("req,why", [

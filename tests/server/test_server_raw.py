@@ -5,7 +5,6 @@ its stats add up."""
 
 from __future__ import annotations
 
-import resource
 import selectors
 import socket
 import threading
@@ -14,7 +13,7 @@ import time
 import httpbench
 import pytest
 import requests
-from _raw import parse_responses, read_until_close
+from _raw import open_files, parse_responses, read_until_close
 from httpbench._server import expected_bytes
 
 
@@ -218,12 +217,7 @@ def test_thousand_pipelined_requests_in_order(srv):
 @pytest.mark.slow
 def test_five_thousand_concurrent_connections():
     n = 5000
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 2 * n + 200  # client and server sockets live in this process
-    if hard != resource.RLIM_INFINITY and hard < need:
-        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
-    try:
+    with open_files(2 * n + 200):  # client and server sockets live in this process
         with httpbench.Server(threads=2) as srv:
             socks = []
             sel = selectors.DefaultSelector()
@@ -265,8 +259,6 @@ def test_five_thousand_concurrent_connections():
                     s.close()
             st = check_alive_and_consistent(srv)
             assert st["connections_accepted"] == n + 1
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 VALID = [
