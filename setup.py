@@ -64,6 +64,18 @@ NGHTTP2_SWITCH = os.environ.get("HTTPBENCH_NGHTTP2", "").strip()
 NGHTTP2_HINT = ("install libnghttp2-dev (or the distribution's nghttp2 headers: "
                 "libnghttp2-devel, nghttp2-dev) and reinstall")
 
+# The HTTP/3 side (embedded server and load generator) is ngtcp2 + nghttp3 over GnuTLS
+# (OpenSSL 3.0 has no QUIC TLS API). HTTPBENCH_H3=0 builds without it, =1 requires it,
+# unset: used when all four are found.
+H3_PKGS = ("libngtcp2", "libngtcp2_crypto_gnutls", "libnghttp3", "gnutls")
+H3 = pkg_config(" ".join(H3_PKGS)) or ([], [], ["ngtcp2", "ngtcp2_crypto_gnutls", "nghttp3",
+                                                 "gnutls"])
+H3_HEADERS = ("ngtcp2/ngtcp2.h", "ngtcp2/ngtcp2_crypto_gnutls.h", "nghttp3/nghttp3.h",
+              "gnutls/gnutls.h")
+H3_SWITCH = os.environ.get("HTTPBENCH_H3", "").strip()
+H3_HINT = ("install libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev "
+           "(Fedora: libngtcp2-devel libnghttp3-devel gnutls-devel) and reinstall")
+
 core = Extension(
     "httpbench._core",
     sources=sources("csrc/core") + sources("csrc/module"),
@@ -89,7 +101,8 @@ PACKAGES_HINT = """\
   Debian/Ubuntu: sudo apt-get install build-essential python3-dev libssl-dev pkg-config
   Fedora/RHEL:   sudo dnf install gcc python3-devel openssl-devel pkgconf
   Alpine:        sudo apk add build-base python3-dev openssl-dev pkgconf
-(plus libnghttp2-dev / libnghttp2-devel / nghttp2-dev for the embedded server's HTTP/2 side),
+(plus libnghttp2-dev / libnghttp2-devel / nghttp2-dev for the embedded server's HTTP/2 side,
+and libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev for HTTP/3),
 or install a prebuilt manylinux wheel (tools/build-wheel makes one)."""
 
 
@@ -119,6 +132,11 @@ def toolchain_problems(compiler) -> list[str]:
     if NGHTTP2_SWITCH == "1" and not compiles(compiler, "nghttp2/nghttp2.h", NGHTTP2[0]):
         missing.append("the nghttp2 headers (nghttp2/nghttp2.h, package libnghttp2-dev), "
                        "which HTTPBENCH_NGHTTP2=1 requires")
+    if H3_SWITCH == "1":
+        absent = [h for h in H3_HEADERS if not compiles(compiler, h, H3[0])]
+        if absent:
+            missing.append(f"the HTTP/3 headers ({', '.join(absent)}), which HTTPBENCH_H3=1 "
+                           "requires: " + H3_HINT)
     return missing
 
 
@@ -131,6 +149,18 @@ def use_nghttp2(compiler) -> str | None:
     if compiles(compiler, "nghttp2/nghttp2.h", NGHTTP2[0]):
         return None
     return "the nghttp2 headers (nghttp2/nghttp2.h) were not found"
+
+
+def use_h3(compiler) -> str | None:
+    """None when HTTP/3 is built (ngtcp2, nghttp3, GnuTLS), else why it is left out."""
+    if H3_SWITCH == "0":
+        return "HTTPBENCH_H3=0"
+    if H3_SWITCH not in ("", "1"):
+        sys.exit(f"httpbench: HTTPBENCH_H3 must be 0 or 1, not {H3_SWITCH!r}")
+    absent = [h for h in H3_HEADERS if not compiles(compiler, h, H3[0])]
+    if not absent:
+        return None
+    return f"{', '.join(absent)} not found"
 
 
 class CheckedBuildExt(build_ext):
@@ -148,6 +178,7 @@ class CheckedBuildExt(build_ext):
                      + ".\nInstall a C compiler, the Python headers and the OpenSSL headers:\n"
                      + PACKAGES_HINT)
         why_not = use_nghttp2(cc)
+        why_not_h3 = use_h3(cc)
         for ext in self.extensions:
             if ext.name != "httpbench._core":
                 continue
@@ -161,9 +192,17 @@ class CheckedBuildExt(build_ext):
                 print(f"httpbench: building WITHOUT the embedded server's HTTP/2 side ({why_not}); "
                       f"everything else is built. For HTTP/2 serving, {NGHTTP2_HINT}.",
                       file=sys.stderr, flush=True)
+            if why_not_h3 is None:
+                ext.include_dirs += H3[0]
+                ext.library_dirs += H3[1]
+                ext.libraries[:0] = H3[2]
+            else:
+                ext.define_macros.append(("HB_NO_H3", "1"))
+                print(f"httpbench: building WITHOUT HTTP/3 ({why_not_h3}); everything else "
+                      f"is built. For HTTP/3, {H3_HINT}.", file=sys.stderr, flush=True)
         # setuptools reuses up-to-date objects whatever the macros: never mix the two builds
         stamp = os.path.join(self.build_temp, "httpbench-nghttp2")
-        choice = "no" if why_not else "yes"
+        choice = ("h2-no" if why_not else "h2-yes") + (" h3-no" if why_not_h3 else " h3-yes")
         try:
             with open(stamp) as f:
                 if f.read() != choice:
