@@ -1,4 +1,5 @@
-"""The embedded server's HTTP/3 listener: aioquic on one asyncio thread.
+"""An HTTP/3 listener on aioquic (one asyncio thread): the "before" contender of
+bench_h3server.py, the Python design the embedded C server's HTTP/3 side replaced.
 
 It serves the C server's routes with the same bytes (``/``, ``/bytes/N``,
 ``/sink``, ``/echo``, ``/delay/MS``, ``/status/CODE``; anything else is 404)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import importlib.util
 import ipaddress
 import json
 import os
@@ -23,8 +25,15 @@ import threading
 import time
 from typing import Any
 
-from . import _core
-from ._features import h3_missing
+from httpbench import _core
+
+
+def h3_missing() -> str | None:
+    """What this listener lacks here (aioquic, cryptography), or None."""
+    for mod in ("aioquic", "cryptography"):
+        if importlib.util.find_spec(mod) is None:
+            return f"HTTP/3 on aioquic needs {mod} (pip install 'httpbench[h3]')"
+    return None
 
 __all__ = ["H3Server", "H3Unavailable", "h3_missing", "make_certificate", "merge_stats"]
 
