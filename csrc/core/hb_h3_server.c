@@ -68,7 +68,8 @@ typedef struct h3conn {
     struct h3conn *prev, *next;   /* the endpoint's connections */
     struct h3conn *pnext, *pprev; /* the send list: connections that may have packets to write */
     uint8_t pending, state, hs_done, timers, close_queued, counted_error;
-    int h3err; /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
+    int h3err;       /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
+    uint32_t credit; /* request streams closed whose MAX_STREAMS credit is not yet given back */
     hb_h3_server *s;
     ngtcp2_conn *q;
     nghttp3_conn *h;
@@ -568,6 +569,17 @@ static int h_acked(nghttp3_conn *h, int64_t id, uint64_t n, void *cud, void *sud
     return 0;
 }
 
+/* A request stream closed: its credit goes back in batches of half the limit, since
+ * ngtcp2 queues a MAX_STREAMS frame (ack-eliciting) whenever the credit grows: one
+ * per request otherwise, often in a packet of its own. */
+static void stream_credit(h3conn *c)
+{
+    uint32_t batch = c->s->cfg.max_streams / 2;
+    if (++c->credit < (batch ? batch : 1)) return;
+    ngtcp2_conn_extend_max_streams_bidi(c->q, c->credit);
+    c->credit = 0;
+}
+
 static int h_stream_close(nghttp3_conn *h, int64_t id, uint64_t code, void *cud, void *sud)
 {
     (void)h;
@@ -575,7 +587,7 @@ static int h_stream_close(nghttp3_conn *h, int64_t id, uint64_t code, void *cud,
     h3conn *c = cud;
     h3stream *st = sud;
     if (st) stream_release(c, st, st->peer_reset || !st->responded);
-    if (ngtcp2_is_bidi_stream(id)) ngtcp2_conn_extend_max_streams_bidi(c->q, 1);
+    if (ngtcp2_is_bidi_stream(id)) stream_credit(c);
     return 0;
 }
 
@@ -815,7 +827,7 @@ static int q_stream_close(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t c
     if (!c->h) return 0;
     int rv = nghttp3_conn_close_stream(c->h, id, code);
     if (rv == NGHTTP3_ERR_STREAM_NOT_FOUND) {
-        if (ngtcp2_is_bidi_stream(id)) ngtcp2_conn_extend_max_streams_bidi(c->q, 1);
+        if (ngtcp2_is_bidi_stream(id)) stream_credit(c);
         return 0;
     }
     return rv == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
