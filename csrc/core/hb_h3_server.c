@@ -1363,7 +1363,9 @@ void hb_h3_server_recv(hb_h3_server *s, const struct sockaddr *local, socklen_t 
 {
     ADD(s->st->packets_in, 1);
     ADD(s->st->bytes_in, n);
-    if (local_len > sizeof(struct sockaddr_storage) || peer_len > sizeof(struct sockaddr_storage)) {
+    /* an empty datagram is legal UDP, and an assertion inside ngtcp2's decoder */
+    if (n == 0 || local_len > sizeof(struct sockaddr_storage) ||
+        peer_len > sizeof(struct sockaddr_storage)) {
         ADD(s->st->dropped, 1);
         return;
     }
