@@ -694,9 +694,6 @@ static int h_recv_header(nghttp3_conn *h, int64_t id, int32_t token, nghttp3_rcb
 
 static int h_end_headers(nghttp3_conn *h, int64_t id, int fin, void *cud, void *sud)
 {
-    (void)h;
-    (void)id;
-    (void)fin;
     h3conn *c = cud;
     h3stream *st = sud;
     if (!st) return 0;
@@ -720,7 +717,13 @@ static int h_end_headers(nghttp3_conn *h, int64_t id, int fin, void *cud, void *
         st->echo = 1;
         st->elen = 0;
     } else if (rq->route == HB_ROUTE_EARLY_RESPONSE) {
-        finish(c, st); /* answered before the body */
+        /* answered before the body, which the client is then asked not to send
+         * (STOP_SENDING with H3_NO_ERROR, RFC 9114 4.1) */
+        finish(c, st);
+        if (!fin) {
+            (void)nghttp3_conn_shutdown_stream_read(h, id);
+            (void)ngtcp2_conn_shutdown_stream_read(c->q, id, NGHTTP3_H3_NO_ERROR);
+        }
     }
     return 0;
 }
@@ -944,7 +947,8 @@ static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
 
 /* ---- connections ---- */
 
-static void conn_free(h3conn *c)
+/* peer_left: the client closed or vanished (its unanswered streams are client_gone). */
+static void conn_free(h3conn *c, int peer_left)
 {
     hb_h3_server *s = c->s;
     unpend(c);
@@ -962,7 +966,7 @@ static void conn_free(h3conn *c)
     for (size_t i = 0; i < s->tcap; i++)
         if (s->tab[i].c == c) s->tab[i].c = TOMB;
     while (c->live)
-        stream_release(c, c->live, 1);
+        stream_release(c, c->live, peer_left);
     while (c->free) {
         h3stream *st = c->free;
         c->free = st->next;
@@ -1130,7 +1134,7 @@ static h3conn *conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const struct s
     return c;
 fail:
     ADD(s->st->connections, 1); /* counted as accepted, then closed */
-    conn_free(c);
+    conn_free(c, 0);
     return NULL;
 }
 
@@ -1161,7 +1165,7 @@ static void conn_recv(h3conn *c, const uint8_t *p, size_t n)
     }
     if (rv == NGTCP2_ERR_DROP_CONN) {
         conn_count_error(c);
-        conn_free(c);
+        conn_free(c, 0);
         return;
     }
     if (rv == NGTCP2_ERR_CALLBACK_FAILURE && c->h3err) {
@@ -1239,14 +1243,14 @@ static void conn_timer(h3conn *c)
     hb_h3_server *s = c->s;
     uint64_t now = now_of(s);
     if (c->state != C_OPEN) {
-        if (now >= c->close_until) conn_free(c);
+        if (now >= c->close_until) conn_free(c, c->state == C_DRAINING);
         return;
     }
     if (ngtcp2_conn_get_expiry(c->q) <= now) {
         int rv = ngtcp2_conn_handle_expiry(c->q, now);
         if (rv == NGTCP2_ERR_IDLE_CLOSE) {
             ADD(s->st->idle_timeouts, 1);
-            conn_free(c);
+            conn_free(c, 1);
             return;
         }
         if (rv != 0) {
@@ -1335,7 +1339,7 @@ void hb_h3_server_free(hb_h3_server *s)
 {
     if (!s) return;
     while (s->conns)
-        conn_free(s->conns);
+        conn_free(s->conns, 0);
     if (s->prio) gnutls_priority_deinit(s->prio);
     if (s->cred) gnutls_certificate_free_credentials(s->cred);
     free(s->tab);
