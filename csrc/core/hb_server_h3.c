@@ -100,9 +100,9 @@ static void arm(hb__worker *w)
         hb_timer_stop(&w->loop, &w->h3_timer);
         return;
     }
+    /* fails only when the heap cannot grow (out of memory): the next datagram re-arms */
     if (!hb_timer_armed(&w->h3_timer) || w->h3_timer.deadline != d)
-        (void)hb_timer_start(&w->loop, &w->h3_timer,
-                             d); /* a full heap doubles; never fails twice */
+        (void)hb_timer_start(&w->loop, &w->h3_timer, d);
 }
 
 /* Write what the endpoint has to send, up to a batch. Consecutive datagrams to
