@@ -99,6 +99,8 @@ struct hb_h3_server {
     gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio;
     uint8_t reset_secret[32];
+    uint8_t ticket_key[HB_H3_TICKET_KEY_LEN];
+    gnutls_datum_t ticket; /* .size 0: no session tickets */
     h3conn *conns;
     h3conn *phead, *ptail;
     int nconns;
@@ -916,6 +918,10 @@ static int q_handshake_completed(ngtcp2_conn *q, void *ud)
     h3conn *c = ud;
     c->hs_done = 1;
     ADD(c->s->st->handshakes, 1);
+    if (gnutls_session_is_resumed(c->tls)) ADD(c->s->st->resumed, 1);
+    /* one ticket for the next connection (not sent on its own by GnuTLS under QUIC) */
+    if (c->s->ticket.size && gnutls_session_ticket_send(c->tls, 1, 0) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -1068,13 +1074,15 @@ static const ngtcp2_callbacks Q_CALLBACKS = {
 static int tls_new(h3conn *c)
 {
     hb_h3_server *s = c->s;
-    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA) != 0) {
+    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA |
+                                 GNUTLS_NO_AUTO_SEND_TICKET) != 0) {
         c->tls = NULL;
         return -1;
     }
     if (gnutls_priority_set(c->tls, s->prio) != 0 ||
         ngtcp2_crypto_gnutls_configure_server_session(c->tls) != 0 ||
-        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, s->cred) != 0)
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, s->cred) != 0 ||
+        (s->ticket.size && gnutls_session_ticket_enable_server(c->tls, &s->ticket) != 0))
         return -1;
     c->ref.get_conn = get_conn;
     c->ref.user_data = c;
@@ -1309,6 +1317,12 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
     if (!s) return hb_fail(err, HB_E_NOMEM, "out of memory");
     s->cfg = *cfg;
     s->cfg.cert_pem = s->cfg.key_pem = NULL; /* parsed here, not kept */
+    s->cfg.ticket_key = NULL;
+    if (cfg->ticket_key) {
+        memcpy(s->ticket_key, cfg->ticket_key, sizeof s->ticket_key);
+        s->ticket.data = s->ticket_key;
+        s->ticket.size = sizeof s->ticket_key;
+    }
     s->st = cfg->stats;
     s->tcap = 64;
     s->tab = calloc(s->tcap, sizeof *s->tab);

@@ -288,3 +288,17 @@ def test_stop_with_connections_and_streams_open():
 
 def test_features_say_http3():
     assert httpbench.features()["http3-server"] is True
+
+
+@pytest.mark.parametrize("resumption", [True, False])
+def test_session_resumption(resumption):
+    """libcurl's second and third connections resume the first one's TLS session from the
+    ticket the server sent (a full handshake each without session_resumption)."""
+    with Server(tls=True, h3=True, session_resumption=resumption) as s:
+        c = _curl(s, "/bytes/5", FRESH_CONNECT=1)
+        for _ in range(3):
+            assert _get(c) == (200, b"01234")
+        c.close()
+        st = s.stats()
+        assert st["connections_by_protocol"]["h3"] == st["h3"]["handshakes"] == 3
+        assert st["h3"]["resumed"] == (2 if resumption else 0)
