@@ -58,6 +58,7 @@ def bench(
     cluster: Any = None,
     http2: bool = False,
     streams: int = 1,
+    http3: bool = False,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -89,6 +90,14 @@ def bench(
     ``protocol``. A server that does not negotiate HTTP/2 raises
     HTTP2NotSupported, a ProtocolError (the run never falls back to HTTP/1.1).
 
+    ``http3``: speak HTTP/3 (QUIC over UDP, TLS 1.3 by GnuTLS; an ``https://`` URL
+    whose port is the server's UDP port, e.g. ``start_process(h3=True).h3_url``),
+    ``streams`` per connection as for HTTP/2. ``verify``/``ca_file`` apply as for
+    HTTPS. A failed QUIC handshake counts as a ``tls`` error; no answer within the
+    handshake timeout (``timeout``, else 3 s) or a closed UDP port as ``connect``.
+    The result adds ``quic_datagrams_sent``/``_received`` and ``quic_pto``; ``tls``
+    holds the QUIC handshakes. FeatureUnavailable when the build has no HTTP/3.
+
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
     worker processes; needs ``pip install "httpbench[distributed]"``). The totals
@@ -101,15 +110,15 @@ def bench(
     ConnectError when the host cannot be resolved, TLSError for a bad CA file.
     Connection failures during the run are counted in ``error_counts``.
     """
-    if cluster is not None and http2:
-        raise ValueError("http2=True is not supported with cluster")
+    if cluster is not None and (http2 or http3):
+        raise ValueError(f"{'http3' if http3 else 'http2'}=True is not supported with cluster")
     spec = check(
         url, n=n, duration=duration, concurrency=concurrency, threads=threads, rate=rate,
         keepalive=keepalive, pipeline=pipeline, method=method, headers=headers, body=body,
         timeout=timeout, verify=verify, ca_file=ca_file, warmup=warmup,
         session_resumption=session_resumption, server_name=server_name,
         tls_max_version=tls_max_version, lenient=lenient, label=label, http2=http2,
-        streams=streams)
+        streams=streams, http3=http3)
     if cluster is None:
         return run(spec, progress)
     from ._distributed import run_distributed
