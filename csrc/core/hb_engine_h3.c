@@ -199,10 +199,11 @@ static int h3_open(econn *c, char *err)
     uint64_t now = hb_now_ns();
     h->now = now;
     h->hs_done = 0;
+    h->seen = h->cli.st; /* the Initial below counts in this attempt's figures */
     int fd = hb_h3_client_connect(&h->cli, e->cfg.h3_tls, (const struct sockaddr *)&e->cfg.addr,
                                   e->cfg.addrlen, e->cfg.host,
                                   c->th->have_server ? &H3_CBS_QUIET : &H3_CBS, c, now);
-    h->seen = h->cli.st;
+    h3_count(c, now);
     if (fd < 0) {
         snprintf(err, HB_ERR_LEN, "%s", h->cli.err[0] ? h->cli.err : hb_strerror(fd));
         hb_h3_client_close(&h->cli);

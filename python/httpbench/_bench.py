@@ -176,8 +176,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--h2", action="store_true",
                    help="HTTP/2: h2c with prior knowledge for http://, ALPN h2 for https:// "
                         "(fails when the server does not speak it)")
+    p.add_argument("--h3", action="store_true",
+                   help="HTTP/3: QUIC over UDP to an https:// URL's port (the server's UDP "
+                        "port; verify with --ca-file or --insecure as for HTTPS)")
     p.add_argument("-m", "--streams", dest="streams", metavar="STREAMS", default=None,
-                   help="with --h2: concurrent streams per connection (h2load's -m; default 1). "
+                   help="with --h2/--h3: concurrent streams per connection (h2load's -m; default 1). "
                         "ab's -m METHOD still works without --h2; prefer -X METHOD")
     p.add_argument("--warmup", metavar="D", default="0",
                    help="warm-up period not recorded, e.g. 2s")
@@ -308,30 +311,33 @@ def cli_main(argv: list[str]) -> int:
         for dest, msg in _AB_REJECTED.items():
             if getattr(a, dest) is not None:
                 raise _UsageError(msg)
+        if a.h2 and a.h3:
+            raise _UsageError("--h2 and --h3 are exclusive: choose one protocol")
+        multi = "--h3" if a.h3 else "--h2" if a.h2 else None  # a protocol with streams
         streams = 1
         if a.streams is not None:
             try:
                 streams = int(a.streams)
             except ValueError:
-                if a.h2:
-                    raise _UsageError(f"-m {a.streams}: with --h2, -m is the number of streams "
+                if multi:
+                    raise _UsageError(f"-m {a.streams}: with {multi}, -m is the number of streams "
                                       f"per connection; for the request method use "
                                       f"-X {a.streams}") from None
                 # ab's -m METHOD (without --h2 there are no streams to mean).
                 if a.method is None:
                     a.method = a.streams
             else:
-                if not a.h2:
-                    raise _UsageError(f"-m {a.streams}: streams per connection need --h2 "
+                if not multi:
+                    raise _UsageError(f"-m {a.streams}: streams per connection need --h2 or --h3 "
                                       "(for ab's -m METHOD use -X METHOD)")
                 if not 1 <= streams <= 1024:
                     raise _UsageError("-m (streams per connection) must be in 1..1024")
-        if a.h2 and a.pipeline > 1:
-            raise _UsageError("--pipeline is HTTP/1.1 pipelining; with --h2 use -m STREAMS")
-        if a.h2 and not a.keepalive and streams > 1:
+        if multi and a.pipeline > 1:
+            raise _UsageError(f"--pipeline is HTTP/1.1 pipelining; with {multi} use -m STREAMS")
+        if multi and not a.keepalive and streams > 1:
             raise _UsageError("--no-keepalive opens a connection per request: -m must be 1")
-        if a.h2 and (a.dask or a.dask_local):
-            raise _UsageError("--h2 is not supported with --dask / --dask-local")
+        if multi and (a.dask or a.dask_local):
+            raise _UsageError(f"{multi} is not supported with --dask / --dask-local")
         if a.head:
             if a.method not in (None, "HEAD"):
                 raise _UsageError("-i (HEAD) and a method other than HEAD")
@@ -389,11 +395,11 @@ def cli_main(argv: list[str]) -> int:
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
             ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
         )
-        if a.h2:
+        if multi:
             if a.post_file is not None:
                 with open(a.post_file, "rb") as f:
-                    kw["body"] = f.read()  # HTTP/2 sends the body from memory
-            kw.update(http2=True, streams=streams)
+                    kw["body"] = f.read()  # HTTP/2 and HTTP/3 send the body from memory
+            kw.update(streams=streams, **({"http3": True} if a.h3 else {"http2": True}))
         try:
             result = bench(a.url, **kw)
         except (ValueError, TypeError) as exc:

@@ -18,6 +18,7 @@ H2_SERVER_MISSING: str = _core.H2_SERVER_MISSING
 # feature -> what a build without it lacks and how to get it
 _MISSING = {
     "http2-server": H2_SERVER_MISSING,
+    "http3-client": _core.H3_CLIENT_MISSING,
     "callgrind": "measure(instructions=True) cannot bound its window: install valgrind's "
                  "headers (valgrind / valgrind-devel) and reinstall",
 }
@@ -40,6 +41,8 @@ def features() -> dict[str, bool]:
     h2 scenarios' client side. ``tls``: HTTPS (OpenSSL). ``callgrind``: callgrind
     client requests around ``measure(instructions=True)``'s window. ``http3-server``:
     ``start_process(h3=True)`` and the h3 scenarios (the ``[h3]`` extra installed).
+    ``http3-client``: ``bench(http3=True)`` / ``httpbench bench --h3`` (built with
+    ngtcp2, nghttp3 and GnuTLS).
     """
     return {
         "http2-server": bool(_core.HAVE_H2_SERVER),
@@ -47,6 +50,7 @@ def features() -> dict[str, bool]:
         "tls": True,
         "callgrind": bool(_core.HAVE_CALLGRIND),
         "http3-server": h3_missing() is None,
+        "http3-client": bool(_core.HAVE_H3_CLIENT),
     }
 
 
