@@ -3,7 +3,8 @@ fail on any C test failure. One pytest test per tests/c/test_*.c file.
 
 The tests build like the installed extension: when it was built without nghttp2
 (no HTTP/2 server), so are they (-DHB_NO_NGHTTP2, no -lnghttp2), and the tests
-that need nghttp2 or the embedded HTTP/2 server skip."""
+that need nghttp2 or the embedded HTTP/2 server skip. Likewise without the HTTP/3
+client's libraries (-DHB_NO_H3): test_h3_client then checks the clear refusal."""
 
 from __future__ import annotations
 
@@ -35,28 +36,32 @@ PARAMS = [pytest.param(t, id=os.path.basename(t)[:-2],
                        else []) for t in TESTS]
 
 
-_OBJECTS: dict[bool, list[str]] = {}
+_OBJECTS: dict[tuple[bool, bool], list[str]] = {}
+H3_LIBS = ["-lngtcp2_crypto_gnutls", "-lngtcp2", "-lnghttp3", "-lgnutls"]
 
 
-def _core_objects(h2: bool) -> list[str]:
+def _defines(h2: bool, h3: bool) -> list[str]:
+    return [*([] if h2 else ["-DHB_NO_NGHTTP2"]), *([] if h3 else ["-DHB_NO_H3"])]
+
+
+def _core_objects(h2: bool, h3: bool) -> list[str]:
     """The core compiled once per session (with these flags), shared by every test's link:
     one compile of the core per test made this file a third of the slow suite's time."""
-    if h2 not in _OBJECTS:
-        out = os.path.join(BUILD, "core" + ("" if h2 else "-no-nghttp2"))
+    if (h2, h3) not in _OBJECTS:
+        out = os.path.join(BUILD, "core" + ("" if h2 else "-no-nghttp2") + ("" if h3 else "-no-h3"))
         os.makedirs(out, exist_ok=True)
 
         def compile_one(c: str) -> str:
             obj = os.path.join(out, os.path.basename(c)[:-2] + ".o")
-            cmd = [CC, *CFLAGS, *([] if h2 else ["-DHB_NO_NGHTTP2"]), "-I", CORE, "-c", c,
-                   "-o", obj]
+            cmd = [CC, *CFLAGS, *_defines(h2, h3), "-I", CORE, "-c", c, "-o", obj]
             build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             assert build.returncode == 0, f"build failed:\n{' '.join(cmd)}\n{build.stderr}"
             return obj
 
         with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-            _OBJECTS[h2] = list(pool.map(compile_one,
-                                         sorted(glob.glob(os.path.join(CORE, "*.c")))))
-    return _OBJECTS[h2]
+            _OBJECTS[h2, h3] = list(pool.map(compile_one,
+                                             sorted(glob.glob(os.path.join(CORE, "*.c")))))
+    return _OBJECTS[h2, h3]
 
 
 @pytest.mark.slow
@@ -68,11 +73,12 @@ def test_c_unit(src: str) -> None:
 
     name = os.path.basename(src)[:-2]
     h2 = httpbench.features()["http2-server"]  # the h2_server mark skipped the rest already
+    h3 = httpbench.features()["http3-client"]
     os.makedirs(BUILD, exist_ok=True)
-    exe = os.path.join(BUILD, name + ("" if h2 else "-no-nghttp2"))
-    cmd = [CC, *CFLAGS, *([] if h2 else ["-DHB_NO_NGHTTP2"]), "-I", CORE, "-I", CDIR, src,
-           *_core_objects(h2), "-o", exe, *(["-lnghttp2"] if h2 else []),
-           "-lssl", "-lcrypto", "-lpthread", "-lm"]
+    exe = os.path.join(BUILD, name + ("" if h2 else "-no-nghttp2") + ("" if h3 else "-no-h3"))
+    cmd = [CC, *CFLAGS, *_defines(h2, h3), "-I", CORE, "-I", CDIR, src,
+           *_core_objects(h2, h3), "-o", exe, *(["-lnghttp2"] if h2 else []),
+           *(H3_LIBS if h3 else []), "-lssl", "-lcrypto", "-lpthread", "-lm"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, f"build failed:\n{' '.join(cmd)}\n{build.stderr}"
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
@@ -84,12 +90,13 @@ def test_c_unit(src: str) -> None:
 @pytest.mark.slow
 def test_core_links_without_nghttp2(tmp_path) -> None:
     # Every function the core calls exists in a build without nghttp2 too: a function
-    # added to hb_h2_server.h needs its stand-in in hb_h2_server_none.c.
+    # added to hb_h2_server.h needs its stand-in in hb_h2_server_none.c (and one added to
+    # hb_h3_client.h its HB_NO_H3 stand-in).
     if not os.path.isdir(CORE):
         pytest.skip("C sources not present (installed without the source tree)")
     core_sources = sorted(glob.glob(os.path.join(CORE, "*.c")))
     cmd = [CC, "-std=c11", "-O0", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-fPIC",
-           "-shared", "-DHB_NO_NGHTTP2", "-I", CORE, *core_sources, "-o",
+           "-shared", "-DHB_NO_NGHTTP2", "-DHB_NO_H3", "-I", CORE, *core_sources, "-o",
            str(tmp_path / "core.so"), "-Wl,--no-undefined", "-lssl", "-lcrypto", "-lpthread",
            "-lm"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -97,3 +104,5 @@ def test_core_links_without_nghttp2(tmp_path) -> None:
     nm = subprocess.run(["nm", "-D", "--undefined-only", str(tmp_path / "core.so")],
                         capture_output=True, text=True, timeout=60)
     assert "nghttp2_" not in nm.stdout
+    assert "ngtcp2_" not in nm.stdout and "nghttp3_" not in nm.stdout
+    assert "gnutls_" not in nm.stdout
