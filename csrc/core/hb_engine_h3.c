@@ -32,6 +32,7 @@ typedef struct h3conn {
     uint32_t pending; /* used slots not yet submitted (waiting for the handshake or room) */
     uint64_t now;     /* clock of the call in progress */
     int hs_done;      /* the handshake completed inside the last read: open the connection */
+    int wrote;        /* h3_send wrote since the last read */
     hb_h3_stats seen; /* cli.st already added to the results */
 } h3conn;
 
@@ -268,6 +269,7 @@ static void h3_send(econn *c, uint32_t more)
         h->pending--;
     }
     int rc = hb_h3_client_write(&h->cli, now);
+    h->wrote = 1;
     h3_count(c, now);
     if (rc < 0) {
         h3_fatal(c, rc);
@@ -286,6 +288,7 @@ static void h3_after(econn *c, int rc)
         h3_fatal(c, rc);
         return;
     }
+    h->wrote = 0;
     if (h->hs_done) {
         h->hs_done = 0;
         if (!c->th->have_server && c->th->r.server[0]) c->th->have_server = 1;
@@ -301,7 +304,18 @@ static void h3_after(econn *c, int rc)
         }
         hb__eng_fill(c, h->now);
     }
-    if (h->cli.fd >= 0) h3_arm(c);
+    if (h->cli.fd < 0) return;
+    /* ACKs and handshake packets the input made due, when no request went
+     * out with them */
+    if (!h->wrote) {
+        rc = hb_h3_client_write(&h->cli, h->now);
+        h3_count(c, h->now);
+        if (rc < 0) {
+            h3_fatal(c, rc);
+            return;
+        }
+    }
+    h3_arm(c);
 }
 
 static void h3_io(hb_loop *l, hb_io *io, uint32_t events)

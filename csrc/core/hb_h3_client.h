@@ -108,8 +108,10 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
  * the sessions, close the socket. Streams in flight get no callback. */
 void hb_h3_client_close(hb_h3_client *c);
 
-/* Drain the socket, then write what the input made due. 0, or an error (the
- * connection is over: c->over). Callbacks run from here. */
+/* Drain the socket (recvmmsg batches) into the connection. 0, or an error
+ * (the connection is over: c->over). Callbacks run from here; what the input
+ * made due (ACKs, flow control) goes out with the next hb_h3_client_write,
+ * so the caller can submit its next requests first and send one datagram. */
 int hb_h3_client_read(hb_h3_client *c, uint64_t now);
 /* Send what is due (new requests, acknowledgements). 0 or an error. */
 int hb_h3_client_write(hb_h3_client *c, uint64_t now);

@@ -56,6 +56,7 @@ static int drive(hb_h3_client *c, uint64_t limit_ns)
         if (ms > 50) ms = 50;
         (void)poll(&p, 1, ms);
         int rc = hb_h3_client_read(c, hb_now_ns());
+        if (rc == 0) rc = hb_h3_client_write(c, hb_now_ns());
         if (rc < 0) return rc;
         if (hb_h3_client_next_expiry(c) <= hb_now_ns()) {
             rc = hb_h3_client_expiry(c, hb_now_ns());
