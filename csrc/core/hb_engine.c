@@ -199,7 +199,7 @@ static void start_connect(econn *c)
         }
         c->et = 1;
         c->io.fn = e->proto->on_io;
-        int arc = hb_loop_add(&th->loop, &c->io, fd, EPOLLIN | EPOLLOUT | EPOLLET);
+        int arc = hb_loop_add(&th->loop, &c->io, fd, EPOLLIN | EPOLLET);
         if (arc < 0) {
             hb__eng_fail_all(c, HB_ENG_ERR_CONNECT, arc, "epoll_ctl");
             return;

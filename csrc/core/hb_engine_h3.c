@@ -121,10 +121,14 @@ static void h3_fatal(econn *c, int rc)
     hb__eng_fail_all(c, type, rc, detail);
 }
 
-/* QUIC's timer follows the connection's next expiry. */
+/* QUIC's timer follows the connection's next expiry; epoll watches for
+ * writability only while a datagram waits (a UDP socket reports a new EPOLLOUT
+ * edge each time a sent datagram's buffer is freed: one wake-up per send). */
 static void h3_arm(econn *c)
 {
     h3conn *h = H3(c);
+    uint32_t ev = EPOLLIN | EPOLLET | (h->cli.blocked ? EPOLLOUT : 0u);
+    if (c->io.fd >= 0) (void)hb_loop_mod(&c->th->loop, &c->io, ev); /* no syscall when unchanged */
     uint64_t t = hb_h3_client_next_expiry(&h->cli);
     if (t == UINT64_MAX)
         hb_timer_stop(&c->th->loop, &h->qt);

@@ -124,9 +124,10 @@ typedef struct hb__eng_proto {
     /* The socket is about to close: forget the protocol's connection state. */
     void (*reset)(econn *c);
     /* NULL: connections are TCP (hb_sock, TLS by cfg.tls). Else the protocol
-     * opens its own transport: returns the socket's fd (edge-triggered in the
-     * loop, c->io.fn = on_io from then on) or an error (err), and calls
-     * hb__eng_opened when its handshake completes. */
+     * opens its own transport: returns the socket's fd (registered for EPOLLIN
+     * | EPOLLET, c->io.fn = on_io from then on; the protocol adds EPOLLOUT
+     * while a write is blocked) or an error (err), and calls hb__eng_opened
+     * when its handshake completes. */
     int (*open)(econn *c, char *err);
     uint32_t timers; /* timers per connection beside econn's own */
 } hb__eng_proto;

@@ -497,6 +497,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     p->ud = ud;
     p->failed = 0;
     p->pending = 0;
+    c->blocked = 0;
     p->last_pto = 0;
     p->now = now;
     ngtcp2_connection_close_error_default(&p->last);
@@ -575,6 +576,7 @@ void hb_h3_client_close(hb_h3_client *c)
     c->fd = -1;
     c->nopen = 0;
     p->pending = 0;
+    c->blocked = 0;
 }
 
 /* ---- I/O ---- */
@@ -633,6 +635,7 @@ static int send_pkt(hb_h3_client *c, size_t n)
     if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             c->p->pending = n;
+            c->blocked = 1;
             return HB_AGAIN;
         }
         return fail(c, -errno, "send: %s", strerror(errno));
@@ -714,6 +717,8 @@ int hb_h3_client_writable(hb_h3_client *c, uint64_t now)
     if (p->pending) {
         size_t n = p->pending;
         p->pending = 0;
+        c->blocked = 0;
+        c->blocked = 0;
         int rc = send_pkt(c, n);
         if (rc == HB_AGAIN) return 0;
         if (rc < 0) return rc;

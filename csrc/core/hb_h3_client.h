@@ -89,6 +89,7 @@ typedef struct hb_h3_client {
     uint32_t nopen;           /* streams in flight */
     uint64_t hs_start, hs_ns; /* handshake start, and its duration once done */
     int resumed;              /* the TLS session was resumed */
+    int blocked; /* a datagram waits for the socket: call hb_h3_client_writable when writable */
     hb_h3_stats st;
     char err[HB_ERR_LEN];
     struct hb__h3 *p; /* private */
@@ -115,7 +116,7 @@ void hb_h3_client_close(hb_h3_client *c);
 int hb_h3_client_read(hb_h3_client *c, uint64_t now);
 /* Send what is due (new requests, acknowledgements). 0 or an error. */
 int hb_h3_client_write(hb_h3_client *c, uint64_t now);
-/* The socket is writable again (a send blocked earlier). */
+/* The socket is writable again (c->blocked: a send blocked earlier). */
 int hb_h3_client_writable(hb_h3_client *c, uint64_t now);
 /* The timer fired: loss recovery, acknowledgements, timeouts; then writes. */
 int hb_h3_client_expiry(hb_h3_client *c, uint64_t now);
