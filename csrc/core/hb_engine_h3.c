@@ -297,7 +297,7 @@ static void h3_after(econn *c, int rc)
         h->hs_done = 0;
         if (!c->th->have_server && c->th->r.server[0]) c->th->have_server = 1;
         if (!c->th->r.tls_info[0])
-            snprintf(c->th->r.tls_info, sizeof c->th->r.tls_info, "QUIC v1,TLSv1.3,h3");
+            hb_h3_client_describe(&h->cli, c->th->r.tls_info, sizeof c->th->r.tls_info);
         if (h->cli.resumed) c->th->r.tls_resumed++;
         hb__eng_opened(c, h->cli.hs_ns); /* fills and sends */
     } else if (c->state == C_OPEN) {

@@ -781,6 +781,12 @@ uint64_t hb_h3_client_next_expiry(const hb_h3_client *c)
     return ngtcp2_conn_get_expiry(c->p->q);
 }
 
+void hb_h3_client_describe(const hb_h3_client *c, char *buf, size_t len)
+{
+    const char *suite = c->p && c->p->tls ? gnutls_ciphersuite_get(c->p->tls) : NULL;
+    snprintf(buf, len, "QUIC v1,TLSv1.3,%s,h3", suite ? suite : "?");
+}
+
 uint32_t hb_h3_client_room(const hb_h3_client *c)
 {
     if (!c->p || !c->p->h || c->over || !c->handshake_done) return 0;
@@ -902,6 +908,12 @@ uint64_t hb_h3_client_next_expiry(const hb_h3_client *c)
 {
     (void)c;
     return UINT64_MAX;
+}
+
+void hb_h3_client_describe(const hb_h3_client *c, char *buf, size_t len)
+{
+    (void)c;
+    if (len) buf[0] = 0;
 }
 
 uint32_t hb_h3_client_room(const hb_h3_client *c)

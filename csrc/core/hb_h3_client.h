@@ -123,6 +123,9 @@ int hb_h3_client_expiry(hb_h3_client *c, uint64_t now);
 /* When hb_h3_client_expiry must run next (hb_now_ns time; UINT64_MAX: never). */
 uint64_t hb_h3_client_next_expiry(const hb_h3_client *c);
 
+/* After the handshake: "QUIC v1,TLSv1.3,<cipher suite>,h3" into buf. */
+void hb_h3_client_describe(const hb_h3_client *c, char *buf, size_t len);
+
 /* Streams that may be opened now (0 before the handshake completes). */
 uint32_t hb_h3_client_room(const hb_h3_client *c);
 /* Open a request stream: fields (pseudo-headers first; caller-owned, stable
