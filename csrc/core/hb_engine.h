@@ -53,7 +53,8 @@
  *  HTTP/3 (h3 = 1): streams per connection as for HTTP/2; a connection is
  *  open when its QUIC handshake completes (the `tls` histogram holds the
  *  handshake: Initial sent -> handshake done, one round trip on a fresh
- *  connection); a handshake failure is a tls error, no answer within the
+ *  connection; with h3_resume a reconnect offers the connection's last
+ *  session ticket, no 0-RTT); a handshake failure is a tls error, no answer within the
  *  handshake timeout (timeout_ns, else 3 s) or a closed UDP port (ICMP
  *  unreachable) a connect error.
  *  Connection attempts are counted apart from requests (`connect_attempts`,
@@ -133,6 +134,7 @@ typedef struct hb_engine_config {
      * h2_fields as for HTTP/2; pipeline = streams per connection. */
     int h3;
     const struct hb_h3_tls *h3_tls;
+    int h3_resume; /* resume each connection's last TLS session on its reconnects */
 } hb_engine_config;
 
 /* Defaults: 1 connection, 1 thread, pipeline 1, keep-alive, 10 s, no timeout. */

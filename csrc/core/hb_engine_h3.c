@@ -402,6 +402,7 @@ static int h3_conn_init(econn *c, size_t rcap, char *err)
     s.body = e->body;
     s.body_len = e->cfg.body_len;
     s.handshake_timeout_ns = e->cfg.timeout_ns ? e->cfg.timeout_ns : H3_HS_TIMEOUT_NS;
+    s.resume = e->cfg.h3_resume;
     int rc = hb_h3_client_init(&h->cli, &s, err);
     if (rc < 0) return rc;
     for (uint32_t i = 0; i < m; i++)

@@ -56,6 +56,7 @@ struct hb__h3 {
     int failed;           /* a callback failed: its code in fail_rc */
     int fail_rc;
     nghttp3_nv nv[NV_MAX]; /* one request's fields, converted (nghttp3 copies them) */
+    gnutls_datum_t ticket; /* the last session ticket (GnuTLS's allocation), for resumption */
 };
 
 int hb_h3_available(void)
@@ -444,6 +445,7 @@ void hb_h3_client_free(hb_h3_client *c)
 {
     if (!c->p) return;
     hb_h3_client_close(c);
+    gnutls_free(c->p->ticket.data);
     free(c->p->rbuf);
     free(c->p);
     c->p = NULL;
@@ -453,6 +455,23 @@ static int is_ip_literal(const char *h)
 {
     unsigned char buf[16];
     return inet_pton(AF_INET, h, buf) == 1 || inet_pton(AF_INET6, h, buf) == 1;
+}
+
+/* The server sent a session ticket: keep it for this client's next connection. */
+static int ticket_hook(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,
+                       const gnutls_datum_t *msg)
+{
+    (void)htype;
+    (void)when;
+    (void)incoming;
+    (void)msg;
+    ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
+    hb_h3_client *c = ref->user_data;
+    gnutls_datum_t d = {NULL, 0};
+    if (gnutls_session_get_data2(s, &d) < 0) return 0; /* no resumption then, not an error */
+    gnutls_free(c->p->ticket.data);
+    c->p->ticket = d;
+    return 0;
 }
 
 static int tls_session(hb_h3_client *c, const hb_h3_tls *tls, const char *sni)
@@ -478,6 +497,12 @@ static int tls_session(hb_h3_client *c, const hb_h3_tls *tls, const char *sni)
         if (rv < 0) return fail(c, HB_E_H3_HANDSHAKE, "SNI: %s", gnutls_strerror(rv));
     }
     if (!tls->insecure) gnutls_session_set_verify_cert(p->tls, sni && *sni ? sni : NULL, 0);
+    if (p->set.resume) {
+        gnutls_handshake_set_hook_function(p->tls, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET,
+                                           GNUTLS_HOOK_POST, ticket_hook);
+        /* a stale or refused ticket just means a full handshake */
+        if (p->ticket.data) (void)gnutls_session_set_data(p->tls, p->ticket.data, p->ticket.size);
+    }
     return 0;
 }
 

@@ -77,6 +77,8 @@ typedef struct hb_h3_settings {
     size_t body_len;               /* its length */
     uint64_t handshake_timeout_ns; /* 0: 3 s */
     uint64_t idle_timeout_ns;      /* 0: 30 s */
+    int resume;                    /* offer the session ticket of this client's last connection (TLS
+                                    * resumption: a PSK handshake; no 0-RTT data is sent) */
 } hb_h3_settings;
 
 struct hb__h3;

@@ -404,6 +404,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         hb_h3_tls_opts qo = {ca_file, ca_pem, !verify};
         rc = hb_h3_tls_new(&qtls, &qo, err);
         cfg.h3_tls = qtls;
+        cfg.h3_resume = resumption;
     } else if (rc == 0 && tls) {
         hb_tls_client_opts o;
         hb_tls_client_opts_init(&o);

@@ -96,7 +96,8 @@ def bench(
     HTTPS. A failed QUIC handshake counts as a ``tls`` error; no answer within the
     handshake timeout (``timeout``, else 3 s) or a closed UDP port as ``connect``.
     The result adds ``quic_datagrams_sent``/``_received`` and ``quic_pto``; ``tls``
-    holds the QUIC handshakes. FeatureUnavailable when the build has no HTTP/3.
+    holds the QUIC handshakes (a reconnect resumes the TLS session when the server
+    issued a ticket and ``session_resumption`` is on; no 0-RTT). FeatureUnavailable when the build has no HTTP/3.
 
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
