@@ -54,9 +54,9 @@
  *  open when its QUIC handshake completes (the `tls` histogram holds the
  *  handshake: Initial sent -> handshake done, one round trip on a fresh
  *  connection; with h3_resume a reconnect offers the connection's last
- *  session ticket, no 0-RTT); a handshake failure is a tls error, no answer within the
- *  handshake timeout (timeout_ns, else 3 s) or a closed UDP port (ICMP
- *  unreachable) a connect error.
+ *  session ticket, no 0-RTT); a handshake failure is a tls error, no answer
+ *  within the handshake timeout (timeout_ns, else 3 s) or a closed UDP port
+ *  (ICMP unreachable) a connect error.
  *  Connection attempts are counted apart from requests (`connect_attempts`,
  *  `connect_failures`); after a failed connect the connection waits before
  *  its next attempt, 1 ms doubling to 128 ms (reset by a successful connect),
