@@ -197,6 +197,12 @@ def test_result_json_round_trip_and_report(h3srv):
     assert back.datagrams_per_request == r.datagrams_per_request > 0
     text = r.summary()
     assert "HTTP/3" in text and "QUIC datagrams" in text
+    pd = pytest.importorskip("pandas")
+    df = httpbench.report.to_dataframe([r, httpbench.bench(h3srv.url + "/bytes/150", n=5,
+                                                           ca_file=h3srv.ca_file)])
+    assert list(df["protocol"]) == ["h3", "http/1.1"]
+    assert df["quic_datagrams_per_request"][0] == pytest.approx(r.datagrams_per_request)
+    assert pd.isna(df["quic_datagrams_per_request"][1])
 
 
 def test_http1_and_h2_results_have_no_quic_figures():
