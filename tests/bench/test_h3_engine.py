@@ -145,6 +145,24 @@ def test_untrusted_certificate_is_a_tls_error(h3srv):
     assert (ok.successes, ok.errors) == (5, 0)
 
 
+@needs_client
+@needs_server
+def test_warmup_requests_are_sent_but_not_counted(h3srv):
+    before = _h3(h3srv)
+    r = httpbench.bench(h3srv.h3_url + "/bytes/150", n=100, warmup=0.2, concurrency=2,
+                        streams=2, http3=True, ca_file=h3srv.ca_file)
+    assert (r.successes, r.errors) == (100, 0)
+    warm = r.metadata["warmup_requests"]
+    assert warm > 0
+    assert _h3(h3srv) - before == 100 + warm
+
+
+@needs_client
+def test_unreadable_ca_file_is_a_tls_error_before_the_run():
+    with pytest.raises(httpbench.TLSError, match="nonexistent"):
+        httpbench.bench("https://127.0.0.1:1/", n=1, http3=True, ca_file="/nonexistent/ca.pem")
+
+
 def _udp_port(keep: bool):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
