@@ -17,6 +17,8 @@
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +37,101 @@ struct hb_h3_tls {
     int insecure;
 };
 
+/* The libraries' allocations come from a free list per power-of-two size
+ * class, kept for the client's life: a stream's frames and QPACK state reuse
+ * the blocks of the streams before it, so steady-state requests call no
+ * malloc (over 16 KiB goes to malloc directly). One client, one thread. */
+#define POOL_MIN_SHIFT 5
+#define POOL_MAX_SHIFT 14
+#define POOL_CLASSES (POOL_MAX_SHIFT - POOL_MIN_SHIFT + 1)
+
+typedef union blk {
+    struct {
+        size_t cap; /* usable bytes after the header */
+        union blk *next;
+    } h;
+    max_align_t align;
+} blk;
+
+typedef struct pool {
+    blk *free[POOL_CLASSES];
+} pool;
+
+static void *pool_malloc(size_t size, void *ud)
+{
+    pool *pl = ud;
+    size_t need = size + sizeof(blk);
+    if (need < size) return NULL;
+    unsigned k = POOL_MIN_SHIFT;
+    while (k <= POOL_MAX_SHIFT && ((size_t)1 << k) < need)
+        k++;
+    blk *b;
+    if (k > POOL_MAX_SHIFT) {
+        b = malloc(need);
+        if (!b) return NULL;
+        b->h.cap = size;
+    } else if ((b = pl->free[k - POOL_MIN_SHIFT]) != NULL) {
+        pl->free[k - POOL_MIN_SHIFT] = b->h.next;
+    } else {
+        b = malloc((size_t)1 << k);
+        if (!b) return NULL;
+        b->h.cap = ((size_t)1 << k) - sizeof(blk);
+    }
+    return b + 1;
+}
+
+static void pool_free(void *ptr, void *ud)
+{
+    pool *pl = ud;
+    if (!ptr) return;
+    blk *b = (blk *)ptr - 1;
+    size_t whole = b->h.cap + sizeof(blk);
+    if (whole > ((size_t)1 << POOL_MAX_SHIFT)) {
+        free(b);
+        return;
+    }
+    unsigned k = POOL_MIN_SHIFT;
+    while (((size_t)1 << k) < whole)
+        k++;
+    b->h.next = pl->free[k - POOL_MIN_SHIFT];
+    pl->free[k - POOL_MIN_SHIFT] = b;
+}
+
+static void *pool_calloc(size_t n, size_t size, void *ud)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    void *p = pool_malloc(n * size, ud);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void *pool_realloc(void *ptr, size_t size, void *ud)
+{
+    if (!ptr) return pool_malloc(size, ud);
+    blk *b = (blk *)ptr - 1;
+    if (size <= b->h.cap) return ptr;
+    void *n = pool_malloc(size, ud);
+    if (!n) return NULL;
+    memcpy(n, ptr, b->h.cap);
+    pool_free(ptr, ud);
+    return n;
+}
+
+static void pool_destroy(pool *pl)
+{
+    for (int i = 0; i < POOL_CLASSES; i++) {
+        while (pl->free[i]) {
+            blk *b = pl->free[i];
+            pl->free[i] = b->h.next;
+            free(b);
+        }
+    }
+}
+
 struct hb__h3 {
+    pool pool; /* behind qmem and hmem */
+    ngtcp2_mem qmem;
+    nghttp3_mem hmem;
     ngtcp2_conn *q;
     nghttp3_conn *h;
     gnutls_session_t tls;
@@ -289,7 +385,7 @@ static int setup_h3(hb_h3_client *c)
     }
     nghttp3_settings s;
     nghttp3_settings_default(&s);
-    int rv = nghttp3_conn_client_new(&p->h, &H3_CBS, &s, nghttp3_mem_default(), c);
+    int rv = nghttp3_conn_client_new(&p->h, &H3_CBS, &s, &p->hmem, c);
     if (rv != 0) {
         snprintf(c->err, sizeof c->err, "nghttp3_conn_client_new: %s", nghttp3_strerror(rv));
         return HB_E_NOMEM;
@@ -434,6 +530,8 @@ int hb_h3_client_init(hb_h3_client *c, const hb_h3_settings *s, char *err)
         c->p->rmsg[i].msg_hdr.msg_iov = &c->p->riov[i];
         c->p->rmsg[i].msg_hdr.msg_iovlen = 1;
     }
+    c->p->qmem = (ngtcp2_mem){&c->p->pool, pool_malloc, pool_free, pool_calloc, pool_realloc};
+    c->p->hmem = (nghttp3_mem){&c->p->pool, pool_malloc, pool_free, pool_calloc, pool_realloc};
     c->p->set = *s;
     if (!c->p->set.handshake_timeout_ns) c->p->set.handshake_timeout_ns = DEF_HS_NS;
     if (!c->p->set.idle_timeout_ns) c->p->set.idle_timeout_ns = DEF_IDLE_NS;
@@ -446,6 +544,7 @@ void hb_h3_client_free(hb_h3_client *c)
     if (!c->p) return;
     hb_h3_client_close(c);
     gnutls_free(c->p->ticket.data);
+    pool_destroy(&c->p->pool);
     free(c->p->rbuf);
     free(c->p);
     c->p = NULL;
@@ -565,7 +664,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     tp.max_idle_timeout = p->set.idle_timeout_ns;
     tp.max_udp_payload_size = RX_DGRAM;
     int rv = ngtcp2_conn_client_new(&p->q, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &Q_CBS, &st,
-                                    &tp, NULL, c);
+                                    &tp, &p->qmem, c);
     if (rv != 0) return fail(c, HB_E_H3, "ngtcp2_conn_client_new: %s", ngtcp2_strerror(rv));
     ngtcp2_conn_set_tls_native_handle(p->q, p->tls);
     rc = hb_h3_client_write(c, now);
