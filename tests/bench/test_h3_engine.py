@@ -292,3 +292,36 @@ def test_long_run_many_streams_and_downloads(h3srv):
                           ca_file=h3srv.ca_file, timeout=20)
     assert (big.successes, big.errors) == (20, 0)
     assert big.metadata["body_bytes_in"] == 20 * 1_000_000
+
+
+_ALLOC_WORKER = """
+import json, sys
+import httpbench
+from httpbench import native_allocs
+url, n, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+httpbench.bench(url, n=300, concurrency=2, streams=5, http3=True, ca_file=ca)  # warm-up
+a0 = native_allocs()
+r = httpbench.bench(url, n=n, concurrency=2, streams=5, http3=True, ca_file=ca)
+a1 = native_allocs()
+print(json.dumps({"ok": r.successes, "allocs": a1["count"] - a0["count"]}))
+"""
+
+
+@needs_client
+@needs_server
+@pytest.mark.slow
+def test_no_heap_allocation_per_request_in_steady_state(h3srv):
+    # the QUIC and HTTP/3 libraries allocate from the client's pool: what a longer run
+    # adds is a few blocks at most, not one per request (11 per request without it)
+    import os
+
+    env = dict(os.environ, LD_PRELOAD=httpbench.native_alloc_preload_path())
+    out = []
+    for n in (500, 2500):
+        p = subprocess.run([sys.executable, "-c", _ALLOC_WORKER, h3srv.h3_url + "/bytes/150",
+                            str(n), h3srv.ca_file], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        out.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    assert out[0]["ok"] == 500 and out[1]["ok"] == 2500
+    assert out[1]["allocs"] - out[0]["allocs"] < 2000 * 0.02
