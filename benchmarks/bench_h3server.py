@@ -1,13 +1,16 @@
-"""CPU per request of the embedded HTTP/3 listener (aioquic, in the server process)
-against the CPU per request of the HTTP/3 clients it would serve, in one run.
+"""CPU per request of the embedded HTTP/3 server (C: ngtcp2 + nghttp3 + GnuTLS) against
+the aioquic listener it replaced and against the HTTP/3 clients it serves, in one run;
+and the same client over HTTP/1.1, h2 and h3 to the same C server.
 
-The server must never be the limit of a sequential client measurement: its
-CPU/request has to stay well below the cheapest client's. Each client makes
-``N`` sequential 150-byte GETs on one connection (after a warm-up); the client's
-figure is its own process CPU (``time.process_time_ns``), the server's is the
-listener thread's CPU delta from the server's stats, both divided by ``N``.
+The server must never be the limit of a sequential client measurement: its CPU per
+request has to stay well below the cheapest client's. Each client makes ``N``
+sequential GETs of ``--path`` on one connection (after a warm-up); the client's figure
+is this process's CPU (``time.process_time_ns``), a server's is its own CPU delta (the
+C server's workers' ``cpu_ns``; the aioquic listener's thread), both divided by ``N``.
+Both servers run in their own process. ``--cpu K`` pins this process and the server
+process to CPU K (the same-CPU placement compare uses for sequential scenarios).
 
-    python benchmarks/bench_h3server.py [N] [--path /bytes/150]
+    python benchmarks/bench_h3server.py [N] [--path /bytes/150] [--cpu K] [--repeat R]
 """
 
 from __future__ import annotations
@@ -16,9 +19,16 @@ import argparse
 import asyncio
 import io
 import json
+import os
+import statistics
+import subprocess
+import sys
 import time
+from typing import Any
 
 from httpbench._server import start_process
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def pycurl_client(url: str, ca: str, version: str = "CURL_HTTP_VERSION_3ONLY"):  # noqa: ANN201
@@ -30,10 +40,12 @@ def pycurl_client(url: str, ca: str, version: str = "CURL_HTTP_VERSION_3ONLY"): 
     c.setopt(pycurl.HTTP_VERSION, getattr(pycurl, version))
     c.setopt(pycurl.CAINFO, ca)
     c.setopt(pycurl.URL, url)
+    b = io.BytesIO()
+    c.setopt(pycurl.WRITEDATA, b)
 
     def one() -> int:
-        b = io.BytesIO()
-        c.setopt(pycurl.WRITEDATA, b)
+        b.seek(0)
+        b.truncate()
         c.perform()
         return len(b.getvalue())
 
@@ -80,51 +92,112 @@ def niquests_client(url: str, ca: str):  # noqa: ANN201
     return one
 
 
-CLIENTS = {"pycurl": pycurl_client, "niquests": niquests_client, "curl_cffi": curl_cffi_client, "aioquic": aioquic_client}
-# the same client over TCP to the same server process (its C listener), for contrast
-TCP = {"pycurl-h2": (pycurl_client, "CURL_HTTP_VERSION_2TLS"),
-       "pycurl-http/1.1": (pycurl_client, "CURL_HTTP_VERSION_1_1"),
-       "curl_cffi-h2": (curl_cffi_client, "V2TLS"),
-       "curl_cffi-http/1.1": (curl_cffi_client, "V1_1")}
+CLIENTS = {"pycurl": pycurl_client, "curl_cffi": curl_cffi_client, "aioquic": aioquic_client,
+           "niquests": niquests_client}
+# the same client over TCP to the same C server process, for contrast
+TCP = {"pycurl": {"h2": "CURL_HTTP_VERSION_2TLS", "http/1.1": "CURL_HTTP_VERSION_1_1"}}
+
+
+class AioquicServer:
+    """The aioquic listener (benchmarks/h3_aioquic_server.py) in its own process."""
+
+    def __init__(self, cpu: int | None) -> None:
+        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "h3_aioquic_server.py")],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if cpu is not None:
+            os.sched_setaffinity(self.p.pid, {cpu})
+        info = json.loads(self.p.stdout.readline())
+        self.h3_url = f"https://127.0.0.1:{info['port']}"
+        self.ca_file = info["ca_file"]
+
+    def counts(self) -> tuple[int, int]:
+        self.p.stdin.write("stats\n")
+        self.p.stdin.flush()
+        st = json.loads(self.p.stdout.readline())
+        return st["requests"], st["cpu_ns"]
+
+    def stop(self) -> None:
+        self.p.stdin.write("stop\n")
+        self.p.stdin.flush()
+        self.p.wait(20)
+
+
+def run_one(one: Any, n: int, counts: Any) -> dict[str, float]:
+    for _ in range(50):
+        one()
+    r0, s0 = counts()
+    c0, w0 = time.process_time_ns(), time.perf_counter_ns()
+    got = sum(one() for _ in range(n))
+    c1, w1 = time.process_time_ns(), time.perf_counter_ns()
+    r1, s1 = counts()
+    return {"server_requests": r1 - r0, "body_bytes": got,
+            "client_cpu_us": (c1 - c0) / n / 1e3, "server_cpu_us": (s1 - s0) / n / 1e3,
+            "wall_us": (w1 - w0) / n / 1e3}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("n", type=int, nargs="?", default=1000)
     ap.add_argument("--path", default="/bytes/150")
+    ap.add_argument("--cpu", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
-    rows = []
-    with start_process(tls=True, h3=True) as srv:
-        contenders = [(n, "h3", m, srv.h3_url) for n, m in CLIENTS.items()]
-        contenders += [(n, n.split("-", 1)[1], lambda u, ca, f=f, v=v: f(u, ca, v), srv.url)
-                       for n, (f, v) in TCP.items()]
-        for name, proto, make, base in contenders:
-            try:
-                one = make(base + args.path, srv.ca_file)
-            except ImportError as exc:
-                rows.append({"client": name, "skipped": str(exc)})
-                continue
-            if one is None:
-                rows.append({"client": name, "skipped": "no HTTP/3 in this build"})
-                continue
-            for _ in range(50):
-                one()
-            s0 = srv.stats()
-            c0, w0 = time.process_time_ns(), time.perf_counter_ns()
-            got = sum(one() for _ in range(args.n))
-            c1, w1 = time.process_time_ns(), time.perf_counter_ns()
-            s1 = srv.stats()
-            n_srv = s1["by_protocol"][proto] - s0["by_protocol"][proto]
-            h3cpu = s1["h3"]["cpu_ns"] - s0["h3"]["cpu_ns"]
-            cpu = h3cpu if proto == "h3" else s1["cpu_ns"] - s0["cpu_ns"] - h3cpu
-            rows.append({
-                "client": name, "protocol": proto, "n": args.n, "server_requests": n_srv,
-                "body_bytes": got, "client_cpu_us": round((c1 - c0) / args.n / 1e3, 1),
-                "server_cpu_us": round(cpu / args.n / 1e3, 1),
-                "wall_us": round((w1 - w0) / args.n / 1e3, 1),
-            })
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
+    rows: list[dict[str, Any]] = []
+    for rep in range(args.repeat):
+        with start_process(tls=True, h3=True, cpu=args.cpu) as srv:
+            def c_counts(proto: str, srv: Any = srv) -> Any:
+                def f() -> tuple[int, int]:
+                    st = srv.stats()
+                    return st["by_protocol"][proto], st["cpu_ns"]
+                return f
+
+            for name, make in CLIENTS.items():
+                try:
+                    one = make(srv.h3_url + args.path, srv.ca_file)
+                except ImportError as exc:
+                    rows.append({"server": "c", "client": name, "skipped": str(exc)})
+                    continue
+                if one is not None:
+                    rows.append({"rep": rep, "server": "c", "client": name, "protocol": "h3",
+                                 **run_one(one, args.n, c_counts("h3"))})
+            for name, versions in TCP.items():
+                for proto, v in versions.items():
+                    one = CLIENTS[name](srv.url + args.path, srv.ca_file, v)
+                    rows.append({"rep": rep, "server": "c", "client": name, "protocol": proto,
+                                 **run_one(one, args.n, c_counts(proto))})
+        aq = AioquicServer(args.cpu)
+        try:
+            for name, make in CLIENTS.items():
+                try:
+                    one = make(aq.h3_url + args.path, aq.ca_file)
+                except ImportError:
+                    continue
+                if one is not None:
+                    rows.append({"rep": rep, "server": "aioquic", "client": name,
+                                 "protocol": "h3", **run_one(one, args.n, aq.counts)})
+        finally:
+            aq.stop()
     for r in rows:
-        print(json.dumps(r))
+        print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
+    # the verdict: each server's median CPU/request over the cheapest h3 client's
+    def med(server: str, client: str, key: str, proto: str = "h3") -> float | None:
+        v = [r[key] for r in rows if r.get("server") == server and r.get("client") == client
+             and r.get("protocol") == proto]
+        return statistics.median(v) if v else None
+
+    h3c = {c: med("c", c, "client_cpu_us") for c in CLIENTS}
+    cheapest = min((v, c) for c, v in h3c.items() if v is not None)
+    for server in ("c", "aioquic"):
+        s = med(server, cheapest[1], "server_cpu_us")
+        if s is not None:
+            print(f"{server} server: {s:.1f} us CPU/request = {s / cheapest[0]:.2f}x the "
+                  f"cheapest h3 client ({cheapest[1]}, {cheapest[0]:.1f} us)")
+    for proto in ("http/1.1", "h2", "h3"):
+        c, s = med("c", "pycurl", "client_cpu_us", proto), med("c", "pycurl", "server_cpu_us", proto)
+        if c is not None and s is not None:
+            print(f"pycurl over {proto}: client {c:.1f} us, C server {s:.1f} us CPU/request")
 
 
 if __name__ == "__main__":

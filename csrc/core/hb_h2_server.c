@@ -508,11 +508,13 @@ static void respond(hb_h2_server *s, h2stream *st, int status, const char *ct, i
         for (size_t i = 0; i < cll; i++)
             st->clbuf[i] = tmp[cll - 1 - i];
     }
-    nghttp2_nv nva[5];
+    nghttp2_nv nva[6];
     size_t n = 0;
     nva[n++] = (nghttp2_nv)NV(":status", st->stbuf, 3);
     nva[n++] = (nghttp2_nv)NV("server", "httpbench", 9);
     if (s->cfg.date) nva[n++] = (nghttp2_nv)NV("date", s->cfg.date, 29);
+    if (s->cfg.alt_svc)
+        nva[n++] = (nghttp2_nv)NV("alt-svc", s->cfg.alt_svc, strlen(s->cfg.alt_svc));
     nva[n++] = (nghttp2_nv)NV("content-type", ct, strlen(ct));
     if (cl >= 0) nva[n++] = (nghttp2_nv)NV("content-length", st->clbuf, cll);
     nghttp2_data_provider prd;

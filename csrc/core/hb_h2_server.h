@@ -81,6 +81,7 @@ typedef struct hb_h2_server_config {
     char *(*stats_json)(void *arg, size_t *len);
     void *stats_arg;
     hb_h2_arena_pool *arenas; /* NULL: each session mallocs its own arena when it first sends */
+    const char *alt_svc;      /* an alt-svc value every response carries (HTTP/3 on); NULL: none */
 } hb_h2_server_config;
 
 typedef struct hb_h2_server hb_h2_server;

@@ -7,6 +7,7 @@
 #ifndef HB_INTERNAL_H
 #define HB_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- sock, tls, pool ---- */
@@ -29,6 +30,11 @@ int hb__tls_ctx_apply_client(struct hb_tls_ctx *c, struct ssl_st *ssl, const cha
 /* Drain OpenSSL's thread-local error queue into err ("prefix: reason");
  * returns rc. */
 int hb__tls_fail(char *err, int rc, const char *prefix);
+/* hb_tls.c, used by hb_server_h3.c: a server context's certificate (with its
+ * chain) and private key as PEM texts (malloc'ed, NUL-terminated; the caller
+ * frees both), for the HTTP/3 side's GnuTLS. 0, HB_E_TLS or HB_E_NOMEM. */
+int hb__tls_server_pems(struct hb_tls_ctx *c, char **cert, size_t *cert_len, char **key,
+                        size_t *key_len, char *err);
 
 /* ---- server ---- */
 /* The embedded server (hb_server.h) is five files sharing these:
@@ -39,6 +45,8 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
  *   hb_server_h2.c    protocol choice (ALPN, preface) and the HTTP/2 driver; an
  *                     h2 connection's frames, streams and buffers are its
  *                     hb_h2_server session's (only the read buffer is shared)
+ *   hb_server_h3.c    HTTP/3: each worker's UDP socket (SO_REUSEPORT, the TCP
+ *                     port's number) driving its hb_h3_server endpoint
  * Per connection: one read buffer (max_head bytes), one small output buffer
  * for response heads, and an iovec queue whose entries point into that
  * buffer, into the read buffer (echo) or into hb_content_buf(). Input is only
@@ -50,6 +58,7 @@ int hb__tls_fail(char *err, int rc, const char *prefix);
 #include <time.h>
 
 #include "hb_h2_server.h"
+#include "hb_h3_server.h"
 #include "hb_loop.h"
 #include "hb_parse.h"
 #include "hb_route.h"
@@ -89,6 +98,7 @@ typedef struct hb__wstats {
         client_gone;
     uint64_t conns_h1, conns_h2; /* connections once their protocol is decided */
     hb_h2_server_stats h2;       /* h2 streams (by_route/by_status add to the totals) */
+    hb_h3_server_stats h3;       /* h3 streams and QUIC connections (likewise) */
 } hb__wstats;
 
 #define HB__ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
@@ -177,6 +187,14 @@ typedef struct hb__worker {
     hb__wstats st;
     hb_h2_server_config h2cfg; /* every h2 session of this worker */
     hb_h2_arena_pool h2arenas; /* their output arenas */
+    /* HTTP/3 (http3 on): the worker's UDP socket, endpoint and its timer */
+    int ufd;
+    hb_io udp_io;      /* level-triggered; EPOLLOUT only while a datagram waits */
+    hb_timer h3_timer; /* the endpoint's earliest deadline */
+    hb_h3_server *h3;
+    struct sockaddr_storage ulocal; /* the socket's bound address: every path's local side */
+    socklen_t ulocal_len;
+    struct hb__h3_io *h3io; /* receive batch and the datagram a full socket left waiting */
 } hb__worker;
 
 struct hb_server {
@@ -190,7 +208,12 @@ struct hb_server {
     size_t rbuf_size;
     int nworkers;
     hb__worker *w;
-    const char *content; /* hb_content_buf() */
+    const char *content;    /* hb_content_buf() */
+    char *h3_cert, *h3_key; /* http3: the TLS certificate chain and key as PEM, for GnuTLS */
+    size_t h3_cert_len, h3_key_len;
+    char alt_svc[48]; /* http3: the Alt-Svc header line every TLS response carries */
+    size_t alt_svc_len;
+    char alt_svc_h2[24]; /* its value, for h2 responses */
 };
 
 /* hb_server_out.c: the output queue and responses. */
@@ -258,6 +281,19 @@ void hb__h2_run(hb__conn *c);
 void hb__h2_timer(hb__conn *c);
 /* Write / idle timeouts of an h2 connection at w->now. */
 void hb__h2_sweep(hb__conn *c);
+
+/* hb_server_h3.c: HTTP/3. */
+/* The server's certificate as PEM and its Alt-Svc line (once, before the workers). */
+int hb__h3_server_prepare(hb_server *srv, char *err);
+/* The worker's UDP socket bound at addr (the TCP port's number) and its
+ * endpoint, registered in its loop. 0 or an error with detail in err. */
+int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, socklen_t len,
+                       char *err);
+/* The worker stops: CONNECTION_CLOSE to every connection (sent without
+ * waiting), then the endpoint is freed. */
+void hb__h3_worker_stop(hb__worker *w);
+/* Close the socket and free what hb__h3_worker_init made (idempotent). */
+void hb__h3_worker_cleanup(hb__worker *w);
 
 /* hb_server_conn.c: connection lifecycle and I/O. */
 /* FIN now, then discard input until EOF or the linger time (then free). */

@@ -166,6 +166,7 @@ static void *worker_main(void *arg)
         if (hb_loop_run_once(&w->loop, w->ready ? 0 : UINT64_MAX) < 0) break;
         if (w->ready) hb__conn_run_ready(w);
     }
+    hb__h3_worker_stop(w);
     while (w->conns)
         hb__conn_free(w->conns, 0);
     hb__h2_worker_idle(w);
@@ -190,6 +191,7 @@ void hb_server_opts_init(hb_server_opts *o)
     o->h2_max_concurrent_streams = 100;
     o->h2_initial_window_size = 65535;
     o->h2_max_frame_size = 16384;
+    o->http3 = 0;
 }
 
 /* reuseport: join the SO_REUSEPORT group (workers > 1); listen=0 makes a
@@ -244,6 +246,7 @@ static void server_cleanup(hb_server *s)
         hb__worker *w = &s->w[i];
         if (w->lfd >= 0) close(w->lfd);
         w->lfd = -1;
+        hb__h3_worker_cleanup(w);
         if (w->loop_ok) hb_loop_free(&w->loop);
         w->loop_ok = 0;
         hb__conn *c = w->free;
@@ -276,6 +279,11 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         return hb_fail(err, HB_E_INVALID, "max_head must be 256 B .. 64 MiB");
     if (o->http2 && !hb_h2_server_available())
         return hb_fail(err, HB_E_UNSUPPORTED, "%s", HB_H2_SERVER_MISSING);
+    if (o->http3 && !o->tls)
+        return hb_fail(err, HB_E_INVALID,
+                       "http3 needs tls: HTTP/3 runs over QUIC, which is always encrypted");
+    if (o->http3 && !hb_h3_server_available())
+        return hb_fail(err, HB_E_UNSUPPORTED, "%s", HB_H3_SERVER_MISSING);
     if (o->h2_max_concurrent_streams < 1 ||
         (unsigned)o->h2_max_concurrent_streams > HB_H2_MAX_STREAMS_MAX)
         return hb_fail(err, HB_E_INVALID, "h2_max_concurrent_streams must be 1..%u",
@@ -302,7 +310,7 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         return hb_fail(err, HB_E_NOMEM, "out of memory");
     }
     for (int i = 0; i < s->nworkers; i++)
-        s->w[i].lfd = -1;
+        s->w[i].lfd = s->w[i].ufd = -1;
     int rc;
     struct sockaddr_storage ss;
     socklen_t slen;
@@ -354,6 +362,10 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         }
         if ((rc = worker_init(w, err)) < 0) goto fail;
     }
+    /* HTTP/3: UDP sockets at the port the TCP listeners have (chosen by now) */
+    if ((rc = hb__h3_server_prepare(s, err)) < 0) goto fail;
+    for (int i = 0; i < s->nworkers; i++)
+        if ((rc = hb__h3_worker_init(&s->w[i], &ss, slen, err)) < 0) goto fail;
     s->running = 1;
     for (int i = 0; i < s->nworkers; i++) {
         hb__worker *w = &s->w[i];
@@ -370,6 +382,8 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
 fail:
     server_cleanup(s);
     hb_tls_ctx_free(s->tls);
+    free(s->h3_cert);
+    free(s->h3_key);
     free(s->w);
     free(s);
     return rc;
@@ -397,6 +411,8 @@ void hb_server_free(hb_server *s)
     if (!s) return;
     hb_server_stop(s);
     hb_tls_ctx_free(s->tls);
+    free(s->h3_cert);
+    free(s->h3_key);
     free(s->w);
     free(s);
 }
@@ -445,17 +461,38 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
     out->h2_max_concurrent_streams = s->o.h2_max_concurrent_streams;
     out->h2_initial_window_size = s->o.h2_initial_window_size;
     out->h2_max_frame_size = s->o.h2_max_frame_size;
+    out->http3 = s->o.http3;
     for (int i = 0; i < s->nworkers; i++) {
         hb__worker *w = &s->w[i];
         hb__wstats *st = &w->st;
         for (int r = 0; r < HB_ROUTE_COUNT; r++) {
-            uint64_t v = HB__LOAD(st->by_route[r]), v2 = HB__LOAD(st->h2.by_route[r]);
-            out->by_route[r] += v + v2;
-            out->requests += v + v2;
+            uint64_t v = HB__LOAD(st->by_route[r]), v2 = HB__LOAD(st->h2.by_route[r]),
+                     v3 = HB__LOAD(st->h3.by_route[r]);
+            out->by_route[r] += v + v2 + v3;
+            out->requests += v + v2 + v3;
             out->requests_h2 += v2;
+            out->requests_h3 += v3;
         }
         for (int k = 0; k < 600; k++)
-            out->by_status[k] += HB__LOAD(st->by_status[k]) + HB__LOAD(st->h2.by_status[k]);
+            out->by_status[k] += HB__LOAD(st->by_status[k]) + HB__LOAD(st->h2.by_status[k]) +
+                                 HB__LOAD(st->h3.by_status[k]);
+        const hb_h3_server_stats *h3 = &st->h3;
+        out->connections_h3 += HB__LOAD(h3->connections);
+        out->h3_connections_closed += HB__LOAD(h3->closed);
+        out->h3_handshakes += HB__LOAD(h3->handshakes);
+        out->h3_handshake_errors += HB__LOAD(h3->handshake_errors);
+        out->h3_idle_timeouts += HB__LOAD(h3->idle_timeouts);
+        out->h3_errors += HB__LOAD(h3->errors);
+        out->h3_streams += HB__LOAD(h3->streams);
+        out->h3_rst_sent += HB__LOAD(h3->rst_sent);
+        out->h3_rst_received += HB__LOAD(h3->rst_recv);
+        out->h3_refused += HB__LOAD(h3->refused);
+        out->h3_packets_in += HB__LOAD(h3->packets_in);
+        out->h3_packets_out += HB__LOAD(h3->packets_out);
+        out->h3_bytes_in += HB__LOAD(h3->bytes_in);
+        out->h3_bytes_out += HB__LOAD(h3->bytes_out);
+        out->h3_dropped += HB__LOAD(h3->dropped);
+        out->h3_version_negotiations += HB__LOAD(h3->version_negotiations);
         out->connections_h1 += HB__LOAD(st->conns_h1);
         out->connections_h2 += HB__LOAD(st->conns_h2);
         out->h2_streams += HB__LOAD(st->h2.streams);
@@ -474,8 +511,10 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->tls_resumed += HB__LOAD(st->hs_resumed);
         out->tls_handshake_errors += HB__LOAD(st->hs_err);
         out->idle_timeouts += HB__LOAD(st->idle_timeouts);
-        out->body_bytes_in += HB__LOAD(st->body_in) + HB__LOAD(st->h2.body_in);
-        out->client_gone += HB__LOAD(st->client_gone) + HB__LOAD(st->h2.client_gone);
+        out->body_bytes_in +=
+            HB__LOAD(st->body_in) + HB__LOAD(st->h2.body_in) + HB__LOAD(st->h3.body_in);
+        out->client_gone +=
+            HB__LOAD(st->client_gone) + HB__LOAD(st->h2.client_gone) + HB__LOAD(st->h3.client_gone);
         uint64_t cpu = 0;
         if (!__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE) &&
             __atomic_load_n(&w->has_cpu_clock, __ATOMIC_ACQUIRE))

@@ -11,6 +11,10 @@
  * HTTP/2 (hb_h2_server.h): on TLS when ALPN selects h2, on the plain port when a
  * connection starts with the client preface (h2c with prior knowledge).
  *
+ * HTTP/3 (hb_h3_server.h, opt-in with http3, TLS only): each worker also has a
+ * UDP socket (SO_REUSEPORT) on the TCP port's number, so https://host:port
+ * works over TCP and QUIC alike; TLS responses then carry Alt-Svc: h3=":port".
+ *
  * Bodies are deterministic content (hb_content.h); routes and their
  * parameters are hb_route.h's table.
  *
@@ -45,8 +49,9 @@ typedef struct hb_server_opts {
     int h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS 1..100000; default 100 */
     int h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE 0..2^31-1; default 65535 */
     int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */
-    int max_connections;           /* open connections per worker; beyond it a new one gets a
-                                      503 (plain HTTP) or just a FIN, and is closed; 0 = none */
+    int http3;           /* HTTP/3 over QUIC on UDP at the same port; needs tls; default 0 */
+    int max_connections; /* open connections per worker; beyond it a new one gets a
+                            503 (plain HTTP) or just a FIN, and is closed; 0 = none */
     /* (SETTINGS_MAX_HEADER_LIST_SIZE is max_head: a larger header list gets 431) */
 } hb_server_opts;
 
@@ -69,6 +74,15 @@ typedef struct hb_server_stats {
         h2_refused_streams;
     uint64_t h2_floods; /* sessions ended with GOAWAY(ENHANCE_YOUR_CALM): floods of frames */
     int h2_max_concurrent_streams, h2_initial_window_size, h2_max_frame_size;
+    /* HTTP/3 (QUIC): requests_h3 streams are among requests (and by_route,
+     * by_status, body_bytes_in, client_gone); its datagrams' payload bytes are in
+     * bytes_in / bytes_out, its connections in none of the TCP counters */
+    uint64_t requests_h3, connections_h3, h3_connections_closed, h3_handshakes, h3_handshake_errors,
+        h3_idle_timeouts, h3_errors, h3_streams, h3_rst_sent, h3_rst_received, h3_refused;
+    uint64_t h3_packets_in, h3_packets_out, h3_bytes_in, h3_bytes_out;
+    uint64_t h3_dropped; /* datagrams ignored: not QUIC, or for no connection */
+    uint64_t h3_version_negotiations;
+    int http3; /* 1 when the HTTP/3 side is on */
     int threads;
     uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
     uint64_t thread_cpu_ns[HB_SERVER_MAX_THREADS]; /* per worker */

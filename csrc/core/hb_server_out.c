@@ -182,6 +182,10 @@ static char *format_head(const hb__conn *c, char *p, int status, const char *ext
     p += 29;
     *p++ = '\r';
     *p++ = '\n';
+    if (c->w->srv->alt_svc_len && c->sock.ssl) { /* HTTP/3 is on: say where */
+        memcpy(p, c->w->srv->alt_svc, c->w->srv->alt_svc_len);
+        p += c->w->srv->alt_svc_len;
+    }
     if (extra_len) {
         memcpy(p, extra, extra_len);
         p += extra_len;

@@ -431,19 +431,37 @@ char *hb__stats_json(void *arg, size_t *len)
       (unsigned long long)st.tls_handshake_errors, (unsigned long long)st.idle_timeouts,
       (unsigned long long)st.body_bytes_in, (unsigned long long)st.client_gone,
       (unsigned long long)st.connections_refused);
-    J("\"by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu}, "
-      "\"connections_by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu}, "
-      "\"h2\": {\"streams\": %llu, \"streams_reset_sent\": %llu, "
+    /* the h3 members only when HTTP/3 is on, like the Python stats() */
+    J("\"by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu",
+      (unsigned long long)(st.requests - st.requests_h2 - st.requests_h3),
+      (unsigned long long)st.requests_h2);
+    if (st.http3) J(", \"h3\": %llu", (unsigned long long)st.requests_h3);
+    J("}, \"connections_by_protocol\": {\"http/1.1\": %llu, \"h2\": %llu",
+      (unsigned long long)st.connections_h1, (unsigned long long)st.connections_h2);
+    if (st.http3) J(", \"h3\": %llu", (unsigned long long)st.connections_h3);
+    J("}, \"h2\": {\"streams\": %llu, \"streams_reset_sent\": %llu, "
       "\"streams_reset_received\": %llu, \"goaway_sent\": %llu, \"protocol_errors\": %llu, "
       "\"refused_streams\": %llu, \"floods\": %llu, \"settings\": {\"max_concurrent_streams\": %d, "
       "\"initial_window_size\": %d, \"max_frame_size\": %d}}, ",
-      (unsigned long long)(st.requests - st.requests_h2), (unsigned long long)st.requests_h2,
-      (unsigned long long)st.connections_h1, (unsigned long long)st.connections_h2,
       (unsigned long long)st.h2_streams, (unsigned long long)st.h2_rst_sent,
       (unsigned long long)st.h2_rst_received, (unsigned long long)st.h2_goaway_sent,
       (unsigned long long)st.h2_protocol_errors, (unsigned long long)st.h2_refused_streams,
       (unsigned long long)st.h2_floods, st.h2_max_concurrent_streams, st.h2_initial_window_size,
       st.h2_max_frame_size);
+    if (st.http3)
+        J("\"h3\": {\"streams\": %llu, \"connections_closed\": %llu, "
+          "\"handshakes\": %llu, \"handshake_errors\": %llu, \"idle_timeouts\": %llu, "
+          "\"errors\": %llu, \"streams_reset_sent\": %llu, \"streams_reset_received\": %llu, "
+          "\"refused\": %llu, \"packets_in\": %llu, \"packets_out\": %llu, \"bytes_in\": %llu, "
+          "\"bytes_out\": %llu, \"dropped\": %llu, \"version_negotiations\": %llu}, ",
+          (unsigned long long)st.h3_streams, (unsigned long long)st.h3_connections_closed,
+          (unsigned long long)st.h3_handshakes, (unsigned long long)st.h3_handshake_errors,
+          (unsigned long long)st.h3_idle_timeouts, (unsigned long long)st.h3_errors,
+          (unsigned long long)st.h3_rst_sent, (unsigned long long)st.h3_rst_received,
+          (unsigned long long)st.h3_refused, (unsigned long long)st.h3_packets_in,
+          (unsigned long long)st.h3_packets_out, (unsigned long long)st.h3_bytes_in,
+          (unsigned long long)st.h3_bytes_out, (unsigned long long)st.h3_dropped,
+          (unsigned long long)st.h3_version_negotiations);
     J("\"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [", st.threads,
       (unsigned long long)st.cpu_ns);
     for (int i = 0; i < st.threads; i++)

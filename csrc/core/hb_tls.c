@@ -445,3 +445,43 @@ struct ssl_ctx_st *hb__tls_ctx_ssl(hb_tls_ctx *c)
 {
     return c->ctx;
 }
+
+/* The PEM texts of a BIO's contents, malloc'ed and NUL-terminated. */
+static char *bio_text(BIO *b, size_t *len)
+{
+    char *data;
+    long n = BIO_get_mem_data(b, &data);
+    char *out = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!out) return NULL;
+    memcpy(out, data, (size_t)n);
+    out[n] = 0;
+    *len = (size_t)n;
+    return out;
+}
+
+int hb__tls_server_pems(hb_tls_ctx *c, char **cert, size_t *cert_len, char **key, size_t *key_len,
+                        char *err)
+{
+    *cert = *key = NULL;
+    X509 *x = SSL_CTX_get0_certificate(c->ctx);
+    EVP_PKEY *k = SSL_CTX_get0_privatekey(c->ctx);
+    STACK_OF(X509) *chain = NULL;
+    if (!x || !k) return hb_fail(err, HB_E_INVALID, "the TLS context has no certificate");
+    (void)SSL_CTX_get0_chain_certs(c->ctx, &chain);
+    BIO *cb = BIO_new(BIO_s_mem()), *kb = BIO_new(BIO_s_mem());
+    int ok = cb && kb && PEM_write_bio_X509(cb, x) == 1 &&
+             PEM_write_bio_PrivateKey(kb, k, NULL, NULL, 0, NULL, NULL) == 1;
+    for (int i = 0; ok && chain && i < sk_X509_num(chain); i++)
+        ok = PEM_write_bio_X509(cb, sk_X509_value(chain, i)) == 1;
+    int rc = 0;
+    if (!ok) {
+        rc = hb__tls_fail(err, HB_E_TLS, "writing the certificate and key as PEM");
+    } else if (!(*cert = bio_text(cb, cert_len)) || !(*key = bio_text(kb, key_len))) {
+        free(*cert);
+        *cert = NULL;
+        rc = hb_fail(err, HB_E_NOMEM, "out of memory");
+    }
+    BIO_free(cb);
+    BIO_free(kb);
+    return rc;
+}

@@ -8,6 +8,7 @@
 
 #include "hb_content.h"
 #include "hb_h2_server.h"
+#include "hb_h3_server.h"
 #include "hb_server.h"
 
 typedef struct {
@@ -31,6 +32,7 @@ enum {
     S_H2_WINDOW,
     S_H2_FRAME,
     S_MAX_CONNECTIONS,
+    S_HTTP3,
     S_NARGS
 };
 static const char *const s_names[S_NARGS] = {
@@ -50,6 +52,7 @@ static const char *const s_names[S_NARGS] = {
     "h2_initial_window_size",
     "h2_max_frame_size",
     "max_connections",
+    "http3",
 };
 
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -85,7 +88,8 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
     o.max_head = (size_t)max_head;
     if (hb_arg_bool(a[S_TLS], o.tls, &o.tls) < 0 ||
         hb_arg_bool(a[S_SESSION_RESUMPTION], o.session_resumption, &o.session_resumption) < 0 ||
-        hb_arg_bool(a[S_HTTP2], o.http2, &o.http2) < 0)
+        hb_arg_bool(a[S_HTTP2], o.http2, &o.http2) < 0 ||
+        hb_arg_bool(a[S_HTTP3], o.http3, &o.http3) < 0)
         return NULL;
     ServerObject *self = PyObject_New(ServerObject, st->ServerType);
     if (!self) return NULL;
@@ -182,12 +186,30 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
     hb_server_stats s;
     hb_server_stats_read(self->srv, &s);
     PyObject *d = PyDict_New(), *routes = NULL, *status = NULL, *cpu = NULL;
-    PyObject *byp = NULL, *cbyp = NULL, *h2 = NULL, *h2set = NULL;
+    PyObject *byp = NULL, *cbyp = NULL, *h2 = NULL, *h2set = NULL, *h3 = NULL;
     if (!d) return NULL;
     if (!(byp = PyDict_New()) || !(cbyp = PyDict_New()) || !(h2 = PyDict_New()) ||
-        !(h2set = PyDict_New()))
+        !(h2set = PyDict_New()) || !(h3 = PyDict_New()))
         goto fail;
-    if (set_u64(byp, "http/1.1", s.requests - s.requests_h2) < 0 ||
+    if (s.http3 &&
+        (set_u64(byp, "h3", s.requests_h3) < 0 || set_u64(cbyp, "h3", s.connections_h3) < 0 ||
+         set_u64(h3, "streams", s.h3_streams) < 0 ||
+         set_u64(h3, "connections_closed", s.h3_connections_closed) < 0 ||
+         set_u64(h3, "handshakes", s.h3_handshakes) < 0 ||
+         set_u64(h3, "handshake_errors", s.h3_handshake_errors) < 0 ||
+         set_u64(h3, "idle_timeouts", s.h3_idle_timeouts) < 0 ||
+         set_u64(h3, "errors", s.h3_errors) < 0 ||
+         set_u64(h3, "streams_reset_sent", s.h3_rst_sent) < 0 ||
+         set_u64(h3, "streams_reset_received", s.h3_rst_received) < 0 ||
+         set_u64(h3, "refused", s.h3_refused) < 0 ||
+         set_u64(h3, "packets_in", s.h3_packets_in) < 0 ||
+         set_u64(h3, "packets_out", s.h3_packets_out) < 0 ||
+         set_u64(h3, "bytes_in", s.h3_bytes_in) < 0 ||
+         set_u64(h3, "bytes_out", s.h3_bytes_out) < 0 || set_u64(h3, "dropped", s.h3_dropped) < 0 ||
+         set_u64(h3, "version_negotiations", s.h3_version_negotiations) < 0 ||
+         PyDict_SetItemString(d, "h3", h3) < 0))
+        goto fail;
+    if (set_u64(byp, "http/1.1", s.requests - s.requests_h2 - s.requests_h3) < 0 ||
         set_u64(byp, "h2", s.requests_h2) < 0 || set_u64(cbyp, "http/1.1", s.connections_h1) < 0 ||
         set_u64(cbyp, "h2", s.connections_h2) < 0 || set_u64(h2, "streams", s.h2_streams) < 0 ||
         set_u64(h2, "streams_reset_sent", s.h2_rst_sent) < 0 ||
@@ -244,12 +266,14 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
     Py_DECREF(cbyp);
     Py_DECREF(h2);
     Py_DECREF(h2set);
+    Py_DECREF(h3);
     return d;
 fail:
     Py_XDECREF(byp);
     Py_XDECREF(cbyp);
     Py_XDECREF(h2);
     Py_XDECREF(h2set);
+    Py_XDECREF(h3);
     Py_XDECREF(routes);
     Py_XDECREF(status);
     Py_XDECREF(cpu);
@@ -415,7 +439,9 @@ int hb_mod_server_init(PyObject *m, hb_modstate *st)
     return PyModule_AddStringConstant(m, "SERVER_ALPHABET", HB_CONTENT_ALPHABET) < 0 ||
                    PyModule_AddIntConstant(m, "SERVER_PERIOD", HB_CONTENT_PERIOD) < 0 ||
                    PyModule_AddIntConstant(m, "HAVE_H2_SERVER", hb_h2_server_available()) < 0 ||
-                   PyModule_AddStringConstant(m, "H2_SERVER_MISSING", HB_H2_SERVER_MISSING) < 0
+                   PyModule_AddStringConstant(m, "H2_SERVER_MISSING", HB_H2_SERVER_MISSING) < 0 ||
+                   PyModule_AddIntConstant(m, "HAVE_H3", hb_h3_server_available()) < 0 ||
+                   PyModule_AddStringConstant(m, "H3_MISSING", HB_H3_SERVER_MISSING) < 0
                ? -1
                : 0;
 }

@@ -55,7 +55,7 @@ _LAZY: dict[str, str] = {
     "ServerProcess": "_server",
     "expected_bytes": "_server",
     "start_process": "_server",
-    "H3Unavailable": "_h3server",
+    "H3Unavailable": "_features",
     "diff": "report",
     # Kept for code written before diff() had its name; diff is the documented one.
     "compare_results": "report:diff",
@@ -81,8 +81,7 @@ if TYPE_CHECKING:
         RequestTimeout,
         TLSError,
     )
-    from ._features import features
-    from ._h3server import H3Unavailable
+    from ._features import H3Unavailable, features
     from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
     from ._results import BenchResult, MeasureResult, ResultSet, WorkerResult, load
     from ._server import Server, ServerProcess, expected_bytes, start_process

@@ -166,6 +166,8 @@ SERVER_ALPHABET: Final[str]
 SERVER_PERIOD: Final[int]
 HAVE_H2_SERVER: Final[int]  # 0 when built without nghttp2
 H2_SERVER_MISSING: Final[str]
+HAVE_H3: Final[int]  # 0 when built without ngtcp2 / nghttp3 / GnuTLS (the HTTP/3 server)
+H3_MISSING: Final[str]
 HAVE_CALLGRIND: Final[int]
 
 @final
@@ -199,6 +201,7 @@ def server_start(
     h2_initial_window_size: int | None = None,
     h2_max_frame_size: int | None = None,
     max_connections: int | None = None,
+    http3: bool = False,
 ) -> ServerHandle: ...
 def expected_bytes(n: int, offset: int = 0) -> bytes: ...
 def crc32(data: bytes | bytearray | memoryview, crc: int = 0, /) -> int: ...

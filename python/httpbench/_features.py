@@ -1,19 +1,25 @@
 """What this build of httpbench has: the parts that are optional when the C extension is built.
 
-The embedded server's HTTP/2 side needs nghttp2's headers at build time; a build
-without them has everything else (the HTTP/2 client side is httpbench's own code).
+The embedded server's HTTP/2 side needs nghttp2's headers at build time, its
+HTTP/3 side ngtcp2's, nghttp3's and GnuTLS's; a build without them has everything
+else (the HTTP/2 client side is httpbench's own code).
 """
 
 from __future__ import annotations
 
-import importlib.util
-
 from . import _core
 
-__all__ = ["features", "require_h2_server", "describe", "h3_missing", "H2_SERVER_MISSING"]
+__all__ = ["features", "require_h2_server", "require_h3_server", "describe", "h3_missing",
+           "H2_SERVER_MISSING", "H3_MISSING", "H3Unavailable"]
 
 # "this build has no HTTP/2 server: install libnghttp2-dev (...) and reinstall"
 H2_SERVER_MISSING: str = _core.H2_SERVER_MISSING
+# "this build has no HTTP/3 server: install libngtcp2-dev (...) and reinstall"
+H3_MISSING: str = _core.H3_MISSING
+
+
+class H3Unavailable(_core.FeatureUnavailable, RuntimeError):
+    """HTTP/3 cannot be served: this build has no HTTP/3 server (a ``FeatureUnavailable``)."""
 
 # feature -> what a build without it lacks and how to get it
 _MISSING = {
@@ -21,16 +27,13 @@ _MISSING = {
     "http3-client": _core.H3_CLIENT_MISSING,
     "callgrind": "measure(instructions=True) cannot bound its window: install valgrind's "
                  "headers (valgrind / valgrind-devel) and reinstall",
+    "http3-server": H3_MISSING,
 }
 
 
 def h3_missing() -> str | None:
-    """Why the server's HTTP/3 listener is unavailable here (an installed extra, not a
-    build option), or ``None`` when it is available."""
-    for mod in ("aioquic", "cryptography"):
-        if importlib.util.find_spec(mod) is None:
-            return f"HTTP/3 needs {mod} (pip install 'httpbench[h3]')"
-    return None
+    """Why the embedded server cannot serve HTTP/3 in this build, or ``None`` when it can."""
+    return None if _core.HAVE_H3 else H3_MISSING
 
 
 def features() -> dict[str, bool]:
@@ -40,16 +43,17 @@ def features() -> dict[str, bool]:
     nghttp2). ``http2-client``: ``Client(http2=True)``, ``bench(http2=True)`` and the
     h2 scenarios' client side. ``tls``: HTTPS (OpenSSL). ``callgrind``: callgrind
     client requests around ``measure(instructions=True)``'s window. ``http3-server``:
-    ``start_process(h3=True)`` and the h3 scenarios (the ``[h3]`` extra installed).
-    ``http3-client``: ``bench(http3=True)`` / ``httpbench bench --h3`` (built with
-    ngtcp2, nghttp3 and GnuTLS).
+    the embedded server speaks HTTP/3 (``Server(tls=True, h3=True)``,
+    ``start_process(h3=True)``, the h3 scenarios; built with ngtcp2, nghttp3 and GnuTLS).
+    ``http3-client``: the load generator over HTTP/3 (``bench(http3=True)``,
+    ``httpbench URL --h3``; the same libraries).
     """
     return {
         "http2-server": bool(_core.HAVE_H2_SERVER),
         "http2-client": True,
         "tls": True,
         "callgrind": bool(_core.HAVE_CALLGRIND),
-        "http3-server": h3_missing() is None,
+        "http3-server": bool(_core.HAVE_H3),
         "http3-client": bool(_core.HAVE_H3_CLIENT),
     }
 
@@ -60,10 +64,16 @@ def require_h2_server(what: str = "") -> None:
         raise _core.FeatureUnavailable(f"{what}: {H2_SERVER_MISSING}" if what else H2_SERVER_MISSING)
 
 
+def require_h3_server(what: str = "") -> None:
+    """Raise ``H3Unavailable`` (a ``FeatureUnavailable``, naming ``what``) when this build
+    has no HTTP/3 server."""
+    if not _core.HAVE_H3:
+        raise H3Unavailable(f"{what}: {H3_MISSING}" if what else H3_MISSING)
+
+
 def describe() -> str:
     """Lines for ``httpbench --version``: what the build has and what it lacks (and why)."""
     have = features()
     lines = ["built with: " + ", ".join(k for k, v in have.items() if v)]
-    lines += [f"built without {k}: {h3_missing() if k == 'http3-server' else _MISSING[k]}"
-              for k, v in have.items() if not v]
+    lines += [f"built without {k}: {_MISSING[k]}" for k, v in have.items() if not v]
     return "\n".join(lines)

@@ -383,7 +383,7 @@ class Runner:
                     break
                 try:
                     srv = self._server(sc.tls, h3=sc.is_h3)
-                except (RuntimeError, ValueError) as exc:  # H3Unavailable: aioquic missing
+                except (RuntimeError, ValueError) as exc:  # H3Unavailable: a build without HTTP/3
                     if not sc.is_h3:
                         raise
                     for c in clients:

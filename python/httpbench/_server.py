@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from . import _core
-from ._features import H2_SERVER_MISSING, features, require_h2_server
+from ._features import H2_SERVER_MISSING, H3_MISSING, features, require_h2_server, require_h3_server
 
 __all__ = [
     "Server",
@@ -140,6 +139,13 @@ class Server:
     ``max_connections``: open connections per worker thread (0: no cap).
     Beyond it a new connection is closed at once, after a ``503`` on plain
     HTTP (a FIN alone on TLS), and counted in ``connections_refused``.
+
+    ``h3``: speak HTTP/3 too (needs ``tls=True``): every worker also listens on
+    UDP at the TCP port's number (``.h3_port``, ``.h3_url``), with the same
+    certificate, and TLS responses carry ``Alt-Svc: h3=":port"``. HTTP/3 requests
+    count in the same ``stats()`` (``by_protocol["h3"]``, ``stats()["h3"]``) and
+    their CPU in the workers' ``cpu_ns``. ``H3Unavailable`` (a
+    ``FeatureUnavailable``) in a build without ngtcp2/nghttp3/GnuTLS.
     """
 
     def __init__(
@@ -160,6 +166,7 @@ class Server:
         h2_initial_window_size: int = 65535,
         h2_max_frame_size: int = 16384,
         max_connections: int = 0,
+        h3: bool = False,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0..65535, got {port!r}")
@@ -177,6 +184,10 @@ class Server:
                 raise ValueError(f"{name} must be an int in {lo}..{hi}, got {value!r}")
         if (cert_file is not None) and not tls:
             raise ValueError("cert_file/key_file need tls=True")
+        if h3:
+            if not tls:
+                raise ValueError("h3=True needs tls=True (HTTP/3 is always TLS)")
+            require_h3_server("h3=True")
         if http2 is None:
             http2 = features()["http2-server"]
         elif http2:
@@ -201,8 +212,10 @@ class Server:
             h2_initial_window_size=h2_initial_window_size,
             h2_max_frame_size=h2_max_frame_size,
             max_connections=max_connections,
+            http3=bool(h3),
         )
         self.http2 = bool(http2)
+        self.h3 = bool(h3)
         self._handle: Any = None
         self._last: Any = None  # the stopped handle, for stats() after stop()
         self._ca_file: str | None = None
@@ -282,6 +295,17 @@ class Server:
         return int(self._running_handle().port)
 
     @property
+    def h3_port(self) -> int | None:
+        """The UDP port HTTP/3 is served on (the TCP port's number), or None without h3."""
+        return self.port if self.h3 else None
+
+    @property
+    def h3_url(self) -> str | None:
+        """Base URL for HTTP/3 (the same as ``url``: one port number for TCP and QUIC),
+        or None without h3."""
+        return self.url if self.h3 else None
+
+    @property
     def scheme(self) -> str:
         return "https" if self.tls else "http"
 
@@ -346,6 +370,19 @@ class Server:
         work, 10,000 pass at once and 1,000/s after),
         ``settings`` {``max_concurrent_streams``,
         ``initial_window_size``, ``max_frame_size``}}.
+
+        With ``h3``: ``by_protocol["h3"]`` (HTTP/3 request streams, also in
+        ``requests``, ``by_route``, ``by_status``, ``body_bytes_in`` and
+        ``client_gone``), ``connections_by_protocol["h3"]`` (QUIC connections
+        accepted; not in ``connections_accepted``, which counts TCP), and ``h3``
+        {``streams``, ``connections_closed``, ``handshakes``,
+        ``handshake_errors``, ``idle_timeouts``, ``errors`` (connections ended
+        by a QUIC or HTTP/3 error), ``streams_reset_sent``,
+        ``streams_reset_received``, ``refused`` (new connections beyond
+        ``max_connections``), ``packets_in``, ``packets_out``, ``bytes_in``,
+        ``bytes_out`` (UDP payload bytes, also in ``bytes_in``/``bytes_out``),
+        ``dropped`` (datagrams that were not QUIC or were for no connection),
+        ``version_negotiations``}.
         """
         h = self._handle or self._last
         if h is None:
@@ -486,22 +523,11 @@ def start_process(
     (``session_resumption``, ``request_timeout``, ...). ``cpu`` pins the child
     to one CPU (sched_setaffinity) when given.
 
-    ``h3=True`` (with ``tls=True``; needs ``httpbench[h3]``): an HTTP/3 listener
-    too, on UDP at the TCP port's number when that is free (``.h3_port``,
-    ``.h3_url``), with the same CA as the TLS listener; its counters are merged
-    into ``stats()`` (``by_protocol["h3"]``, and ``stats()["h3"]`` alone).
-    ``H3Unavailable`` when aioquic is missing."""
-    cfg = dict(options, tls=tls, threads=threads, host=host, port=port)
+    ``h3=True`` (with ``tls=True``): HTTP/3 too, on UDP at the TCP port's number
+    (``.h3_port``, ``.h3_url``), with the same certificate (see ``Server``);
+    ``H3Unavailable`` in a build without HTTP/3."""
+    cfg = dict(options, tls=tls, threads=threads, host=host, port=port, h3=bool(h3))
     Server(**cfg)  # validate the arguments here, with a proper traceback
-    if h3:
-        from ._h3server import H3Unavailable, h3_missing
-
-        if not tls:
-            raise ValueError("h3=True needs tls=True (HTTP/3 is always TLS)")
-        reason = h3_missing()
-        if reason is not None:
-            raise H3Unavailable(reason)
-        cfg["h3"] = True
     cmd = [sys.executable, "-m", "httpbench._server", "--child", json.dumps(cfg)]
     # stderr to a file, not a pipe: nobody drains it while the child runs
     errf = tempfile.TemporaryFile(mode="w+")
@@ -543,25 +569,8 @@ def _child_main(cfg_json: str) -> int:
     # The parent stops us via the pipe; a terminal's Ctrl-C to the group
     # should not kill us before the parent asks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    want_h3 = bool(cfg.pop("h3", False))
-    h3: Any = None
-    certdir: str | None = None
     try:
-        if want_h3 and cfg.get("cert_file") is None:
-            from ._h3server import temp_certificate
-
-            # one certificate for both listeners, so one CA file verifies TCP and QUIC
-            certdir, chain, key, ca = temp_certificate(cfg.get("host") or "127.0.0.1")
-            cfg["cert_file"], cfg["key_file"] = chain, key
         srv = Server(**cfg).start()
-        if want_h3:
-            from ._h3server import H3Server
-
-            chain, key = cfg["cert_file"], cfg.get("key_file") or cfg["cert_file"]
-            try:  # the TCP port's number on UDP when free: one URL for both
-                h3 = H3Server(chain, key, srv.host, srv.port).start()
-            except OSError:
-                h3 = H3Server(chain, key, srv.host, 0).start()
     except OSError as exc:
         print(json.dumps({"error": str(exc), "errno": exc.errno}), flush=True)
         return 1
@@ -577,38 +586,21 @@ def _child_main(cfg_json: str) -> int:
         "threads": srv.threads,
         "pid": os.getpid(),
     }
-    if certdir is not None:
-        info["ca_file"] = os.path.join(certdir, "ca.pem")
-        with open(info["ca_file"]) as f:
-            info["ca_pem"] = f.read()
-    if h3 is not None:
-        info["h3_port"] = h3.port
-        info["h3_url"] = _url("https", srv.host, h3.port)
-
-    def stats() -> dict[str, Any]:
-        st = srv.stats()
-        if h3 is None:
-            return st
-        from ._h3server import merge_stats
-
-        return merge_stats(st, h3.snapshot())
-
+    if srv.h3:
+        info["h3_port"] = srv.h3_port
+        info["h3_url"] = srv.h3_url
     print(json.dumps(info), flush=True)
     try:
         for line in sys.stdin:
             cmd = line.strip()
             if cmd == "stats":
-                print(json.dumps(stats()), flush=True)
+                print(json.dumps(srv.stats()), flush=True)
             elif cmd == "stop":
                 break
             else:
                 print(json.dumps({"error": f"unknown command {cmd!r}"}), flush=True)
     finally:
-        if h3 is not None:
-            h3.stop()
         srv.stop()
-        if certdir is not None:
-            shutil.rmtree(certdir, ignore_errors=True)
     return 0
 
 
@@ -647,24 +639,19 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--max-connections", type=int, default=0, metavar="N",
                     help="open connections per worker thread; more are refused (default 0: no cap)")
     ap.add_argument("--h3", action="store_true",
-                    help="HTTP/3 too, on UDP at the same port (needs --tls and httpbench[h3])")
+                    help="HTTP/3 too, on UDP at the same port (needs --tls; exit 2 when this "
+                         "build has no HTTP/3 server)")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.h2 and not features()["http2-server"]:
         sys.stderr.write(f"httpbench serve: --h2: {H2_SERVER_MISSING}\n")
         return 2
-    h3: Any = None
-    ca_file: str | None = None
-    certdir: str | None = None
-    if args.h3:
-        from ._h3server import h3_missing, temp_certificate
-
-        why = "--h3 needs --tls" if not args.tls else h3_missing()
-        if why is not None:
-            sys.stderr.write(f"httpbench serve: {why}\n")
-            return 2
-        if args.cert_file is None:  # one CA for both listeners
-            certdir, args.cert_file, args.key_file, ca_file = temp_certificate(args.host)
+    if args.h3 and not args.tls:
+        sys.stderr.write("httpbench serve: --h3 needs --tls\n")
+        return 2
+    if args.h3 and not features()["http3-server"]:
+        sys.stderr.write(f"httpbench serve: --h3: {H3_MISSING}\n")
+        return 2
     srv: Server | None = None
     try:
         srv = Server(
@@ -681,19 +668,13 @@ def cli_main(argv: list[str]) -> int:
             h2_initial_window_size=args.h2_window,
             h2_max_frame_size=args.h2_max_frame,
             max_connections=args.max_connections,
+            h3=args.h3,
         )
         srv.start()
-        if args.h3:
-            from ._h3server import H3Server
-
-            h3 = H3Server(args.cert_file, args.key_file or args.cert_file, srv.host,
-                          srv.port).start()
     except (OSError, ValueError, _core.HttpbenchError) as exc:
         sys.stderr.write(f"httpbench serve: {exc}\n")
         if srv is not None:
             srv.stop()
-        if certdir is not None:
-            shutil.rmtree(certdir, ignore_errors=True)
         return 1
     stop = threading.Event()
 
@@ -708,11 +689,10 @@ def cli_main(argv: list[str]) -> int:
         protos = "HTTP/1.1" + ((" and h2" if srv.tls else " and h2c") if srv.http2 else "")
         print(f"httpbench server listening on {srv.url} ({srv.threads} thread(s), {protos})",
               flush=True)
-        if h3 is not None:
-            print(f"HTTP/3 on UDP port {h3.port}: {_url('https', srv.host, h3.port)}",
-                  flush=True)
-        if ca_file or srv.ca_file:
-            print(f"CA certificate: {ca_file or srv.ca_file}", flush=True)
+        if srv.h3:
+            print(f"HTTP/3 on UDP port {srv.h3_port}: {srv.h3_url}", flush=True)
+        if srv.ca_file:
+            print(f"CA certificate: {srv.ca_file}", flush=True)
         print("routes: / /bytes/N /chunked/N /sink /echo /delay/MS /status/CODE /drip/N "
               "/fault/... /__stats; Ctrl-C stops", flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
@@ -724,16 +704,10 @@ def cli_main(argv: list[str]) -> int:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
         st = srv.stats()
-        if h3 is not None:
-            from ._h3server import merge_stats
-
-            st = merge_stats(st, h3.snapshot())
-            h3.stop()
         srv.stop()
-        if certdir is not None:
-            shutil.rmtree(certdir, ignore_errors=True)
+        conns = st["connections_accepted"] + st.get("connections_by_protocol", {}).get("h3", 0)
         print(
-            f"\nstopped: {st['requests']} requests, {st['connections_accepted']} connections, "
+            f"\nstopped: {st['requests']} requests, {conns} connections, "
             f"server CPU {st['cpu_ns'] / 1e9:.3f} s",
             flush=True,
         )

@@ -16,7 +16,7 @@ import time
 import httpbench
 import pytest
 from httpbench import expected_bytes
-from httpbench._h3server import h3_missing
+from httpbench._features import h3_missing
 
 H3_CLIENT = httpbench.features()["http3-client"]
 needs_client = pytest.mark.skipif(not H3_CLIENT, reason="built without the HTTP/3 client "

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from httpbench._adapters import available_clients
-from httpbench._h3server import h3_missing
+from httpbench._features import h3_missing
 from httpbench._roundnotes import protocol_verdict, server_counts
 from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import (

@@ -3,8 +3,8 @@ fail on any C test failure. One pytest test per tests/c/test_*.c file.
 
 The tests build like the installed extension: when it was built without nghttp2
 (no HTTP/2 server), so are they (-DHB_NO_NGHTTP2, no -lnghttp2), and the tests
-that need nghttp2 or the embedded HTTP/2 server skip. Likewise without the HTTP/3
-client's libraries (-DHB_NO_H3): test_h3_client then checks the clear refusal."""
+that need nghttp2 or the embedded HTTP/2 server skip; likewise without the HTTP/3
+libraries (-DHB_NO_H3, and the tests that need the HTTP/3 server skip)."""
 
 from __future__ import annotations
 
@@ -31,17 +31,28 @@ TESTS = sorted(glob.glob(os.path.join(CDIR, "test_*.c")))
 NEED_NGHTTP2 = {"test_h2_client", "test_h2_hpack", "test_h2_server", "test_client_h2",
                 "test_engine_h2"}
 
+# the embedded HTTP/3 server (ngtcp2, nghttp3, GnuTLS)
+NEED_H3 = {"test_h3_server"}
+H3_PKGS = ["libngtcp2", "libngtcp2_crypto_gnutls", "libnghttp3", "gnutls"]
+
 PARAMS = [pytest.param(t, id=os.path.basename(t)[:-2],
                        marks=[pytest.mark.h2_server] if os.path.basename(t)[:-2] in NEED_NGHTTP2
                        else []) for t in TESTS]
 
 
+def _h3_flags(h3: bool, what: str) -> list[str]:
+    """pkg-config's --cflags / --libs for the HTTP/3 libraries (with h3), else the define."""
+    if not h3:
+        return ["-DHB_NO_H3"] if what == "--cflags" else []
+    out = subprocess.run(["pkg-config", what, *H3_PKGS], capture_output=True, text=True,
+                         timeout=60)
+    if out.returncode == 0:
+        return out.stdout.split()
+    return [] if what == "--cflags" else ["-lngtcp2_crypto_gnutls", "-lngtcp2", "-lnghttp3",
+                                          "-lgnutls"]
+
+
 _OBJECTS: dict[tuple[bool, bool], list[str]] = {}
-H3_LIBS = ["-lngtcp2_crypto_gnutls", "-lngtcp2", "-lnghttp3", "-lgnutls"]
-
-
-def _defines(h2: bool, h3: bool) -> list[str]:
-    return [*([] if h2 else ["-DHB_NO_NGHTTP2"]), *([] if h3 else ["-DHB_NO_H3"])]
 
 
 def _core_objects(h2: bool, h3: bool) -> list[str]:
@@ -53,15 +64,16 @@ def _core_objects(h2: bool, h3: bool) -> list[str]:
 
         def compile_one(c: str) -> str:
             obj = os.path.join(out, os.path.basename(c)[:-2] + ".o")
-            cmd = [CC, *CFLAGS, *_defines(h2, h3), "-I", CORE, "-c", c, "-o", obj]
+            cmd = [CC, *CFLAGS, *([] if h2 else ["-DHB_NO_NGHTTP2"]), *_h3_flags(h3, "--cflags"),
+                   "-I", CORE, "-c", c, "-o", obj]
             build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             assert build.returncode == 0, f"build failed:\n{' '.join(cmd)}\n{build.stderr}"
             return obj
 
         with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-            _OBJECTS[h2, h3] = list(pool.map(compile_one,
-                                             sorted(glob.glob(os.path.join(CORE, "*.c")))))
-    return _OBJECTS[h2, h3]
+            _OBJECTS[(h2, h3)] = list(pool.map(compile_one,
+                                               sorted(glob.glob(os.path.join(CORE, "*.c")))))
+    return _OBJECTS[(h2, h3)]
 
 
 @pytest.mark.slow
@@ -73,12 +85,17 @@ def test_c_unit(src: str) -> None:
 
     name = os.path.basename(src)[:-2]
     h2 = httpbench.features()["http2-server"]  # the h2_server mark skipped the rest already
-    h3 = httpbench.features()["http3-client"]
+    h3 = httpbench.features()["http3-server"]
+    if name in NEED_H3 and not h3:
+        from httpbench._features import H3_MISSING
+
+        pytest.skip(H3_MISSING)
     os.makedirs(BUILD, exist_ok=True)
     exe = os.path.join(BUILD, name + ("" if h2 else "-no-nghttp2") + ("" if h3 else "-no-h3"))
-    cmd = [CC, *CFLAGS, *_defines(h2, h3), "-I", CORE, "-I", CDIR, src,
-           *_core_objects(h2, h3), "-o", exe, *(["-lnghttp2"] if h2 else []),
-           *(H3_LIBS if h3 else []), "-lssl", "-lcrypto", "-lpthread", "-lm"]
+    cmd = [CC, *CFLAGS, *([] if h2 else ["-DHB_NO_NGHTTP2"]), *_h3_flags(h3, "--cflags"),
+           "-I", CORE, "-I", CDIR, src, *_core_objects(h2, h3), "-o", exe,
+           *(["-lnghttp2"] if h2 else []), *_h3_flags(h3, "--libs"),
+           "-lssl", "-lcrypto", "-lpthread", "-lm"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, f"build failed:\n{' '.join(cmd)}\n{build.stderr}"
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
@@ -89,9 +106,9 @@ def test_c_unit(src: str) -> None:
 
 @pytest.mark.slow
 def test_core_links_without_nghttp2(tmp_path) -> None:
-    # Every function the core calls exists in a build without nghttp2 too: a function
-    # added to hb_h2_server.h needs its stand-in in hb_h2_server_none.c (and one added to
-    # hb_h3_client.h its HB_NO_H3 stand-in).
+    # Every function the core calls exists in a build without nghttp2 (and without the
+    # HTTP/3 libraries) too: a function added to hb_h2_server.h or hb_h3_server.h needs
+    # its stand-in in hb_h2_server_none.c / hb_h3_server_none.c.
     if not os.path.isdir(CORE):
         pytest.skip("C sources not present (installed without the source tree)")
     core_sources = sorted(glob.glob(os.path.join(CORE, "*.c")))

@@ -88,7 +88,6 @@ LAYERS: dict[str, int] = {
     "_versions": 4,
     "_completion": 4,
     "_server": 4,
-    "_h3server": 4,
     "_client": 4,
     # the public face
     "__init__": 5,

@@ -1,7 +1,7 @@
-"""The server process's HTTP/3 listener: every route byte-exact over QUIC against
-third-party clients (libcurl's ngtcp2/nghttp3 through pycurl, and aioquic's own
-client), counted exactly in ``by_protocol["h3"]``, next to the TCP listener with
-the same CA; without aioquic, a clear error."""
+"""The embedded server's HTTP/3 side (C: ngtcp2 + nghttp3 + GnuTLS): every route
+byte-exact over QUIC against third-party clients (libcurl's ngtcp2/nghttp3 through
+pycurl, and aioquic's own client), counted exactly in ``by_protocol["h3"]``, next to
+the TCP listener with the same CA and port number; without the build, a clear error."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ import zlib
 import httpbench
 import pytest
 from httpbench import expected_bytes
-from httpbench._h3server import H3Unavailable, h3_missing, merge_stats
+from httpbench._features import H3Unavailable, h3_missing
 
-pytestmark = pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing()))
+needs_h3 = pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing()))
+needs_aioquic = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("aioquic") is None,
+    reason="aioquic (the third-party client) is not installed: pip install 'httpbench[h3]'")
 
 
 def _pycurl_h3():
@@ -62,9 +65,10 @@ def _check_counts(before, after, n, routes):
     for r, k in routes.items():
         assert after["by_route"][r] - before["by_route"].get(r, 0) == k, r
     assert after["requests"] == sum(after["by_route"].values()) == sum(after["by_protocol"].values())
-    assert after["h3"]["cpu_ns"] > before["h3"]["cpu_ns"]
+    assert after["cpu_ns"] > before["cpu_ns"]
 
 
+@needs_h3
 def test_every_route_byte_exact_with_libcurl(h3srv):
     pycurl = _pycurl_h3()
     if pycurl is None:
@@ -93,9 +97,13 @@ def test_every_route_byte_exact_with_libcurl(h3srv):
     _check_counts(before, after, len(CASES), routes)
     assert after["connections_by_protocol"]["h3"] - before["connections_by_protocol"]["h3"] == 1
     assert after["by_status"][400] - before["by_status"].get(400, 0) == 1
-    assert after["h3"]["body_bytes_in"] - before["h3"]["body_bytes_in"] == len(BODY) + 15
+    assert after["body_bytes_in"] - before["body_bytes_in"] == len(BODY) + 15
+    assert after["h3"]["streams"] - before["h3"]["streams"] == len(CASES)
+    assert after["h3"]["handshakes"] - before["h3"]["handshakes"] == 1
 
 
+@needs_h3
+@needs_aioquic
 def test_routes_byte_exact_with_aioquic_client(h3srv):
     from httpbench._adapters.aioquic_ import AioquicAdapter
 
@@ -121,51 +129,46 @@ def test_routes_byte_exact_with_aioquic_client(h3srv):
         == len(CASES)
 
 
+@needs_h3
 def test_tcp_listener_shares_the_ca_and_counts_apart(h3srv):
-    """The TLS listener verifies with the same CA file; its request is HTTP/1.1, not h3."""
+    """The TLS listener verifies with the same CA file; its request is HTTP/1.1, not h3,
+    and its response says where HTTP/3 is (Alt-Svc)."""
     before = h3srv.stats()
     ctx = ssl.create_default_context(cafile=h3srv.ca_file)
     conn = http.client.HTTPSConnection("127.0.0.1", h3srv.port, context=ctx, timeout=10)
     conn.request("GET", "/bytes/150")
     r = conn.getresponse()
     assert (r.status, r.read()) == (200, expected_bytes(150))
+    assert r.getheader("Alt-Svc") == f'h3=":{h3srv.port}"'
     conn.close()
     after = h3srv.stats()
     assert after["by_protocol"]["http/1.1"] - before["by_protocol"]["http/1.1"] == 1
     assert after["by_protocol"]["h3"] == before["by_protocol"]["h3"]
-    assert h3srv.h3_url == f"https://127.0.0.1:{h3srv.h3_port}"
+    assert h3srv.h3_url == f"https://127.0.0.1:{h3srv.h3_port}" == h3srv.url
 
 
-def test_merge_stats_adds_h3_to_the_totals():
-    tcp = {"requests": 3, "by_route": {"bytes": 3}, "by_status": {200: 3},
-           "by_protocol": {"http/1.1": 2, "h2": 1}, "connections_by_protocol": {"http/1.1": 1},
-           "connections_accepted": 2, "cpu_ns": 10, "bytes_in": 1, "bytes_out": 2}
-    h3 = {"requests": 2, "by_route": {"bytes": 1, "sink": 1}, "by_status": {200: 1, 404: 1},
-          "connections_accepted": 1, "cpu_ns": 5, "bytes_in": 3, "bytes_out": 4,
-          "body_bytes_in": 0}
-    m = merge_stats(tcp, h3)
-    assert m["requests"] == 5 and m["cpu_ns"] == 15 and m["connections_accepted"] == 3
-    assert m["by_route"] == {"bytes": 4, "sink": 1}
-    assert m["by_status"] == {200: 4, 404: 1}
-    assert m["by_protocol"] == {"http/1.1": 2, "h2": 1, "h3": 2}
-    assert m["connections_by_protocol"] == {"http/1.1": 1, "h3": 1}
-    assert m["h3"] == h3 and tcp["requests"] == 3  # the input is not changed
-
-
-def test_h3_needs_tls_and_aioquic(monkeypatch):
-    from httpbench import _features
-    from httpbench._server import start_process
+def test_h3_needs_tls_and_the_build(monkeypatch):
+    from httpbench import _core, _features
+    from httpbench._server import Server, start_process
 
     with pytest.raises(ValueError, match="h3=True needs tls=True"):
         start_process(tls=False, h3=True)
-    monkeypatch.setattr(_features.importlib.util, "find_spec",
-                        lambda name: None if name == "aioquic" else object())
-    with pytest.raises(H3Unavailable, match=r"HTTP/3 needs aioquic \(pip install"):
+    with pytest.raises(ValueError, match="h3=True needs tls=True"):
+        Server(h3=True)
+    if h3_missing() is None:  # the C layer says the same to a direct caller
+        with pytest.raises(ValueError, match="http3 needs tls"):
+            _core.server_start(http3=True)
+    monkeypatch.setattr(_features._core, "HAVE_H3", 0)
+    with pytest.raises(H3Unavailable, match="this build has no HTTP/3 server: install libngtcp2"):
         start_process(tls=True, h3=True)
+    with pytest.raises(httpbench.FeatureUnavailable):
+        Server(tls=True, h3=True)
     assert httpbench.features()["http3-server"] is False
-    assert "built without http3-server: HTTP/3 needs aioquic" in _features.describe()
+    assert "built without http3-server: this build has no HTTP/3 server" in _features.describe()
 
 
+@needs_h3
+@needs_aioquic
 def test_cli_serve_h3():
     """`httpbench serve --tls --h3`: both listeners on one port number, one CA; the
     request over HTTP/3 is counted in the closing line; the CA is removed on stop."""
@@ -213,6 +216,8 @@ def test_cli_serve_h3():
             p.wait()
 
 
+@needs_h3
+@needs_aioquic
 def test_aioquic_client_timeout_bounds_a_silence(h3srv):
     """The adapter's timeout fires when nothing arrives (a /delay longer than it)."""
     from httpbench._adapters.aioquic_ import AioquicAdapter

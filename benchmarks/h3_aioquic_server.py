@@ -1,4 +1,5 @@
-"""The embedded server's HTTP/3 listener: aioquic on one asyncio thread.
+"""An HTTP/3 listener on aioquic (one asyncio thread): the "before" contender of
+bench_h3server.py, the Python design the embedded C server's HTTP/3 side replaced.
 
 It serves the C server's routes with the same bytes (``/``, ``/bytes/N``,
 ``/sink``, ``/echo``, ``/delay/MS``, ``/status/CODE``; anything else is 404)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import importlib.util
 import ipaddress
 import json
 import os
@@ -23,10 +25,17 @@ import threading
 import time
 from typing import Any
 
-from . import _core
-from ._features import h3_missing
+from httpbench import _core
 
-__all__ = ["H3Server", "H3Unavailable", "h3_missing", "make_certificate", "merge_stats"]
+
+def h3_missing() -> str | None:
+    """What this listener lacks here (aioquic, cryptography), or None."""
+    for mod in ("aioquic", "cryptography"):
+        if importlib.util.find_spec(mod) is None:
+            return f"HTTP/3 on aioquic needs {mod} (pip install 'httpbench[h3]')"
+    return None
+
+__all__ = ["H3Server", "H3Unavailable", "h3_missing", "make_certificate"]
 
 # Routes the listener answers itself; every other path is "not_found".
 H3_ROUTES: tuple[str, ...] = ("root", "bytes", "sink", "echo", "delay", "status", "not_found",
@@ -331,27 +340,31 @@ class H3Server:
         }
 
 
-def merge_stats(tcp: dict[str, Any], h3: dict[str, Any]) -> dict[str, Any]:
-    """The C server's stats with the HTTP/3 listener's added in: totals include h3, and
-    ``by_protocol["h3"]``, ``connections_by_protocol["h3"]`` and ``h3`` (its own
-    figures) say which part it was."""
-    out = dict(tcp)
-    for k in ("requests", "connections_accepted", "bytes_in", "bytes_out", "body_bytes_in",
-              "cpu_ns"):
-        out[k] = int(out.get(k) or 0) + int(h3.get(k) or 0)
-    for k in ("by_route", "by_status"):
-        d = dict(out.get(k) or {})
-        for key, v in h3[k].items():
-            d[key] = d.get(key, 0) + v
-        out[k] = d
-    out["by_protocol"] = dict(out.get("by_protocol") or {}, h3=h3["requests"])
-    out["connections_by_protocol"] = dict(out.get("connections_by_protocol") or {},
-                                          h3=h3["connections_accepted"])
-    out["h3"] = dict(h3)
-    return out
-
-
 def temp_certificate(host: str = "127.0.0.1") -> tuple[str, str, str, str]:
     """:func:`make_certificate` in a new temporary directory: ``(dir, chain, key, ca)``."""
     d = tempfile.mkdtemp(prefix="httpbench-h3-")
     return (d, *make_certificate(d, host))
+
+
+def _serve() -> None:
+    """A child process for bench_h3server.py: prints {"port", "ca_file"}, then answers
+    "stats" (this listener's snapshot, cpu_ns its thread's) until "stop" or EOF."""
+    import shutil
+    import sys
+
+    d, chain, key, ca = temp_certificate()
+    srv = H3Server(chain, key, "127.0.0.1", 0).start()
+    print(json.dumps({"port": srv.port, "ca_file": ca, "pid": os.getpid()}), flush=True)
+    try:
+        for line in sys.stdin:
+            if line.strip() == "stats":
+                print(json.dumps(srv.snapshot()), flush=True)
+            elif line.strip() == "stop":
+                break
+    finally:
+        srv.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    _serve()
