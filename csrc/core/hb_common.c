@@ -11,6 +11,10 @@ const char *hb_strerror(int rc)
     if (rc > -4096 && rc < 0 && rc != HB_ERROR && rc != HB_AGAIN) return strerror(-rc);
     if (rc == HB_E_H2) return "HTTP/2 connection error";
     if (rc == HB_E_NO_H2) return "the server does not speak HTTP/2";
+    if (rc == HB_E_H3) return "QUIC or HTTP/3 protocol error";
+    if (rc == HB_E_H3_HANDSHAKE) return "QUIC handshake failed (TLS)";
+    if (rc == HB_E_H3_TIMEOUT) return "QUIC handshake or idle timeout";
+    if (rc == HB_E_H3_CLOSED) return "the peer closed the QUIC connection";
     if (hb_is_protocol_error(rc)) return hb_parse_strerror(rc);
     switch (rc) {
     case HB_OK:

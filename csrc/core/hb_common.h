@@ -37,6 +37,13 @@ enum hb_errcode {
     HB_E_H2 = -5400,    /* HTTP/2 connection error (a bad frame, a GOAWAY with an error) */
     HB_E_NO_H2 = -5401, /* the peer does not speak HTTP/2 (ALPN, or an HTTP/1.x answer) */
     HB_E_H2_LAST = -5449,
+    /* -5450 .. -5479: the HTTP/3 client (hb_h3_client.h). */
+    HB_E_H3 = -5450,           /* QUIC or HTTP/3 protocol error */
+    HB_E_H3_HANDSHAKE = -5451, /* TLS inside QUIC failed: certificate, ALPN, alert */
+    HB_E_H3_TIMEOUT = -5452,   /* no answer within the handshake or idle timeout */
+    HB_E_H3_CLOSED = -5453,    /* the peer closed the QUIC connection */
+    HB_E_H3_LAST = -5479,
+    /* -5480 .. -5499: the HTTP/3 server. */
 };
 
 static inline int hb_is_protocol_error(int rc)
@@ -50,6 +57,11 @@ static inline int hb_is_tls_error(int rc)
 static inline int hb_is_h2_error(int rc)
 {
     return rc <= HB_E_H2 && rc >= HB_E_H2_LAST;
+}
+
+static inline int hb_is_h3_error(int rc)
+{
+    return rc <= HB_E_H3 && rc >= HB_E_H3_LAST;
 }
 
 /* Short static text for a code (errno or HB_E_*); never NULL. */

@@ -4,7 +4,7 @@
  *
  * Per connection state lives in `econn` (inside the protocol's connection
  * type), per thread state (loop, counters, histograms) in `ethread`; the
- * protocols (hb_engine_h1.c, hb_engine_h2.c) are reached only through
+ * protocols (hb_engine_h1.c, hb_engine_h2.c, hb_engine_h3.c) are reached only through
  * e->proto, see hb_engine_int.h. Nothing on the request path allocates: a
  * request is a slot with timestamps, its bytes come from buffers prepared by
  * hb_engine_new.
@@ -191,6 +191,23 @@ static void start_connect(econn *c)
     c->conn_start = hb_now_ns();
     c->conn_warm = c->conn_start < e->measure_ns;
     th->r.connect_attempts++;
+    if (e->proto->open) {
+        int fd = e->proto->open(c, err);
+        if (fd < 0) {
+            hb__eng_fail_all(c, HB_ENG_ERR_CONNECT, fd, err);
+            return;
+        }
+        c->et = 1;
+        c->io.fn = e->proto->on_io;
+        int arc = hb_loop_add(&th->loop, &c->io, fd, EPOLLIN | EPOLLET);
+        if (arc < 0) {
+            hb__eng_fail_all(c, HB_ENG_ERR_CONNECT, arc, "epoll_ctl");
+            return;
+        }
+        c->state = C_HANDSHAKE;
+        c->hs_start = c->conn_start;
+        return;
+    }
     int rc = hb_sock_connect(&c->s, (const struct sockaddr *)&e->cfg.addr, e->cfg.addrlen, 0, err);
     if (rc < 0 && rc != HB_AGAIN) {
         hb__eng_fail_all(c, HB_ENG_ERR_CONNECT, rc, err);
@@ -227,6 +244,24 @@ static void conn_ready(econn *c)
     hb__eng_fill(c, hb_now_ns());
 }
 
+static void count_opened(ethread *th, econn *c)
+{
+    th->r.connections_opened++;
+    /* the caller ends a run that never connects without waiting for its end */
+    atomic_store_explicit(&th->p_connected, th->r.connections_opened, memory_order_relaxed);
+    c->conn_fails = 0;
+    if (c->opened_before && th->e->cfg.keepalive) th->r.reconnects++;
+    c->opened_before = 1;
+}
+
+void hb__eng_opened(econn *c, uint64_t hs_ns)
+{
+    ethread *th = c->th;
+    count_opened(th, c);
+    if (!c->conn_warm) hb_hist_record(&th->r.tls, hs_ns);
+    conn_ready(c);
+}
+
 static void do_handshake(econn *c)
 {
     ethread *th = c->th;
@@ -256,12 +291,7 @@ static void on_connected(econn *c)
     uint64_t now = hb_now_ns();
     if (!c->conn_warm)
         hb_hist_record(&th->r.connect, (c->conn_end ? c->conn_end : now) - c->conn_start);
-    th->r.connections_opened++;
-    /* the caller ends a run that never connects without waiting for its end */
-    atomic_store_explicit(&th->p_connected, th->r.connections_opened, memory_order_relaxed);
-    c->conn_fails = 0;
-    if (c->opened_before && e->cfg.keepalive) th->r.reconnects++;
-    c->opened_before = 1;
+    count_opened(th, c);
     if (e->cfg.tls) {
         char err[HB_ERR_LEN];
         err[0] = 0;
@@ -548,7 +578,8 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
     if (cfg->threads < 1) return hb_fail(err, HB_E_INVALID, "threads must be >= 1");
     if (cfg->pipeline < 1 || cfg->pipeline > 1024)
         return hb_fail(err, HB_E_INVALID, "pipeline must be in 1..1024");
-    const hb__eng_proto *proto = cfg->h2 ? &hb__eng_h2 : &hb__eng_h1;
+    if (cfg->h2 && cfg->h3) return hb_fail(err, HB_E_INVALID, "h2 and h3 are exclusive");
+    const hb__eng_proto *proto = cfg->h3 ? &hb__eng_h3 : cfg->h2 ? &hb__eng_h2 : &hb__eng_h1;
     int crc = proto->check(cfg, err);
     if (crc < 0) return crc;
     if (cfg->addrlen == 0) return hb_fail(err, HB_E_INVALID, "no target address");
@@ -617,7 +648,7 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
         th->e = e;
         th->idx = t;
         th->nconns = c->connections / e->nthreads + (t < c->connections % e->nthreads);
-        rc = hb_loop_init(&th->loop, 256, th->nconns + 2, err);
+        rc = hb_loop_init(&th->loop, 256, (size_t)th->nconns * (1 + proto->timers) + 2, err);
         if (rc < 0) goto fail;
         th->loop_ok = 1;
         hb_timer_init(&th->tick, on_tick);

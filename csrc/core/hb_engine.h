@@ -50,6 +50,13 @@
  *  GOAWAY with an error) -> goaway, a response breaking HTTP/2 -> protocol.
  *  A server that does not speak HTTP/2 (ALPN without "h2", or an HTTP/1.x
  *  answer to the h2c preface) stops the whole run: `fatal_rc` = HB_E_NO_H2.
+ *  HTTP/3 (h3 = 1): streams per connection as for HTTP/2; a connection is
+ *  open when its QUIC handshake completes (the `tls` histogram holds the
+ *  handshake: Initial sent -> handshake done, one round trip on a fresh
+ *  connection; with h3_resume a reconnect offers the connection's last
+ *  session ticket, no 0-RTT); a handshake failure is a tls error, no answer
+ *  within the handshake timeout (timeout_ns, else 3 s) or a closed UDP port
+ *  (ICMP unreachable) a connect error.
  *  Connection attempts are counted apart from requests (`connect_attempts`,
  *  `connect_failures`); after a failed connect the connection waits before
  *  its next attempt, 1 ms doubling to 128 ms (reset by a successful connect),
@@ -67,6 +74,7 @@
 #include "hb_hist.h"
 
 struct hb_tls_ctx;
+struct hb_h3_tls;
 
 enum hb_eng_err {
     HB_ENG_ERR_CONNECT = 0, /* connect failed (refused, unreachable, ...) */
@@ -121,6 +129,12 @@ typedef struct hb_engine_config {
     int h2;
     const struct hb_header *h2_fields;
     size_t h2_nfields;
+    /* HTTP/3 (h3 = 1): QUIC on one connected UDP socket per connection, TLS
+     * by GnuTLS with h3_tls's trust (not owned; tls is unused). The request is
+     * h2_fields as for HTTP/2; pipeline = streams per connection. */
+    int h3;
+    const struct hb_h3_tls *h3_tls;
+    int h3_resume; /* resume each connection's last TLS session on its reconnects */
 } hb_engine_config;
 
 /* Defaults: 1 connection, 1 thread, pipeline 1, keep-alive, 10 s, no timeout. */
@@ -137,19 +151,22 @@ typedef struct hb_engine_result {
     uint64_t status[1000];    /* exact codes */
     uint64_t errors[HB_ENG_NERR];
     uint64_t errors_total;
-    uint64_t bytes_in, bytes_out;     /* HTTP bytes (after TLS decryption) */
-    uint64_t body_bytes;              /* response body bytes */
-    uint64_t connections_opened;      /* successful connects */
-    uint64_t reconnects;              /* keep-alive connections re-opened (peer close/error) */
-    uint64_t tls_resumed;             /* handshakes that resumed a session */
-    uint64_t inflight_at_stop;        /* started, not finished when the run stopped */
-    uint64_t warmup_requests;         /* finished during warm-up (not recorded) */
-    uint64_t sends;                   /* measured requests issued */
-    uint64_t sends_late;              /* rate mode: issued more than late_ns after their slot */
-    uint64_t unsent;                  /* rate mode: measured slots due but never issued */
-    uint64_t connect_attempts;        /* connect() calls (measured window and warm-up) */
-    uint64_t connect_failures;        /* attempts that failed (refused, EMFILE, ...) */
-    uint64_t connect_fd_exhausted;    /* failures for lack of file descriptors */
+    uint64_t bytes_in, bytes_out;  /* HTTP bytes (after TLS decryption) */
+    uint64_t body_bytes;           /* response body bytes */
+    uint64_t connections_opened;   /* successful connects */
+    uint64_t reconnects;           /* keep-alive connections re-opened (peer close/error) */
+    uint64_t tls_resumed;          /* handshakes that resumed a session */
+    uint64_t inflight_at_stop;     /* started, not finished when the run stopped */
+    uint64_t warmup_requests;      /* finished during warm-up (not recorded) */
+    uint64_t sends;                /* measured requests issued */
+    uint64_t sends_late;           /* rate mode: issued more than late_ns after their slot */
+    uint64_t unsent;               /* rate mode: measured slots due but never issued */
+    uint64_t connect_attempts;     /* connect() calls (measured window and warm-up) */
+    uint64_t connect_failures;     /* attempts that failed (refused, EMFILE, ...) */
+    uint64_t connect_fd_exhausted; /* failures for lack of file descriptors */
+    /* HTTP/3: UDP datagrams and probe timeouts (QUIC loss recovery timers
+     * that fired) in the measured window; bytes_in/out count UDP payloads. */
+    uint64_t quic_dgrams_sent, quic_dgrams_recv, quic_pto;
     int interrupted;                  /* stopped by hb_engine_stop */
     uint64_t start_ns, end_ns;        /* measured window (hb_now_ns clock) */
     uint64_t cpu_user_ns, cpu_sys_ns; /* the engine threads' CPU (getrusage) */

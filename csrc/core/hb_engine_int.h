@@ -6,6 +6,7 @@
  *   hb_engine_h1.c  HTTP/1.1: pipelined writes from the pre-serialized request,
  *                   responses parsed in place in a read buffer
  *   hb_engine_h2.c  HTTP/2: stream slots on an hb_h2_client session
+ *   hb_engine_h3.c  HTTP/3: stream slots on an hb_h3_client connection (QUIC)
  *   hb_engine_result.c  a thread's results and their merge
  *
  * The shared code reaches a protocol only through the engine's hb__eng_proto
@@ -122,10 +123,18 @@ typedef struct hb__eng_proto {
     uint64_t (*inflight_measured)(const econn *c);
     /* The socket is about to close: forget the protocol's connection state. */
     void (*reset)(econn *c);
+    /* NULL: connections are TCP (hb_sock, TLS by cfg.tls). Else the protocol
+     * opens its own transport: returns the socket's fd (registered for EPOLLIN
+     * | EPOLLET, c->io.fn = on_io from then on; the protocol adds EPOLLOUT
+     * while a write is blocked) or an error (err), and calls hb__eng_opened
+     * when its handshake completes. */
+    int (*open)(econn *c, char *err);
+    uint32_t timers; /* timers per connection beside econn's own */
 } hb__eng_proto;
 
 extern const hb__eng_proto hb__eng_h1;
 extern const hb__eng_proto hb__eng_h2;
+extern const hb__eng_proto hb__eng_h3;
 
 struct hb_engine {
     hb_engine_config cfg;
@@ -210,6 +219,9 @@ void hb__eng_conn_close(econn *c);
 void hb__eng_defer_fill(econn *c);
 /* Top up c's requests in flight and write or connect. */
 void hb__eng_fill(econn *c, uint64_t now);
+/* A protocol with its own transport (open) finished its handshake of hs_ns:
+ * count the connection, then the protocol's start and the first requests. */
+void hb__eng_opened(econn *c, uint64_t hs_ns);
 /* Level-triggered sockets: make epoll's interest follow c's state. */
 void hb__eng_update_interest(econn *c);
 

@@ -95,4 +95,7 @@ void hb__eng_result_add(hb_engine_result *r, hb_engine_result *x)
     r->connect_attempts += x->connect_attempts;
     r->connect_failures += x->connect_failures;
     r->connect_fd_exhausted += x->connect_fd_exhausted;
+    r->quic_dgrams_sent += x->quic_dgrams_sent;
+    r->quic_dgrams_recv += x->quic_dgrams_recv;
+    r->quic_pto += x->quic_pto;
 }

@@ -12,6 +12,7 @@
 
 #include "hb_clock.h"
 #include "hb_engine.h"
+#include "hb_h3_client.h"
 #include "hb_sock.h"
 #include "hb_tls.h"
 
@@ -49,6 +50,7 @@ enum {
     A_HTTP2,
     A_H2_FIELDS,
     A_GIVE_UP,
+    A_HTTP3,
     A_NARGS
 };
 static const char *const arg_names[A_NARGS] = {
@@ -82,6 +84,7 @@ static const char *const arg_names[A_NARGS] = {
     "http2",
     "h2_fields",
     "give_up",
+    "http3",
 };
 
 static int set_item(PyObject *d, const char *k, PyObject *v)
@@ -132,6 +135,9 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
     U("connect_attempts", r->connect_attempts);
     U("connect_failures", r->connect_failures);
     U("connect_fd_exhausted", r->connect_fd_exhausted);
+    U("quic_dgrams_sent", r->quic_dgrams_sent);
+    U("quic_dgrams_recv", r->quic_dgrams_recv);
+    U("quic_pto", r->quic_pto);
     U("cpu_user_ns", r->cpu_user_ns);
     U("cpu_sys_ns", r->cpu_sys_ns);
     U("duration_ns", r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0);
@@ -262,7 +268,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     }
     uint64_t port, n, conns, threads, pipeline, rbuf;
     double duration, warmup, rate, timeout, interval, give_up;
-    int tls, keepalive, verify, resumption, is_head, lenient, http2;
+    int tls, keepalive, verify, resumption, is_head, lenient, http2, http3;
     if (hb_arg_u64(a[A_PORT], 0, "port", &port) < 0 || hb_arg_u64(a[A_N], 0, "n", &n) < 0 ||
         hb_arg_u64(a[A_CONNECTIONS], 1, "connections", &conns) < 0 ||
         hb_arg_u64(a[A_THREADS], 1, "threads", &threads) < 0 ||
@@ -278,8 +284,13 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         hb_arg_bool(a[A_VERIFY], 1, &verify) < 0 ||
         hb_arg_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
         hb_arg_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0 ||
-        hb_arg_bool(a[A_LENIENT], 0, &lenient) < 0 || hb_arg_bool(a[A_HTTP2], 0, &http2) < 0)
+        hb_arg_bool(a[A_LENIENT], 0, &lenient) < 0 || hb_arg_bool(a[A_HTTP2], 0, &http2) < 0 ||
+        hb_arg_bool(a[A_HTTP3], 0, &http3) < 0)
         return NULL;
+    if (http2 && http3) {
+        PyErr_SetString(PyExc_ValueError, "http2 and http3 are exclusive");
+        return NULL;
+    }
     if (port < 1 || port > 65535) {
         PyErr_SetString(PyExc_ValueError, "port must be in 1..65535");
         return NULL;
@@ -290,14 +301,14 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                         "connections must be 1..1000000, threads 1..1024, pipeline 1..1024");
         return NULL;
     }
-    if (!http2 && (!a[A_HEAD] || !PyBytes_Check(a[A_HEAD]))) {
+    if (!http2 && !http3 && (!a[A_HEAD] || !PyBytes_Check(a[A_HEAD]))) {
         PyErr_SetString(PyExc_TypeError, "head must be bytes");
         return NULL;
     }
-    /* HTTP/2: the request as (name, value) bytes pairs from build_h2_fields. */
+    /* HTTP/2 and HTTP/3: the request as (name, value) bytes pairs from build_h2_fields. */
     hb_header h2f[128];
     Py_ssize_t nf = 0;
-    if (http2) {
+    if (http2 || http3) {
         PyObject *l = a[A_H2_FIELDS];
         if (!l || !PyList_Check(l) || PyList_GET_SIZE(l) < 4 || PyList_GET_SIZE(l) > 128) {
             PyErr_SetString(PyExc_TypeError,
@@ -344,8 +355,9 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
 
-    if (http2) {
-        cfg.h2 = 1;
+    if (http2 || http3) {
+        cfg.h2 = http2;
+        cfg.h3 = http3;
         cfg.h2_fields = h2f;
         cfg.h2_nfields = (size_t)nf;
     } else {
@@ -372,6 +384,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
 
     int rc = 0, body_fd = -1;
     hb_tls_ctx *tctx = NULL;
+    hb_h3_tls *qtls = NULL;
     hb_engine *e = NULL;
     Py_BEGIN_ALLOW_THREADS rc = hb_resolve_host(host, (int)port, &cfg.addr, &cfg.addrlen, err);
     if (rc == 0 && body_file) {
@@ -386,7 +399,13 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
             cfg.body_len = (size_t)sb.st_size;
         }
     }
-    if (rc == 0 && tls) {
+    if (rc == 0 && http3) {
+        /* QUIC's TLS is GnuTLS's: its own trust, same options */
+        hb_h3_tls_opts qo = {ca_file, ca_pem, !verify};
+        rc = hb_h3_tls_new(&qtls, &qo, err);
+        cfg.h3_tls = qtls;
+        cfg.h3_resume = resumption;
+    } else if (rc == 0 && tls) {
         hb_tls_client_opts o;
         hb_tls_client_opts_init(&o);
         o.insecure = !verify;
@@ -408,6 +427,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     {
         if (e) hb_engine_free(e);
         if (tctx) hb_tls_ctx_free(tctx);
+        hb_h3_tls_free(qtls);
         return hb_raise(st, rc, err);
     }
 
@@ -417,6 +437,7 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     Py_BEGIN_ALLOW_THREADS rc = hb_engine_join(e, 1, &r, err);
     hb_engine_free(e);
     if (tctx) hb_tls_ctx_free(tctx);
+    hb_h3_tls_free(qtls);
     Py_END_ALLOW_THREADS if (sup < 0)
     {
         if (rc == 0) hb_engine_result_free(&r);
@@ -447,5 +468,8 @@ static PyMethodDef engine_methods[] = {
 int hb_mod_engine_init(PyObject *m, hb_modstate *st)
 {
     (void)st;
+    if (PyModule_AddIntConstant(m, "HAVE_H3_CLIENT", hb_h3_available()) < 0 ||
+        PyModule_AddStringConstant(m, "H3_CLIENT_MISSING", HB_H3_MISSING) < 0)
+        return -1;
     return PyModule_AddFunctions(m, engine_methods);
 }

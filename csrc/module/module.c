@@ -46,8 +46,14 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
          * ProtocolError), from Client and bench() alike. */
         return raise_with_code(rc == HB_E_NO_H2 ? st->HTTP2NotSupported : st->ProtocolError, text,
                                rc);
-    } else if (hb_is_tls_error(rc)) {
+    } else if (hb_is_tls_error(rc) || rc == HB_E_H3_HANDSHAKE) {
         exc = st->TLSError;
+    } else if (hb_is_h3_error(rc)) {
+        /* QUIC/HTTP/3: no answer -> ConnectError, the rest are protocol errors */
+        if (rc == HB_E_H3_TIMEOUT)
+            exc = st->ConnectError;
+        else
+            return raise_with_code(st->ProtocolError, text, rc);
     } else {
         switch (rc) {
         case HB_E_TIMEOUT:

@@ -58,6 +58,7 @@ def bench(
     cluster: Any = None,
     http2: bool = False,
     streams: int = 1,
+    http3: bool = False,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -89,6 +90,15 @@ def bench(
     ``protocol``. A server that does not negotiate HTTP/2 raises
     HTTP2NotSupported, a ProtocolError (the run never falls back to HTTP/1.1).
 
+    ``http3``: speak HTTP/3 (QUIC over UDP, TLS 1.3 by GnuTLS; an ``https://`` URL
+    whose port is the server's UDP port, e.g. ``start_process(h3=True).h3_url``),
+    ``streams`` per connection as for HTTP/2. ``verify``/``ca_file`` apply as for
+    HTTPS. A failed QUIC handshake counts as a ``tls`` error; no answer within the
+    handshake timeout (``timeout``, else 3 s) or a closed UDP port as ``connect``.
+    The result adds ``quic_datagrams_sent``/``_received`` and ``quic_pto``; ``tls``
+    holds the QUIC handshakes (a reconnect resumes the TLS session when the server
+    issued a ticket and ``session_resumption`` is on; no 0-RTT). FeatureUnavailable when the build has no HTTP/3.
+
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
     worker processes; needs ``pip install "httpbench[distributed]"``). The totals
@@ -101,15 +111,15 @@ def bench(
     ConnectError when the host cannot be resolved, TLSError for a bad CA file.
     Connection failures during the run are counted in ``error_counts``.
     """
-    if cluster is not None and http2:
-        raise ValueError("http2=True is not supported with cluster")
+    if cluster is not None and (http2 or http3):
+        raise ValueError(f"{'http3' if http3 else 'http2'}=True is not supported with cluster")
     spec = check(
         url, n=n, duration=duration, concurrency=concurrency, threads=threads, rate=rate,
         keepalive=keepalive, pipeline=pipeline, method=method, headers=headers, body=body,
         timeout=timeout, verify=verify, ca_file=ca_file, warmup=warmup,
         session_resumption=session_resumption, server_name=server_name,
         tls_max_version=tls_max_version, lenient=lenient, label=label, http2=http2,
-        streams=streams)
+        streams=streams, http3=http3)
     if cluster is None:
         return run(spec, progress)
     from ._distributed import run_distributed
@@ -167,8 +177,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--h2", action="store_true",
                    help="HTTP/2: h2c with prior knowledge for http://, ALPN h2 for https:// "
                         "(fails when the server does not speak it)")
+    p.add_argument("--h3", action="store_true",
+                   help="HTTP/3: QUIC over UDP to an https:// URL's port (the server's UDP "
+                        "port; verify with --ca-file or --insecure as for HTTPS)")
     p.add_argument("-m", "--streams", dest="streams", metavar="STREAMS", default=None,
-                   help="with --h2: concurrent streams per connection (h2load's -m; default 1). "
+                   help="with --h2/--h3: concurrent streams per connection (h2load's -m; default 1). "
                         "ab's -m METHOD still works without --h2; prefer -X METHOD")
     p.add_argument("--warmup", metavar="D", default="0",
                    help="warm-up period not recorded, e.g. 2s")
@@ -299,30 +312,33 @@ def cli_main(argv: list[str]) -> int:
         for dest, msg in _AB_REJECTED.items():
             if getattr(a, dest) is not None:
                 raise _UsageError(msg)
+        if a.h2 and a.h3:
+            raise _UsageError("--h2 and --h3 are exclusive: choose one protocol")
+        multi = "--h3" if a.h3 else "--h2" if a.h2 else None  # a protocol with streams
         streams = 1
         if a.streams is not None:
             try:
                 streams = int(a.streams)
             except ValueError:
-                if a.h2:
-                    raise _UsageError(f"-m {a.streams}: with --h2, -m is the number of streams "
+                if multi:
+                    raise _UsageError(f"-m {a.streams}: with {multi}, -m is the number of streams "
                                       f"per connection; for the request method use "
                                       f"-X {a.streams}") from None
                 # ab's -m METHOD (without --h2 there are no streams to mean).
                 if a.method is None:
                     a.method = a.streams
             else:
-                if not a.h2:
-                    raise _UsageError(f"-m {a.streams}: streams per connection need --h2 "
+                if not multi:
+                    raise _UsageError(f"-m {a.streams}: streams per connection need --h2 or --h3 "
                                       "(for ab's -m METHOD use -X METHOD)")
                 if not 1 <= streams <= 1024:
                     raise _UsageError("-m (streams per connection) must be in 1..1024")
-        if a.h2 and a.pipeline > 1:
-            raise _UsageError("--pipeline is HTTP/1.1 pipelining; with --h2 use -m STREAMS")
-        if a.h2 and not a.keepalive and streams > 1:
+        if multi and a.pipeline > 1:
+            raise _UsageError(f"--pipeline is HTTP/1.1 pipelining; with {multi} use -m STREAMS")
+        if multi and not a.keepalive and streams > 1:
             raise _UsageError("--no-keepalive opens a connection per request: -m must be 1")
-        if a.h2 and (a.dask or a.dask_local):
-            raise _UsageError("--h2 is not supported with --dask / --dask-local")
+        if multi and (a.dask or a.dask_local):
+            raise _UsageError(f"{multi} is not supported with --dask / --dask-local")
         if a.head:
             if a.method not in (None, "HEAD"):
                 raise _UsageError("-i (HEAD) and a method other than HEAD")
@@ -380,11 +396,11 @@ def cli_main(argv: list[str]) -> int:
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
             ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
         )
-        if a.h2:
+        if multi:
             if a.post_file is not None:
                 with open(a.post_file, "rb") as f:
-                    kw["body"] = f.read()  # HTTP/2 sends the body from memory
-            kw.update(http2=True, streams=streams)
+                    kw["body"] = f.read()  # HTTP/2 and HTTP/3 send the body from memory
+            kw.update(streams=streams, **({"http3": True} if a.h3 else {"http2": True}))
         try:
             result = bench(a.url, **kw)
         except (ValueError, TypeError) as exc:

@@ -61,8 +61,8 @@ class BenchConfig:
     timeout_ns: int | None = None
     warmup_ns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
-    protocol: str = "http/1.1"  # "http/1.1" or "h2"
-    streams: int = 1  # HTTP/2: concurrent streams per connection
+    protocol: str = "http/1.1"  # "http/1.1", "h2" or "h3"
+    streams: int = 1  # HTTP/2 and HTTP/3: concurrent streams per connection
 
     @property
     def constant_rate(self) -> bool:
@@ -71,9 +71,11 @@ class BenchConfig:
 
     @property
     def h2_shape(self) -> str:
-        """An HTTP/2 run's connections and streams as the CLI spells them (``h2 -c16 -m10``);
-        ``""`` over HTTP/1.1."""
-        return f"h2 -c{self.concurrency} -m{self.streams}" if self.protocol == "h2" else ""
+        """An HTTP/2 or HTTP/3 run's connections and streams as the CLI spells them
+        (``h2 -c16 -m10``, ``h3 -c4 -m10``); ``""`` over HTTP/1.1."""
+        if self.protocol in ("h2", "h3"):
+            return f"{self.protocol} -c{self.concurrency} -m{self.streams}"
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -114,8 +116,8 @@ class BenchConfig:
 
 
 def _protocol(v: Any, where: str) -> str:
-    if v not in ("http/1.1", "h2"):
-        raise ValueError(f"{where} must be 'http/1.1' or 'h2', not {v!r}")
+    if v not in ("http/1.1", "h2", "h3"):
+        raise ValueError(f"{where} must be 'http/1.1', 'h2' or 'h3', not {v!r}")
     return str(v)
 
 
@@ -123,7 +125,8 @@ _BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "pro
                 "setup")
 # Optional BenchResult fields: in JSON only when set (older records load without them).
 _BENCH_OPTIONAL = ("setup", "sends", "sends_late", "unsent", "connect_attempts",
-                   "connect_failures", "connect_fd_exhausted")
+                   "connect_failures", "connect_fd_exhausted", "quic_datagrams_sent",
+                   "quic_datagrams_received", "quic_pto")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +229,14 @@ class BenchResult(ResultBase):
     :attr:`missed`. ``connect_attempts``/``connect_failures`` count connection
     attempts apart from requests; ``connect_fd_exhausted`` those that failed for
     lack of file descriptors (EMFILE/ENFILE).
+
+    HTTP/3 runs only (None otherwise): ``quic_datagrams_sent`` /
+    ``quic_datagrams_received`` - UDP datagrams of the measured window (each
+    carries one or more QUIC packets; ``bytes_in``/``bytes_out`` are then their UDP
+    payload bytes, QUIC headers and encryption included); ``quic_pto`` - QUIC probe
+    timeouts that fired (ngtcp2's loss recovery timer; the library exposes no
+    count of lost or retransmitted packets). ``tls`` holds each connection's QUIC
+    handshake (first Initial sent to handshake complete); ``connect`` is empty.
     """
 
     KIND = "BenchResult"
@@ -269,6 +280,9 @@ class BenchResult(ResultBase):
     connect_attempts: int | None = None
     connect_failures: int | None = None
     connect_fd_exhausted: int | None = None
+    quic_datagrams_sent: int | None = None
+    quic_datagrams_received: int | None = None
+    quic_pto: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(
@@ -370,6 +384,14 @@ class BenchResult(ResultBase):
     def send_rate(self) -> float | None:
         """Requests actually sent per second of the measured window (None if not recorded)."""
         return None if self.sends is None else per_second(self.sends, self.duration_ns)
+
+    @property
+    def datagrams_per_request(self) -> float | None:
+        """HTTP/3: UDP datagrams sent + received per completed request (None otherwise)."""
+        if self.quic_datagrams_sent is None or self.quic_datagrams_received is None:
+            return None
+        return ratio(self.quic_datagrams_sent + self.quic_datagrams_received,
+                     self.responses + self.errors)
 
     @property
     def missed(self) -> int | None:

@@ -24,6 +24,7 @@ class H3Unavailable(_core.FeatureUnavailable, RuntimeError):
 # feature -> what a build without it lacks and how to get it
 _MISSING = {
     "http2-server": H2_SERVER_MISSING,
+    "http3-client": _core.H3_CLIENT_MISSING,
     "callgrind": "measure(instructions=True) cannot bound its window: install valgrind's "
                  "headers (valgrind / valgrind-devel) and reinstall",
     "http3-server": H3_MISSING,
@@ -44,6 +45,8 @@ def features() -> dict[str, bool]:
     client requests around ``measure(instructions=True)``'s window. ``http3-server``:
     the embedded server speaks HTTP/3 (``Server(tls=True, h3=True)``,
     ``start_process(h3=True)``, the h3 scenarios; built with ngtcp2, nghttp3 and GnuTLS).
+    ``http3-client``: the load generator over HTTP/3 (``bench(http3=True)``,
+    ``httpbench URL --h3``; the same libraries).
     """
     return {
         "http2-server": bool(_core.HAVE_H2_SERVER),
@@ -51,6 +54,7 @@ def features() -> dict[str, bool]:
         "tls": True,
         "callgrind": bool(_core.HAVE_CALLGRIND),
         "http3-server": bool(_core.HAVE_H3),
+        "http3-client": bool(_core.HAVE_H3_CLIENT),
     }
 
 

@@ -212,6 +212,7 @@ class LoadSpec:
     streams: int
     head: bytes
     h2_fields: Any
+    http3: bool = False
 
 
 def check(
@@ -238,6 +239,7 @@ def check(
     label: str = "",
     http2: bool = False,
     streams: int = 1,
+    http3: bool = False,
 ) -> LoadSpec:
     """``bench()``'s arguments checked (ValueError/TypeError with the reason) and the
     request head built, so bad headers fail before any connection is made."""
@@ -263,16 +265,23 @@ def check(
     if not keepalive and pipeline > 1:
         raise ValueError("pipelining needs keep-alive connections")
     streams = _int_arg(streams, "streams", 1, 1024)
-    http2 = bool(http2)
-    if http2:
+    http2, http3 = bool(http2), bool(http3)
+    if http2 and http3:
+        raise ValueError("http2=True and http3=True are exclusive: choose one protocol")
+    if http3 and not tgt.tls:
+        raise ValueError(f"http3=True needs an https:// URL (HTTP/3 is QUIC, always TLS), "
+                         f"not {tgt.url!r}")
+    if http2 or http3:
+        kind = "http3=True" if http3 else "http2=True"
         if pipeline > 1:
-            raise ValueError("pipeline is HTTP/1.1 pipelining; with http2=True use streams")
+            raise ValueError(f"pipeline is HTTP/1.1 pipelining; with {kind} use streams")
         if not keepalive and streams > 1:
             raise ValueError("keepalive=False opens a connection per request: streams must be 1")
         if isinstance(body, os.PathLike):
-            raise ValueError("http2=True sends the body from memory: pass bytes, not a path")
+            raise ValueError(f"{kind} sends the body from memory: pass bytes, not a path")
     elif streams > 1:
-        raise ValueError("streams (concurrent streams per connection) needs http2=True")
+        raise ValueError("streams (concurrent streams per connection) needs http2=True or "
+                         "http3=True")
     if not isinstance(method, str):
         raise ValueError(f"invalid method {method!r}")
     tmo = _seconds(timeout, "timeout") or 0.0
@@ -305,7 +314,8 @@ def check(
     ua = f"httpbench/{__version__}"
     head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive), ua)
     # The same request as HTTP/2 fields; validated here so bad headers fail before the run.
-    h2_fields = _core.build_h2_fields(method, tgt.url, hdrs, body_len, ua) if http2 else None
+    h2_fields = (_core.build_h2_fields(method, tgt.url, hdrs, body_len, ua)
+                 if http2 or http3 else None)
     return LoadSpec(
         target=tgt, method=method, n=n, duration=dur, concurrency=concurrency,
         threads=threads, rate=rate, keepalive=bool(keepalive), pipeline=pipeline,
@@ -313,7 +323,7 @@ def check(
         body_len=body_len, timeout=tmo, warmup=wup, verify=bool(verify), ca_file=ca_file,
         session_resumption=bool(session_resumption), server_name=server_name,
         tls_max_version=tls_max_version, lenient=bool(lenient), label=label, http2=http2,
-        streams=streams, head=head, h2_fields=h2_fields)
+        streams=streams, head=head, h2_fields=h2_fields, http3=http3)
 
 
 def run(spec: LoadSpec, progress: bool | Callable[[Progress], Any] | None = False) -> BenchResult:
@@ -346,6 +356,10 @@ def run(spec: LoadSpec, progress: bool | Callable[[Progress], Any] | None = Fals
     )
     if spec.http2:
         kw.update(http2=True, h2_fields=spec.h2_fields, pipeline=spec.streams, head=None)
+    elif spec.http3:
+        if not _core.HAVE_H3_CLIENT:
+            raise _core.FeatureUnavailable(f"bench(http3=True): {_core.H3_CLIENT_MISSING}")
+        kw.update(http3=True, h2_fields=spec.h2_fields, pipeline=spec.streams, head=None)
     kw["give_up"] = NO_CONNECTION_S
     raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
@@ -365,8 +379,9 @@ _H2_ERRORS = ("rst_stream", "goaway")  # error kinds only HTTP/2 runs can have
 def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
     tgt, n, dur, rate, ca_file = spec.target, spec.n, spec.duration, spec.rate, spec.ca_file
     concurrency, http2, streams = spec.concurrency, spec.http2, spec.streams
+    http3 = spec.http3
     errors = dict(raw["errors"])
-    if not http2:
+    if not http2 and not http3:
         for k in _H2_ERRORS:  # always 0: HTTP/1.1 results keep their keys as before
             errors.pop(k, None)
     cfg = BenchConfig(
@@ -375,7 +390,8 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         keepalive=spec.keepalive, pipeline=spec.pipeline,
         timeout_ns=int(spec.timeout * 1e9) if spec.timeout else None,
         warmup_ns=int(spec.warmup * 1e9),
-        protocol="h2" if http2 else "http/1.1", streams=streams if http2 else 1,
+        protocol="h3" if http3 else "h2" if http2 else "http/1.1",
+        streams=streams if http2 or http3 else 1,
         extra={"headers": [f"{k}: {v}" for k, v in spec.headers],
                "body_bytes": max(spec.body_len, 0), "tls": tgt.tls, "verify": spec.verify,
                "ca_file": os.fspath(ca_file) if ca_file is not None else None},
@@ -434,6 +450,9 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         connect_attempts=raw["connect_attempts"],
         connect_failures=raw["connect_failures"],
         connect_fd_exhausted=raw["connect_fd_exhausted"],
+        quic_datagrams_sent=raw["quic_dgrams_sent"] if http3 else None,
+        quic_datagrams_received=raw["quic_dgrams_recv"] if http3 else None,
+        quic_pto=raw["quic_pto"] if http3 else None,
     )
     _record_machine(res, tgt)
     return res

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _units as U
 from ._baseline import Change, Comparison, diff
-from ._cmptables import caption, compare_table, format_tables
+from ._cmptables import caption, compare_table, format_tables, skip_lines
 from ._hdrexport import (
     export_hdr_log,
     export_histogram,
@@ -213,7 +213,7 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
     if rs.skipped:
         bullet = "- " if fmt == "md" else "  * "
         parts.append(("**Skipped**" if fmt == "md" else "Skipped:") + "\n"
-                     + "\n".join(f"{bullet}{k}: {v}" for k, v in rs.skipped.items()))
+                     + "\n".join(bullet + line for line in skip_lines(rs.skipped)))
     return "\n\n".join(parts) + "\n"
 
 
@@ -362,10 +362,12 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     lines.append("")
     if cfg.protocol == "h2":
         kv("Protocol", "HTTP/2 (ALPN h2)" if cfg.extra.get("tls") else "HTTP/2 (h2c, prior knowledge)")
+    elif cfg.protocol == "h3":
+        kv("Protocol", "HTTP/3 (QUIC v1 over UDP, ALPN h3)")
     else:
         kv("Protocol", "HTTP/1.1")
     kv("Concurrency Level", cfg.concurrency)
-    if cfg.protocol == "h2":
+    if cfg.protocol in ("h2", "h3"):
         kv("Streams per connection", f"{cfg.streams} ({cfg.concurrency * cfg.streams} in flight)")
     mode = [f"{cfg.threads} thread{'s' if cfg.threads != 1 else ''}"]
     mode.append("keep-alive" if cfg.keepalive else "new connection per request")
@@ -406,7 +408,15 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
             why = str(md.get("first_error") or "connect failed")
             why = why.removeprefix("connect: ").lower()
             lines.append(f"   ({why}: {r.connect_attempts} attempts, 0 requests sent)")
-    kv("Total transferred", f"{r.bytes_in} bytes")
+    kv("Total transferred", f"{r.bytes_in} bytes"
+       + (" (UDP payloads: QUIC headers and encryption included)" if cfg.protocol == "h3"
+          else ""))
+    if r.quic_datagrams_sent is not None and r.quic_datagrams_received is not None:
+        per_dg = (f" ({r.datagrams_per_request:.2f} per request)"
+                  if r.datagrams_per_request is not None and completed else "")
+        kv("QUIC datagrams", f"{r.quic_datagrams_sent} sent, {r.quic_datagrams_received} "
+                             f"received{per_dg}")
+        kv("QUIC probe timeouts", f"{r.quic_pto or 0} (loss recovery timers that fired)")
     kv("HTML transferred", f"{md.get('body_bytes_in', 0)} bytes")
     if cfg.rate:
         lines += _rate_lines(r, w)
@@ -426,7 +436,7 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
         kv("Time per request", "– (no response)")
     elif completed:
         # ab's concurrency x time / n; over HTTP/2 every stream slot is a concurrent request.
-        inflight = cfg.concurrency * (cfg.streams if cfg.protocol == "h2" else 1)
+        inflight = cfg.concurrency * (cfg.streams if cfg.protocol in ("h2", "h3") else 1)
         kv("Time per request", f"{inflight * secs * 1e3 / completed:.3f} [ms] (mean)")
         kv("Time per request", f"{secs * 1e3 / completed:.3f} [ms] "
                                "(mean, across all concurrent requests)")
@@ -452,7 +462,7 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     per_request = r.setup is not None
     lines.append(_row("Connect:", r.setup if per_request else r.connect))
     if r.tls is not None:
-        lines.append(_row("TLS:", r.tls))
+        lines.append(_row("Handshake:" if cfg.protocol == "h3" else "TLS:", r.tls))
     lines.append(_row("Processing:", r.processing))
     lines.append(_row("Waiting:", r.ttfb))
     total = r.latency
@@ -594,7 +604,7 @@ def html_tables(obj: Any) -> str:
             parts.append('<h3>Notes</h3><ul class="notes">' + "".join(items) + "</ul>")
         if obj.skipped:
             parts.append('<h3>Skipped</h3><ul class="notes">' + "".join(
-                f"<li>{e(k)}: {e(v)}</li>" for k, v in obj.skipped.items()) + "</ul>")
+                f"<li>{e(line)}</li>" for line in skip_lines(obj.skipped)) + "</ul>")
     elif isinstance(obj, MeasureResult):
         parts.append(f"<h3>measure: {e(obj.label)}</h3>"
                      + table(["metric", "value"], _measure_rows(obj)))

@@ -23,7 +23,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_features_lists_the_build():
     f = httpbench.features()
-    assert set(f) == {"http2-server", "http2-client", "tls", "callgrind", "http3-server"}
+    assert set(f) == {"http2-server", "http2-client", "tls", "callgrind", "http3-server",
+                      "http3-client"}
     assert all(isinstance(v, bool) for v in f.values())
     assert f["http2-client"] and f["tls"]  # our own code: in every build
     assert f is not httpbench.features()  # a fresh dict: callers may change theirs
