@@ -75,6 +75,9 @@ typedef struct hb_h3_server_config {
     void *stats_arg;
     uint32_t max_streams;     /* concurrent request streams per connection; default 100 */
     uint32_t idle_timeout_ms; /* QUIC max_idle_timeout; default 30000 */
+    /* a request stream's head and body must be in within this, else 408 (the body
+     * is then not read); default 10000 */
+    uint32_t request_timeout_ms;
     uint32_t max_header_list; /* request header bytes; beyond it: 431; default 16384 */
     uint32_t max_connections; /* per endpoint; a new one beyond it is dropped; 0 = no limit */
     /* TLS 1.3 session tickets: HB_H3_TICKET_KEY_LEN random bytes shared by the

@@ -236,6 +236,7 @@ int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, sockl
     cfg.stats_arg = srv;
     cfg.max_streams = (uint32_t)srv->o.h2_max_concurrent_streams;
     cfg.idle_timeout_ms = (uint32_t)srv->o.keepalive_timeout_ms;
+    cfg.request_timeout_ms = (uint32_t)srv->o.request_timeout_ms;
     cfg.max_header_list = (uint32_t)srv->o.max_head;
     cfg.max_connections = srv->o.max_connections > 0 ? (uint32_t)srv->o.max_connections : 0;
     cfg.ticket_key = srv->o.session_resumption ? srv->h3_ticket_key : NULL;

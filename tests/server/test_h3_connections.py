@@ -302,3 +302,24 @@ def test_session_resumption(resumption):
         st = s.stats()
         assert st["connections_by_protocol"]["h3"] == st["h3"]["handshakes"] == 3
         assert st["h3"]["resumed"] == (2 if resumption else 0)
+
+
+def test_a_request_whose_body_never_comes_gets_408():
+    """An upload that stalls after its head: after request_timeout the stream is answered
+    408 (the client is asked to stop sending); the connection stays usable."""
+    with Server(tls=True, h3=True, request_timeout=0.3) as s:
+        c = _curl(s, "/sink", POST=1, POSTFIELDSIZE=1000)
+        c.setopt(pycurl.READFUNCTION, lambda n: pycurl.READFUNC_PAUSE)
+        body = io.BytesIO()
+        c.setopt(pycurl.WRITEDATA, body)
+        m = pycurl.CurlMulti()
+        m.add_handle(c)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and s.stats()["by_status"].get(408, 0) == 0:
+            m.perform()
+            m.select(0.05)
+        st = s.stats()
+        assert st["by_route"]["sink"] == 1 and st["by_status"] == {408: 1}
+        assert st["by_protocol"]["h3"] == 1
+        m.remove_handle(c)
+        c.close()
