@@ -104,6 +104,7 @@ struct hb_h3_server {
     gnutls_datum_t ticket; /* .size 0: no session tickets */
     h3conn *conns;
     h3conn *phead, *ptail;
+    int burst; /* datagrams the head of the send list wrote in a row */
     int nconns;
     cident *tab;
     size_t tcap, tused; /* used counts tombstones too */
@@ -1494,12 +1495,19 @@ size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct socka
         }
         if (w <= 0) {
             unpend(c);
+            s->burst = 0;
             continue;
         }
         memcpy(peer, &c->peer, c->plen);
         *peer_len = c->plen;
         ADD(s->st->packets_out, 1);
         ADD(s->st->bytes_out, (uint64_t)w);
+        /* a download yields to the other connections every GSO-batch worth of datagrams */
+        if (++s->burst >= 32 && c->pnext) {
+            unpend(c);
+            pend(c);
+        }
+        if (s->burst >= 32) s->burst = 0;
         return (size_t)w;
     }
     return 0;

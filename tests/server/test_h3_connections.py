@@ -323,3 +323,31 @@ def test_a_request_whose_body_never_comes_gets_408():
         assert st["by_protocol"]["h3"] == 1
         m.remove_handle(c)
         c.close()
+
+
+def test_parallel_downloads_on_two_connections(srv):
+    """Two 3 MB downloads at once, each on its own connection (one worker writes both,
+    taking turns): both byte-exact."""
+    m = pycurl.CurlMulti()
+    m.setopt(pycurl.M_PIPELINING, 0)
+    hs, bufs = [], []
+    for i in range(2):
+        c = _curl(srv, f"/bytes/{3_000_000 + i}", FRESH_CONNECT=1, FORBID_REUSE=1)
+        b = io.BytesIO()
+        c.setopt(pycurl.WRITEDATA, b)
+        m.add_handle(c)
+        hs.append(c)
+        bufs.append(b)
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        _, active = m.perform()
+        if active == 0:
+            break
+        m.select(0.05)
+    for i, c in enumerate(hs):
+        assert c.getinfo(pycurl.RESPONSE_CODE) == 200
+        assert bufs[i].getvalue() == expected_bytes(3_000_000 + i)
+        m.remove_handle(c)
+        c.close()
+    st = srv.stats()
+    assert st["connections_by_protocol"]["h3"] == 2 and st["by_protocol"]["h3"] == 2
