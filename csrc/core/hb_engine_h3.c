@@ -343,7 +343,16 @@ static void h3_timer(hb_loop *l, hb_timer *t, uint64_t now)
     econn *c = &h->base;
     if (h->cli.fd < 0) return;
     h->now = now;
-    h3_after(c, hb_h3_client_expiry(&h->cli, now));
+    /* no input, so no request ended and no room opened: no refill. Most
+     * firings are ngtcp2's pacing deadline (a few us after each send), with
+     * nothing left to send */
+    int rc = hb_h3_client_expiry(&h->cli, now);
+    h3_count(c, now);
+    if (rc < 0) {
+        h3_fatal(c, rc);
+        return;
+    }
+    h3_arm(c);
 }
 
 static int h3_timed_out(const econn *c, uint64_t now, uint64_t tmo)
