@@ -70,6 +70,8 @@ typedef struct h3conn {
     uint8_t pending, state, hs_done, timers, close_queued, counted_error;
     int h3err;       /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
     uint32_t credit; /* request streams closed whose MAX_STREAMS credit is not yet given back */
+    uint8_t dirty;   /* touched since dl was computed: the endpoint's deadline scan recomputes it */
+    uint64_t dl;     /* the connection's earliest timer, as of its last touch */
     hb_h3_server *s;
     ngtcp2_conn *q;
     nghttp3_conn *h;
@@ -199,6 +201,7 @@ static void cid_del(hb_h3_server *s, const uint8_t *p, size_t n, const h3conn *c
 static void pend(h3conn *c)
 {
     hb_h3_server *s = c->s;
+    c->dirty = 1;
     if (c->pending) return;
     c->pending = 1;
     c->pnext = NULL;
@@ -999,6 +1002,7 @@ static void conn_close(h3conn *c, const ngtcp2_connection_close_error *ccerr)
 {
     uint64_t now = now_of(c->s);
     if (c->state != C_OPEN) return;
+    c->dirty = 1;
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
@@ -1141,6 +1145,7 @@ fail:
 static void conn_recv(h3conn *c, const uint8_t *p, size_t n)
 {
     hb_h3_server *s = c->s;
+    c->dirty = 1;
     if (c->state == C_CLOSING) { /* answer with the CONNECTION_CLOSE again */
         if (c->closelen) {
             c->close_queued = 1;
@@ -1180,6 +1185,7 @@ static void conn_recv(h3conn *c, const uint8_t *p, size_t n)
 static ngtcp2_ssize conn_write(h3conn *c, uint8_t *buf, size_t cap)
 {
     uint64_t now = now_of(c->s);
+    c->dirty = 1;
     size_t max = ngtcp2_conn_get_max_tx_udp_payload_size(c->q);
     if (max > cap) max = cap;
     for (;;) {
@@ -1238,10 +1244,22 @@ static uint64_t conn_deadline(h3conn *c)
     return d;
 }
 
+/* The connection's deadline, recomputed only when it was touched: the endpoint's
+ * scan over its connections then costs a compare for each idle one. */
+static uint64_t conn_dl(h3conn *c)
+{
+    if (c->dirty) {
+        c->dirty = 0;
+        c->dl = conn_deadline(c);
+    }
+    return c->dl;
+}
+
 static void conn_timer(h3conn *c)
 {
     hb_h3_server *s = c->s;
     uint64_t now = now_of(s);
+    c->dirty = 1;
     if (c->state != C_OPEN) {
         if (now >= c->close_until) conn_free(c, c->state == C_DRAINING);
         return;
@@ -1444,7 +1462,7 @@ uint64_t hb_h3_server_deadline(hb_h3_server *s)
 {
     uint64_t d = UINT64_MAX;
     for (h3conn *c = s->conns; c; c = c->next) {
-        uint64_t t = conn_deadline(c);
+        uint64_t t = conn_dl(c);
         if (t < d) d = t;
     }
     return d;
@@ -1456,7 +1474,7 @@ void hb_h3_server_timer(hb_h3_server *s)
     h3conn *next;
     for (h3conn *c = s->conns; c; c = next) {
         next = c->next;
-        if (conn_deadline(c) <= now) conn_timer(c);
+        if (conn_dl(c) <= now) conn_timer(c);
     }
 }
 

@@ -196,6 +196,30 @@ def _under_table(rs: ResultSet, scenario: str) -> list[str]:
     return lines
 
 
+def skip_lines(skipped: dict[str, str]) -> list[str]:
+    """The skipped ``client/scenario`` pairs, one line per reason: a reason shared by
+    several pairs names its clients once per set of scenarios, in the run's order."""
+    by_reason: dict[str, list[str]] = {}
+    for what, why in skipped.items():
+        by_reason.setdefault(why, []).append(what)
+    out: list[str] = []
+    for why, whats in by_reason.items():
+        if len(whats) == 1:
+            out.append(f"{whats[0]}: {why}")
+            continue
+        per_client: dict[str, list[str]] = {}
+        for what in whats:
+            client, _, scenario = what.partition("/")
+            per_client.setdefault(client, []).append(scenario)
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for client, scenarios in per_client.items():
+            groups.setdefault(tuple(scenarios), []).append(client)
+        for scenarios, clients in groups.items():
+            where = f" ({', '.join(x for x in scenarios if x)})" if any(scenarios) else ""
+            out.append(f"{', '.join(clients)}{where}: {why}")
+    return out
+
+
 def format_tables(rs: ResultSet) -> str:
     """A compare run as ``httpbench compare`` prints it: a table per scenario (its
     :func:`cell_rows`), the lines under it, then notes, skipped clients and the run."""
@@ -235,8 +259,7 @@ def format_tables(rs: ResultSet) -> str:
         out.append("")
     if rs.skipped:
         out.append("Skipped:")
-        for what, why in rs.skipped.items():
-            out.append(f"  * {what}: {why}")
+        out.extend(f"  * {line}" for line in skip_lines(rs.skipped))
         out.append("")
     bits = [f"Python {md.get('python')}", str(md.get("openssl")), str(md.get("kernel")),
             f"{md.get('cpus')} CPU(s) {md.get('cpu_model') or ''}".strip(),

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _units as U
 from ._baseline import Change, Comparison, diff
-from ._cmptables import caption, compare_table, format_tables
+from ._cmptables import caption, compare_table, format_tables, skip_lines
 from ._hdrexport import (
     export_hdr_log,
     export_histogram,
@@ -213,7 +213,7 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
     if rs.skipped:
         bullet = "- " if fmt == "md" else "  * "
         parts.append(("**Skipped**" if fmt == "md" else "Skipped:") + "\n"
-                     + "\n".join(f"{bullet}{k}: {v}" for k, v in rs.skipped.items()))
+                     + "\n".join(bullet + line for line in skip_lines(rs.skipped)))
     return "\n\n".join(parts) + "\n"
 
 
@@ -604,7 +604,7 @@ def html_tables(obj: Any) -> str:
             parts.append('<h3>Notes</h3><ul class="notes">' + "".join(items) + "</ul>")
         if obj.skipped:
             parts.append('<h3>Skipped</h3><ul class="notes">' + "".join(
-                f"<li>{e(k)}: {e(v)}</li>" for k, v in obj.skipped.items()) + "</ul>")
+                f"<li>{e(line)}</li>" for line in skip_lines(obj.skipped)) + "</ul>")
     elif isinstance(obj, MeasureResult):
         parts.append(f"<h3>measure: {e(obj.label)}</h3>"
                      + table(["metric", "value"], _measure_rows(obj)))

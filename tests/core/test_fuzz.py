@@ -1,7 +1,8 @@
 """Build the libFuzzer harnesses (csrc/fuzz/fuzz_parse.c: the parser;
 csrc/fuzz/fuzz_request.c: URL splitting and request-head building; csrc/fuzz/fuzz_h2_server.c:
 the embedded server's HTTP/2 input path; csrc/fuzz/fuzz_h2_hpack.c: the HPACK decoder and
-encoder; csrc/fuzz/fuzz_h2_client.c: the HTTP/2 client session's input path) and run each
+encoder; csrc/fuzz/fuzz_h2_client.c: the HTTP/2 client session's input path;
+csrc/fuzz/fuzz_h3_server.c: the embedded server's HTTP/3 datagram input) and run each
 for HTTPBENCH_FUZZ_SECONDS (default 20 per harness, as in .ci/run). Any crash, sanitizer
 report, leak, timeout or contract violation (the harness traps) fails the test.
 Seed corpora are copied to a temporary directory so the repo never changes."""
@@ -93,3 +94,19 @@ def test_fuzz_h2_client(tmp_path):
 def test_fuzz_h2_hpack(tmp_path):
     _fuzz(tmp_path, "fuzz_h2_hpack", ["hb_h2_hpack.c", "hb_common.c", "hb_parse.c"], "corpus_h2_hpack", 8,
           None, ("-max_len=70000",), ("-lnghttp2",))
+
+
+@pytest.mark.slow
+def test_fuzz_h3_server(tmp_path):
+    import httpbench
+
+    if not httpbench.features()["http3-server"]:
+        from httpbench._features import H3_MISSING
+
+        pytest.skip(H3_MISSING)
+    libs = subprocess.run(["pkg-config", "--libs", "libngtcp2_crypto_gnutls", "libngtcp2",
+                           "libnghttp3", "gnutls"], capture_output=True, text=True, timeout=60)
+    _fuzz(tmp_path, "fuzz_h3_server", ["hb_h3_server.c", "hb_route.c", "hb_content.c",
+                                       "hb_common.c", "hb_parse.c", "hb_tls.c"],
+          "corpus_h3_server", 12, None, ("-max_len=8192",),
+          (*libs.stdout.split(), "-lssl", "-lcrypto"))
