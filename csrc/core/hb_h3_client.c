@@ -276,8 +276,10 @@ static int h_recv_header(nghttp3_conn *h, int64_t sid, int32_t token, nghttp3_rc
     nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
     if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
         int st = 0;
-        for (size_t i = 0; i < v.len && i < 4; i++)
+        for (size_t i = 0; i < v.len && i < 4; i++) {
+            if (v.base[i] < '0' || v.base[i] > '9') return NGHTTP3_ERR_CALLBACK_FAILURE;
             st = st * 10 + (v.base[i] - '0');
+        }
         if (v.len != 3 || st < 100 || st > 999) return NGHTTP3_ERR_CALLBACK_FAILURE;
         /* interim responses (1xx) are not the answer */
         if (st >= 200 && c->p->cb->on_response) c->p->cb->on_response(c->p->ud, sud, st);
