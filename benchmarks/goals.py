@@ -88,6 +88,14 @@ BENCHMARKS = [
                           "(the Python start-up, ~0.27 s CPU, is outside the span). The goals "
                           "are stated at -c16; -c1 figures are informational."),
                      ("floor", FLOOR_LOADGEN))),
+    Benchmark("h3loadgen", "bench_h3loadgen.py", ("--n1", "300", "--n2", "1300"),
+              ("--n1", "200", "--n2", "700"), ("--n1", "100", "--n2", "300"),
+              ours="httpbench h3",
+              notes=(("", "HTTP/3 vs HTTP/2 over TLS, both httpbench's load generator against "
+                          "the embedded server: user instructions (callgrind) and syscalls "
+                          "(strace -c -f) per request, each the difference between two runs "
+                          "(n2 - n1 requests), so start-up and handshakes cancel out. Exact "
+                          "counts, one run each; -c4 -m10 is 4 connections x 10 streams."),)),
     Benchmark("h2loadgen", "bench_h2loadgen.py", ("--duration", "5", "--rounds", "3"),
               ("--quick",), ("--duration", "1", "--rounds", "1"),
               peers=("h2load", "nginx"), ours="httpbench",
@@ -244,6 +252,10 @@ GOALS = [
              "floor", "wrk", conns, primary=False, detail=REACHABLE),
     )),
     # the HTTP/2 load generator vs h2load, every target and shape
+    # HTTP/3 costs QUIC's user-space work (stated, not a goal); the syscalls are the kernel's
+    Goal("h3loadgen", "HTTP/3 load generator",
+         "syscalls/request ≤ 1.1× HTTP/2 over TLS ({case})", "syscalls/req", "<=", 1.1,
+         "httpbench h3", "httpbench h2 (TLS)", case="GET /bytes/150 c1m1"),
     Goal("h2loadgen", "HTTP/2 load generator", "CPU/request ≤ 0.8× h2load ({case})", "CPU/req",
          "<=", 0.8, "httpbench", "h2load", floor="floor"),
     Goal("h2loadgen", "HTTP/2 load generator",

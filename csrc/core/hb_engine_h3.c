@@ -56,7 +56,9 @@ static void h3_count(econn *c, uint64_t now)
     h->seen = *s;
 }
 
-/* All slots free, connection closed (CONNECTION_CLOSE sent when alive). */
+/* Connection closed (CONNECTION_CLOSE sent when alive). Its slots are freed,
+ * unless every request left was never sent (the server's GOAWAY or idle
+ * close came first): those stay, for the next connection to send. */
 static void h3_reset(econn *c)
 {
     h3conn *h = H3(c);
@@ -64,14 +66,15 @@ static void h3_reset(econn *c)
     hb_timer_stop(&c->th->loop, &h->qt);
     hb_h3_client_close(&h->cli);
     h3_count(c, hb_now_ns());
-    for (uint32_t i = 0; i < m; i++) {
-        h->slots[i].used = 0;
-        h->free[i] = m - 1 - i;
+    int keep = c->rcount && c->rcount == h->pending;
+    h->nfree = 0;
+    for (uint32_t i = m; i-- > 0;) {
+        if (!keep) h->slots[i].used = 0;
+        if (!h->slots[i].used) h->free[h->nfree++] = i;
     }
-    h->nfree = m;
-    h->pending = 0;
+    if (!keep) h->pending = 0;
+    c->rcount = h->pending;
     h->hs_done = 0;
-    c->rcount = 0;
 }
 
 static void h3_release(econn *c, h3slot *sl)
@@ -107,8 +110,9 @@ static void h3_fatal(econn *c, int rc)
         type = rc == HB_E_H3_HANDSHAKE                             ? HB_ENG_ERR_TLS
                : (rc == HB_E_H3_TIMEOUT || (rc < 0 && rc > -4096)) ? HB_ENG_ERR_CONNECT
                                                                    : HB_ENG_ERR_PROTOCOL;
-    } else if ((rc == HB_E_H3_CLOSED || rc == HB_E_H3_TIMEOUT) && c->rcount == 0) {
-        /* idle, closed by the server or idled out: reconnect when needed */
+    } else if ((rc == HB_E_H3_CLOSED || rc == HB_E_H3_TIMEOUT) && c->rcount == h->pending) {
+        /* nothing sent in flight, closed by the server or idled out: reconnect
+         * (requests not sent yet go on the next connection) */
         hb__eng_conn_close(c);
         hb__eng_defer_fill(c);
         return;
@@ -306,6 +310,11 @@ static void h3_after(econn *c, int rc)
             hb__eng_fill(c, h->now);
             return;
         }
+        if (h->cli.goaway && c->rcount == h->pending) { /* drained after GOAWAY: reconnect */
+            hb__eng_conn_close(c);
+            hb__eng_fill(c, h->now);
+            return;
+        }
         hb__eng_fill(c, h->now);
     }
     if (h->cli.fd < 0) return;
@@ -343,7 +352,16 @@ static void h3_timer(hb_loop *l, hb_timer *t, uint64_t now)
     econn *c = &h->base;
     if (h->cli.fd < 0) return;
     h->now = now;
-    h3_after(c, hb_h3_client_expiry(&h->cli, now));
+    /* no input, so no request ended and no room opened: no refill. Most
+     * firings are ngtcp2's pacing deadline (a few us after each send), with
+     * nothing left to send */
+    int rc = hb_h3_client_expiry(&h->cli, now);
+    h3_count(c, now);
+    if (rc < 0) {
+        h3_fatal(c, rc);
+        return;
+    }
+    h3_arm(c);
 }
 
 static int h3_timed_out(const econn *c, uint64_t now, uint64_t tmo)

@@ -276,8 +276,10 @@ static int h_recv_header(nghttp3_conn *h, int64_t sid, int32_t token, nghttp3_rc
     nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
     if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
         int st = 0;
-        for (size_t i = 0; i < v.len && i < 4; i++)
+        for (size_t i = 0; i < v.len && i < 4; i++) {
+            if (v.base[i] < '0' || v.base[i] > '9') return NGHTTP3_ERR_CALLBACK_FAILURE;
             st = st * 10 + (v.base[i] - '0');
+        }
         if (v.len != 3 || st < 100 || st > 999) return NGHTTP3_ERR_CALLBACK_FAILURE;
         /* interim responses (1xx) are not the answer */
         if (st >= 200 && c->p->cb->on_response) c->p->cb->on_response(c->p->ud, sud, st);
@@ -365,7 +367,17 @@ static nghttp3_ssize h_read_body(nghttp3_conn *h, int64_t sid, nghttp3_vec *vec,
     return 1;
 }
 
+/* The server's GOAWAY: the streams already open go on, no new one. */
+static int h_shutdown(nghttp3_conn *h, int64_t id, void *ud)
+{
+    (void)h;
+    (void)id;
+    ((hb_h3_client *)ud)->goaway = 1;
+    return 0;
+}
+
 static const nghttp3_callbacks H3_CBS = {
+    .shutdown = h_shutdown,
     .stream_close = h_stream_close,
     .recv_data = h_recv_data,
     .deferred_consume = h_deferred_consume,
@@ -613,7 +625,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     if (!p) return HB_E_INVALID;
     hb_h3_client_close(c);
     c->err[0] = 0;
-    c->over = c->handshake_done = c->resumed = 0;
+    c->over = c->handshake_done = c->resumed = c->goaway = 0;
     c->nopen = 0;
     c->hs_start = now;
     c->hs_ns = 0;
@@ -913,7 +925,7 @@ void hb_h3_client_describe(const hb_h3_client *c, char *buf, size_t len)
 
 uint32_t hb_h3_client_room(const hb_h3_client *c)
 {
-    if (!c->p || !c->p->h || c->over || !c->handshake_done) return 0;
+    if (!c->p || !c->p->h || c->over || !c->handshake_done || c->goaway) return 0;
     uint64_t left = ngtcp2_conn_get_streams_bidi_left(c->p->q);
     uint32_t m = c->p->set.max_streams > c->nopen ? c->p->set.max_streams - c->nopen : 0;
     return left < m ? (uint32_t)left : m;

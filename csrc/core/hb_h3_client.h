@@ -92,6 +92,7 @@ typedef struct hb_h3_client {
     uint64_t hs_start, hs_ns; /* handshake start, and its duration once done */
     int resumed;              /* the TLS session was resumed */
     int blocked; /* a datagram waits for the socket: call hb_h3_client_writable when writable */
+    int goaway;  /* the server sent GOAWAY: no new stream (room 0); reconnect when drained */
     hb_h3_stats st;
     char err[HB_ERR_LEN];
     struct hb__h3 *p; /* private */

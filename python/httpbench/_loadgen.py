@@ -271,6 +271,9 @@ def check(
     if http3 and not tgt.tls:
         raise ValueError(f"http3=True needs an https:// URL (HTTP/3 is QUIC, always TLS), "
                          f"not {tgt.url!r}")
+    if http3 and tls_max_version is not None and tls_max_version != "1.3":
+        raise ValueError(f"http3=True is TLS 1.3 only (QUIC); tls_max_version={tls_max_version!r} "
+                         "cannot apply")
     if http2 or http3:
         kind = "http3=True" if http3 else "http2=True"
         if pipeline > 1:

@@ -234,6 +234,7 @@ def test_http1_and_h2_results_have_no_quic_figures():
     (dict(http2=True), "exclusive"),
     (dict(pipeline=2), "pipelining"),
     (dict(cluster="local:1"), "not supported with cluster"),
+    (dict(tls_max_version="1.2"), "TLS 1.3 only"),
 ])
 def test_bad_combinations_are_value_errors(kw, msg):
     with pytest.raises(ValueError, match=msg):

@@ -41,7 +41,9 @@ BODY = b"0123456789"
 class Peer:
     """aioquic HTTP/3 server on 127.0.0.1 in its own thread. mode "ok": 200 with BODY;
     "reset": RESET_STREAM (H3_REQUEST_REJECTED) on each request stream; "close":
-    CONNECTION_CLOSE (H3_INTERNAL_ERROR) on the first request. Issues session tickets
+    CONNECTION_CLOSE (H3_INTERNAL_ERROR) on the first request; "goaway": 200s, and
+    after the third request of a connection a GOAWAY letting no later stream in, then
+    CONNECTION_CLOSE (H3_NO_ERROR) 50 ms later. Issues session tickets
     (one use each) when tickets=True; ``requests`` counts the requests it saw."""
 
     def __init__(self, mode: str, tickets: bool = True) -> None:
@@ -78,6 +80,20 @@ class Peer:
             def __init__(self, *a: Any, **k: Any) -> None:
                 super().__init__(*a, **k)
                 self.h3 = H3Connection(self._quic)
+                self.served = 0
+
+            def goaway(self, last: int) -> None:
+                from aioquic.buffer import encode_uint_var
+                from aioquic.h3.connection import FrameType, encode_frame
+
+                self._quic.send_stream_data(self.h3._local_control_stream_id,
+                                            encode_frame(FrameType.GOAWAY, encode_uint_var(last)))
+                self.transmit()
+                asyncio.get_event_loop().call_later(0.05, self.close_now)
+
+            def close_now(self) -> None:
+                self._quic.close(error_code=0x100)  # H3_NO_ERROR
+                self.transmit()
 
             def quic_event_received(self, event: Any) -> None:
                 for ev in self.h3.handle_event(event):
@@ -92,6 +108,9 @@ class Peer:
                         self.h3.send_headers(ev.stream_id, [(b":status", b"200"),
                                                             (b"server", b"peer")])
                         self.h3.send_data(ev.stream_id, BODY, end_stream=True)
+                        self.served += 1
+                        if peer.mode == "goaway" and self.served == 3:
+                            self.goaway(ev.stream_id + 4)
                 self.transmit()
 
         asyncio.set_event_loop(self._loop)
@@ -143,6 +162,15 @@ def test_reset_streams_are_rst_stream_errors():
         assert p.requests == 12
         assert "reset the stream" in r.metadata["first_error"]
         assert r.connections == 2  # a reset stream leaves its connection open
+
+
+def test_goaway_drains_the_connection_and_the_next_one_takes_over():
+    with Peer("goaway") as p:
+        r = httpbench.bench(p.url, n=20, http3=True, ca_file=p.ca, timeout=5)
+        assert (r.successes, r.errors) == (20, 0), r.metadata["first_error"]
+        assert p.requests == 20
+        assert r.connections == 7  # 3 requests per connection, then a new one
+        assert r.reconnects == 6
 
 
 def test_server_closing_the_connection_fails_its_requests_as_closed():
