@@ -1,7 +1,7 @@
 /* hb_h3_client.c - the HTTP/3 client connection of hb_h3_client.h on
  * ngtcp2 0.12 (QUIC, TLS by GnuTLS through ngtcp2_crypto_gnutls) and
  * nghttp3 0.8 (HTTP/3 framing, QPACK). ngtcp2 writes one datagram per call;
- * each goes out with one send() on the connected socket. */
+ * full-size ones are gathered and go out with one sendmsg (UDP GSO). */
 #include "hb_h3_client.h"
 
 #ifndef HB_NO_H3
