@@ -10,7 +10,12 @@ C server's workers' ``cpu_ns``; the aioquic listener's thread), both divided by 
 Both servers run in their own process. ``--cpu K`` pins this process and the server
 process to CPU K (the same-CPU placement compare uses for sequential scenarios).
 
-    python benchmarks/bench_h3server.py [N] [--path /bytes/150] [--cpu K] [--repeat R]
+    python benchmarks/bench_h3server.py [N] [--path /bytes/150] [--cpu K] [--repeat R] [--json F]
+
+Goal (benchmarks/goals.py): the C server's CPU/request <= 0.5x the cheapest h3 client's.
+With ``--json`` the rows go to benchmarks/run.py: case "h3 sequential GET" (contenders
+``c-server`` and ``aioquic-server``, each serving pycurl, and ``client <name>`` against the
+C server) and case "pycurl by protocol" (``c-server <proto>`` and ``client pycurl <proto>``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import time
 from typing import Any
 
+from _peers import write_rows
 from httpbench._server import start_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -135,12 +141,41 @@ def run_one(one: Any, n: int, counts: Any) -> dict[str, float]:
             "wall_us": (w1 - w0) / n / 1e3}
 
 
+def _aioquic_missing() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("aioquic") is None
+
+
+def run_py_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-repeat figures as benchmarks/run.py rows (values: one per repeat)."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if "skipped" in r:
+            continue
+        if r["protocol"] == "h3":
+            if r["client"] == "pycurl":
+                out.setdefault(("h3 sequential GET", f"{r['server']}-server"), []).append(
+                    r["server_cpu_us"])
+            if r["server"] == "c":
+                out.setdefault(("h3 sequential GET", f"client {r['client']}"), []).append(
+                    r["client_cpu_us"])
+        if r["server"] == "c" and r["client"] == "pycurl":
+            p = r["protocol"]
+            out.setdefault(("pycurl by protocol", f"c-server {p}"), []).append(r["server_cpu_us"])
+            out.setdefault(("pycurl by protocol", f"client pycurl {p}"), []).append(
+                r["client_cpu_us"])
+    return [{"case": c, "contender": k, "metric": "CPU/req", "unit": "µs", "values": v}
+            for (c, k), v in out.items()]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("n", type=int, nargs="?", default=1000)
     ap.add_argument("--path", default="/bytes/150")
     ap.add_argument("--cpu", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", help="write the rows (benchmarks/run.py format) to this file")
     args = ap.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
@@ -167,6 +202,8 @@ def main() -> None:
                     one = CLIENTS[name](srv.url + args.path, srv.ca_file, v)
                     rows.append({"rep": rep, "server": "c", "client": name, "protocol": proto,
                                  **run_one(one, args.n, c_counts(proto))})
+        if _aioquic_missing():
+            continue
         aq = AioquicServer(args.cpu)
         try:
             for name, make in CLIENTS.items():
@@ -181,6 +218,12 @@ def main() -> None:
             aq.stop()
     for r in rows:
         print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
+    if args.json:
+        write_rows(run_py_rows(rows), [
+            f"Sequential GETs of {args.path}, {args.n} per client per repeat, one connection "
+            "each; CPU/request of the client's process and of the server's own threads. "
+            "aioquic-server: benchmarks/h3_aioquic_server.py, the Python listener the C "
+            "server replaced (skipped without aioquic)."], args.json)
     # the verdict: each server's median CPU/request over the cheapest h3 client's
     def med(server: str, client: str, key: str, proto: str = "h3") -> float | None:
         v = [r[key] for r in rows if r.get("server") == server and r.get("client") == client

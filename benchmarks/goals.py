@@ -139,6 +139,13 @@ BENCHMARKS = [
                           "open_file_cache + sendfile; nginx-return: `return 200` from "
                           "memory."),
                      ("floor", FLOOR_H2SERVER))),
+    Benchmark("h3server", "bench_h3server.py", ("1000", "--repeat", "3"),
+              ("500", "--repeat", "2"), ("100",), ours="c-server*",
+              notes=(("", "HTTP/3: sequential 150-byte GETs on one connection per client; the "
+                          "C server (ngtcp2 + nghttp3 + GnuTLS) and, for contrast, the aioquic "
+                          "listener it replaced, each in its own process; client CPU is the "
+                          "benchmark process's, server CPU the server's own threads'. The "
+                          "cheapest client is the harder reference."),)),
     Benchmark("client", "bench_client.py", ("-n", "20000", "--rounds", "5", "--dl-repeats", "9"),
               ("-n", "5000", "--rounds", "3", "--dl-repeats", "3"),
               ("-n", "300", "--rounds", "1", "--dl-repeats", "1", "--warmup", "10",
@@ -275,6 +282,11 @@ GOALS = [
          "<=", 0.8, "floor", "nginx*", "* h2c, *", primary=False, detail=REACHABLE),
     Goal("h2server", "embedded server", "h2 requests/s ≥ nginx ({case})", "req/s", ">=", 1.0,
          "embedded", "nginx*", primary=False),
+    # embedded server over HTTP/3 vs the HTTP/3 clients it serves, and vs the aioquic listener
+    Goal("h3server", "embedded server", "h3 server CPU/request ≤ 0.5× the cheapest h3 client "
+         "({peer})", "CPU/req", "<=", 0.5, "c-server", "client *", "h3 sequential GET"),
+    Goal("h3server", "embedded server", "h3 server CPU/request ≤ 0.1× the aioquic listener's",
+         "CPU/req", "<=", 0.1, "c-server", "aioquic-server", "h3 sequential GET", primary=False),
     # native Client vs pycurl, sequential keep-alive requests
     Goal("client", "native Client", "CPU/request ≤ 0.5× pycurl: {case}", "CPU/req", "<=", 0.5,
          "native", "pycurl", "sequential *", floor="floor",

@@ -44,9 +44,10 @@ typedef struct h3stream {
     struct h3stream *prev, *next; /* live list / free list (next only) */
     int64_t id;
     uint8_t counted, status_owed, responded, head_only, src, wait, echo, too_large;
-    uint8_t no_eof, reset_owed, blocked, peer_reset, early;
+    uint8_t no_eof, reset_owed, blocked, peer_reset, early, req_done;
     hb_route_req rq;
     uint64_t deadline;
+    uint64_t req_deadline; /* the request must be complete by then (until req_done) */
     uint64_t soff;        /* content offset (SRC_CONTENT) or byte index (SRC_MEM) handed out next */
     uint64_t left, avail; /* body bytes still to hand out / that may be handed out now */
     const char *mem;
@@ -99,8 +100,11 @@ struct hb_h3_server {
     gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio;
     uint8_t reset_secret[32];
+    uint8_t ticket_key[HB_H3_TICKET_KEY_LEN];
+    gnutls_datum_t ticket; /* .size 0: no session tickets */
     h3conn *conns;
     h3conn *phead, *ptail;
+    int burst; /* datagrams the head of the send list wrote in a row */
     int nconns;
     cident *tab;
     size_t tcap, tused; /* used counts tombstones too */
@@ -502,6 +506,23 @@ static void finish(h3conn *c, h3stream *st)
     }
 }
 
+/* The request did not come in within request_timeout: 408, and the client is
+ * asked to stop sending (HTTP/1.1 closes the connection instead). */
+static void req_timeout(h3conn *c, h3stream *st)
+{
+    st->req_deadline = 0;
+    if (!st->counted && !st->rq.stats_page) { /* the head never completed */
+        st->counted = 1;
+        st->status_owed = 1;
+        ADD(c->s->st->by_route[HB_ROUTE_TIMEOUT], 1);
+    }
+    st->src = SRC_NONE;
+    st->wait = W_NONE;
+    RESPOND_LIT(c, st, 408, "request timeout\n");
+    (void)nghttp3_conn_shutdown_stream_read(c->h, st->id);
+    (void)ngtcp2_conn_shutdown_stream_read(c->q, st->id, NGHTTP3_H3_NO_ERROR);
+}
+
 /* Run the stream timers due at now. */
 static void stream_timers(h3conn *c)
 {
@@ -515,6 +536,13 @@ static void stream_timers(h3conn *c)
             st->no_eof = 0;
             reset_stream(c, st);
             continue;
+        }
+        if (st->req_deadline && !st->req_done && !st->responded) {
+            if (st->req_deadline <= now) {
+                req_timeout(c, st);
+                continue;
+            }
+            any = 1;
         }
         if (!st->wait) continue;
         if (st->deadline > now) {
@@ -555,6 +583,8 @@ static uint64_t stream_deadline(h3conn *c)
     uint64_t d = UINT64_MAX;
     for (h3stream *st = c->live; st; st = st->next) {
         if (st->reset_owed) return now_of(c->s);
+        if (st->req_deadline && !st->req_done && !st->responded && st->req_deadline < d)
+            d = st->req_deadline;
         if (st->wait && st->deadline && st->deadline < d) d = st->deadline;
     }
     return d;
@@ -654,6 +684,8 @@ static int h_begin_headers(nghttp3_conn *h, int64_t id, void *cud, void *sud)
         return 0;
     }
     st->id = id;
+    st->req_deadline = now_of(c->s) + (uint64_t)c->s->cfg.request_timeout_ms * NS_PER_MS;
+    c->timers = 1;
     if (nghttp3_conn_set_stream_user_data(h, id, st) != 0) {
         stream_release(c, st, 0);
         return NGHTTP3_ERR_CALLBACK_FAILURE;
@@ -735,7 +767,10 @@ static int h_end_stream(nghttp3_conn *h, int64_t id, void *cud, void *sud)
 {
     (void)h;
     (void)id;
-    if (sud) finish(cud, sud);
+    h3stream *st = sud;
+    if (!st) return 0;
+    st->req_done = 1;
+    finish(cud, st);
     return 0;
 }
 
@@ -916,6 +951,10 @@ static int q_handshake_completed(ngtcp2_conn *q, void *ud)
     h3conn *c = ud;
     c->hs_done = 1;
     ADD(c->s->st->handshakes, 1);
+    if (gnutls_session_is_resumed(c->tls)) ADD(c->s->st->resumed, 1);
+    /* one ticket for the next connection (not sent on its own by GnuTLS under QUIC) */
+    if (c->s->ticket.size && gnutls_session_ticket_send(c->tls, 1, 0) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -1068,13 +1107,15 @@ static const ngtcp2_callbacks Q_CALLBACKS = {
 static int tls_new(h3conn *c)
 {
     hb_h3_server *s = c->s;
-    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA) != 0) {
+    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA |
+                                 GNUTLS_NO_AUTO_SEND_TICKET) != 0) {
         c->tls = NULL;
         return -1;
     }
     if (gnutls_priority_set(c->tls, s->prio) != 0 ||
         ngtcp2_crypto_gnutls_configure_server_session(c->tls) != 0 ||
-        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, s->cred) != 0)
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, s->cred) != 0 ||
+        (s->ticket.size && gnutls_session_ticket_enable_server(c->tls, &s->ticket) != 0))
         return -1;
     c->ref.get_conn = get_conn;
     c->ref.user_data = c;
@@ -1292,6 +1333,7 @@ void hb_h3_server_config_init(hb_h3_server_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->max_streams = 100;
     cfg->idle_timeout_ms = 30000;
+    cfg->request_timeout_ms = 10000;
     cfg->max_header_list = 16384;
 }
 
@@ -1303,12 +1345,18 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
                        "HTTP/3 server: stats, clock, certificate and key needed");
     if (cfg->max_streams < 1 || cfg->max_streams > 100000)
         return hb_fail(err, HB_E_INVALID, "HTTP/3 max_streams must be 1..100000");
-    if (cfg->idle_timeout_ms < 1)
-        return hb_fail(err, HB_E_INVALID, "HTTP/3 idle timeout must be > 0");
+    if (cfg->idle_timeout_ms < 1 || cfg->request_timeout_ms < 1)
+        return hb_fail(err, HB_E_INVALID, "HTTP/3 timeouts must be > 0");
     hb_h3_server *s = calloc(1, sizeof *s);
     if (!s) return hb_fail(err, HB_E_NOMEM, "out of memory");
     s->cfg = *cfg;
     s->cfg.cert_pem = s->cfg.key_pem = NULL; /* parsed here, not kept */
+    s->cfg.ticket_key = NULL;
+    if (cfg->ticket_key) {
+        memcpy(s->ticket_key, cfg->ticket_key, sizeof s->ticket_key);
+        s->ticket.data = s->ticket_key;
+        s->ticket.size = sizeof s->ticket_key;
+    }
     s->st = cfg->stats;
     s->tcap = 64;
     s->tab = calloc(s->tcap, sizeof *s->tab);
@@ -1447,12 +1495,19 @@ size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct socka
         }
         if (w <= 0) {
             unpend(c);
+            s->burst = 0;
             continue;
         }
         memcpy(peer, &c->peer, c->plen);
         *peer_len = c->plen;
         ADD(s->st->packets_out, 1);
         ADD(s->st->bytes_out, (uint64_t)w);
+        /* a download yields to the other connections every GSO-batch worth of datagrams */
+        if (++s->burst >= 32 && c->pnext) {
+            unpend(c);
+            pend(c);
+        }
+        if (s->burst >= 32) s->burst = 0;
         return (size_t)w;
     }
     return 0;

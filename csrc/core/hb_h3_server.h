@@ -44,6 +44,7 @@ typedef struct hb_h3_server_stats {
     uint64_t connections;    /* QUIC connections accepted (a valid client Initial) */
     uint64_t closed;         /* connections freed (whatever the reason) */
     uint64_t handshakes;     /* TLS handshakes completed */
+    uint64_t resumed;        /* of which resumed a session (a ticket from an earlier one) */
     uint64_t handshake_errors;
     uint64_t idle_timeouts; /* connections ended by the idle timeout */
     uint64_t errors;        /* connections ended by a QUIC or HTTP/3 error (either side) */
@@ -74,9 +75,18 @@ typedef struct hb_h3_server_config {
     void *stats_arg;
     uint32_t max_streams;     /* concurrent request streams per connection; default 100 */
     uint32_t idle_timeout_ms; /* QUIC max_idle_timeout; default 30000 */
+    /* a request stream's head and body must be in within this, else 408 (the body
+     * is then not read); default 10000 */
+    uint32_t request_timeout_ms;
     uint32_t max_header_list; /* request header bytes; beyond it: 431; default 16384 */
     uint32_t max_connections; /* per endpoint; a new one beyond it is dropped; 0 = no limit */
+    /* TLS 1.3 session tickets: HB_H3_TICKET_KEY_LEN random bytes shared by the
+     * endpoints that should resume each other's sessions (copied); NULL: full
+     * handshakes only. No 0-RTT. */
+    const uint8_t *ticket_key;
 } hb_h3_server_config;
+
+#define HB_H3_TICKET_KEY_LEN 64
 
 typedef struct hb_h3_server hb_h3_server;
 

@@ -19,6 +19,7 @@ void hb_h3_server_config_init(hb_h3_server_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->max_streams = 100;
     cfg->idle_timeout_ms = 30000;
+    cfg->request_timeout_ms = 10000;
     cfg->max_header_list = 16384;
 }
 

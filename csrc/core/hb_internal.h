@@ -213,7 +213,8 @@ struct hb_server {
     size_t h3_cert_len, h3_key_len;
     char alt_svc[48]; /* http3: the Alt-Svc header line every TLS response carries */
     size_t alt_svc_len;
-    char alt_svc_h2[24]; /* its value, for h2 responses */
+    char alt_svc_h2[24];                         /* its value, for h2 responses */
+    uint8_t h3_ticket_key[HB_H3_TICKET_KEY_LEN]; /* session tickets, shared by the workers */
 };
 
 /* hb_server_out.c: the output queue and responses. */

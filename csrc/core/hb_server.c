@@ -480,6 +480,7 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->connections_h3 += HB__LOAD(h3->connections);
         out->h3_connections_closed += HB__LOAD(h3->closed);
         out->h3_handshakes += HB__LOAD(h3->handshakes);
+        out->h3_resumed += HB__LOAD(h3->resumed);
         out->h3_handshake_errors += HB__LOAD(h3->handshake_errors);
         out->h3_idle_timeouts += HB__LOAD(h3->idle_timeouts);
         out->h3_errors += HB__LOAD(h3->errors);

@@ -78,7 +78,8 @@ typedef struct hb_server_stats {
      * by_status, body_bytes_in, client_gone); its datagrams' payload bytes are in
      * bytes_in / bytes_out, its connections in none of the TCP counters */
     uint64_t requests_h3, connections_h3, h3_connections_closed, h3_handshakes, h3_handshake_errors,
-        h3_idle_timeouts, h3_errors, h3_streams, h3_rst_sent, h3_rst_received, h3_refused;
+        h3_idle_timeouts, h3_errors, h3_streams, h3_rst_sent, h3_rst_received, h3_refused,
+        h3_resumed;
     uint64_t h3_packets_in, h3_packets_out, h3_bytes_in, h3_bytes_out;
     uint64_t h3_dropped; /* datagrams ignored: not QUIC, or for no connection */
     uint64_t h3_version_negotiations;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/udp.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,6 +44,14 @@ int hb__h3_server_prepare(hb_server *srv, char *err)
     int rc = hb__tls_server_pems(srv->tls, &srv->h3_cert, &srv->h3_cert_len, &srv->h3_key,
                                  &srv->h3_key_len, err);
     if (rc < 0) return rc;
+    if (srv->o.session_resumption) {
+        for (size_t got = 0; got < sizeof srv->h3_ticket_key;) {
+            ssize_t k = getrandom(srv->h3_ticket_key + got, sizeof srv->h3_ticket_key - got, 0);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0) return hb_fail(err, -errno, "getrandom: %s", strerror(errno));
+            got += (size_t)k;
+        }
+    }
     int n = snprintf(srv->alt_svc, sizeof srv->alt_svc, "Alt-Svc: h3=\":%d\"\r\n", srv->port);
     srv->alt_svc_len = n > 0 ? (size_t)n : 0;
     (void)snprintf(srv->alt_svc_h2, sizeof srv->alt_svc_h2, "h3=\":%d\"", srv->port);
@@ -227,8 +236,10 @@ int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, sockl
     cfg.stats_arg = srv;
     cfg.max_streams = (uint32_t)srv->o.h2_max_concurrent_streams;
     cfg.idle_timeout_ms = (uint32_t)srv->o.keepalive_timeout_ms;
+    cfg.request_timeout_ms = (uint32_t)srv->o.request_timeout_ms;
     cfg.max_header_list = (uint32_t)srv->o.max_head;
     cfg.max_connections = srv->o.max_connections > 0 ? (uint32_t)srv->o.max_connections : 0;
+    cfg.ticket_key = srv->o.session_resumption ? srv->h3_ticket_key : NULL;
     int rc = hb_h3_server_new(&w->h3, &cfg, err);
     if (rc < 0) return rc;
     int fd = socket(addr->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

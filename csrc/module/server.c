@@ -196,6 +196,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
          set_u64(h3, "streams", s.h3_streams) < 0 ||
          set_u64(h3, "connections_closed", s.h3_connections_closed) < 0 ||
          set_u64(h3, "handshakes", s.h3_handshakes) < 0 ||
+         set_u64(h3, "resumed", s.h3_resumed) < 0 ||
          set_u64(h3, "handshake_errors", s.h3_handshake_errors) < 0 ||
          set_u64(h3, "idle_timeouts", s.h3_idle_timeouts) < 0 ||
          set_u64(h3, "errors", s.h3_errors) < 0 ||

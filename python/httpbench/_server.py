@@ -375,8 +375,8 @@ class Server:
         ``requests``, ``by_route``, ``by_status``, ``body_bytes_in`` and
         ``client_gone``), ``connections_by_protocol["h3"]`` (QUIC connections
         accepted; not in ``connections_accepted``, which counts TCP), and ``h3``
-        {``streams``, ``connections_closed``, ``handshakes``,
-        ``handshake_errors``, ``idle_timeouts``, ``errors`` (connections ended
+        {``streams``, ``connections_closed``, ``handshakes``, ``resumed`` (TLS
+        sessions resumed from a ticket), ``handshake_errors``, ``idle_timeouts``, ``errors`` (connections ended
         by a QUIC or HTTP/3 error), ``streams_reset_sent``,
         ``streams_reset_received``, ``refused`` (new connections beyond
         ``max_connections``), ``packets_in``, ``packets_out``, ``bytes_in``,

@@ -288,3 +288,66 @@ def test_stop_with_connections_and_streams_open():
 
 def test_features_say_http3():
     assert httpbench.features()["http3-server"] is True
+
+
+@pytest.mark.parametrize("resumption", [True, False])
+def test_session_resumption(resumption):
+    """libcurl's second and third connections resume the first one's TLS session from the
+    ticket the server sent (a full handshake each without session_resumption)."""
+    with Server(tls=True, h3=True, session_resumption=resumption) as s:
+        c = _curl(s, "/bytes/5", FRESH_CONNECT=1)
+        for _ in range(3):
+            assert _get(c) == (200, b"01234")
+        c.close()
+        st = s.stats()
+        assert st["connections_by_protocol"]["h3"] == st["h3"]["handshakes"] == 3
+        assert st["h3"]["resumed"] == (2 if resumption else 0)
+
+
+def test_a_request_whose_body_never_comes_gets_408():
+    """An upload that stalls after its head: after request_timeout the stream is answered
+    408 (the client is asked to stop sending); the connection stays usable."""
+    with Server(tls=True, h3=True, request_timeout=0.3) as s:
+        c = _curl(s, "/sink", POST=1, POSTFIELDSIZE=1000)
+        c.setopt(pycurl.READFUNCTION, lambda n: pycurl.READFUNC_PAUSE)
+        body = io.BytesIO()
+        c.setopt(pycurl.WRITEDATA, body)
+        m = pycurl.CurlMulti()
+        m.add_handle(c)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and s.stats()["by_status"].get(408, 0) == 0:
+            m.perform()
+            m.select(0.05)
+        st = s.stats()
+        assert st["by_route"]["sink"] == 1 and st["by_status"] == {408: 1}
+        assert st["by_protocol"]["h3"] == 1
+        m.remove_handle(c)
+        c.close()
+
+
+def test_parallel_downloads_on_two_connections(srv):
+    """Two 3 MB downloads at once, each on its own connection (one worker writes both,
+    taking turns): both byte-exact."""
+    m = pycurl.CurlMulti()
+    m.setopt(pycurl.M_PIPELINING, 0)
+    hs, bufs = [], []
+    for i in range(2):
+        c = _curl(srv, f"/bytes/{3_000_000 + i}", FRESH_CONNECT=1, FORBID_REUSE=1)
+        b = io.BytesIO()
+        c.setopt(pycurl.WRITEDATA, b)
+        m.add_handle(c)
+        hs.append(c)
+        bufs.append(b)
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        _, active = m.perform()
+        if active == 0:
+            break
+        m.select(0.05)
+    for i, c in enumerate(hs):
+        assert c.getinfo(pycurl.RESPONSE_CODE) == 200
+        assert bufs[i].getvalue() == expected_bytes(3_000_000 + i)
+        m.remove_handle(c)
+        c.close()
+    st = srv.stats()
+    assert st["connections_by_protocol"]["h3"] == 2 and st["by_protocol"]["h3"] == 2
