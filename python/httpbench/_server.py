@@ -10,6 +10,7 @@ so clients can check downloads byte for byte.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -229,7 +230,7 @@ class Server:
         with self._lock:
             if self._handle is not None:
                 return self
-            handle = _core.server_start(**self._opts)
+            handle = self._start_handle()
             try:
                 pem = handle.cert_pem
                 if pem is not None:
@@ -245,6 +246,18 @@ class Server:
             self._cpus = _thread_cpus(0)
             _RUNNING.add(self)
             return self
+
+    def _start_handle(self) -> Any:
+        # HTTP/3 binds UDP at the port the kernel chose for TCP; when something holds
+        # that number on UDP, another ephemeral port is tried (a given port is not)
+        tries = 5 if self._opts["http3"] and self._opts["port"] == 0 else 1
+        for i in range(tries):
+            try:
+                return _core.server_start(**self._opts)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or i == tries - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         """Stop the workers and close all connections (no-op when stopped)."""

@@ -351,3 +351,25 @@ def test_parallel_downloads_on_two_connections(srv):
         c.close()
     st = srv.stats()
     assert st["connections_by_protocol"]["h3"] == 2 and st["by_protocol"]["h3"] == 2
+
+
+def test_an_ephemeral_port_taken_on_udp_is_retried(monkeypatch):
+    """port=0: the kernel picks the TCP port; if that number is taken on UDP the start
+    is retried on another one (a given port fails at once)."""
+    from httpbench import _server
+
+    real, calls = _server._core.server_start, []
+
+    def flaky(**kw):
+        calls.append(kw["port"])
+        if len(calls) == 1:
+            raise OSError(98, "bind UDP 127.0.0.1:1234 (for HTTP/3): Address already in use")
+        return real(**kw)
+
+    monkeypatch.setattr(_server._core, "server_start", flaky)
+    with Server(tls=True, h3=True) as s:
+        assert calls == [0, 0] and s.h3_port == s.port
+    calls.clear()
+    with pytest.raises(OSError, match="Address already in use"):
+        Server(tls=True, h3=True, port=1234).start()
+    assert calls == [1234]
