@@ -159,6 +159,12 @@ struct hb__h3 {
     int fail_rc;
     nghttp3_nv nv[NV_MAX]; /* one request's fields, converted (nghttp3 copies them) */
     gnutls_datum_t ticket; /* the last session ticket (GnuTLS's allocation), for resumption */
+    struct {
+        int64_t sid; /* -1: free */
+        const void *data;
+        size_t len;
+    } bodies[HB_H3_BODIES]; /* per-request bodies (hb_h3_client_submit_body) */
+    unsigned nbodies;       /* entries in use: 0 keeps the settings' body path free of lookups */
 };
 
 int hb_h3_available(void)
@@ -303,10 +309,9 @@ static int h_recv_data(nghttp3_conn *h, int64_t sid, const uint8_t *data, size_t
                        void *sud)
 {
     (void)h;
-    (void)data;
     hb_h3_client *c = ud;
     consume(c, sid, len);
-    if (sud && c->p->cb->on_data) c->p->cb->on_data(c->p->ud, sud, len);
+    if (sud && c->p->cb->on_data) c->p->cb->on_data(c->p->ud, sud, data, len);
     return 0;
 }
 
@@ -319,10 +324,20 @@ static int h_deferred_consume(nghttp3_conn *h, int64_t sid, size_t n, void *ud, 
 }
 
 /* The response ended (FIN after a complete message): the request is done. */
+static void body_release(struct hb__h3 *p, int64_t sid)
+{
+    for (unsigned i = 0; p->nbodies && i < HB_H3_BODIES; i++)
+        if (p->bodies[i].sid == sid) {
+            p->bodies[i].sid = -1;
+            p->nbodies--;
+        }
+}
+
 static int h_end_stream(nghttp3_conn *h, int64_t sid, void *ud, void *sud)
 {
     hb_h3_client *c = ud;
     if (!sud) return 0;
+    if (c->p->nbodies) body_release(c->p, sid);
     nghttp3_conn_set_stream_user_data(h, sid, NULL); /* the caller may reuse sud */
     c->nopen--;
     c->p->cb->on_close(c->p->ud, sud, HB_H3_END_OK, 0);
@@ -334,6 +349,7 @@ static int h_stream_close(nghttp3_conn *h, int64_t sid, uint64_t code, void *ud,
     (void)h;
     (void)sid;
     hb_h3_client *c = ud;
+    if (c->p->nbodies) body_release(c->p, sid);
     if (!sud) return 0;
     c->nopen--;
     c->p->cb->on_close(c->p->ud, sud, HB_H3_END_RESET, code);
@@ -363,12 +379,16 @@ static nghttp3_ssize h_read_body(nghttp3_conn *h, int64_t sid, nghttp3_vec *vec,
                                  uint32_t *pflags, void *ud, void *sud)
 {
     (void)h;
-    (void)sid;
     (void)veccnt;
     (void)sud;
     hb_h3_client *c = ud;
     vec[0].base = (uint8_t *)c->p->set.body;
     vec[0].len = c->p->set.body_len;
+    for (unsigned i = 0; c->p->nbodies && i < HB_H3_BODIES; i++)
+        if (c->p->bodies[i].sid == sid) {
+            vec[0].base = (uint8_t *)c->p->bodies[i].data;
+            vec[0].len = c->p->bodies[i].len;
+        }
     *pflags |= NGHTTP3_DATA_FLAG_EOF;
     return 1;
 }
@@ -555,6 +575,8 @@ int hb_h3_client_init(hb_h3_client *c, const hb_h3_settings *s, char *err)
     if (!c->p->set.handshake_timeout_ns) c->p->set.handshake_timeout_ns = DEF_HS_NS;
     if (!c->p->set.idle_timeout_ns) c->p->set.idle_timeout_ns = DEF_IDLE_NS;
     if (!c->p->set.max_streams) c->p->set.max_streams = 1;
+    for (int i = 0; i < HB_H3_BODIES; i++)
+        c->p->bodies[i].sid = -1;
     return 0;
 }
 
@@ -723,6 +745,9 @@ void hb_h3_client_close(hb_h3_client *c)
     p->pending = 0;
     c->blocked = 0;
     p->txlen = p->ntx = 0;
+    for (int i = 0; i < HB_H3_BODIES; i++)
+        p->bodies[i].sid = -1;
+    p->nbodies = 0;
 }
 
 /* ---- I/O ---- */
@@ -1000,12 +1025,18 @@ uint32_t hb_h3_client_room(const hb_h3_client *c)
     return left < m ? (uint32_t)left : m;
 }
 
-int64_t hb_h3_client_submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
-                            void *sud)
+static int64_t submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
+                      const void *body, size_t body_len, void *sud)
 {
     struct hb__h3 *p = c->p;
     if (hb_h3_client_room(c) == 0) return HB_AGAIN;
     if (nfields > NV_MAX) return fail(c, HB_E_INVALID, "more than %s request fields", "128");
+    int own = -1; /* the free body entry this request takes */
+    if (body) {
+        for (int i = 0; i < HB_H3_BODIES && own < 0; i++)
+            if (p->bodies[i].sid < 0) own = i;
+        if (own < 0) return HB_AGAIN;
+    }
     int64_t sid;
     int rv = ngtcp2_conn_open_bidi_stream(p->q, &sid, NULL);
     if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) return HB_AGAIN;
@@ -1017,15 +1048,35 @@ int64_t hb_h3_client_submit(hb_h3_client *c, const hb_header *fields, size_t nfi
         p->nv[i].valuelen = fields[i].value_len;
         p->nv[i].flags = NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE;
     }
+    if (own >= 0) {
+        p->bodies[own].sid = sid;
+        p->bodies[own].data = body;
+        p->bodies[own].len = body_len;
+        p->nbodies++;
+    }
     static const nghttp3_data_reader body_reader = {h_read_body};
-    rv = nghttp3_conn_submit_request(p->h, sid, p->nv, nfields,
-                                     with_body && p->set.body_len ? &body_reader : NULL, sud);
+    int send_body = own >= 0 || (with_body && p->set.body_len);
+    rv = nghttp3_conn_submit_request(p->h, sid, p->nv, nfields, send_body ? &body_reader : NULL,
+                                     sud);
     if (rv != 0) {
+        if (own >= 0) body_release(p, sid);
         cb_fail(c, HB_E_H3, "HTTP/3 request", rv);
         return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "submit");
     }
     c->nopen++;
     return sid;
+}
+
+int64_t hb_h3_client_submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
+                            void *sud)
+{
+    return submit(c, fields, nfields, with_body, NULL, 0, sud);
+}
+
+int64_t hb_h3_client_submit_body(hb_h3_client *c, const hb_header *fields, size_t nfields,
+                                 const void *body, size_t body_len, void *sud)
+{
+    return submit(c, fields, nfields, 0, body_len ? body : NULL, body_len, sud);
 }
 
 #else /* HB_NO_H3 */
@@ -1134,6 +1185,18 @@ int64_t hb_h3_client_submit(hb_h3_client *c, const hb_header *fields, size_t nfi
     (void)fields;
     (void)nfields;
     (void)with_body;
+    (void)sud;
+    return HB_E_UNSUPPORTED;
+}
+
+int64_t hb_h3_client_submit_body(hb_h3_client *c, const hb_header *fields, size_t nfields,
+                                 const void *body, size_t body_len, void *sud)
+{
+    (void)c;
+    (void)fields;
+    (void)nfields;
+    (void)body;
+    (void)body_len;
     (void)sud;
     return HB_E_UNSUPPORTED;
 }
