@@ -118,10 +118,13 @@ class Client:
         max_body: int | None = 1073741824,
         lenient: bool = False,
         http2: bool = False,
+        http3: bool = False,
     ) -> None: ...
     stale_check: bool
     @property
     def http2(self) -> bool: ...
+    @property
+    def http3(self) -> bool: ...
     @property
     def max_body(self) -> int | None: ...
     @property
