@@ -103,9 +103,22 @@ PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
 
     Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
     if (nh < 0) goto done;
-    ups = PyMem_Calloc((size_t)n, sizeof *ups);
-    xs = PyMem_Calloc((size_t)n, sizeof *xs);
-    slots = PyMem_Calloc((size_t)n, sizeof *slots);
+    /* one request (get, request, download): on the stack, no allocation but the Response's */
+    hb_url ups1;
+    hb_h2x xs1;
+    h2slot slots1;
+    if (n == 1) {
+        memset(&ups1, 0, sizeof ups1);
+        memset(&xs1, 0, sizeof xs1);
+        memset(&slots1, 0, sizeof slots1);
+        ups = &ups1;
+        xs = &xs1;
+        slots = &slots1;
+    } else {
+        ups = PyMem_Calloc((size_t)n, sizeof *ups);
+        xs = PyMem_Calloc((size_t)n, sizeof *xs);
+        slots = PyMem_Calloc((size_t)n, sizeof *slots);
+    }
     if (!ups || !xs || !slots) {
         PyErr_NoMemory();
         goto done;
@@ -289,9 +302,11 @@ done:
     if (slots)
         for (Py_ssize_t i = 0; i < n; i++)
             Py_XDECREF(slots[i].body);
-    PyMem_Free(slots);
-    PyMem_Free(xs);
-    PyMem_Free(ups);
+    if (n > 1) {
+        PyMem_Free(slots);
+        PyMem_Free(xs);
+        PyMem_Free(ups);
+    }
     if (block && block_cap <= H2_SCRATCH_KEEP &&
         (!self->h2_scratch || self->h2_scratch_cap < block_cap)) {
         PyMem_Free(self->h2_scratch); /* keep the larger for the next batch */
