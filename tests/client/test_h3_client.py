@@ -103,6 +103,25 @@ def test_reconnects_after_the_client_closes(h3srv):
 
 
 @needs_h3
+def test_a_connection_the_server_idled_out_is_replaced():
+    """The server drops an idle QUIC connection silently; the next request goes on a new
+    one at once (with a timeout shorter than the idle timeout it could not wait it out)."""
+    from httpbench import Server
+
+    with Server(tls=True, h3=True, keepalive_timeout=0.5) as s:
+        with Client(http3=True, ca_file=s.ca_file, timeout=0.3) as c:
+            assert c.get(f"{s.h3_url}/bytes/10").body == expected_bytes(10)
+            deadline = time.monotonic() + 10
+            while s.stats()["h3"]["idle_timeouts"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            r = c.get(f"{s.h3_url}/bytes/10")
+            assert r.body == expected_bytes(10) and not r.reused
+        st = s.stats()
+    assert st["h3"]["idle_timeouts"] == 1
+    assert (st["by_protocol"]["h3"], st["connections_by_protocol"]["h3"]) == (2, 2)
+
+
+@needs_h3
 def test_untrusted_certificate_is_a_tls_error(h3srv):
     with Client(http3=True, timeout=5) as c, pytest.raises(TLSError, match="certificate"):
         c.get(f"{h3srv.h3_url}/bytes/1")
