@@ -322,6 +322,9 @@ h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const struct s
     set.initial_ts = hb__h3_now(s);
     set.max_window = 64u << 20;
     set.max_stream_window = 16u << 20;
+    /* ACK every ack-eliciting packet at once: a request's ACK then rides in its response,
+     * where with 2 every other one went alone after RTT/8 (1.5 datagrams out per GET) */
+    set.ack_thresh = 1;
     ngtcp2_transport_params tp;
     ngtcp2_transport_params_default(&tp);
     tp.initial_max_stream_data_bidi_local = STREAM_WINDOW;

@@ -108,6 +108,21 @@ def test_many_requests_on_one_connection(srv):
     assert st["h3"]["connections_closed"] == 1 and st["h3"]["idle_timeouts"] == 0
 
 
+def test_a_request_ack_rides_in_its_response(srv):
+    # sequential GETs: one datagram out per request, the ACK of the request inside the
+    # response (a delayed ACK alone would make it 1.5)
+    c = _curl(srv)
+    for _ in range(20):  # the handshake and its stragglers
+        assert _get(c) == (200, expected_bytes(150))
+    before = srv.stats()["h3"]
+    for _ in range(200):
+        assert _get(c) == (200, expected_bytes(150))
+    after = srv.stats()["h3"]
+    assert after["streams"] - before["streams"] == 200
+    assert 200 <= after["packets_out"] - before["packets_out"] <= 210
+    c.close()
+
+
 def test_many_connections_over_two_workers():
     """Twelve connections on a two-worker server: SO_REUSEPORT spreads the clients'
     datagrams over the workers' UDP sockets by address, each worker's endpoint
