@@ -273,6 +273,8 @@ void hb_h3_server_recv(hb_h3_server *s, const struct sockaddr *local, socklen_t 
     hb__h3_conn_recv(c, p, n);
 }
 
+static void stop_close(h3conn *c);
+
 size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct sockaddr_storage *peer,
                          socklen_t *peer_len)
 {
@@ -289,7 +291,16 @@ size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct socka
     while (s->phead) {
         h3conn *c = s->phead;
         ngtcp2_ssize w = 0;
-        if (!c->close_queued && c->state == C_OPEN) w = hb__h3_conn_write(c, buf, cap);
+        if (!c->close_queued && c->state == C_OPEN) {
+            if (c->stopping == 2) { /* the GOAWAY went in the last datagram (nghttp3 writes
+                                     * the control stream first): now the CONNECTION_CLOSE */
+                stop_close(c);
+            } else {
+                w = hb__h3_conn_write(c, buf, cap);
+                if (c->stopping && w == 0) stop_close(c);
+                if (c->stopping && w > 0) c->stopping = 2;
+            }
+        }
         if (c->close_queued) { /* queued now or before */
             c->close_queued = 0;
             memcpy(buf, c->closebuf, c->closelen);
@@ -336,14 +347,27 @@ void hb_h3_server_timer(hb_h3_server *s)
     }
 }
 
-void hb_h3_server_shutdown(hb_h3_server *s)
+static void stop_close(h3conn *c)
 {
     ngtcp2_connection_close_error e;
     ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_NO_ERROR, NULL, 0);
+    hb__h3_conn_close(c, &e);
+}
+
+void hb_h3_server_shutdown(hb_h3_server *s)
+{
     h3conn *next;
     for (h3conn *c = s->conns; c; c = next) {
         next = c->next;
-        if (c->state == C_OPEN) hb__h3_conn_close(c, &e);
+        if (c->state != C_OPEN) continue;
+        /* HTTP/3 says which requests were not processed (GOAWAY) before the connection
+         * closes; hb_h3_server_send closes it once the GOAWAY is written */
+        if (c->h && nghttp3_conn_shutdown(c->h) == 0) {
+            c->stopping = 1;
+            hb__h3_pend(c);
+        } else {
+            stop_close(c);
+        }
     }
 }
 

@@ -69,10 +69,11 @@ typedef struct h3conn {
     struct h3conn *prev, *next;   /* the endpoint's connections */
     struct h3conn *pnext, *pprev; /* the send list: connections that may have packets to write */
     uint8_t pending, state, hs_done, timers, close_queued, counted_error;
-    int h3err;       /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
-    uint32_t credit; /* request streams closed whose MAX_STREAMS credit is not yet given back */
-    uint8_t dirty;   /* touched since dl was computed: the endpoint's deadline scan recomputes it */
-    uint64_t dl;     /* the connection's earliest timer, as of its last touch */
+    uint8_t stopping; /* the server stops: 1 GOAWAY queued, 2 written (CONNECTION_CLOSE next) */
+    int h3err;        /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
+    uint32_t credit;  /* request streams closed whose MAX_STREAMS credit is not yet given back */
+    uint8_t dirty; /* touched since dl was computed: the endpoint's deadline scan recomputes it */
+    uint64_t dl;   /* the connection's earliest timer, as of its last touch */
     hb_h3_server *s;
     ngtcp2_conn *q;
     nghttp3_conn *h;
