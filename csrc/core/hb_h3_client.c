@@ -1,7 +1,7 @@
 /* hb_h3_client.c - the HTTP/3 client connection of hb_h3_client.h on
  * ngtcp2 0.12 (QUIC, TLS by GnuTLS through ngtcp2_crypto_gnutls) and
  * nghttp3 0.8 (HTTP/3 framing, QPACK). ngtcp2 writes one datagram per call;
- * each goes out with one send() on the connected socket. */
+ * full-size ones are gathered and go out with one sendmsg (UDP GSO). */
 #include "hb_h3_client.h"
 
 #ifndef HB_NO_H3
@@ -13,6 +13,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -28,6 +29,7 @@
 #define PKT_MAX 1452  /* a datagram ngtcp2 may fill (Ethernet MTU minus IPv6/UDP) */
 #define RX_BATCH 16   /* datagrams per recvmmsg() */
 #define RX_DGRAM 1500 /* the largest datagram we accept (max_udp_payload_size) */
+#define TX_BATCH 16   /* full-size datagrams per sendmsg (UDP GSO) */
 #define NV_MAX 128    /* request fields per stream */
 #define DEF_HS_NS 3000000000ull
 #define DEF_IDLE_NS 30000000000ull
@@ -147,9 +149,13 @@ struct hb__h3 {
     uint8_t *rbuf; /* RX_BATCH datagrams of RX_DGRAM bytes */
     struct mmsghdr rmsg[RX_BATCH];
     struct iovec riov[RX_BATCH];
-    uint8_t pkt[PKT_MAX]; /* the datagram being sent */
-    size_t pending;       /* bytes of pkt a blocked send() still owes */
-    int failed;           /* a callback failed: its code in fail_rc */
+    uint8_t pkt[PKT_MAX]; /* CONNECTION_CLOSE */
+    uint8_t *tx;          /* TX_BATCH datagrams back to back, all gso bytes but the last */
+    size_t txlen, gso;
+    uint32_t ntx;
+    int pending; /* the batch in tx waits for the socket */
+    int no_gso;  /* the kernel refused UDP_SEGMENT: one send() per datagram */
+    int failed;  /* a callback failed: its code in fail_rc */
     int fail_rc;
     nghttp3_nv nv[NV_MAX]; /* one request's fields, converted (nghttp3 copies them) */
     gnutls_datum_t ticket; /* the last session ticket (GnuTLS's allocation), for resumption */
@@ -532,7 +538,8 @@ int hb_h3_client_init(hb_h3_client *c, const hb_h3_settings *s, char *err)
     c->p = calloc(1, sizeof *c->p);
     if (!c->p) return hb_fail(err, HB_E_NOMEM, "out of memory");
     c->p->rbuf = malloc((size_t)RX_BATCH * RX_DGRAM);
-    if (!c->p->rbuf) {
+    c->p->tx = malloc((size_t)TX_BATCH * PKT_MAX);
+    if (!c->p->rbuf || !c->p->tx) {
         hb_h3_client_free(c);
         return hb_fail(err, HB_E_NOMEM, "out of memory");
     }
@@ -558,6 +565,7 @@ void hb_h3_client_free(hb_h3_client *c)
     gnutls_free(c->p->ticket.data);
     pool_destroy(&c->p->pool);
     free(c->p->rbuf);
+    free(c->p->tx);
     free(c->p);
     c->p = NULL;
 }
@@ -634,6 +642,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     p->failed = 0;
     p->pending = 0;
     c->blocked = 0;
+    p->txlen = p->ntx = 0;
     p->last_pto = 0;
     p->now = now;
     ngtcp2_connection_close_error_default(&p->last);
@@ -713,6 +722,7 @@ void hb_h3_client_close(hb_h3_client *c)
     c->nopen = 0;
     p->pending = 0;
     c->blocked = 0;
+    p->txlen = p->ntx = 0;
 }
 
 /* ---- I/O ---- */
@@ -762,22 +772,76 @@ static int quic_error(hb_h3_client *c, int rv, const char *where)
     return fail(c, HB_E_H3, "%s", d);
 }
 
-static int send_pkt(hb_h3_client *c, size_t n)
+/* One datagram per send(), from the batch's head; what is left moves to the
+ * front when the socket blocks. */
+static int send_each(hb_h3_client *c)
 {
+    struct hb__h3 *p = c->p;
+    size_t off = 0;
+    while (off < p->txlen) {
+        size_t n = p->txlen - off < p->gso ? p->txlen - off : p->gso;
+        ssize_t w = send(c->fd, p->tx + off, n, 0);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return fail(c, -errno, "send: %s", strerror(errno));
+            memmove(p->tx, p->tx + off, p->txlen - off);
+            p->txlen -= off;
+            p->ntx = (uint32_t)((p->txlen + p->gso - 1) / p->gso);
+            p->pending = c->blocked = 1;
+            return HB_AGAIN;
+        }
+        c->st.dgrams_sent++;
+        c->st.bytes_sent += n;
+        off += n;
+    }
+    p->txlen = p->ntx = 0;
+    p->pending = c->blocked = 0;
+    return 0;
+}
+
+/* Send the batch: one sendmsg, the kernel cutting it into gso-byte datagrams. */
+static int send_batch(hb_h3_client *c)
+{
+    struct hb__h3 *p = c->p;
+    if (!p->ntx) return 0;
+    if (p->ntx == 1 || p->no_gso) return send_each(c);
+    struct iovec iov = {p->tx, p->txlen};
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } cm;
+    memset(&cm, 0, sizeof cm);
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cm.buf;
+    mh.msg_controllen = sizeof cm.buf;
+    struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+    ch->cmsg_level = SOL_UDP;
+    ch->cmsg_type = UDP_SEGMENT;
+    ch->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t seg = (uint16_t)p->gso;
+    memcpy(CMSG_DATA(ch), &seg, sizeof seg);
     ssize_t w;
     do {
-        w = send(c->fd, c->p->pkt, n, 0);
+        w = sendmsg(c->fd, &mh, 0);
     } while (w < 0 && errno == EINTR);
     if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            c->p->pending = n;
-            c->blocked = 1;
+            p->pending = c->blocked = 1;
             return HB_AGAIN;
         }
-        return fail(c, -errno, "send: %s", strerror(errno));
+        if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) { /* no GSO here */
+            p->no_gso = 1;
+            return send_each(c);
+        }
+        return fail(c, -errno, "sendmsg: %s", strerror(errno));
     }
-    c->st.dgrams_sent++;
-    c->st.bytes_sent += (uint64_t)n;
+    c->st.dgrams_sent += p->ntx;
+    c->st.bytes_sent += p->txlen;
+    p->txlen = p->ntx = 0;
+    p->pending = c->blocked = 0;
     return 0;
 }
 
@@ -804,8 +868,10 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize ndata = -1;
         ngtcp2_pkt_info pi;
+        /* a batch continues only with full-size datagrams; the first shorter one ends it */
+        size_t room = p->ntx ? p->gso : PKT_MAX;
         ngtcp2_ssize n =
-            ngtcp2_conn_writev_stream(p->q, &ps.path, &pi, p->pkt, sizeof p->pkt, &ndata, flags,
+            ngtcp2_conn_writev_stream(p->q, &ps.path, &pi, p->tx + p->txlen, room, &ndata, flags,
                                       sid, (const ngtcp2_vec *)vec, (size_t)nv, now);
         if (n < 0) {
             if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
@@ -834,15 +900,22 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
             }
         }
         if (n == 0) { /* nothing more, or congestion-limited */
+            int rc = send_batch(c);
             ngtcp2_conn_update_pkt_tx_time(p->q, now);
-            return 0;
+            return rc == HB_AGAIN ? 0 : rc;
         }
-        int rc = send_pkt(c, (size_t)n);
-        if (rc == HB_AGAIN) {
-            ngtcp2_conn_update_pkt_tx_time(p->q, now);
-            return 0;
+        if (!p->ntx) p->gso = (size_t)n;
+        p->txlen += (size_t)n;
+        p->ntx++;
+        if ((size_t)n < p->gso || (size_t)n < ngtcp2_conn_get_path_max_tx_udp_payload_size(p->q) ||
+            p->ntx == TX_BATCH) {
+            int rc = send_batch(c);
+            if (rc == HB_AGAIN) {
+                ngtcp2_conn_update_pkt_tx_time(p->q, now);
+                return 0;
+            }
+            if (rc < 0) return rc;
         }
-        if (rc < 0) return rc;
     }
 }
 
@@ -851,11 +924,7 @@ int hb_h3_client_writable(hb_h3_client *c, uint64_t now)
     struct hb__h3 *p = c->p;
     if (c->over || !p->q) return 0;
     if (p->pending) {
-        size_t n = p->pending;
-        p->pending = 0;
-        c->blocked = 0;
-        c->blocked = 0;
-        int rc = send_pkt(c, n);
+        int rc = send_batch(c);
         if (rc == HB_AGAIN) return 0;
         if (rc < 0) return rc;
     }

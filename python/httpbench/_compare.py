@@ -25,7 +25,7 @@ from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
 from ._core import FeatureUnavailable
 from ._deterministic import ToolMissing, require_tool
-from ._features import require_h2_server
+from ._features import require_h2_server, require_h3_server
 from ._results import ResultSet
 from ._rows import THIN_CALLS, THIN_REPEATS, is_thin  # noqa: F401  (public names here before)
 from ._runner import Runner, RunOptions
@@ -165,6 +165,9 @@ def compare(
     h2 = [s.name for s in scs if s.is_h2]
     if h2:
         require_h2_server(f"scenario {', '.join(h2)}")
+    h3 = [s.name for s in scs if s.is_h3]
+    if h3:
+        require_h3_server(f"scenario {', '.join(h3)}")
     saved = (_versions.load_baseline_file(baseline_file, [s.name for s in scs])
              if baseline_file is not None else None)
     if saved is not None and progress:

@@ -122,3 +122,14 @@ def test_every_h3_adapter_proven_by_server_stats(scenario):
     rs = r.run(clients, [SCENARIOS[scenario]])
     ran = _check(rs, clients)
     assert {c for c in ("pycurl", "aioquic") if c in clients} <= ran
+
+
+def test_h3_scenario_in_a_build_without_http3_stops_before_running(monkeypatch):
+    import httpbench
+    from httpbench import _features
+
+    monkeypatch.setattr(_features._core, "HAVE_H3", 0)
+    with pytest.raises(httpbench.FeatureUnavailable,
+                       match=r"^scenario h3-get-150b: this build has no HTTP/3 server: install "):
+        httpbench.compare(clients=["native"], scenarios=["get-150b", "h3-get-150b"], n=10,
+                          repeat=1, plots=False)
