@@ -10,12 +10,30 @@ C server's workers' ``cpu_ns``; the aioquic listener's thread), both divided by 
 Both servers run in their own process. ``--cpu K`` pins this process and the server
 process to CPU K (the same-CPU placement compare uses for sequential scenarios).
 
-    python benchmarks/bench_h3server.py [N] [--path /bytes/150] [--cpu K] [--repeat R] [--json F]
+The floor, in the same run and placement: benchmarks/floor_exchange.c (built on the fly)
+does only the kernel part of the exchange. Over UDP it repeats the h3 server's datagram
+pattern with pycurl (a request datagram read with epoll_wait + recvmmsg and answered by
+one 264-byte sendmsg; every other request an ACK-only datagram read and a 45-byte one
+sent: 1.5 each way), over TCP one read and one writev of a fixed response (no TLS). The
+C server's CPU/request minus the UDP floor's is what QUIC + HTTP/3 cost in user space
+and in the crypto; it is the part the server's code can change.
 
-Goal (benchmarks/goals.py): the C server's CPU/request <= 0.5x the cheapest h3 client's.
-With ``--json`` the rows go to benchmarks/run.py: case "h3 sequential GET" (contenders
-``c-server`` and ``aioquic-server``, each serving pycurl, and ``client <name>`` against the
-C server) and case "pycurl by protocol" (``c-server <proto>`` and ``client pycurl <proto>``).
+``--callgrind N1,N2`` also serves under valgrind's callgrind (``httpbench serve --tls
+--h3``), drives it with ``httpbench URL --h3 -n N1`` and then ``-n N2`` (a new connection
+each, counters zeroed before and dumped after each run) and reports the server process's
+instructions per request, (Ir(N2) - Ir(N1)) / (N2 - N1): exact, with the handshake
+cancelled out.
+
+    python benchmarks/bench_h3server.py [N] [--path /bytes/150] [--cpu K] [--repeat R]
+        [--callgrind N1,N2] [--json F]
+
+Goals (benchmarks/goals.py): the C server's CPU/request <= 2.5x the UDP floor's, and,
+informational, <= 0.5x the cheapest h3 client's. With ``--json`` the rows go to
+benchmarks/run.py: case "h3 sequential GET" (contenders ``c-server`` and
+``aioquic-server``, each serving pycurl, ``client <name>`` against the C server,
+``udp-floor`` and ``quic+h3 work`` = c-server - udp-floor), case "pycurl by protocol"
+(``c-server <proto>``, ``client pycurl <proto>``, ``floor udp`` / ``floor tcp``) and case
+"h3 server instructions" (``c-server``, Ir/req).
 """
 
 from __future__ import annotations
@@ -25,13 +43,15 @@ import asyncio
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
-from _peers import write_rows
+from _peers import build_floor, write_rows
 from httpbench._server import start_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -128,6 +148,78 @@ class AioquicServer:
         self.p.wait(20)
 
 
+class FloorExchange:
+    """benchmarks/floor_exchange.c serving UDP and TCP on free ports, pinned like the server."""
+
+    def __init__(self, exe: str, cpu: int | None) -> None:
+        self.exe, self.cpu = exe, cpu
+        self.p = subprocess.Popen([exe, "serve"], stdout=subprocess.PIPE, text=True)
+        if cpu is not None:
+            os.sched_setaffinity(self.p.pid, {cpu})
+        self.udp, self.tcp = map(int, self.p.stdout.readline().split())
+
+    def run(self, proto: str, n: int) -> dict[str, float]:
+        """n sequential exchanges (after 50 warm-up ones) by the floor's own client."""
+        port = self.udp if proto == "udp" else self.tcp
+        pin = (lambda: os.sched_setaffinity(0, {self.cpu})) if self.cpu is not None else None
+        p = subprocess.run([self.exe, "drive", proto, str(port), str(self.udp), str(n)],
+                           capture_output=True, text=True, timeout=120, preexec_fn=pin)
+        if p.returncode != 0:
+            raise RuntimeError(f"floor_exchange drive {proto} failed: {p.stderr.strip()}")
+        d = json.loads(p.stdout)
+        if d["requests"] != n:
+            raise RuntimeError(f"floor_exchange: {d['requests']} exchanges served of {n}")
+        return {"server_requests": d["requests"], "server_cpu_us": d["server_cpu_ns"] / n / 1e3,
+                "client_cpu_us": d["client_cpu_ns"] / n / 1e3}
+
+    def stop(self) -> None:
+        self.p.terminate()
+        self.p.wait(10)
+
+
+def callgrind_ir(n1: int, n2: int, path: str) -> dict[str, Any]:
+    """The C h3 server's instructions per request under callgrind (see the module doc)."""
+    import re
+    import shutil
+
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        return {"skipped": "valgrind (callgrind) is not installed"}
+    cli = [sys.executable, "-m", "httpbench"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        srv = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                                *cli, "serve", "--tls", "--h3", "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            url = None
+            for line in srv.stdout:  # valgrind slows start-up: the URL line says it is up
+                m = re.search(r"HTTP/3 on UDP port \d+: (https://\S+)", line)
+                if m:
+                    url = m.group(1)
+                    break
+            if url is None:
+                raise RuntimeError("the server under callgrind did not start")
+
+            def ctl(cmd: str) -> None:
+                subprocess.run(["callgrind_control", cmd, str(srv.pid)], check=True,
+                               capture_output=True, timeout=60)
+
+            irs = []
+            for k, n in enumerate((n1, n2)):
+                ctl("-z")
+                p = subprocess.run([*cli, url + path, "--h3", "-n", str(n), "-c", "1",
+                                    "--insecure"], capture_output=True, text=True, timeout=600)
+                if p.returncode != 0 or not re.search(rf"Complete requests:\s+{n}\b", p.stdout):
+                    raise RuntimeError(f"httpbench --h3 -n {n} failed: {p.stderr.strip()}")
+                ctl("-d")
+                with open(f"{out}.{k + 1}") as f:
+                    irs.append(int(re.search(r"^summary: (\d+)", f.read(), re.M).group(1)))
+        finally:
+            srv.terminate()
+            srv.wait(60)
+    return {"n1": n1, "n2": n2, "ir_per_req": (irs[1] - irs[0]) / (n2 - n1)}
+
+
 def run_one(one: Any, n: int, counts: Any) -> dict[str, float]:
     for _ in range(50):
         one()
@@ -151,7 +243,7 @@ def run_py_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The per-repeat figures as benchmarks/run.py rows (values: one per repeat)."""
     out: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        if "skipped" in r:
+        if "skipped" in r or "protocol" not in r:
             continue
         if r["protocol"] == "h3":
             if r["client"] == "pycurl":
@@ -165,8 +257,23 @@ def run_py_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.setdefault(("pycurl by protocol", f"c-server {p}"), []).append(r["server_cpu_us"])
             out.setdefault(("pycurl by protocol", f"client pycurl {p}"), []).append(
                 r["client_cpu_us"])
-    return [{"case": c, "contender": k, "metric": "CPU/req", "unit": "µs", "values": v}
-            for (c, k), v in out.items()]
+        if r["server"] == "floor":
+            p = r["protocol"]
+            out.setdefault(("pycurl by protocol", f"floor {p}"), []).append(r["server_cpu_us"])
+            if p == "udp":
+                out.setdefault(("h3 sequential GET", "udp-floor"), []).append(r["server_cpu_us"])
+                c = [x for x in rows if x.get("rep") == r["rep"] and x.get("server") == "c"
+                     and x.get("client") == "pycurl" and x.get("protocol") == "h3"]
+                if c:
+                    out.setdefault(("h3 sequential GET", "quic+h3 work"), []).append(
+                        c[0]["server_cpu_us"] - r["server_cpu_us"])
+    res = [{"case": c, "contender": k, "metric": "CPU/req", "unit": "µs", "values": v}
+           for (c, k), v in out.items()]
+    ir = [r["ir_per_req"] for r in rows if r.get("server") == "callgrind" and "ir_per_req" in r]
+    if ir:
+        res.append({"case": "h3 server instructions", "contender": "c-server",
+                    "metric": "Ir/req", "unit": "instr", "values": ir})
+    return res
 
 
 def main() -> None:
@@ -175,11 +282,31 @@ def main() -> None:
     ap.add_argument("--path", default="/bytes/150")
     ap.add_argument("--cpu", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--callgrind", metavar="N1,N2",
+                    help="also count the server's instructions per request under callgrind")
     ap.add_argument("--json", help="write the rows (benchmarks/run.py format) to this file")
     args = ap.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
     rows: list[dict[str, Any]] = []
+    tmp = tempfile.mkdtemp(prefix="h3floor-")
+    exe = build_floor(os.path.join(HERE, "floor_exchange.c"), tmp)
+    floor = FloorExchange(exe, args.cpu) if exe else None
+    try:
+        measure(args, rows, floor)
+    finally:
+        if floor is not None:
+            floor.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.callgrind:
+        n1, n2 = map(int, args.callgrind.split(","))
+        rows.append({"server": "callgrind", **callgrind_ir(n1, n2, args.path)})
+    report(args, rows)
+
+
+def measure(args: argparse.Namespace, rows: list[dict[str, Any]],
+            floor: FloorExchange | None) -> None:
+    """The repeats: the C server with every client, the floor, then the aioquic listener."""
     for rep in range(args.repeat):
         with start_process(tls=True, h3=True, cpu=args.cpu) as srv:
             def c_counts(proto: str, srv: Any = srv) -> Any:
@@ -202,6 +329,10 @@ def main() -> None:
                     one = CLIENTS[name](srv.url + args.path, srv.ca_file, v)
                     rows.append({"rep": rep, "server": "c", "client": name, "protocol": proto,
                                  **run_one(one, args.n, c_counts(proto))})
+        if floor is not None:
+            for proto in ("udp", "tcp"):
+                rows.append({"rep": rep, "server": "floor", "client": "floor",
+                             "protocol": proto, **floor.run(proto, args.n)})
         if _aioquic_missing():
             continue
         aq = AioquicServer(args.cpu)
@@ -216,6 +347,9 @@ def main() -> None:
                                  "protocol": "h3", **run_one(one, args.n, aq.counts)})
         finally:
             aq.stop()
+
+
+def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()}))
     if args.json:
@@ -241,6 +375,20 @@ def main() -> None:
         c, s = med("c", "pycurl", "client_cpu_us", proto), med("c", "pycurl", "server_cpu_us", proto)
         if c is not None and s is not None:
             print(f"pycurl over {proto}: client {c:.1f} us, C server {s:.1f} us CPU/request")
+    s, f = med("c", "pycurl", "server_cpu_us"), med("floor", "floor", "server_cpu_us", "udp")
+    p = h3c.get("pycurl")
+    if s is not None and f is not None and p is not None:
+        print(f"C h3 server {s:.1f} us CPU/request = UDP floor {f:.1f} us + QUIC/HTTP/3 work "
+              f"{s - f:.1f} us ({s / f:.2f}x the floor); pycurl {p:.1f} us (floor alone "
+              f"{f / p:.2f}x pycurl)")
+    t = med("floor", "floor", "server_cpu_us", "tcp")
+    if t is not None:
+        print(f"TCP floor (read + writev, no TLS): {t:.1f} us CPU/request")
+    for r in rows:
+        if r.get("server") == "callgrind":
+            print("callgrind: " + (r["skipped"] if "skipped" in r else
+                                   f"C h3 server {r['ir_per_req']:.0f} instructions/request "
+                                   f"(n {r['n1']} and {r['n2']})"))
 
 
 if __name__ == "__main__":

@@ -128,8 +128,9 @@ size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct socka
 uint64_t hb_h3_server_deadline(hb_h3_server *s);
 /* Run the timers due at cfg->now. */
 void hb_h3_server_timer(hb_h3_server *s);
-/* Graceful stop: every connection queues a CONNECTION_CLOSE (H3_NO_ERROR);
- * send them, then free the endpoint. */
+/* Graceful stop: every connection queues an HTTP/3 GOAWAY (the requests it
+ * processed) and then a CONNECTION_CLOSE (H3_NO_ERROR); send them, then free
+ * the endpoint. */
 void hb_h3_server_shutdown(hb_h3_server *s);
 /* Open connections (closing ones included). */
 int hb_h3_server_conns(const hb_h3_server *s);

@@ -215,6 +215,21 @@ static void on_h3_timer(hb_loop *l, hb_timer *t, uint64_t now)
     arm(w);
 }
 
+/* SO_REUSEPORT would silently share a UDP port someone else bound with SO_REUSEPORT
+ * too (and split the datagrams with them); a plain bind first says EADDRINUSE. */
+static int udp_port_free(hb_server *srv, const struct sockaddr_storage *addr, socklen_t len,
+                         char *err)
+{
+    int fd = socket(addr->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return hb_fail(err, -errno, "socket(UDP): %s", strerror(errno));
+    int rc = 0;
+    if (bind(fd, (const struct sockaddr *)addr, len) != 0)
+        rc = hb_fail(err, -errno, "bind UDP %s:%d (for HTTP/3): %s", srv->host, srv->port,
+                     strerror(errno));
+    close(fd);
+    return rc;
+}
+
 int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, socklen_t len, char *err)
 {
     hb_server *srv = w->srv;
@@ -242,6 +257,7 @@ int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, sockl
     cfg.ticket_key = srv->o.session_resumption ? srv->h3_ticket_key : NULL;
     int rc = hb_h3_server_new(&w->h3, &cfg, err);
     if (rc < 0) return rc;
+    if (w->idx == 0 && (rc = udp_port_free(srv, addr, len, err)) < 0) return rc;
     int fd = socket(addr->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return hb_fail(err, -errno, "socket(UDP): %s", strerror(errno));
     w->ufd = fd;

@@ -106,7 +106,8 @@ def test_fuzz_h3_server(tmp_path):
         pytest.skip(H3_MISSING)
     libs = subprocess.run(["pkg-config", "--libs", "libngtcp2_crypto_gnutls", "libngtcp2",
                            "libnghttp3", "gnutls"], capture_output=True, text=True, timeout=60)
-    _fuzz(tmp_path, "fuzz_h3_server", ["hb_h3_server.c", "hb_route.c", "hb_content.c",
+    _fuzz(tmp_path, "fuzz_h3_server", ["hb_h3_server.c", "hb_h3_server_conn.c",
+                                       "hb_h3_server_http.c", "hb_route.c", "hb_content.c",
                                        "hb_common.c", "hb_parse.c", "hb_tls.c"],
           "corpus_h3_server", 12, None, ("-max_len=8192",),
           (*libs.stdout.split(), "-lssl", "-lcrypto"))

@@ -108,6 +108,21 @@ def test_many_requests_on_one_connection(srv):
     assert st["h3"]["connections_closed"] == 1 and st["h3"]["idle_timeouts"] == 0
 
 
+def test_a_request_ack_rides_in_its_response(srv):
+    # sequential GETs: one datagram out per request, the ACK of the request inside the
+    # response (a delayed ACK alone would make it 1.5)
+    c = _curl(srv)
+    for _ in range(20):  # the handshake and its stragglers
+        assert _get(c) == (200, expected_bytes(150))
+    before = srv.stats()["h3"]
+    for _ in range(200):
+        assert _get(c) == (200, expected_bytes(150))
+    after = srv.stats()["h3"]
+    assert after["streams"] - before["streams"] == 200
+    assert 200 <= after["packets_out"] - before["packets_out"] <= 210
+    c.close()
+
+
 def test_many_connections_over_two_workers():
     """Twelve connections on a two-worker server: SO_REUSEPORT spreads the clients'
     datagrams over the workers' UDP sockets by address, each worker's endpoint
@@ -373,3 +388,109 @@ def test_an_ephemeral_port_taken_on_udp_is_retried(monkeypatch):
     with pytest.raises(OSError, match="Address already in use"):
         Server(tls=True, h3=True, port=1234).start()
     assert calls == [1234]
+
+
+def test_a_udp_port_shared_by_reuseport_is_refused():
+    """Another socket with SO_REUSEPORT on the port's UDP number would silently take half
+    the datagrams: the start fails with EADDRINUSE instead (explicit port and port 0)."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    port = tcp.getsockname()[1]
+    tcp.close()  # a free TCP port number; its UDP twin is held below
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    holder.bind(("127.0.0.1", port))
+    try:
+        for threads in (1, 2):
+            with pytest.raises(OSError, match="bind UDP .* Address already in use") as ei:
+                Server(tls=True, h3=True, port=port, threads=threads).start()
+            assert ei.value.errno == 98
+        holder.settimeout(0.2)  # and nothing the server did reached the holder
+        with pytest.raises(TimeoutError):
+            holder.recv(2048)
+        with Server(tls=True, port=port) as s:  # TCP alone is unaffected
+            assert s.port == port
+    finally:
+        holder.close()
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    n = 1 << (b[i] >> 6)
+    v = b[i] & 0x3F
+    for k in range(1, n):
+        v = (v << 8) | b[i + k]
+    return v, i + n
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("aioquic") is None,
+                    reason="aioquic (the raw QUIC client) is not installed")
+def test_stop_sends_goaway_before_connection_close():
+    """On stop the server's control stream says GOAWAY with the first request stream it
+    did not process (after requests on streams 0 and 4: 8), then the connection closes
+    with H3_NO_ERROR."""
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived
+    from aioquic.quic import events
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.connection import QuicConnection
+
+    s = Server(tls=True, h3=True).start()
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
+    cfg.load_verify_locations(s.ca_file)
+    q = QuicConnection(configuration=cfg)
+    addr = ("127.0.0.1", s.h3_port)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(0.02)
+    h3 = H3Connection(q)
+    uni: dict[int, bytes] = {}  # the server's unidirectional streams, raw
+    done: dict[int, bool] = {}
+    closed: list = []
+    shaken: list = []
+    q.connect(addr, now=time.monotonic())
+
+    def pump(until, timeout: float = 10.0) -> None:
+        end = time.monotonic() + timeout
+        while not until() and time.monotonic() < end:
+            for data, to in q.datagrams_to_send(now=time.monotonic()):
+                sock.sendto(data, to)
+            try:
+                q.receive_datagram(sock.recv(65536), addr, now=time.monotonic())
+            except TimeoutError:
+                t = q.get_timer()
+                if t is not None and t <= time.monotonic():
+                    q.handle_timer(now=time.monotonic())
+            while (ev := q.next_event()) is not None:
+                if isinstance(ev, events.StreamDataReceived) and ev.stream_id % 4 == 3:
+                    uni[ev.stream_id] = uni.get(ev.stream_id, b"") + ev.data
+                if isinstance(ev, events.HandshakeCompleted):
+                    shaken.append(ev)
+                if isinstance(ev, events.ConnectionTerminated):
+                    closed.append(ev.error_code)
+                for h in h3.handle_event(ev):
+                    if isinstance(h, DataReceived) and h.stream_ended:
+                        done[h.stream_id] = True
+
+    try:
+        pump(lambda: bool(shaken))
+        for sid in (q.get_next_available_stream_id(), q.get_next_available_stream_id() + 4):
+            h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                  (b":authority", b"localhost"), (b":path", b"/bytes/10")],
+                            end_stream=True)
+            pump(lambda sid=sid: done.get(sid))
+            assert done.get(sid)
+    finally:
+        s.stop()
+    pump(lambda: bool(closed))
+    sock.close()
+    assert closed == [0x100]  # H3_NO_ERROR
+    ctrl = next(v for v in uni.values() if v[:1] == b"\x00")
+    i, goaways = 1, []
+    while i < len(ctrl):
+        ftype, i = _varint(ctrl, i)
+        flen, i = _varint(ctrl, i)
+        if ftype == 0x07:
+            goaways.append(_varint(ctrl, i)[0])
+        i += flen
+    assert goaways == [8]
+    st = s.stats()
+    assert st["by_protocol"]["h3"] == 2 and st["h3"]["connections_closed"] == 1
