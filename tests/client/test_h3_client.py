@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import zlib
 
@@ -86,6 +87,29 @@ def test_post_head_download_and_status(h3srv, tmp_path):
         assert c.get(f"{h3srv.h3_url}/bytes/10").body == expected_bytes(10)  # still usable
         assert _delta(s0, _counts(h3srv))[2:] == (0, 0)
         assert _delta(s0, _counts(h3srv))[0] == 6
+
+
+@needs_h3
+def test_threads_share_the_origin_connection(h3srv):
+    with Client(http3=True, ca_file=h3srv.ca_file, timeout=10) as c:
+        c.get(f"{h3srv.h3_url}/bytes/1")
+        s0 = _counts(h3srv)
+        bad: list[object] = []
+
+        def work(k: int) -> None:
+            for i in range(40):
+                n = 100 * k + i
+                r = c.get(f"{h3srv.h3_url}/bytes/{n}")
+                if r.body != expected_bytes(n):
+                    bad.append((n, r.status, len(r.body)))
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        assert not bad
+        assert _delta(s0, _counts(h3srv)) == (160, 0, 0, 0)
 
 
 @needs_h3
