@@ -29,12 +29,8 @@ static void x_fail(hb_h2x *x, int rc, const char *msg)
     }
 }
 
-static void on_header(void *ud, void *sud, const char *name, size_t nl, const char *value,
-                      size_t vl)
+void hb__h2x_header(hb_h2x *x, const char *name, size_t nl, const char *value, size_t vl)
 {
-    batch *b = ud;
-    hb_h2x *x = sud;
-    b->any_byte = 1;
     if (nl > HB_H2X_FIELD_MAX || vl > HB_H2X_FIELD_MAX ||
         x->head_len + HB_H2X_FIELD_HDR + nl + vl > x->head_cap) {
         x_fail(x, HB_E_TOO_LARGE, "response header block larger than the head buffer");
@@ -53,6 +49,13 @@ static void on_header(void *ud, void *sud, const char *name, size_t nl, const ch
             v = v * 10 + (uint64_t)(value[i] - '0');
         if (i == vl && vl > 0) x->content_length = v;
     }
+}
+
+static void on_header(void *ud, void *sud, const char *name, size_t nl, const char *value,
+                      size_t vl)
+{
+    ((batch *)ud)->any_byte = 1;
+    hb__h2x_header(sud, name, nl, value, vl);
 }
 
 static void on_response(void *ud, void *sud, int status)
@@ -102,11 +105,8 @@ static int sink_put(hb_h2x *x, const uint8_t *p, size_t len)
     return 0;
 }
 
-static void on_data(void *ud, void *sud, const uint8_t *data, size_t len)
+void hb__h2x_data(hb_h2x *x, const uint8_t *data, size_t len)
 {
-    batch *b = ud;
-    hb_h2x *x = sud;
-    b->any_byte = 1;
     x->body_bytes += len;
     if (x->rc) return; /* failed already: the rest is dropped */
     if (x->max_body && x->body_bytes > x->max_body) {
@@ -123,6 +123,12 @@ static void on_data(void *ud, void *sud, const uint8_t *data, size_t len)
         else
             x_fail(x, rc, rc == HB_E_NOMEM ? "body sink is full" : "writing the body failed");
     }
+}
+
+static void on_data(void *ud, void *sud, const uint8_t *data, size_t len)
+{
+    ((batch *)ud)->any_byte = 1;
+    hb__h2x_data(sud, data, len);
 }
 
 static void on_close(void *ud, void *sud, int end, uint32_t code)

@@ -111,6 +111,11 @@ static inline void hb_h2conn_init(hb_h2conn *hc)
 int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, size_t n,
                      uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err);
 
+/* A response header field / body bytes into x (head records, sink, max_body);
+ * shared with the HTTP/3 glue. Failures go to x->rc. */
+void hb__h2x_header(hb_h2x *x, const char *name, size_t nl, const char *value, size_t vl);
+void hb__h2x_data(hb_h2x *x, const uint8_t *data, size_t len);
+
 /* End the session (GOAWAY, best effort) and give the connection back closed. */
 void hb_h2conn_close(hb_pool *p, hb_h2conn *hc);
 

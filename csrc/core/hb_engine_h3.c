@@ -155,9 +155,10 @@ static void h3_on_response(void *ud, void *sud, int status)
     sl->first_byte = H3((econn *)ud)->now;
 }
 
-static void h3_on_data(void *ud, void *sud, size_t len)
+static void h3_on_data(void *ud, void *sud, const uint8_t *data, size_t len)
 {
     (void)ud;
+    (void)data;
     ((h3slot *)sud)->body_bytes += len;
 }
 

@@ -55,8 +55,8 @@ typedef struct hb_h3_callbacks {
                       size_t vl);
     /* the final response head (status) */
     void (*on_response)(void *ud, void *sud, int status);
-    /* len more body bytes */
-    void (*on_data)(void *ud, void *sud, size_t len);
+    /* len more body bytes at data (valid during the call only) */
+    void (*on_data)(void *ud, void *sud, const uint8_t *data, size_t len);
     /* the stream ended (code: the HTTP/3 error code of a reset); sud is never
      * seen again */
     void (*on_close)(void *ud, void *sud, int end, uint64_t code);
@@ -137,5 +137,11 @@ uint32_t hb_h3_client_room(const hb_h3_client *c);
  * there is no room, or an error. */
 int64_t hb_h3_client_submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
                             void *sud);
+/* The same with this request's own body (caller-owned, stable until the
+ * stream closes; NULL/0: none) instead of the settings' one. At most
+ * HB_H3_BODIES such requests are in flight at once (HB_AGAIN past that). */
+#define HB_H3_BODIES 8
+int64_t hb_h3_client_submit_body(hb_h3_client *c, const hb_header *fields, size_t nfields,
+                                 const void *body, size_t body_len, void *sud);
 
 #endif

@@ -14,6 +14,7 @@
  * Thread safety: a Client may be used from several threads at once; the pool
  * is guarded by a mutex and each request runs on its own connection.
  *
+ * http3=True: the same over HTTP/3 (hb_client_h3.h), one QUIC connection per origin.
  * http2=True: every request goes over HTTP/2 (hb_client_h2.h), one session per
  * origin held by the Client; get_many() multiplexes a batch on it. Threads
  * take turns on an origin's session (one lock per Client), a batch at a time.
@@ -100,7 +101,7 @@ static PyObject *client_get_many(PyObject *self, PyObject *const *args, Py_ssize
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *out;
-    if (c->http2) {
+    if (c->http2 || c->http3) {
         out = hb__cl_h2_batch(c, "GET", 3, items, n, a[1], NULL, NULL, a[2], 1);
     } else { /* HTTP/1.1: one after the other on the pool */
         out = PyList_New(n);
@@ -120,9 +121,10 @@ static PyObject *client_close(PyObject *o, PyObject *unused)
 {
     (void)unused;
     ClientObject *self = (ClientObject *)o;
-    if (self->h2 && self->pool_ok) {
+    if ((self->h2 || self->h3) && self->pool_ok) {
         hb__cl_h2_lock(self);
         Py_BEGIN_ALLOW_THREADS hb__cl_h2_close_all(self, 0);
+        hb__cl_h3_close_all(self, 0);
         Py_END_ALLOW_THREADS PyThread_release_lock(self->h2lock);
     }
     if (!self->closed && self->pool_ok) {
@@ -209,6 +211,11 @@ static PyObject *client_get_http2(PyObject *o, void *c)
     (void)c;
     return PyBool_FromLong(((ClientObject *)o)->http2);
 }
+static PyObject *client_get_http3(PyObject *o, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((ClientObject *)o)->http3);
+}
 static PyObject *client_get_closed(PyObject *o, void *c)
 {
     (void)c;
@@ -222,17 +229,38 @@ static uint64_t to_ns(double s)
 
 static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {
-        "timeout",     "connect_timeout", "verify",   "ca_file", "max_connections_per_host",
-        "stale_check", "idle_timeout",    "max_body", "lenient", "http2",
-        NULL};
+    static char *kwlist[] = {"timeout",
+                             "connect_timeout",
+                             "verify",
+                             "ca_file",
+                             "max_connections_per_host",
+                             "stale_check",
+                             "idle_timeout",
+                             "max_body",
+                             "lenient",
+                             "http2",
+                             "http3",
+                             NULL};
     PyObject *timeout = NULL, *ctimeout = NULL, *ca = NULL, *idle = NULL, *mb = NULL;
     int verify = 1, stale = 1, maxc = HB_POOL_DEFAULT_MAX_PER_HOST, lenient = 0, http2 = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipOOpp:Client", kwlist, &timeout, &ctimeout,
-                                     &verify, &ca, &maxc, &stale, &idle, &mb, &lenient, &http2))
+    int http3 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOpOipOOppp:Client", kwlist, &timeout, &ctimeout,
+                                     &verify, &ca, &maxc, &stale, &idle, &mb, &lenient, &http2,
+                                     &http3))
         return NULL;
-    if (http2 && lenient) {
-        PyErr_SetString(PyExc_ValueError, "lenient applies to HTTP/1.1 framing, not http2");
+    if ((http2 || http3) && lenient) {
+        PyErr_Format(PyExc_ValueError, "lenient applies to HTTP/1.1 framing, not %s",
+                     http3 ? "http3" : "http2");
+        return NULL;
+    }
+    if (http2 && http3) {
+        PyErr_SetString(PyExc_ValueError,
+                        "http2 and http3 are exclusive: a Client speaks one protocol");
+        return NULL;
+    }
+    if (http3 && !hb_h3_available()) {
+        hb_modstate *st0 = hb_state_from_type(tp);
+        if (st0) hb_raise(st0, HB_E_UNSUPPORTED, HB_H3_MISSING);
         return NULL;
     }
     uint64_t max_body;
@@ -260,7 +288,8 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     self->max_body = max_body;
     self->lenient = lenient;
     self->http2 = http2;
-    if (http2 && !(self->h2lock = PyThread_allocate_lock())) {
+    self->http3 = http3;
+    if ((http2 || http3) && !(self->h2lock = PyThread_allocate_lock())) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -299,6 +328,7 @@ static void client_dealloc(PyObject *o)
     ClientObject *self = (ClientObject *)o;
     PyTypeObject *tp = Py_TYPE(o);
     if (self->pool_ok) hb__cl_h2_close_all(self, 1); /* sessions hold pool connections */
+    hb__cl_h3_close_all(self, 1);
     if (self->h2lock) PyThread_free_lock(self->h2lock);
     if (self->pool_ok) hb_pool_destroy(&self->pool);
     if (self->tls) hb_tls_ctx_free(self->tls);
@@ -345,6 +375,7 @@ static PyGetSetDef client_getset[] = {
     {"timeout", client_get_timeout, NULL, "Whole-request deadline in seconds (None: none).", NULL},
     {"closed", client_get_closed, NULL, "True after close().", NULL},
     {"http2", client_get_http2, NULL, "True when every request goes over HTTP/2.", NULL},
+    {"http3", client_get_http3, NULL, "True when every request goes over HTTP/3.", NULL},
     {"max_body", client_get_max_body, NULL,
      "Largest response body held in memory, in bytes (None: no limit).", NULL},
     {"lenient", client_get_lenient, NULL,
@@ -356,7 +387,7 @@ static PyGetSetDef client_getset[] = {
 static PyType_Slot client_slots[] = {
     {Py_tp_doc, "Client(*, timeout=10.0, connect_timeout=None, verify=True, ca_file=None, "
                 "max_connections_per_host=10, stale_check=True, idle_timeout=60.0, "
-                "max_body=1073741824, lenient=False, http2=False)\n--\n\n"
+                "max_body=1073741824, lenient=False, http2=False, http3=False)\n--\n\n"
                 "A native HTTP/1.1 client with a keep-alive pool per (scheme, host, port).\n"
                 "timeout is a deadline for the whole request (connect to last byte); "
                 "connect_timeout bounds connecting (TCP + TLS). max_body caps a body held in "
@@ -364,7 +395,9 @@ static PyType_Slot client_slots[] = {
                 "responses, counted in Response.tolerated. Safe to share between threads. "
                 "http2=True: every request over HTTP/2 (h2c with prior knowledge for http://, "
                 "ALPN h2 for https://; HTTP2NotSupported when the server does not speak it), one "
-                "connection per origin; get_many() multiplexes a batch on it."},
+                "connection per origin; get_many() multiplexes a batch on it. http3=True: every "
+                "request over HTTP/3 (QUIC on UDP, https:// URLs only, verified against ca_file "
+                "unless verify=False), one connection per origin, multiplexed the same way."},
     {Py_tp_new, client_new},
     {Py_tp_dealloc, client_dealloc},
     {Py_tp_methods, client_methods},

@@ -1,5 +1,6 @@
 /* client_h2.c - a Client's HTTP/2: one hb_client_h2 session per origin,
- * batches multiplexed on it (see client_int.h). */
+ * batches multiplexed on it (see client_int.h); HTTP/3 batches share this
+ * code, run on client_h3.c's connection instead. */
 #include "client_int.h"
 
 #include <errno.h>
@@ -82,8 +83,8 @@ PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
     if (body && body != Py_None) {
         if (!PyObject_CheckBuffer(body)) {
             PyErr_Format(PyExc_TypeError,
-                         "an HTTP/2 request body must be bytes-like (or None), not %.100s",
-                         Py_TYPE(body)->tp_name);
+                         "an HTTP/%d request body must be bytes-like (or None), not %.100s",
+                         self->http3 ? 3 : 2, Py_TYPE(body)->tp_name);
             return NULL;
         }
         if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -102,9 +103,22 @@ PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
 
     Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
     if (nh < 0) goto done;
-    ups = PyMem_Calloc((size_t)n, sizeof *ups);
-    xs = PyMem_Calloc((size_t)n, sizeof *xs);
-    slots = PyMem_Calloc((size_t)n, sizeof *slots);
+    /* one request (get, request, download): on the stack, no allocation but the Response's */
+    hb_url ups1;
+    hb_h2x xs1;
+    h2slot slots1;
+    if (n == 1) {
+        memset(&ups1, 0, sizeof ups1);
+        memset(&xs1, 0, sizeof xs1);
+        memset(&slots1, 0, sizeof slots1);
+        ups = &ups1;
+        xs = &xs1;
+        slots = &slots1;
+    } else {
+        ups = PyMem_Calloc((size_t)n, sizeof *ups);
+        xs = PyMem_Calloc((size_t)n, sizeof *xs);
+        slots = PyMem_Calloc((size_t)n, sizeof *slots);
+    }
     if (!ups || !xs || !slots) {
         PyErr_NoMemory();
         goto done;
@@ -120,12 +134,18 @@ PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
             continue;
         }
         if (hb_py_url(st, urls[i], &ups[i], &u, &ulen) < 0) goto done;
+        if (self->http3 && !ups[i].tls) {
+            PyErr_SetString(PyExc_ValueError,
+                            "HTTP/3 runs over QUIC, which is always TLS: use an https:// URL");
+            goto done;
+        }
         if (i && (ups[i].tls != ups[0].tls || ups[i].port != ups[0].port ||
                   ups[i].host_len != ups[0].host_len ||
                   memcmp(ups[i].host, ups[0].host, ups[0].host_len) != 0)) {
-            PyErr_SetString(PyExc_ValueError,
-                            "every URL of an HTTP/2 batch must have the same origin "
-                            "(scheme, host, port): they share one connection");
+            PyErr_Format(PyExc_ValueError,
+                         "every URL of an HTTP/%d batch must have the same origin "
+                         "(scheme, host, port): they share one connection",
+                         self->http3 ? 3 : 2);
             goto done;
         }
         hb_head_spec spec = {method, mlen, &ups[i], hs, (size_t)nh, blen, 1, NULL};
@@ -196,12 +216,17 @@ PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
             sl->sink.ctx = &sl->g;
         }
     }
-    if (ups[0].tls && hb__cl_ensure_tls(self) < 0) goto done;
+    if (ups[0].tls && !self->http3 && hb__cl_ensure_tls(self) < 0) goto done;
 
     hb__cl_h2_lock(self);
     locked = 1;
-    h2origin *o = h2_origin(self, &ups[0]);
-    if (!o) goto done;
+    h2origin *o = NULL;
+    h3origin *o3 = NULL;
+    if (self->http3) {
+        if (hb__cl_ensure_h3_tls(self) < 0 || !(o3 = hb__cl_h3_origin(self, &ups[0]))) goto done;
+    } else if (!(o = h2_origin(self, &ups[0]))) {
+        goto done;
+    }
     hb_target t = {ups[0].tls, ups[0].host, ups[0].host_len, ups[0].port};
     uint64_t start = hb_now_ns();
     uint64_t dl = self->timeout_ns == UINT64_MAX ? UINT64_MAX : start + self->timeout_ns;
@@ -210,9 +235,13 @@ PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
     PyThreadState *ts = PyEval_SaveThread();
     for (Py_ssize_t i = 0; i < n; i++)
         slots[i].g.ts = ts;
-    rc = hb_client_h2_run(&self->pool, &o->hc, &t, xs, (size_t)n, dl, cdl, err);
+    if (o3)
+        rc = hb_client_h3_run(&o3->hc, self->h3tls, &t, xs, (size_t)n, dl, cdl, err);
+    else
+        rc = hb_client_h2_run(&self->pool, &o->hc, &t, xs, (size_t)n, dl, cdl, err);
     PyEval_RestoreThread(ts);
-    uint64_t t_conn = o->hc.t_connected, t_tls = o->hc.t_tls_done;
+    uint64_t t_conn = o3 ? o3->hc.t_connected : o->hc.t_connected;
+    uint64_t t_tls = o3 ? o3->hc.t_tls_done : o->hc.t_tls_done;
     PyThread_release_lock(self->h2lock);
     locked = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -255,7 +284,8 @@ PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
                    _PyBytes_Resize(&b, (Py_ssize_t)sl->sink.len) < 0) {
             b = NULL;
         }
-        PyObject *r = b ? hb_py_response_h2(st, &xs[i], urls[i], b, t_conn, t_tls) : NULL;
+        PyObject *r =
+            b ? hb_py_response_h2(st, &xs[i], urls[i], b, t_conn, t_tls, self->http3) : NULL;
         if (!r) {
             Py_CLEAR(out);
             goto done;
@@ -272,9 +302,11 @@ done:
     if (slots)
         for (Py_ssize_t i = 0; i < n; i++)
             Py_XDECREF(slots[i].body);
-    PyMem_Free(slots);
-    PyMem_Free(xs);
-    PyMem_Free(ups);
+    if (n > 1) {
+        PyMem_Free(slots);
+        PyMem_Free(xs);
+        PyMem_Free(ups);
+    }
     if (block && block_cap <= H2_SCRATCH_KEEP &&
         (!self->h2_scratch || self->h2_scratch_cap < block_cap)) {
         PyMem_Free(self->h2_scratch); /* keep the larger for the next batch */

@@ -5,6 +5,8 @@
  *                     max_body, errors named after their request
  *   client_perform.c  one HTTP/1.1 exchange on the pool (and downloads)
  *   client_h2.c       HTTP/2: one session per origin, batches multiplexed on it
+ *                     (HTTP/3 batches too, with client_h3.c's connection)
+ *   client_h3.c       HTTP/3: one QUIC connection per origin, its TLS trust
  */
 #ifndef HB_CLIENT_INT_H
 #define HB_CLIENT_INT_H
@@ -15,6 +17,8 @@
 
 #include "hb_client.h"
 #include "hb_client_h2.h"
+#include "hb_client_h3.h"
+#include "hb_request.h"
 #include "hb_tls.h"
 
 #define HEAD_STACK 8192
@@ -38,7 +42,10 @@ typedef struct {
     uint64_t max_body;                             /* in-memory bodies; 0: no limit */
     int lenient;                                   /* HB_PARSE_LENIENT_LF for responses */
     int http2;
-    PyThread_type_lock h2lock; /* guards h2 and every session in it */
+    int http3;
+    PyThread_type_lock h2lock; /* guards h2, h3 and every session in them */
+    struct h3origin *h3;       /* HTTP/3 connections, one per origin */
+    hb_h3_tls *h3tls;          /* their TLS trust, made on first use */
     struct h2origin *h2;       /* HTTP/2 sessions, one per origin */
     char *h2_scratch;          /* the last batch's field and head buffers, kept for the next */
     size_t h2_scratch_cap;     /* (taken and given back with the GIL held) */
@@ -52,6 +59,15 @@ typedef struct h2origin {
     char host[HB_POOL_MAX_HOST + 1];
     hb_h2conn hc;
 } h2origin;
+
+/* One HTTP/3 connection per (host, port). */
+typedef struct h3origin {
+    struct h3origin *next;
+    int port;
+    size_t host_len;
+    char host[HB_POOL_MAX_HOST + 1];
+    hb_h3conn hc;
+} h3origin;
 
 /* Buffer per HTTP/2 exchange for its response header fields (hb_client_h2.h). */
 #define H2_HEAD_CAP (16 * 1024)
@@ -112,5 +128,16 @@ void hb__cl_h2_close_all(ClientObject *self, int free_entries);
 PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
                           PyObject *const *urls, Py_ssize_t n, PyObject *headers, PyObject *body,
                           PyObject *dl_path, PyObject *max_body_arg, int as_list);
+
+/* ---- client_h3.c ---- */
+
+/* The origin's connection entry (created on first use); h2lock held. NULL with
+ * an exception. */
+h3origin *hb__cl_h3_origin(ClientObject *self, const hb_url *u);
+/* The client's HTTP/3 TLS trust (ca_file / verify), made on first use; h2lock held. */
+int hb__cl_ensure_h3_tls(ClientObject *self);
+/* Close every connection (h2lock held); free_entries: forget the origins and the
+ * TLS trust too. */
+void hb__cl_h3_close_all(ClientObject *self, int free_entries);
 
 #endif

@@ -468,8 +468,5 @@ static PyMethodDef engine_methods[] = {
 int hb_mod_engine_init(PyObject *m, hb_modstate *st)
 {
     (void)st;
-    if (PyModule_AddIntConstant(m, "HAVE_H3_CLIENT", hb_h3_available()) < 0 ||
-        PyModule_AddStringConstant(m, "H3_CLIENT_MISSING", HB_H3_MISSING) < 0)
-        return -1;
     return PyModule_AddFunctions(m, engine_methods);
 }

@@ -18,7 +18,7 @@ typedef struct {
     int reused;
     unsigned parse_flags; /* the head was parsed with these: so is every re-parse */
     unsigned tolerated;
-    int h2; /* received over HTTP/2: head holds field records, no status line */
+    int h2; /* 2 or 3: received over HTTP/2 or HTTP/3: head holds field records, no status line */
     Py_ssize_t reason_off, reason_len; /* within head */
     PyObject *body;                    /* bytes */
     PyObject *url;
@@ -50,7 +50,7 @@ static PyObject *resp_version(PyObject *o, void *c)
 {
     (void)c;
     ResponseObject *r = (ResponseObject *)o;
-    if (r->h2) return PyUnicode_FromString("HTTP/2");
+    if (r->h2) return PyUnicode_FromString(r->h2 == 3 ? "HTTP/3" : "HTTP/2");
     return PyUnicode_FromString(r->minor ? "HTTP/1.1" : "HTTP/1.0");
 }
 
@@ -165,7 +165,7 @@ static PyMemberDef resp_members[] = {
 
 static PyGetSetDef resp_getset[] = {
     {"reason", resp_reason, NULL, "Reason phrase as sent (may be empty).", NULL},
-    {"http_version", resp_version, NULL, "'HTTP/1.1', 'HTTP/1.0' or 'HTTP/2'.", NULL},
+    {"http_version", resp_version, NULL, "'HTTP/1.1', 'HTTP/1.0', 'HTTP/2' or 'HTTP/3'.", NULL},
     {"headers", resp_headers, NULL,
      "Response headers: a Headers (ordered, case-insensitive, duplicates kept).", NULL},
     {"elapsed", resp_elapsed, NULL, "Seconds from the start of the request to its last byte.",
@@ -226,7 +226,7 @@ void hb_py_response_finish(PyObject *resp, const hb_exchange *x, PyObject *body)
 }
 
 PyObject *hb_py_response_h2(hb_modstate *st, const hb_h2x *x, PyObject *url, PyObject *body,
-                            uint64_t t_connected, uint64_t t_tls_done)
+                            uint64_t t_connected, uint64_t t_tls_done, int h3)
 {
     ResponseObject *r =
         (ResponseObject *)st->ResponseType->tp_alloc(st->ResponseType, (Py_ssize_t)x->head_len);
@@ -236,7 +236,7 @@ PyObject *hb_py_response_h2(hb_modstate *st, const hb_h2x *x, PyObject *url, PyO
     }
     r->status = x->status;
     r->minor = 1;
-    r->h2 = 1;
+    r->h2 = h3 ? 3 : 2;
     r->reused = x->reused;
     r->parse_flags = 0;
     r->reason_off = 0; /* HTTP/2 has no reason phrase: "" */

@@ -118,10 +118,13 @@ class Client:
         max_body: int | None = 1073741824,
         lenient: bool = False,
         http2: bool = False,
+        http3: bool = False,
     ) -> None: ...
     stale_check: bool
     @property
     def http2(self) -> bool: ...
+    @property
+    def http3(self) -> bool: ...
     @property
     def max_body(self) -> int | None: ...
     @property
@@ -230,8 +233,6 @@ def build_h2_fields(
 # -- load generator (engine.c) ------------------------------------------------------------
 
 def run_bench(**kwargs: object) -> dict[str, Any]: ...
-HAVE_H3_CLIENT: Final[int]  # 0 when built without ngtcp2, nghttp3 and GnuTLS
-H3_CLIENT_MISSING: Final[str]  # what a build without the HTTP/3 client lacks and how to get it
 
 # -- measurement (measure.c) --------------------------------------------------------------
 

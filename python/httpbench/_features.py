@@ -10,12 +10,15 @@ from __future__ import annotations
 from . import _core
 
 __all__ = ["features", "require_h2_server", "require_h3_server", "describe", "h3_missing",
-           "H2_SERVER_MISSING", "H3_MISSING", "H3Unavailable"]
+           "H2_SERVER_MISSING", "H3_MISSING", "H3_CLIENT_MISSING", "H3Unavailable"]
 
 # "this build has no HTTP/2 server: install libnghttp2-dev (...) and reinstall"
 H2_SERVER_MISSING: str = _core.H2_SERVER_MISSING
 # "this build has no HTTP/3 server: install libngtcp2-dev (...) and reinstall"
 H3_MISSING: str = _core.H3_MISSING
+# The HTTP/3 client (bench(http3=True), Client(http3=True)) comes with the server: one
+# build switch (HAVE_H3), the same packages to install.
+H3_CLIENT_MISSING: str = H3_MISSING.replace("HTTP/3 server", "HTTP/3 client", 1)
 
 
 class H3Unavailable(_core.FeatureUnavailable, RuntimeError):
@@ -24,7 +27,7 @@ class H3Unavailable(_core.FeatureUnavailable, RuntimeError):
 # feature -> what a build without it lacks and how to get it
 _MISSING = {
     "http2-server": H2_SERVER_MISSING,
-    "http3-client": _core.H3_CLIENT_MISSING,
+    "http3-client": H3_CLIENT_MISSING,
     "callgrind": "measure(instructions=True) cannot bound its window: install valgrind's "
                  "headers (valgrind / valgrind-devel) and reinstall",
     "http3-server": H3_MISSING,
@@ -45,8 +48,9 @@ def features() -> dict[str, bool]:
     client requests around ``measure(instructions=True)``'s window. ``http3-server``:
     the embedded server speaks HTTP/3 (``Server(tls=True, h3=True)``,
     ``start_process(h3=True)``, the h3 scenarios; built with ngtcp2, nghttp3 and GnuTLS).
-    ``http3-client``: the load generator over HTTP/3 (``bench(http3=True)``,
-    ``httpbench URL --h3``; the same libraries).
+    ``http3-client``: the load generator and the native client over HTTP/3
+    (``bench(http3=True)``, ``httpbench URL --h3``, ``Client(http3=True)``; the same
+    libraries and build switch as ``http3-server``).
     """
     return {
         "http2-server": bool(_core.HAVE_H2_SERVER),
@@ -54,7 +58,7 @@ def features() -> dict[str, bool]:
         "tls": True,
         "callgrind": bool(_core.HAVE_CALLGRIND),
         "http3-server": bool(_core.HAVE_H3),
-        "http3-client": bool(_core.HAVE_H3_CLIENT),
+        "http3-client": bool(_core.HAVE_H3),
     }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import _core, _machine
+from ._features import H3_CLIENT_MISSING
 from ._metadata import system_metadata
 from ._results import BenchConfig, BenchResult
 
@@ -360,8 +361,8 @@ def run(spec: LoadSpec, progress: bool | Callable[[Progress], Any] | None = Fals
     if spec.http2:
         kw.update(http2=True, h2_fields=spec.h2_fields, pipeline=spec.streams, head=None)
     elif spec.http3:
-        if not _core.HAVE_H3_CLIENT:
-            raise _core.FeatureUnavailable(f"bench(http3=True): {_core.H3_CLIENT_MISSING}")
+        if not _core.HAVE_H3:
+            raise _core.FeatureUnavailable(f"bench(http3=True): {H3_CLIENT_MISSING}")
         kw.update(http3=True, h2_fields=spec.h2_fields, pipeline=spec.streams, head=None)
     kw["give_up"] = NO_CONNECTION_S
     raise_nofile()  # each connection is a descriptor: use what the hard limit allows

@@ -413,7 +413,7 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
           else ""))
     if r.quic_datagrams_sent is not None and r.quic_datagrams_received is not None:
         per_dg = (f" ({r.datagrams_per_request:.2f} per request)"
-                  if r.datagrams_per_request is not None and completed else "")
+                  if r.datagrams_per_request is not None and answered else " (– per request)")
         kv("QUIC datagrams", f"{r.quic_datagrams_sent} sent, {r.quic_datagrams_received} "
                              f"received{per_dg}")
         kv("QUIC probe timeouts", f"{r.quic_pto or 0} (loss recovery timers that fired)")

@@ -209,6 +209,10 @@ def test_silent_udp_port_ends_at_the_handshake_timeout():
     assert took < 10
     assert r.successes == 0 and r.errors == r.error_counts["connect"] > 0
     assert "handshake timeout" in r.metadata["first_error"]
+    # Initials went out, no request completed: no per-request datagram figure
+    assert r.quic_datagrams_sent > 0
+    line = next(ln for ln in r.summary().splitlines() if "QUIC datagrams" in ln)
+    assert line.endswith("received (– per request)"), line
 
 
 @needs_client

@@ -17,7 +17,7 @@ from httpbench._scenarios import (
     parse_scenario,
 )
 
-H3_CLIENTS = ("pycurl", "curl_cffi", "curl_cffi-async", "aioquic", "curl")
+H3_CLIENTS = ("native", "pycurl", "curl_cffi", "curl_cffi-async", "aioquic", "curl")
 NO_H3 = ("requests", "http.client", "httpx")
 needs_h3 = pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing()))
 
@@ -121,7 +121,23 @@ def test_every_h3_adapter_proven_by_server_stats(scenario):
                           timeout=120.0))
     rs = r.run(clients, [SCENARIOS[scenario]])
     ran = _check(rs, clients)
-    assert {c for c in ("pycurl", "aioquic") if c in clients} <= ran
+    assert {c for c in ("native", "pycurl", "aioquic") if c in clients} <= ran
+
+
+@needs_h3
+def test_native_client_has_an_h3_row_proven_by_server_counts():
+    """The native client (Client(http3=True)) runs every h3 scenario: each round's requests
+    all counted by the server's HTTP/3 listener, none over TCP, bodies verified."""
+    from httpbench._features import features
+
+    if not features()["http3-client"]:
+        pytest.skip("built without the HTTP/3 client")
+    r = Runner(RunOptions(repeat=1, n=12, reruns=0, warmup=1, native_allocs=False,
+                          timeout=60.0))
+    rs = r.run(["native"], [SCENARIOS[s] for s in H3_SCENARIOS])
+    assert _check(rs, ["native"]) == {"native"}
+    assert not rs.skipped
+    assert {sc for (_, sc, _) in rs.results} == set(H3_SCENARIOS)
 
 
 def test_h3_scenario_in_a_build_without_http3_stops_before_running(monkeypatch):

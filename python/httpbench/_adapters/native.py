@@ -1,7 +1,8 @@
 """httpbench's own native client (``httpbench.Client``): one pooled keep-alive connection.
 
 Over HTTP/2 ``Client(http2=True)``: a batch is one ``get_many(urls)`` call,
-the requests multiplexed on the origin's one connection.
+the requests multiplexed on the origin's one connection. Over HTTP/3
+``Client(http3=True)``: one QUIC connection, one request at a time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ class NativeAdapter(Adapter):
     name = "native"
     dist = "httpbench"
     h2_mode = "batch"
+    h3 = True
 
     @classmethod
     def check(cls) -> None:
@@ -42,6 +44,12 @@ class NativeAdapter(Adapter):
                 raise AdapterUnavailable(self.name, "native HTTP/2 batches are GETs "
                                          "(Client.get_many)")
             kw["http2"] = True
+        if self.http3:
+            from .._features import features
+
+            if not features()["http3-client"]:
+                raise AdapterUnavailable(self.name, "this httpbench build has no HTTP/3 client")
+            kw["http3"] = True
         self.client = Client(**kw)
         self.hdrs = self.headers or None
         self.batch_urls = [self.url] * self.concurrency
