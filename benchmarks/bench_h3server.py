@@ -12,9 +12,9 @@ process to CPU K (the same-CPU placement compare uses for sequential scenarios).
 
 The floor, in the same run and placement: benchmarks/floor_exchange.c (built on the fly)
 does only the kernel part of the exchange. Over UDP it repeats the h3 server's datagram
-pattern with pycurl (a request datagram read with epoll_wait + recvmmsg and answered by
-one 264-byte sendmsg; every other request an ACK-only datagram read and a 45-byte one
-sent: 1.5 each way), over TCP one read and one writev of a fixed response (no TLS). The
+pattern with pycurl (a request datagram and the client's ACK-only one read with
+epoll_wait + recvmmsg, one 264-byte reply sent with sendmsg: 2 in, 1 out), over TCP one
+read and one writev of a fixed response (no TLS). The
 C server's CPU/request minus the UDP floor's is what QUIC + HTTP/3 cost in user space
 and in the crypto; it is the part the server's code can change.
 
@@ -357,7 +357,11 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
             f"Sequential GETs of {args.path}, {args.n} per client per repeat, one connection "
             "each; CPU/request of the client's process and of the server's own threads. "
             "aioquic-server: benchmarks/h3_aioquic_server.py, the Python listener the C "
-            "server replaced (skipped without aioquic)."], args.json)
+            "server replaced (skipped without aioquic).",
+            "udp-floor / floor udp / floor tcp: benchmarks/floor_exchange.c, the kernel part "
+            "of the exchange only (UDP: the h3 server's 2 datagrams in and 1 out per request; "
+            "TCP: one read, one writev, no TLS), driven by its own C client on the same "
+            "placement; quic+h3 work = c-server - udp-floor, per repeat."], args.json)
     # the verdict: each server's median CPU/request over the cheapest h3 client's
     def med(server: str, client: str, key: str, proto: str = "h3") -> float | None:
         v = [r[key] for r in rows if r.get("server") == server and r.get("client") == client

@@ -77,8 +77,8 @@ def test_fuzz_request(tmp_path):
 @pytest.mark.slow
 @pytest.mark.h2_server
 def test_fuzz_h2_server(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2_server", ["hb_h2_server.c", "hb_route.c", "hb_content.c", "hb_common.c",
-                        "hb_parse.c"],
+    _fuzz(tmp_path, "fuzz_h2_server", ["hb_h2_server.c", "hb_h2_server_stream.c", "hb_route.c",
+                                       "hb_content.c", "hb_common.c", "hb_parse.c"],
           "corpus_h2_server", 12, None, ("-max_len=70000",), ("-lnghttp2",))
 
 
