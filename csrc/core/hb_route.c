@@ -1,6 +1,7 @@
 /* hb_route.c - the route table and request-target parsing (hb_route.h). */
 #include "hb_route.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "hb_content.h"
@@ -254,4 +255,130 @@ int hb_route_parse(const char *method, size_t method_len, const char *t, size_t 
     out->route = HB_ROUTE_NOT_FOUND;
     out->status = 404;
     return out->route;
+}
+
+/* ---- the plan ---- */
+
+static const char CT_OCTET[] = "application/octet-stream";
+static const char CT_TEXT[] = "text/plain";
+static const char CT_JSON[] = "application/json";
+
+static void plan_mem(hb_route_answer *a, int status, const char *ct, size_t ct_len,
+                     const char *body, size_t len)
+{
+    int nobody = status == 204 || status == 304; /* no body, no content-length */
+    a->status = status;
+    a->ct = ct;
+    a->ct_len = ct_len;
+    a->src = HB_SRC_MEM;
+    a->mem = body;
+    a->cl = nobody ? -1 : (int64_t)len;
+    a->n = a->avail = nobody ? 0 : len;
+}
+
+#define PLAN_TEXT(a, code, lit)                                                                    \
+    plan_mem((a), (code), CT_TEXT, sizeof CT_TEXT - 1, (lit), sizeof(lit) - 1)
+
+/* Generated content: `cl` announced (-1: none), n in all, avail at once. */
+static void plan_content(hb_route_answer *a, int64_t cl, uint64_t n, uint64_t avail)
+{
+    a->status = 200;
+    a->ct = CT_OCTET;
+    a->ct_len = sizeof CT_OCTET - 1;
+    a->src = HB_SRC_CONTENT;
+    a->cl = cl;
+    a->n = n;
+    a->avail = avail;
+}
+
+void hb_route_plan(const hb_route_req *rq, const hb_route_in *in, hb_route_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    if (rq->stats_page) {
+        if (rq->status == 200)
+            out->act = HB_ACT_STATS;
+        else
+            PLAN_TEXT(out, 405, "method not allowed\n");
+        return;
+    }
+    switch (rq->status) {
+    case 200:
+        break;
+    case 400:
+        PLAN_TEXT(out, 400, "bad parameter\n");
+        return;
+    case 405:
+        PLAN_TEXT(out, 405, "method not allowed\n");
+        return;
+    default:
+        PLAN_TEXT(out, 404, "not found\n");
+        return;
+    }
+    switch (rq->route) {
+    case HB_ROUTE_ROOT:
+        PLAN_TEXT(out, 200, "httpbench test server\n");
+        break;
+    case HB_ROUTE_BYTES:
+        plan_content(out, (int64_t)rq->p.bytes.n, rq->p.bytes.n, rq->p.bytes.n);
+        break;
+    case HB_ROUTE_CHUNKED: /* the length is never announced */
+        plan_content(out, -1, rq->p.chunked.n, rq->p.chunked.n);
+        break;
+    case HB_ROUTE_SINK: {
+        int n = in->jbuf ? snprintf(in->jbuf, in->jcap, "{\"bytes\": %llu, \"crc32\": \"%08x\"}",
+                                    (unsigned long long)in->body_bytes, in->crc)
+                         : -1;
+        if (n < 0 || (size_t)n >= in->jcap) {
+            PLAN_TEXT(out, 500, "internal error\n");
+            break;
+        }
+        plan_mem(out, 200, CT_JSON, sizeof CT_JSON - 1, in->jbuf, (size_t)n);
+        break;
+    }
+    case HB_ROUTE_ECHO:
+        if (in->echo_too_large)
+            PLAN_TEXT(out, 413, "request body too large\n");
+        else
+            plan_mem(out, 200, CT_OCTET, sizeof CT_OCTET - 1, in->echo, in->echo_len);
+        break;
+    case HB_ROUTE_DELAY:
+        plan_content(out, (int64_t)rq->p.delay.bytes, rq->p.delay.bytes, rq->p.delay.bytes);
+        if (rq->p.delay.ms) {
+            out->act = HB_ACT_DELAY;
+            out->wait_ms = rq->p.delay.ms;
+        }
+        break;
+    case HB_ROUTE_STATUS:
+        plan_mem(out, rq->p.status.code, CT_TEXT, sizeof CT_TEXT - 1, "", 0);
+        break;
+    case HB_ROUTE_DRIP:
+        plan_content(out, (int64_t)rq->p.drip.n, rq->p.drip.n, 0);
+        if (rq->p.drip.n && !in->head_only) {
+            out->wait = HB_WAIT_DRIP;
+            out->wait_ms = rq->p.drip.interval_ms;
+        }
+        break;
+    case HB_ROUTE_CLOSE_AFTER_HEADERS:
+        plan_content(out, (int64_t)rq->p.fault.bytes, 0, 0);
+        out->no_eof = 1;
+        break;
+    case HB_ROUTE_CLOSE_MID_BODY:
+        plan_content(out, (int64_t)rq->p.fault.bytes, rq->p.fault.bytes / 2, rq->p.fault.bytes / 2);
+        out->no_eof = 1;
+        break;
+    case HB_ROUTE_RESET:
+        out->act = HB_ACT_RESET;
+        break;
+    case HB_ROUTE_STALL:
+        plan_content(out, (int64_t)rq->p.stall.bytes, rq->p.stall.bytes, rq->p.stall.bytes / 2);
+        out->wait = HB_WAIT_STALL;
+        out->wait_ms = rq->p.stall.ms;
+        break;
+    case HB_ROUTE_EARLY_RESPONSE:
+        PLAN_TEXT(out, rq->p.early.status, "early response\n");
+        break;
+    default:
+        PLAN_TEXT(out, 404, "not found\n");
+        break;
+    }
 }

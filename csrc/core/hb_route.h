@@ -85,4 +85,59 @@ int hb_route_parse(const char *method, size_t method_len, const char *target, si
 /* The stats name of a route id ("bytes", "not_found", ...); "?" if out of range. */
 const char *hb_server_route_name(int route);
 
+/* What a route's answer is, whatever the protocol: each server only executes
+ * the plan with its own framing, so a route means the same on every one. */
+enum hb_route_act {
+    HB_ACT_RESPOND = 0, /* a response: the head, then the body described */
+    HB_ACT_RESET,       /* no response: reset the stream (HTTP/1.1: the connection) */
+    HB_ACT_DELAY,       /* wait wait_ms, then respond as described */
+    HB_ACT_STATS,       /* the stats document, rendered by the server */
+};
+
+/* Where the body comes from. */
+enum hb_route_src {
+    HB_SRC_CONTENT = 0, /* hb_content bytes [0, n) */
+    HB_SRC_MEM,         /* mem[0, n) */
+};
+
+/* How the body is paced after the first `avail` bytes. */
+enum hb_route_wait {
+    HB_WAIT_NONE = 0,
+    HB_WAIT_DRIP,  /* drip.chunk bytes every wait_ms */
+    HB_WAIT_STALL, /* the rest wait_ms after the first avail bytes are out */
+};
+
+/* The request state a route's answer depends on. */
+typedef struct hb_route_in {
+    uint64_t body_bytes; /* request body bytes received (sink) */
+    uint32_t crc;        /* their CRC-32 (sink) */
+    int head_only;       /* HEAD: no body, and a drip does not wait */
+    const char *echo;    /* the buffered request body (echo answered at the end) */
+    size_t echo_len;
+    int echo_too_large; /* the echo buffer overflowed: 413 */
+    char *jbuf;         /* where the sink's JSON is rendered (>= 64 bytes) */
+    size_t jcap;
+} hb_route_in;
+
+/* The plan: fields past `act` are meaningful for RESPOND and DELAY. */
+typedef struct hb_route_answer {
+    int act;          /* enum hb_route_act */
+    int status;       /* response status */
+    const char *ct;   /* content type (static) */
+    size_t ct_len;    /* its length */
+    int src;          /* enum hb_route_src */
+    const char *mem;  /* HB_SRC_MEM: the body (static, jbuf or echo) */
+    int64_t cl;       /* content-length; -1: none (chunked route: delimited otherwise) */
+    uint64_t n;       /* body bytes in all */
+    uint64_t avail;   /* of which sendable at once; the rest waits */
+    int wait;         /* enum hb_route_wait */
+    uint64_t wait_ms; /* DELAY's wait, the drip interval or the stall */
+    int no_eof;       /* a fault: the body never ends; the stream or connection is cut */
+} hb_route_answer;
+
+/* Plan the answer to a routed request (hb_route_parse's result) whose body,
+ * if any, has been read. Pure: no state, no allocation; every route and
+ * status gets a plan (unknown routes: 404). */
+void hb_route_plan(const hb_route_req *rq, const hb_route_in *in, hb_route_answer *out);
+
 #endif
