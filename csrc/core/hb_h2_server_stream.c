@@ -1,6 +1,7 @@
 /* hb_h2_server_stream.c - the HTTP/2 server's streams, responses and routes,
  * and the nghttp2 callbacks that drive them (see hb_h2_server.c). */
 #include "hb_h2_server_int.h"
+#include "hb_route_plan.h"
 
 #ifndef HB_NO_NGHTTP2
 

@@ -4,6 +4,7 @@
  * the shared content buffer (or at the stream's own text, echo buffer or stats
  * page, which live until the stream closes). */
 #include "hb_h3_server_int.h"
+#include "hb_route_plan.h"
 
 #ifndef HB_NO_H3
 

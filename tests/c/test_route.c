@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hb_route.h"
+#include "hb_route_plan.h"
 #include "hb_test.h"
 
 static hb_route_req rq;
