@@ -109,8 +109,8 @@ def test_many_requests_on_one_connection(srv):
 
 
 def test_a_request_ack_rides_in_its_response(srv):
-    # sequential GETs: one datagram out per request, the ACK of the request inside the
-    # response (a delayed ACK alone would make it 1.5)
+    # sequential GETs: one datagram out per request whatever the timing, the request's ACK
+    # inside the response (delayed by RTT/8, it went alone whenever the server was slower)
     c = _curl(srv)
     for _ in range(20):  # the handshake and its stragglers
         assert _get(c) == (200, expected_bytes(150))
