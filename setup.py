@@ -80,6 +80,10 @@ core = Extension(
     "httpbench._core",
     sources=sources("csrc/core") + sources("csrc/module"),
     include_dirs=["csrc/core", "csrc/module"],
+    # a changed header rebuilds everything: setuptools tracks no header dependencies, and an
+    # object compiled against an old struct layout would be silently reused
+    depends=sorted(glob.glob(os.path.join("csrc", "core", "*.h"))
+                   + glob.glob(os.path.join("csrc", "module", "*.h"))),
     libraries=["ssl", "crypto", "pthread"],
     extra_compile_args=extra,
     define_macros=macros,

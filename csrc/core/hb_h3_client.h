@@ -90,6 +90,8 @@ typedef struct hb_h3_client {
     int over;                 /* the connection ended (an error was returned): close it */
     uint32_t nopen;           /* streams in flight */
     uint64_t hs_start, hs_ns; /* handshake start, and its duration once done */
+    uint64_t idle_ns;         /* the idle timeout in force (the smaller side's), once done */
+    uint64_t last_rx;         /* when a datagram last arrived (hb_now_ns) */
     int resumed;              /* the TLS session was resumed */
     int blocked; /* a datagram waits for the socket: call hb_h3_client_writable when writable */
     int goaway;  /* the server sent GOAWAY: no new stream (room 0); reconnect when drained */

@@ -230,7 +230,6 @@ static int setup_h3(hb_h3_client *c)
 
 static int q_handshake_completed(ngtcp2_conn *q, void *ud)
 {
-    (void)q;
     hb_h3_client *c = ud;
     struct hb__h3 *p = c->p;
     int rc = setup_h3(c);
@@ -241,6 +240,10 @@ static int q_handshake_completed(ngtcp2_conn *q, void *ud)
     }
     c->handshake_done = 1;
     c->hs_ns = p->now > c->hs_start ? p->now - c->hs_start : 0;
+    c->idle_ns = p->set.idle_timeout_ns;
+    const ngtcp2_transport_params *rp = ngtcp2_conn_get_remote_transport_params(q);
+    if (rp && rp->max_idle_timeout && rp->max_idle_timeout < c->idle_ns)
+        c->idle_ns = rp->max_idle_timeout;
     c->resumed = gnutls_session_is_resumed(p->tls) != 0;
     if (p->cb->on_handshake) p->cb->on_handshake(p->ud);
     return 0;

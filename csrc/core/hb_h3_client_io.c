@@ -234,6 +234,7 @@ int hb_h3_client_read(hb_h3_client *c, uint64_t now)
                      e == ECONNREFUSED ? " (no QUIC listener on that UDP port)" : "");
             return hb__h3_fail(c, -e, "recv: %s", d);
         }
+        if (n > 0) c->last_rx = now;
         for (int i = 0; i < n; i++) {
             size_t len = p->rmsg[i].msg_len;
             c->st.dgrams_recv++;

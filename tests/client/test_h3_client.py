@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import zlib
 
@@ -89,6 +90,29 @@ def test_post_head_download_and_status(h3srv, tmp_path):
 
 
 @needs_h3
+def test_threads_share_the_origin_connection(h3srv):
+    with Client(http3=True, ca_file=h3srv.ca_file, timeout=10) as c:
+        c.get(f"{h3srv.h3_url}/bytes/1")
+        s0 = _counts(h3srv)
+        bad: list[object] = []
+
+        def work(k: int) -> None:
+            for i in range(40):
+                n = 100 * k + i
+                r = c.get(f"{h3srv.h3_url}/bytes/{n}")
+                if r.body != expected_bytes(n):
+                    bad.append((n, r.status, len(r.body)))
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        assert not bad
+        assert _delta(s0, _counts(h3srv)) == (160, 0, 0, 0)
+
+
+@needs_h3
 def test_reconnects_after_the_client_closes(h3srv):
     c = Client(http3=True, ca_file=h3srv.ca_file, timeout=10)
     s0 = _counts(h3srv)
@@ -100,6 +124,25 @@ def test_reconnects_after_the_client_closes(h3srv):
         for _ in range(3):
             assert c2.get(f"{h3srv.h3_url}/bytes/5").status == 200
     assert _delta(s0, _counts(h3srv))[:2] == (4, 2)
+
+
+@needs_h3
+def test_a_connection_the_server_idled_out_is_replaced():
+    """The server drops an idle QUIC connection silently; the next request goes on a new
+    one at once (with a timeout shorter than the idle timeout it could not wait it out)."""
+    from httpbench import Server
+
+    with Server(tls=True, h3=True, keepalive_timeout=0.5) as s:
+        with Client(http3=True, ca_file=s.ca_file, timeout=0.3) as c:
+            assert c.get(f"{s.h3_url}/bytes/10").body == expected_bytes(10)
+            deadline = time.monotonic() + 10
+            while s.stats()["h3"]["idle_timeouts"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            r = c.get(f"{s.h3_url}/bytes/10")
+            assert r.body == expected_bytes(10) and not r.reused
+        st = s.stats()
+    assert st["h3"]["idle_timeouts"] == 1
+    assert (st["by_protocol"]["h3"], st["connections_by_protocol"]["h3"]) == (2, 2)
 
 
 @needs_h3
