@@ -89,7 +89,10 @@ def test_urls_and_alt_svc(srv):
             alt == [f'Alt-Svc: h3=":{srv.port}"\r\n'.encode()], (proto, heads)
         c.close()
     st = srv.stats()
-    assert st["by_protocol"] == {"http/1.1": 1, "h2": 1, "h3": 0}
+    if httpbench.features()["http2-server"]:
+        assert st["by_protocol"] == {"http/1.1": 1, "h2": 1, "h3": 0}
+    else:  # ALPN offers only http/1.1: the h2 request is served over HTTP/1.1
+        assert st["by_protocol"] == {"http/1.1": 2, "h2": 0, "h3": 0}
 
 
 def test_many_requests_on_one_connection(srv):
@@ -109,8 +112,8 @@ def test_many_requests_on_one_connection(srv):
 
 
 def test_a_request_ack_rides_in_its_response(srv):
-    # sequential GETs: one datagram out per request, the ACK of the request inside the
-    # response (a delayed ACK alone would make it 1.5)
+    # sequential GETs: one datagram out per request whatever the timing, the request's ACK
+    # inside the response (delayed by RTT/8, it went alone whenever the server was slower)
     c = _curl(srv)
     for _ in range(20):  # the handshake and its stragglers
         assert _get(c) == (200, expected_bytes(150))
