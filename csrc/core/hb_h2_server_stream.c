@@ -174,20 +174,7 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
 static void respond(hb_h2_server *s, h2stream *st, int status, const char *ct, int64_t cl, int body)
 {
     if (status < 100 || status > 999) status = 500;
-    st->stbuf[0] = (char)('0' + status / 100);
-    st->stbuf[1] = (char)('0' + status / 10 % 10);
-    st->stbuf[2] = (char)('0' + status % 10);
-    size_t cll = 0;
-    if (cl >= 0) { /* decimal digits, without snprintf on every response */
-        char tmp[24];
-        uint64_t v = (uint64_t)cl;
-        do {
-            tmp[cll++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        for (size_t i = 0; i < cll; i++)
-            st->clbuf[i] = tmp[cll - 1 - i];
-    }
+    size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
     nghttp2_nv nva[6];
     size_t n = 0;
     nva[n++] = (nghttp2_nv)NV(":status", st->stbuf, 3);

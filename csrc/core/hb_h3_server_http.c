@@ -116,20 +116,7 @@ static void respond(h3conn *c, h3stream *st, int status, const char *ct, int64_t
 {
     hb_h3_server *s = c->s;
     if (status < 100 || status > 999) status = 500;
-    st->stbuf[0] = (char)('0' + status / 100);
-    st->stbuf[1] = (char)('0' + status / 10 % 10);
-    st->stbuf[2] = (char)('0' + status % 10);
-    size_t cll = 0;
-    if (cl >= 0) {
-        char tmp[24];
-        uint64_t v = (uint64_t)cl;
-        do {
-            tmp[cll++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        for (size_t i = 0; i < cll; i++)
-            st->clbuf[i] = tmp[cll - 1 - i];
-    }
+    size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
     nghttp3_nv nva[5];
     size_t n = 0;
     /* NO_COPY: names and content types are static, status and length live in st until

@@ -190,4 +190,27 @@ hb_route_plan(const hb_route_req *rq, const hb_route_in *in, hb_route_answer *ou
     }
 }
 
+/* The head's digits for servers that send them as header values (h2, h3):
+ * the status (100 .. 999) into st[0..2], the content-length (cl >= 0)
+ * into clb (at least 20 bytes); returns the content-length's length (0: none).
+ * Decimal by hand: no snprintf on every response. */
+static inline size_t hb_route_head_digits(int status, int64_t cl, char st[3], char *clb)
+{
+    st[0] = (char)('0' + status / 100);
+    st[1] = (char)('0' + status / 10 % 10);
+    st[2] = (char)('0' + status % 10);
+    size_t cll = 0;
+    if (cl >= 0) {
+        char tmp[24];
+        uint64_t v = (uint64_t)cl;
+        do {
+            tmp[cll++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        for (size_t i = 0; i < cll; i++)
+            clb[i] = tmp[cll - 1 - i];
+    }
+    return cll;
+}
+
 #endif

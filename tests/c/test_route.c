@@ -355,6 +355,21 @@ static void test_plan_faults(void)
     check_text(200, "early response\n");
 }
 
+static void test_head_digits(void)
+{
+    char st[3], cl[24];
+    CHECK_EQ_INT((int)hb_route_head_digits(200, 0, st, cl), 1);
+    CHECK_MEM(st, 3, "200");
+    CHECK_MEM(cl, 1, "0");
+    CHECK_EQ_INT((int)hb_route_head_digits(504, -1, st, cl), 0); /* no content-length */
+    CHECK_MEM(st, 3, "504");
+    size_t n = hb_route_head_digits(101, 1234567890123, st, cl);
+    CHECK_MEM(st, 3, "101");
+    CHECK_MEM(cl, n, "1234567890123");
+    n = hb_route_head_digits(999, INT64_MAX, st, cl);
+    CHECK_MEM(cl, n, "9223372036854775807");
+}
+
 int main(void)
 {
     test_simple_routes();
@@ -365,5 +380,6 @@ int main(void)
     test_plan_errors_and_stats();
     test_plan_routes();
     test_plan_faults();
+    test_head_digits();
     HB_TEST_MAIN_END();
 }
