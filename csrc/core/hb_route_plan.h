@@ -99,11 +99,17 @@ static inline void hb__rp_content(hb_route_answer *a, int64_t cl, uint64_t n, ui
 __attribute__((always_inline)) static inline void
 hb_route_plan(const hb_route_req *rq, const hb_route_in *in, hb_route_answer *out)
 {
-    memset(out, 0, sizeof *out);
+    /* field by field, not memset: the inlined plan then lives in registers */
+    out->act = HB_ACT_RESPOND;
+    out->mem = NULL;
+    out->wait = HB_WAIT_NONE;
+    out->wait_ms = 0;
+    out->no_eof = 0;
     if (rq->stats_page) {
-        if (rq->status == 200)
+        if (rq->status == 200) {
+            hb__rp_content(out, -1, 0, 0); /* no body of the plan's own */
             out->act = HB_ACT_STATS;
-        else
+        } else
             HB__RP_TEXT_LIT(out, 405, "method not allowed\n");
         return;
     }
@@ -174,6 +180,7 @@ hb_route_plan(const hb_route_req *rq, const hb_route_in *in, hb_route_answer *ou
         out->no_eof = 1;
         break;
     case HB_ROUTE_RESET:
+        hb__rp_content(out, -1, 0, 0);
         out->act = HB_ACT_RESET;
         break;
     case HB_ROUTE_STALL:
