@@ -157,7 +157,7 @@ class Worker:
     """Holds the adapter instances and runs measured rounds."""
 
     def __init__(self, job: dict[str, Any]) -> None:
-        from ._adapters import load_adapter
+        from ._adapters import load_adapter, require_protocol
         from ._scenarios import Scenario
 
         self.job = job
@@ -168,14 +168,7 @@ class Worker:
         # how `concurrency` requests are in flight: "async" (coroutines on one adapter),
         # "threads" (one adapter per thread), "shared" (one adapter, many threads),
         # "batch" (request_batch on one adapter), "single" (concurrency 1)
-        if self.sc.protocol == "h3" or getattr(self.cls, "h3_only", False):
-            from ._adapters import AdapterUnavailable
-
-            if self.sc.protocol != "h3":
-                raise AdapterUnavailable(self.client, "speaks HTTP/3 only (the h3 scenarios)")
-            if not getattr(self.cls, "h3", False):
-                raise AdapterUnavailable(self.client, f"no HTTP/3: "
-                                         f"{getattr(self.cls, 'h3_reason', 'not declared')}")
+        self.protocol_flags = require_protocol(self.cls, self.client, self.sc.protocol)
         if self.sc.protocol == "h2":
             from ._adapters import AdapterUnavailable
 
@@ -210,10 +203,7 @@ class Worker:
             "concurrency": sc.concurrency, "timeout": float(self.job.get("timeout", 10.0)),
             "argv": self.job.get("argv"),
         }
-        if sc.protocol == "h2":
-            p["http2"] = True
-        elif sc.protocol == "h3":
-            p["http3"] = True
+        p.update(self.protocol_flags)
         if sc.body_size:
             if sc.body_from == "file":
                 p["body_file"] = self.body_file

@@ -6,14 +6,15 @@ must stay cheap and must never fail. Nothing of httpbench (its C extension)
 is imported until a fixture, a marker or an option needs it.
 
 Fixtures
-    ``httpbench_server`` (session): the embedded test server, HTTP and HTTPS
-    (``.url``, ``.https_url``, ``.ca_file``, ``.url_for(path, tls=False)``,
-    ``.stats()``), one per pytest process (so one per pytest-xdist worker).
+    ``httpbench_server`` (session): the embedded test server, HTTP and HTTPS (and
+    HTTP/3 on the HTTPS port when the build has it: ``.h3``) (``.url``, ``.https_url``,
+    ``.ca_file``, ``.url_for(path, tls=False)``, ``.stats()``), one per pytest process
+    (so one per pytest-xdist worker).
     ``httpbench`` (function): a helper bound to it: ``.url(path)``,
     ``.measure(fn, ...)``, ``.measure_async(coro_fn, ...)``,
-    ``.bench(path_or_url, ...)``, ``.client(name)``. Every result it returns
-    is recorded for the test: checked against the test's marker budget and the
-    baseline, saved, and listed in the terminal summary.
+    ``.bench(path_or_url, ...)``, ``.client(name, path, protocol=...)``. Every result it
+    returns is recorded for the test: checked against the test's marker budget and
+    the baseline, saved, and listed in the terminal summary.
 
 Marker
     ``@pytest.mark.httpbench(budget={"p99": "2ms", ...}, tolerance="20%", repeats=3)``:
@@ -570,9 +571,11 @@ class HttpbenchServer:
         self._https: Any = None
 
     def _start(self, tls: bool) -> Any:
+        from ._features import h3_missing
         from ._server import Server
 
-        srv = Server(tls=tls)
+        # the TLS server also serves HTTP/3 (UDP, the same port number) when the build can
+        srv = Server(tls=tls, h3=tls and h3_missing() is None)
         enter = getattr(srv, "__enter__", None)
         return enter() if enter is not None else srv
 
@@ -600,6 +603,11 @@ class HttpbenchServer:
     def ca_file(self) -> str:
         """PEM file with the HTTPS server's certificate (pass as ``ca_file=``)."""
         return self._tls().ca_file
+
+    @property
+    def h3(self) -> bool:
+        """Whether the HTTPS server also serves HTTP/3 (on UDP at the same port number)."""
+        return bool(self._tls().h3)
 
     def url_for(self, path: str = "/", tls: bool = False) -> str:
         """Full URL of ``path`` on the HTTP (or, with ``tls``, HTTPS) server."""
@@ -644,7 +652,8 @@ class Httpbench:
         """Full URL of ``path`` on the session's server (HTTPS with ``tls=True``)."""
         return self.server.url_for(path, tls=tls)
 
-    def client(self, name: str, path: str = "/", *, tls: bool = False, **params: Any) -> Any:
+    def client(self, name: str, path: str = "/", *, tls: bool | None = None,
+               protocol: str = "http/1.1", **params: Any) -> Any:
         """A client adapter (``httpbench._adapters``) set up for ``path`` on the session server.
 
         ``name``: "native", "http.client", "urllib3", "requests", "httpx", "httpx-async",
@@ -654,27 +663,49 @@ class Httpbench:
         ``httpbench.measure_async(c.request)``, set up on measure_async's default loop).
         The adapter is closed at the end of the test. A client whose library is not
         installed skips the test.
-        """
-        from ._adapters import AdapterUnavailable, load_adapter
 
+        ``protocol="h3"`` (implies ``tls``): the request goes over HTTP/3 to the HTTPS
+        server's UDP side, as compare's h3 scenarios make it; the test is skipped,
+        saying why, when the adapter declares no HTTP/3, its library lacks it, or this
+        build of httpbench has no HTTP/3.
+        """
+        from ._adapters import AdapterUnavailable, load_adapter, require_protocol
+
+        if protocol not in ("http/1.1", "h3"):
+            raise ValueError(f"httpbench.client: protocol must be 'http/1.1' or 'h3', "
+                             f"got {protocol!r}")
+        if protocol == "h3":
+            if tls is False:
+                raise ValueError("httpbench.client: protocol='h3' needs TLS (HTTP/3 is "
+                                 "always TLS); leave tls out or pass tls=True")
+            tls = True
         try:
             cls = load_adapter(name)
+            params.update(require_protocol(cls, name, protocol))
         except AdapterUnavailable as exc:
             pytest.skip(f"httpbench client {exc}")
+        if protocol == "h3":
+            from ._features import H3_CLIENT_MISSING
+
+            if not self.server.h3:
+                pytest.skip(f"httpbench client {name} over HTTP/3: {H3_CLIENT_MISSING}")
         if not path.startswith("/"):
             path = "/" + path
         base = self.server.https_url if tls else self.server.url
         ca_file = self.server.ca_file if tls else None
         adapter = cls()
-        if adapter.kind == "async":
-            from ._measure import event_loop
+        try:
+            if adapter.kind == "async":
+                from ._measure import event_loop
 
-            loop = event_loop()
-            loop.run_until_complete(adapter.asetup(base, ca_file, path=path, **params))
-            self._request.addfinalizer(lambda: loop.run_until_complete(adapter.aclose()))
-        else:
-            adapter.setup(base, ca_file, path=path, **params)
-            self._request.addfinalizer(adapter.close)
+                loop = event_loop()
+                loop.run_until_complete(adapter.asetup(base, ca_file, path=path, **params))
+                self._request.addfinalizer(lambda: loop.run_until_complete(adapter.aclose()))
+            else:
+                adapter.setup(base, ca_file, path=path, **params)
+                self._request.addfinalizer(adapter.close)
+        except AdapterUnavailable as exc:  # a library built without the protocol
+            pytest.skip(f"httpbench client {exc}")
         return adapter
 
     def measure(self, fn: Callable[..., Any], *, name: str | None = None, **kwargs: Any) -> Any:

@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_CLIENTS",
     "CHUNK",
     "load_adapter",
+    "require_protocol",
     "is_custom",
     "adapter_status",
     "available_clients",
@@ -277,6 +278,19 @@ def load_adapter(name: str) -> type[Adapter]:
         raise KeyError(f"{name!r}: {clsname!r} is not an httpbench Adapter subclass in {modname}")
     cls.check()
     return cls
+
+
+def require_protocol(cls: type[Adapter], client: str, protocol: str) -> dict[str, bool]:
+    """The ``configure()`` flags that ask adapter ``cls`` for ``protocol`` ("http/1.1",
+    "h2", "h3"); :class:`AdapterUnavailable` when it declares no HTTP/3 for "h3", or speaks
+    HTTP/3 only and was asked for another. HTTP/2's concurrency modes are the caller's."""
+    if protocol == "h3" or cls.h3_only:
+        if protocol != "h3":
+            raise AdapterUnavailable(client, "speaks HTTP/3 only (the h3 scenarios)")
+        if not cls.h3:
+            raise AdapterUnavailable(client, f"no HTTP/3: {cls.h3_reason}")
+        return {"http3": True}
+    return {"http2": True} if protocol == "h2" else {}
 
 
 def is_custom(name: str) -> bool:
