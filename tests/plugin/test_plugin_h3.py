@@ -3,6 +3,7 @@ the session's HTTPS server, which serves HTTP/3 on the same port number when the
 it. pytester runs, like the rest of the plugin's tests."""
 
 import re
+from pathlib import Path
 
 import httpbench
 import pytest
@@ -136,3 +137,14 @@ def test_build_without_h3_skips_with_the_build_message(pytester, monkeypatch):
     assert H3_CLIENT_MISSING.startswith("this build has no HTTP/3 client: install")
     res.stdout.fnmatch_lines([f"*httpbench client native over HTTP/3: {H3_CLIENT_MISSING[:60]}*"])
     assert httpbench.features()["http3-client"] is False
+
+
+@needs_h3
+@pytest.mark.skipif(not _pycurl_h3(), reason="pycurl with an HTTP/3 libcurl is not installed")
+def test_docs_h3_example_runs(pytester):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "pytest.md").read_text(encoding="utf-8")
+    start = doc.index("```python\n# test_h3_perf.py") + 10
+    pytester.makepyfile(test_h3_perf=doc[start:doc.index("\n```\n", start)])
+    res = run(pytester)
+    res.assert_outcomes(passed=2)
+    assert all(ln.rstrip().endswith("PASS") for ln in summary_lines(res))
