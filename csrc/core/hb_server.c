@@ -192,6 +192,7 @@ void hb_server_opts_init(hb_server_opts *o)
     o->h2_initial_window_size = 65535;
     o->h2_max_frame_size = 16384;
     o->http3 = 0;
+    o->alt_svc = 1;
 }
 
 /* reuseport: join the SO_REUSEPORT group (workers > 1); listen=0 makes a

@@ -50,6 +50,7 @@ typedef struct hb_server_opts {
     int h2_initial_window_size;    /* SETTINGS_INITIAL_WINDOW_SIZE 0..2^31-1; default 65535 */
     int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */
     int http3;           /* HTTP/3 over QUIC on UDP at the same port; needs tls; default 0 */
+    int alt_svc;         /* with http3: TLS responses carry Alt-Svc: h3=":port"; default 1 */
     int max_connections; /* open connections per worker; beyond it a new one gets a
                             503 (plain HTTP) or just a FIN, and is closed; 0 = none */
     /* (SETTINGS_MAX_HEADER_LIST_SIZE is max_head: a larger header list gets 431) */

@@ -52,6 +52,7 @@ int hb__h3_server_prepare(hb_server *srv, char *err)
             got += (size_t)k;
         }
     }
+    if (!srv->o.alt_svc) return 0; /* HTTP/3 served, not advertised: clients stay on TCP */
     int n = snprintf(srv->alt_svc, sizeof srv->alt_svc, "Alt-Svc: h3=\":%d\"\r\n", srv->port);
     srv->alt_svc_len = n > 0 ? (size_t)n : 0;
     (void)snprintf(srv->alt_svc_h2, sizeof srv->alt_svc_h2, "h3=\":%d\"", srv->port);

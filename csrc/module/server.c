@@ -33,6 +33,7 @@ enum {
     S_H2_FRAME,
     S_MAX_CONNECTIONS,
     S_HTTP3,
+    S_ALT_SVC,
     S_NARGS
 };
 static const char *const s_names[S_NARGS] = {
@@ -53,6 +54,7 @@ static const char *const s_names[S_NARGS] = {
     "h2_max_frame_size",
     "max_connections",
     "http3",
+    "alt_svc",
 };
 
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -89,7 +91,8 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
     if (hb_arg_bool(a[S_TLS], o.tls, &o.tls) < 0 ||
         hb_arg_bool(a[S_SESSION_RESUMPTION], o.session_resumption, &o.session_resumption) < 0 ||
         hb_arg_bool(a[S_HTTP2], o.http2, &o.http2) < 0 ||
-        hb_arg_bool(a[S_HTTP3], o.http3, &o.http3) < 0)
+        hb_arg_bool(a[S_HTTP3], o.http3, &o.http3) < 0 ||
+        hb_arg_bool(a[S_ALT_SVC], o.alt_svc, &o.alt_svc) < 0)
         return NULL;
     ServerObject *self = PyObject_New(ServerObject, st->ServerType);
     if (!self) return NULL;

@@ -143,7 +143,8 @@ class Server:
 
     ``h3``: speak HTTP/3 too (needs ``tls=True``): every worker also listens on
     UDP at the TCP port's number (``.h3_port``, ``.h3_url``), with the same
-    certificate, and TLS responses carry ``Alt-Svc: h3=":port"``. HTTP/3 requests
+    certificate, and TLS responses carry ``Alt-Svc: h3=":port"`` (``alt_svc=False``:
+    served but not advertised, so clients that follow Alt-Svc stay on TCP). HTTP/3 requests
     count in the same ``stats()`` (``by_protocol["h3"]``, ``stats()["h3"]``) and
     their CPU in the workers' ``cpu_ns``. ``H3Unavailable`` (a
     ``FeatureUnavailable``) in a build without ngtcp2/nghttp3/GnuTLS.
@@ -168,6 +169,7 @@ class Server:
         h2_max_frame_size: int = 16384,
         max_connections: int = 0,
         h3: bool = False,
+        alt_svc: bool = True,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0..65535, got {port!r}")
@@ -213,6 +215,7 @@ class Server:
             h2_initial_window_size=h2_initial_window_size,
             h2_max_frame_size=h2_max_frame_size,
             max_connections=max_connections,
+            alt_svc=bool(alt_svc),
             http3=bool(h3),
         )
         self.http2 = bool(http2)

@@ -575,7 +575,9 @@ class HttpbenchServer:
         from ._server import Server
 
         # the TLS server also serves HTTP/3 (UDP, the same port number) when the build can
-        srv = Server(tls=tls, h3=tls and h3_missing() is None)
+        # HTTP/3 served but not advertised: a client that follows Alt-Svc stays on TCP, so an
+        # HTTPS test measures what it did before; protocol="h3" asks for QUIC explicitly
+        srv = Server(tls=tls, h3=tls and h3_missing() is None, alt_svc=False)
         enter = getattr(srv, "__enter__", None)
         return enter() if enter is not None else srv
 

@@ -95,6 +95,23 @@ def test_urls_and_alt_svc(srv):
         assert st["by_protocol"] == {"http/1.1": 2, "h2": 0, "h3": 0}
 
 
+def test_alt_svc_off_serves_h3_without_advertising_it():
+    with Server(tls=True, h3=True, alt_svc=False) as s:
+        heads: list[bytes] = []
+        c = pycurl.Curl()
+        c.setopt(pycurl.CAINFO, s.ca_file)
+        c.setopt(pycurl.URL, s.url + "/bytes/10")
+        c.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1)
+        c.setopt(pycurl.HEADERFUNCTION, heads.append)
+        c.setopt(pycurl.WRITEDATA, io.BytesIO())
+        c.perform()
+        c.close()
+        assert heads and not [h for h in heads if h.lower().startswith(b"alt-svc:")], heads
+        h3 = _curl(s, "/bytes/10")
+        assert _get(h3) == (200, expected_bytes(10))
+        assert s.stats()["by_protocol"] == {"http/1.1": 1, "h2": 0, "h3": 1}
+
+
 def test_many_requests_on_one_connection(srv):
     c = _curl(srv, "/bytes/1000")
     for _ in range(200):
