@@ -1,6 +1,7 @@
 /* hb_h2_server_stream.c - the HTTP/2 server's streams, responses and routes,
  * and the nghttp2 callbacks that drive them (see hb_h2_server.c). */
 #include "hb_h2_server_int.h"
+#include "hb_route_plan.h"
 
 #ifndef HB_NO_NGHTTP2
 
@@ -173,20 +174,7 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
 static void respond(hb_h2_server *s, h2stream *st, int status, const char *ct, int64_t cl, int body)
 {
     if (status < 100 || status > 999) status = 500;
-    st->stbuf[0] = (char)('0' + status / 100);
-    st->stbuf[1] = (char)('0' + status / 10 % 10);
-    st->stbuf[2] = (char)('0' + status % 10);
-    size_t cll = 0;
-    if (cl >= 0) { /* decimal digits, without snprintf on every response */
-        char tmp[24];
-        uint64_t v = (uint64_t)cl;
-        do {
-            tmp[cll++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        for (size_t i = 0; i < cll; i++)
-            st->clbuf[i] = tmp[cll - 1 - i];
-    }
+    size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
     nghttp2_nv nva[6];
     size_t n = 0;
     nva[n++] = (nghttp2_nv)NV(":status", st->stbuf, 3);
@@ -252,91 +240,53 @@ void hb__h2_stream_resume(hb_h2_server *s, h2stream *st)
     (void)nghttp2_session_resume_data(s->ng, st->id);
 }
 
-/* The request is complete: answer it (the HTTP/1.1 side's finish_request). */
-static void finish(hb_h2_server *s, h2stream *st)
+/* Carry out a route's plan with HTTP/2 framing. */
+static void execute(hb_h2_server *s, h2stream *st, const hb_route_answer *a)
 {
-    const hb_route_req *rq = &st->rq;
-    uint64_t now = *s->cfg.now;
-    if (st->responded || st->wait == W_DELAY) return;
-    if (rq->stats_page) {
-        if (rq->status == 200)
-            respond_stats(s, st);
-        else
-            RESPOND_LIT(s, st, 405, "method not allowed\n");
+    switch (a->act) {
+    case HB_ACT_STATS:
+        respond_stats(s, st);
         return;
-    }
-    switch (rq->status) {
-    case 400:
-        RESPOND_LIT(s, st, 400, "bad parameter\n");
-        return;
-    case 404:
-        RESPOND_LIT(s, st, 404, "not found\n");
-        return;
-    case 405:
-        RESPOND_LIT(s, st, 405, "method not allowed\n");
-        return;
-    default:
-        break;
-    }
-    switch (rq->route) {
-    case HB_ROUTE_ROOT:
-        RESPOND_LIT(s, st, 200, "httpbench test server\n");
-        break;
-    case HB_ROUTE_BYTES:
-        hb__h2_respond_content(s, st, (int64_t)rq->p.bytes.n, rq->p.bytes.n, rq->p.bytes.n);
-        break;
-    case HB_ROUTE_CHUNKED: /* h2 has no chunked coding: plain DATA, no content-length */
-        hb__h2_respond_content(s, st, -1, rq->p.chunked.n, rq->p.chunked.n);
-        break;
-    case HB_ROUTE_SINK: {
-        int n = snprintf(st->jbuf, sizeof st->jbuf, "{\"bytes\": %llu, \"crc32\": \"%08x\"}",
-                         (unsigned long long)st->body_bytes, st->crc);
-        respond_mem(s, st, 200, CT_JSON, st->jbuf, (size_t)n);
-        break;
-    }
-    case HB_ROUTE_DELAY:
-        if (rq->p.delay.ms == 0) {
-            hb__h2_respond_content(s, st, (int64_t)rq->p.delay.bytes, rq->p.delay.bytes,
-                                   rq->p.delay.bytes);
-            break;
-        }
-        st->wait = W_DELAY;
-        st->deadline = now + rq->p.delay.ms * NS_PER_MS;
-        s->timers = 1;
-        break;
-    case HB_ROUTE_STATUS:
-        respond_mem(s, st, rq->p.status.code, CT_TEXT, "", 0);
-        break;
-    case HB_ROUTE_DRIP:
-        if (rq->p.drip.n && !st->head_only) {
-            st->wait = W_DRIP;
-            st->deadline = now + rq->p.drip.interval_ms * NS_PER_MS;
-            s->timers = 1;
-        }
-        hb__h2_respond_content(s, st, (int64_t)rq->p.drip.n, rq->p.drip.n, 0);
-        break;
-    case HB_ROUTE_CLOSE_AFTER_HEADERS:
-        st->no_eof = 1;
-        hb__h2_respond_content(s, st, (int64_t)rq->p.fault.bytes, 0, 0);
-        break;
-    case HB_ROUTE_CLOSE_MID_BODY:
-        st->no_eof = 1;
-        hb__h2_respond_content(s, st, (int64_t)rq->p.fault.bytes, rq->p.fault.bytes / 2,
-                               rq->p.fault.bytes / 2);
-        break;
-    case HB_ROUTE_RESET:
+    case HB_ACT_RESET:
         count_status(s, st, 0);
         (void)nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        break;
-    case HB_ROUTE_STALL:
-        st->wait = W_STALL;
-        hb__h2_respond_content(s, st, (int64_t)rq->p.stall.bytes, rq->p.stall.bytes,
-                               rq->p.stall.bytes / 2);
-        break;
+        return;
+    case HB_ACT_DELAY:
+        st->wait = W_DELAY;
+        st->deadline = *s->cfg.now + a->wait_ms * NS_PER_MS;
+        s->timers = 1;
+        return;
     default:
-        RESPOND_LIT(s, st, 404, "not found\n");
         break;
     }
+    if (a->src == HB_SRC_MEM) {
+        respond_mem(s, st, a->status, a->ct, a->mem, a->n);
+        return;
+    }
+    if (a->wait == HB_WAIT_DRIP) {
+        st->wait = W_DRIP;
+        st->deadline = *s->cfg.now + a->wait_ms * NS_PER_MS;
+        s->timers = 1;
+    } else if (a->wait == HB_WAIT_STALL) {
+        st->wait = W_STALL; /* armed once the first part is out */
+    }
+    if (a->no_eof) st->no_eof = 1;
+    hb__h2_respond_content(s, st, a->cl, a->n, a->avail);
+}
+
+/* The request is complete (or, for an early response, its head): answer it
+ * (the HTTP/1.1 side's finish_request). */
+static void finish(hb_h2_server *s, h2stream *st)
+{
+    if (st->responded || st->wait == W_DELAY) return;
+    hb_route_in in = {.body_bytes = st->body_bytes,
+                      .crc = st->crc,
+                      .head_only = st->head_only,
+                      .jbuf = st->jbuf,
+                      .jcap = sizeof st->jbuf};
+    hb_route_answer a;
+    hb_route_plan(&st->rq, &in, &a);
+    execute(s, st, &a);
 }
 
 /* The request head is complete: route and count it; answer what answers
@@ -368,7 +318,7 @@ static void on_request(hb_h2_server *s, h2stream *st)
         respond(s, st, 200, CT_OCTET, st->req_cl, 1);
     } else if (rq->route == HB_ROUTE_EARLY_RESPONSE) {
         /* answered before the body; nghttp2 then resets the upload with NO_ERROR */
-        respond_mem(s, st, rq->p.early.status, CT_TEXT, "early response\n", 15);
+        finish(s, st);
     }
 }
 

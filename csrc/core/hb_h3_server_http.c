@@ -4,6 +4,7 @@
  * the shared content buffer (or at the stream's own text, echo buffer or stats
  * page, which live until the stream closes). */
 #include "hb_h3_server_int.h"
+#include "hb_route_plan.h"
 
 #ifndef HB_NO_H3
 
@@ -115,20 +116,7 @@ static void respond(h3conn *c, h3stream *st, int status, const char *ct, int64_t
 {
     hb_h3_server *s = c->s;
     if (status < 100 || status > 999) status = 500;
-    st->stbuf[0] = (char)('0' + status / 100);
-    st->stbuf[1] = (char)('0' + status / 10 % 10);
-    st->stbuf[2] = (char)('0' + status % 10);
-    size_t cll = 0;
-    if (cl >= 0) {
-        char tmp[24];
-        uint64_t v = (uint64_t)cl;
-        do {
-            tmp[cll++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        for (size_t i = 0; i < cll; i++)
-            st->clbuf[i] = tmp[cll - 1 - i];
-    }
+    size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
     nghttp3_nv nva[5];
     size_t n = 0;
     /* NO_COPY: names and content types are static, status and length live in st until
@@ -186,107 +174,62 @@ static void reset_stream(h3conn *c, h3stream *st)
     hb__h3_pend(c);
 }
 
-/* The request is complete (or, for echo-like routes, its head): answer it. */
+/* Carry out a route's plan with HTTP/3 framing. */
+static void execute(h3conn *c, h3stream *st, const hb_route_answer *a)
+{
+    switch (a->act) {
+    case HB_ACT_STATS: {
+        size_t len = 0;
+        char *doc = c->s->cfg.stats_json ? c->s->cfg.stats_json(c->s->cfg.stats_arg, &len) : NULL;
+        if (!doc) {
+            RESPOND_LIT(c, st, 503, "stats unavailable\n");
+            return;
+        }
+        st->stats_doc = doc;
+        respond_mem(c, st, 200, CT_JSON, doc, len);
+        return;
+    }
+    case HB_ACT_RESET:
+        reset_stream(c, st);
+        return;
+    case HB_ACT_DELAY:
+        st->wait = W_DELAY;
+        st->deadline = hb__h3_now(c->s) + a->wait_ms * NS_PER_MS;
+        c->timers = 1;
+        return;
+    default:
+        break;
+    }
+    if (a->src == HB_SRC_MEM) {
+        respond_mem(c, st, a->status, a->ct, a->mem, a->n);
+        return;
+    }
+    if (a->wait == HB_WAIT_DRIP) {
+        st->wait = W_DRIP;
+        st->deadline = hb__h3_now(c->s) + a->wait_ms * NS_PER_MS;
+        c->timers = 1;
+    } else if (a->wait == HB_WAIT_STALL) {
+        st->wait = W_STALL; /* armed once the first part is out */
+    }
+    if (a->no_eof) st->no_eof = 1;
+    respond_content(c, st, a->cl, a->n, a->avail);
+}
+
+/* The request is complete (or, for an early response, its head): answer it. */
 static void finish(h3conn *c, h3stream *st)
 {
-    const hb_route_req *rq = &st->rq;
-    uint64_t now = hb__h3_now(c->s);
     if (st->responded || st->wait == W_DELAY) return;
-    if (rq->stats_page) {
-        size_t len = 0;
-        char *doc = rq->status == 200 && c->s->cfg.stats_json
-                        ? c->s->cfg.stats_json(c->s->cfg.stats_arg, &len)
-                        : NULL;
-        if (rq->status != 200)
-            RESPOND_LIT(c, st, 405, "method not allowed\n");
-        else if (!doc)
-            RESPOND_LIT(c, st, 503, "stats unavailable\n");
-        else {
-            st->stats_doc = doc;
-            respond_mem(c, st, 200, CT_JSON, doc, len);
-        }
-        return;
-    }
-    switch (rq->status) {
-    case 400:
-        RESPOND_LIT(c, st, 400, "bad parameter\n");
-        return;
-    case 404:
-        RESPOND_LIT(c, st, 404, "not found\n");
-        return;
-    case 405:
-        RESPOND_LIT(c, st, 405, "method not allowed\n");
-        return;
-    default:
-        break;
-    }
-    switch (rq->route) {
-    case HB_ROUTE_ROOT:
-        RESPOND_LIT(c, st, 200, "httpbench test server\n");
-        break;
-    case HB_ROUTE_BYTES:
-        respond_content(c, st, (int64_t)rq->p.bytes.n, rq->p.bytes.n, rq->p.bytes.n);
-        break;
-    case HB_ROUTE_CHUNKED: /* HTTP/3 has no chunked coding: plain DATA, no content-length */
-        respond_content(c, st, -1, rq->p.chunked.n, rq->p.chunked.n);
-        break;
-    case HB_ROUTE_SINK: {
-        int n = snprintf(st->jbuf, sizeof st->jbuf, "{\"bytes\": %llu, \"crc32\": \"%08x\"}",
-                         (unsigned long long)st->body_bytes, st->crc);
-        respond_mem(c, st, 200, CT_JSON, st->jbuf, (size_t)n);
-        break;
-    }
-    case HB_ROUTE_ECHO:
-        if (st->too_large)
-            RESPOND_LIT(c, st, 413, "request body too large\n");
-        else
-            respond_mem(c, st, 200, CT_OCTET, st->ebuf, st->elen);
-        break;
-    case HB_ROUTE_DELAY:
-        if (rq->p.delay.ms == 0) {
-            respond_content(c, st, (int64_t)rq->p.delay.bytes, rq->p.delay.bytes,
-                            rq->p.delay.bytes);
-            break;
-        }
-        st->wait = W_DELAY;
-        st->deadline = now + rq->p.delay.ms * NS_PER_MS;
-        c->timers = 1;
-        break;
-    case HB_ROUTE_STATUS:
-        respond_mem(c, st, rq->p.status.code, CT_TEXT, "", 0);
-        break;
-    case HB_ROUTE_DRIP:
-        if (rq->p.drip.n && !st->head_only) {
-            st->wait = W_DRIP;
-            st->deadline = now + rq->p.drip.interval_ms * NS_PER_MS;
-            c->timers = 1;
-        }
-        respond_content(c, st, (int64_t)rq->p.drip.n, rq->p.drip.n, 0);
-        break;
-    case HB_ROUTE_CLOSE_AFTER_HEADERS:
-        st->no_eof = 1;
-        respond_content(c, st, (int64_t)rq->p.fault.bytes, 0, 0);
-        break;
-    case HB_ROUTE_CLOSE_MID_BODY:
-        st->no_eof = 1;
-        respond_content(c, st, (int64_t)rq->p.fault.bytes, rq->p.fault.bytes / 2,
-                        rq->p.fault.bytes / 2);
-        break;
-    case HB_ROUTE_RESET:
-        reset_stream(c, st);
-        break;
-    case HB_ROUTE_STALL:
-        st->wait = W_STALL;
-        respond_content(c, st, (int64_t)rq->p.stall.bytes, rq->p.stall.bytes,
-                        rq->p.stall.bytes / 2);
-        break;
-    case HB_ROUTE_EARLY_RESPONSE:
-        respond_mem(c, st, rq->p.early.status, CT_TEXT, "early response\n", 15);
-        break;
-    default:
-        RESPOND_LIT(c, st, 404, "not found\n");
-        break;
-    }
+    hb_route_in in = {.body_bytes = st->body_bytes,
+                      .crc = st->crc,
+                      .head_only = st->head_only,
+                      .echo = st->ebuf,
+                      .echo_len = st->elen,
+                      .echo_too_large = st->too_large,
+                      .jbuf = st->jbuf,
+                      .jcap = sizeof st->jbuf};
+    hb_route_answer a;
+    hb_route_plan(&st->rq, &in, &a);
+    execute(c, st, &a);
 }
 
 /* The request did not come in within request_timeout: 408, and the client is

@@ -1,9 +1,11 @@
 /* test_route.c - hb_route_parse, the pure mapping of method + target onto
  * the route table: every route, parameter defaults and limits, the
- * 400-before-405 order, absolute-form targets, and the stats names. */
+ * 400-before-405 order, absolute-form targets, and the stats names; and
+ * hb_route_plan, the protocol-free answer of every route. */
 #include <string.h>
 
 #include "hb_route.h"
+#include "hb_route_plan.h"
 #include "hb_test.h"
 
 static hb_route_req rq;
@@ -173,6 +175,201 @@ static void test_names(void)
     CHECK(strcmp(hb_server_route_name(HB_ROUTE_COUNT), "?") == 0);
 }
 
+static hb_route_answer ans;
+static char jbuf[96];
+
+/* Route and plan a request with `in` (NULL: no body, not HEAD); the act. */
+static int plan_in(const char *method, const char *target, const hb_route_in *in)
+{
+    hb_route_in none = {0};
+    none.jbuf = jbuf;
+    none.jcap = sizeof jbuf;
+    parse(method, target);
+    memset(&ans, 0x5a, sizeof ans); /* every field must be written */
+    hb_route_plan(&rq, in ? in : &none, &ans);
+    return ans.act;
+}
+
+static int plan(const char *method, const char *target)
+{
+    return plan_in(method, target, NULL);
+}
+
+#define CHECK_STR(p, lit) CHECK((p) && strcmp((p), (lit)) == 0)
+
+/* A text/plain answer from memory, whole, not paced. */
+static void check_text(int status, const char *body)
+{
+    CHECK_EQ_INT(ans.act, HB_ACT_RESPOND);
+    CHECK_EQ_INT(ans.status, status);
+    CHECK_STR(ans.ct, "text/plain");
+    CHECK_EQ_INT((int)ans.ct_len, 10);
+    CHECK_EQ_INT(ans.src, HB_SRC_MEM);
+    CHECK(ans.mem && ans.n == strlen(body) && memcmp(ans.mem, body, ans.n) == 0);
+    CHECK_EQ_INT((int)ans.cl, (int)strlen(body));
+    CHECK(ans.avail == ans.n);
+    CHECK_EQ_INT(ans.wait, HB_WAIT_NONE);
+    CHECK_EQ_INT(ans.no_eof, 0);
+}
+
+/* Generated content: cl announced, n in all, avail at once. */
+static void check_content(int64_t cl, uint64_t n, uint64_t avail)
+{
+    CHECK_EQ_INT(ans.status, 200);
+    CHECK_STR(ans.ct, "application/octet-stream");
+    CHECK_EQ_INT((int)ans.ct_len, 24);
+    CHECK_EQ_INT(ans.src, HB_SRC_CONTENT);
+    CHECK(ans.cl == cl);
+    CHECK(ans.n == n);
+    CHECK(ans.avail == avail);
+}
+
+static void test_plan_errors_and_stats(void)
+{
+    plan("GET", "/nope");
+    check_text(404, "not found\n");
+    plan("POST", "/");
+    check_text(405, "method not allowed\n");
+    plan("GET", "/bytes/1234567890123456"); /* 16 digits: a bad parameter */
+    check_text(400, "bad parameter\n");
+    plan("GET", "/drip/10?chunk=0");
+    check_text(400, "bad parameter\n");
+    plan("GET", "/status/99");
+    check_text(400, "bad parameter\n");
+    plan("GET", "/fault/early-response?status=600");
+    check_text(400, "bad parameter\n");
+    plan("GET", "/delay/600001");
+    check_text(400, "bad parameter\n");
+
+    CHECK_EQ_INT(plan("GET", "/__stats"), HB_ACT_STATS);
+    plan("POST", "/__stats");
+    check_text(405, "method not allowed\n");
+
+    /* a status the parser never gives, and a route out of range: 404 */
+    hb_route_req odd = {.route = HB_ROUTE_BYTES, .status = 418};
+    hb_route_in in = {0};
+    hb_route_plan(&odd, &in, &ans);
+    check_text(404, "not found\n");
+    odd.route = HB_ROUTE_COUNT;
+    odd.status = 200;
+    hb_route_plan(&odd, &in, &ans);
+    check_text(404, "not found\n");
+}
+
+static void test_plan_routes(void)
+{
+    plan("GET", "/");
+    check_text(200, "httpbench test server\n");
+
+    CHECK_EQ_INT(plan("GET", "/bytes/150"), HB_ACT_RESPOND);
+    check_content(150, 150, 150);
+    CHECK_EQ_INT(ans.wait, HB_WAIT_NONE);
+    CHECK_EQ_INT(ans.no_eof, 0);
+    plan("HEAD", "/bytes/0");
+    check_content(0, 0, 0);
+
+    CHECK_EQ_INT(plan("GET", "/chunked/5000?chunk=7"), HB_ACT_RESPOND);
+    check_content(-1, 5000, 5000);
+
+    hb_route_in sink = {.body_bytes = 12, .crc = 0xcafe01u, .jbuf = jbuf, .jcap = sizeof jbuf};
+    CHECK_EQ_INT(plan_in("POST", "/sink", &sink), HB_ACT_RESPOND);
+    CHECK_EQ_INT(ans.status, 200);
+    CHECK_STR(ans.ct, "application/json");
+    CHECK_EQ_INT((int)ans.ct_len, 16);
+    CHECK(ans.mem == jbuf);
+    CHECK_MEM(ans.mem, ans.n, "{\"bytes\": 12, \"crc32\": \"00cafe01\"}");
+    CHECK(ans.cl == (int64_t)ans.n && ans.avail == ans.n);
+    sink.jcap = 20; /* no room for the document: an error, never a cut one */
+    plan_in("POST", "/sink", &sink);
+    check_text(500, "internal error\n");
+    sink.jbuf = NULL;
+    plan_in("PUT", "/sink", &sink);
+    check_text(500, "internal error\n");
+
+    hb_route_in echo = {.echo = "hello", .echo_len = 5};
+    CHECK_EQ_INT(plan_in("POST", "/echo", &echo), HB_ACT_RESPOND);
+    CHECK_EQ_INT(ans.status, 200);
+    CHECK_STR(ans.ct, "application/octet-stream");
+    CHECK_EQ_INT(ans.src, HB_SRC_MEM);
+    CHECK_MEM(ans.mem, ans.n, "hello");
+    CHECK(ans.cl == 5);
+    echo.echo_too_large = 1;
+    plan_in("PUT", "/echo", &echo);
+    check_text(413, "request body too large\n");
+
+    CHECK_EQ_INT(plan("GET", "/delay/0?bytes=9"), HB_ACT_RESPOND);
+    check_content(9, 9, 9);
+    CHECK_EQ_INT(plan("GET", "/delay/250?bytes=9"), HB_ACT_DELAY);
+    check_content(9, 9, 9);
+    CHECK(ans.wait_ms == 250);
+    CHECK_EQ_INT(ans.wait, HB_WAIT_NONE);
+
+    plan("GET", "/status/503");
+    CHECK_EQ_INT(ans.act, HB_ACT_RESPOND);
+    CHECK_EQ_INT(ans.status, 503);
+    CHECK_STR(ans.ct, "text/plain");
+    CHECK(ans.cl == 0 && ans.n == 0);
+    plan("GET", "/status/204"); /* no body, no content-length */
+    CHECK_EQ_INT(ans.status, 204);
+    CHECK(ans.cl == -1 && ans.n == 0 && ans.avail == 0);
+    plan("GET", "/status/304");
+    CHECK(ans.cl == -1 && ans.n == 0);
+
+    CHECK_EQ_INT(plan("GET", "/drip/10?interval_ms=3&chunk=2"), HB_ACT_RESPOND);
+    check_content(10, 10, 0);
+    CHECK_EQ_INT(ans.wait, HB_WAIT_DRIP);
+    CHECK(ans.wait_ms == 3);
+    hb_route_in head = {.head_only = 1};
+    plan_in("HEAD", "/drip/10", &head); /* HEAD: nothing to pace */
+    check_content(10, 10, 0);
+    CHECK_EQ_INT(ans.wait, HB_WAIT_NONE);
+    plan("GET", "/drip/0");
+    CHECK_EQ_INT(ans.wait, HB_WAIT_NONE);
+    CHECK(ans.n == 0);
+}
+
+static void test_plan_faults(void)
+{
+    CHECK_EQ_INT(plan("GET", "/fault/close-after-headers?bytes=100"), HB_ACT_RESPOND);
+    check_content(100, 0, 0);
+    CHECK_EQ_INT(ans.no_eof, 1);
+    CHECK_EQ_INT(ans.wait, HB_WAIT_NONE);
+
+    CHECK_EQ_INT(plan("GET", "/fault/close-mid-body?bytes=101"), HB_ACT_RESPOND);
+    check_content(101, 50, 50);
+    CHECK_EQ_INT(ans.no_eof, 1);
+    plan("GET", "/fault/close-mid-body"); /* default ?bytes=1024 */
+    check_content(1024, 512, 512);
+
+    CHECK_EQ_INT(plan("GET", "/fault/reset"), HB_ACT_RESET);
+
+    CHECK_EQ_INT(plan("GET", "/fault/stall/40?bytes=11"), HB_ACT_RESPOND);
+    check_content(11, 11, 5);
+    CHECK_EQ_INT(ans.wait, HB_WAIT_STALL);
+    CHECK(ans.wait_ms == 40);
+    CHECK_EQ_INT(ans.no_eof, 0);
+
+    plan("POST", "/fault/early-response");
+    check_text(413, "early response\n");
+    plan("POST", "/fault/early-response?status=200");
+    check_text(200, "early response\n");
+}
+
+static void test_head_digits(void)
+{
+    char st[3], cl[24];
+    CHECK_EQ_INT((int)hb_route_head_digits(200, 0, st, cl), 1);
+    CHECK_MEM(st, 3, "200");
+    CHECK_MEM(cl, 1, "0");
+    CHECK_EQ_INT((int)hb_route_head_digits(504, -1, st, cl), 0); /* no content-length */
+    CHECK_MEM(st, 3, "504");
+    size_t n = hb_route_head_digits(101, 1234567890123, st, cl);
+    CHECK_MEM(st, 3, "101");
+    CHECK_MEM(cl, n, "1234567890123");
+    n = hb_route_head_digits(999, INT64_MAX, st, cl);
+    CHECK_MEM(cl, n, "9223372036854775807");
+}
+
 int main(void)
 {
     test_simple_routes();
@@ -180,5 +377,9 @@ int main(void)
     test_faults();
     test_stats_page_and_forms();
     test_names();
+    test_plan_errors_and_stats();
+    test_plan_routes();
+    test_plan_faults();
+    test_head_digits();
     HB_TEST_MAIN_END();
 }

