@@ -126,6 +126,25 @@ void hb__h3_cid_forget(hb_h3_server *s, const h3conn *c)
 
 /* ---- endpoint ---- */
 
+/* GnuTLS checks the ticket's age against the window itself; this refuses early data
+ * to a ClientHello seen before (the same binder again) while it is in the window. */
+static int anti_replay_add(void *ptr, time_t exp, const gnutls_datum_t *key,
+                           const gnutls_datum_t *data)
+{
+    (void)exp;
+    (void)data;
+    hb_h3_server *s = ptr;
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned i = 0; i < key->size; i++)
+        h = (h ^ key->data[i]) * 1099511628211ull;
+    h |= 1; /* 0 marks an empty slot */
+    for (unsigned i = 0; i < ANTI_REPLAY_SLOTS; i++)
+        if (s->seen[i] == h) return GNUTLS_E_DB_ENTRY_EXISTS;
+    s->seen[s->seen_next] = h;
+    s->seen_next = (s->seen_next + 1) % ANTI_REPLAY_SLOTS;
+    return 0;
+}
+
 int hb_h3_server_available(void)
 {
     return 1;
@@ -167,6 +186,15 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
     if (!s->tab) {
         rc = hb_fail(err, HB_E_NOMEM, "out of memory");
         goto fail;
+    }
+    if (cfg->early_data && cfg->ticket_key) {
+        if (gnutls_anti_replay_init(&s->ar) != 0) {
+            s->ar = NULL;
+            rc = hb_fail(err, HB_E_NOMEM, "gnutls_anti_replay_init failed");
+            goto fail;
+        }
+        gnutls_anti_replay_set_add_function(s->ar, anti_replay_add);
+        gnutls_anti_replay_set_ptr(s->ar, s);
     }
     if (gnutls_rnd(GNUTLS_RND_RANDOM, s->reset_secret, sizeof s->reset_secret) != 0) {
         rc = hb_fail(err, HB_E_TLS, "gnutls_rnd failed");
@@ -210,6 +238,7 @@ void hb_h3_server_free(hb_h3_server *s)
     while (s->conns)
         hb__h3_conn_free(s->conns, 0);
     if (s->prio) gnutls_priority_deinit(s->prio);
+    if (s->ar) gnutls_anti_replay_deinit(s->ar);
     if (s->cred) gnutls_certificate_free_credentials(s->cred);
     free(s->tab);
     free(s);

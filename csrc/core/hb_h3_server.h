@@ -56,8 +56,10 @@ typedef struct hb_h3_server_stats {
     uint64_t version_negotiations;
     uint64_t refused; /* new connections refused beyond max_connections */
     uint64_t rst_sent, rst_recv;
-    uint64_t body_in;     /* request body bytes */
-    uint64_t client_gone; /* streams whose peer reset them or left before the response */
+    uint64_t body_in;        /* request body bytes */
+    uint64_t client_gone;    /* streams whose peer reset them or left before the response */
+    uint64_t early_data;     /* requests answered from 0-RTT data */
+    uint64_t early_rejected; /* requests in 0-RTT data refused with 425 (not GET/HEAD/OPTIONS) */
 } hb_h3_server_stats;
 
 typedef struct hb_h3_server_config {
@@ -82,8 +84,13 @@ typedef struct hb_h3_server_config {
     uint32_t max_connections; /* per endpoint; a new one beyond it is dropped; 0 = no limit */
     /* TLS 1.3 session tickets: HB_H3_TICKET_KEY_LEN random bytes shared by the
      * endpoints that should resume each other's sessions (copied); NULL: full
-     * handshakes only. No 0-RTT. */
+     * handshakes only. */
     const uint8_t *ticket_key;
+    /* 0-RTT: the tickets allow early data, and requests in it are answered when
+     * their method is safe (GET, HEAD, OPTIONS), 425 Too Early otherwise (RFC
+     * 8470). A replayed ClientHello within the anti-replay window is refused
+     * early data (per endpoint). Needs ticket_key; 0: no 0-RTT. */
+    int early_data;
 } hb_h3_server_config;
 
 #define HB_H3_TICKET_KEY_LEN 64

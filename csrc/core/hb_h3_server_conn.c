@@ -15,8 +15,10 @@ static int q_recv_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64
     (void)sud;
     h3conn *c = ud;
     if (!c->h) return NGTCP2_ERR_CALLBACK_FAILURE;
+    c->rx_early = (flags & NGTCP2_STREAM_DATA_FLAG_EARLY) != 0;
     nghttp3_ssize k =
         nghttp3_conn_read_stream(c->h, id, p, n, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    c->rx_early = 0;
     if (k < 0) {
         c->h3err = (int)k;
         return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -282,10 +284,16 @@ static const ngtcp2_callbacks Q_CALLBACKS = {
 static int tls_new(h3conn *c)
 {
     hb_h3_server *s = c->s;
-    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA |
-                                 GNUTLS_NO_AUTO_SEND_TICKET) != 0) {
+    unsigned flags = GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA | GNUTLS_NO_AUTO_SEND_TICKET;
+    if (s->ar) flags |= GNUTLS_ENABLE_EARLY_DATA;
+    if (gnutls_init(&c->tls, flags) != 0) {
         c->tls = NULL;
         return -1;
+    }
+    /* QUIC tickets carry max_early_data_size 0xffffffff (RFC 9001 4.6.1) */
+    if (s->ar) {
+        gnutls_anti_replay_enable(c->tls, s->ar);
+        if (gnutls_record_set_max_early_data_size(c->tls, UINT32_MAX) != 0) return -1;
     }
     if (gnutls_priority_set(c->tls, s->prio) != 0 ||
         ngtcp2_crypto_gnutls_configure_server_session(c->tls) != 0 ||

@@ -410,6 +410,7 @@ static int h_begin_headers(nghttp3_conn *h, int64_t id, void *cud, void *sud)
         return 0;
     }
     st->id = id;
+    st->early = c->rx_early;
     st->req_deadline = hb__h3_now(c->s) + (uint64_t)c->s->cfg.request_timeout_ms * NS_PER_MS;
     c->timers = 1;
     if (nghttp3_conn_set_stream_user_data(h, id, st) != 0) {
@@ -453,6 +454,14 @@ static int h_recv_header(nghttp3_conn *h, int64_t id, int32_t token, nghttp3_rcb
     return 0;
 }
 
+/* methods a 0-RTT replay cannot harm */
+static int early_safe(const h3stream *st)
+{
+    return (st->mlen == 3 && memcmp(st->method, "GET", 3) == 0) ||
+           (st->mlen == 4 && memcmp(st->method, "HEAD", 4) == 0) ||
+           (st->mlen == 7 && memcmp(st->method, "OPTIONS", 7) == 0);
+}
+
 static int h_end_headers(nghttp3_conn *h, int64_t id, int fin, void *cud, void *sud)
 {
     h3conn *c = cud;
@@ -473,6 +482,16 @@ static int h_end_headers(nghttp3_conn *h, int64_t id, int fin, void *cud, void *
         st->status_owed = 1;
         ADD(c->s->st->by_route[rq->route], 1);
     }
+    if (st->early && !early_safe(st)) { /* a replay could repeat its effect (RFC 8470 5.2) */
+        ADD(c->s->st->early_rejected, 1);
+        RESPOND_LIT(c, st, 425, "too early\n");
+        if (!fin) {
+            (void)nghttp3_conn_shutdown_stream_read(h, id);
+            (void)ngtcp2_conn_shutdown_stream_read(c->q, id, NGHTTP3_H3_NO_ERROR);
+        }
+        return 0;
+    }
+    if (st->early) ADD(c->s->st->early_data, 1);
     if (rq->status != 200) return 0;
     if (rq->route == HB_ROUTE_ECHO) {
         st->echo = 1;

@@ -33,6 +33,7 @@
 #define CHUNK (16 * 1024) /* bytes of generated content per vector handed to nghttp3 */
 #define STREAM_WINDOW (1u << 20)
 #define CONN_WINDOW (16u << 20)
+#define ANTI_REPLAY_SLOTS 4096
 
 #define ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
 
@@ -72,6 +73,7 @@ typedef struct h3conn {
     uint8_t stopping; /* the server stops: 1 GOAWAY queued, 2 written (CONNECTION_CLOSE next) */
     int h3err;        /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
     uint32_t credit;  /* request streams closed whose MAX_STREAMS credit is not yet given back */
+    uint8_t rx_early; /* the stream data being read came in 0-RTT */
     uint8_t dirty; /* touched since dl was computed: the endpoint's deadline scan recomputes it */
     uint64_t dl;   /* the connection's earliest timer, as of its last touch */
     hb_h3_server *s;
@@ -102,7 +104,10 @@ struct hb_h3_server {
     gnutls_priority_t prio;
     uint8_t reset_secret[32];
     uint8_t ticket_key[HB_H3_TICKET_KEY_LEN];
-    gnutls_datum_t ticket; /* .size 0: no session tickets */
+    gnutls_datum_t ticket;            /* .size 0: no session tickets */
+    gnutls_anti_replay_t ar;          /* NULL: no 0-RTT */
+    uint64_t seen[ANTI_REPLAY_SLOTS]; /* hashes of 0-RTT ClientHellos inside the window */
+    unsigned seen_next;
     h3conn *conns;
     h3conn *phead, *ptail;
     int burst; /* datagrams the head of the send list wrote in a row */

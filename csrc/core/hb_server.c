@@ -193,6 +193,7 @@ void hb_server_opts_init(hb_server_opts *o)
     o->h2_max_frame_size = 16384;
     o->http3 = 0;
     o->alt_svc = 1;
+    o->h3_early_data = 1;
 }
 
 /* reuseport: join the SO_REUSEPORT group (workers > 1); listen=0 makes a
@@ -482,6 +483,8 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->h3_connections_closed += HB__LOAD(h3->closed);
         out->h3_handshakes += HB__LOAD(h3->handshakes);
         out->h3_resumed += HB__LOAD(h3->resumed);
+        out->h3_early_data += HB__LOAD(h3->early_data);
+        out->h3_early_rejected += HB__LOAD(h3->early_rejected);
         out->h3_handshake_errors += HB__LOAD(h3->handshake_errors);
         out->h3_idle_timeouts += HB__LOAD(h3->idle_timeouts);
         out->h3_errors += HB__LOAD(h3->errors);

@@ -51,6 +51,7 @@ typedef struct hb_server_opts {
     int h2_max_frame_size;         /* SETTINGS_MAX_FRAME_SIZE 16384..2^24-1; default 16384 */
     int http3;           /* HTTP/3 over QUIC on UDP at the same port; needs tls; default 0 */
     int alt_svc;         /* with http3: TLS responses carry Alt-Svc: h3=":port"; default 1 */
+    int h3_early_data;   /* HTTP/3 0-RTT (with session_resumption; see hb_h3_server.h); default 1 */
     int max_connections; /* open connections per worker; beyond it a new one gets a
                             503 (plain HTTP) or just a FIN, and is closed; 0 = none */
     /* (SETTINGS_MAX_HEADER_LIST_SIZE is max_head: a larger header list gets 431) */
@@ -80,7 +81,7 @@ typedef struct hb_server_stats {
      * bytes_in / bytes_out, its connections in none of the TCP counters */
     uint64_t requests_h3, connections_h3, h3_connections_closed, h3_handshakes, h3_handshake_errors,
         h3_idle_timeouts, h3_errors, h3_streams, h3_rst_sent, h3_rst_received, h3_refused,
-        h3_resumed;
+        h3_resumed, h3_early_data, h3_early_rejected;
     uint64_t h3_packets_in, h3_packets_out, h3_bytes_in, h3_bytes_out;
     uint64_t h3_dropped; /* datagrams ignored: not QUIC, or for no connection */
     uint64_t h3_version_negotiations;

@@ -256,6 +256,7 @@ int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, sockl
     cfg.max_header_list = (uint32_t)srv->o.max_head;
     cfg.max_connections = srv->o.max_connections > 0 ? (uint32_t)srv->o.max_connections : 0;
     cfg.ticket_key = srv->o.session_resumption ? srv->h3_ticket_key : NULL;
+    cfg.early_data = srv->o.h3_early_data;
     int rc = hb_h3_server_new(&w->h3, &cfg, err);
     if (rc < 0) return rc;
     if (w->idx == 0 && (rc = udp_port_free(srv, addr, len, err)) < 0) return rc;

@@ -450,13 +450,15 @@ char *hb__stats_json(void *arg, size_t *len)
       st.h2_max_frame_size);
     if (st.http3)
         J("\"h3\": {\"streams\": %llu, \"connections_closed\": %llu, "
-          "\"handshakes\": %llu, \"resumed\": %llu, \"handshake_errors\": %llu, "
+          "\"handshakes\": %llu, \"resumed\": %llu, \"early_data\": %llu, "
+          "\"early_rejected\": %llu, \"handshake_errors\": %llu, "
           "\"idle_timeouts\": %llu, \"errors\": %llu, \"streams_reset_sent\": %llu, "
           "\"streams_reset_received\": %llu, "
           "\"refused\": %llu, \"packets_in\": %llu, \"packets_out\": %llu, \"bytes_in\": %llu, "
           "\"bytes_out\": %llu, \"dropped\": %llu, \"version_negotiations\": %llu}, ",
           (unsigned long long)st.h3_streams, (unsigned long long)st.h3_connections_closed,
           (unsigned long long)st.h3_handshakes, (unsigned long long)st.h3_resumed,
+          (unsigned long long)st.h3_early_data, (unsigned long long)st.h3_early_rejected,
           (unsigned long long)st.h3_handshake_errors, (unsigned long long)st.h3_idle_timeouts,
           (unsigned long long)st.h3_errors, (unsigned long long)st.h3_rst_sent,
           (unsigned long long)st.h3_rst_received, (unsigned long long)st.h3_refused,

@@ -34,6 +34,7 @@ enum {
     S_MAX_CONNECTIONS,
     S_HTTP3,
     S_ALT_SVC,
+    S_H3_EARLY_DATA,
     S_NARGS
 };
 static const char *const s_names[S_NARGS] = {
@@ -55,6 +56,7 @@ static const char *const s_names[S_NARGS] = {
     "max_connections",
     "http3",
     "alt_svc",
+    "h3_early_data",
 };
 
 static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -92,7 +94,8 @@ static PyObject *server_start(PyObject *m, PyObject *const *args, Py_ssize_t nar
         hb_arg_bool(a[S_SESSION_RESUMPTION], o.session_resumption, &o.session_resumption) < 0 ||
         hb_arg_bool(a[S_HTTP2], o.http2, &o.http2) < 0 ||
         hb_arg_bool(a[S_HTTP3], o.http3, &o.http3) < 0 ||
-        hb_arg_bool(a[S_ALT_SVC], o.alt_svc, &o.alt_svc) < 0)
+        hb_arg_bool(a[S_ALT_SVC], o.alt_svc, &o.alt_svc) < 0 ||
+        hb_arg_bool(a[S_H3_EARLY_DATA], o.h3_early_data, &o.h3_early_data) < 0)
         return NULL;
     ServerObject *self = PyObject_New(ServerObject, st->ServerType);
     if (!self) return NULL;
@@ -200,6 +203,8 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
          set_u64(h3, "connections_closed", s.h3_connections_closed) < 0 ||
          set_u64(h3, "handshakes", s.h3_handshakes) < 0 ||
          set_u64(h3, "resumed", s.h3_resumed) < 0 ||
+         set_u64(h3, "early_data", s.h3_early_data) < 0 ||
+         set_u64(h3, "early_rejected", s.h3_early_rejected) < 0 ||
          set_u64(h3, "handshake_errors", s.h3_handshake_errors) < 0 ||
          set_u64(h3, "idle_timeouts", s.h3_idle_timeouts) < 0 ||
          set_u64(h3, "errors", s.h3_errors) < 0 ||

@@ -148,6 +148,12 @@ class Server:
     count in the same ``stats()`` (``by_protocol["h3"]``, ``stats()["h3"]``) and
     their CPU in the workers' ``cpu_ns``. ``H3Unavailable`` (a
     ``FeatureUnavailable``) in a build without ngtcp2/nghttp3/GnuTLS.
+
+    ``h3_early_data`` (with ``h3`` and ``session_resumption``): HTTP/3 session
+    tickets allow 0-RTT; a GET, HEAD or OPTIONS in early data is answered at
+    once, any other method gets ``425 Too Early`` (RFC 8470) and the client
+    retries after the handshake. A ClientHello replayed within GnuTLS's
+    anti-replay window is refused early data. ``False``: resumption without 0-RTT.
     """
 
     def __init__(
@@ -170,6 +176,7 @@ class Server:
         max_connections: int = 0,
         h3: bool = False,
         alt_svc: bool = True,
+        h3_early_data: bool = True,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0..65535, got {port!r}")
@@ -217,6 +224,7 @@ class Server:
             max_connections=max_connections,
             alt_svc=bool(alt_svc),
             http3=bool(h3),
+            h3_early_data=bool(h3_early_data),
         )
         self.http2 = bool(http2)
         self.h3 = bool(h3)
@@ -392,7 +400,9 @@ class Server:
         ``client_gone``), ``connections_by_protocol["h3"]`` (QUIC connections
         accepted; not in ``connections_accepted``, which counts TCP), and ``h3``
         {``streams``, ``connections_closed``, ``handshakes``, ``resumed`` (TLS
-        sessions resumed from a ticket), ``handshake_errors``, ``idle_timeouts``, ``errors`` (connections ended
+        sessions resumed from a ticket), ``early_data`` (requests answered from
+        0-RTT data), ``early_rejected`` (requests in 0-RTT data answered 425
+        Too Early), ``handshake_errors``, ``idle_timeouts``, ``errors`` (connections ended
         by a QUIC or HTTP/3 error), ``streams_reset_sent``,
         ``streams_reset_received``, ``refused`` (new connections beyond
         ``max_connections``), ``packets_in``, ``packets_out``, ``bytes_in``,
@@ -657,6 +667,9 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--h3", action="store_true",
                     help="HTTP/3 too, on UDP at the same port (needs --tls; exit 2 when this "
                          "build has no HTTP/3 server)")
+    ap.add_argument("--no-h3-early-data", action="store_true",
+                    help="HTTP/3 session resumption without 0-RTT (default: GET/HEAD/OPTIONS "
+                         "in 0-RTT answered, other methods 425 Too Early)")
     ap.add_argument("--duration", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.h2 and not features()["http2-server"]:
@@ -685,6 +698,7 @@ def cli_main(argv: list[str]) -> int:
             h2_max_frame_size=args.h2_max_frame,
             max_connections=args.max_connections,
             h3=args.h3,
+            h3_early_data=not args.no_h3_early_data,
         )
         srv.start()
     except (OSError, ValueError, _core.HttpbenchError) as exc:
