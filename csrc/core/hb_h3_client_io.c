@@ -126,6 +126,14 @@ static int send_batch(hb_h3_client *c)
     return 0;
 }
 
+/* Pace from the handshake's end on: before an RTT sample ngtcp2 paces with its
+ * 333 ms initial-RTT guess, which held the Finished back ~22 ms after the
+ * first Initial (its write then sends ACKs only). */
+static void pace(struct hb__h3 *p, uint64_t now)
+{
+    if (ngtcp2_conn_get_handshake_completed(p->q)) ngtcp2_conn_update_pkt_tx_time(p->q, now);
+}
+
 int hb_h3_client_write(hb_h3_client *c, uint64_t now)
 {
     struct hb__h3 *p = c->p;
@@ -182,7 +190,7 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
         }
         if (n == 0) { /* nothing more, or congestion-limited */
             int rc = send_batch(c);
-            ngtcp2_conn_update_pkt_tx_time(p->q, now);
+            pace(p, now);
             return rc == HB_AGAIN ? 0 : rc;
         }
         if (!p->ntx) p->gso = (size_t)n;
@@ -192,7 +200,7 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
             p->ntx == TX_BATCH) {
             int rc = send_batch(c);
             if (rc == HB_AGAIN) {
-                ngtcp2_conn_update_pkt_tx_time(p->q, now);
+                pace(p, now);
                 return 0;
             }
             if (rc < 0) return rc;

@@ -455,7 +455,10 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
             conn_app_fail(c, NGHTTP3_ERR_CALLBACK_FAILURE);
             return -1;
         }
-        if (w == 0) ngtcp2_conn_update_pkt_tx_time(c->q, now);
+        /* paced only after the handshake: before an RTT sample ngtcp2 paces with
+         * its 333 ms initial-RTT guess, holding the first answer ~22 ms */
+        if (w == 0 && ngtcp2_conn_get_handshake_completed(c->q))
+            ngtcp2_conn_update_pkt_tx_time(c->q, now);
         return w;
     }
 }

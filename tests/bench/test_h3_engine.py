@@ -112,6 +112,27 @@ def test_new_connection_per_request(h3srv):
 
 @needs_client
 @needs_server
+def test_new_connection_answers_without_waiting_for_a_timer(h3srv):
+    # Pacing the handshake with ngtcp2's 333 ms initial-RTT guess held each new
+    # connection's Finished and first answer ~22 ms, long enough for about three
+    # probe timeouts to fire per connection; on loopback none is due.
+    n = 50
+    before = h3srv.stats()
+    r = httpbench.bench(h3srv.h3_url + "/bytes/150", n=n, keepalive=False, http3=True,
+                        ca_file=h3srv.ca_file, timeout=10)
+    h2 = httpbench.bench(h3srv.url + "/bytes/150", n=n, keepalive=False, http2=True,
+                         ca_file=h3srv.ca_file, timeout=10)
+    after = h3srv.stats()
+    assert (r.successes, r.errors, r.connections) == (n, 0, n), r.metadata["first_error"]
+    assert h2.successes == n
+    assert after["connections_by_protocol"]["h3"] - before["connections_by_protocol"]["h3"] == n
+    assert r.quic_pto < n, f"{r.quic_pto} probe timeouts over {n} connections"
+    # a ratio within one run, not a time limit: a QUIC connect costs about what TLS over TCP does
+    assert r.p50 < 10 * h2.p50, (r.p50, h2.p50)
+
+
+@needs_client
+@needs_server
 def test_duration_mode_ends_on_time_and_accounts_every_request(h3srv):
     before = _h3(h3srv)
     t0 = time.monotonic()
