@@ -104,6 +104,9 @@ static int wait_step(hb_h3_client *c, uint64_t deadline_ns)
     if (rc == 0) {
         if (c->blocked && (rc = hb_h3_client_writable(c, now)) < 0) return rc;
         if ((rc = hb_h3_client_read(c, now)) < 0) return rc;
+        /* ngtcp2 completes the handshake (and sends Finished) in its write
+         * path: write now rather than on the next timer */
+        if (!c->handshake_done && (rc = hb_h3_client_write(c, now)) < 0) return rc;
     } else if (rc != HB_E_TIMEOUT) {
         return rc;
     }

@@ -128,10 +128,11 @@ static int send_batch(hb_h3_client *c)
 
 /* Pace from the handshake's end on: before an RTT sample ngtcp2 paces with its
  * 333 ms initial-RTT guess, which held the Finished back ~22 ms after the
- * first Initial (its write then sends ACKs only). */
-static void pace(struct hb__h3 *p, uint64_t now)
+ * first Initial (its write then sends ACKs only). The write that completes the
+ * handshake is not paced either, or the first request waits a pacing timer. */
+static void pace(struct hb__h3 *p, int hs_before, uint64_t now)
 {
-    if (ngtcp2_conn_get_handshake_completed(p->q)) ngtcp2_conn_update_pkt_tx_time(p->q, now);
+    if (hs_before) ngtcp2_conn_update_pkt_tx_time(p->q, now);
 }
 
 int hb_h3_client_write(hb_h3_client *c, uint64_t now)
@@ -140,6 +141,7 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
     if (c->over || !p->q) return c->over ? HB_E_H3 : 0;
     if (p->pending) return 0; /* blocked: hb_h3_client_writable goes on */
     p->now = now;
+    int hs_before = ngtcp2_conn_get_handshake_completed(p->q);
     nghttp3_vec vec[16];
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
@@ -190,7 +192,7 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
         }
         if (n == 0) { /* nothing more, or congestion-limited */
             int rc = send_batch(c);
-            pace(p, now);
+            pace(p, hs_before, now);
             return rc == HB_AGAIN ? 0 : rc;
         }
         if (!p->ntx) p->gso = (size_t)n;
@@ -200,7 +202,7 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
             p->ntx == TX_BATCH) {
             int rc = send_batch(c);
             if (rc == HB_AGAIN) {
-                pace(p, now);
+                pace(p, hs_before, now);
                 return 0;
             }
             if (rc < 0) return rc;
