@@ -317,7 +317,7 @@ def _list() -> str:
     for name, sc in SCENARIOS.items():
         mark = "*" if name in QUICK_SCENARIOS else " "
         h2 = {"h2": "  (HTTP/2: runs when named)",
-              "h3": "  (HTTP/3: runs when named; httpbench[h3])"}.get(sc.protocol, "")
+              "h3": "  (HTTP/3: runs when named; a build with HTTP/3)"}.get(sc.protocol, "")
         lines.append(f" {mark} {name:<22} {sc.description}{h2}")
     return "\n".join(lines) + "\n"
 

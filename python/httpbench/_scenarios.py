@@ -22,8 +22,8 @@ measured by hand:
   client in its own idiom (see the adapters); ``h2-download-7m`` — the 7 MB
   download over h2c. The server's per-protocol counts prove the protocol.
 * ``h3-get-150b`` / ``h3-get-12k`` / ``h3-download-7m`` — the same requests over
-  HTTP/3 (QUIC, verified TLS), one at a time, to the server's HTTP/3 listener
-  (``httpbench[h3]``); clients without HTTP/3 are skipped with the reason.
+  HTTP/3 (QUIC, verified TLS), one at a time, to the server's HTTP/3 side (a build
+  with ngtcp2, nghttp3 and GnuTLS); clients without HTTP/3 are skipped with the reason.
 
 User-defined scenarios: ``Scenario(name, method=..., path=..., body_size=...,
 tls=..., concurrency=..., protocol="h2")`` or :func:`parse_scenario` for the CLI's
@@ -202,7 +202,7 @@ def _builtin() -> dict[str, Scenario]:
 SCENARIOS: dict[str, Scenario] = _builtin()
 # HTTP/2 scenarios run when named (``--scenarios h2-get-150b``, or all of H2_SCENARIOS)
 H2_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h2)
-# HTTP/3 scenarios too (they need the server's HTTP/3 listener: httpbench[h3])
+# HTTP/3 scenarios too (they need a build with HTTP/3: features()['http3-server'])
 H3_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h3)
 DEFAULT_SCENARIOS: tuple[str, ...] = tuple(n for n in SCENARIOS
                                            if n not in H2_SCENARIOS + H3_SCENARIOS)
