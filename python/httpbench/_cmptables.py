@@ -18,8 +18,9 @@ from ._noise import summary_line
 from ._results import MeasureResult, ResultSet
 from ._rows import cell_rows
 from ._tables import ci_pm, render_table
+from ._verdict import PRIMARY, format_ratio, format_value, primary_metric, verdict, verdicts
 
-__all__ = ["caption", "compare_table", "format_tables"]
+__all__ = ["caption", "compare_table", "format_tables", "ranking_lines", "verdict_lines"]
 
 # (cell_rows column, header, scale to the shown unit); notes last
 _CMP_COLUMNS = (
@@ -220,10 +221,31 @@ def skip_lines(skipped: dict[str, str]) -> list[str]:
     return out
 
 
+def ranking_lines(v: Any, indent: str = "   ") -> list[str]:
+    """A scenario's clients ranked by its primary figure: rank, client, figure, ratio to
+    the best with the ratio's interval."""
+    name, higher, short = PRIMARY[v.metric]
+    head = (f"{indent}ranked by {name} ({'higher' if higher else 'lower'} is better; "
+            f"× the best with its interval from the medians' {v.coverage:.0%} CIs):")
+    rows = [[f"{i}.", s.client, format_value(v.metric, s.value), format_ratio(s)]
+            for i, s in enumerate(v.standings, 1)]
+    table = render_table(["", "client", short, "× best"], rows, align="llrl", style="bare")
+    return [head] + [indent + ln for ln in table.splitlines()]
+
+
+def verdict_lines(rs: ResultSet) -> list[str]:
+    """The run's verdict: one generated sentence of findings per scenario."""
+    vs = verdicts(rs)
+    if not vs:
+        return []
+    return ["Verdict:"] + [f"  * {v.sentence}" for v in vs] + [""]
+
+
 def format_tables(rs: ResultSet) -> str:
-    """A compare run as ``httpbench compare`` prints it: a table per scenario (its
-    :func:`cell_rows`), the lines under it, then notes, skipped clients and the run."""
-    out: list[str] = []
+    """A compare run as ``httpbench compare`` prints it: the verdict first (a sentence
+    per scenario), then per scenario its ranking and table (its :func:`cell_rows`) with
+    the method lines under it, then notes, skipped clients and the run."""
+    out: list[str] = verdict_lines(rs)
     md = rs.metadata
     order = list(md.get("scenario_order") or rs.scenarios)
     for s in rs.scenarios:
@@ -235,9 +257,12 @@ def format_tables(rs: ResultSet) -> str:
         desc = (scdefs.get(s) or {}).get("description") or ""
         out.append(f"== {s}" + (f" — {desc}" if desc else ""))
         if rows:
+            v = verdict(rows, s, primary_metric(scdefs.get(s)))
+            if v is not None:
+                out.extend(ranking_lines(v))
+            out.append(compare_table(rows))
             out.append(f"   ({caption(rows, md, s)})")
             out.extend(placement_lines(md, s))
-            out.append(compare_table(rows))
             out.extend(_version_lines(rs, s))
             out.extend(_saved_run_lines(rs, s))
             out.extend(_under_table(rs, s))

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "_noise": 0,
     "_features": 0,
     "_machine": 0,
+    "_colours": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
     "_jsonfields": 1,
     "_resultfile": 1,
@@ -51,6 +52,7 @@ LAYERS: dict[str, int] = {
     "plot": 3,
     "_hdrexport": 3,
     "_html": 3,
+    "_verdict": 3,
     # L4: running things
     "_bench": 4,
     "_loadgen": 4,
