@@ -20,7 +20,7 @@ from ._results import BenchResult, MeasureResult, ResultSet
 from ._rows import entries
 
 __all__ = ["diff_fragment", "e", "figures", "inline_svg", "noise_lines", "page", "result_fragment",
-           "scroll", "settings_rows", "table", "title"]
+           "scroll", "settings_rows", "table", "title", "verdict_section"]
 
 _CSS = """
 :root { color-scheme: light; }
@@ -40,6 +40,10 @@ tr.differs td { background: #fff4d6; }
 .verdict-marked { color: #7a6a00; }
 ul.notes li { margin: 0.15em 0; } .warn { color: #7a4b00; }
 figure { margin: 0.8em 0; } figure svg { max-width: 100%; height: auto; display: block; }
+.figs { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.figs figure { flex: 0 1 auto; min-width: 0; max-width: 100%; }
+ol.verdict { margin: 0.2em 0 0.6em; } p.finding { margin: 0.3em 0; }
+details.method summary { cursor: pointer; color: #555; font-size: 0.9em; }
 pre { overflow-x: auto; font-size: 0.82em; background: #f7f7f7; padding: 0.6em; }
 .side { display: flex; flex-wrap: wrap; gap: 1em; } .side > div { flex: 1 1 22em; min-width: 0; }
 """
@@ -228,12 +232,23 @@ def inline_svg(svg: str, prefix: str) -> str:
 
 
 _KIND_TITLES = {
+    "ratios": "Verdict: each client's ratio to the best (log scale)",
+    "rates": "Throughput and median latency",
     "percentiles": "Latency by percentile",
     "cdf": "Latency distribution",
     "bars": "Cost per request",
     "throughput": "Throughput over time",
     "workers": "Throughput per worker",
     "concurrency": "Latency and throughput vs concurrency",
+}
+
+
+_PAGE_SIZES: dict[str, dict[str, Any]] = {
+    "percentiles": {"figsize": (5.0, 4.8)},
+    "cdf": {"figsize": (5.0, 4.8)},
+    "throughput": {"figsize": (5.0, 3.8)},
+    "workers": {"figsize": (5.0, 3.8)},
+    "concurrency": {"figsize": (5.0, 3.8)},
 }
 
 
@@ -249,28 +264,51 @@ def figures(obj: Any, prefix: str = "f") -> list[tuple[str, str]]:
     out = []
     for k, kind in enumerate(kinds):
         try:
-            fig = PL.plot(obj, kind)
+            # 5-inch figures, panels stacked: every label still 9 px on a 400 px phone
+            fig = PL.plot(obj, kind, **_PAGE_SIZES.get(kind, {}))
         except ValueError as exc:
             out.append((kind, f'<p class="caption">{e(_KIND_TITLES.get(kind, kind))}: '
                               f"not drawn ({e(exc)})</p>"))
             continue
         import matplotlib
 
-        # fixed clip-path ids: the same result gives the same page, byte for byte
-        with matplotlib.rc_context({"svg.hashsalt": "httpbench"}):
+        # fixed clip-path ids: the same result gives the same page, byte for byte; text
+        # as text (selectable, and its size is what a reader sees)
+        with matplotlib.rc_context({"svg.hashsalt": "httpbench", "svg.fonttype": "none"}):
             buf = PL.figure_svg(fig)
         out.append((kind, inline_svg(buf, f"{prefix}{k}-")))
     return out
 
 
 def _figures_section(obj: Any, prefix: str = "f") -> str:
-    parts = ["<h2>Figures</h2>"]
+    parts = ["<h2>Figures</h2>", '<div class="figs">']
     for kind, svg in figures(obj, prefix):
         if svg.startswith("<svg"):
             parts.append(f'<figure data-kind="{e(kind)}">{svg}<figcaption class="caption">'
                          f"{e(_KIND_TITLES.get(kind, kind))}</figcaption></figure>")
         else:
             parts.append(svg)
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def verdict_section(obj: Any) -> str:
+    """A compare run's verdict: per scenario its finding and its clients ranked by the
+    primary figure with the ratio to the best ('' for other records)."""
+    if not isinstance(obj, ResultSet):
+        return ""
+    from ._verdict import PRIMARY, format_ratio, format_value, verdicts
+
+    vs = verdicts(obj)
+    if not vs:
+        return ""
+    parts = ["<h2>Verdict</h2>"]
+    for v in vs:
+        parts.append(f'<p class="finding">{e(v.sentence)}</p>')
+        rows = [[str(i), s.client, format_value(v.metric, s.value), format_ratio(s)]
+                for i, s in enumerate(v.standings, 1)]
+        parts.append(table(["#", "client", PRIMARY[v.metric][2], "× best"], rows,
+                           cls="verdict"))
     return "\n".join(parts)
 
 
@@ -296,6 +334,9 @@ def result_fragment(obj: Any, tables: str, *, plots: bool = True, heading: bool 
         stamp = _when(obj)
         if stamp:
             parts.append(f'<p class="stamp">{e(stamp)}</p>')
+    verdict = verdict_section(obj)
+    if verdict:
+        parts.append(verdict)
     parts.append("<h2>Results</h2>")
     parts.append(tables)
     if plots:

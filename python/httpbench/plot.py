@@ -4,10 +4,13 @@ Every function returns a ``matplotlib.figure.Figure`` built without pyplot, so
 no GUI backend or global state is touched (works on a server without a
 display, in tests and in Jupyter, where a Figure displays itself).
 
+* :func:`plot_ratios` - the verdict: per scenario, clients ranked by its primary figure,
+  a dot at each one's ratio to the best with the ratio's interval (labelled log axis).
+* :func:`plot_rates` - per scenario, req/s bars from zero labelled with the p50.
 * :func:`plot_percentiles` - HdrHistogram-style latency percentile spectrum
   (x: percentile on a log ``1/(1-p)`` axis from 0 to 99.999%).
 * :func:`plot_cdf` - latency distribution (CDF, log time axis).
-* :func:`plot_bars` - per-scenario bars per client: CPU µs/request,
+* :func:`plot_bars` - per-scenario bars (a log axis, when used, is labelled so) per client: CPU µs/request,
   allocations/request, KiB allocated/request; whiskers span the repeats.
 * :func:`plot_throughput` - bench()'s per-second series.
 * :func:`plot_workers` - a distributed run's throughput per worker and merged.
@@ -30,18 +33,23 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import _units as U
+from ._colours import client_colour
 from ._hist import hist_count, percentile_spectrum
 from ._results import BenchResult, MeasureResult, ResultSet
-from ._rows import entries, result_rows
+from ._rows import as_set, cell_rows, entries, result_rows
+from ._verdict import PRIMARY, format_value, verdicts
 
 __all__ = [
     "KINDS",
+    "client_colour",
     "figure_svg",
     "plot",
     "plot_bars",
     "plot_cdf",
     "plot_latency_vs_concurrency",
     "plot_percentiles",
+    "plot_rates",
+    "plot_ratios",
     "plot_throughput",
     "plot_workers",
     "run_stamp",
@@ -49,7 +57,11 @@ __all__ = [
     "throughput_points",
 ]
 
-KINDS = ("percentiles", "cdf", "bars", "throughput", "workers", "concurrency")
+KINDS = ("ratios", "rates", "percentiles", "cdf", "bars", "throughput", "workers",
+         "concurrency")
+# the smallest type on any figure, in points: still 9 CSS px when a page shows a
+# 5-inch figure in a phone's 400 px (matplotlib's "small" is 8.3)
+_SMALL = 9.5
 _MAX_X = 1e5  # 99.999th percentile on the 1/(1-p) axis
 _WIDE = 10.0  # values spanning more than this factor get a log axis
 
@@ -151,10 +163,17 @@ def run_stamp(obj: Any) -> str:
 
 
 def _stamped(fig: Any, obj: Any) -> Any:
-    """The run's date and host under the figure, so a shared image says what it shows."""
+    """The run's date and host under the figure, so a shared image says what it shows;
+    every log axis says so in its label (a log axis read as linear turns 640x into 3x)."""
     stamp = run_stamp(obj)
     if stamp:
-        fig.supxlabel(stamp, x=0.995, ha="right", fontsize=7, color="0.4")
+        fig.supxlabel(stamp, x=0.995, ha="right", fontsize=_SMALL, color="0.35")
+    for ax in fig.axes:
+        for scale, label, setter in ((ax.get_xscale(), ax.get_xlabel(), ax.set_xlabel),
+                                     (ax.get_yscale(), ax.get_ylabel(), ax.set_ylabel)):
+            if scale == "log" and "log" not in label:
+                setter(label[:-1] + ", log scale)" if label.endswith(")") else
+                       f"{label} (log scale)" if label else "log scale")
     return fig
 
 
@@ -225,7 +244,8 @@ def _grid(obj: Any, which: str, figsize: tuple[float, float]) -> tuple[Any, list
     panels = [(t, s) for t, s in panels if s]
     if not panels:
         raise ValueError("nothing to plot: no latency samples")
-    ncols = 1 if len(panels) == 1 else 2
+    # a narrow figure (a phone-sized page) stacks its panels in one column
+    ncols = 1 if len(panels) == 1 or figsize[0] < 6 else 2
     nrows = math.ceil(len(panels) / ncols)
     w, h = figsize
     fig, axes = _figure((w * (1 if ncols == 1 else 1.6), h * (1 if nrows == 1 else 0.8 * nrows)),
@@ -237,28 +257,36 @@ def _grid(obj: Any, which: str, figsize: tuple[float, float]) -> tuple[Any, list
 
 
 def _colours(panels: list[tuple[Any, tuple[str | None, list[tuple[str, Any]]]]]) -> dict[str, str]:
-    """One colour per series label across all panels (a client keeps its colour)."""
+    """One colour per series label: the client's own (:func:`client_colour`), the same
+    in every figure and run whatever other clients are beside it."""
     labels = dict.fromkeys(lab for _ax, (_t, series) in panels for lab, _h in series)
-    base = dict.fromkeys(lab.removesuffix(" (uncorrected)").removesuffix(" (corrected)")
-                         for lab in labels)
-    index = {b: i for i, b in enumerate(base)}
-    return {lab: f"C{index[lab.removesuffix(' (uncorrected)').removesuffix(' (corrected)')] % 10}"
-            for lab in labels}
+    return {lab: client_colour(lab) for lab in labels}
 
 
 def _shared_legend(fig: Any, panels: list[Any], colours: dict[str, str]) -> None:
-    """Several panels: one legend above them all, never over a line."""
-    if len(panels) == 1:
-        return
+    """One legend under the panels, never over a line."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, linestyle="--" if lab.endswith("(uncorrected)") else "-",
                       label=lab) for lab, c in colours.items()]
     try:
-        fig.legend(handles=handles, loc="outside lower center", fontsize="small",
-                   ncol=min(5, len(handles)))
+        fig.legend(handles=handles, loc="outside lower center", fontsize=_SMALL,
+                   ncol=min(3, len(handles)))
     except ValueError:  # matplotlib < 3.7 has no "outside" placement
-        panels[0][0].legend(handles=handles, fontsize="small")
+        panels[0][0].legend(handles=handles, fontsize=_SMALL)
+
+
+def _legend_below(fig: Any, ax: Any, handles: list[Any] | None = None) -> None:
+    """The legend under the axes, outside them: it never covers a line."""
+    if handles is None:
+        handles, _labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    try:
+        fig.legend(handles=handles, loc="outside lower center", fontsize=_SMALL,
+                   ncol=min(3, len(handles)))
+    except ValueError:  # matplotlib < 3.7 has no "outside" placement
+        ax.legend(handles=handles, fontsize=_SMALL)
 
 
 def _draw_percentiles(ax: Any, series: list[tuple[str, Any]],
@@ -289,11 +317,11 @@ def _draw_percentiles(ax: Any, series: list[tuple[str, Any]],
     log = _log_if_wide(ax, ends)
     if not log:
         ax.set_ylim(bottom=0)
-    ax.set_xlabel("percentile")
+    ax.set_xlabel("percentile (log scale of 1/(1-p))")
     ax.set_ylabel(f"latency ({unit})")
     ax.grid(True, which="major", alpha=0.3)
-    if legend:  # a corner the lines leave free (a fixed corner covered some lines)
-        ax.legend(loc="best", fontsize="small")
+    if legend:
+        ax.legend(loc="best", fontsize=_SMALL)
 
 
 def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = None,
@@ -307,7 +335,7 @@ def plot_percentiles(obj: Any, *, which: str = "latency", title: str | None = No
     colours = _colours(panels)
     _shared_legend(fig, panels, colours)
     for ax, (ptitle, series) in panels:
-        _draw_percentiles(ax, series, colours, legend=len(panels) == 1)
+        _draw_percentiles(ax, series, colours, legend=False)
         ax.set_title(ptitle if ptitle is not None
                      else (title or _title(obj, "Latency by percentile")))
     if len(panels) > 1:
@@ -337,7 +365,7 @@ def _draw_cdf(ax: Any, series: list[tuple[str, Any]], colours: dict[str, str] | 
     ax.set_ylabel("fraction of requests ≤ latency")
     ax.grid(True, which="both", alpha=0.3)
     if legend:
-        ax.legend(loc="lower right", fontsize="small")
+        ax.legend(loc="lower right", fontsize=_SMALL)
 
 
 def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
@@ -348,7 +376,7 @@ def plot_cdf(obj: Any, *, which: str = "latency", title: str | None = None,
     colours = _colours(panels)
     _shared_legend(fig, panels, colours)
     for ax, (ptitle, series) in panels:
-        _draw_cdf(ax, series, colours, legend=len(panels) == 1)
+        _draw_cdf(ax, series, colours, legend=False)
         ax.set_title(ptitle if ptitle is not None
                      else (title or _title(obj, "Latency distribution (CDF)")))
     if len(panels) > 1:
@@ -398,7 +426,7 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
                     2.9 * len(metrics))
     fig, axes = _figure(w, nrows=len(metrics))
     width = 0.8 / max(1, slots)
-    colours = {c: f"C{i % 10}" for i, c in enumerate(clients)}
+    colours = {c: client_colour(c) for c in clients}
     for mi, m in enumerate(metrics):
         name, scale, unit = _BAR_METRICS[m]
         ax = axes[mi][0]
@@ -427,10 +455,10 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
             for x, hgt, up in zip(xs, hs, hi, strict=True):  # value above the whisker
                 ax.annotate(U.format_count(hgt), (x, hgt + up), xytext=(0, 2),
                             textcoords="offset points", ha="center", va="bottom",
-                            fontsize=7)
+                            fontsize=_SMALL)
         for x in missing:
             ax.annotate("n/a", (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                        textcoords="offset points", ha="center", va="bottom", fontsize=_SMALL,
                         color="0.35", rotation=90)
         ax.set_xticks(range(len(scenarios)))
         ax.set_xticklabels([s or "(run)" for s in scenarios])
@@ -442,10 +470,121 @@ def plot_bars(obj: Any, *, metrics: Sequence[str] = ("cpu_ns_per_request", "allo
     # one legend for all panels, above them (never over a bar)
     handles, labels = axes[0][0].get_legend_handles_labels()
     try:
-        fig.legend(handles, labels, loc="outside upper center", fontsize="small",
+        fig.legend(handles, labels, loc="outside upper center", fontsize=_SMALL,
                    ncol=min(5, len(clients)))
     except ValueError:  # matplotlib < 3.7 has no "outside" placement
-        axes[0][0].legend(handles, labels, fontsize="small", ncol=min(5, len(clients)))
+        axes[0][0].legend(handles, labels, fontsize=_SMALL, ncol=min(5, len(clients)))
+    if title:
+        fig.suptitle(title)
+    return _stamped(fig, obj)
+
+
+def _panel_height(n_clients: int) -> float:
+    """Inches per ranked panel: room for each client's row, never too short to read."""
+    return max(3.4, 1.3 + 0.34 * n_clients)
+
+
+def _ratio_axis(ax: Any, lo: float, hi: float) -> None:
+    """A log axis of ratios with a few plain ticks (1, 1.5, 2, 5, 10, ...), no 2x10^0."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    steps = [0.1, 0.2, 0.5, 1, 1.5, 2, 3, 5]
+    cands = [m * 10 ** e for e in range(0, 6) for m in (1, 2, 5)] + [0.5, 0.2, 0.1]
+    ticks = sorted(t for t in (steps if hi <= 6 else cands) if lo <= t <= hi)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(_plain_formatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plot_ratios(obj: Any, *, title: str | None = None,
+                figsize: tuple[float, float] | None = None) -> Any:
+    """The verdict as a dot plot: one panel per scenario, its clients ranked by the
+    scenario's primary figure (best on top), each a dot at its ratio to the best with
+    the ratio's interval as a whisker; the figure itself in the client's label.
+
+    The ratio axis is logarithmic (a 640x gap and a 1.2x one on one axis) and says so.
+    """
+    vs = verdicts(as_set(obj))
+    if not vs:
+        raise ValueError("nothing to plot: no compare cells with a primary figure")
+    w = (figsize or (5.0, 0.0))[0]
+    heights = [_panel_height(len(v.standings)) for v in vs]
+    fig = _figure_class()(figsize=(w, figsize[1] if figsize else sum(heights)),
+                          layout="constrained")
+    axes = fig.subplots(len(vs), 1, squeeze=False, height_ratios=heights)
+    for v, row in zip(vs, axes, strict=True):
+        ax = row[0]
+        st = list(v.standings)
+        ys = list(range(len(st)))[::-1]  # best on top
+        top = 1.0
+        for y, s in zip(ys, st, strict=True):
+            c = client_colour(s.client)
+            if s.ratio_ci:
+                lo, hi = s.ratio_ci
+                ax.plot([max(lo, 1e-3), hi], [y, y], color=c, linewidth=2.0, alpha=0.6)
+                top = max(top, hi)
+            ax.plot([s.ratio], [y], "o", color=c, markersize=8)
+            top = max(top, s.ratio)
+            text = "best" if s.ratio == 1.0 and not s.ratio_ci else (
+                f"{s.ratio:.2f}×" if s.ratio < 10 else f"{s.ratio:.0f}×")
+            end = max(s.ratio, s.ratio_ci[1] if s.ratio_ci else 0.0)  # right of the whisker
+            ax.annotate(text, (end, y), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=_SMALL)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([f"{s.client}  {format_value(v.metric, s.value)}" for s in st])
+        ax.set_ylim(-0.7, len(st) - 0.3)
+        low = min([0.8] + [s.ratio_ci[0] * 0.9 for s in st if s.ratio_ci])
+        _ratio_axis(ax, max(low, 0.05), max(2.0, top * 2.2))  # room for the last label
+        ax.axvline(1.0, color="0.6", linewidth=0.8)
+        lower = not PRIMARY[v.metric][1]
+        ax.set_xlabel(f"× the best {PRIMARY[v.metric][2]} (log scale; "
+                      f"{'lower' if lower else 'higher'} is better)")
+        ax.set_title(f"{v.scenario}: {v.title}")
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    return _stamped(fig, obj)
+
+
+def plot_rates(obj: Any, *, title: str | None = None,
+               figsize: tuple[float, float] | None = None) -> Any:
+    """Throughput and latency side by side in words and bars: one panel per scenario,
+    a bar per client of its median requests per second on a linear axis from zero,
+    labelled with the rate and the median latency (p50), fastest on top."""
+    rs = as_set(obj)
+    panels = []
+    for sc in rs.scenarios:
+        rows = [r for r in cell_rows(rs, sc) if not _nan(r.get("rps")) and r["rps"] > 0]
+        if rows:
+            panels.append((sc, sorted(rows, key=lambda r: (-r["rps"], r["client"]))))
+    if not panels:
+        raise ValueError("nothing to plot: no compare cells with a request rate")
+    w = (figsize or (5.0, 0.0))[0]
+    heights = [_panel_height(len(rows)) for _sc, rows in panels]
+    fig = _figure_class()(figsize=(w, figsize[1] if figsize else sum(heights)),
+                          layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)
+    for (sc, rows), row in zip(panels, axes, strict=True):
+        ax = row[0]
+        ys = list(range(len(rows)))[::-1]
+        rates = [r["rps"] for r in rows]
+        ax.barh(ys, rates, 0.6, color=[client_colour(r["client"]) for r in rows])
+        for y, r in zip(ys, rows, strict=True):
+            ax.annotate(f"{U.format_count(r['rps'], 3)}/s · p50 {U.format_duration(r['p50_ns'])}",
+                        (r["rps"], y), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=_SMALL)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([r["client"] for r in rows])
+        ax.set_xlim(0, max(rates) * 1.9)  # room for the labels right of the longest bar
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: U.format_count(v, 3)))
+        ax.set_xlabel("requests per second (median of the repeats)")
+        ax.set_title(f"{sc}: throughput and p50")
+        ax.grid(True, axis="x", alpha=0.3)
     if title:
         fig.suptitle(title)
     return _stamped(fig, obj)
@@ -511,7 +650,7 @@ def plot_throughput(obj: Any, *, title: str | None = None,
             ax.annotate(f"{U.format_count(r.rps)} req/s\n{r.responses + r.errors:,} requests "
                         f"in {U.format_duration(r.duration_ns)}",
                         (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
+                        textcoords="offset points", ha="center", va="bottom", fontsize=_SMALL)
         ax.set_xticks(range(len(runs)))
         ax.set_xticklabels(labels)
         ax.set_ylim(0, max(rates + [1.0]) * 1.3)
@@ -529,7 +668,7 @@ def plot_throughput(obj: Any, *, title: str | None = None,
         ax.set_xlim(0, max(r.duration_ns / 1e9 for _, r in runs))
         ax.set_xlabel("time since start (s)" + ("; " + "; ".join(notes) if notes else ""))
         ax.set_ylabel("requests per second")
-        ax.legend(fontsize="small")
+        _legend_below(fig, ax)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.set_title(title or _title(obj, "Throughput over time"))
@@ -574,7 +713,7 @@ def plot_workers(obj: Any, *, title: str | None = None,
         ax.grid(True, alpha=0.3)
         ax.set_title(title or (_title(r, "Throughput per worker") if len(runs) == 1
                                else f"Throughput per worker: {label}"))
-        ax.legend(fontsize="small")
+    _legend_below(fig, axes[0][0])
     return _stamped(fig, obj)
 
 
@@ -610,7 +749,7 @@ def plot_latency_vs_concurrency(obj: Any, *, title: str | None = None,
     ax2.set_ylabel("requests per second")
     ax2.set_ylim(bottom=0)
     lines = ax.get_lines() + ax2.get_lines()
-    ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize="small")
+    _legend_below(fig, ax, lines)
     ax.set_title(title or "Latency and throughput vs concurrency")
     return _stamped(fig, obj)
 
@@ -620,6 +759,8 @@ _DISPATCH = {
     "spectrum": plot_percentiles,
     "cdf": plot_cdf,
     "bars": plot_bars,
+    "ratios": plot_ratios,
+    "rates": plot_rates,
     "throughput": plot_throughput,
     "workers": plot_workers,
     "concurrency": plot_latency_vs_concurrency,
@@ -628,7 +769,8 @@ _DISPATCH = {
 
 def plot(obj: Any, kind: str = "percentiles", **kwargs: Any) -> Any:
     """A Figure of ``obj`` (record, list of records or ResultSet); ``kind`` is one of
-    percentiles (alias spectrum), cdf, bars, throughput, workers, concurrency."""
+    ratios, rates, percentiles (alias spectrum), cdf, bars, throughput, workers,
+    concurrency."""
     fn = _DISPATCH.get(kind)
     if fn is None:
         raise ValueError(f"unknown plot kind {kind!r}; one of {KINDS}")
@@ -647,7 +789,9 @@ def figure_svg(fig: Any) -> str:
 def _applicable(obj: Any) -> list[str]:
     recs = [r for *_, r in entries(obj)]
     kinds = ["percentiles", "cdf"]
-    if any(isinstance(r, MeasureResult) for r in recs) or isinstance(obj, ResultSet):
+    if isinstance(obj, ResultSet) and any(isinstance(r, MeasureResult) for r in recs):
+        kinds = ["ratios", "rates", *kinds]  # the verdict first; no log-scale bars
+    elif any(isinstance(r, MeasureResult) for r in recs) or isinstance(obj, ResultSet):
         kinds.append("bars")
     benches = [r for r in recs if isinstance(r, BenchResult)]
     if any(r.series_responses for r in benches):

@@ -42,7 +42,7 @@ def test_percentile_spectrum_plot_holds_each_client():
     ax = fig.axes[0]
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
     assert set(lines) == {"requests", "httpx", "native"}
-    assert ax.get_xscale() == "log" and ax.get_ylabel() == "latency (ms)"
+    assert ax.get_xscale() == "log" and ax.get_ylabel() == "latency (ms, log scale)"
     assert [t.get_text() for t in ax.get_xticklabels()][:4] == ["0%", "90%", "99%", "99.9%"]
     for c in ("requests", "httpx", "native"):
         merged = PL._merge([r.latency for r in rs.repeats(c, "get-150b")])
@@ -90,13 +90,13 @@ def test_bars_plot_heights_are_medians_with_spread():
     fig = rs.plot(kind="bars")
     _png(fig)
     cpu_ax, alloc_ax, kib_ax = fig.axes
-    assert cpu_ax.get_title() == "CPU per request" and cpu_ax.get_ylabel() == "µs"
+    assert cpu_ax.get_title() == "CPU per request" and cpu_ax.get_ylabel() == "µs (log scale)"
     heights = [p.get_height() for p in cpu_ax.patches]
     assert len(heights) == 3 * 2  # clients x scenarios
     med = sorted(r.cpu_ns_per_call / 1e3 for r in rs.repeats("requests", "get-150b"))[1]
     assert heights[0] == pytest.approx(med)
     assert [p.get_height() for p in alloc_ax.patches][:2] == [400.0, 400.0]
-    assert kib_ax.get_ylabel() == "KiB"
+    assert kib_ax.get_ylabel() == "KiB (log scale)"
     assert [t.get_text() for t in cpu_ax.get_xticklabels()] == ["get-150b", "get-12k"]
     with pytest.raises(ValueError):
         PL.plot_bars(rs, metrics=["nope"])
@@ -134,8 +134,8 @@ def test_save_plots_writes_png_and_svg(tmp_path):
     written = PL.save_plots(_set().select(client="native", scenario="get-150b"), tmp_path / "figs",
                             dpi=50)
     names = sorted(p.rsplit("/", 1)[1] for p in written)
-    assert names == ["bars.png", "bars.svg", "cdf.png", "cdf.svg",
-                     "percentiles.png", "percentiles.svg"]
+    assert names == ["cdf.png", "cdf.svg", "percentiles.png", "percentiles.svg",
+                     "rates.png", "rates.svg", "ratios.png", "ratios.svg"]
     for p in written:
         data = open(p, "rb").read()
         assert len(data) > 2000

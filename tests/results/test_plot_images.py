@@ -99,7 +99,7 @@ def test_percentile_spectrum_log_scales_and_client_legend():
     for line in ax.get_lines():
         ys = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]))[:, 1]
         assert ys.min() - bottom_px > 5, line.get_label()
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == list(CPU_US)
 
 
@@ -108,13 +108,13 @@ def test_legends_name_runs_not_urls():
             for i, n in enumerate((150, 12000))]
     for kind in ("percentiles", "cdf"):
         fig = PL.plot(runs, kind)
-        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]
         assert legend and not any("://" in t for t in legend), legend
         assert any("/bytes/150" in t for t in legend), legend
     # the same URL at two concurrencies: told apart by the concurrency, not the URL
     same = [make_bench(seed=1), make_bench(seed=2, config=R.BenchConfig(concurrency=64))]
     fig = PL.plot(same, "percentiles")
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert len(set(legend)) == len(legend), legend
     assert not any("://" in t for t in legend), legend
 

@@ -60,7 +60,7 @@ def test_one_line_per_worker_plus_the_total():
     ax = fig.axes[0]
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
     assert list(lines) == ["gen-a shard 0", "gen-b shard 1", "total"]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == list(lines)
     # the late worker starts one interval later, as the merge placed it
     assert list(lines["gen-a shard 0"].get_xdata()) == [1, 2, 3, 4, 5]
