@@ -83,6 +83,8 @@ LAYERS: dict[str, int] = {
     "_adapters.urllib3_": 4,
     "_adapters.wreq_": 4,
     "plugin": 4,
+    "_plugin_session": 4,
+    "_plugin_fixture": 4,
     "_cli": 4,
     "_envs": 4,
     "_versions": 4,
