@@ -47,6 +47,11 @@ LAYERS: dict[str, int] = {
     "_unlike": 2,
     # L3: presentation
     "report": 3,
+    "_resulttables": 3,
+    "_abreport": 3,
+    "_htmlreport": 3,
+    "_progress": 3,
+    "_reportcli": 3,
     "_cmptables": 3,
     "plot": 3,
     "_hdrexport": 3,
