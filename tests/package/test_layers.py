@@ -67,6 +67,8 @@ LAYERS: dict[str, int] = {
     "_workerproc": 4,
     "_roundnotes": 4,
     "_worker": 4,
+    "_workerjob": 4,
+    "_zygote": 4,
     "_scenarios": 4,
     "_adapters": 4,
     "_adapters._process": 4,
