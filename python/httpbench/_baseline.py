@@ -27,12 +27,20 @@ from typing import Any
 
 from . import _units as U
 from ._budget import METRICS, Metric, format_value
-from ._machine import DRIFT_LIMIT
+from ._machine import DRIFT_LIMIT, machine_change
 from ._results import ResultSet
 from ._rows import as_set, isnan, result_rows
-from ._stats import mann_whitney_u, welch_t_test
+from ._stats import mann_whitney_u, median_ci, welch_t_test
 from ._tables import median_cell, render_table
-from ._unlike import cell_cautions, noise_notes, unlike_settings
+from ._unlike import (
+    build_difference,
+    cell_cautions,
+    machine_line,
+    noise_notes,
+    run_metadata,
+    stack_causes,
+    unlike_settings,
+)
 
 __all__ = [
     "DETERMINISTIC_COMPARED",
@@ -96,9 +104,13 @@ class Change:
     test: str
     verdict: str
     improved: bool | None
-    # why the cell's figures are weak ("disturbed in current", "thin in baseline"):
+    # why the cell's figures are weak ("disturbed in current", "thin in baseline") or
+    # what else explains the change (a changed transport stack, the machine's speed):
     # a significant verdict on such a cell is shown, marked, and not counted
     caution: str = ""
+    # a timing metric's change once the machine's speed change is taken out (NaN when
+    # either run has no speed index, or for counts)
+    normalised: float = math.nan
 
     @property
     def title(self) -> str:
@@ -131,6 +143,7 @@ class Change:
             "baseline": [f(x) for x in self.baseline], "current": [f(x) for x in self.current],
             "change": f(self.change), "p_value": f(self.p_value), "test": self.test,
             "verdict": self.verdict, "improved": self.improved, "caution": self.caution,
+            "speed_normalised_change": f(self.normalised),
         }
 
 
@@ -145,6 +158,8 @@ class Comparison:
     only_baseline: tuple[tuple[str, str], ...] = ()
     only_current: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the machine line: both runs' speed index and wake-up costs
+    machine: str = ""
 
     @property
     def regressions(self) -> list[Change]:
@@ -166,8 +181,8 @@ class Comparison:
         """'2 regressions, 5 improvements (...)', with the marked verdicts not counted."""
         line = f"{len(self.regressions)} regressions, {len(self.improvements)} improvements"
         if self.marked:
-            line += (f"; {len(self.marked)} more on disturbed or thin cells, marked '?' "
-                     "and not counted")
+            line += (f"; {len(self.marked)} more marked '?' and not counted (a disturbed "
+                     "or thin cell, or explained by a changed stack, build or machine speed)")
         return line + (f" (alpha={self.alpha:g}, changes under {self.min_change:.0%} "
                        "ignored)")
 
@@ -186,31 +201,52 @@ class Comparison:
             "only_baseline": [list(k) for k in self.only_baseline],
             "only_current": [list(k) for k in self.only_current],
             "notes": list(self.notes),
+            "machine": self.machine,
         }
 
-    def format(self, fmt: str = "text") -> str:
-        """The notes on how the runs differ, then a table: client, scenario, metric,
-        baseline, current, change, p, verdict."""
+    def _row(self, c: Change) -> list[str]:
+        kind = _CMP_METRICS[c.metric][1]
+        return [c.client, c.scenario, c.title, median_cell(c.baseline, kind),
+                median_cell(c.current, kind), _fmt_change(c.change),
+                "—" if math.isnan(c.normalised) else _fmt_change(c.normalised),
+                "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.shown_verdict]
+
+    _HEAD = ("client", "scenario", "metric", "baseline", "current", "change",
+             "speed-normalised", "p", "verdict")
+
+    def format(self, fmt: str = "text", full: bool = False) -> str:
+        """The tally first, the machine line, what makes the runs unlike, then the
+        significant changes (counted and marked); the rest is one line unless ``full``
+        (``--all``), then every compared metric."""
         if fmt == "json":
             return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
-        out = []
+        md = fmt == "md"
+        out = [f"**{self.summary}**" if md else self.summary]
+        if self.machine:
+            out.append(self.machine)
         if self.notes:
-            bullet = "- " if fmt == "md" else "  * "
-            out.append(("**Unlike runs: read the verdicts with these in mind**" if fmt == "md"
+            bullet = "- " if md else "  * "
+            out.append(("**Unlike runs: read the verdicts with these in mind**" if md
                         else "Unlike runs: read the verdicts with these in mind") + "\n"
                        + "\n".join(bullet + n for n in self.notes))
-        rows = []
-        for c in self.changes:
-            kind = _CMP_METRICS[c.metric][1]
-            rows.append([
-                c.client, c.scenario, c.title, median_cell(c.baseline, kind), median_cell(c.current, kind),
-                _fmt_change(c.change),
-                "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.shown_verdict,
-            ])
-        head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
-        out.append(render_table(head, rows, fmt, align="lll" + "r" * 5) if rows
-                   else "(nothing in common to compare)")
-        out.append(self.summary)
+        align = "lll" + "r" * 6
+        sig = [c for c in self.changes if c.significant]
+        rest = [c for c in self.changes if not c.significant]
+        if not self.changes:
+            out.append("(nothing in common to compare)")
+        elif full:
+            out.append(render_table(list(self._HEAD), [self._row(c) for c in self.changes], fmt,
+                                    align=align))
+        else:
+            if sig:
+                out.append(render_table(list(self._HEAD), [self._row(c) for c in sig], fmt,
+                                        align=align))
+            if rest:
+                untested = sum(1 for c in rest if c.verdict == NOT_TESTED)
+                out.append(f"{len(rest)} more compared metrics: "
+                           f"{len(rest) - untested} with no significant change"
+                           + (f", {untested} not tested (one repeat)" if untested else "")
+                           + " (--all lists them)")
         for what, keys in (("only in baseline", self.only_baseline),
                            ("only in current", self.only_current)):
             if keys:
@@ -228,7 +264,9 @@ class Comparison:
         head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
         colour = {"slower": "#c0392b", "worse": "#c0392b", "faster": "#1e8449",
                   "better": "#1e8449"}
-        out = ["<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
+        out = [f"<p><b>{html.escape(self.summary)}</b></p>",
+               f"<p>{html.escape(self.machine)}</p>" if self.machine else "",
+               "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
                if self.notes else ""]
         out += ['<table class="httpbench">', "<tr>" + "".join(
             f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
@@ -241,7 +279,6 @@ class Comparison:
                 verdict = f'<b style="color:{style}">{verdict}</b>'
             out.append("<tr>" + "".join(cells) + f"<td>{verdict}</td></tr>")
         out.append("</table>")
-        out.append(f"<p>{html.escape(self.summary)}</p>")
         return {"text/plain": self.format("text"), "text/html": "\n".join(out)}
 
 
@@ -255,9 +292,11 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
     repeats' values are compared: ``test="auto"`` uses the Mann–Whitney U test
     when both sides have >= 4 repeats (exact p for small samples) and Welch's
     t-test for 2-3 repeats (where U cannot reach alpha=0.05); a change is
-    significant when p < ``alpha`` and the medians differ by at least
-    ``min_change`` (default 2%, below which timing noise dominates). Sides with
-    one repeat are "not tested".
+    significant when p < ``alpha`` after the Benjamini-Hochberg correction over the
+    cell's metrics (so two runs of one command do not differ by chance), the medians
+    differ by at least ``min_change`` (default 2%, below which timing noise dominates)
+    and by more than either side's own run-to-run noise (half its median's confidence
+    interval). Sides with one repeat are "not tested".
     """
     if test not in ("auto", "mann-whitney", "welch"):
         raise ValueError(f"unknown test {test!r}; use auto, mann-whitney or welch")
@@ -284,19 +323,82 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
             if not bv or not cv:
                 continue
             changes.append(_change(key, m, bv, cv, alpha, min_change, test))
+    changes = _false_discoveries_dropped(changes, alpha)
     cautions = cell_cautions(cur, "current")
     for k, why in cell_cautions(base, "baseline").items():
         cautions[k] = f"{why}, {cautions[k]}" if k in cautions else why
-    changes = [dataclasses.replace(c, caution=cautions.get((c.client, c.scenario), ""))
-               for c in changes]
+    stacks = stack_causes(base, cur)
+    build = build_difference(run_metadata(base), run_metadata(cur))
+    speed = machine_change(run_metadata(base), run_metadata(cur))
+    changes = [_explained(c, cautions.get((c.client, c.scenario), ""), stacks.get(c.client),
+                          build, speed, min_change, alpha) for c in changes]
     notes = [f"settings differ: {s}" for s in unlike_settings(base, cur)]
+    notes += [f"transport stack of {c} differs: {why}" for c, why in stacks.items()]
     notes += noise_notes("baseline", base) + noise_notes("current", cur)
     return Comparison(
         changes=tuple(changes), alpha=alpha, min_change=min_change,
         only_baseline=tuple(k for k in gb if k not in gc),
         only_current=tuple(k for k in gc if k not in gb),
         notes=tuple(notes),
+        machine=machine_line(base, cur),
     )
+
+
+_TIMING = ("rps", "p50_ns", "p99_ns", "p999_ns", "cpu_ns_per_request")
+
+
+def _explained(c: Change, caution: str, stack: str | None, build: str, speed: float | None,
+               min_change: float, alpha: float) -> Change:
+    """``c`` with its speed-normalised change and the causes that explain it: a changed
+    transport stack (every metric of that client), changed build features (peak RSS),
+    a machine-speed change the timing change does not exceed."""
+    why = [caution] if caution else []
+    norm = math.nan
+    if c.metric in _TIMING and speed is not None and math.isfinite(c.change):
+        norm = ((1 + c.change) * (1 + speed) if c.metric == "rps"
+                else (1 + c.change) / (1 + speed)) - 1
+        # the same test on the current values put on the baseline machine's speed
+        f = (1 + speed) if c.metric == "rps" else 1 / (1 + speed)
+        cv = tuple(v * f for v in c.current)
+        p = (mann_whitney_u(c.baseline, cv)[1] if c.test == "mann-whitney"
+             else welch_t_test(c.baseline, cv)) if c.test else math.nan
+        if c.significant and (abs(norm) < min_change or (norm > 0) != (c.change > 0)
+                              or not p < alpha):
+            why.append(f"within the machine's speed change ({speed:+.1%})")
+    if stack:
+        why.append("its transport stack differs")
+    if build and c.metric == "peak_rss_bytes":
+        why.append("the builds differ")
+    return dataclasses.replace(c, caution=", ".join(why), normalised=norm)
+
+
+def _false_discoveries_dropped(changes: list[Change], alpha: float) -> list[Change]:
+    """Benjamini-Hochberg within each (client, scenario) cell: a cell compares ~10
+    metrics, and at p < alpha each on its own two runs of one command would differ by
+    chance. A change stays significant only when its p is under its rank's share of
+    alpha (false discovery rate alpha per cell; a real change moves several metrics)."""
+    cells: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(changes):
+        if c.test and math.isfinite(c.p_value):
+            cells.setdefault((c.client, c.scenario), []).append(i)
+    keep: set[int] = set()
+    for idx in cells.values():
+        tested = sorted((changes[i].p_value, i) for i in idx)
+        cutoff = -1.0
+        for k, (p, _i) in enumerate(tested, 1):
+            if p <= alpha * k / len(tested):
+                cutoff = p
+        keep.update(i for p, i in tested if p <= cutoff)
+    return [dataclasses.replace(c, verdict=NO_CHANGE, improved=None)
+            if c.significant and i not in keep else c for i, c in enumerate(changes)]
+
+
+def _noise(values: tuple[float, ...]) -> float:
+    """Half the width of the median's confidence interval, relative to the median: the
+    run-to-run noise of one side."""
+    lo, hi, _cov = median_ci(values)
+    med = statistics.median(values)
+    return (hi - lo) / 2 / abs(med) if med and math.isfinite(lo) else 0.0
 
 
 def _change(key: tuple[str, str], metric: str, bv: tuple[float, ...], cv: tuple[float, ...],
@@ -317,7 +419,9 @@ def _change(key: tuple[str, str], metric: str, bv: tuple[float, ...], cv: tuple[
     else:
         p = welch_t_test(bv, cv)
     verdict, improved = NO_CHANGE, None
-    if p < alpha and abs(rel) >= min_change and mc != mb:
+    # beyond the run-to-run noise: more than either side's own median interval
+    beyond = abs(rel) > max(_noise(bv), _noise(cv))
+    if p < alpha and abs(rel) >= min_change and mc != mb and beyond:
         improved = (mc > mb) == higher_better
         verdict = good if improved else bad
     return Change(key[0], key[1], metric, bv, cv, rel, p, use, verdict, improved)

@@ -362,40 +362,54 @@ def diff_fragment(base: Any, cur: Any, cmp: Comparison, tables: tuple[str, str],
     from ._baseline import _CMP_METRICS, _fmt_change
     from ._tables import median_cell
 
-    parts = [f"<h1>httpbench diff: {e(names[0])} → {e(names[1])}</h1>"]
-    ma, mb = dict(settings_rows(_metadata(base))), dict(settings_rows(_metadata(cur)))
-    keys = list(dict.fromkeys([*ma, *mb]))
-    rows = [(k, ma.get(k, "—"), mb.get(k, "—")) for k in keys]
-    classes = ["differs" if a != b and k not in ("date", "took") else "" for k, a, b in rows]
-    parts.append("<h2>Settings side by side</h2>")
-    parts.append('<p class="caption">Highlighted rows differ between the two runs.</p>')
-    parts.append(table(["", names[0], names[1]], rows, cls="meta", row_classes=classes))
+    parts = [f"<h1>httpbench diff: {e(names[0])} → {e(names[1])}</h1>",
+             f'<p class="finding"><b>{e(cmp.summary)}</b></p>']
+    if cmp.machine:
+        parts.append(f"<p>{e(cmp.machine)}</p>")
     if cmp.notes:
         parts.append('<h2>Unlike runs: read the verdicts with these in mind</h2>'
                      '<ul class="notes">'
                      + "".join(f'<li class="warn">{e(n)}</li>' for n in cmp.notes) + "</ul>")
-    parts.append("<h2>Changes</h2>")
-    if cmp.changes:
-        head = ["client", "scenario", "metric", names[0], names[1], "change", "p", "verdict"]
-        body = []
-        for c in cmp.changes:
+    head = ["client", "scenario", "metric", names[0], names[1], "change", "speed-normalised",
+            "p", "verdict"]
+
+    def body(changes: Sequence[Any]) -> list[list[str]]:
+        out = []
+        for c in changes:
             kind = _CMP_METRICS[c.metric][1]
             cls = ("verdict-marked" if c.significant and c.caution else
                    "verdict-worse" if c.significant and c.improved is False else
                    "verdict-better" if c.significant and c.improved else "")
             v = c.shown_verdict
             verdict = f'<span class="{cls}">{e(v)}</span>' if cls else e(v)
-            body.append([c.client, c.scenario, c.title, median_cell(c.baseline, kind),
-                         median_cell(c.current, kind), _fmt_change(c.change),
-                         "—" if c.p_value != c.p_value else f"{c.p_value:.3f}", verdict])
-        parts.append(table(head, body, raw_last=True))
-    else:
+            out.append([c.client, c.scenario, c.title, median_cell(c.baseline, kind),
+                        median_cell(c.current, kind), _fmt_change(c.change),
+                        "—" if c.normalised != c.normalised else _fmt_change(c.normalised),
+                        "—" if c.p_value != c.p_value else f"{c.p_value:.3f}", verdict])
+        return out
+
+    sig = [c for c in cmp.changes if c.significant]
+    rest = [c for c in cmp.changes if not c.significant]
+    parts.append("<h2>Significant changes</h2>")
+    parts.append(table(head, body(sig), raw_last=True) if sig else "<p>(none)</p>")
+    if rest:
+        parts.append(f'<details class="method"><summary>{len(rest)} more compared metrics, '
+                     "no significant change or not tested</summary>"
+                     + table(head, body(rest), raw_last=True) + "</details>")
+    if not cmp.changes:
         parts.append("<p>(nothing in common to compare)</p>")
-    parts.append(f"<p>{e(cmp.summary)}</p>")
     for what, ks in (("only in " + names[0], cmp.only_baseline),
                      ("only in " + names[1], cmp.only_current)):
         if ks:
             parts.append(f"<p>{e(what)}: {e(', '.join(f'{c}/{s}' for c, s in ks))}</p>")
+    ma, mb = dict(settings_rows(_metadata(base))), dict(settings_rows(_metadata(cur)))
+    keys = list(dict.fromkeys([*ma, *mb]))
+    rows = [(k, ma.get(k, "—"), mb.get(k, "—")) for k in keys]
+    classes = ["differs" if a != b and k not in ("date", "took") else "" for k, a, b in rows]
+    parts.append('<details class="method"><summary>Settings side by side (highlighted rows '
+                 "differ)</summary>"
+                 + table(["", names[0], names[1]], rows, cls="meta", row_classes=classes)
+                 + "</details>")
     parts.append('<div class="side">')
     for i, (name, obj) in enumerate(((names[0], base), (names[1], cur))):
         parts.append(f"<div><h2>{e(name)}</h2>" + tables[i]

@@ -11,7 +11,6 @@ from . import _units as U
 from ._baseline import diff
 from ._hdrexport import export_hdr_log, export_histogram
 from ._htmlreport import html_diff_fragment, html_fragment
-from ._machine import machine_change, machine_change_line
 from ._results import load
 from ._resulttables import format_result
 from ._rows import entries
@@ -45,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="ignore relative changes below this (default 2%%)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a significant regression is found")
+    p.add_argument("--all", action="store_true",
+                   help="with --baseline: list every compared metric, not only the "
+                        "significant changes")
     p.add_argument("--export-hdr", metavar="FILE",
                    help="write latency histograms for HdrHistogram tools: an interval "
                         "log with one interval per record, or for a .hgrm path the "
@@ -78,10 +80,7 @@ def cli_main(argv: Sequence[str]) -> int:
                                                 prefix=f"d{len(pages)}-"))
             if len(currents) > 1 and args.format != "json":
                 sys.stdout.write(f"{args.baseline} -> {path}\n\n")
-            sys.stdout.write(cmp.format(args.format))
-            machine = machine_change_line(machine_change(base.metadata, cur.metadata))
-            if machine and args.format != "json":
-                sys.stdout.write(("\n" if args.format == "md" else "") + machine + "\n")
+            sys.stdout.write(cmp.format(args.format, full=args.all))
             if args.fail_on_regression and cmp.regressions:
                 rc = 1
     else:
@@ -144,6 +143,8 @@ def diff_main(argv: Sequence[str]) -> int:
                    help="ignore relative changes below this (default 2%%)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a significant regression is found")
+    p.add_argument("--all", action="store_true",
+                   help="list every compared metric, not only the significant changes")
     p.add_argument("--html", metavar="OUT_HTML",
                    help="also write the two runs side by side as one self-contained HTML page")
     try:
@@ -153,4 +154,5 @@ def diff_main(argv: Sequence[str]) -> int:
     return cli_main([args.current, "--baseline", args.baseline, "--format", args.format,
                      "--alpha", args.alpha, "--min-change", args.min_change,
                      *(["--fail-on-regression"] if args.fail_on_regression else []),
+                     *(["--all"] if args.all else []),
                      *(["--html", args.html] if args.html else [])])

@@ -39,6 +39,7 @@ from typing import Any
 
 from . import _machine, _noise
 from ._adapters import ADAPTERS, adapter_status, is_custom, load_adapter
+from ._features import features
 from ._metadata import system_metadata
 from ._results import MeasureResult, Note, ResultSet
 from ._roundnotes import (
@@ -48,6 +49,7 @@ from ._roundnotes import (
     spread_notes,
 )
 from ._scenarios import Scenario
+from ._stack import transport_stack
 from ._workerproc import (
     WorkerFailed,
     WorkerProc,
@@ -219,6 +221,7 @@ class Runner:
         self.notes: list[Note] = []
         self.skipped: dict[str, str] = {}
         self.versions: dict[str, str | None] = {}
+        self.stacks: dict[str, dict[str, Any]] = {}
         self.failed: set[tuple[str, str]] = set()
         # (client, scenario) pairs whose protocol was not the scenario's: rows dropped
         self.h1_fallback: set[tuple[str, str]] = set()
@@ -351,7 +354,10 @@ class Runner:
                 self.versions[c] = "command: " + " ".join([shutil.which(argv[0]) or argv[0],
                                                            *argv[1:]])
             else:
-                self.versions[c] = load_adapter(name).version()
+                cls = load_adapter(name)
+                self.versions[c] = cls.version()
+                if cls.dist:  # what it imports here, so a diff can name a changed stack
+                    self.stacks[c] = transport_stack(cls.dist)
             ok.append(c)
         return ok
 
@@ -464,6 +470,8 @@ class Runner:
         md = system_metadata()
         md.update({
             "client_versions": self.versions,
+            "client_stacks": self.stacks,
+            "build_features": features(),
             "repeat": self.opt.repeat,
             "n": self.opt.n,
             "scale": self.opt.scale,

@@ -13,8 +13,10 @@ from typing import Any
 from ._noise import summary_line
 from ._results import BenchResult, ResultSet
 from ._rows import is_thin
+from ._stack import stack_differences
 
-__all__ = ["cell_cautions", "noise_notes", "run_metadata", "unlike_settings"]
+__all__ = ["WAKEUP_TOLERANCE", "build_difference", "cell_cautions", "machine_line",
+           "noise_notes", "run_metadata", "stack_causes", "unlike_settings"]
 
 
 def run_metadata(rs: ResultSet) -> dict[str, Any]:
@@ -52,6 +54,22 @@ def _wakeup(v: Any) -> Any:
                      if isinstance(x, (int, float)))
 
 
+def _wakeup_moved(a: Any, b: Any) -> bool:
+    """True when a wake-up cost moved beyond :data:`WAKEUP_TOLERANCE` (28.4 vs 29.0 µs
+    is the same machine calibrated twice)."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return a != b
+    for k in set(a) | set(b):
+        x, y = a.get(k), b.get(k)
+        if not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+            if x != y:
+                return True
+            continue
+        if x > 0 and abs(y / x - 1) > WAKEUP_TOLERANCE:
+            return True
+    return False
+
+
 def _bench_shape(rs: ResultSet) -> Any:
     shapes = {f"-c{r.config.concurrency} -t{r.config.threads}"
               + (f" -R{r.config.rate:g}" if r.config.rate else "")
@@ -79,12 +97,17 @@ _SETTINGS: list[tuple[str, str, Callable[[Any], Any]]] = [
 ]
 # a machine-speed index moves a little between runs on one machine; beyond this it differs
 SPEED_TOLERANCE = 0.05
+# a wake-up round trip calibrated twice on one machine moves by this much
+WAKEUP_TOLERANCE = 0.25
+# settings recorded per scenario: compared on the scenarios both runs have
+_PER_SCENARIO = ("slices", "placement")
 
 
 def unlike_settings(base: ResultSet, cur: ResultSet) -> list[str]:
     """'slices: 8 vs 2' for each setting the two runs do not share (absent on one side
     counts only when the other records it: older results lack the newer keys)."""
     ma, mb = run_metadata(base), run_metadata(cur)
+    common = set(base.scenarios) & set(cur.scenarios)
     out = []
     for label, key, read in _SETTINGS:
         if key not in ma and key not in mb:
@@ -93,9 +116,18 @@ def unlike_settings(base: ResultSet, cur: ResultSet) -> list[str]:
         if a is None or b is None:
             if key in ("wakeup_ns", "placement", "quick") or (a is None and b is None):
                 continue  # not recorded by the older run: nothing to compare
+        if key in _PER_SCENARIO and isinstance(a, dict) and isinstance(b, dict) \
+                and "mode" not in a and "mode" not in b:
+            a = {k: v for k, v in a.items() if k in common}
+            b = {k: v for k, v in b.items() if k in common}
+        if key == "wakeup_ns" and not _wakeup_moved(a, b):
+            continue
         va, vb = read(a), read(b)
         if va != vb:
             out.append(f"{label}: {_show(va)} vs {_show(vb)}")
+    build = build_difference(ma, mb)
+    if build:
+        out.append(build)
     sa, sb = _speed(ma.get("speed_index")), _speed(mb.get("speed_index"))
     if isinstance(sa, (int, float)) and isinstance(sb, (int, float)) and sa > 0:
         if abs(sb / sa - 1) > SPEED_TOLERANCE:
@@ -104,6 +136,54 @@ def unlike_settings(base: ResultSet, cur: ResultSet) -> list[str]:
     if ba and bb and ba != bb:
         out.append(f"load shape: {ba} vs {bb}")
     return out
+
+
+def build_difference(ma: dict[str, Any], mb: dict[str, Any]) -> str:
+    """'build features: http2-server yes vs no, ...' when the two builds of httpbench
+    differ ('' when equal or not recorded): a server with more protocols is a bigger
+    process, every client's peak RSS moves with it."""
+    fa, fb = ma.get("build_features"), mb.get("build_features")
+    if not isinstance(fa, dict) or not isinstance(fb, dict):
+        return ""
+    diffs = [f"{k} {_show(fa.get(k))} vs {_show(fb.get(k))}" for k in sorted(set(fa) | set(fb))
+             if fa.get(k) != fb.get(k)]
+    return "build features: " + ", ".join(diffs) if diffs else ""
+
+
+def stack_causes(base: ResultSet, cur: ResultSet) -> dict[str, str]:
+    """client -> how its transport stack differs between the runs ('urllib3 2.8.0 vs
+    2.9.0; ...'), for the clients whose recorded stacks differ."""
+    sa = run_metadata(base).get("client_stacks") or {}
+    sb = run_metadata(cur).get("client_stacks") or {}
+    out = {}
+    for c in sorted(set(sa) & set(sb)):
+        d = stack_differences(sa[c], sb[c])
+        if d:
+            out[c] = "; ".join(d)
+    return out
+
+
+def machine_line(base: ResultSet, cur: ResultSet) -> str:
+    """'machine: speed index 54.3 -> 55.8 µs/unit (+2.7%); wake-up same-cpu 1.8 -> 1.9
+    µs, cross-cpu 40.0 -> 41.0 µs', or what is unknown: always one line."""
+    ma, mb = run_metadata(base), run_metadata(cur)
+    sa, sb = _speed(ma.get("speed_index")), _speed(mb.get("speed_index"))
+    parts = []
+    if isinstance(sa, (int, float)) and isinstance(sb, (int, float)) and sa > 0:
+        parts.append(f"speed index {sa / 1e3:.1f} -> {sb / 1e3:.1f} µs per unit of work "
+                     f"({sb / sa - 1:+.1%}; + is slower)")
+    else:
+        parts.append("speed index not recorded in "
+                     + ("both runs" if sa is None and sb is None
+                        else "the baseline" if sa is None else "the current run"))
+    wa, wb = ma.get("wakeup_ns"), mb.get("wakeup_ns")
+    if isinstance(wa, dict) and isinstance(wb, dict):
+        bits = [f"{k.replace('_', '-')} {float(wa[k]) / 1e3:.1f} -> {float(wb[k]) / 1e3:.1f} µs"
+                for k in sorted(set(wa) & set(wb))
+                if isinstance(wa[k], (int, float)) and isinstance(wb[k], (int, float))]
+        if bits:
+            parts.append("wake-up " + ", ".join(bits))
+    return "machine: " + "; ".join(parts)
 
 
 def _show(v: Any) -> str:

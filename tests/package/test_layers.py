@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "_features": 0,
     "_machine": 0,
     "_colours": 0,
+    "_stack": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
     "_jsonfields": 1,
     "_resultfile": 1,

@@ -44,8 +44,8 @@ def test_unlike_runs_are_named_above_the_verdicts_and_disturbed_cells_not_counte
     assert rq.verdict == "slower" and rq.caution == ""
     assert cmp.regressions == [rq] and cmp.marked == [py]
     text = cmp.format()
-    assert text.index("Unlike runs") < text.index("client ") < text.index("1 regressions")
-    assert "1 more on disturbed or thin cells, marked '?' and not counted" in text
+    assert text.index("1 regressions") < text.index("Unlike runs") < text.index("client ")
+    assert "1 more marked '?' and not counted" in text
     assert cmp.to_dict()["changes"][0]["caution"] == "disturbed in current"
 
 
@@ -90,9 +90,12 @@ def test_diff_cli_prints_the_notes_first(tmp_path, capsys):
     assert _cli.main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
                       "--fail-on-regression"]) == 0  # the one slower cell is disturbed
     out = capsys.readouterr().out
-    assert out.startswith("Unlike runs: read the verdicts with these in mind\n"
-                          "  * settings differ: repeats: 5 vs 3\n"
-                          "  * settings differ: slices: 8 vs 2\n")
+    # the tally first, then the machine, then what makes the runs unlike
+    assert out.startswith("0 regressions, 0 improvements; 3 more marked '?'")
+    assert ("\nUnlike runs: read the verdicts with these in mind\n"
+            "  * settings differ: repeats: 5 vs 3\n"
+            "  * settings differ: slices: 8 vs 2\n") in out
+    assert "\nmachine: speed index" in out
     assert "slower? (disturbed in current: not counted)" in out
 
 

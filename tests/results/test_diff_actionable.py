@@ -1,0 +1,131 @@
+"""A diff you can act on: two runs of one command show no change outside their noise,
+environment differences (the build's features, a client's transport stack, the
+machine's speed) are named as the cause, the tally comes first and the rest is one
+line unless asked for."""
+
+import random
+
+import httpbench
+from httpbench import _cli
+from httpbench import _results as R
+from httpbench._stack import stack_differences, transport_stack
+from test_results import hist, make_measure
+
+_CLIENTS = {"native": 9, "pycurl": 16, "requests": 440, "httpx": 270, "urllib3": 130}
+_SCENARIOS = ("get-150b", "post-300k-file", "https-get-150b")
+
+
+def _same_command(seed, *, speed=54_000.0, wakeup=28_400, rss=30 << 20, features=None,
+                  stacks=None, cpu_scale=1.0, scenarios=_SCENARIOS, slices=None):
+    """One run of `compare --quick` as the machine gives it: every figure of every round
+    moves by a few percent at random around the same truth."""
+    rng = random.Random(seed)
+    md = {"repeat": 3, "speed_index": {"median": speed}, "wakeup_ns": {"same_cpu": wakeup},
+          "slices": slices or {s: 2 for s in scenarios}, "python": "3.11.7"}
+    if features is not None:
+        md["build_features"] = features
+    if stacks is not None:
+        md["client_stacks"] = stacks
+    rs = R.ResultSet(metadata=md)
+    for sc in scenarios:
+        for rep in range(3):
+            for c, us in _CLIENTS.items():
+                j = lambda: rng.gauss(1.0, 0.04)  # noqa: E731 - one draw per figure
+                # a slower client is slower in every timing figure
+                lat = hist(int(us * 1000 * j() * rng.uniform(0.95, 1.05) * cpu_scale)
+                           for _ in range(100))
+                rs = rs.with_result(c, sc, rep, make_measure(
+                    c, seed=rng.randrange(1 << 30), latency=lat, calls=1000,
+                    wall_ns=int(us * 1.3e6 * j() * cpu_scale),
+                    cpu_user_ns=int(us * 1e6 * j() * cpu_scale),
+                    cpu_sys_ns=0, peak_rss_bytes=int(rss * rng.uniform(0.995, 1.005))))
+    return rs
+
+
+def test_two_runs_of_one_command_show_no_regression_outside_the_noise():
+    for k in range(5):
+        cmp = httpbench.diff(_same_command(2 * k), _same_command(2 * k + 1))
+        assert cmp.regressions == [] and cmp.improvements == [], (k, cmp.summary)
+        assert not [n for n in cmp.notes if n.startswith("settings differ")], cmp.notes
+
+
+def test_a_real_change_is_still_found():
+    cmp = httpbench.diff(_same_command(1), _same_command(2, cpu_scale=1.3))
+    slower = {(c.client, c.scenario) for c in cmp.regressions if c.metric == "cpu_ns_per_request"}
+    assert len(slower) == len(_CLIENTS) * len(_SCENARIOS)
+
+
+def test_different_build_features_are_named_and_explain_peak_rss():
+    full = {"http2-server": True, "http3-server": True, "tls": True}
+    bare = {"http2-server": False, "http3-server": False, "tls": True}
+    cmp = httpbench.diff(_same_command(1, features=full, rss=40 << 20),
+                         _same_command(2, features=bare, rss=30 << 20))
+    assert ("settings differ: build features: http2-server yes vs no, http3-server yes vs no"
+            in cmp.notes)
+    rss = [c for c in cmp.changes if c.metric == "peak_rss_bytes"]
+    assert rss and all(c.verdict == "better" and "the builds differ" in c.caution for c in rss)
+    assert not [c for c in cmp.improvements if c.metric == "peak_rss_bytes"]
+
+
+def test_a_replaced_transport_package_is_named_as_the_cause():
+    plain = {"packages": {"requests": "2.34.2", "urllib3": "2.8.0"}, "replaced": {}}
+    future = {"packages": {"requests": "2.34.2", "urllib3": "2.8.0",
+                           "urllib3-future": "2.12.9"},
+              "replaced": {"urllib3": ["urllib3 2.8.0", "urllib3-future 2.12.9"]}}
+    assert stack_differences(plain, future) == [
+        "urllib3-future 2.12.9 only in current",
+        "urllib3/ installed by urllib3 2.8.0 and urllib3-future 2.12.9 in current "
+        "(one replaced the other's files)"]
+    base = _same_command(1, stacks={"requests": plain})
+    cur = _same_command(2, stacks={"requests": future}, cpu_scale=1.3)
+    cmp = httpbench.diff(base, cur)
+    assert any(n.startswith("transport stack of requests differs: urllib3-future 2.12.9")
+               for n in cmp.notes)
+    req = [c for c in cmp.changes if c.client == "requests" and c.significant]
+    assert req and all("its transport stack differs" in c.caution for c in req)
+    assert not [c for c in cmp.regressions if c.client == "requests"]
+    assert [c for c in cmp.regressions if c.client == "httpx"]  # the others still count
+
+
+def test_transport_stack_of_an_installed_client_lists_its_requirements():
+    import importlib.metadata
+
+    st = transport_stack("requests")
+    assert st["packages"]["requests"] == importlib.metadata.version("requests")
+    assert "urllib3" in st["packages"] and "idna" in st["packages"]
+    assert transport_stack("no-such-distribution-here") == {"packages": {}, "replaced": {}}
+
+
+def test_a_cpu_change_inside_the_machines_speed_change_is_not_counted():
+    cmp = httpbench.diff(_same_command(1), _same_command(2, speed=54_000 * 1.30, cpu_scale=1.3))
+    cpu = [c for c in cmp.changes if c.metric == "cpu_ns_per_request" and c.significant]
+    assert cpu and all("within the machine's speed change (+30.0%)" in c.caution for c in cpu)
+    assert all(abs(c.normalised) < 0.1 for c in cpu)
+    assert not [c for c in cmp.regressions if c.metric == "cpu_ns_per_request"]
+    assert cmp.machine.startswith("machine: speed index 54.0 -> 70.2 µs per unit of work "
+                                  "(+30.0%; + is slower); wake-up same-cpu 28.4 -> 28.4 µs")
+
+
+def test_settings_are_compared_on_shared_scenarios_and_wakeup_with_a_threshold():
+    base = _same_command(1, slices={"get-150b": 2, "download-7m": 8, "post-300k-file": 2,
+                                    "https-get-150b": 2})
+    cur = _same_command(2, wakeup=29_000)
+    notes = httpbench.diff(base, cur).notes
+    assert not [n for n in notes if "slices" in n or "wake-up" in n], notes
+    moved = httpbench.diff(base, _same_command(2, wakeup=40_000)).notes
+    assert "settings differ: wake-up cost: same-cpu 28.4 µs vs same-cpu 40.0 µs" in moved
+
+
+def test_cli_prints_the_tally_first_and_all_rows_only_when_asked(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _same_command(1).save(a)
+    _same_command(2, cpu_scale=1.3).save(b)
+    assert _cli.main(["diff", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("75 regressions, 0 improvements")  # 5 timing metrics x 15 cells
+    assert out.splitlines()[2].startswith("machine: speed index 54.0 -> 54.0")
+    assert "no significant change  " not in out  # the rest is one line
+    assert "more compared metrics:" in out and "(--all lists them)" in out
+    assert _cli.main(["diff", str(a), str(b), "--all"]) == 0
+    full = capsys.readouterr().out
+    assert full.count("no significant change") == 75  # every compared metric listed
