@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ._benchsummary import CONNECTION_ERRORS, summary_fields
 from ._hist import hist_count, hist_percentile, hist_stat, percentile_spectrum
 from ._machine import placement_text, wakeup_text
 from ._results import BenchResult
@@ -78,7 +79,10 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     md = r.metadata
     cfg = r.config
     secs = r.duration_ns / 1e9
-    completed = r.responses + r.errors
+    # a failed connect or TLS handshake sent no request: counted apart from requests
+    conn_errs = {k: v for k, v in r.error_counts.items() if k in CONNECTION_ERRORS and v}
+    req_errs = {k: v for k, v in r.error_counts.items() if k not in CONNECTION_ERRORS and v}
+    completed = r.responses + sum(req_errs.values())
     lines = []
     w = 24
 
@@ -124,11 +128,16 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
        + ("  (INTERRUPTED)" if r.interrupted else "") + stopped)
     # with no response at all a per-request figure would only divide failures: "–"
     answered = r.responses > 0
-    kv("Complete requests", completed if answered else f"0 (no response; {completed} failed)")
-    kv("Failed requests", r.errors)
-    if r.errors:
-        parts = [f"{k.capitalize()}: {v}" for k, v in r.error_counts.items() if v]
-        lines.append("   (" + ", ".join(parts) + ")")
+    kv("Complete requests", completed if answered else
+       f"0 (no response; {completed} failed)" if completed else "0 (no request sent)")
+    kv("Failed requests", sum(req_errs.values()))
+    if req_errs:
+        lines.append("   (" + ", ".join(f"{k.capitalize()}: {v}" for k, v in req_errs.items())
+                     + ")")
+    if conn_errs:
+        kv("Failed connections", f"{sum(conn_errs.values())} ("
+           + ", ".join(f"{k.capitalize()}: {v}" for k, v in conn_errs.items())
+           + "; no request sent on them)")
     kv("Non-2xx responses", r.non_2xx)
     if r.non_2xx:
         codes = ", ".join(f"{k}: {v}" for k, v in sorted(r.status_counts.items())
@@ -160,6 +169,10 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     if cfg.rate:
         lines += _rate_lines(r, w)
     kv("Requests per second", f"{r.rps:.2f} [#/sec] (mean, 2xx only)")
+    sd = summary_fields(r)["rps_stdev"]
+    if sd is not None:
+        kv("Req/s stdev", f"{sd:,.0f} between the run's whole seconds"
+                          + (f" ({sd / r.rps:.1%} of the mean)" if r.rps else ""))
     if r.failures:
         kv("Failures per second", f"{r.error_rps:.2f} [#/sec] (errors + non-2xx)")
     if cfg.rate:

@@ -156,8 +156,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="event-loop threads (default 1)")
     p.add_argument("-d", "--duration", metavar="D",
                    help="run length, e.g. 10s, 500ms, 2min (default 10s without -n)")
-    p.add_argument("-R", "--rate", type=float, metavar="RPS",
-                   help="constant rate in requests/s (coordinated-omission corrected)")
+    p.add_argument("-R", "--rate", type=_rate_arg, metavar="RPS",
+                   help="constant rate in requests/s, e.g. 500 or 2k (coordinated-omission "
+                        "corrected)")
     ka = p.add_mutually_exclusive_group()
     ka.add_argument("-k", "--keepalive", dest="keepalive", action="store_true", default=True,
                     help="reuse connections (the default)")
@@ -186,7 +187,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", metavar="D", default="0",
                    help="warm-up period not recorded, e.g. 2s")
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
-    p.add_argument("--json", metavar="FILE", help="also save the result as JSON")
+    p.add_argument("--json", metavar="FILE",
+                   help="also save the result as JSON (its summary: rps, latency percentiles "
+                        "in ns, errors, bytes, CPU, connections, a per-second timeline); '-' "
+                        "writes it to stdout and the report to stderr")
     p.add_argument("--threshold", action="append", default=[], metavar="EXPR",
                    help="fail (exit 1) unless EXPR holds, e.g. 'p99<2ms', 'errors<1%%', "
                         "'non_2xx=0', 'rps>5000' (repeatable; metrics as in assert_budget)")
@@ -284,7 +288,46 @@ def _write_csv(path: str, result: BenchResult) -> None:
         f.write("\n".join(rows) + "\n")
 
 
+def _rate_arg(text: str) -> float:
+    """-R's value: a number of requests/s, with k/M suffixes as budgets take them."""
+    from ._units import parse_count
+
+    try:
+        return parse_count(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid rate {text!r}: a number of requests/s such as 500 or 2k") from None
+
+
+def tls_verify_failure(url: str, ca_file: str | None, timeout: float) -> str | None:
+    """One TLS handshake with ``url``'s server, verified as the run would verify it: the
+    reason and how to trust the server when verification fails, else None (also when the
+    server cannot be reached: the run reports that itself)."""
+    import socket
+    import ssl
+
+    t = parse_url(url)
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        return f"--ca-file {ca_file}: cannot load it ({exc})"
+    try:
+        with socket.create_connection((t.host, t.port), timeout=timeout) as sock, \
+                ctx.wrap_socket(sock, server_hostname=t.host):
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        why = exc.verify_message or str(exc)
+    except (OSError, ValueError):
+        return None
+    return (f"TLS verification of {t.host}:{t.port} failed ({why}); nothing was sent. Trust "
+            "the server with --ca-file PATH (its CA certificate in PEM; `httpbench serve` "
+            "prints the path of its own) or skip verification with --insecure")
+
+
 def _save_json(path: str, result: BenchResult) -> bool:
+    if path == "-":
+        sys.stdout.write(result.to_json(indent=1) + "\n")
+        return True
     try:
         result.save(path)
     except OSError as exc:
@@ -345,7 +388,7 @@ def cli_main(argv: list[str]) -> int:
             a.method = "HEAD"
         limits = _parse_thresholds(a.threshold)
         for flag, path in (("--json", a.json), ("-e", a.csv)):
-            if path is not None:
+            if path is not None and path != "-":
                 _writable(path, flag)
         try:
             parse_url(a.url)
@@ -401,6 +444,12 @@ def cli_main(argv: list[str]) -> int:
                 with open(a.post_file, "rb") as f:
                     kw["body"] = f.read()  # HTTP/2 and HTTP/3 send the body from memory
             kw.update(streams=streams, **({"http3": True} if a.h3 else {"http2": True}))
+        if a.url.lower().startswith("https://") and not a.insecure and not a.h3 \
+                and cluster is None:
+            bad = tls_verify_failure(a.url, a.ca_file, min(timeout or 5.0, 5.0))
+            if bad:
+                sys.stderr.write(f"httpbench: {bad}\n")
+                return 1
         try:
             result = bench(a.url, **kw)
         except (ValueError, TypeError) as exc:
@@ -415,7 +464,8 @@ def cli_main(argv: list[str]) -> int:
     if show:
         sys.stderr.write("\r\x1b[2K")
         sys.stderr.flush()
-    sys.stdout.write(format_report(result, latency=a.latency))
+    # --json -: stdout is the JSON document alone (for jq and the like); the report on stderr
+    (sys.stderr if a.json == "-" else sys.stdout).write(format_report(result, latency=a.latency))
     if result.workers and idle_workers(result):
         sys.stderr.write(f"httpbench: warning: {idle_note(result)}\n")
     if a.json and not _save_json(a.json, result):

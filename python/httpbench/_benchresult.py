@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._benchsummary import summary_fields
 from ._hist import is_histogram, percentiles
 from ._jsonfields import (
     as_dict,
@@ -432,6 +433,8 @@ class BenchResult(ResultBase):
         for name in _BENCH_OPTIONAL:
             if d.get(name) is None:
                 d.pop(name, None)
+        # the headline numbers as plain fields for tools (derived; ignored on load)
+        d["summary"] = summary_fields(self)
         return d
 
     def _field_to_json(self, name: str, v: Any) -> Any:

@@ -265,8 +265,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", help="output directory (default ./httpbench-results/<timestamp>/)")
     ap.add_argument("--no-out", action="store_true", help="write no files")
     ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
-    ap.add_argument("--json", action="store_true",
-                    help="print the results JSON on stdout instead of the tables")
+    ap.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                    help="the results JSON: on stdout instead of the tables (no FILE or '-'), "
+                         "or also written to FILE")
     ap.add_argument("--command", action="append", default=[], metavar="NAME=ARGV",
                     help="add a process-level client running ARGV per request, e.g. "
                          "'wget=wget -q -O {out} {url}' (placeholders {url} {out} {ca_file} "
@@ -503,7 +504,13 @@ def cli_main(argv: list[str]) -> int:
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
     if progress:
         progress.summary()
-    if args.json:
+    if args.json and args.json != "-":
+        try:
+            rs.save(args.json)
+        except OSError as exc:
+            sys.stderr.write(f"httpbench compare: cannot write {args.json}: {exc.strerror}\n")
+            return 1
+    if args.json == "-":
         sys.stdout.write(rs.to_json(indent=1) + "\n")
     else:
         sys.stdout.write(format_tables(rs))

@@ -243,7 +243,7 @@ def test_cli_unreachable():
     p = _cli("http://127.0.0.1:9/", "-n", "3")
     assert p.returncode == 1
     assert "every request failed" in p.stderr and "Traceback" not in p.stderr
-    assert "Failed requests:        3" in p.stdout
+    assert "Failed connections:     3" in p.stdout
     p = _cli("http://no-such-host.invalid/", "-n", "1")
     assert p.returncode == 1 and "cannot resolve" in p.stderr and "Traceback" not in p.stderr
 

@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "_jsonfields": 1,
     "_resultfile": 1,
     "_record": 1,
+    "_benchsummary": 1,
     "_benchresult": 1,
     "_measureresult": 1,
     "_results": 1,

@@ -38,7 +38,7 @@ def test_real_bench_dataframe_table_plot(real_bench):
     assert "| 0 |" in r.summary("md")  # no errors column value
     fig = r.plot(kind="percentiles")
     (line,) = fig.axes[0].get_lines()
-    unit = fig.axes[0].get_ylabel().split("(")[1].rstrip(")")
+    unit = fig.axes[0].get_ylabel().split("(")[1].rstrip(")").split(",")[0]
     assert line.get_ydata()[-1] == pytest.approx(r.latency.max / U.DURATION_UNITS[unit])
     assert "<svg" in r._repr_mimebundle_()["text/html"]
 
