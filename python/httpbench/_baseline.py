@@ -485,6 +485,7 @@ def compare_metrics(
     tolerance: float,
     bounded: bool = False,
     instructions_tolerance: float | None = None,
+    noise: Mapping[str, float] | None = None,
 ) -> list[CompareRow]:
     """Compare ``current`` metrics with ``baseline`` ones (both from :func:`result_metrics`).
 
@@ -495,7 +496,9 @@ def compare_metrics(
     (:data:`DETERMINISTIC_COMPARED`) are compared with a small fixed slack,
     whatever the tolerance; ``requests`` only when the run had a fixed count
     (``bounded``); ``instructions_tolerance`` replaces the instruction count's
-    default 1 %. A metric missing on either side is not compared.
+    default 1 %. ``noise``: a timing metric's run-to-run noise measured for this test
+    (relative); a change within it is not a verdict, whatever the tolerance. A metric
+    missing on either side is not compared.
     """
     rows = []
     for name in TIMING_COMPARED.get(kind, ()):
@@ -504,14 +507,18 @@ def compare_metrics(
         m = METRICS[name]
         base, cur = float(baseline[name]), float(current[name])
         expected = base * scale if m.upper else base / scale
+        noisy = float((noise or {}).get(name) or 0.0)
+        tol = max(tolerance, noisy)
         if m.upper:
-            worse = cur > expected * (1 + tolerance)
-            better = cur < expected / (1 + tolerance)
+            worse = cur > expected * (1 + tol)
+            better = cur < expected / (1 + tol)
         else:
-            worse = cur < expected / (1 + tolerance)
-            better = cur > expected * (1 + tolerance)
+            worse = cur < expected / (1 + tol)
+            better = cur > expected * (1 + tol)
         verdict = "slower" if worse else "faster" if better else "ok"
-        rows.append(CompareRow(m, base, expected, cur, f"±{tolerance * 100:g}%", verdict))
+        band = f"{tol * 100:,.0f}" if tol >= 1 else f"{round(tol * 100, 1):g}"
+        allowed = f"±{band}%" + (" (noise)" if noisy > tolerance else "")
+        rows.append(CompareRow(m, base, expected, cur, allowed, verdict))
     for name, (rel, absolute) in DETERMINISTIC_COMPARED.items():
         if name not in baseline or name not in current or (name == "requests" and not bounded):
             continue
@@ -577,6 +584,8 @@ class BaselineRegression(AssertionError):
     ``detail`` is appended to the message (the per-function movers).
     """
 
+    __module__ = "httpbench"  # as users import it (and as pytest names it in a failure)
+
     def __init__(self, rows: list[CompareRow], *, key: str, scale: float,
                  fail_faster: bool = False, detail: str = "") -> None:
         self.rows = list(rows)
@@ -601,3 +610,9 @@ class BaselineRegression(AssertionError):
             + format_compare_table(self.rows)
             + ("\n" + detail if detail else "")
         )
+
+
+def __tracebackhide__(excinfo: Any) -> bool:
+    """pytest leaves this module's frames out of a failure's traceback when the error is
+    a baseline regression (the test's line is the one to read)."""
+    return bool(excinfo.errisinstance(BaselineRegression))

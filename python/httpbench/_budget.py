@@ -128,6 +128,8 @@ def metric_names() -> list[str]:
 class BudgetError(ValueError):
     """A malformed budget: unknown metric, bad value or unit."""
 
+    __module__ = "httpbench"  # as users import it (and as pytest names it)
+
 
 def resolve_metric(name: str) -> Metric:
     """The :class:`Metric` called ``name`` (or an alias of it); :class:`BudgetError` if unknown."""
@@ -449,3 +451,9 @@ def assert_budget(result: Any, **budget: Any) -> list[Row]:
 
 # Shown as httpbench.BudgetExceeded in tracebacks: the public name users import.
 BudgetExceeded.__module__ = "httpbench"
+
+
+def __tracebackhide__(excinfo: Any) -> bool:
+    """pytest leaves this module's frames out of a failure's traceback when the error is
+    the budget's own (the test's line is the one to read)."""
+    return bool(excinfo.errisinstance((BudgetError, BudgetExceeded)))

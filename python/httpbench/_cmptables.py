@@ -74,6 +74,9 @@ def _cmp_cell(key: str, row: dict[str, Any], scale: float = 1.0) -> str:
 def caption(rows: list[dict[str, Any]], md: dict[str, Any], scenario: str) -> str:
     """What a scenario's cells rest on: repeats, slices and what the ± means."""
     reps = max(r["repeats"] for r in rows)
+    if reps < 2:
+        return ("one run per row: no repeats, no confidence interval"
+                + ("; thin: too few repeats or requests" if any(r["thin"] for r in rows) else ""))
     cov = max((r["ci_coverage"] for r in rows if r["repeats"] == reps), default=0.0)
     k = int((md.get("slices") or {}).get(scenario) or 1)
     sliced = f", each taken in {k} slices" if k > 1 else ""

@@ -313,6 +313,9 @@ def verdict_section(obj: Any) -> str:
 
 
 def _title(obj: Any) -> str:
+    if isinstance(obj, ResultSet) and str(obj.metadata.get("source") or "").startswith("pytest"):
+        n = len(obj.results)
+        return f"httpbench pytest baseline: {n} measurement{'s' if n != 1 else ''}"
     if isinstance(obj, ResultSet):
         clients = len(obj.clients)
         return (f"httpbench compare: {clients} client{'s' if clients != 1 else ''}, "

@@ -62,6 +62,9 @@ def html_tables(obj: Any) -> str:
             cells = cell_rows(obj, sc)  # measured cells: compare's own table, notes and all
             if cells:
                 cap, grid = caption(cells, obj.metadata, sc), compare_table(cells, "html")
+                loads = [r for r in srows if r["kind"] == "bench"]
+                if loads:  # load tests beside measured calls (a pytest baseline holds both)
+                    grid += "<p>load tests:</p>" + _html_table(loads, _BENCH_COLS)
             else:
                 cap = (f"medians of {nrep} repeats ± half the range" if nrep > 1
                        else "one repeat")
@@ -69,10 +72,13 @@ def html_tables(obj: Any) -> str:
             name = sc if sc.strip("-") else str(obj.metadata.get("source") or "results")
             where = "".join(f'<p class="caption">{e(ln.strip())}</p>'
                             for ln in placement_lines(obj.metadata, sc))
+            # what the figures rest on, folded under the table: the verdict comes first
             parts.append(f"<h3>{e(name)}</h3>"
-                         + (f'<p class="caption">{e(desc)} ({e(cap)})</p>' if desc else
-                            f'<p class="caption">{e(cap)}</p>')
-                         + where + scroll(grid))
+                         + (f'<p class="caption">{e(desc)}</p>' if desc else "")
+                         + scroll(grid)
+                         + '<details class="method"><summary>method: repeats, interval, '
+                           f'placement</summary><p class="caption">{e(cap)}</p>{where}'
+                           "</details>")
         if obj.notes:
             seen: dict[tuple[str, str, str], list[Any]] = {}
             for n in obj.notes:

@@ -6,6 +6,8 @@ The fixtures themselves are declared in ``plugin`` (pytest collects them from th
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +107,9 @@ class Httpbench:
         self._node = request.node
         self._session = _session(request.config)
         self.results: list[Any] = []
+
+    def __repr__(self) -> str:  # shown as the fixture's value in a failure's traceback
+        return f"<httpbench fixture of {self._node.nodeid}>"
 
     def url(self, path: str = "/", tls: bool = False) -> str:
         """Full URL of ``path`` on the session's server (HTTPS with ``tls=True``)."""
@@ -274,27 +279,34 @@ class Httpbench:
             both_bounded = bounded and bool(entry.get("bounded", False))
             scale = s.scale_for(entry, cal)
             rec.machine = scale - 1.0 if scale != 1.0 else None
+            rec.scale = scale
 
-            def compare() -> list[Any]:
-                return compare_metrics(entry["metrics"], metrics, kind=kind, scale=scale,
+            def compare(current: dict[str, float]) -> list[Any]:
+                return compare_metrics(entry["metrics"], current, kind=kind, scale=scale,
                                        tolerance=tol, bounded=both_bounded,
                                        instructions_tolerance=s.instructions_tolerance)
 
-            rows = compare()
-            # Timing noise: re-run while a timing metric looks slower, keeping the best of each
-            # (every run's timings brought to the first run's calibration).
-            while rec.runs < repeats and any(r.verdict == "slower" and not r.metric.deterministic
+            rows = compare(metrics)
+            # Timing noise: while a timing metric looks slower or faster, run again (every
+            # run's timings brought to the first run's calibration). A regression must hold
+            # in the best run, an improvement in the worst: a change within the runs' own
+            # spread is no verdict.
+            runs = {m: [v] for m, v in metrics.items()
+                    if not _is_deterministic(m) and m != "requests"}
+            while rec.runs < repeats and any(r.verdict != "ok" and not r.metric.deterministic
                                              for r in rows):
                 again, cal_i = s.calibrated(run)
                 rec.runs += 1
                 adjust = (cal / cal_i) if cal and cal_i else 1.0
                 for m, v in result_metrics(again).items():
-                    if m in metrics and not _is_deterministic(m) and m != "requests":
-                        if _upper(m):
-                            metrics[m] = min(metrics[m], v * adjust)
-                        else:
-                            metrics[m] = max(metrics[m], v / adjust)
-                rows = compare()
+                    if m in runs:
+                        runs[m].append(v * adjust if _upper(m) else v / adjust)
+                best = {**metrics, **{m: (min(v) if _upper(m) else max(v)) for m, v in runs.items()}}
+                worst = {**metrics, **{m: (max(v) if _upper(m) else min(v)) for m, v in runs.items()}}
+                rows = _held(compare(best), compare(worst))
+            if rec.runs > 1:
+                rec.noise = {m: (max(v) - min(v)) / 2 / abs(statistics.median(v))
+                             for m, v in runs.items() if statistics.median(v)}
             rec.compare_rows = rows
             rec.regressed = [r.metric.name for r in rows if r.verdict == "slower"]
             rec.improved = [r.metric.name for r in rows if r.verdict == "faster"]
@@ -309,6 +321,20 @@ class Httpbench:
         if error is not None:
             raise error
         return result
+
+
+def _held(best: list[Any], worst: list[Any]) -> list[Any]:
+    """Per metric: 'slower' as the best run says it, else 'faster' as the worst run says
+    it, else the best run's row with verdict ok."""
+    out = []
+    for b, w in zip(best, worst, strict=True):
+        if b.verdict == "slower":
+            out.append(b)
+        elif w.verdict == "faster":
+            out.append(w)
+        else:
+            out.append(dataclasses.replace(b, verdict="ok"))
+    return out
 
 
 def _functions_of(result: Any) -> dict[str, float]:

@@ -130,6 +130,10 @@ class Record:
     outcome: str = "passed"
     # how much slower the machine ran than when the baseline was saved (calibration ratio - 1)
     machine: float | None = None
+    # timing metric -> run-to-run noise measured for this test when it ran again: half
+    # the range of its runs relative to their median
+    noise: dict[str, float] = field(default_factory=dict)
+    scale: float | None = None  # the calibration factor the comparison applied
     speed_ns: float | None = None  # the mean calibration run around it (the speed index)
 
     def verdict(self, fail_faster: bool, comparing: bool) -> str:
@@ -148,6 +152,23 @@ class Record:
         if self.outcome == "skipped":
             head = "SKIP"
         return head + (" (" + "; ".join(parts) + ")" if parts else "")
+
+    def evidence(self) -> str:
+        """' [p50 +4.1% (band ±10%, 3 runs ±6.0%); calibration ×1.062]': each timing
+        metric's change against the baseline once the calibration factor is applied, the
+        band it must leave to count, and, when the test ran again, the runs' spread (a
+        verdict must hold in every run)."""
+        timing = [r for r in self.compare_rows if not r.metric.deterministic]
+        if not timing:
+            return ""
+        bits = []
+        for r in timing:
+            bit = f"{r.metric.name} {r.change} (band {r.allowed}"
+            if r.metric.name in self.noise:
+                bit += f", {self.runs} runs ±{self.noise[r.metric.name] * 100:.1f}%"
+            bits.append(bit + ")")
+        scale = f"; calibration ×{self.scale:.3f}" if self.scale is not None else ""
+        return " [" + ", ".join(bits) + scale + "]"
 
     def summary_figures(self) -> str:
         """Headline figures of the measurement, in readable units."""
@@ -172,11 +193,12 @@ class Record:
             "key": self.key, "nodeid": self.nodeid, "name": self.name, "kind": self.kind,
             "metrics": self.metrics, "bounded": self.bounded, "calibration": self.calibration,
             "functions": self.functions, "runs": self.runs, "outcome": self.outcome,
-            "verdict": self.verdict(fail_faster, comparing),
+            "verdict": self.verdict(fail_faster, comparing), "evidence": self.evidence(),
             "figures": self.summary_figures(),
             "budget_failed": self.budget_failed, "regressed": self.regressed,
             "improved": self.improved, "has_baseline": self.has_baseline,
             "machine_change": self.machine, "speed_ns": self.speed_ns,
+            "noise": self.noise, "calibration_scale": self.scale,
             "result": None if self.result is None else self.result.to_dict(),
         }
 
@@ -231,6 +253,12 @@ class HttpbenchSession:
             raise pytest.UsageError("--httpbench-repeats must be at least 1")
         if self.fail_faster and not self.compare_path:
             raise pytest.UsageError("--httpbench-fail-faster needs --httpbench-compare=PATH")
+        for flag, path in (("--httpbench-save", self.save_path),
+                           ("--httpbench-json", self.json_path)):
+            where = os.path.dirname(os.path.abspath(path)) if path else ""
+            if path and not os.path.isdir(where):
+                raise pytest.UsageError(f"{flag}={path}: no such directory {where} "
+                                        "(create it first)")
         self.is_worker = hasattr(config, "workerinput")  # a pytest-xdist worker
         self.baseline: Baseline | None = None
         if self.compare_path:
@@ -333,7 +361,6 @@ class HttpbenchSession:
         }
         path = self.save_path
         assert path is not None
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         _results.save(_results.ResultSet(results=results, metadata=meta), path)
 
     def write_json(self) -> None:
@@ -342,7 +369,6 @@ class HttpbenchSession:
                "tolerance": self.tolerance, "baseline": self.compare_path,
                "measurements": [{k: v for k, v in r.items() if k != "result"}
                                 for r in self._all_records_json()]}
-        os.makedirs(os.path.dirname(os.path.abspath(self.json_path)), exist_ok=True)
         with open(self.json_path, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1, allow_nan=False, default=str)
 

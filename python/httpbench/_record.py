@@ -143,6 +143,7 @@ class ResultBase(RecordBase):
 
     def assert_budget(self, **budget: Any) -> list[Any]:
         """Raise ``httpbench.BudgetExceeded`` unless every limit holds (see ``httpbench._budget``)."""
+        __tracebackhide__ = True  # a failure points at the test's call
         from ._budget import assert_budget
 
         return assert_budget(self, **budget)

@@ -14,13 +14,14 @@ from typing import Any
 
 from . import _units as U
 from ._abreport import ab_report
-from ._cmptables import caption, compare_table, skip_lines
+from ._cmptables import caption, compare_table, format_tables, skip_lines
 from ._hist import hist_stat
 from ._machine import placement_lines, speed_line
 from ._results import BenchResult, MeasureResult, ResultSet
 from ._rows import DATAFRAME_COLUMNS, cell_rows, isnan, result_rows
 from ._stats import median_ci
 from ._tables import column_unit, median_cell, median_ci_cell, render_table
+from ._verdict import is_compare_run
 
 __all__ = [
     "format_result",
@@ -137,6 +138,9 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
         if cells:
             title, ci = name, caption(cells, rs.metadata, sc) + "\n\n"
             grid = compare_table(cells, fmt)
+            loads = [r for r in srows if r["kind"] == "bench"]
+            if loads:  # load tests beside measured calls (a pytest baseline holds both)
+                grid += "\n\nload tests:\n" + _group_table(loads, fmt, _BENCH_COLS)
         else:
             cov = median_ci(range(nrep))[2]
             title = name + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
@@ -219,6 +223,8 @@ def format_result(obj: Any, fmt: str = "text") -> str:
                  for k, v in r.items()} for r in result_rows(obj)]
         return json.dumps(rows, indent=1, allow_nan=False, default=str) + "\n"  # NaN -> null
     if isinstance(obj, ResultSet):
+        if fmt == "text" and is_compare_run(obj):
+            return format_tables(obj)  # all that compare printed, verdict first
         return format_resultset(obj, fmt)
     if isinstance(obj, BenchResult):
         return ab_report(obj) if fmt == "text" else _group_table(result_rows(obj), fmt,

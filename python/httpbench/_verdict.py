@@ -19,7 +19,8 @@ from . import _units as U
 from ._results import ResultSet
 from ._rows import cell_rows
 
-__all__ = ["PRIMARY", "Standing", "Verdict", "primary_metric", "verdict", "verdicts"]
+__all__ = ["PRIMARY", "Standing", "Verdict", "is_compare_run", "primary_metric", "verdict",
+           "verdicts"]
 
 # row key -> (name in prose, higher is better, short name)
 PRIMARY: dict[str, tuple[str, bool, str]] = {
@@ -191,9 +192,19 @@ def _count(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else U.format_count(v, 3)
 
 
+def is_compare_run(rs: ResultSet) -> bool:
+    """True for a compare run (its scenarios defined in its metadata): its rows are rival
+    clients. A pytest baseline's rows are different tests, never ranked."""
+    md = rs.metadata
+    return md.get("source") is None and isinstance(md.get("scenarios"), dict) \
+        and bool(md["scenarios"])
+
+
 def verdicts(rs: ResultSet) -> list[Verdict]:
     """One :class:`Verdict` per scenario of a compare run that has measured rows, in the
-    run's scenario order."""
+    run's scenario order; none for other sets (see :func:`is_compare_run`)."""
+    if not is_compare_run(rs):
+        return []
     md = rs.metadata
     order = list(md.get("scenario_order") or rs.scenarios)
     order += [s for s in rs.scenarios if s not in order]

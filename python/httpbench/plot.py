@@ -37,7 +37,7 @@ from ._colours import client_colour
 from ._hist import hist_count, percentile_spectrum
 from ._results import BenchResult, MeasureResult, ResultSet
 from ._rows import as_set, cell_rows, entries, result_rows
-from ._verdict import PRIMARY, format_value, verdicts
+from ._verdict import PRIMARY, format_value, is_compare_run, verdicts
 
 __all__ = [
     "KINDS",
@@ -789,7 +789,8 @@ def figure_svg(fig: Any) -> str:
 def _applicable(obj: Any) -> list[str]:
     recs = [r for *_, r in entries(obj)]
     kinds = ["percentiles", "cdf"]
-    if isinstance(obj, ResultSet) and any(isinstance(r, MeasureResult) for r in recs):
+    if isinstance(obj, ResultSet) and is_compare_run(obj) \
+            and any(isinstance(r, MeasureResult) for r in recs):
         kinds = ["ratios", "rates", *kinds]  # the verdict first; no log-scale bars
     elif any(isinstance(r, MeasureResult) for r in recs) or isinstance(obj, ResultSet):
         kinds.append("bars")

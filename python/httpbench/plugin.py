@@ -222,7 +222,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.write_sep("=", "httpbench")
     width = max(len(r["key"]) for r in recs)
     for r in recs:
-        tr.write_line(f"{r['key'].ljust(width)}  {r['figures']}  {r['verdict']}")
+        tr.write_line(f"{r['key'].ljust(width)}  {r['figures']}  {r['verdict']}"
+                      f"{r.get('evidence', '')}")
     change = s.machine_change()
     if change is not None and abs(change) > DRIFT_LIMIT:
         tr.write_line(f"httpbench: machine {abs(change):.0%} "

@@ -185,7 +185,9 @@ def test_save_then_compare_passes(pytester, tmp_path):
     res.assert_outcomes(passed=2)
     res.stdout.fnmatch_lines([f"httpbench: comparing with {base} (tolerance 1000%, repeats 3)"])
     for ln in summary_lines(res):
-        assert ln.rstrip().endswith("PASS"), ln
+        # the verdict with its evidence: each timing change, its band, the calibration factor
+        assert re.search(r"  PASS \[p50 [+-][0-9.]+% \(band ±1,000%\).*; calibration ×[0-9.]+\]$",
+                         ln.rstrip()), ln
 
 
 @pytest.mark.slow
