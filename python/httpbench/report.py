@@ -4,6 +4,11 @@ display, progress bars and the ``httpbench report`` / ``httpbench diff`` command
 
 Every number in a DataFrame or a JSON report is in base units (ns, bytes, per
 second); text and Markdown tables choose readable units (see ``_units``).
+
+This module is the public face; each job lives in its own module: tables and
+DataFrames in ``_resulttables``, the ab-style report in ``_abreport``, HTML and
+Jupyter in ``_htmlreport``, progress bars in ``_progress``, the commands in
+``_reportcli``.
 """
 
 from __future__ import annotations
