@@ -36,8 +36,6 @@ from ._rows import entries, result_rows
 
 __all__ = [
     "KINDS",
-    "applicable_kinds",
-    "figure_class",
     "figure_svg",
     "plot",
     "plot_bars",
@@ -108,6 +106,7 @@ def _short_labels(pairs: Sequence[tuple[str, Any]]) -> list[str]:
 _FIGURE_CLASS: Any = None
 
 
+# figure_class and applicable_kinds serve the HTML report too; not in __all__, not documented
 def figure_class() -> Any:
     """A Figure subclass that shows itself in Jupyter without pyplot (``_repr_png_``);
     ImportError naming the pip command when matplotlib is not installed."""
