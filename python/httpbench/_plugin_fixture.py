@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ._plugin_session import BUDGET_KEY, MARKER_KEY, Record, _session
+from ._plugin_session import BUDGET_KEY, MARKER_KEY, Record, session_of
 
 __all__ = ["Httpbench", "HttpbenchServer"]
 
@@ -105,7 +105,7 @@ class Httpbench:
         self.server = server
         self._request = request
         self._node = request.node
-        self._session = _session(request.config)
+        self._session = session_of(request.config)
         self.results: list[Any] = []
 
     def __repr__(self) -> str:  # shown as the fixture's value in a failure's traceback

@@ -24,8 +24,12 @@ from ._tables import column_unit, median_cell, median_ci_cell, render_table
 from ._verdict import is_compare_run
 
 __all__ = [
+    "BENCH_COLS",
+    "MEASURE_COLS",
     "format_result",
     "format_resultset",
+    "group_table",
+    "measure_rows",
     "to_dataframe",
 ]
 
@@ -56,7 +60,7 @@ def to_dataframe(obj: Any) -> Any:
 
 
 # (column title, row key, kind) for the compare tables; kind picks units.
-_MEASURE_COLS = [
+MEASURE_COLS = [
     ("req/s", "rps", "rate"),
     ("p50", "p50_ns", "duration"),
     ("p99", "p99_ns", "duration"),
@@ -70,7 +74,7 @@ _MEASURE_COLS = [
     ("instr/req", "instructions_per_request", "count"),
     ("syscalls/req", "syscalls_per_request", "count"),
 ]
-_BENCH_COLS = [
+BENCH_COLS = [
     ("req/s", "rps", "rate"),
     ("p50", "p50_ns", "duration"),
     ("p99", "p99_ns", "duration"),
@@ -116,8 +120,10 @@ def _align(headers: Sequence[str], has_notes: bool) -> str:
     return "l" + "r" * (len(headers) - 2) + ("l" if has_notes else "r")
 
 
-def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str, str]],
-                 first: str = "client") -> str:
+def group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str, str]],
+                first: str = "client") -> str:
+    """``rows`` as one table in ``fmt`` (text, md, html): a row per ``first``, repeats
+    grouped into medians ± half range."""
     headers, cells, has_notes = _group_cells(rows, cols, first)
     return render_table(headers, cells, fmt, align=_align(headers, has_notes))
 
@@ -140,13 +146,13 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
             grid = compare_table(cells, fmt)
             loads = [r for r in srows if r["kind"] == "bench"]
             if loads:  # load tests beside measured calls (a pytest baseline holds both)
-                grid += "\n\nload tests:\n" + _group_table(loads, fmt, _BENCH_COLS)
+                grid += "\n\nload tests:\n" + group_table(loads, fmt, BENCH_COLS)
         else:
             cov = median_ci(range(nrep))[2]
             title = name + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
             ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
                   "of the median\n\n" if nrep > 1 else "")
-            grid = _group_table(srows, fmt, _BENCH_COLS)
+            grid = group_table(srows, fmt, BENCH_COLS)
         spec = (rs.metadata.get("scenarios") or {}).get(sc) or {}
         if spec.get("protocol") == "h2":
             title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "
@@ -169,7 +175,7 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _measure_rows(r: MeasureResult) -> list[list[str]]:
+def measure_rows(r: MeasureResult) -> list[list[str]]:
     rows: list[list[str]] = [
         ["calls", U.format_count(r.calls)],
         ["wall time", U.format_duration(r.wall_ns)],
@@ -210,7 +216,7 @@ def _measure_rows(r: MeasureResult) -> list[list[str]]:
 
 def _measure_table(r: MeasureResult, fmt: str) -> str:
     title = f"measure: {r.label}"
-    body = render_table(["metric", "value"], _measure_rows(r), fmt, align="lr")
+    body = render_table(["metric", "value"], measure_rows(r), fmt, align="lr")
     return (f"**{title}**\n\n" if fmt == "md" else f"{title}\n") + body + "\n"
 
 
@@ -227,11 +233,11 @@ def format_result(obj: Any, fmt: str = "text") -> str:
             return format_tables(obj)  # all that compare printed, verdict first
         return format_resultset(obj, fmt)
     if isinstance(obj, BenchResult):
-        return ab_report(obj) if fmt == "text" else _group_table(result_rows(obj), fmt,
-                                                                 _BENCH_COLS) + "\n"
+        return ab_report(obj) if fmt == "text" else group_table(result_rows(obj), fmt,
+                                                                 BENCH_COLS) + "\n"
     if isinstance(obj, MeasureResult):
         return _measure_table(obj, fmt)
     rows = result_rows(obj)  # a list of records
     kinds = {r["kind"] for r in rows}
-    return _group_table(rows, fmt, _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS,
+    return group_table(rows, fmt, BENCH_COLS if kinds == {"bench"} else MEASURE_COLS,
                         first="client") + "\n"

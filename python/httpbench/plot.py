@@ -118,8 +118,10 @@ def _short_labels(pairs: Sequence[tuple[str, Any]]) -> list[str]:
 _FIGURE_CLASS: Any = None
 
 
-def _figure_class() -> Any:
-    """A Figure subclass that shows itself in Jupyter without pyplot (``_repr_png_``)."""
+# figure_class and applicable_kinds serve the HTML report too; not in __all__, not documented
+def figure_class() -> Any:
+    """A Figure subclass that shows itself in Jupyter without pyplot (``_repr_png_``);
+    ImportError naming the pip command when matplotlib is not installed."""
     global _FIGURE_CLASS
     if _FIGURE_CLASS is None:
         try:
@@ -178,7 +180,7 @@ def _stamped(fig: Any, obj: Any) -> Any:
 
 
 def _figure(figsize: tuple[float, float], nrows: int = 1, ncols: int = 1) -> tuple[Any, Any]:
-    fig = _figure_class()(figsize=figsize, layout="constrained")
+    fig = figure_class()(figsize=figsize, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
 
@@ -511,7 +513,7 @@ def plot_ratios(obj: Any, *, title: str | None = None,
         raise ValueError("nothing to plot: no compare cells with a primary figure")
     w = (figsize or (5.0, 0.0))[0]
     heights = [_panel_height(len(v.standings)) for v in vs]
-    fig = _figure_class()(figsize=(w, figsize[1] if figsize else sum(heights)),
+    fig = figure_class()(figsize=(w, figsize[1] if figsize else sum(heights)),
                           layout="constrained")
     axes = fig.subplots(len(vs), 1, squeeze=False, height_ratios=heights)
     for v, row in zip(vs, axes, strict=True):
@@ -563,7 +565,7 @@ def plot_rates(obj: Any, *, title: str | None = None,
         raise ValueError("nothing to plot: no compare cells with a request rate")
     w = (figsize or (5.0, 0.0))[0]
     heights = [_panel_height(len(rows)) for _sc, rows in panels]
-    fig = _figure_class()(figsize=(w, figsize[1] if figsize else sum(heights)),
+    fig = figure_class()(figsize=(w, figsize[1] if figsize else sum(heights)),
                           layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)
     for (sc, rows), row in zip(panels, axes, strict=True):
@@ -786,7 +788,8 @@ def figure_svg(fig: Any) -> str:
     return text[i:] if i >= 0 else text
 
 
-def _applicable(obj: Any) -> list[str]:
+def applicable_kinds(obj: Any) -> list[str]:
+    """The plot kinds (of :data:`KINDS`) that ``obj``'s data can draw."""
     recs = [r for *_, r in entries(obj)]
     kinds = ["percentiles", "cdf"]
     if isinstance(obj, ResultSet) and is_compare_run(obj) \
@@ -811,7 +814,7 @@ def save_plots(obj: Any, directory: str | os.PathLike[str],
     d = os.fspath(directory)
     os.makedirs(d, exist_ok=True)
     written = []
-    for kind in _applicable(obj):
+    for kind in applicable_kinds(obj):
         try:
             fig = plot(obj, kind)
         except ValueError:  # e.g. bars with no CPU/alloc data: skip, don't fail the batch

@@ -101,7 +101,7 @@ def test_html_holds_tables_figures_and_the_run(tmp_path):
     c = pages["compare"]
     assert c.count("<h3>get-150b</h3>") == 1 and ">requests</td>" in c and ">httpx</td>" in c
     assert "run-to-run spread 30%" in c and "pycurl: not installed" in c
-    assert c.count('<figure data-kind="') == 4  # ratios, rates, percentiles, cdf
+    assert c.count('<figure data-kind="') == 3  # percentiles, cdf, bars (not a compare run)
     for fact in ("bench-host", "2 × Test CPU", "2023-11-14 22:13:20 UTC", "machine noise"):
         assert fact in c, fact
     b = pages["bench"]

@@ -134,8 +134,8 @@ def test_save_plots_writes_png_and_svg(tmp_path):
     written = PL.save_plots(_set().select(client="native", scenario="get-150b"), tmp_path / "figs",
                             dpi=50)
     names = sorted(p.rsplit("/", 1)[1] for p in written)
-    assert names == ["cdf.png", "cdf.svg", "percentiles.png", "percentiles.svg",
-                     "rates.png", "rates.svg", "ratios.png", "ratios.svg"]
+    assert names == ["bars.png", "bars.svg", "cdf.png", "cdf.svg",
+                     "percentiles.png", "percentiles.svg"]
     for p in written:
         data = open(p, "rb").read()
         assert len(data) > 2000

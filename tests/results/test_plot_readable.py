@@ -24,7 +24,7 @@ _WIDE = {"native": 9_000, "pycurl": 16_600, "requests": 440_000, "curl": 5_760_0
 
 
 def _all_figures(rs):
-    kinds = PL._applicable(rs)
+    kinds = PL.applicable_kinds(rs)
     assert kinds[:2] == ["ratios", "rates"]  # the verdict first; no log-scale bars
     return {k: PL.plot(rs, k) for k in [*kinds, "bars"]}
 
@@ -152,6 +152,6 @@ def test_html_figures_are_readable_at_desktop_and_phone_width(tmp_path, width):
 
 def test_bench_and_measure_records_still_draw_their_own_figures():
     m = make_measure(latency=hist(range(1000, 200_000, 100)))
-    assert "bars" in PL._applicable([m])
+    assert "bars" in PL.applicable_kinds([m])
     rs = R.ResultSet().with_result("a", "x", 0, make_bench())
-    assert "ratios" not in PL._applicable(rs)
+    assert "ratios" not in PL.applicable_kinds(rs)
