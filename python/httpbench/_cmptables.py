@@ -20,7 +20,9 @@ from ._rows import cell_rows
 from ._tables import ci_pm, render_table
 from ._verdict import PRIMARY, format_ratio, format_value, primary_metric, verdict, verdicts
 
-__all__ = ["caption", "compare_table", "format_tables", "ranking_lines", "verdict_lines"]
+__all__ = ["caption", "compare_table", "format_tables", "ranking_lines", "report_tables",
+           "took_line",
+           "verdict_lines"]
 
 # (cell_rows column, header, scale to the shown unit); notes last
 _CMP_COLUMNS = (
@@ -244,6 +246,18 @@ def verdict_lines(rs: ResultSet) -> list[str]:
     return ["Verdict:"] + [f"  * {v.sentence}" for v in vs] + [""]
 
 
+def took_line(md: dict[str, Any]) -> str:
+    """'Took 8.1 s in all (measuring 4.2 s; results, plots and HTML 3.9 s)': the whole
+    command's wall time ('' for a run saved without it)."""
+    wall, meas = md.get("wall_s"), md.get("duration_s")
+    if wall is None:
+        return ""
+    if meas is None:
+        return f"Took {float(wall):.1f} s in all"
+    return (f"Took {float(wall):.1f} s in all (measuring {float(meas):.1f} s; results, "
+            f"plots and HTML {max(0.0, float(wall) - float(meas)):.1f} s)")
+
+
 def format_tables(rs: ResultSet) -> str:
     """A compare run as ``httpbench compare`` prints it: the verdict first (a sentence
     per scenario), then per scenario its ranking and table (its :func:`cell_rows`) with
@@ -296,7 +310,7 @@ def format_tables(rs: ResultSet) -> str:
     if pin:
         bits.append(f"server on CPU {pin.get('server_cpus')}, workers on CPU {pin.get('worker_cpu')}")
     if md.get("duration_s") is not None:
-        bits.append(f"took {md['duration_s']:.1f} s")
+        bits.append(f"measured in {md['duration_s']:.1f} s")
     out.append("Run: " + "; ".join(bits))
     speed = speed_line(md)
     if speed:
@@ -306,3 +320,10 @@ def format_tables(rs: ResultSet) -> str:
         out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
                                            for k, v in vers.items() if v))
     return "\n".join(out) + "\n"
+
+
+def report_tables(rs: ResultSet) -> str:
+    """A saved compare run as ``httpbench report`` prints it: what compare printed, and
+    the whole command's time when it was saved."""
+    took = took_line(rs.metadata)
+    return format_tables(rs) + (took + "\n" if took else "")

@@ -23,7 +23,7 @@ from typing import Any
 
 from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
-from ._cmptables import format_tables
+from ._cmptables import format_tables, took_line
 from ._core import FeatureUnavailable
 from ._deterministic import ToolMissing, require_tool
 from ._features import require_h2_server, require_h3_server
@@ -504,6 +504,10 @@ def cli_main(argv: list[str]) -> int:
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
     if progress:
         progress.summary()
+    # took: the whole command's wall time, files and figures included (saved with the run)
+    rs = rs.with_metadata(wall_s=round(time.monotonic() - t0, 3))
+    if written.get("json"):
+        rs.save(written["json"])
     if args.json and args.json != "-":
         try:
             rs.save(args.json)
@@ -523,6 +527,7 @@ def cli_main(argv: list[str]) -> int:
                 n = len(plots) if isinstance(plots, (list, tuple, dict)) else 1
                 sys.stdout.write(f" and {n} plot file(s) in {os.path.dirname(written['json'])}")
             sys.stdout.write("\n")
+        sys.stdout.write(took_line(rs.metadata) + "\n")
     if rs.metadata.get("interrupted"):
         return 130  # Ctrl-C: partial results were printed and saved
     if not rs.results:

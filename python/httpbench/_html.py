@@ -178,7 +178,7 @@ def settings_rows(md: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(env, dict) and env:
         add("environment", "; ".join(f"{k}: {v}" for k, v in env.items()))
     if md.get("duration_s") is not None:
-        add("took", f"{float(md['duration_s']):.1f} s")
+        add("measuring time", f"{float(md['duration_s']):.1f} s")
     if md.get("interrupted"):
         add("interrupted", "yes: partial results")
     vers = md.get("client_versions")
@@ -408,7 +408,8 @@ def diff_fragment(base: Any, cur: Any, cmp: Comparison, tables: tuple[str, str],
     ma, mb = dict(settings_rows(_metadata(base))), dict(settings_rows(_metadata(cur)))
     keys = list(dict.fromkeys([*ma, *mb]))
     rows = [(k, ma.get(k, "—"), mb.get(k, "—")) for k in keys]
-    classes = ["differs" if a != b and k not in ("date", "took") else "" for k, a, b in rows]
+    classes = ["differs" if a != b and k not in ("date", "measuring time") else ""
+               for k, a, b in rows]
     parts.append('<details class="method"><summary>Settings side by side (highlighted rows '
                  "differ)</summary>"
                  + table(["", names[0], names[1]], rows, cls="meta", row_classes=classes)

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import _units as U
 from ._abreport import ab_report
-from ._cmptables import caption, compare_table, format_tables, skip_lines
+from ._cmptables import caption, compare_table, report_tables, skip_lines
 from ._hist import hist_stat
 from ._machine import placement_lines, speed_line
 from ._results import BenchResult, MeasureResult, ResultSet
@@ -230,7 +230,7 @@ def format_result(obj: Any, fmt: str = "text") -> str:
         return json.dumps(rows, indent=1, allow_nan=False, default=str) + "\n"  # NaN -> null
     if isinstance(obj, ResultSet):
         if fmt == "text" and is_compare_run(obj):
-            return format_tables(obj)  # all that compare printed, verdict first
+            return report_tables(obj)  # all that compare printed, verdict first
         return format_resultset(obj, fmt)
     if isinstance(obj, BenchResult):
         return ab_report(obj) if fmt == "text" else group_table(result_rows(obj), fmt,

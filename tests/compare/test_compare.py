@@ -19,6 +19,7 @@ import httpbench
 import pytest
 from httpbench._adapters import DEFAULT_CLIENTS, available_clients
 from httpbench._compare import cli_main
+from httpbench._reportcli import cli_main as cli_report
 from httpbench._scenarios import SCENARIOS
 from httpbench.report import cell_rows, format_tables
 
@@ -243,10 +244,20 @@ def test_cli_tables_json_and_files(tmp_path, capsys):
                 "native allocs/req", "KiB allocated/req", "GC/10k req", "peak RSS", "notes"):
         assert col in cap.out
     assert "== get-150b" in cap.out and "== small-post" in cap.out
-    # one total time, on the Run line; report.html beside results.json
-    assert re.search(r"^Run: .*; took \d+\.\d s$", cap.out, re.M) and cap.out.count(" took ") == 1
+    # the measuring time on the Run line; the whole command's wall time last, saved too
+    assert re.search(r"^Run: .*; measured in \d+\.\d s$", cap.out, re.M)
+    took = re.search(r"^Took (\d+\.\d) s in all \(measuring (\d+\.\d) s; results, plots and "
+                     r"HTML \d+\.\d s\)$", cap.out, re.M)
+    assert took and float(took[1]) >= float(took[2]) and cap.out.count("Took ") == 1
     assert (out / "report.html").exists() and f", {out / 'report.html'}" in cap.out
     rs = httpbench.load(out / "results.json")
+    assert rs.metadata["wall_s"] >= rs.metadata["duration_s"]
+    # report of the saved run prints all that compare printed
+    assert cli_report([str(out / "results.json")]) == 0
+    again = capsys.readouterr().out
+    for part in ("== get-150b — GET of a ~150-byte body", "Run: ", "Clients: ", "Verdict:",
+                 "ranked by CPU per request", "Took "):
+        assert part in again, part
     assert len(rs) == 2 * 2 * 2
     assert rs.get("urllib3", "small-post", 1).metadata["server"]["requests"] == 5
     assert rs.get("urllib3", "small-post", 1).metadata["verify"]["ok"]
