@@ -6,6 +6,7 @@ line unless asked for."""
 import random
 
 import httpbench
+import pytest
 from httpbench import _cli
 from httpbench import _results as R
 from httpbench._stack import stack_differences, transport_stack
@@ -129,3 +130,20 @@ def test_cli_prints_the_tally_first_and_all_rows_only_when_asked(tmp_path, capsy
     assert _cli.main(["diff", str(a), str(b), "--all"]) == 0
     full = capsys.readouterr().out
     assert full.count("no significant change") == 75  # every compared metric listed
+
+
+@pytest.mark.slow
+def test_diff_of_real_runs_of_one_command_finds_no_regression():
+    """The same compare, run again on the same build, five times: diff counts no change
+    (a cell disturbed by another process is marked, not counted)."""
+    def once():
+        return httpbench.compare(clients=["native", "http.client"], scenarios=["get-150b"],
+                                 repeat=3, n=300, out=None, plots=False)
+
+    runs = [once() for _ in range(6)]
+    for a, b in zip(runs, runs[1:], strict=False):
+        cmp = httpbench.diff(a, b)
+        assert cmp.regressions == [], cmp.format()
+        assert not [n for n in cmp.notes if n.startswith("settings differ: build")]
+        assert not [n for n in cmp.notes if n.startswith("transport stack")]
+        assert cmp.machine.startswith("machine: speed index ")
