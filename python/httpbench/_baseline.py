@@ -365,8 +365,10 @@ def _explained(c: Change, caution: str, stack: str | None, build: str, speed: fl
         cv = tuple(v * f for v in c.current)
         p = (mann_whitney_u(c.baseline, cv)[1] if c.test == "mann-whitney"
              else welch_t_test(c.baseline, cv)) if c.test else math.nan
-        if c.significant and (abs(norm) < min_change or (norm > 0) != (c.change > 0)
-                              or not p < alpha):
+        # a speed index tracks the machine only roughly: a residual under a third of its
+        # move is within that approximation
+        if c.significant and (abs(norm) < max(min_change, abs(speed) / 3)
+                              or (norm > 0) != (c.change > 0) or not p < alpha):
             why.append(f"within the machine's speed change ({speed:+.1%})")
     if stack:
         why.append("its transport stack differs")
