@@ -179,6 +179,23 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
             goto fail;
     if (set_item(d, "series_ok", u64_list(r->sec_ok, r->nseconds)) < 0) goto fail;
     if (set_item(d, "series_err", u64_list(r->sec_err, r->nseconds)) < 0) goto fail;
+    {
+        /* per second: the p50 and p99 latency of the responses that finished in it */
+        uint64_t *pct = r->nseconds ? malloc(2 * (size_t)r->nseconds * sizeof *pct) : NULL;
+        if (r->nseconds && !pct) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (uint32_t s = 0; s < r->nseconds; s++) {
+            pct[s] = hb_engine_sec_percentile(r, s, 50.0);
+            pct[r->nseconds + s] = hb_engine_sec_percentile(r, s, 99.0);
+        }
+        int bad =
+            set_item(d, "series_p50", u64_list(pct, r->nseconds)) < 0 ||
+            set_item(d, "series_p99", u64_list(pct ? pct + r->nseconds : NULL, r->nseconds)) < 0;
+        free(pct);
+        if (bad) goto fail;
+    }
     struct {
         const char *k;
         const hb_hist *h;

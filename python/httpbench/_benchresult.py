@@ -127,7 +127,7 @@ _BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "pro
 # Optional BenchResult fields: in JSON only when set (older records load without them).
 _BENCH_OPTIONAL = ("setup", "sends", "sends_late", "unsent", "connect_attempts",
                    "connect_failures", "connect_fd_exhausted", "quic_datagrams_sent",
-                   "quic_datagrams_received", "quic_pto")
+                   "quic_datagrams_received", "quic_pto", "series_p50_ns", "series_p99_ns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +215,10 @@ class BenchResult(ResultBase):
     ``processing`` - first request byte written to last response byte.
 
     ``series_responses`` / ``series_errors``: successes / failures (errors +
-    non-2xx) completed in each consecutive ``series_interval_ns`` interval.
+    non-2xx) completed in each consecutive ``series_interval_ns`` interval;
+    ``series_p50_ns`` / ``series_p99_ns`` (None when not recorded): the median and
+    p99 latency of the responses that finished in each (0 when none did), known
+    within 1/16 of the value.
     ``cpu_user_ns``/``cpu_sys_ns``: CPU the generator (all its threads) used.
     ``in_flight_at_stop``: requests sent but unanswered when the run stopped
     (reported, never counted as successes or errors). ``interrupted``: stopped
@@ -284,6 +287,10 @@ class BenchResult(ResultBase):
     quic_datagrams_sent: int | None = None
     quic_datagrams_received: int | None = None
     quic_pto: int | None = None
+    # per series interval: the p50 / p99 latency (ns) of the responses that finished in
+    # it (0: none did), from a coarse per-second histogram (within 1/16 of the value)
+    series_p50_ns: tuple[int, ...] | None = None
+    series_p99_ns: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(
@@ -448,6 +455,8 @@ class BenchResult(ResultBase):
             return {str(k): n for k, n in sorted(v.items())}
         if name in ("series_responses", "series_errors"):
             return list(v)
+        if name in ("series_p50_ns", "series_p99_ns"):
+            return None if v is None else [int(x) for x in v]
         if name in ("metadata", "error_counts"):
             return jsonable(v)
         return v

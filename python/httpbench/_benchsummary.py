@@ -22,6 +22,7 @@ __all__ = ["CONNECTION_ERRORS", "SCHEMA_FILE", "SUMMARY_VERSION", "summary_field
 CONNECTION_ERRORS = ("connect", "tls")
 
 # 1: rps, rps_stdev, latency_ns, requests, errors, status, bytes, cpu, connections, timeline
+#    (t_s, rps, p50_ns, p99_ns, errors per second)
 SUMMARY_VERSION = 1
 SCHEMA_FILE = "bench-result.schema.json"
 
@@ -30,8 +31,10 @@ _PCTS = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 def timeline(r: Any) -> list[dict[str, Any]]:
     """One entry per second of the run: ``t_s`` (the bucket's end), ``rps`` (2xx over
-    the bucket's real length: the last one ends with the run), ``errors``. A last
-    bucket under a quarter of the interval is left out (too short for a rate)."""
+    the bucket's real length: the last one ends with the run), ``p50_ns`` and
+    ``p99_ns`` of the responses that finished in it (None when none did or not
+    recorded), ``errors``. A last bucket under a quarter of the interval is left out
+    (too short for a rate)."""
     step = r.series_interval_ns / 1e9
     dur = r.duration_ns / 1e9
     k = len(r.series_responses)
@@ -43,8 +46,16 @@ def timeline(r: Any) -> list[dict[str, Any]]:
             break
         errs = r.series_errors[i] if i < len(r.series_errors) else 0
         out.append({"t_s": round(end, 3), "rps": r.series_responses[i] / length,
+                    "p50_ns": _at(r.series_p50_ns, i), "p99_ns": _at(r.series_p99_ns, i),
                     "errors": int(errs)})
     return out
+
+
+def _at(series: Any, i: int) -> int | None:
+    """A per-second latency, None when not recorded or when no response finished."""
+    if not series or i >= len(series) or not series[i]:
+        return None
+    return int(series[i])
 
 
 def _stdev(points: list[dict[str, Any]], step: float, dur: float) -> float | None:

@@ -446,6 +446,8 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         end_unix_ns=raw["end_unix_ns"],
         series_responses=tuple(raw["series_ok"]),
         series_errors=tuple(raw["series_err"]),
+        series_p50_ns=tuple(raw["series_p50"]) if "series_p50" in raw else None,
+        series_p99_ns=tuple(raw["series_p99"]) if "series_p99" in raw else None,
         metadata=meta,
         setup=raw["setup"],
         sends=raw["sends"],

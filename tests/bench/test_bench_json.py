@@ -81,3 +81,16 @@ def test_connection_failures_are_not_failed_requests():
     assert "Failed requests:        0\n" in p.stdout
     assert "Failed connections:     3 (Connect: 3; no request sent on them)" in p.stdout
     assert "Complete requests:      0 (no request sent)" in p.stdout
+
+
+def test_timeline_carries_each_seconds_p50_and_p99(server):
+    r = httpbench.bench(server.url + "/bytes/150", duration=2.3, concurrency=2)
+    points = r.to_dict()["summary"]["timeline"]
+    assert len(points) == 3 and len(r.series_p50_ns) == len(r.series_responses)
+    lo, hi = r.latency.min, r.latency.max
+    for p in points:
+        # each second's figures lie within the run's, up to their bucket (1/16 of the value)
+        assert lo * 15 / 16 <= p["p50_ns"] <= p["p99_ns"] <= hi * 17 / 16, p
+    jsonschema.validate(json.loads(r.to_json()), _schema())
+    again = httpbench.BenchResult.from_dict(r.to_dict())
+    assert again.series_p99_ns == r.series_p99_ns  # saved and loaded

@@ -67,7 +67,18 @@ static inline void progress_publish(ethread *th)
     atomic_store_explicit(&th->p_bytes_in, th->r.bytes_in, memory_order_relaxed);
 }
 
-static inline void sec_count(ethread *th, uint64_t now, int ok)
+/* The per-second latency bucket of v ns (see HB_ENG_SEC_SUB). */
+static inline uint32_t sec_bucket(uint64_t v)
+{
+    if (v < HB_ENG_SEC_SUB) return (uint32_t)v;
+    uint32_t e = 63u - (uint32_t)__builtin_clzll(v); /* >= 4 */
+    uint64_t b = (uint64_t)(e - 3) * HB_ENG_SEC_SUB + ((v >> (e - 4)) & (HB_ENG_SEC_SUB - 1));
+    return b < HB_ENG_SEC_BUCKETS ? (uint32_t)b : HB_ENG_SEC_BUCKETS - 1;
+}
+
+/* Count a finished request in its second; a response (lat != UINT64_MAX) also
+ * records its latency in that second's histogram. */
+static inline void sec_count(ethread *th, uint64_t now, int ok, uint64_t lat)
 {
     hb_engine_result *r = &th->r;
     uint64_t m = th->e->measure_ns;
@@ -78,6 +89,7 @@ static inline void sec_count(ethread *th, uint64_t now, int ok)
         r->sec_ok[i]++;
     else
         r->sec_err[i]++;
+    if (lat != UINT64_MAX) r->sec_lat[i * HB_ENG_SEC_BUCKETS + sec_bucket(lat)]++;
 }
 
 void hb__eng_note_error(ethread *th, int type, int rc, const char *detail)
@@ -98,7 +110,7 @@ void hb__eng_account_error(ethread *th, const req_slot *q, int type, uint64_t no
     th->r.errors_total++;
     th->r.completed++;
     th->done++;
-    sec_count(th, now, 0);
+    sec_count(th, now, 0, UINT64_MAX);
     progress_publish(th);
 }
 
@@ -407,7 +419,7 @@ void hb__eng_account_response(ethread *th, const req_slot *q, int st, uint64_t b
         } else {
             r->non2xx++;
         }
-        sec_count(th, now, ok);
+        sec_count(th, now, ok, now - q->intended);
         progress_publish(th);
     }
 }

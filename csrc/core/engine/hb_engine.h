@@ -181,6 +181,10 @@ typedef struct hb_engine_result {
      * finished in second i. */
     uint32_t nseconds;
     uint64_t *sec_ok, *sec_err;
+    /* Per second, the latencies of the responses that finished in it, in a coarse
+     * log-linear histogram (HB_ENG_SEC_BUCKETS counts per second, row i at
+     * sec_lat + i * HB_ENG_SEC_BUCKETS): enough for a p50/p99 timeline. */
+    uint32_t *sec_lat;
     /* First successful response: Server header and body length (-1 unknown). */
     char server[HB_ENG_SERVER_LEN];
     int64_t doc_length;
@@ -192,6 +196,15 @@ typedef struct hb_engine_result {
     int fatal_rc;
     char fatal[HB_ERR_LEN];
 } hb_engine_result;
+
+/* The per-second latency histograms: 16 sub-buckets per power of two (a value is
+ * known within 1/16 of itself), exact below 16 ns, up to 2^41 ns. */
+#define HB_ENG_SEC_SUB 16
+#define HB_ENG_SEC_BUCKETS (HB_ENG_SEC_SUB * 38)
+
+/* The latency (ns) at percentile p (0..100) of the responses that finished in second
+ * s: the middle of its bucket; 0 when none did. */
+uint64_t hb_engine_sec_percentile(const hb_engine_result *r, uint32_t s, double p);
 
 typedef struct hb_engine hb_engine;
 

@@ -30,7 +30,9 @@ int hb__eng_result_init(hb_engine_result *r, uint32_t nsec, char *err)
     if (nsec) {
         r->sec_ok = calloc(nsec, sizeof *r->sec_ok);
         r->sec_err = calloc(nsec, sizeof *r->sec_err);
-        if (!r->sec_ok || !r->sec_err)
+        /* calloc: a long -n run's rows stay untouched (unmapped) until a second uses them */
+        r->sec_lat = calloc((size_t)nsec * HB_ENG_SEC_BUCKETS, sizeof *r->sec_lat);
+        if (!r->sec_ok || !r->sec_err || !r->sec_lat)
             return hb_fail(err, HB_E_NOMEM, "out of memory (per-second series)");
     }
     return 0;
@@ -44,7 +46,9 @@ void hb_engine_result_free(hb_engine_result *r)
         hb_hist_free(hs[i]);
     free(r->sec_ok);
     free(r->sec_err);
+    free(r->sec_lat);
     r->sec_ok = r->sec_err = NULL;
+    r->sec_lat = NULL;
     r->nseconds = 0;
 }
 
@@ -74,6 +78,11 @@ void hb__eng_result_add(hb_engine_result *r, hb_engine_result *x)
     for (uint32_t s = 0; s < r->nseconds && s < x->nseconds; s++) {
         r->sec_ok[s] += x->sec_ok[s];
         r->sec_err[s] += x->sec_err[s];
+        if (!x->sec_ok[s] && !x->sec_err[s]) continue; /* an unused row: never touched */
+        uint32_t *dst = r->sec_lat + (size_t)s * HB_ENG_SEC_BUCKETS;
+        const uint32_t *src = x->sec_lat + (size_t)s * HB_ENG_SEC_BUCKETS;
+        for (uint32_t b = 0; b < HB_ENG_SEC_BUCKETS; b++)
+            dst[b] += src[b];
     }
     if (!r->server[0] && x->server[0]) memcpy(r->server, x->server, sizeof r->server);
     if (r->doc_length < 0) r->doc_length = x->doc_length;
@@ -98,4 +107,29 @@ void hb__eng_result_add(hb_engine_result *r, hb_engine_result *x)
     r->quic_dgrams_sent += x->quic_dgrams_sent;
     r->quic_dgrams_recv += x->quic_dgrams_recv;
     r->quic_pto += x->quic_pto;
+}
+
+uint64_t hb_engine_sec_percentile(const hb_engine_result *r, uint32_t s, double p)
+{
+    if (!r->sec_lat || s >= r->nseconds) return 0;
+    const uint32_t *row = r->sec_lat + (size_t)s * HB_ENG_SEC_BUCKETS;
+    uint64_t total = 0;
+    for (uint32_t b = 0; b < HB_ENG_SEC_BUCKETS; b++)
+        total += row[b];
+    if (!total) return 0;
+    if (p < 0) p = 0;
+    if (p > 100) p = 100;
+    uint64_t rank = (uint64_t)(p / 100.0 * (double)total + 0.5);
+    if (rank < 1) rank = 1;
+    if (rank > total) rank = total;
+    uint64_t acc = 0;
+    for (uint32_t b = 0; b < HB_ENG_SEC_BUCKETS; b++) {
+        acc += row[b];
+        if (acc < rank) continue;
+        if (b < HB_ENG_SEC_SUB) return b;
+        uint32_t e = b / HB_ENG_SEC_SUB + 3, sub = b % HB_ENG_SEC_SUB;
+        uint64_t lo = (uint64_t)(HB_ENG_SEC_SUB + sub) << (e - 4), width = (uint64_t)1 << (e - 4);
+        return lo + width / 2;
+    }
+    return 0;
 }
