@@ -335,6 +335,7 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
     speed = machine_change(run_metadata(base), run_metadata(cur))
     changes = [_explained(c, cautions.get((c.client, c.scenario), ""), stacks.get(c.client),
                           build, speed, min_change, alpha) for c in changes]
+    changes = _wall_only(changes, run_metadata(cur).get("scenarios") or {})
     notes = [f"settings differ: {s}" for s in unlike_settings(base, cur)]
     notes += [f"transport stack of {c} differs: {why}" for c, why in stacks.items()]
     notes += noise_notes("baseline", base) + noise_notes("current", cur)
@@ -348,6 +349,24 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
 
 
 _TIMING = ("rps", "p50_ns", "p99_ns", "p999_ns", "cpu_ns_per_request")
+
+
+def _wall_only(changes: list[Change], scenarios: dict[str, Any]) -> list[Change]:
+    """One request at a time, req/s is 1 / (time per call): a req/s change that neither
+    the median latency nor the CPU per request shows is time between or around the
+    calls (the process descheduled by a busy machine), not the client's work: marked."""
+    moved = {(c.client, c.scenario) for c in changes
+             if c.metric in ("p50_ns", "cpu_ns_per_request") and c.significant}
+    out = []
+    for c in changes:
+        sc = scenarios.get(c.scenario) if isinstance(scenarios, dict) else None
+        sequential = isinstance(sc, dict) and int(sc.get("concurrency") or 1) == 1
+        if c.metric == "rps" and c.significant and not c.caution and sequential \
+                and (c.client, c.scenario) not in moved:
+            c = dataclasses.replace(c, caution="req/s alone moved (neither p50 nor CPU/req): "
+                                               "the machine's scheduling")
+        out.append(c)
+    return out
 
 
 def _explained(c: Change, caution: str, stack: str | None, build: str, speed: float | None,

@@ -17,12 +17,13 @@ _SCENARIOS = ("get-150b", "post-300k-file", "https-get-150b")
 
 
 def _same_command(seed, *, speed=54_000.0, wakeup=28_400, rss=30 << 20, features=None,
-                  stacks=None, cpu_scale=1.0, scenarios=_SCENARIOS, slices=None):
+                  stacks=None, cpu_scale=1.0, scenarios=_SCENARIOS, slices=None, wall_scale=1.0):
     """One run of `compare --quick` as the machine gives it: every figure of every round
     moves by a few percent at random around the same truth."""
     rng = random.Random(seed)
     md = {"repeat": 3, "speed_index": {"median": speed}, "wakeup_ns": {"same_cpu": wakeup},
-          "slices": slices or {s: 2 for s in scenarios}, "python": "3.11.7"}
+          "slices": slices or {s: 2 for s in scenarios}, "python": "3.11.7",
+          "scenarios": {s: {"concurrency": 1} for s in scenarios}}
     if features is not None:
         md["build_features"] = features
     if stacks is not None:
@@ -37,7 +38,7 @@ def _same_command(seed, *, speed=54_000.0, wakeup=28_400, rss=30 << 20, features
                            for _ in range(100))
                 rs = rs.with_result(c, sc, rep, make_measure(
                     c, seed=rng.randrange(1 << 30), latency=lat, calls=1000,
-                    wall_ns=int(us * 1.3e6 * j() * cpu_scale),
+                    wall_ns=int(us * 1.3e6 * j() * cpu_scale * wall_scale),
                     cpu_user_ns=int(us * 1e6 * j() * cpu_scale),
                     cpu_sys_ns=0, peak_rss_bytes=int(rss * rng.uniform(0.995, 1.005))))
     return rs
@@ -54,6 +55,14 @@ def test_a_real_change_is_still_found():
     cmp = httpbench.diff(_same_command(1), _same_command(2, cpu_scale=1.3))
     slower = {(c.client, c.scenario) for c in cmp.regressions if c.metric == "cpu_ns_per_request"}
     assert len(slower) == len(_CLIENTS) * len(_SCENARIOS)
+
+
+def test_a_req_s_change_no_latency_or_cpu_shows_is_the_machines():
+    # one request at a time: the calls took as long, the run 40% longer around them
+    cmp = httpbench.diff(_same_command(1), _same_command(2, wall_scale=1.4))
+    rps = [c for c in cmp.changes if c.metric == "rps" and c.significant]
+    assert rps and all(c.caution.startswith("req/s alone moved") for c in rps)
+    assert cmp.regressions == []
 
 
 def test_different_build_features_are_named_and_explain_peak_rss():
