@@ -21,7 +21,7 @@ from ._results import BenchResult, MeasureResult, ResultSet
 from ._rows import DATAFRAME_COLUMNS, cell_rows, isnan, result_rows
 from ._stats import median_ci
 from ._tables import column_unit, median_cell, median_ci_cell, render_table
-from ._verdict import is_compare_run
+from ._verdict import is_compare_run, verdicts
 
 __all__ = [
     "BENCH_COLS",
@@ -231,6 +231,9 @@ def format_result(obj: Any, fmt: str = "text") -> str:
     if isinstance(obj, ResultSet):
         if fmt == "text" and is_compare_run(obj):
             return report_tables(obj)  # all that compare printed, verdict first
+        if fmt == "md" and is_compare_run(obj):  # the verdict first here too
+            return ("**Verdict**\n\n" + "".join(f"- {v.sentence}\n" for v in verdicts(obj))
+                    + "\n" + format_resultset(obj, fmt))
         return format_resultset(obj, fmt)
     if isinstance(obj, BenchResult):
         return ab_report(obj) if fmt == "text" else group_table(result_rows(obj), fmt,

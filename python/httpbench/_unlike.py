@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ._machine import machine_change_line
 from ._noise import summary_line
 from ._results import BenchResult, ResultSet
 from ._rows import is_thin
@@ -172,6 +173,9 @@ def machine_line(base: ResultSet, cur: ResultSet) -> str:
     if isinstance(sa, (int, float)) and isinstance(sb, (int, float)) and sa > 0:
         parts.append(f"speed index {sa / 1e3:.1f} -> {sb / 1e3:.1f} µs per unit of work "
                      f"({sb / sa - 1:+.1%}; + is slower)")
+        drift = machine_change_line(sb / sa - 1)  # beyond the drift limit: said in words
+        if drift:
+            parts.append(drift)
     else:
         parts.append("speed index not recorded in "
                      + ("both runs" if sa is None and sb is None

@@ -202,6 +202,8 @@ def test_diff_names_the_machines_change(tmp_path, capsys):
     assert "machine 25% slower than the baseline's" in capsys.readouterr().out
     assert report.diff_main([b, a]) == 0
     assert "machine 20% faster than the baseline's" in capsys.readouterr().out
-    c = _saved(tmp_path, "c.json", 40_400.0)  # 1 %: within the limit, nothing said
+    c = _saved(tmp_path, "c.json", 40_400.0)  # 1 %: within the limit, only the numbers
     assert report.diff_main([a, c]) == 0
-    assert "machine" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "speed index 40.0 -> 40.4 µs per unit of work (+1.0%" in out
+    assert "than the baseline's" not in out

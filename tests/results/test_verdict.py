@@ -85,3 +85,10 @@ def test_a_tie_is_said_when_the_ratio_interval_reaches_one():
     v = verdicts(compare_set(cpu={"native": 10_000, "pycurl": 10_050}))[0]
     assert v.standings[1].tied
     assert "pycurl not told apart from native" in v.sentence
+
+
+def test_markdown_report_of_a_compare_run_opens_with_the_verdict():
+    from httpbench.report import format_result
+
+    md = format_result(compare_set(), "md")
+    assert md.startswith("**Verdict**\n\n- get-150b: CPU per request 9.00 µs with native")
