@@ -13,8 +13,8 @@ under that name.
 and names, for each change point, the last run before it and the first after,
 the relative change with its 95 % CI and the p-value. A regression is a change
 point for the worse that is the series' latest one (the code still runs at the
-worse level) with at least ``min_after`` runs after it, so one noisy run never
-makes one.
+worse level) with at least ``min_after`` runs after it and ``min_before`` before it,
+so one noisy run never makes one, nor does a series too young to show its own spread.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ __all__ = ["SPEED_MOVED", "SPEED_SUFFIX", "CheckReport", "Finding", "History", "
 SPEED_MOVED = 0.03  # a run's speed index this far from its series' median is annotated
 SPEED_SUFFIX = "@speed"
 DEFAULT_LAST = 200  # points of each series a check looks at
-DEFAULT_MIN_AFTER = 2
+DEFAULT_MIN_AFTER = 3  # runs after a change before it is a regression: one noisy run never is
+DEFAULT_MIN_BEFORE = 8  # runs before it: a handful of runs do not show a series' own spread
 
 
 def short(commit: str | None) -> str:
@@ -179,7 +180,8 @@ def _speed_adjusted(metric: str, points: list[SeriesPoint]) -> list[SeriesPoint]
     return out
 
 
-def findings_of(series: Series, cps: Sequence[ChangePoint], min_after: int) -> list[Finding]:
+def findings_of(series: Series, cps: Sequence[ChangePoint], min_after: int = DEFAULT_MIN_AFTER,
+                min_before: int = DEFAULT_MIN_BEFORE) -> list[Finding]:
     """Change points of ``series`` as findings (which are regressions, speed notes)."""
     out = []
     for k, cp in enumerate(cps):
@@ -190,7 +192,8 @@ def findings_of(series: Series, cps: Sequence[ChangePoint], min_after: int) -> l
                       for p in around
                       if p.speed_change is not None and abs(p.speed_change) > SPEED_MOVED)
         out.append(Finding(series, cp, series.points[cp.index - 1], series.points[cp.index],
-                           regression=worse and latest and cp.after >= min_after,
+                           regression=(worse and latest and cp.after >= min_after
+                                       and cp.before >= min_before),
                            worse=worse, speed_notes=notes))
     return out
 
@@ -288,17 +291,19 @@ class History:
               metric: str | None = None, machine: str | None = None, *,
               max_pvalue: float = DEFAULT_MAX_PVALUE, min_change: float = 0.0,
               last: int = DEFAULT_LAST, min_after: int = DEFAULT_MIN_AFTER,
-              window: int = DEFAULT_WINDOW) -> CheckReport:
+              min_before: int = DEFAULT_MIN_BEFORE, window: int = DEFAULT_WINDOW
+              ) -> CheckReport:
         """Change points of every matching series over its newest ``last`` points."""
         if last < 4:
             raise ValueError(f"last must be at least 4 runs, not {last!r}")
-        if min_after < 1:
-            raise ValueError(f"min_after must be at least 1, not {min_after!r}")
+        if min_after < 1 or min_before < 1:
+            raise ValueError(f"min_after and min_before must be at least 1, not "
+                             f"{min_after!r} and {min_before!r}")
         found = self.series(subject, scenario, metric, machine, last=last)
         report = CheckReport(self.name, len(found))
         for s in found:
             cps = detect(s.values, max_pvalue=max_pvalue, min_change=min_change, window=window)
-            report.findings += findings_of(s, cps, min_after)
+            report.findings += findings_of(s, cps, min_after, min_before)
         return report
 
     def to_dataframe(self, subject: str | None = None, scenario: str | None = None,
@@ -336,7 +341,7 @@ class History:
         marks = {}
         for s in found:
             cps = detect(s.values, max_pvalue=max_pvalue, min_change=min_change)
-            marks[s.name] = findings_of(s, cps, DEFAULT_MIN_AFTER)
+            marks[s.name] = findings_of(s, cps)
         return plot_series(found, marks, path=path, title=self.name)
 
 

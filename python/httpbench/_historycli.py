@@ -18,7 +18,15 @@ from typing import Any
 
 from . import _units as U
 from ._changepoints import DEFAULT_MAX_PVALUE, DEFAULT_WINDOW, DetectorUnavailable
-from ._history import DEFAULT_LAST, DEFAULT_MIN_AFTER, ROW_COLUMNS, History, Series, short
+from ._history import (
+    DEFAULT_LAST,
+    DEFAULT_MIN_AFTER,
+    DEFAULT_MIN_BEFORE,
+    ROW_COLUMNS,
+    History,
+    Series,
+    short,
+)
 from ._historystore import ENV, HistoryError
 from ._tables import render_table
 
@@ -91,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-after", type=int, default=DEFAULT_MIN_AFTER,
                    help="runs after a change before it counts as a regression "
                         f"(default {DEFAULT_MIN_AFTER}: one noisy run never does)")
+    p.add_argument("--min-before", type=int, default=DEFAULT_MIN_BEFORE,
+                   help=f"runs before a change it needs to count (default {DEFAULT_MIN_BEFORE})")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("export", parents=[common], help="every point as CSV or JSON")
     _filters(p)
@@ -150,7 +160,7 @@ def _check_kwargs(a: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_check(h: History, a: argparse.Namespace) -> int:
     rep = h.check(a.subject, a.scenario, a.metric, a.machine, min_after=a.min_after,
-                  **_check_kwargs(a))
+                  min_before=a.min_before, **_check_kwargs(a))
     if a.json:
         sys.stdout.write(json.dumps(rep.to_dict(), indent=1) + "\n")
     else:

@@ -30,7 +30,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ENV", "SCHEMA_VERSION", "HistoryError", "NewRun", "Point", "Store", "open_store"]
+__all__ = ["ENV", "SCHEMA_VERSION", "HistoryError", "NewRun", "Point", "Store", "display_name",
+           "is_url", "open_store"]
 
 ENV = "HTTPBENCH_HISTORY"
 SCHEMA_VERSION = 1
@@ -112,7 +113,7 @@ RUN_COLUMNS = ("id", "recorded_unix_ns", "started_unix_ns", "source", "label", "
 _JSON_COLUMNS = ("wakeup", "placement", "versions", "meta")
 
 
-def _display(target: str) -> str:
+def display_name(target: str) -> str:
     """The store's name for messages: a URL without its password."""
     if "://" not in target:
         return target
@@ -133,7 +134,7 @@ class Store:
 
     def __init__(self, target: str, create: bool = True) -> None:
         self.target = target
-        self.name = _display(target)
+        self.name = display_name(target)
         self.pg = is_url(target)
         self._db: Any = None
         if self.pg:

@@ -54,6 +54,9 @@ __all__ = [
     "calibrate",
 ]
 
+# --httpbench-history and its check live in their own module, loaded with this one
+pytest_plugins = ["httpbench._historyplugin"]
+
 BASELINE_KEY = "pytest_baseline"  # ResultSet.metadata key of the plugin's own data
 CALIBRATION_WORKLOAD = "hb-calib-2"  # bump when _calibration_workload changes
 CALIBRATION_RUNS = 10  # calibration runs before and after each measurement (~5 ms each side)
@@ -288,7 +291,8 @@ class HttpbenchSession:
 
     @property
     def needs_calibration(self) -> bool:
-        return bool(self.save_path or self.compare_path)
+        return bool(self.save_path or self.compare_path
+                    or self.config.getoption("httpbench_history", None))
 
     def calibrated(self, run: Callable[[], Any]) -> tuple[Any, float | None]:
         """``run()``, with calibration runs right before and after it when baselines are in
