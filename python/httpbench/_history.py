@@ -350,8 +350,10 @@ ROW_COLUMNS = ("subject", "scenario", "metric", "machine", "run_id", "commit", "
                "speed_change")
 
 
-def open_history(target: str | os.PathLike[str] | None = None) -> History:
+def open_history(target: str | os.PathLike[str] | None = None, *,
+                 create: bool = False) -> History:
     """The history at a SQLite path or ``postgresql://`` URL (default ``$HTTPBENCH_HISTORY``),
     for reading (``.runs()``, ``.series()``, ``.check()``, ``.to_dataframe()``, ``.plot()``)
-    and recording (``.record(results)``); :class:`HistoryError` when it cannot be opened."""
-    return History(target)
+    and recording (``.record(results)``); :class:`HistoryError` when it cannot be opened.
+    A SQLite file that does not exist is an error unless ``create=True``."""
+    return History(target, create=create)
