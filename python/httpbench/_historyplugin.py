@@ -12,15 +12,18 @@ a regression keeps its runs and is seen again until it is fixed.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+# Loaded with the plugin in every pytest session: only cheap modules at the top (the rest,
+# results and the C extension with them, when --httpbench-history is given).
 from ._changepoints import DEFAULT_MAX_PVALUE, DetectorUnavailable, detect
 from ._gitinfo import git_state
-from ._history import DEFAULT_LAST, Series, SeriesPoint, findings_of
-from ._historyrun import fingerprint, new_run, points_of
-from ._historystore import HistoryError, Point, display_name, open_store
+
+if TYPE_CHECKING:
+    from ._history import SeriesPoint
+    from ._historystore import Point
 
 __all__ = ["CHECKED_METRICS", "HistoryState"]
 
@@ -53,7 +56,9 @@ class HistoryState:
     """What the history part of the plugin keeps for a session."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from .plugin import parse_tolerance
+        from ._historyrun import fingerprint
+        from ._historystore import HistoryError, open_store
+        from ._plugin_session import parse_tolerance
 
         opt = config.getoption
         self.target: str = opt("httpbench_history")
@@ -78,7 +83,7 @@ class HistoryState:
             raise pytest.UsageError(f"--httpbench-history: {exc}") from None
 
     def series_points(self, key: str, metric: str) -> list[SeriesPoint]:
-        from ._history import History
+        from ._history import DEFAULT_LAST, History
 
         fp = self.machine["fingerprint"]
         with History(self.target) as h:
@@ -89,6 +94,8 @@ class HistoryState:
 
     def regression(self, key: str, result: Any) -> list[str]:
         """Regression texts of this measurement against its history (with it appended)."""
+        from ._history import Series, SeriesPoint, findings_of
+        from ._historyrun import points_of
         now = {p.metric: p for p in points_of(result)}
         out = []
         for metric in self.metrics:
@@ -123,7 +130,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     report = outcome.get_result()
     if st is None or not st.check or report.when != "call" or not report.passed:
         return
-    from .plugin import SESSION_KEY
+    from ._historystore import HistoryError
+    from ._plugin_session import SESSION_KEY
 
     texts = []
     for rec in item.config.stash[SESSION_KEY].for_node(item.nodeid):
@@ -147,8 +155,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
 def _points(config: pytest.Config, st: HistoryState) -> list[Point]:
     from dataclasses import replace
 
+    from ._historyrun import points_of
+    from ._plugin_session import SESSION_KEY
     from ._results import result_from_dict
-    from .plugin import SESSION_KEY
 
     s = config.stash[SESSION_KEY]
     out: list[Point] = []
@@ -170,7 +179,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     points = _points(config, st)
     if not points:
         return
-    from .plugin import SESSION_KEY
+    from ._historyrun import new_run
+    from ._historystore import HistoryError, open_store
+    from ._plugin_session import SESSION_KEY
 
     speed = config.stash[SESSION_KEY].speed_index()
     md: dict[str, Any] = {"speed_index": speed} if speed else {}
@@ -187,6 +198,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     st = config.stash.get(STATE_KEY, None)
     if st is None or hasattr(config, "workerinput"):
         return
+    from ._historystore import display_name
+
     tr = terminalreporter
     commit = (st.git or {}).get("commit")
     if st.run_id is not None:
