@@ -36,7 +36,7 @@ from ._historyrun import run_of
 from ._historystore import HistoryError, Store, open_store
 
 __all__ = ["SPEED_MOVED", "SPEED_SUFFIX", "CheckReport", "Finding", "History", "Series",
-           "open_history",
+           "check_target", "open_history", "record_results",
            "SeriesPoint", "short"]
 
 SPEED_MOVED = 0.03  # a run's speed index this far from its series' median is annotated
@@ -357,3 +357,22 @@ def open_history(target: str | os.PathLike[str] | None = None, *,
     and recording (``.record(results)``); :class:`HistoryError` when it cannot be opened.
     A SQLite file that does not exist is an error unless ``create=True``."""
     return History(target, create=create)
+
+
+def check_target(target: str | os.PathLike[str]) -> None:
+    """Open and close the store at ``target`` (created when missing): a bad store is a
+    :class:`HistoryError` before any measuring starts."""
+    open_store(target).close()
+
+
+def record_results(target: str | os.PathLike[str], results: Any, source: str, *,
+                   clients: Sequence[str] = (), cwd: str | None = None) -> int | None:
+    """Record a compare ResultSet or bench/measure results as one run in the store at
+    ``target``; its id, or None for an interrupted (partial) run, which is not recorded."""
+    from ._results import ResultSet
+
+    if (results.metadata.get("interrupted") if isinstance(results, ResultSet)
+            else getattr(results, "interrupted", False)):
+        return None
+    with open_store(target) as st:
+        return st.record(run_of(results, source, cwd=cwd, clients=clients))
