@@ -77,11 +77,15 @@ def _num(v: Any) -> float | None:
 
 def _cell_points(rs: ResultSet) -> list[Point]:
     out: list[Point] = []
+    rates: dict[tuple[str, str], list[float]] = {}
+    for (c, s, _), r in rs:
+        if isinstance(r, MeasureResult):
+            rates.setdefault((c, s), []).append(r.calls_per_s)
     for sc in rs.scenarios:
         for row in cell_rows(rs, sc):
             client = row["client"]
-            rates = [r.calls_per_s for r in rs.repeats(client, sc) if isinstance(r, MeasureResult)]
-            row["rps_ci"] = median_ci(rates)[:2] if rates else None
+            got = rates.get((client, sc))
+            row["rps_ci"] = median_ci(got)[:2] if got else None
             notes = ";".join(sorted(row["notes"])) if row.get("notes") else ""
             for metric, ci_col in CELL_METRICS.items():
                 v = _num(row.get(metric))

@@ -318,9 +318,13 @@ class Store:
                                              for p in run.points})
             rows = [(ids[(p.subject, p.scenario, p.metric)], run_id, float(p.value), p.ci_low,
                      p.ci_high, p.samples, p.notes or None) for p in run.points]
-            cur.executemany(self._sql("INSERT INTO points (series_id, run_id, value, ci_low, "
-                                      "ci_high, samples, notes) VALUES (?, ?, ?, ?, ?, ?, ?)"),
-                            rows)
+            cols = "series_id, run_id, value, ci_low, ci_high, samples, notes"
+            if self.pg:  # COPY: one round trip for every point
+                with cur.copy(f"COPY points ({cols}) FROM STDIN") as cp:
+                    for row in rows:
+                        cp.write_row(row)
+            else:
+                cur.executemany(f"INSERT INTO points ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         return run_id
 
     def _series_ids(self, cur: Any, machine: str,
