@@ -151,6 +151,9 @@ def new_run(source: str, points: Sequence[Point], md: Mapping[str, Any] | None =
                                                 "interrupted", "duration_s") if k in md}
     if isinstance(md.get("speed_index"), Mapping):
         meta["speed_unit"] = md["speed_index"].get("unit")
+        ws = md["speed_index"].get("working_set_ns")
+        if isinstance(ws, Mapping):
+            meta["working_set_ns"] = ws.get("median")
     if client_git:
         meta["client_git"] = client_git
     meta.update(extra or {})

@@ -46,10 +46,13 @@ def test_compare_records_every_cell(tmp_path, capsys):
     rc = cli(["compare", "--quick", "--clients", "http.client", "--scenarios", "get-150b",
               "--no-out", "-q", "--history", path])
     assert rc == 0
-    assert f"Recorded run 1 in history {path}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"Recorded run 1 in history {path}" in out
+    assert "working-set probe (4 MiB):" in out and "ns/step" in out
     h = httpbench.history(path)
     (run,) = h.runs()
     assert run["source"] == "compare" and run["speed_ns"] and run["wakeup"]
+    assert run["meta"]["working_set_ns"] > 0  # the working-set probe beside the speed index
     assert run["versions"]["clients"]
     cpu = h.series("http.client", "get-150b", "cpu_ns_per_request")[0].points[0]
     assert cpu.samples >= 1 and cpu.value > 0
