@@ -114,9 +114,10 @@ class Finding:
         """E.g. ``regression since abc1234 (+7.9 % ± 2.1 %, p = 0.001; 12 runs before, 5 after)``."""
         cp = self.change_point
         word = "regression" if self.regression else ("worse" if self.worse else "better")
-        p = f"{cp.pvalue:.2g}" if cp.pvalue >= 1e-4 else f"{cp.pvalue:.0e}"
+        p = (f"= {cp.pvalue:.2g}" if cp.pvalue >= 1e-4 else f"= {cp.pvalue:.0e}"
+             if cp.pvalue > 0 else "< 1e-16")  # an exact series' t-test underflows to 0
         text = (f"{word} since {self.after.where} ({cp.change * 100:+.1f} % ± "
-                f"{cp.ci_halfwidth * 100:.1f} %, p = {p}; {cp.before} runs before, "
+                f"{cp.ci_halfwidth * 100:.1f} %, p {p}; {cp.before} runs before, "
                 f"{cp.after} after; last before {self.before.where})")
         if self.speed_notes:
             text += "; " + "; ".join(self.speed_notes)

@@ -1,6 +1,6 @@
-"""History trends as matplotlib figures: each series' values run by run, its CI band,
-the segment means between change points, the change points marked, and runs whose
-speed index moved drawn as open markers."""
+"""History trends as matplotlib figures (built without pyplot, like httpbench.plot's):
+each series' values run by run, its CI band, the segment means between change points,
+the change points marked, and runs whose speed index moved drawn as open markers."""
 
 from __future__ import annotations
 
@@ -15,27 +15,15 @@ __all__ = ["MAX_PANELS", "html_page", "plot_series"]
 MAX_PANELS = 12  # series drawn in one figure; more are left out, and the title says so
 
 
-def _plt() -> Any:
-    try:
-        import matplotlib
-
-        if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline."
-                                                    "backend_inline"):
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ImportError("plotting a history needs matplotlib (pip install "
-                          "'httpbench[plot]')") from None
-    return plt
-
-
 def plot_series(series: Sequence[Any], findings: Mapping[str, Sequence[Any]], *,
                 path: str | None = None, title: str = "") -> Any:
     """One panel per series (at most :data:`MAX_PANELS`); returns the Figure."""
-    plt = _plt()
+    from .plot import _figure_class  # a Figure that shows itself in Jupyter, no pyplot
+
     shown = list(series)[:MAX_PANELS]
     n = max(1, len(shown))
-    fig, axes = plt.subplots(n, 1, figsize=(9, 2.6 * n), squeeze=False)
+    fig = _figure_class()(figsize=(9, 2.6 * n))
+    axes = fig.subplots(n, 1, squeeze=False)
     for ax, s in zip(axes[:, 0], shown, strict=False):
         xs = list(range(len(s.points)))
         ys = [p.value for p in s.points]
