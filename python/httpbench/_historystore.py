@@ -146,12 +146,13 @@ class Store:
         except BaseException:
             self.close()
             raise
-        if not self.pg:
+        if not self.pg and self._db is not None:
             # WAL: a writer does not block readers and a run costs one sync, not three;
             # best effort (a read-only copy stays readable in its journal mode)
+            db: Any = self._db
             with contextlib.suppress(sqlite3.Error):
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
 
     # --- opening ---------------------------------------------------------------------------
     def _open_sqlite(self, create: bool) -> None:
