@@ -131,3 +131,20 @@ def test_failed_tests_are_not_recorded(pytester, tmp_path):
     assert res.ret == 1
     subjects = {s.subject for s in httpbench.history(store).series()}
     assert subjects == {"test_w.py::test_ok"}
+
+
+@pytest.mark.slow
+def test_xdist_workers_check_and_the_controller_records(pytester, tmp_path):
+    pytester.makepyfile(test_w=(
+        "import pytest\n\n@pytest.mark.parametrize('i', range(4))\n"
+        "def test_m(httpbench, i):\n    httpbench.measure(lambda: [object()] * i, n=20)\n"))
+    store = str(tmp_path / "h.db")
+    for _ in range(2):
+        res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
+                                            f"--httpbench-history={store}",
+                                            "--httpbench-history-check", timeout=120)
+        assert res.ret == 0, res.stdout.str()
+    h = httpbench.history(store)
+    assert len(h.runs()) == 2
+    assert {s.subject for s in h.series()} == {f"test_w.py::test_m[{i}]" for i in range(4)}
+    assert all(len(s) == 2 for s in h.series())
