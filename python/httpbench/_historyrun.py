@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ._gitinfo import git_state
+from ._gitinfo import git_state, git_state_finish, git_state_start
 from ._historystore import NewRun, Point
 from ._metadata import system_metadata
 from ._results import BenchResult, MeasureResult, ResultSet
@@ -135,10 +135,11 @@ def _speed(md: Mapping[str, Any]) -> float | None:
 
 def new_run(source: str, points: Sequence[Point], md: Mapping[str, Any] | None = None, *,
             label: str = "", cwd: str | None = None, clients: Iterable[str] = (),
-            started_unix_ns: int | None = None, extra: Mapping[str, Any] | None = None
-            ) -> NewRun:
+            started_unix_ns: int | None = None, extra: Mapping[str, Any] | None = None,
+            git: dict[str, Any] | None = None) -> NewRun:
     """A run of ``points`` measured under metadata ``md``: git state of ``cwd`` (default:
-    the working directory) and of every client spec ``NAME@PATH`` naming a local work tree."""
+    the working directory; ``git`` when already read) and of every client spec ``NAME@PATH``
+    naming a local work tree."""
     md = dict(md or {})
     client_git: dict[str, Any] = {}
     for spec in clients:
@@ -160,7 +161,8 @@ def new_run(source: str, points: Sequence[Point], md: Mapping[str, Any] | None =
     return NewRun(
         source=source, machine=fingerprint(md), points=list(points), label=label,
         started_unix_ns=int(started_unix_ns or md.get("started_unix_ns") or time.time_ns()),
-        git=git_state(cwd), host=str(md.get("hostname") or system_metadata()["hostname"]),
+        git=git if git is not None else git_state(cwd),
+        host=str(md.get("hostname") or system_metadata()["hostname"]),
         speed_ns=_speed(md), wakeup=md.get("wakeup_ns"), placement=md.get("placement"),
         versions={"httpbench": __version__, "clients": md.get("client_versions") or {}},
         meta=meta)
@@ -169,6 +171,7 @@ def new_run(source: str, points: Sequence[Point], md: Mapping[str, Any] | None =
 def run_of(obj: Any, source: str, *, cwd: str | None = None,
            clients: Iterable[str] = ()) -> NewRun:
     """A compare ResultSet, a BenchResult/MeasureResult or a list of them as a NewRun."""
+    pending = git_state_start(cwd)  # git runs while the points are computed
     if isinstance(obj, ResultSet):
         md: dict[str, Any] = dict(obj.metadata)
         clients = list(clients) or list(md.get("clients") or [])
@@ -178,4 +181,6 @@ def run_of(obj: Any, source: str, *, cwd: str | None = None,
         md = dict(recs[0].metadata) if recs else {}
         label = recs[0].label if recs else ""
         md.setdefault("started_unix_ns", recs[0].start_unix_ns if recs else None)
-    return new_run(source, points_of(obj), md, label=label, cwd=cwd, clients=clients)
+    points = points_of(obj)
+    return new_run(source, points, md, label=label, cwd=cwd, clients=clients,
+                   git=git_state_finish(pending) or {})
