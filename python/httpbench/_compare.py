@@ -460,6 +460,20 @@ def out_dir_error(path: str) -> str | None:
     return None
 
 
+def _history_page(target: str, rs: ResultSet, out_dir: str) -> str | None:
+    """The run's history trends beside its report (history.html); None when there is
+    nothing to draw or drawing failed (the results are written either way)."""
+    try:
+        from ._history import History
+        from ._historyplot import write_history_page
+
+        with History(target) as h:
+            return write_history_page(h, rs, out_dir)
+    except Exception as exc:  # a page of trends must never cost the run's own outputs
+        sys.stderr.write(f"httpbench compare: no history page ({type(exc).__name__}: {exc})\n")
+        return None
+
+
 def cli_main(argv: list[str]) -> int:
     """``httpbench compare ...``; returns the exit code."""
     from ._historystore import HistoryError, display_name
@@ -523,6 +537,10 @@ def cli_main(argv: list[str]) -> int:
             progress("writing results" + ("" if args.no_plots else " and plots"))
             progress.done()
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
+    history_page = None
+    if written and rs.metadata.get("history_run"):
+        history_page = _history_page(args.history or os.environ["HTTPBENCH_HISTORY"], rs,
+                                     os.path.dirname(written["json"]))
     if progress:
         progress.summary()
     if args.json:
@@ -540,7 +558,8 @@ def cli_main(argv: list[str]) -> int:
             sys.stdout.write("\n")
     if rs.metadata.get("history_run"):
         sys.stdout.write(f"Recorded run {rs.metadata['history_run']} in history "
-                         f"{display_name(args.history or os.environ['HTTPBENCH_HISTORY'])}\n")
+                         f"{display_name(args.history or os.environ['HTTPBENCH_HISTORY'])}"
+                         + (f"; its trends: {history_page}" if history_page else "") + "\n")
     if rs.metadata.get("interrupted"):
         return 130  # Ctrl-C: partial results were printed and saved
     if not rs.results:

@@ -86,3 +86,32 @@ def html_page(store: str, pngs: Sequence[str]) -> str:
             "between change points (black), change points for the worse (red) and the better "
             "(green), runs whose speed index moved (open markers).</p>"
             + "".join(imgs) + "</body></html>\n")
+
+
+def write_history_page(history: Any, rs: Any, out_dir: str,
+                       metric: str = "cpu_ns_per_request") -> str | None:
+    """``history.png`` and ``history.html`` in ``out_dir``: the trend of ``metric`` of every
+    (client, scenario) of the compare run ``rs`` on its machine, change points marked
+    (at most :data:`MAX_PANELS` series); the page's path, or None when none has 2 runs."""
+    import os
+
+    from ._changepoints import detect
+    from ._history import findings_of
+    from ._historyrun import fingerprint
+
+    fp = fingerprint(rs.metadata)["fingerprint"]
+    found = []
+    for sc in rs.scenarios:
+        for client in rs.clients:
+            if history.store.series(subject=client, scenario=sc, metric=metric, machine=fp):
+                found += [s for s in history.series(client, sc, metric, fp, last=200)
+                          if len(s) >= 2]
+    if not found:
+        return None
+    marks = {s.name: findings_of(s, detect(s.values)) for s in found}
+    png = os.path.join(out_dir, "history.png")
+    plot_series(found, marks, path=png, title=f"{metric} in {history.name}")
+    page = os.path.join(out_dir, "history.html")
+    with open(page, "w", encoding="utf-8") as f:
+        f.write(html_page(history.name, [png]))
+    return page

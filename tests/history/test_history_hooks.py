@@ -41,18 +41,22 @@ def test_load_test_cli_records_with_flag_or_env(server, tmp_path, monkeypatch, c
 
 
 @pytest.mark.slow
-def test_compare_records_every_cell(tmp_path, capsys):
+def test_compare_records_every_cell_and_draws_its_trends(tmp_path, capsys):
     path = str(tmp_path / "h.db")
-    rc = cli(["compare", "--quick", "--clients", "http.client", "--scenarios", "get-150b",
-              "--no-out", "-q", "--history", path])
-    assert rc == 0
-    out = capsys.readouterr().out
-    assert f"Recorded run 1 in history {path}" in out
+    out_dir = tmp_path / "out"
+    for i in (1, 2):
+        rc = cli(["compare", "--quick", "--clients", "http.client", "--scenarios", "get-150b",
+                  "--out", str(out_dir), "--no-plots", "-q", "--history", path])
+        assert rc == 0
+        out = capsys.readouterr().out
+        assert f"Recorded run {i} in history {path}" in out
     assert "working-set probe (4 MiB):" in out and "ns/step" in out
+    assert f"its trends: {out_dir / 'history.html'}" in out  # two runs: a trend to draw
+    assert (out_dir / "history.png").read_bytes()[:4] == b"\x89PNG"
     h = httpbench.history(path)
-    (run,) = h.runs()
+    run = h.runs()[-1]
     assert run["source"] == "compare" and run["speed_ns"] and run["wakeup"]
     assert run["meta"]["working_set_ns"] > 0  # the working-set probe beside the speed index
     assert run["versions"]["clients"]
-    cpu = h.series("http.client", "get-150b", "cpu_ns_per_request")[0].points[0]
-    assert cpu.samples >= 1 and cpu.value > 0
+    (cpu,) = h.series("http.client", "get-150b", "cpu_ns_per_request")
+    assert len(cpu) == 2 and cpu.points[-1].samples >= 1 and cpu.points[-1].value > 0
