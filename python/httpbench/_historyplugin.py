@@ -154,8 +154,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
 
 def _points(config: pytest.Config, st: HistoryState) -> list[Point]:
-    from dataclasses import replace
-
     from ._historyrun import points_of
     from ._plugin_session import SESSION_KEY
     from ._results import result_from_dict
@@ -167,7 +165,7 @@ def _points(config: pytest.Config, st: HistoryState) -> list[Point]:
                                              for x in r.get("regressed") or ())
         if r["result"] is None or not ok:
             continue
-        out += [replace(p, subject=r["key"], scenario="")
+        out += [p._replace(subject=r["key"], scenario="")
                 for p in points_of(result_from_dict(r["result"]))]
     return out
 
