@@ -81,6 +81,11 @@ class HistoryState:
             open_store(self.target).close()
         except HistoryError as exc:
             raise pytest.UsageError(f"--httpbench-history: {exc}") from None
+        if self.check:
+            try:
+                detect([1.0, 1.0, 1.0, 1.0])  # loads the detector: missing, it is said now
+            except DetectorUnavailable as exc:
+                raise pytest.UsageError(f"--httpbench-history-check: {exc}") from None
 
     def series_points(self, key: str, metric: str) -> list[SeriesPoint]:
         from ._history import DEFAULT_LAST, History
