@@ -32,6 +32,7 @@ from ._changepoints import (
     detect,
     higher_is_better,
 )
+from ._conveniences import call
 from ._historyrun import run_of
 from ._historystore import HistoryError, Store, open_store
 
@@ -336,14 +337,13 @@ class History:
              last: int | None = None) -> Any:
         """Trend of the matching series with CI bands and change points marked (matplotlib
         Figure; also written to ``path`` when given)."""
-        from ._historyplot import plot_series  # presentation, registered on demand
-
         found = self.series(subject, scenario, metric, machine, last=last)
         marks = {}
         for s in found:
             cps = detect(s.values, max_pvalue=max_pvalue, min_change=min_change)
             marks[s.name] = findings_of(s, cps)
-        return plot_series(found, marks, path=path, title=self.name)
+        # drawn by the presentation layer, which registers it (the history never imports it)
+        return call("history_plot", self, found, marks, path=path, title=self.name)
 
 
 ROW_COLUMNS = ("subject", "scenario", "metric", "machine", "run_id", "commit", "branch", "dirty",

@@ -18,11 +18,11 @@ MAX_PANELS = 12  # series drawn in one figure; more are left out, and the title 
 def plot_series(series: Sequence[Any], findings: Mapping[str, Sequence[Any]], *,
                 path: str | None = None, title: str = "") -> Any:
     """One panel per series (at most :data:`MAX_PANELS`); returns the Figure."""
-    from .plot import _figure_class  # a Figure that shows itself in Jupyter, no pyplot
+    from .plot import figure_class  # a Figure that shows itself in Jupyter, no pyplot
 
     shown = list(series)[:MAX_PANELS]
     n = max(1, len(shown))
-    fig = _figure_class()(figsize=(9, 2.6 * n))
+    fig = figure_class()(figsize=(9, 2.6 * n))
     axes = fig.subplots(n, 1, squeeze=False)
     for ax, s in zip(axes[:, 0], shown, strict=False):
         xs = list(range(len(s.points)))
