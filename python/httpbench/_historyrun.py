@@ -21,7 +21,7 @@ from ._historystore import NewRun, Point
 from ._metadata import system_metadata
 from ._results import BenchResult, MeasureResult, ResultSet
 from ._rows import cell_rows, entries, isnan, record_row
-from ._stats import median_ci
+from ._stats import median_ci, median_spread
 from ._version import __version__
 
 __all__ = ["CELL_METRICS", "LONE_METRICS", "fingerprint", "new_run", "points_of", "run_of"]
@@ -108,7 +108,9 @@ def _shape(r: BenchResult) -> str:
 
 
 def _lone_points(obj: Any) -> list[Point]:
-    out: list[Point] = []
+    """One point per (label, run shape, metric); repeats of one (a list with a label twice)
+    become their median with its CI, like a compare cell."""
+    cells: dict[tuple[str, str, str], list[tuple[float, int | None, str]]] = {}
     for label, _, _, r in entries(obj):
         row = record_row(label, "", 0, r)
         scenario = _shape(r) if isinstance(r, BenchResult) else ""
@@ -116,8 +118,18 @@ def _lone_points(obj: Any) -> list[Point]:
         for metric in LONE_METRICS:
             v = _num(row.get(metric))
             if v is not None:
-                out.append(Point(label, scenario, metric, v, None, None, samples,
-                                 str(row.get("notes") or "")))
+                cells.setdefault((label, scenario, metric), []).append(
+                    (v, samples, str(row.get("notes") or "")))
+    out: list[Point] = []
+    for (label, scenario, metric), got in cells.items():
+        if len(got) == 1:
+            v, n, notes = got[0]
+            out.append(Point(label, scenario, metric, v, None, None, n, notes))
+            continue
+        vals = [g[0] for g in got]
+        lo, hi, _ = median_ci(vals)
+        out.append(Point(label, scenario, metric, median_spread(vals)[0], _num(lo), _num(hi),
+                         len(vals), ";".join(dict.fromkeys(g[2] for g in got if g[2]))))
     return out
 
 

@@ -65,6 +65,15 @@ def test_compare_results_become_cells_with_cis(tmp_path):
                                                          "allocs_per_request"}
 
 
+def test_repeats_of_one_label_become_one_point_with_a_ci(tmp_path):
+    rs = [httpbench.measure(lambda: None, n=100, label="noop") for _ in range(3)]
+    with httpbench.history(str(tmp_path / "h.db"), create=True) as h:
+        h.record(rs)
+        (p,) = h.series("noop", metric="p50_ns")[0].points
+        assert p.samples == 3 and p.ci_low <= p.value <= p.ci_high
+        assert p.value == sorted(r.p50 for r in rs)[1]
+
+
 def test_client_under_test_git_state_is_kept(tmp_path):
     repo = tmp_path / "client"
     repo.mkdir()
