@@ -82,7 +82,8 @@ def _cell_points(rs: ResultSet) -> list[Point]:
         if isinstance(r, MeasureResult):
             rates.setdefault((c, s), []).append(r.calls_per_s)
     for sc in rs.scenarios:
-        for row in cell_rows(rs, sc):
+        # the scenario's own set: its cells' repeats are then found among its results only
+        for row in cell_rows(rs.select(scenario=sc), sc):
             client = row["client"]
             got = rates.get((client, sc))
             row["rps_ci"] = median_ci(got)[:2] if got else None
