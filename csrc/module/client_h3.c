@@ -1,5 +1,5 @@
 /* client_h3.c - a Client's HTTP/3: one hb_client_h3 connection per origin and
- * the TLS trust they share; batches run through client_h2.c's batch code
+ * the TLS trust they share; batches run through client_mux.c
  * (see client_int.h). */
 #include "client_int.h"
 
