@@ -45,28 +45,31 @@ typedef struct {
     int http2;
     int http3;
     PyThread_type_lock mux_lock; /* guards h2, h3 and every session in them */
-    struct h3origin *h3;         /* HTTP/3 connections, one per origin */
+    struct mxorigin *h3;         /* HTTP/3 connections, one per origin (h3origin) */
     hb_h3_tls *h3tls;            /* their TLS trust, made on first use */
-    struct h2origin *h2;         /* HTTP/2 sessions, one per origin */
+    struct mxorigin *h2;         /* HTTP/2 sessions, one per origin (h2origin) */
     char *mux_scratch;           /* the last batch's field and head buffers, kept for the next */
     size_t mux_scratch_cap;      /* (taken and given back with the GIL held) */
 } ClientObject;
 
-/* One HTTP/2 session per (scheme, host, port). */
-typedef struct h2origin {
-    struct h2origin *next;
+/* An origin's entry in a client's list of HTTP/2 or HTTP/3 connections: the
+ * first member of h2origin and h3origin. */
+typedef struct mxorigin {
+    struct mxorigin *next;
     int tls, port;
     size_t host_len;
     char host[HB_POOL_MAX_HOST + 1];
+} mxorigin;
+
+/* One HTTP/2 session per (scheme, host, port). */
+typedef struct h2origin {
+    mxorigin o;
     hb_h2conn hc;
 } h2origin;
 
 /* One HTTP/3 connection per (host, port). */
 typedef struct h3origin {
-    struct h3origin *next;
-    int port;
-    size_t host_len;
-    char host[HB_POOL_MAX_HOST + 1];
+    mxorigin o;
     hb_h3conn hc;
 } h3origin;
 
@@ -128,6 +131,9 @@ void hb__cl_h2_close_all(ClientObject *self, int free_entries);
 
 /* ---- client_mux.c ---- */
 
+/* u's entry in *list, or a new one of size bytes (zeroed) at its head; NULL
+ * with an exception. mux_lock held. */
+mxorigin *hb__cl_origin(mxorigin **list, const hb_url *u, size_t size);
 /* Take mux_lock, releasing the GIL while waiting for it. */
 void hb__cl_mux_lock(ClientObject *self);
 /* Run one method on urls[0..n) over HTTP/2 or HTTP/3 (the client's; same

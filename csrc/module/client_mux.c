@@ -13,6 +13,30 @@
 #include "base/hb_clock.h"
 #include "http/hb_request.h"
 
+mxorigin *hb__cl_origin(mxorigin **list, const hb_url *u, size_t size)
+{
+    for (mxorigin *o = *list; o; o = o->next)
+        if (o->tls == u->tls && o->port == u->port && o->host_len == u->host_len &&
+            memcmp(o->host, u->host, u->host_len) == 0)
+            return o;
+    if (u->host_len > HB_POOL_MAX_HOST) {
+        PyErr_SetString(PyExc_ValueError, "host name too long");
+        return NULL;
+    }
+    mxorigin *o = PyMem_Calloc(1, size);
+    if (!o) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    o->tls = u->tls;
+    o->port = u->port;
+    o->host_len = u->host_len;
+    memcpy(o->host, u->host, u->host_len);
+    o->next = *list;
+    *list = o;
+    return o;
+}
+
 void hb__cl_mux_lock(ClientObject *self)
 {
     if (!PyThread_acquire_lock(self->mux_lock, NOWAIT_LOCK)) {
