@@ -91,12 +91,6 @@ static void h2_fatal(econn *c, int rc, int type, const char *why)
 
 static const hb_h2_client_callbacks H2_CBS_QUIET;
 
-static void h2_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
-{
-    (void)sud;
-    hb__eng_header(((econn *)ud)->th, n, nl, v, vl);
-}
-
 static void h2_on_response(void *ud, void *sud, int status)
 {
     econn *c = ud;
@@ -147,8 +141,8 @@ static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
     hb__eng_stream_end(&H2(c)->mc.st, c, sl, type, H2(c)->now);
 }
 
-static const hb_h2_client_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
-                                              NULL};
+static const hb_h2_client_callbacks H2_CBS = {hb__eng_mux_on_header, h2_on_response, h2_on_data,
+                                              h2_on_close, NULL};
 static const hb_h2_client_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
                                                     NULL};
 

@@ -102,12 +102,6 @@ static void h3_arm(econn *c)
 
 /* ---- hb_h3_client callbacks (ud: the econn, sud: a slot) ---- */
 
-static void h3_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
-{
-    (void)sud;
-    hb__eng_header(((econn *)ud)->th, n, nl, v, vl);
-}
-
 static void h3_on_response(void *ud, void *sud, int status)
 {
     hb__eng_stream *sl = sud;
@@ -149,8 +143,8 @@ static void h3_on_handshake(void *ud)
     H3((econn *)ud)->hs_done = 1;
 }
 
-static const hb_h3_callbacks H3_CBS = {h3_on_header, h3_on_response, h3_on_data, h3_on_close,
-                                       h3_on_handshake};
+static const hb_h3_callbacks H3_CBS = {hb__eng_mux_on_header, h3_on_response, h3_on_data,
+                                       h3_on_close, h3_on_handshake};
 static const hb_h3_callbacks H3_CBS_QUIET = {NULL, h3_on_response, h3_on_data, h3_on_close,
                                              h3_on_handshake};
 

@@ -241,6 +241,9 @@ void hb__eng_mux_fail(econn *c, int type, uint64_t now);
 int hb__eng_mux_timed_out(const econn *c, uint64_t now, uint64_t tmo);
 uint64_t hb__eng_mux_measured(const econn *c);
 int hb__eng_mux_check(const hb_engine_config *cfg, const char *proto, char *err);
+/* The protocols' response header callback (ud: the econn): the run's Server
+ * header. */
+void hb__eng_mux_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl);
 /* The request's header fields copied into e (prepare) / freed (cleanup). */
 int hb__eng_fields_prepare(struct hb_engine *e, char *err);
 void hb__eng_fields_cleanup(struct hb_engine *e);

@@ -92,6 +92,12 @@ uint64_t hb__eng_mux_measured(const econn *c)
     return hb__eng_streams_measured(&((const hb__eng_mconn *)c)->st);
 }
 
+void hb__eng_mux_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
+{
+    (void)sud;
+    hb__eng_header(((econn *)ud)->th, n, nl, v, vl);
+}
+
 int hb__eng_mux_check(const hb_engine_config *cfg, const char *proto, char *err)
 {
     if (!cfg->fields || cfg->nfields < 4)
