@@ -1,5 +1,5 @@
 /* client.c - httpbench.Client: the Python face of hb_client/hb_pool
- * (csrc/core/hb_client.h, hb_pool.h); the URL and the head come from
+ * (csrc/core/client/hb_client.h, hb_pool.h); the URL and the head come from
  * hb_request, the Response type lives in response.c.
  *
  * Per request, with the GIL held: split the URL, serialize the head into a
