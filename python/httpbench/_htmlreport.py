@@ -11,15 +11,13 @@ from ._cmptables import caption, compare_table, skip_lines
 from ._machine import placement_lines
 from ._results import BenchResult, MeasureResult, ResultSet
 from ._resulttables import (
-    _BENCH_COLS,
-    _MEASURE_COLS,
-    _align,
-    _group_cells,
-    _measure_rows,
+    BENCH_COLS,
+    MEASURE_COLS,
     format_result,
+    group_table,
+    measure_rows,
 )
 from ._rows import cell_rows, result_rows
-from ._tables import render_table
 
 __all__ = [
     "html_diff",
@@ -34,12 +32,6 @@ __all__ = [
 
 # --------------------------------------------------------------------------
 # Jupyter
-
-
-def _html_table(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]],
-                first: str = "client") -> str:
-    headers, cells, has_notes = _group_cells(rows, cols, first)
-    return render_table(headers, cells, "html", align=_align(headers, has_notes))
 
 
 def html_tables(obj: Any) -> str:
@@ -65,7 +57,7 @@ def html_tables(obj: Any) -> str:
             else:
                 cap = (f"medians of {nrep} repeats ± half the range" if nrep > 1
                        else "one repeat")
-                grid = _html_table(srows, _BENCH_COLS)
+                grid = group_table(srows, "html", BENCH_COLS)
             name = sc if sc.strip("-") else str(obj.metadata.get("source") or "results")
             where = "".join(f'<p class="caption">{e(ln.strip())}</p>'
                             for ln in placement_lines(obj.metadata, sc))
@@ -89,15 +81,15 @@ def html_tables(obj: Any) -> str:
                 f"<li>{e(line)}</li>" for line in skip_lines(obj.skipped)) + "</ul>")
     elif isinstance(obj, MeasureResult):
         parts.append(f"<h3>measure: {e(obj.label)}</h3>"
-                     + table(["metric", "value"], _measure_rows(obj)))
+                     + table(["metric", "value"], measure_rows(obj)))
     elif isinstance(obj, BenchResult):
         rows = result_rows(obj)
-        parts.append(scroll(_html_table(rows, _BENCH_COLS)))
+        parts.append(scroll(group_table(rows, "html", BENCH_COLS)))
         parts.append("<h3>Load-test report</h3><pre>" + e(format_report(obj)) + "</pre>")
     else:
         rows = result_rows(obj)
-        cols = _BENCH_COLS if rows and rows[0]["kind"] == "bench" else _MEASURE_COLS
-        parts.append(scroll(_html_table(rows, cols)))
+        cols = BENCH_COLS if rows and rows[0]["kind"] == "bench" else MEASURE_COLS
+        parts.append(scroll(group_table(rows, "html", cols)))
     return "\n".join(parts)
 
 

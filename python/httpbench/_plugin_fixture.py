@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ._plugin_session import BUDGET_KEY, MARKER_KEY, Record, _session
+from ._plugin_session import BUDGET_KEY, MARKER_KEY, Record, session_of
 
 __all__ = ["Httpbench", "HttpbenchServer"]
 
@@ -103,7 +103,7 @@ class Httpbench:
         self.server = server
         self._request = request
         self._node = request.node
-        self._session = _session(request.config)
+        self._session = session_of(request.config)
         self.results: list[Any] = []
 
     def url(self, path: str = "/", tls: bool = False) -> str:

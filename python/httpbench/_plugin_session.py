@@ -31,6 +31,8 @@ __all__ = [
     "calibrate",
     "load_baseline",
     "parse_tolerance",
+    "session_of",
+    "wakeup_ns",
 ]
 
 BASELINE_KEY = "pytest_baseline"  # ResultSet.metadata key of the plugin's own data
@@ -39,7 +41,7 @@ CALIBRATION_RUNS = 10  # calibration runs before and after each measurement (~5 
 SPEED_UNIT = f"ns per plugin calibration workload ({CALIBRATION_WORKLOAD}, mean)"
 
 
-def _wakeup_ns() -> dict[str, Any] | None:
+def wakeup_ns() -> dict[str, Any] | None:
     """The machine's wake-up round trips (same CPU, across two), for the saved metadata."""
     from ._machine import wakeup_cost
 
@@ -321,7 +323,7 @@ class HttpbenchSession:
         meta = {
             **system_metadata(),
             "speed_index": self.speed_index(),
-            "wakeup_ns": _wakeup_ns(),
+            "wakeup_ns": wakeup_ns(),
             **({"placement": placed[0]["placement"]} if placed else {}),
             "source": "pytest --httpbench-save",
             "httpbench_version": __version__,
@@ -359,5 +361,6 @@ BUDGET_KEY = pytest.StashKey[Any]()  # item -> parsed marker budget (list of Lim
 MARKER_KEY = pytest.StashKey[dict]()  # item -> marker options (tolerance, repeats)
 
 
-def _session(config: pytest.Config) -> HttpbenchSession:
+def session_of(config: pytest.Config) -> HttpbenchSession:
+    """The session object the plugin keeps on ``config``."""
     return config.stash[SESSION_KEY]

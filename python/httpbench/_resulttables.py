@@ -23,8 +23,12 @@ from ._stats import median_ci
 from ._tables import column_unit, median_cell, median_ci_cell, render_table
 
 __all__ = [
+    "BENCH_COLS",
+    "MEASURE_COLS",
     "format_result",
     "format_resultset",
+    "group_table",
+    "measure_rows",
     "to_dataframe",
 ]
 
@@ -55,7 +59,7 @@ def to_dataframe(obj: Any) -> Any:
 
 
 # (column title, row key, kind) for the compare tables; kind picks units.
-_MEASURE_COLS = [
+MEASURE_COLS = [
     ("req/s", "rps", "rate"),
     ("p50", "p50_ns", "duration"),
     ("p99", "p99_ns", "duration"),
@@ -69,7 +73,7 @@ _MEASURE_COLS = [
     ("instr/req", "instructions_per_request", "count"),
     ("syscalls/req", "syscalls_per_request", "count"),
 ]
-_BENCH_COLS = [
+BENCH_COLS = [
     ("req/s", "rps", "rate"),
     ("p50", "p50_ns", "duration"),
     ("p99", "p99_ns", "duration"),
@@ -115,8 +119,10 @@ def _align(headers: Sequence[str], has_notes: bool) -> str:
     return "l" + "r" * (len(headers) - 2) + ("l" if has_notes else "r")
 
 
-def _group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str, str]],
-                 first: str = "client") -> str:
+def group_table(rows: list[dict[str, Any]], fmt: str, cols: list[tuple[str, str, str]],
+                first: str = "client") -> str:
+    """``rows`` as one table in ``fmt`` (text, md, html): a row per ``first``, repeats
+    grouped into medians ± half range."""
     headers, cells, has_notes = _group_cells(rows, cols, first)
     return render_table(headers, cells, fmt, align=_align(headers, has_notes))
 
@@ -142,7 +148,7 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
             title = name + (f" (median of {nrep} repeats ± half range)" if nrep > 1 else "")
             ci = (f"p50 and CPU/req: ± half the {cov:.0%} order-statistic confidence interval "
                   "of the median\n\n" if nrep > 1 else "")
-            grid = _group_table(srows, fmt, _BENCH_COLS)
+            grid = group_table(srows, fmt, BENCH_COLS)
         spec = (rs.metadata.get("scenarios") or {}).get(sc) or {}
         if spec.get("protocol") == "h2":
             title += (f" — HTTP/2 ({'h2' if spec.get('tls') else 'h2c'}), "
@@ -165,7 +171,7 @@ def format_resultset(rs: ResultSet, fmt: str = "text") -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _measure_rows(r: MeasureResult) -> list[list[str]]:
+def measure_rows(r: MeasureResult) -> list[list[str]]:
     rows: list[list[str]] = [
         ["calls", U.format_count(r.calls)],
         ["wall time", U.format_duration(r.wall_ns)],
@@ -206,7 +212,7 @@ def _measure_rows(r: MeasureResult) -> list[list[str]]:
 
 def _measure_table(r: MeasureResult, fmt: str) -> str:
     title = f"measure: {r.label}"
-    body = render_table(["metric", "value"], _measure_rows(r), fmt, align="lr")
+    body = render_table(["metric", "value"], measure_rows(r), fmt, align="lr")
     return (f"**{title}**\n\n" if fmt == "md" else f"{title}\n") + body + "\n"
 
 
@@ -221,11 +227,11 @@ def format_result(obj: Any, fmt: str = "text") -> str:
     if isinstance(obj, ResultSet):
         return format_resultset(obj, fmt)
     if isinstance(obj, BenchResult):
-        return ab_report(obj) if fmt == "text" else _group_table(result_rows(obj), fmt,
-                                                                 _BENCH_COLS) + "\n"
+        return ab_report(obj) if fmt == "text" else group_table(result_rows(obj), fmt,
+                                                                 BENCH_COLS) + "\n"
     if isinstance(obj, MeasureResult):
         return _measure_table(obj, fmt)
     rows = result_rows(obj)  # a list of records
     kinds = {r["kind"] for r in rows}
-    return _group_table(rows, fmt, _BENCH_COLS if kinds == {"bench"} else _MEASURE_COLS,
+    return group_table(rows, fmt, BENCH_COLS if kinds == {"bench"} else MEASURE_COLS,
                         first="client") + "\n"

@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from ._workerjob import AdapterCall, Worker, payload, serve
-from ._zygote import _zygote
+from ._zygote import run_zygote
 
 __all__ = ["AdapterCall", "Worker", "main", "payload", "serve"]
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.zygote:
         if args.control_fd is None:
             ap.error("--zygote needs --control-fd")
-        return _zygote(args.control_fd)
+        return run_zygote(args.control_fd)
     if args.result_fd is None:
         ap.error("--result-fd is required")
     fd = args.result_fd

@@ -22,10 +22,11 @@ from typing import Any
 
 from ._workerjob import serve
 
-__all__: list[str] = []
+__all__ = ["run_zygote"]
 
 
-def _zygote(ctl_fd: int) -> int:
+def run_zygote(ctl_fd: int) -> int:
+    """Serve spawn/status requests on the control socket ``ctl_fd`` until it closes."""
     import signal
     import socket
 

@@ -47,10 +47,10 @@ from ._plugin_session import (
     SESSION_KEY,
     HttpbenchSession,
     Record,
-    _session,
-    _wakeup_ns,
     calibrate,
     parse_tolerance,
+    session_of,
+    wakeup_ns,
 )
 
 __all__ = [
@@ -107,7 +107,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
                      f"{', fail-faster' if s.fail_faster else ''})")
     if s.save_path:
         lines.append(f"httpbench: saving results to {s.save_path}")
-    wake = _wakeup_ns()
+    wake = wakeup_ns()
     if wake:  # what a sequential request costs this machine before any client code runs
         lines.append(f"httpbench: {wakeup_text(wake)}")
     return lines
@@ -159,7 +159,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_call(item: pytest.Item) -> None:
     # Runs after the test body passed (a failing body never gets here). A budget that was
     # never applied to anything must not pass silently.
-    if item.stash.get(BUDGET_KEY, None) and not _session(item.config).for_node(item.nodeid):
+    if item.stash.get(BUDGET_KEY, None) and not session_of(item.config).for_node(item.nodeid):
         pytest.fail(
             "@pytest.mark.httpbench(budget=...) is set but the test measured nothing through "
             "the httpbench fixture (use httpbench.measure(...) or httpbench.bench(...))",
@@ -172,7 +172,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        recs = _session(item.config).for_node(item.nodeid)
+        recs = session_of(item.config).for_node(item.nodeid)
         for rec in recs:
             rec.outcome = report.outcome
         # A budget the test checked itself (result.assert_budget) shows in the verdict too.

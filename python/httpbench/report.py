@@ -4,6 +4,11 @@ display, progress bars and the ``httpbench report`` / ``httpbench diff`` command
 
 Every number in a DataFrame or a JSON report is in base units (ns, bytes, per
 second); text and Markdown tables choose readable units (see ``_units``).
+
+This module is the public face; each job lives in its own module: tables and
+DataFrames in ``_resulttables``, the ab-style report in ``_abreport``, HTML and
+Jupyter in ``_htmlreport``, progress bars in ``_progress``, the commands in
+``_reportcli``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,11 @@ from ._htmlreport import (
 )
 from ._progress import ProgressBar, interactive, progress_bar
 from ._reportcli import cli_main, diff_main
-from ._resulttables import format_result, format_resultset, to_dataframe
+from ._resulttables import (
+    format_result,
+    format_resultset,  # noqa: F401  (importable, not in __all__)
+    to_dataframe,
+)
 from ._rows import CELL_COLUMNS, DATAFRAME_COLUMNS, cell_rows, result_rows
 from ._stats import mann_whitney_u, welch_t_test
 
@@ -60,7 +69,6 @@ __all__ = [
     "export_histogram",
     "format_report",
     "format_result",
-    "format_resultset",
     "format_spectrum",
     "format_tables",
     "hdr_compressed",
