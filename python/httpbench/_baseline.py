@@ -327,6 +327,13 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
                 continue
             changes.append(_change(key, m, bv, cv, alpha, min_change, test))
     changes = _false_discoveries_dropped(changes, alpha)
+    # a tail percentile of a short round rests on its last few samples: not a verdict
+    fewest = {k: min((float(r.get("requests") or 0) for r in gb[k] + gc.get(k, [])),
+                     default=0.0) for k in gb}
+    changes = [dataclasses.replace(c, caution=f"{c.title} of rounds of {fewest[k]:,.0f} "
+                                              "requests: its last few samples")
+               if c.significant and fewest[k] < _TAIL_REQUESTS.get(c.metric, 0) else c
+               for c in changes for k in [(c.client, c.scenario)]]
     cautions = cell_cautions(cur, "current")
     for k, why in cell_cautions(base, "baseline").items():
         cautions[k] = f"{why}, {cautions[k]}" if k in cautions else why
@@ -349,6 +356,8 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
 
 
 _TIMING = ("rps", "p50_ns", "p99_ns", "p999_ns", "cpu_ns_per_request")
+# a tail percentile's verdict needs this many requests per round (ten samples beyond it)
+_TAIL_REQUESTS = {"p99_ns": 1_000, "p999_ns": 10_000}
 
 
 def _wall_only(changes: list[Change], scenarios: dict[str, Any]) -> list[Change]:
@@ -374,7 +383,7 @@ def _explained(c: Change, caution: str, stack: str | None, build: str, speed: fl
     """``c`` with its speed-normalised change and the causes that explain it: a changed
     transport stack (every metric of that client), changed build features (peak RSS),
     a machine-speed change the timing change does not exceed."""
-    why = [caution] if caution else []
+    why = [x for x in (c.caution, caution) if x]
     norm = math.nan
     if c.metric in _TIMING and speed is not None and math.isfinite(c.change):
         norm = ((1 + c.change) * (1 + speed) if c.metric == "rps"

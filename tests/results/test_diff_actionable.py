@@ -134,7 +134,8 @@ def test_cli_prints_the_tally_first_and_all_rows_only_when_asked(tmp_path, capsy
     _same_command(2, cpu_scale=1.3).save(b)
     assert _cli.main(["diff", str(a), str(b)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("75 regressions, 0 improvements")  # 5 timing metrics x 15 cells
+    # 4 timing metrics x 15 cells; p99.9 of rounds of 1,000 requests is marked, not counted
+    assert out.startswith("60 regressions, 0 improvements; 15 more marked")
     assert out.splitlines()[2].startswith("machine: speed index 54.0 -> 54.0")
     assert "no significant change  " not in out  # the rest is one line
     assert "more compared metrics:" in out and "(--all lists them)" in out
@@ -158,3 +159,20 @@ def test_diff_of_real_runs_of_one_command_finds_no_regression():
         assert not [n for n in cmp.notes if n.startswith("settings differ: build")]
         assert not [n for n in cmp.notes if n.startswith("transport stack")]
         assert cmp.machine.startswith("machine: speed index ")
+
+
+def test_a_tail_percentile_of_short_rounds_is_no_verdict():
+    base, cur = _same_command(1), _same_command(2)
+    # the current run's p99 tail: one slow request in each round of 1000
+    slow = R.ResultSet(metadata=cur.metadata)
+    for (c, sc, i), r in cur.results.items():
+        if c == "native":
+            lat = hist([9_000] * 995 + [5_000_000] * 5)
+            r = make_measure(c, seed=i, latency=lat, calls=1000, wall_ns=r.wall_ns,
+                             cpu_user_ns=r.cpu_user_ns, cpu_sys_ns=0,
+                             peak_rss_bytes=r.peak_rss_bytes)
+        slow = slow.with_result(c, sc, i, r)
+    cmp = httpbench.diff(base, slow, metrics=["p999_ns"])
+    tail = [c for c in cmp.changes if c.client == "native" and c.significant]
+    assert tail and all("p99.9 of rounds of 1,000 requests" in c.caution for c in tail)
+    assert cmp.regressions == []
