@@ -260,28 +260,32 @@ class Comparison:
         return self.format("text")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        rows = [[c.client, c.scenario, c.title, median_cell(c.baseline, DIFF_METRICS[c.metric][1]),
-                 median_cell(c.current, DIFF_METRICS[c.metric][1]), change_text(c.change),
-                 "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.shown_verdict]
-                for c in self.changes]
-        head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
+        head = list(self._HEAD)
         colour = {"slower": "#c0392b", "worse": "#c0392b", "faster": "#1e8449",
                   "better": "#1e8449"}
+
+        def table(changes: Sequence[Change]) -> str:
+            out = ['<table class="httpbench">', "<tr>" + "".join(
+                f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+            for r in (self._row(c) for c in changes):
+                style = colour.get(r[-1])
+                cells = [f'<td style="text-align:{"left" if j < 3 else "right"}">'
+                         f"{html.escape(v)}</td>" for j, v in enumerate(r[:-1])]
+                verdict = html.escape(r[-1])
+                if style:
+                    verdict = f'<b style="color:{style}">{verdict}</b>'
+                out.append("<tr>" + "".join(cells) + f"<td>{verdict}</td></tr>")
+            return "\n".join(out + ["</table>"])
+
+        sig = [c for c in self.changes if c.significant]
+        rest = [c for c in self.changes if not c.significant]
         out = [f"<p><b>{html.escape(self.summary)}</b></p>",
                f"<p>{html.escape(self.machine)}</p>" if self.machine else "",
                "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
-               if self.notes else ""]
-        out += ['<table class="httpbench">', "<tr>" + "".join(
-            f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
-        for r in rows:
-            style = colour.get(r[-1])
-            cells = [f'<td style="text-align:{"left" if j < 3 else "right"}">'
-                     f"{html.escape(v)}</td>" for j, v in enumerate(r[:-1])]
-            verdict = html.escape(r[-1])
-            if style:
-                verdict = f'<b style="color:{style}">{verdict}</b>'
-            out.append("<tr>" + "".join(cells) + f"<td>{verdict}</td></tr>")
-        out.append("</table>")
+               if self.notes else "", table(sig) if sig else ""]
+        if rest:  # the tally first, the rest folded (as the HTML report does)
+            out.append(f"<details><summary>{len(rest)} more compared metrics</summary>"
+                       + table(rest) + "</details>")
         return {"text/plain": self.format("text"), "text/html": "\n".join(out)}
 
 
