@@ -176,3 +176,12 @@ def test_a_tail_percentile_of_short_rounds_is_no_verdict():
     tail = [c for c in cmp.changes if c.client == "native" and c.significant]
     assert tail and all("p99.9 of rounds of 1,000 requests" in c.caution for c in tail)
     assert cmp.regressions == []
+
+
+def test_jupyter_shows_the_tally_first_and_folds_the_rest():
+    cmp = httpbench.diff(_same_command(1), _same_command(2, cpu_scale=1.3))
+    page = cmp._repr_mimebundle_()["text/html"]
+    assert page.index("60 regressions") < page.index("machine: speed index") < page.index("<table")
+    folded = page[page.index("<details>"):]
+    assert "75 more compared metrics" in folded and "no significant change" in folded
+    assert "no significant change" not in page[:page.index("<details>")]
