@@ -319,7 +319,19 @@ def format_tables(rs: ResultSet) -> str:
     if vers:
         out.append("Clients: " + "; ".join(k if k.endswith(f" {v}") else f"{k} {v}"
                                            for k, v in vers.items() if v))
+    out.extend(_replaced_lines(md))
     return "\n".join(out) + "\n"
+
+
+def _replaced_lines(md: dict[str, Any]) -> list[str]:
+    """A warning per import name that two installed distributions claim, naming the
+    clients that import it: what runs is whichever was installed last."""
+    seen: dict[str, tuple[list[str], list[str]]] = {}
+    for client, st in (md.get("client_stacks") or {}).items():
+        for mod, owners in ((st or {}).get("replaced") or {}).items():
+            seen.setdefault(mod, (list(owners), []))[1].append(client)
+    return [f"Warning: {mod}/ is installed by {' and '.join(owners)}: {', '.join(clients)} "
+            "run whichever was installed last" for mod, (owners, clients) in seen.items()]
 
 
 def report_tables(rs: ResultSet) -> str:

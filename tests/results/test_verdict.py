@@ -92,3 +92,13 @@ def test_markdown_report_of_a_compare_run_opens_with_the_verdict():
 
     md = format_result(compare_set(), "md")
     assert md.startswith("**Verdict**\n\n- get-150b: CPU per request 9.00 µs with native")
+
+
+def test_a_replaced_package_is_named_under_the_tables():
+    rs = compare_set()
+    rs = R.ResultSet(results=rs.results, metadata={**rs.metadata, "client_stacks": {
+        "requests": {"packages": {"requests": "2.34.2", "urllib3": "2.8.0"},
+                     "replaced": {"urllib3": ["urllib3 2.8.0", "urllib3-future 2.12.9"]}},
+        "httpx": {"packages": {"httpx": "0.29.0"}, "replaced": {}}}})
+    assert ("Warning: urllib3/ is installed by urllib3 2.8.0 and urllib3-future 2.12.9: "
+            "requests run whichever was installed last") in format_tables(rs)
