@@ -43,7 +43,8 @@ class Peer:
     "reset": RESET_STREAM (H3_REQUEST_REJECTED) on each request stream; "close":
     CONNECTION_CLOSE (H3_INTERNAL_ERROR) on the first request; "goaway": 200s, and
     after the third request of a connection a GOAWAY letting no later stream in, then
-    CONNECTION_CLOSE (H3_NO_ERROR) 50 ms later. Issues session tickets
+    CONNECTION_CLOSE (H3_NO_ERROR) 50 ms later; "nostreams": 200s, but its transport
+    parameters allow no request stream (initial_max_streams_bidi 0). Issues session tickets
     (one use each) when tickets=True; ``requests`` counts the requests it saw."""
 
     def __init__(self, mode: str, tickets: bool = True) -> None:
@@ -81,6 +82,8 @@ class Peer:
                 super().__init__(*a, **k)
                 self.h3 = H3Connection(self._quic)
                 self.served = 0
+                if peer.mode == "nostreams":
+                    self._quic._local_max_streams_bidi.value = 0
 
             def goaway(self, last: int) -> None:
                 from aioquic.buffer import encode_uint_var
@@ -171,6 +174,25 @@ def test_goaway_drains_the_connection_and_the_next_one_takes_over():
         assert p.requests == 20
         assert r.connections == 7  # 3 requests per connection, then a new one
         assert r.reconnects == 6
+
+
+def test_goaway_stream_id_honoured_with_streams_in_flight():
+    """-m6: when the GOAWAY comes, the streams from its ID on were not processed: they
+    end as goaway errors at once, none is counted as closed by the close that follows."""
+    with Peer("goaway") as p:
+        r = httpbench.bench(p.url, n=60, streams=6, http3=True, ca_file=p.ca, timeout=5)
+    assert r.error_counts.get("closed", 0) == 0, (r.error_counts, r.metadata["first_error"])
+    assert r.error_counts.get("goaway", 0) > 0, r.error_counts
+    assert r.successes + r.error_counts["goaway"] == r.successes + r.errors
+    assert "GOAWAY" in r.metadata["first_error"]
+
+
+def test_a_server_allowing_no_streams_is_a_typed_error():
+    with Peer("nostreams") as p:
+        r = httpbench.bench(p.url, duration=0.5, http3=True, ca_file=p.ca, timeout=2)
+    assert r.responses == 0 and r.errors > 0 and r.error_counts.get("protocol", 0) > 0, \
+        r.error_counts
+    assert "allows no request streams" in r.metadata["first_error"]
 
 
 def test_server_closing_the_connection_fails_its_requests_as_closed():

@@ -78,12 +78,14 @@ def test_initial_flood_answered_with_retry_good_client_keeps_its_rate():
         time.sleep(0.3)
         rss1 = rss_kib(srv.pid)
         h3 = st["h3"]
-    assert during.errors == {} or sum(during.errors.values()) == 0, during.errors
+    assert during.errors == 0, during.errors
     # the flood is answered statelessly: Retry packets, few connections
     assert h3["retries"] >= 2000, h3
     assert h3["half_open"] == 0
     assert during.rps >= 0.5 * solo.rps, (solo.rps, during.rps, h3)
     assert rss1 <= rss0 * 1.10 + 1024, (rss0, rss1, h3)
+    print(f"flood: solo {solo.rps:.0f} req/s, during {during.rps:.0f} req/s; RSS {rss0} -> "
+          f"{rss1} KiB; retries {h3['retries']}, connections {st['connections_by_protocol']}")
 
 
 def test_fake_initials_counted_as_dropped():
@@ -182,10 +184,12 @@ def test_closing_state_answers_the_source_and_is_rate_limited():
             n_v0, b_v0 = drain(v, 0.5)
             odcid = q.original_destination_connection_id
             sent_a = 0
-            for _ in range(2000):
-                d = bytes([0x40 | (os.urandom(1)[0] & 0x3f)]) + odcid + os.urandom(4)
+            for i in range(2000):
+                d = bytes([0x40 | (os.urandom(1)[0] & 0x3F)]) + odcid + os.urandom(4)
                 a.sendto(d, ("127.0.0.1", srv.h3_port))
                 sent_a += len(d)
+                if i % 100 == 99:
+                    time.sleep(0.002)  # not past the socket buffers
             n_v1, b_v1 = drain(v, 0.5)
             n_a, b_a = drain(a, 0.1)
             h3 = srv.stats()["h3"]
@@ -194,8 +198,8 @@ def test_closing_state_answers_the_source_and_is_rate_limited():
             a.close()
     assert n_v0 >= 1  # the CONNECTION_CLOSE for the failed handshake
     assert b_v0 + b_v1 <= 3 * sent_v, (b_v0, b_v1, sent_v)
-    assert b_a <= 3 * sent_a and n_a <= 64, (n_a, b_a, sent_a)
-    assert h3["closes_limited"] >= 2000 - 64, h3
+    assert b_a <= 3 * sent_a and n_a <= 16, (n_a, b_a, sent_a)  # 1st, 2nd, 4th, ... only
+    assert h3["closes_limited"] >= 1000, h3
 
 
 # ---- 0-RTT across workers ----
@@ -233,5 +237,25 @@ def test_0rtt_replay_refused_by_every_worker():
             for s in socks:
                 s.close()
         st = srv.stats()
-    assert st["by_status"].get(299) == 1, st["by_status"]
+    assert st["by_status"].get(299) == 1, (st["by_status"], st["h3"]["early_data"])
     assert st["h3"]["early_replays"] >= 1, st["h3"]
+
+
+# ---- connection churn ----
+
+
+def test_connection_id_table_follows_live_connections_not_history():
+    """2 x 3,000 connections of one request each, 4 at a time: the connection-ID table
+    is rebuilt without its tombstones instead of doubling, so its size follows the
+    connections alive (draining ones included), not how many there ever were (the
+    old table reached ~64 k slots here, and every free scanned it whole)."""
+    with Server(tls=True, h3=True) as srv:
+        slots = [srv.stats()["h3"]["cid_slots"]]
+        for _ in range(2):
+            r = httpbench.bench(srv.h3_url + "/bytes/10", n=3000, concurrency=4,
+                                keepalive=False, http3=True, ca_file=srv.ca_file)
+            assert r.errors == 0 and r.responses == 3000
+            slots.append(srv.stats()["h3"]["cid_slots"])
+        st = _wait(srv, lambda s: s["h3"]["connections_closed"] >= 6000, 10.0)
+    assert st["connections_by_protocol"]["h3"] == 6000
+    assert slots[0] == 64 and slots[2] <= 4096 and slots[2] <= 2 * slots[1], slots
