@@ -154,6 +154,13 @@ class Peer:
         self.q.send_stream_data(sid, data, end_stream=False)
         return sid
 
+    def rebind(self) -> None:
+        """A new source port for the same connection (what a NAT rebinding looks like)."""
+        self.sock.close()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((HOST, 0))
+        self.sock.setblocking(False)
+
     def close(self) -> None:
         try:
             self.q.close()

@@ -259,3 +259,21 @@ def test_connection_id_table_follows_live_connections_not_history():
         st = _wait(srv, lambda s: s["h3"]["connections_closed"] >= 6000, 10.0)
     assert st["connections_by_protocol"]["h3"] == 6000
     assert slots[0] == 64 and slots[2] <= 4096 and slots[2] <= 2 * slots[1], slots
+
+
+def test_nat_rebinding_is_followed():
+    """The client's source port changes mid-connection: the server validates the new
+    path and answers there (RFC 9000 9.3), where it kept answering the old port."""
+    with Server(tls=True, h3=True) as srv:
+        p = Peer(srv.h3_port, srv.ca_file)
+        try:
+            assert p.handshake()
+            sid = p.request("/bytes/100")
+            p.pump(5, until=lambda: sid in p.ended)
+            assert p.status.get(sid) == 200
+            p.rebind()
+            sid = p.request("/bytes/200")
+            p.pump(5, until=lambda: sid in p.ended)
+            assert (p.status.get(sid), p.body.get(sid)) == (200, expected_bytes(200))
+        finally:
+            p.close()

@@ -46,10 +46,16 @@ static void on_data(void *ud, void *sud, const uint8_t *data, size_t len)
     hb__h2x_data(sud, data, len);
 }
 
+static void reset_one(hb_h2x *x, uint64_t now);
+
 static void on_close(void *ud, void *sud, int end, uint64_t code)
 {
     batch *b = ((hb_h3conn *)ud)->cur;
     hb_h2x *x = sud;
+    if (end == HB_H3_END_GOAWAY) { /* not processed: it goes again on a new connection */
+        reset_one(x, hb_now_ns());
+        return;
+    }
     x->state = 2;
     x->end = end;
     x->t_done = hb_now_ns();

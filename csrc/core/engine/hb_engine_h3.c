@@ -117,7 +117,8 @@ static void h3_fatal(econn *c, int rc)
         hb__eng_defer_fill(c);
         return;
     } else {
-        type = rc == HB_E_H3_CLOSED     ? HB_ENG_ERR_CLOSED
+        /* after a GOAWAY, what was in flight when the connection closed was cut by it */
+        type = rc == HB_E_H3_CLOSED     ? (h->cli.goaway ? HB_ENG_ERR_GOAWAY : HB_ENG_ERR_CLOSED)
                : rc == HB_E_H3_TIMEOUT  ? HB_ENG_ERR_TIMEOUT
                : (rc < 0 && rc > -4096) ? HB_ENG_ERR_READ
                                         : HB_ENG_ERR_PROTOCOL;
@@ -172,10 +173,16 @@ static void h3_on_close(void *ud, void *sud, int end, uint64_t code)
     if (end == HB_H3_END_OK && sl->status) {
         hb__eng_account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
     } else {
-        int type = end == HB_H3_END_RESET ? HB_ENG_ERR_RST_STREAM : HB_ENG_ERR_PROTOCOL;
+        int type = end == HB_H3_END_RESET    ? HB_ENG_ERR_RST_STREAM
+                   : end == HB_H3_END_GOAWAY ? HB_ENG_ERR_GOAWAY
+                                             : HB_ENG_ERR_PROTOCOL;
         if (!th->r.first_error[0]) {
             char d[HB_ERR_LEN - 32];
-            if (end == HB_H3_END_RESET)
+            if (end == HB_H3_END_GOAWAY)
+                snprintf(d, sizeof d,
+                         "the stream was at or above the stream ID of the server's "
+                         "GOAWAY (not processed)");
+            else if (end == HB_H3_END_RESET)
                 snprintf(d, sizeof d, "the server reset the stream (HTTP/3 error 0x%llx)",
                          (unsigned long long)code);
             else
@@ -304,6 +311,12 @@ static void h3_after(econn *c, int rc)
         if (!c->th->r.tls_info[0])
             hb_h3_client_describe(&h->cli, c->th->r.tls_info, sizeof c->th->r.tls_info);
         if (h->cli.resumed) c->th->r.tls_resumed++;
+        if (hb_h3_client_peer_streams(&h->cli) == 0) { /* nothing could ever be sent */
+            snprintf(h->cli.err, sizeof h->cli.err,
+                     "the server allows no request streams (initial_max_streams_bidi 0)");
+            h3_fatal(c, HB_E_H3);
+            return;
+        }
         hb__eng_opened(c, h->cli.hs_ns); /* fills and sends */
     } else if (c->state == C_OPEN) {
         if (c->closing && c->rcount == 0) { /* keep-alive off: one request per connection */

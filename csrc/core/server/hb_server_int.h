@@ -186,6 +186,7 @@ struct hb_server {
     size_t alt_svc_len;
     char alt_svc_h2[24];                         /* its value, for h2 responses */
     uint8_t h3_ticket_key[HB_H3_TICKET_KEY_LEN]; /* session tickets, shared by the workers */
+    hb_h3_replay *h3_replay; /* 0-RTT anti-replay, shared by the workers like the ticket key */
 };
 
 /* hb_server_out.c: the output queue and responses. */
