@@ -134,9 +134,19 @@ def table(title: str, d: dict[str, float], top: int) -> str:
     """The top functions (the interpreter's own left out: the generator's Python thread
     only waits, and its start-up differs run to run in ways that cancel only in sum)."""
     total = d.get("TOTAL", 0.0)
-    rows = sorted(((k, v) for k, v in d.items() if k != "TOTAL" and "libpython" not in k),
-                  key=lambda kv: -kv[1])[:top]
+    fns = [(k, v) for k, v in d.items() if k != "TOTAL" and "libpython" not in k
+           and "start_thread" not in k and "clone.S" not in k]  # those two: whole threads
+    libs: dict[str, float] = {}
+    for name, v in fns:
+        m = re.search(r"\[(?:\S*/)?([^/\]]+?)(?:\.so[\d.]*|\.cpython\S*)?\]$", name)
+        lib = m.group(1) if m else "?"
+        lib = {"libnettle": "crypto", "libhogweed": "crypto", "libgmp": "crypto",
+               "libgnutls": "crypto", "_core": "httpbench"}.get(lib, lib)
+        libs[lib] = libs.get(lib, 0.0) + v
+    rows = sorted(fns, key=lambda kv: -kv[1])[:top]
     lines = [f"{title}: {total:,.0f} instructions/request",
+             "by library: " + ", ".join(f"{k} {v:,.0f}" for k, v in
+                                       sorted(libs.items(), key=lambda kv: -kv[1]) if v >= 50),
              f"{'instr/req':>10} {'share':>6}  function"]
     for name, v in rows:
         name = re.sub(r"^\S*/(csrc/\S+)", r"\1", name)
@@ -147,19 +157,25 @@ def table(title: str, d: dict[str, float], top: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--side", choices=("server", "generator", "both"), default="both")
+    ap.add_argument("--side", choices=("server", "generator", "both", "none"), default="both")
     ap.add_argument("--n1", type=int, default=300)
     ap.add_argument("--n2", type=int, default=1300)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--json")
+    ap.add_argument("--load", help="print the tables of an earlier --json instead of measuring")
     a = ap.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
         sys.exit("valgrind (callgrind) is not installed")
     out: dict[str, Any] = {}
+    if a.load:
+        a.side = "none"
     if a.side in ("server", "both"):
         out["server"] = server(a.n1, a.n2)
     if a.side in ("generator", "both"):
         out["generator"] = generator(a.n1, a.n2)
+    if a.load:
+        with open(a.load) as f:
+            out = json.load(f)
     for side, shapes in out.items():
         for shape, d in shapes.items():
             print(table(f"{side} {shape}", d, a.top))

@@ -9,6 +9,8 @@
  * HTTP/3 streams and routes. */
 #include "h3/hb_h3_server_int.h"
 
+#include "h3/hb_h3_client_int.h" /* the pool allocator */
+
 #include <malloc.h>
 #include <pthread.h>
 
@@ -281,6 +283,15 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         goto fail;
     }
     ADD(s->st->cid_slots, s->tcap);
+    s->mpool = calloc(1, sizeof *s->mpool);
+    if (!s->mpool) {
+        rc = hb_fail(err, HB_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->qmem = (ngtcp2_mem){s->mpool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
+                           hb__h3_pool_realloc};
+    s->hmem = (nghttp3_mem){s->mpool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
+                            hb__h3_pool_realloc};
     s->replay = cfg->replay;
     if (cfg->early_data && cfg->ticket_key && !s->replay) {
         s->replay = s->own_replay = hb_h3_replay_new();
@@ -344,6 +355,8 @@ void hb_h3_server_free(hb_h3_server *s)
     if (s->ar) gnutls_anti_replay_deinit(s->ar);
     if (s->cred) gnutls_certificate_free_credentials(s->cred);
     hb_h3_replay_free(s->own_replay);
+    if (s->mpool) hb__h3_pool_destroy(s->mpool);
+    free(s->mpool);
     if (s->tab) ADD(s->st->cid_slots, (uint64_t)0 - s->tcap);
     free(s->tab);
     free(s);
@@ -565,6 +578,7 @@ void hb_h3_server_timer(hb_h3_server *s)
      * memory they held goes back to the system, not only to malloc's free lists */
     if (s->freed >= 64 && (uint32_t)s->nconns * 4 < s->freed) {
         s->freed = 0;
+        hb__h3_pool_destroy(s->mpool); /* the free blocks; those in use come back later */
         malloc_trim(0);
     }
 }

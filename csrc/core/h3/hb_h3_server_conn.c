@@ -375,7 +375,7 @@ h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const ngtcp2_c
     ngtcp2_path path = {
         {(ngtcp2_sockaddr *)&c->local, c->llen}, {(ngtcp2_sockaddr *)&c->peer, c->plen}, NULL};
     if (ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &Q_CALLBACKS, &set, &tp,
-                               NULL, c) != 0) {
+                               &s->qmem, c) != 0) {
         c->q = NULL;
         goto fail;
     }

@@ -663,7 +663,7 @@ int hb__h3_setup_h3(h3conn *c)
     nghttp3_settings set;
     nghttp3_settings_default(&set);
     set.max_field_section_size = c->s->cfg.max_header_list * 4u;
-    if (nghttp3_conn_server_new(&c->h, &H3_CALLBACKS, &set, NULL, c) != 0) return -1;
+    if (nghttp3_conn_server_new(&c->h, &H3_CALLBACKS, &set, &c->s->hmem, c) != 0) return -1;
     nghttp3_conn_set_max_client_streams_bidi(c->h, c->s->cfg.max_streams);
     int64_t ctrl, enc, dec;
     if (ngtcp2_conn_open_uni_stream(c->q, &ctrl, NULL) != 0 ||

@@ -133,6 +133,11 @@ struct hb_h3_server {
     int nconns;
     cident *tab;
     size_t tcap, tlive, ttomb; /* slots, live entries, tombstones */
+    /* ngtcp2's and nghttp3's allocations: per-size free lists (hb_h3_client_mem.c), so a
+     * request's stream state reuses the blocks of the requests before it */
+    struct pool *mpool;
+    ngtcp2_mem qmem;
+    nghttp3_mem hmem;
     uint32_t half_open;
     uint32_t freed; /* connections freed since the heap was last trimmed */
     /* stateless packets (Retry, version negotiation) waiting to be sent: a ring */
