@@ -202,3 +202,21 @@ def test_server_closing_the_connection_fails_its_requests_as_closed():
         assert p.requests == 3 and r.connections == 3
         assert "closed the QUIC connection (application error 0x102)" in \
             r.metadata["first_error"]
+
+
+def test_a_handshake_that_never_completes_is_a_typed_connect_failure():
+    """A UDP port that swallows every datagram: the run stops after its first second
+    without a connection, with the handshake in progress counted as a connect failure
+    and named in first_error (it was a run with every error count 0)."""
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    try:
+        r = httpbench.bench(f"https://127.0.0.1:{s.getsockname()[1]}/", duration=3, http3=True,
+                            verify=False)
+    finally:
+        s.close()
+    assert r.responses == 0 and r.connect_failures >= 1
+    assert r.metadata["first_error"].startswith("connect: no QUIC handshake before the run "
+                                                "ended"), r.metadata["first_error"]

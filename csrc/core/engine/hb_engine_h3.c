@@ -64,6 +64,15 @@ static void h3_reset(econn *c)
     h3conn *h = H3(c);
     uint32_t m = c->th->e->cfg.pipeline;
     hb_timer_stop(&c->th->loop, &h->qt);
+    if (c->th->finished_loop && h->cli.fd >= 0 && !h->cli.handshake_done) {
+        /* the run ended inside a handshake (before the client's own timeout): typed */
+        c->th->r.connect_failures++;
+        hb__eng_note_error(c->th, HB_ENG_ERR_CONNECT, HB_E_H3_TIMEOUT,
+                           h->cli.st.dgrams_recv ? "the QUIC handshake did not complete before "
+                                                   "the run ended"
+                                                 : "no QUIC handshake before the run ended: the "
+                                                   "server answered no datagram");
+    }
     hb_h3_client_close(&h->cli);
     h3_count(c, hb_now_ns());
     int keep = c->rcount && c->rcount == h->pending;
