@@ -59,6 +59,7 @@ def bench(
     http2: bool = False,
     streams: int = 1,
     http3: bool = False,
+    history: str | os.PathLike[str] | None = None,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -106,8 +107,12 @@ def bench(
     and the result is their exact merge, with each worker's in ``workers``;
     ``progress`` is not shown for such runs. See docs/distributed.md.
 
+    ``history``: also record the run in this history (a SQLite file, created when
+    missing, or a ``postgresql://`` URL; see docs/history.md); a store that cannot be
+    used raises ``HistoryError`` before any request is sent.
+
     Ctrl-C stops the run within ~100 ms and returns the partial result with
-    ``interrupted=True``. Raises ValueError/TypeError for bad arguments,
+    ``interrupted=True`` (not recorded in a history). Raises ValueError/TypeError for bad arguments,
     ConnectError when the host cannot be resolved, TLSError for a bad CA file.
     Connection failures during the run are counted in ``error_counts``.
     """
@@ -120,11 +125,19 @@ def bench(
         session_resumption=session_resumption, server_name=server_name,
         tls_max_version=tls_max_version, lenient=lenient, label=label, http2=http2,
         streams=streams, http3=http3)
-    if cluster is None:
-        return run(spec, progress)
-    from ._distributed import run_distributed
+    if history is not None:
+        from ._history import check_target, record_results
 
-    return run_distributed(cluster, spec)
+        check_target(history)
+    if cluster is None:
+        result = run(spec, progress)
+    else:
+        from ._distributed import run_distributed
+
+        result = run_distributed(cluster, spec)
+    if history is not None:
+        record_results(history, result, "bench")
+    return result
 
 
 
@@ -187,6 +200,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="warm-up period not recorded, e.g. 2s")
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
     p.add_argument("--json", metavar="FILE", help="also save the result as JSON")
+    p.add_argument("--history", metavar="PATH_OR_URL",
+                   help="also record the run in a history: a SQLite file or postgresql:// URL "
+                        "(default: $HTTPBENCH_HISTORY; see `httpbench history`)")
     p.add_argument("--threshold", action="append", default=[], metavar="EXPR",
                    help="fail (exit 1) unless EXPR holds, e.g. 'p99<2ms', 'errors<1%%', "
                         "'non_2xx=0', 'rps>5000' (repeatable; metrics as in assert_budget)")
@@ -303,6 +319,8 @@ def cli_main(argv: list[str]) -> int:
     be written; 2 for usage errors; 130 when interrupted (partial report and
     JSON still written).
     """
+    from ._historystore import HistoryError
+
     p = _parser()
     if not argv:
         p.print_usage(sys.stderr)
@@ -381,6 +399,7 @@ def cli_main(argv: list[str]) -> int:
         if a.dask_local is not None and a.dask_local < 1:
             raise _UsageError("--dask-local must be >= 1")
         cluster = a.dask or (f"local:{a.dask_local}" if a.dask_local else None)
+        history = a.history or os.environ.get("HTTPBENCH_HISTORY") or None
         show = (not a.quiet) and sys.stderr.isatty() and cluster is None
         if cluster is None:
             nofile = raise_nofile()
@@ -395,6 +414,7 @@ def cli_main(argv: list[str]) -> int:
             rate=a.rate, keepalive=a.keepalive, pipeline=a.pipeline, method=method,
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
             ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
+            history=history,
         )
         if multi:
             if a.post_file is not None:
@@ -408,6 +428,9 @@ def cli_main(argv: list[str]) -> int:
     except _UsageError as exc:
         p.print_usage(sys.stderr)
         sys.stderr.write(f"httpbench: error: {exc}\n")
+        return 2
+    except HistoryError as exc:
+        sys.stderr.write(f"httpbench: {exc}\n")
         return 2
     except (_core.HttpbenchError, ImportError, RuntimeError) as exc:
         sys.stderr.write(f"httpbench: {type(exc).__name__}: {exc}\n")
