@@ -576,8 +576,10 @@ void hb_h3_server_timer(hb_h3_server *s)
     }
     /* many connections gone (a flood's half-open ones timing out, a churn): the
      * memory they held goes back to the system, not only to malloc's free lists */
-    if (s->freed >= 64 && (uint32_t)s->nconns * 4 < s->freed) {
+    if ((s->freed >= 64 && (uint32_t)s->nconns * 4 < s->freed && now >= s->trimmed + NS_PER_S) ||
+        (s->freed && s->nconns == 0)) { /* at most once a second, and once when empty */
         s->freed = 0;
+        s->trimmed = now;
         hb__h3_pool_destroy(s->mpool); /* the free blocks; those in use come back later */
         malloc_trim(0);
     }

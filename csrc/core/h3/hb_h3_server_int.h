@@ -28,6 +28,7 @@
 #define SCIDLEN 18
 #define PATH_MAX_LEN 4096
 #define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
 #define ECHO_MAX (16u << 20) /* an /echo body beyond this is answered 413 */
 #define NVEC 16
 #define CHUNK (16 * 1024) /* bytes of generated content per vector handed to nghttp3 */
@@ -139,7 +140,8 @@ struct hb_h3_server {
     ngtcp2_mem qmem;
     nghttp3_mem hmem;
     uint32_t half_open;
-    uint32_t freed; /* connections freed since the heap was last trimmed */
+    uint32_t freed;   /* connections freed since the heap was last trimmed */
+    uint64_t trimmed; /* when it was */
     /* stateless packets (Retry, version negotiation) waiting to be sent: a ring */
     unsigned sl_head, sl_n;
     struct {
