@@ -220,3 +220,12 @@ def test_a_handshake_that_never_completes_is_a_typed_connect_failure():
     assert r.responses == 0 and r.connect_failures >= 1
     assert r.metadata["first_error"].startswith("connect: no QUIC handshake before the run "
                                                 "ended"), r.metadata["first_error"]
+
+
+def test_client_sends_again_what_a_goaway_left_unprocessed():
+    """Client(http3=True).get_many of 8 against a server that GOAWAYs after its third
+    request: the requests from the GOAWAY's stream ID on go again on new connections
+    and every one gets its answer."""
+    with Peer("goaway") as p, httpbench.Client(http3=True, ca_file=p.ca, timeout=5) as c:
+        rs = c.get_many([p.url] * 8)
+        assert [r.status for r in rs] == [200] * 8 and all(r.body == BODY for r in rs)
