@@ -216,7 +216,12 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
          set_u64(h3, "bytes_in", s.h3_bytes_in) < 0 ||
          set_u64(h3, "bytes_out", s.h3_bytes_out) < 0 || set_u64(h3, "dropped", s.h3_dropped) < 0 ||
          set_u64(h3, "version_negotiations", s.h3_version_negotiations) < 0 ||
-         PyDict_SetItemString(d, "h3", h3) < 0))
+         set_u64(h3, "early_replays", s.h3_early_replays) < 0 ||
+         set_u64(h3, "retries", s.h3_retries) < 0 || set_u64(h3, "half_open", s.h3_half_open) < 0 ||
+         set_u64(h3, "stream_timeouts", s.h3_stream_timeouts) < 0 ||
+         set_u64(h3, "body_buffered", s.h3_body_buffered) < 0 ||
+         set_u64(h3, "closes_limited", s.h3_closes_limited) < 0 ||
+         set_u64(h3, "cid_slots", s.h3_cid_slots) < 0 || PyDict_SetItemString(d, "h3", h3) < 0))
         goto fail;
     if (set_u64(byp, "http/1.1", s.requests - s.requests_h2 - s.requests_h3) < 0 ||
         set_u64(byp, "h2", s.requests_h2) < 0 || set_u64(cbyp, "http/1.1", s.connections_h1) < 0 ||

@@ -408,7 +408,13 @@ class Server:
         ``max_connections``), ``packets_in``, ``packets_out``, ``bytes_in``,
         ``bytes_out`` (UDP payload bytes, also in ``bytes_in``/``bytes_out``),
         ``dropped`` (datagrams that were not QUIC or were for no connection),
-        ``version_negotiations``}.
+        ``version_negotiations``, ``early_replays`` (0-RTT refused to a replayed
+        ClientHello, any worker), ``retries`` (Retry packets sent), ``half_open``
+        (connections now without a completed handshake), ``stream_timeouts``
+        (request streams not in within ``request_timeout`` of their first byte),
+        ``body_buffered`` (upload bytes held now), ``closes_limited``
+        (CONNECTION_CLOSEs not repeated while closing), ``cid_slots`` (the
+        connection-ID table's size now)}.
         """
         h = self._handle or self._last
         if h is None:

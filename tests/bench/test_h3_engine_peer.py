@@ -43,7 +43,8 @@ class Peer:
     "reset": RESET_STREAM (H3_REQUEST_REJECTED) on each request stream; "close":
     CONNECTION_CLOSE (H3_INTERNAL_ERROR) on the first request; "goaway": 200s, and
     after the third request of a connection a GOAWAY letting no later stream in, then
-    CONNECTION_CLOSE (H3_NO_ERROR) 50 ms later. Issues session tickets
+    CONNECTION_CLOSE (H3_NO_ERROR) 50 ms later; "nostreams": 200s, but its transport
+    parameters allow no request stream (initial_max_streams_bidi 0). Issues session tickets
     (one use each) when tickets=True; ``requests`` counts the requests it saw."""
 
     def __init__(self, mode: str, tickets: bool = True) -> None:
@@ -81,6 +82,8 @@ class Peer:
                 super().__init__(*a, **k)
                 self.h3 = H3Connection(self._quic)
                 self.served = 0
+                if peer.mode == "nostreams":
+                    self._quic._local_max_streams_bidi.value = 0
 
             def goaway(self, last: int) -> None:
                 from aioquic.buffer import encode_uint_var
@@ -173,6 +176,25 @@ def test_goaway_drains_the_connection_and_the_next_one_takes_over():
         assert r.reconnects == 6
 
 
+def test_goaway_stream_id_honoured_with_streams_in_flight():
+    """-m6: when the GOAWAY comes, the streams from its ID on were not processed: they
+    end as goaway errors at once, none is counted as closed by the close that follows."""
+    with Peer("goaway") as p:
+        r = httpbench.bench(p.url, n=60, streams=6, http3=True, ca_file=p.ca, timeout=5)
+    assert r.error_counts.get("closed", 0) == 0, (r.error_counts, r.metadata["first_error"])
+    assert r.error_counts.get("goaway", 0) > 0, r.error_counts
+    assert r.successes + r.error_counts["goaway"] == r.successes + r.errors
+    assert "GOAWAY" in r.metadata["first_error"]
+
+
+def test_a_server_allowing_no_streams_is_a_typed_error():
+    with Peer("nostreams") as p:
+        r = httpbench.bench(p.url, duration=0.5, http3=True, ca_file=p.ca, timeout=2)
+    assert r.responses == 0 and r.errors > 0 and r.error_counts.get("protocol", 0) > 0, \
+        r.error_counts
+    assert "allows no request streams" in r.metadata["first_error"]
+
+
 def test_server_closing_the_connection_fails_its_requests_as_closed():
     with Peer("close") as p:
         r = httpbench.bench(p.url, n=3, http3=True, ca_file=p.ca, timeout=5)
@@ -180,3 +202,30 @@ def test_server_closing_the_connection_fails_its_requests_as_closed():
         assert p.requests == 3 and r.connections == 3
         assert "closed the QUIC connection (application error 0x102)" in \
             r.metadata["first_error"]
+
+
+def test_a_handshake_that_never_completes_is_a_typed_connect_failure():
+    """A UDP port that swallows every datagram: the run stops after its first second
+    without a connection, with the handshake in progress counted as a connect failure
+    and named in first_error (it was a run with every error count 0)."""
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    try:
+        r = httpbench.bench(f"https://127.0.0.1:{s.getsockname()[1]}/", duration=3, http3=True,
+                            verify=False)
+    finally:
+        s.close()
+    assert r.responses == 0 and r.connect_failures >= 1
+    assert r.metadata["first_error"].startswith("connect: no QUIC handshake before the run "
+                                                "ended"), r.metadata["first_error"]
+
+
+def test_client_sends_again_what_a_goaway_left_unprocessed():
+    """Client(http3=True).get_many of 8 against a server that GOAWAYs after its third
+    request: the requests from the GOAWAY's stream ID on go again on new connections
+    and every one gets its answer."""
+    with Peer("goaway") as p, httpbench.Client(http3=True, ca_file=p.ca, timeout=5) as c:
+        rs = c.get_many([p.url] * 8)
+        assert [r.status for r in rs] == [200] * 8 and all(r.body == BODY for r in rs)

@@ -12,6 +12,12 @@
 
 static void on_close(void *ud, void *sud, int end, uint64_t code)
 {
+    if (end == HB_H3_END_GOAWAY) { /* not processed: it goes again on a new connection */
+        hb_mx *x = sud;
+        hb__mx_reset(x, hb_now_ns());
+        x->state = 0;
+        return;
+    }
     hb_mx *x = hb__mx_closed(ud, sud, end);
     if (end != HB_H3_END_OK) {
         char msg[96];

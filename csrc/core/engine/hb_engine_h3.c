@@ -52,6 +52,15 @@ static void h3_reset(econn *c)
 {
     h3conn *h = H3(c);
     hb_timer_stop(&c->th->loop, &h->qt);
+    if (c->th->finished_loop && h->cli.fd >= 0 && !h->cli.handshake_done) {
+        /* the run ended inside a handshake (before the client's own timeout): typed */
+        c->th->r.connect_failures++;
+        hb__eng_note_error(c->th, HB_ENG_ERR_CONNECT, HB_E_H3_TIMEOUT,
+                           h->cli.st.dgrams_recv ? "the QUIC handshake did not complete before "
+                                                   "the run ended"
+                                                 : "no QUIC handshake before the run ended: the "
+                                                   "server answered no datagram");
+    }
     hb_h3_client_close(&h->cli);
     h3_count(c, hb_now_ns());
     hb__eng_streams_reset(&h->mc.st, c, 1);
@@ -77,7 +86,8 @@ static void h3_fatal(econn *c, int rc)
         hb__eng_defer_fill(c);
         return;
     } else {
-        type = rc == HB_E_H3_CLOSED     ? HB_ENG_ERR_CLOSED
+        /* after a GOAWAY, what was in flight when the connection closed was cut by it */
+        type = rc == HB_E_H3_CLOSED     ? (h->cli.goaway ? HB_ENG_ERR_GOAWAY : HB_ENG_ERR_CLOSED)
                : rc == HB_E_H3_TIMEOUT  ? HB_ENG_ERR_TIMEOUT
                : (rc < 0 && rc > -4096) ? HB_ENG_ERR_READ
                                         : HB_ENG_ERR_PROTOCOL;
@@ -124,10 +134,16 @@ static void h3_on_close(void *ud, void *sud, int end, uint64_t code)
     if (!sl->used) return;
     int type = -1;
     if (end != HB_H3_END_OK || !sl->status) {
-        type = end == HB_H3_END_RESET ? HB_ENG_ERR_RST_STREAM : HB_ENG_ERR_PROTOCOL;
+        type = end == HB_H3_END_RESET    ? HB_ENG_ERR_RST_STREAM
+               : end == HB_H3_END_GOAWAY ? HB_ENG_ERR_GOAWAY
+                                         : HB_ENG_ERR_PROTOCOL;
         if (!th->r.first_error[0]) {
             char d[HB_ERR_LEN - 32];
-            if (end == HB_H3_END_RESET)
+            if (end == HB_H3_END_GOAWAY)
+                snprintf(d, sizeof d,
+                         "the stream was at or above the stream ID of the server's "
+                         "GOAWAY (not processed)");
+            else if (end == HB_H3_END_RESET)
                 snprintf(d, sizeof d, "the server reset the stream (HTTP/3 error 0x%llx)",
                          (unsigned long long)code);
             else
@@ -235,6 +251,12 @@ static void h3_after(econn *c, int rc)
         if (!c->th->r.tls_info[0])
             hb_h3_client_describe(&h->cli, c->th->r.tls_info, sizeof c->th->r.tls_info);
         if (h->cli.resumed) c->th->r.tls_resumed++;
+        if (hb_h3_client_peer_streams(&h->cli) == 0) { /* nothing could ever be sent */
+            snprintf(h->cli.err, sizeof h->cli.err,
+                     "the server allows no request streams (initial_max_streams_bidi 0)");
+            h3_fatal(c, HB_E_H3);
+            return;
+        }
         hb__eng_opened(c, h->cli.hs_ns); /* fills and sends */
     } else if (c->state == C_OPEN) {
         if (c->closing && c->rcount == 0) { /* keep-alive off: one request per connection */

@@ -70,18 +70,14 @@ int hb_h3_client_init(hb_h3_client *c, const hb_h3_settings *s, char *err)
     c->fd = -1;
     c->p = calloc(1, sizeof *c->p);
     if (!c->p) return hb_fail(err, HB_E_NOMEM, "out of memory");
-    c->p->rbuf = malloc((size_t)RX_BATCH * RX_DGRAM);
+    c->p->rbuf = malloc((size_t)HB_UDP_RX_BATCH * RX_DGRAM);
     c->p->tx = malloc((size_t)TX_BATCH * PKT_MAX);
     if (!c->p->rbuf || !c->p->tx) {
         hb_h3_client_free(c);
         return hb_fail(err, HB_E_NOMEM, "out of memory");
     }
-    for (int i = 0; i < RX_BATCH; i++) {
-        c->p->riov[i].iov_base = c->p->rbuf + (size_t)i * RX_DGRAM;
-        c->p->riov[i].iov_len = RX_DGRAM;
-        c->p->rmsg[i].msg_hdr.msg_iov = &c->p->riov[i];
-        c->p->rmsg[i].msg_hdr.msg_iovlen = 1;
-    }
+    hb_udp_rx_init(&c->p->rx, c->p->rbuf, RX_DGRAM, 0);
+    c->p->gso_ok = 1;
     c->p->qmem = (ngtcp2_mem){&c->p->pool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
                               hb__h3_pool_realloc};
     c->p->hmem = (nghttp3_mem){&c->p->pool, hb__h3_pool_malloc, hb__h3_pool_free,
@@ -174,6 +170,9 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     hb_h3_client_close(c);
     c->err[0] = 0;
     c->over = c->handshake_done = c->resumed = c->goaway = 0;
+    c->goaway_id = 0;
+    c->p->goaway_owed = 0;
+    c->p->next_sid = 0;
     c->nopen = 0;
     c->hs_start = now;
     c->hs_ns = 0;

@@ -46,8 +46,9 @@ typedef struct hb_h3_tls_opts {
 int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err);
 void hb_h3_tls_free(hb_h3_tls *t);
 
-/* How a stream ended (on_close's `end`). */
-enum { HB_H3_END_OK = 0, HB_H3_END_RESET, HB_H3_END_ERROR };
+/* How a stream ended (on_close's `end`); GOAWAY: the server's GOAWAY said it did
+ * not process it (its ID is the GOAWAY's or above), so it may go again elsewhere. */
+enum { HB_H3_END_OK = 0, HB_H3_END_RESET, HB_H3_END_ERROR, HB_H3_END_GOAWAY };
 
 typedef struct hb_h3_callbacks {
     /* every response header field (NULL: not wanted) */
@@ -95,6 +96,8 @@ typedef struct hb_h3_client {
     int resumed;              /* the TLS session was resumed */
     int blocked; /* a datagram waits for the socket: call hb_h3_client_writable when writable */
     int goaway;  /* the server sent GOAWAY: no new stream (room 0); reconnect when drained */
+    int64_t goaway_id; /* its stream ID: streams from it on were not processed (ended with
+                        * HB_H3_END_GOAWAY: safe to send again on a new connection) */
     hb_h3_stats st;
     char err[HB_ERR_LEN];
     struct hb__h3 *p; /* private */
@@ -133,6 +136,9 @@ void hb_h3_client_describe(const hb_h3_client *c, char *buf, size_t len);
 
 /* Streams that may be opened now (0 before the handshake completes). */
 uint32_t hb_h3_client_room(const hb_h3_client *c);
+/* Request streams the server's limit still allows (its MAX_STREAMS less those
+ * opened); 0 right after the handshake: a server that allows none. */
+uint64_t hb_h3_client_peer_streams(const hb_h3_client *c);
 /* Open a request stream: fields (pseudo-headers first; caller-owned, stable
  * until the stream closes), the settings' body when with_body. Queued: the
  * next hb_h3_client_write sends it. Returns the stream id, HB_AGAIN when

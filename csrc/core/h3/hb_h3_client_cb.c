@@ -135,7 +135,8 @@ static int h_stream_close(nghttp3_conn *h, int64_t sid, uint64_t code, void *ud,
     if (c->p->nbodies) hb__h3_body_release(c->p, sid);
     if (!sud) return 0;
     c->nopen--;
-    c->p->cb->on_close(c->p->ud, sud, HB_H3_END_RESET, code);
+    c->p->cb->on_close(c->p->ud, sud,
+                       c->goaway && sid >= c->goaway_id ? HB_H3_END_GOAWAY : HB_H3_END_RESET, code);
     return 0;
 }
 
@@ -176,13 +177,26 @@ nghttp3_ssize hb__h3_read_body(nghttp3_conn *h, int64_t sid, nghttp3_vec *vec, s
     return 1;
 }
 
-/* The server's GOAWAY: the streams already open go on, no new one. */
+/* The server's GOAWAY: the streams below id go on, no new one; those from id on
+ * were not processed and end once the datagram is read (hb__h3_goaway_cancel). */
 static int h_shutdown(nghttp3_conn *h, int64_t id, void *ud)
 {
     (void)h;
-    (void)id;
-    ((hb_h3_client *)ud)->goaway = 1;
+    hb_h3_client *c = ud;
+    if (!c->goaway || id < c->goaway_id) c->goaway_id = id; /* a later GOAWAY only lowers it */
+    c->goaway = 1;
+    c->p->goaway_owed = 1;
     return 0;
+}
+
+void hb__h3_goaway_cancel(hb_h3_client *c)
+{
+    struct hb__h3 *p = c->p;
+    p->goaway_owed = 0;
+    for (int64_t sid = c->goaway_id < 0 ? 0 : c->goaway_id; sid < p->next_sid; sid += 4) {
+        if (nghttp3_conn_close_stream(p->h, sid, NGHTTP3_H3_REQUEST_CANCELLED) != 0) continue;
+        (void)ngtcp2_conn_shutdown_stream(p->q, sid, NGHTTP3_H3_REQUEST_CANCELLED);
+    }
 }
 
 static const nghttp3_callbacks H3_CBS = {

@@ -10,6 +10,7 @@
 #define HB_H3_CLIENT_INT_H
 
 #include "h3/hb_h3_client.h"
+#include "net/hb_udp.h"
 
 #ifndef HB_NO_H3
 
@@ -34,7 +35,6 @@
 #include <unistd.h>
 
 #define PKT_MAX 1452  /* a datagram ngtcp2 may fill (Ethernet MTU minus IPv6/UDP) */
-#define RX_BATCH 16   /* datagrams per recvmmsg() */
 #define RX_DGRAM 1500 /* the largest datagram we accept (max_udp_payload_size) */
 #define TX_BATCH 16   /* full-size datagrams per sendmsg (UDP GSO) */
 #define NV_MAX 128    /* request fields per stream */
@@ -89,16 +89,17 @@ struct hb__h3 {
     ngtcp2_connection_close_error last; /* what CONNECTION_CLOSE says */
     size_t last_pto;
     uint64_t now;  /* clock of the call in progress */
-    uint8_t *rbuf; /* RX_BATCH datagrams of RX_DGRAM bytes */
-    struct mmsghdr rmsg[RX_BATCH];
-    struct iovec riov[RX_BATCH];
+    uint8_t *rbuf; /* HB_UDP_RX_BATCH datagrams of RX_DGRAM bytes */
+    hb_udp_rx rx;
     uint8_t pkt[PKT_MAX]; /* CONNECTION_CLOSE */
     uint8_t *tx;          /* TX_BATCH datagrams back to back, all gso bytes but the last */
     size_t txlen, gso;
     uint32_t ntx;
-    int pending; /* the batch in tx waits for the socket */
-    int no_gso;  /* the kernel refused UDP_SEGMENT: one send() per datagram */
-    int failed;  /* a callback failed: its code in fail_rc */
+    int pending;      /* the batch in tx waits for the socket */
+    int gso_ok;       /* 0 once the kernel refused UDP_SEGMENT: one send() per datagram */
+    int failed;       /* a callback failed: its code in fail_rc */
+    int goaway_owed;  /* a GOAWAY came: the streams it did not process are to be ended */
+    int64_t next_sid; /* the next request stream's ID (every one below was opened) */
     int fail_rc;
     nghttp3_nv nv[NV_MAX]; /* one request's fields, converted (nghttp3 copies them) */
     gnutls_datum_t ticket; /* the last session ticket (GnuTLS's allocation), for resumption */
@@ -116,6 +117,8 @@ int hb__h3_fail(hb_h3_client *c, int rc, const char *fmt, const char *detail);
 /* A callback failed (liberr: the library's code): remember it; the library's failure code. */
 int hb__h3_cb_fail(hb_h3_client *c, int rc, const char *what, int liberr);
 ngtcp2_conn *hb__h3_get_conn(ngtcp2_crypto_conn_ref *ref);
+/* End the streams the server's GOAWAY did not process (HB_H3_END_GOAWAY). */
+void hb__h3_goaway_cancel(hb_h3_client *c);
 /* Forget the per-request body of stream sid. */
 void hb__h3_body_release(struct hb__h3 *p, int64_t sid);
 extern const ngtcp2_callbacks hb__h3_q_cbs;

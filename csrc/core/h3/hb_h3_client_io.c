@@ -53,74 +53,24 @@ static int quic_error(hb_h3_client *c, int rv, const char *where)
     return hb__h3_fail(c, HB_E_H3, "%s", d);
 }
 
-/* One datagram per send(), from the batch's head; what is left moves to the
- * front when the socket blocks. */
-static int send_each(hb_h3_client *c)
-{
-    struct hb__h3 *p = c->p;
-    size_t off = 0;
-    while (off < p->txlen) {
-        size_t n = p->txlen - off < p->gso ? p->txlen - off : p->gso;
-        ssize_t w = send(c->fd, p->tx + off, n, 0);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                return hb__h3_fail(c, -errno, "send: %s", strerror(errno));
-            memmove(p->tx, p->tx + off, p->txlen - off);
-            p->txlen -= off;
-            p->ntx = (uint32_t)((p->txlen + p->gso - 1) / p->gso);
-            p->pending = c->blocked = 1;
-            return HB_AGAIN;
-        }
-        c->st.dgrams_sent++;
-        c->st.bytes_sent += n;
-        off += n;
-    }
-    p->txlen = p->ntx = 0;
-    p->pending = c->blocked = 0;
-    return 0;
-}
-
-/* Send the batch: one sendmsg, the kernel cutting it into gso-byte datagrams. */
+/* Send the batch (one sendmsg, the kernel cutting it into gso-byte datagrams);
+ * what is left moves to the front when the socket blocks. */
 static int send_batch(hb_h3_client *c)
 {
     struct hb__h3 *p = c->p;
     if (!p->ntx) return 0;
-    if (p->ntx == 1 || p->no_gso) return send_each(c);
-    struct iovec iov = {p->tx, p->txlen};
-    union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
-        struct cmsghdr align;
-    } cm;
-    memset(&cm, 0, sizeof cm);
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cm.buf;
-    mh.msg_controllen = sizeof cm.buf;
-    struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
-    ch->cmsg_level = SOL_UDP;
-    ch->cmsg_type = UDP_SEGMENT;
-    ch->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    uint16_t seg = (uint16_t)p->gso;
-    memcpy(CMSG_DATA(ch), &seg, sizeof seg);
-    ssize_t w;
-    do {
-        w = sendmsg(c->fd, &mh, 0);
-    } while (w < 0 && errno == EINTR);
-    if (w < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            p->pending = c->blocked = 1;
-            return HB_AGAIN;
-        }
-        if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) { /* no GSO here */
-            p->no_gso = 1;
-            return send_each(c);
-        }
-        return hb__h3_fail(c, -errno, "sendmsg: %s", strerror(errno));
+    size_t sent = 0;
+    int rc = hb_udp_send(c->fd, NULL, 0, p->tx, p->txlen, p->gso, &p->gso_ok, &sent);
+    c->st.dgrams_sent += (sent + p->gso - 1) / p->gso;
+    c->st.bytes_sent += sent;
+    if (rc == HB_AGAIN) {
+        memmove(p->tx, p->tx + sent, p->txlen - sent);
+        p->txlen -= sent;
+        p->ntx = (uint32_t)((p->txlen + p->gso - 1) / p->gso);
+        p->pending = c->blocked = 1;
+        return HB_AGAIN;
     }
-    c->st.dgrams_sent += p->ntx;
-    c->st.bytes_sent += p->txlen;
+    if (rc < 0) return hb__h3_fail(c, rc, "send: %s", strerror(-rc));
     p->txlen = p->ntx = 0;
     p->pending = c->blocked = 0;
     return 0;
@@ -233,12 +183,11 @@ int hb_h3_client_read(hb_h3_client *c, uint64_t now)
     for (;;) {
         /* a batch per syscall; a short batch means the queue was empty (a
          * datagram arriving later is a new edge for the caller's epoll) */
-        int n = recvmmsg(c->fd, p->rmsg, RX_BATCH, 0, NULL);
+        int n = hb_udp_recv(c->fd, &p->rx);
+        if (n == 0) break;
         if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
             /* ICMP port unreachable on a connected socket: nobody listens there */
-            int e = errno;
+            int e = -n;
             char d[96];
             snprintf(d, sizeof d, "%s%s", strerror(e),
                      e == ECONNREFUSED ? " (no QUIC listener on that UDP port)" : "");
@@ -246,14 +195,16 @@ int hb_h3_client_read(hb_h3_client *c, uint64_t now)
         }
         if (n > 0) c->last_rx = now;
         for (int i = 0; i < n; i++) {
-            size_t len = p->rmsg[i].msg_len;
+            size_t len;
+            const uint8_t *d = hb_udp_rx_data(&p->rx, i, &len);
             c->st.dgrams_recv++;
             c->st.bytes_recv += len;
-            if (p->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC) continue; /* over our limit: lost */
-            int rv = ngtcp2_conn_read_pkt(p->q, &path, &pi, p->riov[i].iov_base, len, now);
+            if (!d) continue; /* over our limit: lost */
+            int rv = ngtcp2_conn_read_pkt(p->q, &path, &pi, d, len, now);
             if (rv != 0) return quic_error(c, rv, "read");
+            if (p->goaway_owed) hb__h3_goaway_cancel(c);
         }
-        if (n < RX_BATCH) break;
+        if (n < HB_UDP_RX_BATCH) break;
     }
     return 0;
 }
@@ -292,6 +243,12 @@ uint32_t hb_h3_client_room(const hb_h3_client *c)
     return left < m ? (uint32_t)left : m;
 }
 
+uint64_t hb_h3_client_peer_streams(const hb_h3_client *c)
+{
+    if (!c->p || !c->p->q || c->over) return 0;
+    return ngtcp2_conn_get_streams_bidi_left(c->p->q);
+}
+
 static int64_t submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
                       const void *body, size_t body_len, void *sud)
 {
@@ -308,6 +265,7 @@ static int64_t submit(hb_h3_client *c, const hb_header *fields, size_t nfields, 
     int rv = ngtcp2_conn_open_bidi_stream(p->q, &sid, NULL);
     if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) return HB_AGAIN;
     if (rv != 0) return quic_error(c, rv, "open stream");
+    p->next_sid = sid + 4;
     for (size_t i = 0; i < nfields; i++) {
         p->nv[i].name = (uint8_t *)fields[i].name;
         p->nv[i].namelen = fields[i].name_len;

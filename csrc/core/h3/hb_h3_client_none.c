@@ -101,6 +101,12 @@ uint32_t hb_h3_client_room(const hb_h3_client *c)
     return 0;
 }
 
+uint64_t hb_h3_client_peer_streams(const hb_h3_client *c)
+{
+    (void)c;
+    return 0;
+}
+
 int64_t hb_h3_client_submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
                             void *sud)
 {

@@ -9,6 +9,11 @@
  * HTTP/3 streams and routes. */
 #include "h3/hb_h3_server_int.h"
 
+#include "h3/hb_h3_client_int.h" /* the pool allocator */
+
+#include <malloc.h>
+#include <pthread.h>
+
 /* Without the QUIC libraries (HB_NO_H3) hb_h3_server_none.c stands in for this file. */
 #ifndef HB_NO_H3
 
@@ -45,44 +50,83 @@ static h3conn *cid_find(hb_h3_server *s, const uint8_t *p, size_t n)
     return e->c && e->c != TOMB ? e->c : NULL;
 }
 
-static int cid_grow(hb_h3_server *s)
+/* Rebuild the table at ncap slots without its tombstones: at the same size when
+ * tombstones filled it (connection churn), twice the size only when live entries
+ * do, so the table follows the live count, not the history. */
+static int cid_rehash(hb_h3_server *s, size_t ncap)
 {
-    size_t ncap = s->tcap * 2;
     cident *old = s->tab, *t = calloc(ncap, sizeof *t);
     if (!t) return -1;
     size_t ocap = s->tcap;
     s->tab = t;
     s->tcap = ncap;
-    s->tused = 0;
+    s->ttomb = 0;
     for (size_t i = 0; i < ocap; i++) {
         if (!old[i].c || old[i].c == TOMB) continue;
         *cid_slot(s, old[i].id, old[i].len, 1) = old[i];
-        s->tused++;
     }
     free(old);
+    ADD(s->st->cid_slots, ncap - ocap);
     return 0;
+}
+
+/* c remembers its IDs so freeing it deletes them one by one */
+static void conn_cid_note(h3conn *c, const uint8_t *p, size_t n)
+{
+    for (unsigned i = 0; i < c->ncids && i < CONN_CIDS; i++)
+        if (c->cids[i].len == n && memcmp(c->cids[i].id, p, n) == 0) return;
+    if (c->ncids >= CONN_CIDS) {
+        c->ncids = CONN_CIDS + 1;
+        return;
+    }
+    c->cids[c->ncids].len = (uint8_t)n;
+    memcpy(c->cids[c->ncids].id, p, n);
+    c->ncids++;
+}
+
+static void conn_cid_unnote(h3conn *c, const uint8_t *p, size_t n)
+{
+    unsigned k = c->ncids < CONN_CIDS ? c->ncids : CONN_CIDS;
+    for (unsigned i = 0; i < k; i++)
+        if (c->cids[i].len == n && memcmp(c->cids[i].id, p, n) == 0) {
+            c->cids[i] = c->cids[k - 1];
+            if (c->ncids <= CONN_CIDS) c->ncids--;
+            return;
+        }
 }
 
 int hb__h3_cid_add(hb_h3_server *s, const uint8_t *p, size_t n, h3conn *c)
 {
-    if ((s->tused + 1) * 2 > s->tcap && cid_grow(s) < 0) return -1;
+    if (n > NGTCP2_MAX_CIDLEN) return -1;
+    /* at most 3/4 full, tombstones included; grow only past half full of live entries */
+    if ((s->tlive + s->ttomb + 1) * 4 > s->tcap * 3 &&
+        cid_rehash(s, (s->tlive + 1) * 2 > s->tcap ? s->tcap * 2 : s->tcap) < 0)
+        return -1;
     cident *e = cid_slot(s, p, n, 1);
     if (e->c && e->c != TOMB) {
+        if (e->c != c) conn_cid_unnote(e->c, p, n);
         e->c = c; /* the same ID again: it now names c */
+        conn_cid_note(c, p, n);
         return 0;
     }
-    if (!e->c) s->tused++;
+    if (e->c == TOMB) s->ttomb--;
+    s->tlive++;
     e->c = c;
     e->len = (uint8_t)n;
     memcpy(e->id, p, n);
+    conn_cid_note(c, p, n);
     return 0;
 }
 
-void hb__h3_cid_del(hb_h3_server *s, const uint8_t *p, size_t n, const h3conn *c)
+void hb__h3_cid_del(hb_h3_server *s, const uint8_t *p, size_t n, h3conn *c)
 {
     if (n > NGTCP2_MAX_CIDLEN) return;
     cident *e = cid_slot(s, p, n, 0);
-    if (e->c == c) e->c = TOMB;
+    if (e->c != c) return;
+    e->c = TOMB;
+    s->tlive--;
+    s->ttomb++;
+    conn_cid_unnote(c, p, n);
 }
 
 /* ---- send list ---- */
@@ -118,31 +162,80 @@ void hb__h3_unpend(h3conn *c)
     c->pnext = c->pprev = NULL;
 }
 
-void hb__h3_cid_forget(hb_h3_server *s, const h3conn *c)
+void hb__h3_cid_forget(hb_h3_server *s, h3conn *c)
 {
-    for (size_t i = 0; i < s->tcap; i++)
-        if (s->tab[i].c == c) s->tab[i].c = TOMB;
+    if (c->ncids <= CONN_CIDS) {
+        while (c->ncids) {
+            unsigned i = c->ncids - 1;
+            uint8_t id[NGTCP2_MAX_CIDLEN], len = c->cids[i].len;
+            memcpy(id, c->cids[i].id, len);
+            hb__h3_cid_del(s, id, len, c);
+            if (c->ncids > i) c->ncids = (uint8_t)i; /* not in the table: forget it anyway */
+        }
+        return;
+    }
+    for (size_t i = 0; i < s->tcap; i++) /* more IDs than noted: the rare full scan */
+        if (s->tab[i].c == c) {
+            s->tab[i].c = TOMB;
+            s->tlive--;
+            s->ttomb++;
+        }
+    c->ncids = 0;
 }
 
 /* ---- endpoint ---- */
 
+struct hb_h3_replay {
+    pthread_mutex_t mu;
+    unsigned next;
+    uint64_t seen[ANTI_REPLAY_SLOTS]; /* hashes of 0-RTT ClientHellos inside the window */
+};
+
+hb_h3_replay *hb_h3_replay_new(void)
+{
+    hb_h3_replay *r = calloc(1, sizeof *r);
+    if (r && pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void hb_h3_replay_free(hb_h3_replay *r)
+{
+    if (!r) return;
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
 /* GnuTLS checks the ticket's age against the window itself; this refuses early data
- * to a ClientHello seen before (the same binder again) while it is in the window. */
+ * to a ClientHello seen before (the same binder again) while it is in the window,
+ * by any endpoint sharing the store. */
 static int anti_replay_add(void *ptr, time_t exp, const gnutls_datum_t *key,
                            const gnutls_datum_t *data)
 {
     (void)exp;
     (void)data;
     hb_h3_server *s = ptr;
+    hb_h3_replay *r = s->replay;
+    /* GnuTLS prefixes the ClientHello's identity with its own window's start time
+     * (12 bytes), which differs between endpoints: the identity alone is compared */
+    unsigned from = key->size > 12 ? 12 : 0;
     uint64_t h = 1469598103934665603ull;
-    for (unsigned i = 0; i < key->size; i++)
+    for (unsigned i = from; i < key->size; i++)
         h = (h ^ key->data[i]) * 1099511628211ull;
     h |= 1; /* 0 marks an empty slot */
+    int rc = 0;
+    pthread_mutex_lock(&r->mu);
     for (unsigned i = 0; i < ANTI_REPLAY_SLOTS; i++)
-        if (s->seen[i] == h) return GNUTLS_E_DB_ENTRY_EXISTS;
-    s->seen[s->seen_next] = h;
-    s->seen_next = (s->seen_next + 1) % ANTI_REPLAY_SLOTS;
-    return 0;
+        if (r->seen[i] == h) rc = GNUTLS_E_DB_ENTRY_EXISTS;
+    if (rc == 0) {
+        r->seen[r->next] = h;
+        r->next = (r->next + 1) % ANTI_REPLAY_SLOTS;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc) ADD(s->st->early_replays, 1);
+    return rc;
 }
 
 int hb_h3_server_available(void)
@@ -157,6 +250,8 @@ void hb_h3_server_config_init(hb_h3_server_config *cfg)
     cfg->idle_timeout_ms = 30000;
     cfg->request_timeout_ms = 10000;
     cfg->max_header_list = 16384;
+    cfg->retry_after = 64;
+    cfg->max_half_open = 1024;
 }
 
 int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *err)
@@ -187,6 +282,24 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         rc = hb_fail(err, HB_E_NOMEM, "out of memory");
         goto fail;
     }
+    ADD(s->st->cid_slots, s->tcap);
+    s->mpool = calloc(1, sizeof *s->mpool);
+    if (!s->mpool) {
+        rc = hb_fail(err, HB_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->qmem = (ngtcp2_mem){s->mpool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
+                           hb__h3_pool_realloc};
+    s->hmem = (nghttp3_mem){s->mpool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
+                            hb__h3_pool_realloc};
+    s->replay = cfg->replay;
+    if (cfg->early_data && cfg->ticket_key && !s->replay) {
+        s->replay = s->own_replay = hb_h3_replay_new();
+        if (!s->replay) {
+            rc = hb_fail(err, HB_E_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
     if (cfg->early_data && cfg->ticket_key) {
         if (gnutls_anti_replay_init(&s->ar) != 0) {
             s->ar = NULL;
@@ -196,7 +309,8 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         gnutls_anti_replay_set_add_function(s->ar, anti_replay_add);
         gnutls_anti_replay_set_ptr(s->ar, s);
     }
-    if (gnutls_rnd(GNUTLS_RND_RANDOM, s->reset_secret, sizeof s->reset_secret) != 0) {
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, s->reset_secret, sizeof s->reset_secret) != 0 ||
+        gnutls_rnd(GNUTLS_RND_RANDOM, s->token_secret, sizeof s->token_secret) != 0) {
         rc = hb_fail(err, HB_E_TLS, "gnutls_rnd failed");
         goto fail;
     }
@@ -240,24 +354,116 @@ void hb_h3_server_free(hb_h3_server *s)
     if (s->prio) gnutls_priority_deinit(s->prio);
     if (s->ar) gnutls_anti_replay_deinit(s->ar);
     if (s->cred) gnutls_certificate_free_credentials(s->cred);
+    hb_h3_replay_free(s->own_replay);
+    if (s->mpool) hb__h3_pool_destroy(s->mpool);
+    free(s->mpool);
+    if (s->tab) ADD(s->st->cid_slots, (uint64_t)0 - s->tcap);
     free(s->tab);
     free(s);
+}
+
+/* A slot for a stateless packet to peer, or NULL when the ring is full (the
+ * packet is then not made: the peer retransmits). */
+static uint8_t *stateless_slot(hb_h3_server *s, const struct sockaddr *peer, socklen_t plen)
+{
+    if (s->sl_n == STATELESS_SLOTS) return NULL;
+    unsigned i = (s->sl_head + s->sl_n) % STATELESS_SLOTS;
+    memcpy(&s->sl[i].peer, peer, plen);
+    s->sl[i].plen = plen;
+    s->sl[i].len = 0;
+    return s->sl[i].buf;
+}
+
+static void stateless_queue(hb_h3_server *s, size_t len)
+{
+    s->sl[(s->sl_head + s->sl_n) % STATELESS_SLOTS].len = len;
+    s->sl_n++;
 }
 
 static void version_negotiation(hb_h3_server *s, const ngtcp2_version_cid *vc,
                                 const struct sockaddr *peer, socklen_t plen)
 {
     ADD(s->st->version_negotiations, 1);
-    if (s->vnlen) return; /* one waits already: this one is dropped */
+    uint8_t *buf = stateless_slot(s, peer, plen);
+    if (!buf) return;
     uint32_t sv[] = {NGTCP2_PROTO_VER_V1};
     uint8_t r = 0;
     if (gnutls_rnd(GNUTLS_RND_NONCE, &r, 1) != 0) r = 0x5a;
     ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
-        s->vnbuf, sizeof s->vnbuf, r, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, sv, 1);
-    if (n <= 0) return;
-    s->vnlen = (size_t)n;
-    memcpy(&s->vnpeer, peer, plen);
-    s->vnplen = plen;
+        buf, STATELESS_LEN, r, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, sv, 1);
+    if (n > 0) stateless_queue(s, (size_t)n);
+}
+
+/* A Retry for the client Initial hd: its token carries the client's address and
+ * first DCID, so the connection is made only when the Initial comes back with it. */
+static void send_retry(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const struct sockaddr *peer,
+                       socklen_t plen)
+{
+    uint8_t *buf = stateless_slot(s, peer, plen);
+    if (!buf) {
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    ngtcp2_cid scid;
+    scid.datalen = SCIDLEN;
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN];
+    if (gnutls_rnd(GNUTLS_RND_NONCE, scid.data, SCIDLEN) != 0) {
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
+        token, s->token_secret, sizeof s->token_secret, hd->version, (const ngtcp2_sockaddr *)peer,
+        (ngtcp2_socklen)plen, &scid, &hd->dcid, hb__h3_now(s));
+    ngtcp2_ssize n = tl < 0 ? -1
+                            : ngtcp2_crypto_write_retry(buf, STATELESS_LEN, hd->version, &hd->scid,
+                                                        &scid, &hd->dcid, token, (size_t)tl);
+    if (n <= 0) {
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    stateless_queue(s, (size_t)n);
+    ADD(s->st->retries, 1);
+}
+
+/* A datagram for no connection: a client Initial opens one, after a Retry when
+ * too many are half-open; anything else is dropped. */
+static void accept_initial(hb_h3_server *s, const struct sockaddr *local, socklen_t local_len,
+                           const struct sockaddr *peer, socklen_t peer_len, const uint8_t *p,
+                           size_t n)
+{
+    ngtcp2_pkt_hd hd;
+    if (ngtcp2_accept(&hd, p, n) != 0) {
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    ngtcp2_cid odcid;
+    int valid = 0;
+    if (hd.token.len && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+        if (ngtcp2_crypto_verify_retry_token(
+                &odcid, hd.token.base, hd.token.len, s->token_secret, sizeof s->token_secret,
+                hd.version, (const ngtcp2_sockaddr *)peer, (ngtcp2_socklen)peer_len, &hd.dcid,
+                RETRY_TOKEN_NS, hb__h3_now(s)) != 0) {
+            ADD(s->st->dropped, 1); /* forged, expired or from another address */
+            return;
+        }
+        valid = 1;
+    }
+    if (s->half_open >= s->cfg.max_half_open ||
+        (s->cfg.max_connections && (uint32_t)s->nconns >= s->cfg.max_connections)) {
+        ADD(s->st->refused, 1);
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    if (!valid && s->half_open >= s->cfg.retry_after) {
+        send_retry(s, &hd, peer, peer_len);
+        return;
+    }
+    h3conn *c = hb__h3_conn_new(s, &hd, valid ? &odcid : NULL, local, local_len, peer, peer_len);
+    if (!c) {
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    if (!hb__h3_conn_recv(c, peer, peer_len, p, n, 1)) ADD(s->st->dropped, 1);
 }
 
 void hb_h3_server_recv(hb_h3_server *s, const struct sockaddr *local, socklen_t local_len,
@@ -283,23 +489,10 @@ void hb_h3_server_recv(hb_h3_server *s, const struct sockaddr *local, socklen_t 
     }
     h3conn *c = cid_find(s, vc.dcid, vc.dcidlen);
     if (!c) {
-        ngtcp2_pkt_hd hd;
-        if (ngtcp2_accept(&hd, p, n) != 0) {
-            ADD(s->st->dropped, 1);
-            return;
-        }
-        if (s->cfg.max_connections && (uint32_t)s->nconns >= s->cfg.max_connections) {
-            ADD(s->st->refused, 1);
-            ADD(s->st->dropped, 1);
-            return;
-        }
-        c = hb__h3_conn_new(s, &hd, local, local_len, peer, peer_len);
-        if (!c) {
-            ADD(s->st->dropped, 1);
-            return;
-        }
+        accept_initial(s, local, local_len, peer, peer_len, p, n);
+        return;
     }
-    hb__h3_conn_recv(c, p, n);
+    (void)hb__h3_conn_recv(c, peer, peer_len, p, n, 0);
 }
 
 static void stop_close(h3conn *c);
@@ -307,12 +500,14 @@ static void stop_close(h3conn *c);
 size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct sockaddr_storage *peer,
                          socklen_t *peer_len)
 {
-    if (s->vnlen) {
-        size_t n = s->vnlen;
-        memcpy(buf, s->vnbuf, n);
-        memcpy(peer, &s->vnpeer, s->vnplen);
-        *peer_len = s->vnplen;
-        s->vnlen = 0;
+    if (s->sl_n) {
+        unsigned i = s->sl_head;
+        size_t n = s->sl[i].len;
+        memcpy(buf, s->sl[i].buf, n);
+        memcpy(peer, &s->sl[i].peer, s->sl[i].plen);
+        *peer_len = s->sl[i].plen;
+        s->sl_head = (i + 1) % STATELESS_SLOTS;
+        s->sl_n--;
         ADD(s->st->packets_out, 1);
         ADD(s->st->bytes_out, n);
         return n;
@@ -330,10 +525,14 @@ size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct socka
                 if (c->stopping && w > 0) c->stopping = 2;
             }
         }
+        const struct sockaddr_storage *to = &c->peer;
+        socklen_t tolen = c->plen;
         if (c->close_queued) { /* queued now or before */
             c->close_queued = 0;
             memcpy(buf, c->closebuf, c->closelen);
             w = (ngtcp2_ssize)c->closelen;
+            to = &c->cpeer;
+            tolen = c->cplen;
             hb__h3_unpend(c);
         }
         if (w <= 0) {
@@ -341,8 +540,9 @@ size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct socka
             s->burst = 0;
             continue;
         }
-        memcpy(peer, &c->peer, c->plen);
-        *peer_len = c->plen;
+        c->tx_bytes += (uint64_t)w;
+        memcpy(peer, to, tolen);
+        *peer_len = tolen;
         ADD(s->st->packets_out, 1);
         ADD(s->st->bytes_out, (uint64_t)w);
         /* a download yields to the other connections every GSO-batch worth of datagrams */
@@ -373,6 +573,15 @@ void hb_h3_server_timer(hb_h3_server *s)
     for (h3conn *c = s->conns; c; c = next) {
         next = c->next;
         if (hb__h3_conn_dl(c) <= now) hb__h3_conn_timer(c);
+    }
+    /* many connections gone (a flood's half-open ones timing out, a churn): the
+     * memory they held goes back to the system, not only to malloc's free lists */
+    if ((s->freed >= 64 && (uint32_t)s->nconns * 4 < s->freed && now >= s->trimmed + NS_PER_S) ||
+        (s->freed && s->nconns == 0)) { /* at most once a second, and once when empty */
+        s->freed = 0;
+        s->trimmed = now;
+        hb__h3_pool_destroy(s->mpool); /* the free blocks; those in use come back later */
+        malloc_trim(0);
     }
 }
 

@@ -56,11 +56,27 @@ typedef struct hb_h3_server_stats {
     uint64_t version_negotiations;
     uint64_t refused; /* new connections refused beyond max_connections */
     uint64_t rst_sent, rst_recv;
-    uint64_t body_in;        /* request body bytes */
-    uint64_t client_gone;    /* streams whose peer reset them or left before the response */
-    uint64_t early_data;     /* requests answered from 0-RTT data */
-    uint64_t early_rejected; /* requests in 0-RTT data refused with 425 (not GET/HEAD/OPTIONS) */
+    uint64_t body_in;         /* request body bytes */
+    uint64_t client_gone;     /* streams whose peer reset them or left before the response */
+    uint64_t early_data;      /* requests answered from 0-RTT data */
+    uint64_t early_rejected;  /* requests in 0-RTT data refused with 425 (not GET/HEAD/OPTIONS) */
+    uint64_t early_replays;   /* 0-RTT refused: the ClientHello was seen before (a replay) */
+    uint64_t retries;         /* Retry packets sent (address validation before any state) */
+    uint64_t half_open;       /* now: connections whose handshake has not completed */
+    uint64_t stream_timeouts; /* request streams not complete within request_timeout of their
+                               * first byte: answered 408 or reset, their slot given back */
+    uint64_t body_buffered;   /* now: request body bytes held (echo), flow-control credit held */
+    uint64_t closes_limited;  /* CONNECTION_CLOSEs not repeated in the closing state (rate and
+                               * 3x-before-validation limits) */
+    uint64_t cid_slots;       /* now: slots of the connection-ID table */
 } hb_h3_server_stats;
+
+/* The 0-RTT anti-replay store shared by every endpoint that shares a ticket key
+ * (one per server, all workers): a replay refused by one is refused by all.
+ * Thread-safe (a mutex; taken once per 0-RTT ClientHello). */
+typedef struct hb_h3_replay hb_h3_replay;
+hb_h3_replay *hb_h3_replay_new(void);
+void hb_h3_replay_free(hb_h3_replay *r);
 
 typedef struct hb_h3_server_config {
     /* The certificate chain and its private key, PEM (what the TLS listener serves). */
@@ -91,6 +107,14 @@ typedef struct hb_h3_server_config {
      * 8470). A replayed ClientHello within the anti-replay window is refused
      * early data (per endpoint). Needs ticket_key; 0: no 0-RTT. */
     int early_data;
+    hb_h3_replay *replay; /* shared anti-replay store; NULL: the endpoint's own */
+    /* Half-open connections (handshake not complete) beyond which a client Initial
+     * without a valid Retry token is answered with a Retry, statelessly (RFC 9000
+     * 8.1.2): a flood of spoofed Initials then costs no connection state. Default 64;
+     * 0: every new connection validates its address first. */
+    uint32_t retry_after;
+    /* Half-open connections at most, validated or not (beyond: dropped); default 1024 */
+    uint32_t max_half_open;
 } hb_h3_server_config;
 
 #define HB_H3_TICKET_KEY_LEN 64

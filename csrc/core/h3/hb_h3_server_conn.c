@@ -23,6 +23,8 @@ static int q_recv_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64
         c->h3err = (int)k;
         return NGTCP2_ERR_CALLBACK_FAILURE;
     }
+    /* a request's deadline runs from its first byte, whatever the frames it starts */
+    if (off == 0 && ngtcp2_is_bidi_stream(id)) hb__h3_stream_first(c, id);
     hb__h3_consumed(c, id, (size_t)k);
     return 0;
 }
@@ -129,6 +131,11 @@ static int q_handshake_completed(ngtcp2_conn *q, void *ud)
     (void)q;
     h3conn *c = ud;
     c->hs_done = 1;
+    c->validated = 1;
+    if (c->accepted) {
+        c->s->half_open--;
+        ADD(c->s->st->half_open, (uint64_t)-1);
+    }
     ADD(c->s->st->handshakes, 1);
     if (gnutls_session_is_resumed(c->tls)) ADD(c->s->st->resumed, 1);
     /* one ticket for the next connection (not sent on its own by GnuTLS under QUIC) */
@@ -184,8 +191,15 @@ void hb__h3_conn_free(h3conn *c, int peer_left)
     }
     hb__h3_cid_del(s, c->odcid.data, c->odcid.datalen, c);
     hb__h3_cid_forget(s, c);
+    if (c->accepted && !c->hs_done) {
+        s->half_open--;
+        ADD(s->st->half_open, (uint64_t)-1);
+    }
+    s->freed++;
     while (c->live)
         hb__h3_stream_release(c, c->live, peer_left);
+    while (c->zombies)
+        hb__h3_zombie_free(c, c->zombies);
     while (c->free) {
         h3stream *st = c->free;
         c->free = st->next;
@@ -201,7 +215,7 @@ void hb__h3_conn_free(h3conn *c, int peer_left)
         s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
-    ADD(s->st->closed, 1);
+    if (c->accepted) ADD(s->st->closed, 1);
     free(c);
 }
 
@@ -226,6 +240,8 @@ void hb__h3_conn_close(h3conn *c, const ngtcp2_connection_close_error *ccerr)
                                                         sizeof c->closebuf, ccerr, now);
     c->state = C_CLOSING;
     c->close_until = now + 3 * ngtcp2_conn_get_pto(c->q);
+    memcpy(&c->cpeer, &c->peer, c->plen);
+    c->cplen = c->plen;
     if (n > 0) {
         c->closelen = (size_t)n;
         c->close_queued = 1;
@@ -308,8 +324,9 @@ static int tls_new(h3conn *c)
     return 0;
 }
 
-h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const struct sockaddr *local,
-                        socklen_t llen, const struct sockaddr *peer, socklen_t plen)
+h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const ngtcp2_cid *odcid,
+                        const struct sockaddr *local, socklen_t llen, const struct sockaddr *peer,
+                        socklen_t plen)
 {
     h3conn *c = calloc(1, sizeof *c);
     if (!c) return NULL;
@@ -345,13 +362,20 @@ h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const struct s
     tp.stateless_reset_token_present = 1;
     tp.active_connection_id_limit = 7;
     tp.original_dcid = hd->dcid;
+    if (odcid) { /* after a Retry: the first DCID came back in the token */
+        tp.original_dcid = *odcid;
+        tp.retry_scid = hd->dcid;
+        tp.retry_scid_present = 1;
+        set.token = hd->token;
+        c->validated = 1;
+    }
     if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, s->reset_secret,
                                                      sizeof s->reset_secret, &scid) != 0)
         goto fail;
     ngtcp2_path path = {
         {(ngtcp2_sockaddr *)&c->local, c->llen}, {(ngtcp2_sockaddr *)&c->peer, c->plen}, NULL};
     if (ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &Q_CALLBACKS, &set, &tp,
-                               NULL, c) != 0) {
+                               &s->qmem, c) != 0) {
         c->q = NULL;
         goto fail;
     }
@@ -361,50 +385,79 @@ h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const struct s
     if (hb__h3_cid_add(s, scid.data, scid.datalen, c) < 0 ||
         hb__h3_cid_add(s, hd->dcid.data, hd->dcid.datalen, c) < 0)
         goto fail;
-    ADD(s->st->connections, 1);
     return c;
 fail:
-    ADD(s->st->connections, 1); /* counted as accepted, then closed */
     hb__h3_conn_free(c, 0);
     return NULL;
 }
 
-void hb__h3_conn_recv(h3conn *c, const uint8_t *p, size_t n)
+/* The closing state answers a datagram with the CONNECTION_CLOSE again, to its
+ * source, on the 1st, 2nd, 4th, 8th... datagram only (RFC 9000 10.2.1), and
+ * before the address is validated never past 3x the bytes received. */
+static void closing_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen)
+{
+    uint32_t k = ++c->close_rx;
+    if (!c->closelen || c->close_queued || (k & (k - 1)) != 0 ||
+        (!c->validated && c->tx_bytes + c->closelen > 3 * c->rx_bytes)) {
+        ADD(c->s->st->closes_limited, 1);
+        return;
+    }
+    memcpy(&c->cpeer, peer, plen);
+    c->cplen = plen;
+    c->close_queued = 1;
+    hb__h3_pend(c);
+}
+
+int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, const uint8_t *p,
+                     size_t n, int fresh)
 {
     hb_h3_server *s = c->s;
     c->dirty = 1;
-    if (c->state == C_CLOSING) { /* answer with the CONNECTION_CLOSE again */
-        if (c->closelen) {
-            c->close_queued = 1;
-            hb__h3_pend(c);
-        }
-        return;
+    c->rx_bytes += n;
+    if (c->state == C_CLOSING) {
+        closing_recv(c, peer, plen);
+        return 1;
     }
-    if (c->state == C_DRAINING) return;
+    if (c->state == C_DRAINING) return 1;
+    /* the datagram's own source: a client whose address changed (NAT rebinding) is
+     * followed once ngtcp2 validated the new path (RFC 9000 9.3) */
     ngtcp2_path path = {
-        {(ngtcp2_sockaddr *)&c->local, c->llen}, {(ngtcp2_sockaddr *)&c->peer, c->plen}, NULL};
+        {(ngtcp2_sockaddr *)&c->local, c->llen}, {(ngtcp2_sockaddr *)(uintptr_t)peer, plen}, NULL};
     ngtcp2_pkt_info pi = {0};
     int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, n, hb__h3_now(s));
+    if (fresh) {
+        if (rv == NGTCP2_ERR_DROP_CONN || rv == NGTCP2_ERR_DISCARD_PKT) {
+            hb__h3_conn_free(c, 0); /* not a client's Initial after all (e.g. forged) */
+            return 0;
+        }
+        c->accepted = 1;
+        ADD(s->st->connections, 1);
+        if (!c->hs_done) {
+            s->half_open++;
+            ADD(s->st->half_open, 1);
+        }
+    }
     if (rv == 0) {
         hb__h3_pend(c);
-        return;
+        return 1;
     }
     if (rv == NGTCP2_ERR_DRAINING) { /* the peer closed */
         c->state = C_DRAINING;
         c->close_until = hb__h3_now(s) + 3 * ngtcp2_conn_get_pto(c->q);
         hb__h3_unpend(c);
-        return;
+        return 1;
     }
     if (rv == NGTCP2_ERR_DROP_CONN) {
         conn_count_error(c);
         hb__h3_conn_free(c, 0);
-        return;
+        return 1;
     }
     if (rv == NGTCP2_ERR_CALLBACK_FAILURE && c->h3err) {
         conn_app_fail(c, c->h3err);
-        return;
+        return 1;
     }
     conn_fail(c, rv);
+    return 1;
 }
 
 /* One packet of c into buf: its length, 0 when c has nothing to send now, -1
@@ -415,6 +468,8 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
     c->dirty = 1;
     size_t max = ngtcp2_conn_get_max_tx_udp_payload_size(c->q);
     if (max > cap) max = cap;
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
     for (;;) {
         int64_t sid = -1;
         int fin = 0;
@@ -430,8 +485,8 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize ndata = -1;
         ngtcp2_pkt_info pi;
-        ngtcp2_ssize w = ngtcp2_conn_writev_stream(c->q, NULL, &pi, buf, max, &ndata, flags, sid,
-                                                   (const ngtcp2_vec *)vec, (size_t)nv, now);
+        ngtcp2_ssize w = ngtcp2_conn_writev_stream(c->q, &ps.path, &pi, buf, max, &ndata, flags,
+                                                   sid, (const ngtcp2_vec *)vec, (size_t)nv, now);
         if (w < 0) {
             if (w == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
                 nghttp3_conn_block_stream(c->h, sid);
@@ -454,6 +509,12 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
         if (ndata >= 0 && nghttp3_conn_add_write_offset(c->h, sid, (size_t)ndata) != 0) {
             conn_app_fail(c, NGHTTP3_ERR_CALLBACK_FAILURE);
             return -1;
+        }
+        if (w > 0 && ps.path.remote.addrlen && ps.path.remote.addrlen <= sizeof c->peer &&
+            (ps.path.remote.addrlen != c->plen ||
+             memcmp(ps.path.remote.addr, &c->peer, c->plen) != 0)) {
+            memcpy(&c->peer, ps.path.remote.addr, ps.path.remote.addrlen); /* a new path */
+            c->plen = (socklen_t)ps.path.remote.addrlen;
         }
         /* paced only after the handshake: before an RTT sample ngtcp2 paces with
          * its 333 ms initial-RTT guess, holding the first answer ~22 ms */

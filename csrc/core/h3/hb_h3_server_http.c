@@ -12,6 +12,8 @@ static const char CT_OCTET[] = "application/octet-stream";
 static const char CT_TEXT[] = "text/plain";
 static const char CT_JSON[] = "application/json";
 
+#define ECHO_KEEP (64u << 10) /* an echo buffer up to this is kept for the next request */
+
 /* ---- streams ---- */
 
 static h3stream *stream_new(h3conn *c)
@@ -46,6 +48,24 @@ static void count_status(h3conn *c, h3stream *st, int status)
     ADD(c->s->st->by_status[status >= 0 && status < 600 ? status : 0], 1);
 }
 
+/* What a stream holds beyond its slot: the stats page, held flow-control credit, an
+ * echo buffer grown past ECHO_KEEP (kept across reuse only when small). */
+static void stream_drop(h3conn *c, h3stream *st)
+{
+    free(st->stats_doc);
+    st->stats_doc = NULL;
+    if (st->held) {
+        ngtcp2_conn_extend_max_offset(c->q, st->held);
+        ADD(c->s->st->body_buffered, (uint64_t)0 - st->held);
+        st->held = 0;
+    }
+    if (st->ecap > ECHO_KEEP) {
+        free(st->ebuf);
+        st->ebuf = NULL;
+        st->ecap = 0;
+    }
+}
+
 void hb__h3_stream_release(h3conn *c, h3stream *st, int peer_left)
 {
     if (st->status_owed) {
@@ -58,8 +78,7 @@ void hb__h3_stream_release(h3conn *c, h3stream *st, int peer_left)
         c->live = st->next;
     if (st->next) st->next->prev = st->prev;
     c->nlive--;
-    free(st->stats_doc);
-    st->stats_doc = NULL;
+    stream_drop(c, st);
     st->next = c->free;
     c->free = st;
 }
@@ -232,11 +251,14 @@ static void finish(h3conn *c, h3stream *st)
     execute(c, st, &a);
 }
 
-/* The request did not come in within request_timeout: 408, and the client is
- * asked to stop sending (HTTP/1.1 closes the connection instead). */
+/* The request did not come in within request_timeout of its first byte: 408 when
+ * its head came, else the stream is reset; the client is asked to stop sending.
+ * Either way its slot goes back to the client now (MAX_STREAMS), whether or not
+ * the client ever ends its side: the stream waits as a zombie, bounded in number. */
 static void req_timeout(h3conn *c, h3stream *st)
 {
     st->req_deadline = 0;
+    ADD(c->s->st->stream_timeouts, 1);
     if (!st->counted && !st->rq.stats_page) { /* the head never completed */
         st->counted = 1;
         st->status_owed = 1;
@@ -244,9 +266,75 @@ static void req_timeout(h3conn *c, h3stream *st)
     }
     st->src = SRC_NONE;
     st->wait = W_NONE;
-    RESPOND_LIT(c, st, 408, "request timeout\n");
-    (void)nghttp3_conn_shutdown_stream_read(c->h, st->id);
-    (void)ngtcp2_conn_shutdown_stream_read(c->q, st->id, NGHTTP3_H3_NO_ERROR);
+    if (st->plen && st->mlen) {
+        RESPOND_LIT(c, st, 408, "request timeout\n");
+        (void)nghttp3_conn_shutdown_stream_read(c->h, st->id);
+        (void)ngtcp2_conn_shutdown_stream_read(c->q, st->id, NGHTTP3_H3_NO_ERROR);
+    } else {
+        count_status(c, st, 408);
+        (void)nghttp3_conn_shutdown_stream_read(c->h, st->id);
+        (void)ngtcp2_conn_shutdown_stream(c->q, st->id, NGHTTP3_H3_REQUEST_INCOMPLETE);
+        ADD(c->s->st->rst_sent, 1);
+        hb__h3_pend(c);
+    }
+    /* out of the live list, its credit given back; freed when the QUIC stream closes */
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        c->live = st->next;
+    if (st->next) st->next->prev = st->prev;
+    c->nlive--;
+    st->prev = NULL;
+    st->next = c->zombies;
+    if (c->zombies) c->zombies->prev = st;
+    c->zombies = st;
+    st->zombie = 1;
+    c->nzombie++;
+    if (st->held) {
+        ngtcp2_conn_extend_max_offset(c->q, st->held);
+        ADD(c->s->st->body_buffered, (uint64_t)0 - st->held);
+        st->held = 0;
+    }
+    hb__h3_stream_credit(c);
+    if (c->nzombie > c->s->cfg.max_streams) { /* a client that never ends what it starts */
+        ngtcp2_connection_close_error e;
+        ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_EXCESSIVE_LOAD, NULL, 0);
+        hb__h3_conn_close(c, &e);
+    }
+}
+
+/* A zombie's QUIC stream closed (or its connection goes): back to the pool. */
+void hb__h3_zombie_free(h3conn *c, h3stream *st)
+{
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        c->zombies = st->next;
+    if (st->next) st->next->prev = st->prev;
+    st->zombie = 0;
+    c->nzombie--;
+    stream_drop(c, st);
+    st->prev = NULL;
+    st->next = c->free;
+    c->free = st;
+}
+
+/* The first bytes of a request stream: its slot and deadline exist from now,
+ * before (or whether or not) a HEADERS frame is recognised. */
+void hb__h3_stream_first(h3conn *c, int64_t id)
+{
+    if (c->live && c->live->id == id) return; /* HEADERS came whole in these bytes */
+    for (h3stream *x = c->live; x; x = x->next)
+        if (x->id == id) return;
+    if (c->nlive >= c->s->cfg.max_streams + 16u) return;
+    h3stream *st = stream_new(c);
+    if (!st) return;
+    st->id = id;
+    st->early = c->rx_early;
+    st->req_deadline = hb__h3_now(c->s) + (uint64_t)c->s->cfg.request_timeout_ms * NS_PER_MS;
+    c->timers = 1;
+    c->dirty = 1;
+    if (nghttp3_conn_set_stream_user_data(c->h, id, st) != 0) hb__h3_stream_release(c, st, 0);
 }
 
 /* Run the stream timers due at now. */
@@ -345,6 +433,10 @@ static int h_stream_close(nghttp3_conn *h, int64_t id, uint64_t code, void *cud,
     (void)code;
     h3conn *c = cud;
     h3stream *st = sud;
+    if (st && st->zombie) { /* timed out: released and credited then */
+        hb__h3_zombie_free(c, st);
+        return 0;
+    }
     if (st) hb__h3_stream_release(c, st, st->peer_reset || !st->responded);
     if (ngtcp2_is_bidi_stream(id)) hb__h3_stream_credit(c);
     return 0;
@@ -362,8 +454,17 @@ static int h_recv_data(nghttp3_conn *h, int64_t id, const uint8_t *p, size_t n, 
     (void)h;
     h3conn *c = cud;
     h3stream *st = sud;
-    hb__h3_consumed(c, id, n);
-    if (!st) return 0;
+    if (!st || st->zombie || !st->echo || st->too_large) {
+        hb__h3_consumed(c, id, n);
+    } else {
+        /* buffered until the request ends: the stream's credit goes back, the
+         * connection's is held, so a connection's buffered uploads stay within
+         * its flow-control window (CONN_WINDOW) */
+        (void)ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
+        st->held += n;
+        ADD(c->s->st->body_buffered, n);
+    }
+    if (!st || st->zombie) return 0;
     ADD(c->s->st->body_in, n);
     st->body_bytes += n;
     if (st->rq.route == HB_ROUTE_SINK) {
@@ -404,6 +505,7 @@ static int h_begin_headers(nghttp3_conn *h, int64_t id, void *cud, void *sud)
     (void)sud;
     h3conn *c = cud;
     ADD(c->s->st->streams, 1);
+    if (sud) return 0; /* made at its first byte */
     h3stream *st = c->nlive < c->s->cfg.max_streams + 16u ? stream_new(c) : NULL;
     if (!st) {
         (void)ngtcp2_conn_shutdown_stream(c->q, id, NGHTTP3_H3_REQUEST_REJECTED);
@@ -561,7 +663,7 @@ int hb__h3_setup_h3(h3conn *c)
     nghttp3_settings set;
     nghttp3_settings_default(&set);
     set.max_field_section_size = c->s->cfg.max_header_list * 4u;
-    if (nghttp3_conn_server_new(&c->h, &H3_CALLBACKS, &set, NULL, c) != 0) return -1;
+    if (nghttp3_conn_server_new(&c->h, &H3_CALLBACKS, &set, &c->s->hmem, c) != 0) return -1;
     nghttp3_conn_set_max_client_streams_bidi(c->h, c->s->cfg.max_streams);
     int64_t ctrl, enc, dec;
     if (ngtcp2_conn_open_uni_stream(c->q, &ctrl, NULL) != 0 ||

@@ -28,12 +28,17 @@
 #define SCIDLEN 18
 #define PATH_MAX_LEN 4096
 #define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
 #define ECHO_MAX (16u << 20) /* an /echo body beyond this is answered 413 */
 #define NVEC 16
 #define CHUNK (16 * 1024) /* bytes of generated content per vector handed to nghttp3 */
 #define STREAM_WINDOW (1u << 20)
 #define CONN_WINDOW (16u << 20)
 #define ANTI_REPLAY_SLOTS 4096
+#define CONN_CIDS 12       /* connection IDs a connection remembers for an O(1) free */
+#define STATELESS_SLOTS 32 /* Retry / version negotiation packets waiting to be sent */
+#define STATELESS_LEN 256
+#define RETRY_TOKEN_NS (10 * NGTCP2_SECONDS) /* a Retry token's life */
 
 #define ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
 
@@ -46,6 +51,7 @@ typedef struct h3stream {
     int64_t id;
     uint8_t counted, status_owed, responded, head_only, src, wait, echo, too_large;
     uint8_t no_eof, reset_owed, blocked, peer_reset, early, req_done;
+    uint8_t zombie; /* timed out: released, waiting only for the QUIC stream to close */
     hb_route_req rq;
     uint64_t deadline;
     uint64_t req_deadline; /* the request must be complete by then (until req_done) */
@@ -55,6 +61,7 @@ typedef struct h3stream {
     uint64_t body_bytes;
     uint32_t crc;
     uint64_t hdr_bytes;
+    uint64_t held; /* body bytes buffered whose connection flow-control credit is held */
     char *stats_doc;
     char *ebuf; /* echo: the request body (kept across reuse) */
     size_t ecap, elen;
@@ -70,10 +77,13 @@ typedef struct h3conn {
     struct h3conn *prev, *next;   /* the endpoint's connections */
     struct h3conn *pnext, *pprev; /* the send list: connections that may have packets to write */
     uint8_t pending, state, hs_done, timers, close_queued, counted_error;
-    uint8_t stopping; /* the server stops: 1 GOAWAY queued, 2 written (CONNECTION_CLOSE next) */
-    int h3err;        /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
-    uint32_t credit;  /* request streams closed whose MAX_STREAMS credit is not yet given back */
-    uint8_t rx_early; /* the stream data being read came in 0-RTT */
+    uint8_t accepted;  /* counted as a connection (its first packet was accepted) */
+    uint8_t validated; /* the peer's address is validated (a Retry token, or the handshake) */
+    uint8_t ncids;     /* cids[] in use; CONN_CIDS + 1: overflowed, freeing scans the table */
+    uint8_t stopping;  /* the server stops: 1 GOAWAY queued, 2 written (CONNECTION_CLOSE next) */
+    int h3err;         /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
+    uint32_t credit;   /* request streams closed whose MAX_STREAMS credit is not yet given back */
+    uint8_t rx_early;  /* the stream data being read came in 0-RTT */
     uint8_t dirty; /* touched since dl was computed: the endpoint's deadline scan recomputes it */
     uint64_t dl;   /* the connection's earliest timer, as of its last touch */
     hb_h3_server *s;
@@ -86,7 +96,16 @@ typedef struct h3conn {
     ngtcp2_cid odcid; /* the client's first DCID (also in the table while the conn lives) */
     uint64_t close_until;
     size_t closelen;
-    h3stream *live, *free;
+    uint64_t rx_bytes, tx_bytes;   /* datagram bytes from / to the peer (anti-amplification) */
+    uint32_t close_rx;             /* datagrams received in the closing state */
+    uint32_t nzombie;              /* timed-out streams whose QUIC stream is still open */
+    struct sockaddr_storage cpeer; /* where the queued CONNECTION_CLOSE goes */
+    socklen_t cplen;
+    struct {
+        uint8_t len;
+        uint8_t id[NGTCP2_MAX_CIDLEN];
+    } cids[CONN_CIDS];
+    h3stream *live, *free, *zombies; /* zombies: timed out, their QUIC stream still open */
     uint32_t nlive;
     uint8_t closebuf[HB_H3_MAX_DATAGRAM];
 } h3conn;
@@ -103,22 +122,34 @@ struct hb_h3_server {
     gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio;
     uint8_t reset_secret[32];
+    uint8_t token_secret[32]; /* Retry tokens */
     uint8_t ticket_key[HB_H3_TICKET_KEY_LEN];
-    gnutls_datum_t ticket;            /* .size 0: no session tickets */
-    gnutls_anti_replay_t ar;          /* NULL: no 0-RTT */
-    uint64_t seen[ANTI_REPLAY_SLOTS]; /* hashes of 0-RTT ClientHellos inside the window */
-    unsigned seen_next;
+    gnutls_datum_t ticket;   /* .size 0: no session tickets */
+    gnutls_anti_replay_t ar; /* NULL: no 0-RTT */
+    hb_h3_replay *replay;    /* cfg.replay, or own_replay */
+    hb_h3_replay *own_replay;
     h3conn *conns;
     h3conn *phead, *ptail;
     int burst; /* datagrams the head of the send list wrote in a row */
     int nconns;
     cident *tab;
-    size_t tcap, tused; /* used counts tombstones too */
-    /* one stateless packet (version negotiation) waiting to be sent */
-    size_t vnlen;
-    struct sockaddr_storage vnpeer;
-    socklen_t vnplen;
-    uint8_t vnbuf[256];
+    size_t tcap, tlive, ttomb; /* slots, live entries, tombstones */
+    /* ngtcp2's and nghttp3's allocations: per-size free lists (hb_h3_client_mem.c), so a
+     * request's stream state reuses the blocks of the requests before it */
+    struct pool *mpool;
+    ngtcp2_mem qmem;
+    nghttp3_mem hmem;
+    uint32_t half_open;
+    uint32_t freed;   /* connections freed since the heap was last trimmed */
+    uint64_t trimmed; /* when it was */
+    /* stateless packets (Retry, version negotiation) waiting to be sent: a ring */
+    unsigned sl_head, sl_n;
+    struct {
+        size_t len;
+        struct sockaddr_storage peer;
+        socklen_t plen;
+        uint8_t buf[STATELESS_LEN];
+    } sl[STATELESS_SLOTS];
 };
 
 static inline uint64_t hb__h3_now(const hb_h3_server *s)
@@ -128,18 +159,24 @@ static inline uint64_t hb__h3_now(const hb_h3_server *s)
 
 /* hb_h3_server.c: the connection-ID table and the send list */
 int hb__h3_cid_add(hb_h3_server *s, const uint8_t *p, size_t n, h3conn *c);
-void hb__h3_cid_del(hb_h3_server *s, const uint8_t *p, size_t n, const h3conn *c);
-/* drops every table entry still pointing at c (it is being freed) */
-void hb__h3_cid_forget(hb_h3_server *s, const h3conn *c);
+void hb__h3_cid_del(hb_h3_server *s, const uint8_t *p, size_t n, h3conn *c);
+/* drops every table entry still naming c (it is being freed) */
+void hb__h3_cid_forget(hb_h3_server *s, h3conn *c);
 /* c may have packets to write (also marks its timer for recomputation) */
 void hb__h3_pend(h3conn *c);
 void hb__h3_unpend(h3conn *c);
 
 /* hb_h3_server_conn.c: one QUIC connection */
 /* a connection for a client Initial (its CIDs entered in the table), or NULL */
-h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const struct sockaddr *local,
-                        socklen_t llen, const struct sockaddr *peer, socklen_t plen);
-void hb__h3_conn_recv(h3conn *c, const uint8_t *p, size_t n);
+/* odcid: the DCID of the client's first Initial when hd carries a valid Retry token
+ * (hd->dcid is then the Retry's SCID), else NULL */
+h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const ngtcp2_cid *odcid,
+                        const struct sockaddr *local, socklen_t llen, const struct sockaddr *peer,
+                        socklen_t plen);
+/* A datagram for c from peer. fresh: c was made for it; then 0 when the packet did
+ * not open the connection (c freed, the datagram to be counted as dropped), else 1 */
+int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, const uint8_t *p,
+                     size_t n, int fresh);
 /* one datagram into buf: its length, 0 when c has nothing to send, -1 when c failed */
 ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap);
 /* c's earliest timer (recomputed when c was touched) / runs c's timers that are due */
@@ -157,6 +194,9 @@ void hb__h3_consumed(h3conn *c, int64_t id, size_t n);
 /* gives back the MAX_STREAMS credit of the request streams closed so far */
 void hb__h3_stream_credit(h3conn *c);
 void hb__h3_stream_release(h3conn *c, h3stream *st, int peer_left);
+void hb__h3_zombie_free(h3conn *c, h3stream *st);
+/* the first bytes of request stream id came in: its deadline runs from now */
+void hb__h3_stream_first(h3conn *c, int64_t id);
 /* the streams' earliest deadline (delays, drips, request timeouts) / runs those due */
 uint64_t hb__h3_stream_deadline(h3conn *c);
 void hb__h3_stream_timers(h3conn *c);

@@ -21,6 +21,18 @@ void hb_h3_server_config_init(hb_h3_server_config *cfg)
     cfg->idle_timeout_ms = 30000;
     cfg->request_timeout_ms = 10000;
     cfg->max_header_list = 16384;
+    cfg->retry_after = 64;
+    cfg->max_half_open = 1024;
+}
+
+hb_h3_replay *hb_h3_replay_new(void)
+{
+    return NULL;
+}
+
+void hb_h3_replay_free(hb_h3_replay *r)
+{
+    (void)r;
 }
 
 int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *err)

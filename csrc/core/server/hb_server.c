@@ -398,6 +398,7 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
 fail:
     server_cleanup(s);
     hb_tls_ctx_free(s->tls);
+    hb_h3_replay_free(s->h3_replay);
     free(s->h3_cert);
     free(s->h3_key);
     free(s->w);
@@ -427,6 +428,7 @@ void hb_server_free(hb_server *s)
     if (!s) return;
     hb_server_stop(s);
     hb_tls_ctx_free(s->tls);
+    hb_h3_replay_free(s->h3_replay);
     free(s->h3_cert);
     free(s->h3_key);
     free(s->w);

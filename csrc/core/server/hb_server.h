@@ -85,6 +85,9 @@ typedef struct hb_server_stats {
     uint64_t h3_packets_in, h3_packets_out, h3_bytes_in, h3_bytes_out;
     uint64_t h3_dropped; /* datagrams ignored: not QUIC, or for no connection */
     uint64_t h3_version_negotiations;
+    /* see hb_h3_server_stats; half_open, body_buffered and cid_slots are levels now */
+    uint64_t h3_early_replays, h3_retries, h3_half_open, h3_stream_timeouts, h3_body_buffered,
+        h3_closes_limited, h3_cid_slots;
     int http3; /* 1 when the HTTP/3 side is on */
     int threads;
     uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */

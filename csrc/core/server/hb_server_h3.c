@@ -6,24 +6,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/udp.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/hb_clock.h"
+#include "net/hb_udp.h"
 #include "server/hb_server_int.h"
 
-#define RX_BATCH 16
 #define RX_BUF 2048 /* larger datagrams arrive truncated and are dropped */
 #define TX_BATCH 64 /* datagrams written per turn before the loop looks at input again */
 #define GSO_MAX 32  /* datagrams per sendmsg with UDP_SEGMENT (the kernel takes up to 64) */
 
 struct hb__h3_io {
-    struct mmsghdr msg[RX_BATCH];
-    struct iovec iov[RX_BATCH];
-    struct sockaddr_storage from[RX_BATCH];
-    uint8_t rx[RX_BATCH][RX_BUF];
+    hb_udp_rx rx;
+    uint8_t rxbuf[HB_UDP_RX_BATCH][RX_BUF];
     /* datagrams to one peer, all seg bytes but the last, sent as one sendmsg
      * with UDP_SEGMENT (GSO); kept when the socket is full (EAGAIN) and sent
      * first on EPOLLOUT */
@@ -44,6 +41,10 @@ int hb__h3_server_prepare(hb_server *srv, char *err)
     int rc = hb_tls_server_pems(srv->tls, &srv->h3_cert, &srv->h3_cert_len, &srv->h3_key,
                                 &srv->h3_key_len, err);
     if (rc < 0) return rc;
+    if (srv->o.session_resumption && srv->o.h3_early_data) {
+        srv->h3_replay = hb_h3_replay_new();
+        if (!srv->h3_replay) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    }
     if (srv->o.session_resumption) {
         for (size_t got = 0; got < sizeof srv->h3_ticket_key;) {
             ssize_t k = getrandom(srv->h3_ticket_key + got, sizeof srv->h3_ticket_key - got, 0);
@@ -59,43 +60,24 @@ int hb__h3_server_prepare(hb_server *srv, char *err)
     return 0;
 }
 
-/* Send the batch: 0 sent (or dropped for good), HB_AGAIN when the socket is full. */
+/* Send the batch: 0 sent (or dropped for good), HB_AGAIN when the socket is full
+ * (what did not go stays, from its first unsent datagram). */
 static int send_batch(hb__worker *w)
 {
     struct hb__h3_io *io = w->h3io;
-    char cbuf[CMSG_SPACE(sizeof(uint16_t))];
-    struct iovec v = {io->out, io->out_len};
-    struct msghdr m = {
-        .msg_name = &io->out_peer, .msg_namelen = io->out_plen, .msg_iov = &v, .msg_iovlen = 1};
-    if (io->nseg > 1) { /* one sendmsg, the kernel cuts it into seg-byte datagrams */
-        memset(cbuf, 0, sizeof cbuf);
-        m.msg_control = cbuf;
-        m.msg_controllen = sizeof cbuf;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-        cm->cmsg_level = SOL_UDP;
-        cm->cmsg_type = UDP_SEGMENT;
-        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        uint16_t seg = (uint16_t)io->seg;
-        memcpy(CMSG_DATA(cm), &seg, sizeof seg);
-    }
-    for (;;) {
-        ssize_t k = sendmsg(w->ufd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (k >= 0) break;
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return HB_AGAIN;
-        if (io->nseg > 1 && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT)) {
-            io->gso = 0; /* no GSO here: the same datagrams one by one */
-            for (size_t off = 0; off < io->out_len; off += io->seg) {
-                size_t n = io->out_len - off < io->seg ? io->out_len - off : io->seg;
-                while (sendto(w->ufd, io->out + off, n, MSG_DONTWAIT | MSG_NOSIGNAL,
-                              (const struct sockaddr *)&io->out_peer, io->out_plen) < 0 &&
-                       errno == EINTR) {
-                }
-            }
-            break;
+    size_t sent = 0;
+    int rc = hb_udp_send(w->ufd, (const struct sockaddr *)&io->out_peer, io->out_plen, io->out,
+                         io->out_len, io->seg, &io->gso, &sent);
+    if (rc == HB_AGAIN) {
+        if (sent) {
+            memmove(io->out, io->out + sent, io->out_len - sent);
+            io->out_len -= sent;
+            io->nseg = (int)((io->out_len + io->seg - 1) / io->seg);
         }
-        break; /* e.g. ECONNREFUSED from an earlier datagram: QUIC recovers or times out */
+        return HB_AGAIN;
     }
+    /* another error (e.g. ECONNREFUSED from an earlier datagram): dropped, QUIC
+     * recovers or times out */
     io->out_len = 0;
     io->nseg = 0;
     return 0;
@@ -172,32 +154,24 @@ static void on_udp(hb_loop *l, hb_io *uio, uint32_t events)
     struct hb__h3_io *io = w->h3io;
     if (events & EPOLLIN) {
         for (int round = 0; round < 4; round++) {
-            for (int i = 0; i < RX_BATCH; i++) {
-                io->iov[i].iov_base = io->rx[i];
-                io->iov[i].iov_len = RX_BUF;
-                memset(&io->msg[i].msg_hdr, 0, sizeof io->msg[i].msg_hdr);
-                io->msg[i].msg_hdr.msg_name = &io->from[i];
-                io->msg[i].msg_hdr.msg_namelen = sizeof io->from[i];
-                io->msg[i].msg_hdr.msg_iov = &io->iov[i];
-                io->msg[i].msg_hdr.msg_iovlen = 1;
-            }
-            int n = recvmmsg(w->ufd, io->msg, RX_BATCH, MSG_DONTWAIT, NULL);
-            if (n <= 0) break; /* EAGAIN, or an error the next datagram will not have */
+            int n = hb_udp_recv(w->ufd, &io->rx);
+            if (n <= 0) break; /* none waits, or an error the next datagram will not have */
             w->now = hb_now_ns();
             for (int i = 0; i < n; i++) {
-                size_t len = io->msg[i].msg_len;
+                size_t len;
+                const uint8_t *d = hb_udp_rx_data(&io->rx, i, &len);
                 HB__ADD(w->st.bytes_in, len);
-                if (io->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+                if (!d) {
                     HB__ADD(w->st.h3.packets_in, 1);
                     HB__ADD(w->st.h3.dropped, 1);
                     continue;
                 }
                 hb_h3_server_recv(w->h3, (const struct sockaddr *)&w->ulocal, w->ulocal_len,
-                                  (const struct sockaddr *)&io->from[i],
-                                  io->msg[i].msg_hdr.msg_namelen, io->rx[i], len);
+                                  (const struct sockaddr *)&io->rx.from[i],
+                                  io->rx.msg[i].msg_hdr.msg_namelen, d, len);
             }
             flush(w);
-            if (n < RX_BATCH) break;
+            if (n < HB_UDP_RX_BATCH) break;
         }
     }
     flush(w);
@@ -237,6 +211,7 @@ int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, sockl
     w->h3io = calloc(1, sizeof *w->h3io);
     if (!w->h3io) return hb_fail(err, HB_E_NOMEM, "out of memory");
     w->h3io->gso = 1;
+    hb_udp_rx_init(&w->h3io->rx, &w->h3io->rxbuf[0][0], RX_BUF, 1);
     hb_h3_server_config cfg;
     hb_h3_server_config_init(&cfg);
     cfg.cert_pem = srv->h3_cert;
@@ -255,6 +230,7 @@ int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, sockl
     cfg.max_connections = srv->o.max_connections > 0 ? (uint32_t)srv->o.max_connections : 0;
     cfg.ticket_key = srv->o.session_resumption ? srv->h3_ticket_key : NULL;
     cfg.early_data = srv->o.h3_early_data;
+    cfg.replay = srv->h3_replay;
     int rc = hb_h3_server_new(&w->h3, &cfg, err);
     if (rc < 0) return rc;
     if (w->idx == 0 && (rc = udp_port_free(srv, addr, len, err)) < 0) return rc;

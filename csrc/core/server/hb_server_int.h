@@ -218,6 +218,7 @@ struct hb_server {
     uint32_t max_streams;      /* concurrent streams per connection, every multiplexed protocol */
     const hb__conn_proto *mux; /* the enabled protocol of hb__conn_protos, or NULL */
     uint8_t h3_ticket_key[HB_H3_TICKET_KEY_LEN]; /* session tickets, shared by the workers */
+    hb_h3_replay *h3_replay; /* 0-RTT anti-replay, shared by the workers like the ticket key */
 };
 
 /* hb_server_out.c: the output queue and responses. */

@@ -50,6 +50,13 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->h3_bytes_out += HB__LOAD(h3->bytes_out);
         out->h3_dropped += HB__LOAD(h3->dropped);
         out->h3_version_negotiations += HB__LOAD(h3->version_negotiations);
+        out->h3_early_replays += HB__LOAD(h3->early_replays);
+        out->h3_retries += HB__LOAD(h3->retries);
+        out->h3_half_open += HB__LOAD(h3->half_open);
+        out->h3_stream_timeouts += HB__LOAD(h3->stream_timeouts);
+        out->h3_body_buffered += HB__LOAD(h3->body_buffered);
+        out->h3_closes_limited += HB__LOAD(h3->closes_limited);
+        out->h3_cid_slots += HB__LOAD(h3->cid_slots);
         out->connections_h1 += HB__LOAD(st->conns_h1);
         out->connections_h2 += HB__LOAD(st->conns_h2);
         out->h2_streams += HB__LOAD(st->h2.streams);
