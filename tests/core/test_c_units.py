@@ -72,7 +72,8 @@ def _core_objects(h2: bool, h3: bool) -> list[str]:
 
         with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
             _OBJECTS[(h2, h3)] = list(pool.map(compile_one,
-                                               sorted(glob.glob(os.path.join(CORE, "*.c")))))
+                                               sorted(glob.glob(os.path.join(CORE, "**", "*.c"),
+                                                                recursive=True))))
     return _OBJECTS[(h2, h3)]
 
 
