@@ -78,7 +78,7 @@ H3_HINT = ("install libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev lib
 
 core = Extension(
     "httpbench._core",
-    sources=sources("csrc/core") + sources("csrc/core/ws") + sources("csrc/module"),
+    sources=sources("csrc/core") + sources("csrc/core/http") + sources("csrc/core/ws") + sources("csrc/module"),
     include_dirs=["csrc/core", "csrc/module"],
     # a changed header rebuilds everything: setuptools tracks no header dependencies, and an
     # object compiled against an old struct layout would be silently reused
