@@ -243,6 +243,7 @@ static void test_reader(void)
         hb_ws_rx_init(&rx, HB_WS_SERVER, 1024, 16);
         CHECK_EQ_INT(feed(&rx, in, n, step, log, sizeof log), 0);
         CHECK(memcmp(log, want, sizeof want) == 0);
+        CHECK_EQ_INT(rx.frames, 8);
     }
 }
 

@@ -276,6 +276,7 @@ int hb_ws_rx_next(hb_ws_rx *rx, uint8_t *buf, size_t len, hb_ws_event *ev)
             if (f.masked) hb_ws_mask(p, (size_t)f.len, f.mask, 0);
             ev->data = p;
             ev->data_len = (size_t)f.len;
+            rx->frames++;
             if (f.opcode == HB_WS_CLOSE) {
                 const uint8_t *r;
                 size_t rl;
@@ -293,6 +294,7 @@ int hb_ws_rx_next(hb_ws_rx *rx, uint8_t *buf, size_t len, hb_ws_event *ev)
         rx->f = f;
         rx->off = 0;
         rx->in_frame = 1;
+        rx->frames++;
         used = (size_t)h;
     }
     /* payload of the current data frame */

@@ -139,8 +139,9 @@ typedef struct hb_ws_rx {
     int msg_first;  /* no byte of the open message delivered yet */
     uint64_t msg_len;
     uint32_t msg_frags;
-    uint32_t utf8; /* text: the validator's state */
-    int error;     /* sticky HB_WS_E_* */
+    uint32_t utf8;   /* text: the validator's state */
+    int error;       /* sticky HB_WS_E_* */
+    uint64_t frames; /* frames read (a data frame once its head is, a control frame whole) */
 } hb_ws_rx;
 
 void hb_ws_rx_init(hb_ws_rx *rx, unsigned flags, uint64_t max_msg, uint32_t max_frags);
