@@ -1,4 +1,5 @@
-"""Build the one extension, httpbench._core, from csrc/core (pure C) and csrc/module (bindings)."""
+"""Build the one extension, httpbench._core, from csrc/core/** (pure C, folders by component)
+and csrc/module (bindings)."""
 
 import glob
 import os
@@ -14,8 +15,10 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def sources(sub: str) -> list[str]:
-    return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, sub, "*.c")))
+def sources(sub: str, pattern: str = "*.c") -> list[str]:
+    """The files matching pattern below csrc/<sub> (pattern may hold **/)."""
+    return sorted(os.path.relpath(p, HERE)
+                  for p in glob.glob(os.path.join(HERE, sub, pattern), recursive=True))
 
 
 extra = ["-std=c11", "-O2", "-Wall", "-Wextra", "-D_GNU_SOURCE", "-fvisibility=hidden"]
@@ -78,12 +81,13 @@ H3_HINT = ("install libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev lib
 
 core = Extension(
     "httpbench._core",
-    sources=sources("csrc/core") + sources("csrc/core/http") + sources("csrc/core/ws") + sources("csrc/module"),
+    # the core in folders by component (csrc/core/<folder>/hb_*.c), included as
+    # "folder/hb_x.h" relative to csrc/core
+    sources=sources("csrc/core", "**/*.c") + sources("csrc/module"),
     include_dirs=["csrc/core", "csrc/module"],
     # a changed header rebuilds everything: setuptools tracks no header dependencies, and an
     # object compiled against an old struct layout would be silently reused
-    depends=sorted(glob.glob(os.path.join("csrc", "core", "**", "*.h"), recursive=True)
-                   + glob.glob(os.path.join("csrc", "module", "*.h"))),
+    depends=sources("csrc/core", "**/*.h") + sources("csrc/module", "*.h"),
     libraries=["ssl", "crypto", "pthread"],
     extra_compile_args=extra,
     define_macros=macros,

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hb_h2_hpack.h"
+#include "h2/hb_h2_hpack.h"
 
 static const char BLOCK_HEX[] =
     "880f2789aa6355e580ae212e1f0f1296df3dbf4a01952f948a080271410ae34ddc138a62d1bf0f1087497ca589"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hb_parse.h"
+#include "http/hb_parse.h"
 
 static double now_ns(void)
 {

@@ -1,7 +1,7 @@
 """Parser micro-benchmark: ns per ~150-byte response head.
 
-benchmarks/bench_parse.c linked with csrc/core/hb_parse.c (same -O2 as
-setup.py), through the parser's C contract (hb_parse.h): ns per response head,
+benchmarks/bench_parse.c linked with csrc/core/http/hb_parse.c (same -O2 as
+setup.py), through the parser's C contract (http/hb_parse.h): ns per response head,
 request head and small chunked body. The parser has no public Python entry
 point (from Python it runs inside Client, bench() and the server), so its
 cost as Python sees it is part of the per-request CPU that bench_client.py and
@@ -36,8 +36,8 @@ def c_bench(iters: int, repeat: int) -> dict[str, float]:
         exe = os.path.join(tmp, "bench_parse")
         subprocess.run([cc, "-std=c11", "-O2", "-D_GNU_SOURCE", "-I", core,
                         os.path.join(ROOT, "benchmarks", "bench_parse.c"),
-                        os.path.join(core, "hb_parse.c"), os.path.join(core, "hb_common.c"),
-                        "-o", exe], check=True)
+                        os.path.join(core, "http", "hb_parse.c"),
+                        os.path.join(core, "base", "hb_common.c"), "-o", exe], check=True)
         best: dict[str, float] = {}
         for _ in range(repeat):
             out = subprocess.run([exe, str(iters)], capture_output=True, text=True,

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_h2_client.h"
+#include "h2/hb_h2_client.h"
 
 #define NREC 64
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_h2_hpack.h"
+#include "h2/hb_h2_hpack.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \

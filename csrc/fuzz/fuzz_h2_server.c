@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_h2_server.h"
+#include "h2/hb_h2_server.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \

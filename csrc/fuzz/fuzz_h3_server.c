@@ -22,9 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_h3_server.h"
-#include "hb_internal.h"
-#include "hb_tls.h"
+#include "h3/hb_h3_server.h"
+#include "net/hb_tls.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \
@@ -41,7 +40,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char err[HB_ERR_LEN];
     hb_tls_ctx *t = NULL;
     REQUIRE(hb_tls_server_ctx_new(&t, NULL, err) == 0);
-    REQUIRE(hb__tls_server_pems(t, &g_cert, &g_cert_len, &g_key, &g_key_len, err) == 0);
+    REQUIRE(hb_tls_server_pems(t, &g_cert, &g_cert_len, &g_key, &g_key_len, err) == 0);
     hb_tls_ctx_free(t);
     return 0;
 }

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_parse.h"
+#include "http/hb_parse.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hb_parse.h"
-#include "hb_request.h"
+#include "http/hb_parse.h"
+#include "http/hb_request.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \

@@ -1,5 +1,5 @@
 /* calibrate.c - binding of hb_calib: the machine's wake-up cost. */
-#include "hb_calib.h"
+#include "base/hb_calib.h"
 #include "module.h"
 
 static PyObject *calibrate_wakeup(PyObject *m, PyObject *const *args, Py_ssize_t nargs,

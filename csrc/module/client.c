@@ -30,11 +30,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hb_client.h"
-#include "hb_clock.h"
-#include "hb_client_h2.h"
-#include "hb_request.h"
-#include "hb_tls.h"
+#include "client/hb_client.h"
+#include "base/hb_clock.h"
+#include "client/hb_client_h2.h"
+#include "http/hb_request.h"
+#include "net/hb_tls.h"
 
 static PyObject *client_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)

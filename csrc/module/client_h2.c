@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_request.h"
+#include "base/hb_clock.h"
+#include "http/hb_request.h"
 
 void hb__cl_h2_lock(ClientObject *self)
 {

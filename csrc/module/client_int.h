@@ -15,11 +15,11 @@
 
 #include <sys/types.h>
 
-#include "hb_client.h"
-#include "hb_client_h2.h"
-#include "hb_client_h3.h"
-#include "hb_request.h"
-#include "hb_tls.h"
+#include "client/hb_client.h"
+#include "client/hb_client_h2.h"
+#include "client/hb_client_h3.h"
+#include "http/hb_request.h"
+#include "net/hb_tls.h"
 
 #define HEAD_STACK 8192
 #define HEADERS_STACK 32

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_request.h"
+#include "base/hb_clock.h"
+#include "http/hb_request.h"
 
 PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
                          PyObject *headers, PyObject *body, PyObject *dl_path,

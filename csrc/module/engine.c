@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_engine.h"
-#include "hb_h3_client.h"
-#include "hb_sock.h"
-#include "hb_tls.h"
+#include "base/hb_clock.h"
+#include "engine/hb_engine.h"
+#include "h3/hb_h3_client.h"
+#include "net/hb_sock.h"
+#include "net/hb_tls.h"
 
 #define WAIT_SLICE_NS (50ull * 1000000ull) /* Ctrl-C is noticed within this */
 

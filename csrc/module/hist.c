@@ -6,7 +6,7 @@
  */
 #include "module.h"
 
-#include "hb_hist.h"
+#include "base/hb_hist.h"
 
 typedef struct {
     PyObject_HEAD hb_hist h;

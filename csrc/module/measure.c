@@ -26,8 +26,8 @@
  */
 #include "measure_int.h"
 
-#include "hb_clock.h"
-#include "hb_hist.h"
+#include "base/hb_clock.h"
+#include "base/hb_hist.h"
 
 /* ---- the timing loop ---- */
 

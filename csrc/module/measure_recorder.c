@@ -2,8 +2,8 @@
  * histogram fed by begin()/end() pairs (see measure_int.h). */
 #include "measure_int.h"
 
-#include "hb_clock.h"
-#include "hb_hist.h"
+#include "base/hb_clock.h"
+#include "base/hb_hist.h"
 
 /* ---- _Recorder: per-request timing for measure_async ---- */
 

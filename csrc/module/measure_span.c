@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "hb_clock.h"
+#include "base/hb_clock.h"
 
 /* ---- native (preloaded malloc counter) ---- */
 

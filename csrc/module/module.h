@@ -1,76 +1,17 @@
-/* module.h - shared declarations of the httpbench._core bindings.
+/* module.h - the bindings' init hooks and the conversions one binding offers
+ * another.
  *
  * One extension, multi-phase init, all state in the module state (no C
  * globals holding Python objects). Each exposed object lives in its own file
- * with one init hook, called from module.c's exec slot.
+ * with one init hook, called from module.c's exec slot (the registrar); what
+ * every binding shares (state, hb_raise, argument converters) is helpers.h.
  */
 #ifndef HB_MODULE_H
 #define HB_MODULE_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include "hb_common.h"
-#include "hb_hist.h"
-#include "hb_parse.h"
-
-typedef struct hb_modstate {
-    /* Exceptions (created in module.c). */
-    PyObject *HttpbenchError;
-    PyObject *ProtocolError;
-    PyObject *ConnectError;
-    PyObject *RequestTimeout;
-    PyObject *TLSError;
-    PyObject *RemoteClosed;
-    PyObject *BodyTooLarge;
-    PyObject *HTTP2NotSupported;
-    PyObject *FeatureUnavailable;
-    /* Heap types, set by each component's init hook. */
-    PyTypeObject *HistogramType;
-    PyTypeObject *ServerType;
-    PyTypeObject *ClientType;
-    PyTypeObject *ResponseType;
-    PyTypeObject *EngineType;
-    PyTypeObject *MeasureType;
-    /* parser.c: interned result-dict keys and constant values, one tuple. */
-    PyObject *parser_strings;
-} hb_modstate;
-
-hb_modstate *hb_state(PyObject *module);
-/* State reached from an instance of one of this module's heap types. */
-hb_modstate *hb_state_from_type(PyTypeObject *tp);
-
-/* The one mapping from core codes to Python exceptions. Sets the exception and
- * returns NULL. `detail` (may be NULL or empty) is the core's err text. */
-PyObject *hb_raise(hb_modstate *st, int rc, const char *detail);
-
-/* Keyword-only METH_FASTCALL|METH_KEYWORDS arguments: out[i] gets the value
- * passed for names[i] (borrowed; NULL when absent or None). TypeError for
- * positional or unknown arguments, naming fn. Returns 0 or -1. */
-int hb_kw_only(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-               const char *const *names, int n, PyObject **out);
-
-/* Positional-or-keyword METH_FASTCALL|METH_KEYWORDS arguments: the first
- * npos_max names may be passed by position, all by keyword; the first
- * nrequired must be given. out[i] is borrowed or NULL. TypeError otherwise. */
-int hb_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-            const char *const *names, int n, int npos_max, int nrequired, PyObject **out);
-
-/* Argument converters, one of each for every binding. o is the argument or
- * NULL when absent (hb_kw_only also gives NULL for None); absent leaves the
- * default. Each returns 0, or -1 with an exception set naming `name`. */
-/* Truth value (any object). */
-int hb_arg_bool(PyObject *o, int dflt, int *out);
-/* An int in lo..hi (ValueError "name must be in lo..hi, got v"). */
-int hb_arg_int(PyObject *o, int dflt, long lo, long hi, const char *name, int *out);
-/* An int >= 0 (None is absent too); ValueError when negative or too large. */
-int hb_arg_u64(PyObject *o, uint64_t dflt, const char *name, uint64_t *out);
-/* A finite number >= 0. */
-int hb_arg_double(PyObject *o, double dflt, const char *name, double *out);
-/* Seconds: a number > 0, or None (*out = -1: no limit) when allow_none. */
-int hb_arg_timeout(PyObject *o, int allow_none, const char *name, double *out);
-/* A str as UTF-8 (*out NULL when absent or None; len may be NULL). */
-int hb_arg_str(PyObject *o, const char *name, const char **out, Py_ssize_t *len);
+#include "helpers.h"
+#include "base/hb_hist.h"
+#include "http/hb_parse.h"
 
 /* request.c: Python headers (None, a mapping, or an iterable of (name, value)
  * pairs; names and values str, sent as UTF-8, or bytes) as hb_header entries
@@ -114,7 +55,5 @@ PyObject *hb_py_hist_from_core(hb_modstate *st, const hb_hist *h);
 /* hist.c: the core histogram inside a Histogram object (borrowed, valid while
  * obj lives), or NULL with TypeError when obj is not a Histogram. */
 const hb_hist *hb_py_hist_core(hb_modstate *st, PyObject *obj);
-
-extern PyModuleDef hb_moduledef;
 
 #endif

@@ -11,7 +11,7 @@
  */
 #include "module.h"
 
-#include "hb_parse.h"
+#include "http/hb_parse.h"
 
 #define STACK_HEADERS 256
 

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "hb_request.h"
+#include "http/hb_request.h"
 
 /* str (as UTF-8) or bytes -> pointer and length, valid while o lives. */
 static int text_of(PyObject *o, const char **p, size_t *n, const char *what)

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <structmember.h>
 
-#include "hb_client.h"
-#include "hb_client_h2.h"
+#include "client/hb_client.h"
+#include "client/hb_client_h2.h"
 
 /* Variable-size: the final response head is stored inline (ob_size bytes at
  * `head`), so a response costs one allocation, not two. */

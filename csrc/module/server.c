@@ -6,10 +6,10 @@
 
 #include <string.h>
 
-#include "hb_content.h"
-#include "hb_h2_server.h"
-#include "hb_h3_server.h"
-#include "hb_server.h"
+#include "base/hb_content.h"
+#include "h2/hb_h2_server.h"
+#include "h3/hb_h3_server.h"
+#include "server/hb_server.h"
 
 typedef struct {
     PyObject_HEAD hb_server *srv;

@@ -9,6 +9,7 @@ modules ``httpbench.report`` and ``httpbench.plot`` to present them.
 
 import sys
 
+from . import _recordviews  # noqa: F401  (registers the records' summary(), plot(), ...)
 from ._version import __version__
 
 TYPE_CHECKING = False  # typing costs more to import than the rest of this module

@@ -36,6 +36,7 @@ from ._unlike import cell_cautions, noise_notes, unlike_settings
 
 __all__ = [
     "DETERMINISTIC_COMPARED",
+    "DIFF_METRICS",
     "NO_CHANGE",
     "NOT_TESTED",
     "TIMING_COMPARED",
@@ -43,6 +44,7 @@ __all__ = [
     "Change",
     "CompareRow",
     "Comparison",
+    "change_text",
     "compare_metrics",
     "diff",
     "function_movers",
@@ -53,7 +55,7 @@ __all__ = [
 # significance policy: two saved results with repeats
 
 # metric key -> (title, kind, higher_is_better, verdict words (better, worse))
-_CMP_METRICS: dict[str, tuple[str, str, bool, tuple[str, str]]] = {
+DIFF_METRICS: dict[str, tuple[str, str, bool, tuple[str, str]]] = {
     "rps": ("req/s", "rate", True, ("faster", "slower")),
     "p50_ns": ("p50", "duration", False, ("faster", "slower")),
     "p99_ns": ("p99", "duration", False, ("faster", "slower")),
@@ -69,7 +71,8 @@ _CMP_METRICS: dict[str, tuple[str, str, bool, tuple[str, str]]] = {
 NO_CHANGE = "no significant change"
 
 
-def _fmt_change(rel: float) -> str:
+def change_text(rel: float) -> str:
+    """A relative change as text ("+12%"); "from 0" when the baseline was 0."""
     return "from 0" if rel == math.inf else U.format_change(rel)
 
 NOT_TESTED = "not tested"
@@ -103,7 +106,7 @@ class Change:
     @property
     def title(self) -> str:
         """Human name of the metric."""
-        return _CMP_METRICS[self.metric][0]
+        return DIFF_METRICS[self.metric][0]
 
     @property
     def significant(self) -> bool:
@@ -201,10 +204,10 @@ class Comparison:
                        + "\n".join(bullet + n for n in self.notes))
         rows = []
         for c in self.changes:
-            kind = _CMP_METRICS[c.metric][1]
+            kind = DIFF_METRICS[c.metric][1]
             rows.append([
                 c.client, c.scenario, c.title, median_cell(c.baseline, kind), median_cell(c.current, kind),
-                _fmt_change(c.change),
+                change_text(c.change),
                 "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.shown_verdict,
             ])
         head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
@@ -221,8 +224,8 @@ class Comparison:
         return self.format("text")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        rows = [[c.client, c.scenario, c.title, median_cell(c.baseline, _CMP_METRICS[c.metric][1]),
-                 median_cell(c.current, _CMP_METRICS[c.metric][1]), _fmt_change(c.change),
+        rows = [[c.client, c.scenario, c.title, median_cell(c.baseline, DIFF_METRICS[c.metric][1]),
+                 median_cell(c.current, DIFF_METRICS[c.metric][1]), change_text(c.change),
                  "—" if math.isnan(c.p_value) else f"{c.p_value:.3f}", c.shown_verdict]
                 for c in self.changes]
         head = ["client", "scenario", "metric", "baseline", "current", "change", "p", "verdict"]
@@ -262,10 +265,10 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
     if test not in ("auto", "mann-whitney", "welch"):
         raise ValueError(f"unknown test {test!r}; use auto, mann-whitney or welch")
     base, cur = as_set(baseline), as_set(current)
-    want = list(metrics) if metrics is not None else list(_CMP_METRICS)
+    want = list(metrics) if metrics is not None else list(DIFF_METRICS)
     for m in want:
-        if m not in _CMP_METRICS:
-            raise ValueError(f"unknown metric {m!r}; one of {list(_CMP_METRICS)}")
+        if m not in DIFF_METRICS:
+            raise ValueError(f"unknown metric {m!r}; one of {list(DIFF_METRICS)}")
 
     def group(rs: ResultSet) -> dict[tuple[str, str], list[dict[str, Any]]]:
         g: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -301,7 +304,7 @@ def diff(baseline: Any, current: Any, *, alpha: float = 0.05,
 
 def _change(key: tuple[str, str], metric: str, bv: tuple[float, ...], cv: tuple[float, ...],
             alpha: float, min_change: float, test: str) -> Change:
-    _title, _kind, higher_better, (good, bad) = _CMP_METRICS[metric]
+    _title, _kind, higher_better, (good, bad) = DIFF_METRICS[metric]
     mb, mc = statistics.median(bv), statistics.median(cv)
     if mb == 0:
         rel = 0.0 if mc == 0 else math.inf

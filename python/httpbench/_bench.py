@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import _core
+from ._abreport import format_report, format_spectrum, idle_note, idle_workers
 from ._loadgen import DEFAULT_TIMEOUT, Progress, Target, check, parse_url, raise_nofile, run
 from ._results import BenchResult
-from .report import format_report, format_spectrum, idle_note, idle_workers
 
 __all__ = [
     "Target",

@@ -1,7 +1,7 @@
 """The native HTTP/1.1 client: ``Client``, ``Response`` and ``Headers``.
 
 ``Client`` and ``Response`` are implemented in C (``csrc/module/client.c`` on
-top of ``csrc/core/hb_client.c`` and ``hb_pool.c``); this module adds the
+top of ``csrc/core/client/hb_client.c`` and ``hb_pool.c``); this module adds the
 ``Headers`` container that ``Response.headers`` builds on first access.
 
 Example::

@@ -23,6 +23,7 @@ from typing import Any
 
 from . import _machine, _versions
 from ._adapters import ADAPTERS, DEFAULT_CLIENTS, adapter_status, is_custom
+from ._cmptables import format_tables
 from ._core import FeatureUnavailable
 from ._deterministic import ToolMissing, require_tool
 from ._features import require_h2_server, require_h3_server
@@ -31,7 +32,6 @@ from ._rows import THIN_CALLS, THIN_REPEATS, is_thin  # noqa: F401  (public name
 from ._runner import Runner, RunOptions
 from ._scenarios import QUICK_SCENARIOS, SCENARIOS, Scenario, resolve_scenarios
 from ._specs import parse_spec, split_specs
-from .report import format_tables
 
 __all__ = ["compare", "cli_main"]
 
@@ -227,7 +227,7 @@ def write_outputs(rs: ResultSet, out: str | os.PathLike[str], plots: bool = True
         if "plots_error" in written and progress:
             progress(written["plots_error"])
     try:  # one file to open or share: tables, figures (when plots), machine and run
-        from .report import write_html
+        from ._htmlreport import write_html
 
         written["html"] = write_html(rs, os.path.join(d, "report.html"), plots=plots)
     except Exception as exc:  # the report must never lose the measured results

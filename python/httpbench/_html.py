@@ -242,8 +242,8 @@ def figures(obj: Any, prefix: str = "f") -> list[tuple[str, str]]:
     try:
         from . import plot as PL
 
-        kinds = PL._applicable(obj)
-        PL._figure_class()
+        kinds = PL.applicable_kinds(obj)
+        PL.figure_class()
     except ImportError as exc:
         return [("", f'<p class="caption">No figures: {e(exc)}</p>')]
     out = []
@@ -318,7 +318,7 @@ def diff_fragment(base: Any, cur: Any, cmp: Comparison, tables: tuple[str, str],
                   prefix: str = "d") -> str:
     """Two runs side by side: what differs in their settings, the notes about them,
     the verdicts, then each run's own ``tables`` (HTML) and figures."""
-    from ._baseline import _CMP_METRICS, _fmt_change
+    from ._baseline import DIFF_METRICS, change_text
     from ._tables import median_cell
 
     parts = [f"<h1>httpbench diff: {e(names[0])} → {e(names[1])}</h1>"]
@@ -338,14 +338,14 @@ def diff_fragment(base: Any, cur: Any, cmp: Comparison, tables: tuple[str, str],
         head = ["client", "scenario", "metric", names[0], names[1], "change", "p", "verdict"]
         body = []
         for c in cmp.changes:
-            kind = _CMP_METRICS[c.metric][1]
+            kind = DIFF_METRICS[c.metric][1]
             cls = ("verdict-marked" if c.significant and c.caution else
                    "verdict-worse" if c.significant and c.improved is False else
                    "verdict-better" if c.significant and c.improved else "")
             v = c.shown_verdict
             verdict = f'<span class="{cls}">{e(v)}</span>' if cls else e(v)
             body.append([c.client, c.scenario, c.title, median_cell(c.baseline, kind),
-                         median_cell(c.current, kind), _fmt_change(c.change),
+                         median_cell(c.current, kind), change_text(c.change),
                          "—" if c.p_value != c.p_value else f"{c.p_value:.3f}", verdict])
         parts.append(table(head, body, raw_last=True))
     else:

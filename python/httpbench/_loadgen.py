@@ -4,7 +4,7 @@
 ``bench()`` (the public face, in ``_bench``) checks with :func:`check` and then
 either runs here or hands the checked spec to a cluster; a cluster's shards
 call :func:`run_local`, so the distributed runner never calls back into
-``bench()``. ``_core.run_bench`` runs the C engine (csrc/core/hb_engine.c)
+``bench()``. ``_core.run_bench`` runs the C engine (csrc/core/engine/hb_engine.c)
 without the GIL and returns raw counters and histograms; they become a
 :class:`~httpbench.BenchResult`.
 """

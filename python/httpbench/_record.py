@@ -1,6 +1,7 @@
 """What every result record shares: the constants of its fields, per-request
 arithmetic that never invents a 0, and the base classes (equality through the
-JSON form, save, the lazy presentation methods, latency percentiles)."""
+JSON form, save, latency percentiles, and the convenience methods the presentation
+and policy layers register in ``_conveniences``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ._conveniences import call
 from ._hist import hist_percentile
 from ._jsonfields import as_dict
 from ._resultfile import dumps, save
@@ -83,26 +85,20 @@ class RecordBase:
 
     def to_dataframe(self) -> Any:
         """A one-row pandas DataFrame (see ``httpbench.report.DATAFRAME_COLUMNS``)."""
-        from .report import to_dataframe
-
-        return to_dataframe(self)
+        return call("to_dataframe", self)
 
     def summary(self, fmt: str = "text") -> str:
         """A readable table of this record (``fmt``: "text", "md" or "json")."""
-        from .report import format_result
-
-        return format_result(self, fmt)
+        text: str = call("summary", self, fmt)
+        return text
 
     def plot(self, kind: str = "percentiles", **kwargs: Any) -> Any:
         """A matplotlib Figure of this record; see ``httpbench.plot.plot`` for kinds."""
-        from .plot import plot
-
-        return plot(self, kind=kind, **kwargs)
+        return call("plot", self, kind, **kwargs)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from .report import mimebundle
-
-        return mimebundle(self)
+        bundle: dict[str, str] = call("mimebundle", self)
+        return bundle
 
     def __str__(self) -> str:
         try:
@@ -143,9 +139,8 @@ class ResultBase(RecordBase):
 
     def assert_budget(self, **budget: Any) -> list[Any]:
         """Raise ``httpbench.BudgetExceeded`` unless every limit holds (see ``httpbench._budget``)."""
-        from ._budget import assert_budget
-
-        return assert_budget(self, **budget)
+        rows: list[Any] = call("assert_budget", self, **budget)
+        return rows
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``kind`` tag, histograms base64-encoded, times in ns)."""

@@ -79,7 +79,7 @@ def number(v: float) -> str:
     """A bare number in a column whose unit is in the header."""
     if v is None or math.isnan(v):
         return U.MISSING
-    return U._sig(v, 3) if abs(v) < 1e4 else f"{v:,.0f}"
+    return U.significant(v, 3) if abs(v) < 1e4 else f"{v:,.0f}"
 
 
 def column_unit(values: Iterable[float], kind: str) -> str | None:

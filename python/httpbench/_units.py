@@ -25,6 +25,7 @@ __all__ = [
     "format_byte_rate",
     "format_percent",
     "format_change",
+    "significant",
     "duration_unit",
     "size_unit",
     "scale_duration",
@@ -63,7 +64,7 @@ def _bad(v: float | int | None) -> bool:
     return v is None or (isinstance(v, float) and not math.isfinite(v))
 
 
-def _sig(x: float, digits: int = 3) -> str:
+def significant(x: float, digits: int = 3) -> str:
     """x with ``digits`` significant digits, no exponent, no trailing garbage."""
     if x == 0:
         return "0"
@@ -100,7 +101,7 @@ def format_duration(ns: float | int | None, digits: int = 3, unit: str | None = 
     v = ns / factor  # type: ignore[operator]
     if unit == "ns" and float(ns).is_integer():  # type: ignore[arg-type]
         return f"{int(ns)} ns"  # type: ignore[arg-type]
-    return f"{_sig(v, digits)} {unit}"
+    return f"{significant(v, digits)} {unit}"
 
 
 def size_unit(n: float) -> tuple[str, float]:
@@ -123,7 +124,7 @@ def format_bytes(n: float | int | None, digits: int = 3, unit: str | None = None
         factor = SIZE_UNITS[unit.lower()]
     if unit == "B" and float(n).is_integer():  # type: ignore[arg-type]
         return f"{int(n)} B"  # type: ignore[arg-type]
-    return f"{_sig(n / factor, digits)} {unit}"  # type: ignore[operator]
+    return f"{significant(n / factor, digits)} {unit}"  # type: ignore[operator]
 
 
 def format_count(v: float | int | None, digits: int = 3) -> str:
@@ -132,14 +133,14 @@ def format_count(v: float | int | None, digits: int = 3) -> str:
         return MISSING
     a = abs(v)  # type: ignore[arg-type]
     if a >= 1e9:
-        return f"{_sig(v / 1e9, digits)}G"  # type: ignore[operator]
+        return f"{significant(v / 1e9, digits)}G"  # type: ignore[operator]
     if a >= 1e6:
-        return f"{_sig(v / 1e6, digits)}M"  # type: ignore[operator]
+        return f"{significant(v / 1e6, digits)}M"  # type: ignore[operator]
     if a >= 1e4:
-        return f"{_sig(v / 1e3, digits)}k"  # type: ignore[operator]
+        return f"{significant(v / 1e3, digits)}k"  # type: ignore[operator]
     if float(v).is_integer():  # type: ignore[arg-type]
         return str(int(v))  # type: ignore[arg-type]
-    return _sig(v, digits)  # type: ignore[arg-type]
+    return significant(v, digits)  # type: ignore[arg-type]
 
 
 def format_rate(v: float | None, unit: str = "/s", digits: int = 3) -> str:

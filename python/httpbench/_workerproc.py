@@ -30,7 +30,7 @@ class WorkerFailed(Exception):
 
 
 class Zygote:
-    """A pre-imported Python process that forks fresh workers (see ``_worker``).
+    """A pre-imported Python process that forks fresh workers (see ``_zygote``).
 
     Started once per run with the workers' environment; saves every worker
     the interpreter start and the httpbench import (~0.3 s of CPU each).

@@ -106,8 +106,10 @@ def _short_labels(pairs: Sequence[tuple[str, Any]]) -> list[str]:
 _FIGURE_CLASS: Any = None
 
 
-def _figure_class() -> Any:
-    """A Figure subclass that shows itself in Jupyter without pyplot (``_repr_png_``)."""
+# figure_class and applicable_kinds serve the HTML report too; not in __all__, not documented
+def figure_class() -> Any:
+    """A Figure subclass that shows itself in Jupyter without pyplot (``_repr_png_``);
+    ImportError naming the pip command when matplotlib is not installed."""
     global _FIGURE_CLASS
     if _FIGURE_CLASS is None:
         try:
@@ -159,7 +161,7 @@ def _stamped(fig: Any, obj: Any) -> Any:
 
 
 def _figure(figsize: tuple[float, float], nrows: int = 1, ncols: int = 1) -> tuple[Any, Any]:
-    fig = _figure_class()(figsize=figsize, layout="constrained")
+    fig = figure_class()(figsize=figsize, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
 
@@ -644,7 +646,8 @@ def figure_svg(fig: Any) -> str:
     return text[i:] if i >= 0 else text
 
 
-def _applicable(obj: Any) -> list[str]:
+def applicable_kinds(obj: Any) -> list[str]:
+    """The plot kinds (of :data:`KINDS`) that ``obj``'s data can draw."""
     recs = [r for *_, r in entries(obj)]
     kinds = ["percentiles", "cdf"]
     if any(isinstance(r, MeasureResult) for r in recs) or isinstance(obj, ResultSet):
@@ -666,7 +669,7 @@ def save_plots(obj: Any, directory: str | os.PathLike[str],
     d = os.fspath(directory)
     os.makedirs(d, exist_ok=True)
     written = []
-    for kind in _applicable(obj):
+    for kind in applicable_kinds(obj):
         try:
             fig = plot(obj, kind)
         except ValueError:  # e.g. bars with no CPU/alloc data: skip, don't fail the batch

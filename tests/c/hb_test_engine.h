@@ -7,7 +7,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 
-#include "hb_engine.h"
+#include "engine/hb_engine.h"
 
 /* c at its defaults, aimed at 127.0.0.1:port. */
 static inline void engine_config_loopback(hb_engine_config *c, int port)

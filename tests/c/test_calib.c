@@ -6,7 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "hb_calib.h"
+#include "base/hb_calib.h"
 #include "hb_test.h"
 
 static int lowest_fd(void)

@@ -15,9 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_client.h"
-#include "hb_clock.h"
-#include "hb_pool.h"
+#include "client/hb_client.h"
+#include "base/hb_clock.h"
+#include "client/hb_pool.h"
 #include "hb_test.h"
 
 enum {

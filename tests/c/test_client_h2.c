@@ -14,12 +14,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_content.h"
-#include "hb_client_h2.h"
-#include "hb_pool.h"
-#include "hb_request.h"
-#include "hb_server.h"
+#include "base/hb_clock.h"
+#include "base/hb_content.h"
+#include "client/hb_client_h2.h"
+#include "client/hb_pool.h"
+#include "http/hb_request.h"
+#include "server/hb_server.h"
 #include "hb_test.h"
 
 #define NX 150 /* above the server's default stream limit (100) */

@@ -2,7 +2,7 @@
  * with the formula, across the period wrap) and CRC-32 vectors. */
 #include <string.h>
 
-#include "hb_content.h"
+#include "base/hb_content.h"
 #include "hb_test.h"
 
 static void test_fill(void)

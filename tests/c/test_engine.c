@@ -11,10 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_engine.h"
-#include "hb_loop.h"
-#include "hb_request.h"
+#include "base/hb_clock.h"
+#include "engine/hb_engine.h"
+#include "net/hb_loop.h"
+#include "http/hb_request.h"
 #include "hb_test.h"
 #include "hb_test_engine.h"
 

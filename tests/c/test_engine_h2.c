@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hb_engine.h"
-#include "hb_request.h"
-#include "hb_server.h"
+#include "engine/hb_engine.h"
+#include "http/hb_request.h"
+#include "server/hb_server.h"
 #include "hb_test.h"
 #include "hb_test_engine.h"
-#include "hb_tls.h"
+#include "net/hb_tls.h"
 
 typedef struct fields {
     hb_header f[16];

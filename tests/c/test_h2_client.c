@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_h2_client.h"
-#include "hb_request.h"
+#include "h2/hb_h2_client.h"
+#include "http/hb_request.h"
 #include "hb_test.h"
 
 /* ---- a tiny scripted server ---- */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_h2_hpack.h"
+#include "h2/hb_h2_hpack.h"
 #include "hb_test.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;

@@ -10,12 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_content.h"
-#include "hb_h2_server.h"
-#include "hb_server.h"
-#include "hb_sock.h"
+#include "base/hb_content.h"
+#include "h2/hb_h2_server.h"
+#include "server/hb_server.h"
+#include "net/hb_sock.h"
 #include "hb_test.h"
-#include "hb_tls.h"
+#include "net/hb_tls.h"
 
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 

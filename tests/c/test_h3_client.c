@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_engine.h"
-#include "hb_h3_client.h"
+#include "base/hb_clock.h"
+#include "engine/hb_engine.h"
+#include "h3/hb_h3_client.h"
 #include "hb_test.h"
 #include "hb_test_engine.h"
 

@@ -12,13 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_common.h"
-#include "hb_h3_server.h"
-#include "hb_internal.h"
-#include "hb_server.h"
+#include "base/hb_clock.h"
+#include "base/hb_common.h"
+#include "h3/hb_h3_server.h"
+#include "server/hb_server.h"
 #include "hb_test.h"
-#include "hb_tls.h"
+#include "net/hb_tls.h"
 
 static char *g_cert, *g_key;
 static size_t g_cert_len, g_key_len;
@@ -28,7 +27,7 @@ static void make_pems(void)
     char err[HB_ERR_LEN];
     hb_tls_ctx *t = NULL;
     CHECK_EQ_INT(hb_tls_server_ctx_new(&t, NULL, err), 0);
-    CHECK_EQ_INT(hb__tls_server_pems(t, &g_cert, &g_cert_len, &g_key, &g_key_len, err), 0);
+    CHECK_EQ_INT(hb_tls_server_pems(t, &g_cert, &g_cert_len, &g_key, &g_key_len, err), 0);
     CHECK(g_cert && strstr(g_cert, "-----BEGIN CERTIFICATE-----") == g_cert);
     CHECK(g_key && strstr(g_key, "PRIVATE KEY-----") != NULL);
     hb_tls_ctx_free(t);

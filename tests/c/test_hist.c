@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_hist.h"
+#include "base/hb_hist.h"
 #include "hb_test.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

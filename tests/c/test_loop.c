@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hb_clock.h"
-#include "hb_loop.h"
+#include "base/hb_clock.h"
+#include "net/hb_loop.h"
 #include "hb_test.h"
 
 #define NT 100

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hb_parse.h"
+#include "http/hb_parse.h"
 #include "hb_test.h"
 
 static hb_header hdrs[160];

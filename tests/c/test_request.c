@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hb_request.h"
+#include "http/hb_request.h"
 #include "hb_test.h"
 
 #define CHECK_STR(p, n, lit) CHECK_MEM((p), (n), lit)

@@ -4,8 +4,8 @@
  * hb_route_plan, the protocol-free answer of every route. */
 #include <string.h>
 
-#include "hb_route.h"
-#include "hb_route_plan.h"
+#include "http/hb_route.h"
+#include "http/hb_route_plan.h"
 #include "hb_test.h"
 
 static hb_route_req rq;

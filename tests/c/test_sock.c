@@ -13,9 +13,9 @@
 
 #include <openssl/ssl.h>
 
-#include "hb_sock.h"
+#include "net/hb_sock.h"
 #include "hb_test.h"
-#include "hb_tls.h"
+#include "net/hb_tls.h"
 
 static int listener(struct sockaddr_storage *addr, socklen_t *len)
 {

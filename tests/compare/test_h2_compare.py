@@ -185,20 +185,12 @@ def test_client_forced_to_http1_is_flagged_and_dropped(helpers):
 
 
 @pytest.mark.slow
+@pytest.mark.h2_server
 def test_client_taking_h2_in_an_http1_scenario_is_flagged_and_dropped(helpers):
     """httpx with HTTP/2 on in https-get-150b: the server offers h2 by ALPN and counts every
     request as h2, so no figure is reported as HTTP/1.1."""
     if "httpx" not in available_clients(["httpx"]) or importlib.util.find_spec("h2") is None:
         pytest.skip("httpx[http2] not installed")
-    from httpbench._server import start_process
-
-    probe = start_process(tls=True)
-    try:
-        if "by_protocol" not in dict(probe.stats() if isinstance(probe.stats(), dict)
-                                     else vars(probe.stats())):
-            pytest.skip("this embedded server has no HTTP/2 (ALPN offers http/1.1 only)")
-    finally:
-        probe.stop()
     client = f"{helpers}:ForcedH2"
     r = Runner(RunOptions(repeat=2, n=32, reruns=0, warmup=1, native_allocs=False))
     rs = r.run([client, "http.client"], [SCENARIOS["https-get-150b"]])

@@ -52,6 +52,11 @@ def _h3_flags(h3: bool, what: str) -> list[str]:
                                           "-lgnutls"]
 
 
+def _core_sources() -> list[str]:
+    """Every core .c file, in the component folders below csrc/core."""
+    return sorted(glob.glob(os.path.join(CORE, "**", "*.c"), recursive=True))
+
+
 _OBJECTS: dict[tuple[bool, bool], list[str]] = {}
 
 
@@ -63,7 +68,7 @@ def _core_objects(h2: bool, h3: bool) -> list[str]:
         os.makedirs(out, exist_ok=True)
 
         def compile_one(c: str) -> str:
-            obj = os.path.join(out, os.path.basename(c)[:-2] + ".o")
+            obj = os.path.join(out, os.path.relpath(c, CORE)[:-2].replace(os.sep, "-") + ".o")
             cmd = [CC, *CFLAGS, *([] if h2 else ["-DHB_NO_NGHTTP2"]), *_h3_flags(h3, "--cflags"),
                    "-I", CORE, "-c", c, "-o", obj]
             build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -72,8 +77,7 @@ def _core_objects(h2: bool, h3: bool) -> list[str]:
 
         with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
             _OBJECTS[(h2, h3)] = list(pool.map(compile_one,
-                                               sorted(glob.glob(os.path.join(CORE, "**", "*.c"),
-                                                                recursive=True))))
+                                               _core_sources()))
     return _OBJECTS[(h2, h3)]
 
 
@@ -108,11 +112,11 @@ def test_c_unit(src: str) -> None:
 @pytest.mark.slow
 def test_core_links_without_nghttp2(tmp_path) -> None:
     # Every function the core calls exists in a build without nghttp2 (and without the
-    # HTTP/3 libraries) too: a function added to hb_h2_server.h or hb_h3_server.h needs
-    # its stand-in in hb_h2_server_none.c / hb_h3_server_none.c.
+    # HTTP/3 libraries) too: a function added to h2/hb_h2_server.h or h3/hb_h3_server.h needs
+    # its stand-in in h2/hb_h2_server_none.c / h3/hb_h3_server_none.c.
     if not os.path.isdir(CORE):
         pytest.skip("C sources not present (installed without the source tree)")
-    core_sources = sorted(glob.glob(os.path.join(CORE, "*.c")))
+    core_sources = _core_sources()
     cmd = [CC, "-std=c11", "-O0", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-fPIC",
            "-shared", "-DHB_NO_NGHTTP2", "-DHB_NO_H3", "-I", CORE, *core_sources, "-o",
            str(tmp_path / "core.so"), "-Wl,--no-undefined", "-lssl", "-lcrypto", "-lpthread",

@@ -65,36 +65,38 @@ def _fuzz(tmp_path, name: str, core: list[str], corpus_dir: str, min_seeds: int,
 @pytest.mark.slow
 def test_fuzz_parse(tmp_path):
     # max_len above the 64 KiB head and trailer bounds, so the limit paths are reachable
-    _fuzz(tmp_path, "fuzz_parse", ["hb_parse.c", "hb_common.c"], "corpus", 12, "fuzz_parse.dict",
-          ("-max_len=70000",))
+    _fuzz(tmp_path, "fuzz_parse", ["http/hb_parse.c", "base/hb_common.c"], "corpus", 12,
+          "fuzz_parse.dict", ("-max_len=70000",))
 
 
 @pytest.mark.slow
 def test_fuzz_request(tmp_path):
-    _fuzz(tmp_path, "fuzz_request", ["hb_request.c", "hb_parse.c", "hb_common.c"],
+    _fuzz(tmp_path, "fuzz_request", ["http/hb_request.c", "http/hb_parse.c", "base/hb_common.c"],
           "corpus_request", 8, None)
 
 
 @pytest.mark.slow
 @pytest.mark.h2_server
 def test_fuzz_h2_server(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2_server", ["hb_h2_server.c", "hb_h2_server_stream.c", "hb_route.c",
-                                       "hb_content.c", "hb_common.c", "hb_parse.c"],
+    _fuzz(tmp_path, "fuzz_h2_server", ["h2/hb_h2_server.c", "h2/hb_h2_server_stream.c",
+                                       "http/hb_route.c", "base/hb_content.c", "base/hb_common.c",
+                                       "http/hb_parse.c"],
           "corpus_h2_server", 12, None, ("-max_len=70000",), ("-lnghttp2",))
 
 
 @pytest.mark.slow
 def test_fuzz_h2_client(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2_client", ["hb_h2_client.c", "hb_h2_client_read.c", "hb_h2_hpack.c",
-                                   "hb_sock.c", "hb_tls.c", "hb_common.c", "hb_parse.c"],
+    _fuzz(tmp_path, "fuzz_h2_client", ["h2/hb_h2_client.c", "h2/hb_h2_client_read.c",
+                                       "h2/hb_h2_hpack.c", "net/hb_sock.c", "net/hb_tls.c",
+                                       "base/hb_common.c", "http/hb_parse.c"],
           "corpus_h2_client", 12, None, ("-max_len=70000",), ("-lssl", "-lcrypto"))
 
 
 @pytest.mark.slow
 @pytest.mark.h2_server  # nghttp2's inflater is the reference
 def test_fuzz_h2_hpack(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2_hpack", ["hb_h2_hpack.c", "hb_common.c", "hb_parse.c"], "corpus_h2_hpack", 8,
-          None, ("-max_len=70000",), ("-lnghttp2",))
+    _fuzz(tmp_path, "fuzz_h2_hpack", ["h2/hb_h2_hpack.c", "base/hb_common.c", "http/hb_parse.c"],
+          "corpus_h2_hpack", 8, None, ("-max_len=70000",), ("-lnghttp2",))
 
 
 @pytest.mark.slow
@@ -107,9 +109,10 @@ def test_fuzz_h3_server(tmp_path):
         pytest.skip(H3_MISSING)
     libs = subprocess.run(["pkg-config", "--libs", "libngtcp2_crypto_gnutls", "libngtcp2",
                            "libnghttp3", "gnutls"], capture_output=True, text=True, timeout=60)
-    _fuzz(tmp_path, "fuzz_h3_server", ["hb_h3_server.c", "hb_h3_server_conn.c",
-                                       "hb_h3_server_http.c", "hb_route.c", "hb_content.c",
-                                       "hb_common.c", "hb_parse.c", "hb_tls.c"],
+    _fuzz(tmp_path, "fuzz_h3_server", ["h3/hb_h3_server.c", "h3/hb_h3_server_conn.c",
+                                       "h3/hb_h3_server_http.c", "http/hb_route.c",
+                                       "base/hb_content.c", "base/hb_common.c", "http/hb_parse.c",
+                                       "net/hb_tls.c"],
           "corpus_h3_server", 12, None, ("-max_len=8192",),
           (*libs.stdout.split(), "-lssl", "-lcrypto"))
 

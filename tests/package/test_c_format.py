@@ -16,7 +16,7 @@ def test_c_sources_are_clang_formatted():
     exe = shutil.which("clang-format")
     if exe is None:
         pytest.skip("clang-format not installed (apt-get install clang-format)")
-    files = sorted(str(p) for pattern in ("csrc/*/*.[ch]", "tests/c/*.[ch]", "benchmarks/*.[ch]")
+    files = sorted(str(p) for pattern in ("csrc/**/*.[ch]", "tests/c/*.[ch]", "benchmarks/*.[ch]")
                    for p in ROOT.glob(pattern))
     if not files:
         pytest.skip("C sources not present (installed without the source tree)")

@@ -3,9 +3,12 @@ and no two modules import each other, directly or around a loop.
 
 Every import is checked (top-level and inside functions, relative and absolute
 ``httpbench.x``), so a helper can never again end up in a module above its users.
-The only upward imports allowed are the lazy convenience methods of the result
-records, listed below by module and function; they are also the only edges the
-cycle check leaves out.
+No upward import is allowed, not even a lazy one: a record's ``summary()``, ``plot()``
+and the like reach the presentation layer through the registry in ``_conveniences``,
+which that layer fills.
+
+A module's ``_private`` names stay inside it: a name another module uses is public
+within the package (no underscore, or it moves to the module that uses it).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ LAYERS: dict[str, int] = {
     "_features": 0,
     "_machine": 0,
     # L1: plain records, versioned JSON, and their flattening into rows
+    "_conveniences": 1,
     "_jsonfields": 1,
     "_resultfile": 1,
     "_record": 1,
@@ -47,6 +51,12 @@ LAYERS: dict[str, int] = {
     "_unlike": 2,
     # L3: presentation
     "report": 3,
+    "_recordviews": 3,
+    "_resulttables": 3,
+    "_abreport": 3,
+    "_htmlreport": 3,
+    "_progress": 3,
+    "_reportcli": 3,
     "_cmptables": 3,
     "plot": 3,
     "_hdrexport": 3,
@@ -62,6 +72,8 @@ LAYERS: dict[str, int] = {
     "_workerproc": 4,
     "_roundnotes": 4,
     "_worker": 4,
+    "_workerjob": 4,
+    "_zygote": 4,
     "_scenarios": 4,
     "_adapters": 4,
     "_adapters._process": 4,
@@ -83,6 +95,8 @@ LAYERS: dict[str, int] = {
     "_adapters.urllib3_": 4,
     "_adapters.wreq_": 4,
     "plugin": 4,
+    "_plugin_session": 4,
+    "_plugin_fixture": 4,
     "_cli": 4,
     "_envs": 4,
     "_versions": 4,
@@ -94,14 +108,8 @@ LAYERS: dict[str, int] = {
     "__main__": 5,
 }
 
-# (module, function) allowed to import upward, lazily: record convenience methods.
-ALLOWED_UPWARD: set[tuple[str, str]] = {
-    ("_record", "to_dataframe"),
-    ("_record", "summary"),
-    ("_record", "plot"),
-    ("_record", "_repr_mimebundle_"),
-    ("_record", "assert_budget"),
-}
+# (module, function) allowed to import upward: none (see the module docstring).
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -203,6 +211,65 @@ def test_the_checker_sees_function_level_and_absolute_imports(tmp_path):
     assert ("report", "f", 3) in got
     assert ("plot", "f", 4) in got
     assert ("_adapters.curl", "f", 5) in got
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(path: pathlib.Path, mod: str, sources: set[str]) -> list[str]:
+    """Every ``_private`` name ``path`` takes from another package module: imported
+    (``from ._x import _y``) or read off an imported module (``_x._y``, ``U._y``).
+    ``sources`` are the Python modules: a compiled extension's names are its own API."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    pkg = _package_of(mod, path)
+    aliases: dict[str, str] = {}  # local name -> package module it is bound to
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("httpbench.") and a.asname:
+                    aliases[a.asname] = a.name[len("httpbench."):]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[: len(pkg) - (node.level - 1)] if node.level > 1 else list(pkg)
+                stem = ".".join(base + ([node.module] if node.module else []))
+            elif node.module == "httpbench" or (node.module or "").startswith("httpbench."):
+                stem = node.module[len("httpbench."):] if "." in node.module else ""
+            else:
+                continue
+            for a in node.names:
+                sub = f"{stem}.{a.name}" if stem else a.name
+                if _resolve(sub) == sub:  # a module: `from . import _units as U`
+                    aliases[a.asname or a.name] = sub
+                elif _private(a.name) and (_resolve(stem) or "__init__") != mod:
+                    out.append(f"{mod}:{node.lineno} imports {a.name} from {stem or 'httpbench'}")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and _private(node.attr)):
+            target = aliases[node.value.id]
+            if target != mod and target in sources:
+                out.append(f"{mod}:{node.lineno} reads {target}.{node.attr}")
+    return out
+
+
+def test_no_private_names_across_modules():
+    mods = _modules()
+    bad = [use for mod, path in mods.items() for use in _private_uses(path, mod, set(mods))]
+    assert not bad, ("private names used by another module (drop the underscore, or move "
+                     "the name to the module that uses it):\n" + "\n".join(bad))
+
+
+def test_the_private_name_check_sees_imports_and_module_attributes(tmp_path):
+    fake = tmp_path / "m.py"
+    fake.write_text("from . import _units as U\nfrom ._baseline import diff, _helper\n"
+                    "import httpbench._stats as S\n"
+                    "def f():\n    from httpbench._tables import _cell\n"
+                    "    return U._sig(1) + S.median_ci + U.__name__ + _core_ok()\n"
+                    "def g():\n    from . import _core\n    return _core._measure_loop\n")
+    got = _private_uses(fake, "_units2", {"_units", "_baseline", "_stats", "_tables"})
+    assert got == ["_units2:2 imports _helper from _baseline",
+                   "_units2:5 imports _cell from _tables", "_units2:6 reads _units._sig"], got
 
 
 def _graph() -> dict[str, set[str]]:

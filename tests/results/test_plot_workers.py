@@ -83,8 +83,8 @@ def test_one_line_per_worker_plus_the_total():
 def test_workers_kind_only_for_distributed_runs(tmp_path):
     with pytest.raises(ValueError, match="per-worker"):
         PL.plot(make_bench(), "workers")
-    assert "workers" not in PL._applicable(make_bench())
-    assert "workers" in PL._applicable(_distributed())
+    assert "workers" not in PL.applicable_kinds(make_bench())
+    assert "workers" in PL.applicable_kinds(_distributed())
     rs = R.ResultSet().with_result("httpbench", "dist", 0, _distributed())
     fig = PL.plot_workers(rs)
     assert len(fig.axes[0].get_lines()) == 3

@@ -19,6 +19,7 @@ from bench_h2_idle_mem import idle_wave, settle  # noqa: E402
 
 
 @pytest.mark.slow
+@pytest.mark.h2_server
 def test_idle_h2_connections_cost_little_and_are_given_back():
     n = 3000
     with open_files(n + 256):
@@ -35,6 +36,7 @@ def test_idle_h2_connections_cost_little_and_are_given_back():
 
 
 @pytest.mark.slow
+@pytest.mark.h2_server
 def test_h2_soak_rss_is_flat_after_warm_up():
     with httpbench.start_process(threads=1) as p:
         url = f"http://127.0.0.1:{p.port}/bytes/150"
@@ -53,6 +55,7 @@ def test_h2_soak_rss_is_flat_after_warm_up():
 
 
 @pytest.mark.slow
+@pytest.mark.h2_server
 def test_output_arenas_are_returned_when_a_busy_worker_goes_idle():
     """Many h2 connections with output at once take many arenas; once all have
     closed the worker unmaps them (and its pooled connection structs)."""

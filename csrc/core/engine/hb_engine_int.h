@@ -1,0 +1,228 @@
+/* hb_engine_int.h - the load generator's internals, shared by its three files.
+ *
+ *   hb_engine.c     threads, scheduling (closed loop, constant rate, n / duration),
+ *                   connection lifecycle (connect, TLS, back-off, timeouts) and
+ *                   accounting (results, histograms, progress); protocol-free
+ *   hb_engine_h1.c  HTTP/1.1: pipelined writes from the pre-serialized request,
+ *                   responses parsed in place in a read buffer
+ *   hb_engine_h2.c  HTTP/2: stream slots on an hb_h2_client session
+ *   hb_engine_h3.c  HTTP/3: stream slots on an hb_h3_client connection (QUIC)
+ *   hb_engine_result.c  a thread's results and their merge
+ *
+ * The shared code reaches a protocol only through the engine's hb__eng_proto
+ * table. A protocol's connection embeds econn as its first member (the
+ * per-thread array is laid out with the protocol's conn_size), so a protocol
+ * function casts the econn it is given to its own type.
+ */
+#ifndef HB_ENGINE_INT_H
+#define HB_ENGINE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "engine/hb_engine.h"
+#include "base/hb_hist.h"
+#include "net/hb_loop.h"
+#include "net/hb_sock.h"
+
+#define HB__ENG_NS_PER_S 1000000000ull
+#define HB__ENG_RETRY_MIN_NS 1000000ull /* first wait after a failed connect */
+#define HB__ENG_RETRY_MAX_SHIFT 7       /* doubling stops at 128 ms */
+
+enum hb__eng_cstate { C_IDLE = 0, C_CONNECTING, C_HANDSHAKE, C_OPEN };
+
+/* One request in flight (a pipelined HTTP/1.1 request or an HTTP/2 stream). */
+typedef struct req_slot {
+    uint64_t intended; /* scheduled send time (rate mode) or = start */
+    uint64_t start;    /* issued (connect start when it needed a connection) */
+    uint64_t written;  /* first byte handed to the socket; 0 = not yet */
+    int warm;
+} req_slot;
+
+struct ethread;
+
+/* The protocol-free part of a connection. */
+typedef struct econn {
+    hb_io io;
+    hb_timer timer; /* rate schedule and deferred refills */
+    struct ethread *th;
+    hb_sock s;
+    int state;
+    uint32_t gidx;
+    int opened_before;
+    uint64_t conn_start, hs_start;
+    uint64_t conn_end; /* when connect() was seen complete at once, else 0 */
+    int conn_warm;     /* connection opened during warm-up: do not record its times */
+    int read_wants_write, write_blocked;
+    int et;          /* plain socket, edge-triggered: registered once, never modified */
+    int closing;     /* no new request on this connection (Connection: close, keep-alive off) */
+    uint32_t rcount; /* requests in flight (issued, not yet accounted) */
+    /* rate mode */
+    uint64_t next_slot;
+    /* failed connects in a row, and no attempt before retry_at */
+    uint32_t conn_fails;
+    uint64_t retry_at;
+} econn;
+
+typedef struct ethread {
+    struct hb_engine *e;
+    uint32_t idx;
+    pthread_t tid;
+    int started, loop_ok;
+    hb_loop loop;
+    hb_timer tick;
+    char *conns; /* nconns protocol connections of conn_size bytes: use hb__eng_conn */
+    uint32_t nconns;
+    uint64_t quota;         /* n mode: measured requests this thread accounts for */
+    uint64_t issued;        /* measured requests issued (closed loop) */
+    uint64_t done;          /* measured requests accounted */
+    uint64_t warm_inflight; /* warm-up requests issued and not yet accounted */
+    int finished_loop, interrupted;
+    uint64_t end_ns;
+    void *proto;        /* the protocol's per-thread state (thread_size bytes), or NULL */
+    hb_engine_result r; /* this thread's counters and histograms */
+    int have_server, have_doc;
+    /* Progress for other threads: single writer, relaxed stores; `prog` is a
+     * coarse copy of the latency histogram (hb_hist_record_relaxed). */
+    _Alignas(64) _Atomic uint64_t p_completed;
+    _Atomic uint64_t p_ok, p_errors, p_bytes_in, p_connected;
+    hb_hist prog;
+    char pad[64];
+} ethread;
+
+/* A protocol behind the engine. Functions given an econn get one of their
+ * own connections. */
+typedef struct hb__eng_proto {
+    size_t conn_size;   /* sizeof the protocol's connection (econn first) */
+    size_t thread_size; /* per-thread state (ethread.proto, zeroed), 0 for none */
+    /* Configuration checks, at the place of hb_engine_new's other checks. */
+    int (*check)(const hb_engine_config *cfg, char *err);
+    /* Copy what the run sends into e (once, in hb_engine_new) / free it. */
+    int (*prepare)(struct hb_engine *e, char *err);
+    void (*cleanup)(struct hb_engine *e);
+    /* Allocate / free a connection's buffers (rcap: read buffer bytes). */
+    int (*conn_init)(econn *c, size_t rcap, char *err);
+    void (*conn_free)(econn *c);
+    /* The socket (and TLS) is up: 0, or -1 when c was failed. NULL: nothing to do. */
+    int (*start)(econn *c);
+    /* Requests an open connection may have in flight now. */
+    uint32_t (*cap)(econn *c);
+    /* Take one more request (c->rcount grows by one; hb__eng_issue_slot stamps it). */
+    void (*issue)(econn *c, uint64_t intended, uint64_t now, int warm);
+    /* After fill() issued `more` requests (maybe 0) on an open connection: write. */
+    void (*send)(econn *c, uint32_t more);
+    /* An open connection's readiness (events: what epoll said, hints only):
+     * c->io's callback while c is open (hb__eng_conn_of finds c). */
+    hb_io_fn on_io;
+    /* 1 when a request in flight on c started more than tmo ns before now. */
+    int (*timed_out)(const econn *c, uint64_t now, uint64_t tmo);
+    /* Account every request in flight on c as an error of `type` (rcount -> 0). */
+    void (*fail_inflight)(econn *c, int type, uint64_t now);
+    /* Measured (not warm-up) requests in flight, when the run stops. */
+    uint64_t (*inflight_measured)(const econn *c);
+    /* The socket is about to close: forget the protocol's connection state. */
+    void (*reset)(econn *c);
+    /* NULL: connections are TCP (hb_sock, TLS by cfg.tls). Else the protocol
+     * opens its own transport: returns the socket's fd (registered for EPOLLIN
+     * | EPOLLET, c->io.fn = on_io from then on; the protocol adds EPOLLOUT
+     * while a write is blocked) or an error (err), and calls hb__eng_opened
+     * when its handshake completes. */
+    int (*open)(econn *c, char *err);
+    uint32_t timers; /* timers per connection beside econn's own */
+} hb__eng_proto;
+
+extern const hb__eng_proto hb__eng_h1;
+extern const hb__eng_proto hb__eng_h2;
+extern const hb__eng_proto hb__eng_h3;
+
+struct hb_engine {
+    hb_engine_config cfg;
+    const hb__eng_proto *proto;
+    char *host;  /* copy of cfg.host */
+    char *body;  /* copy of cfg.body (NULL when empty/file) */
+    int body_fd; /* dup of cfg.body_fd or -1 */
+    /* The request as the protocol sends it (its prepare/cleanup). */
+    char *head; /* HTTP/1.1: copy of cfg.head */
+    char *pbuf; /* HTTP/1.1: pipeline copies of head+body, NULL if too large */
+    size_t pbuf_len;
+    uint64_t req_len;      /* HTTP/1.1: head + body */
+    struct hb_header *h2f; /* HTTP/2: copy of cfg.h2_fields (strings in h2buf) */
+    char *h2buf;
+    uint32_t nthreads;
+    ethread *threads;
+    uint64_t start_ns, measure_ns, end_ns; /* end_ns: duration mode */
+    uint64_t k_warm;                       /* rate mode: first measured slot */
+    uint64_t slot_end;                     /* rate + n mode: k_warm + n */
+    double slot_ns;                        /* rate mode: ns between global slots */
+    uint64_t late_ns;                      /* rate mode: lateness threshold */
+    uint32_t nsec;
+    _Atomic int stop;
+    _Atomic uint32_t nfinished;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, joined;
+};
+
+static inline econn *hb__eng_conn(ethread *th, uint32_t i)
+{
+    return (econn *)(th->conns + (size_t)i * th->e->proto->conn_size);
+}
+
+static inline econn *hb__eng_conn_of(hb_io *io)
+{
+    return (econn *)((char *)io - offsetof(econn, io));
+}
+
+/* Stamp q as a request issued now for `intended` and count the send (inline:
+ * once per request). */
+static inline void hb__eng_issue_slot(ethread *th, req_slot *q, uint64_t intended, uint64_t now,
+                                      int warm)
+{
+    q->intended = intended;
+    q->start = now;
+    q->written = 0;
+    q->warm = warm;
+    if (warm) {
+        th->warm_inflight++;
+    } else {
+        th->r.sends++;
+        if (now - intended > th->e->late_ns) th->r.sends_late++;
+    }
+}
+
+/* ---- hb_engine_result.c ---- */
+
+/* Zero r and allocate its histograms and nsec-long per-second series. */
+int hb__eng_result_init(hb_engine_result *r, uint32_t nsec, char *err);
+/* r += x (counts, series, histograms; first seen strings and fatal kept). */
+void hb__eng_result_add(hb_engine_result *r, hb_engine_result *x);
+
+/* ---- hb_engine.c, for the protocols ---- */
+
+/* q got a complete response: status st, body bytes, first response byte at first_byte. */
+void hb__eng_account_response(ethread *th, const req_slot *q, int st, uint64_t body,
+                              uint64_t first_byte, uint64_t now);
+/* q ended with an error of `type`. */
+void hb__eng_account_error(ethread *th, const req_slot *q, int type, uint64_t now);
+/* Keep the detail of the thread's first error. */
+void hb__eng_note_error(ethread *th, int type, int rc, const char *detail);
+/* A response header field: the run's Server header is the first one seen. */
+void hb__eng_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl);
+/* A condition that makes the whole run invalid (fatal_rc): stop every thread. */
+void hb__eng_fatal(ethread *th, int rc, const char *detail);
+/* Fail every request in flight on c with `type`, close c, refill later. */
+void hb__eng_fail_all(econn *c, int type, int rc, const char *detail);
+/* Close c's socket (its requests must have been accounted). */
+void hb__eng_conn_close(econn *c);
+/* Refill c from the loop's timer phase (never recursively from a failure path). */
+void hb__eng_defer_fill(econn *c);
+/* Top up c's requests in flight and write or connect. */
+void hb__eng_fill(econn *c, uint64_t now);
+/* A protocol with its own transport (open) finished its handshake of hs_ns:
+ * count the connection, then the protocol's start and the first requests. */
+void hb__eng_opened(econn *c, uint64_t hs_ns);
+/* Level-triggered sockets: make epoll's interest follow c's state. */
+void hb__eng_update_interest(econn *c);
+
+#endif

@@ -1,0 +1,704 @@
+/* hb_h2_hpack.c - HPACK (RFC 7541) decoder and stateless encoder; see hb_h2_hpack.h.
+ *
+ * Huffman decoding reads 12 bits at a time through a 4096-entry table that
+ * gives up to two symbols and the bits they use; codes longer than 12 bits
+ * (rare: control bytes and bytes >= 0x80) go through canonical decoding.
+ * The table is built once from the RFC's code lengths (the code is canonical,
+ * so the lengths fix every code).
+ *
+ * The dynamic table keeps entry bytes in insertion order in a buffer twice
+ * the advertised maximum; when the newest entry does not fit at the end, the
+ * still-referenced bytes move to the front (amortised O(1) per byte), so each
+ * name and value is always contiguous.
+ */
+#include "h2/hb_h2_hpack.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define HB_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HB_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define HB_LIKELY(x) (x)
+#define HB_UNLIKELY(x) (x)
+#endif
+
+/* ---- static table (RFC 7541 Appendix A) ---- */
+
+typedef struct {
+    const char *name;
+    const char *value;
+    uint8_t name_len;
+    uint8_t value_len;
+} static_entry;
+
+#define SE(n, v)                                                                                   \
+    {                                                                                              \
+        n, v, sizeof(n) - 1, sizeof(v) - 1                                                         \
+    }
+static const static_entry STATIC_TABLE[62] = {
+    {"", "", 0, 0}, /* index 0 is not an entry */
+    SE(":authority", ""),
+    SE(":method", "GET"),
+    SE(":method", "POST"),
+    SE(":path", "/"),
+    SE(":path", "/index.html"),
+    SE(":scheme", "http"),
+    SE(":scheme", "https"),
+    SE(":status", "200"),
+    SE(":status", "204"),
+    SE(":status", "206"),
+    SE(":status", "304"),
+    SE(":status", "400"),
+    SE(":status", "404"),
+    SE(":status", "500"),
+    SE("accept-charset", ""),
+    SE("accept-encoding", "gzip, deflate"),
+    SE("accept-language", ""),
+    SE("accept-ranges", ""),
+    SE("accept", ""),
+    SE("access-control-allow-origin", ""),
+    SE("age", ""),
+    SE("allow", ""),
+    SE("authorization", ""),
+    SE("cache-control", ""),
+    SE("content-disposition", ""),
+    SE("content-encoding", ""),
+    SE("content-language", ""),
+    SE("content-length", ""),
+    SE("content-location", ""),
+    SE("content-range", ""),
+    SE("content-type", ""),
+    SE("cookie", ""),
+    SE("date", ""),
+    SE("etag", ""),
+    SE("expect", ""),
+    SE("expires", ""),
+    SE("from", ""),
+    SE("host", ""),
+    SE("if-match", ""),
+    SE("if-modified-since", ""),
+    SE("if-none-match", ""),
+    SE("if-range", ""),
+    SE("if-unmodified-since", ""),
+    SE("last-modified", ""),
+    SE("link", ""),
+    SE("location", ""),
+    SE("max-forwards", ""),
+    SE("proxy-authenticate", ""),
+    SE("proxy-authorization", ""),
+    SE("range", ""),
+    SE("referer", ""),
+    SE("refresh", ""),
+    SE("retry-after", ""),
+    SE("server", ""),
+    SE("set-cookie", ""),
+    SE("strict-transport-security", ""),
+    SE("transfer-encoding", ""),
+    SE("user-agent", ""),
+    SE("vary", ""),
+    SE("via", ""),
+    SE("www-authenticate", ""),
+};
+#undef SE
+#define STATIC_N 61u
+
+/* Static indexes of the distinct names, by name length (first index of a
+ * name that has several entries), so the encoder compares at most six names. */
+static const uint8_t NAMES_BY_LEN[28][7] = {
+    [3] = {21, 60},
+    [4] = {33, 34, 37, 38, 45, 59},
+    [5] = {4, 22, 50},
+    [6] = {19, 32, 35, 54},
+    [7] = {2, 6, 8, 36, 51, 52},
+    [8] = {39, 42, 46},
+    [10] = {1, 55, 58},
+    [11] = {53},
+    [12] = {31, 47},
+    [13] = {18, 23, 24, 30, 41, 44},
+    [14] = {15, 28},
+    [15] = {16, 17},
+    [16] = {26, 27, 29, 61},
+    [17] = {40, 57},
+    [18] = {48},
+    [19] = {25, 43, 49},
+    [25] = {56},
+    [27] = {20},
+};
+
+/* ---- Huffman code (RFC 7541 Appendix B): lengths per symbol, 256 = EOS.
+ * Printed by tools/gen_hpack_huffman.py, which also checks the code is canonical. */
+static const uint8_t HUFF_LEN[257] = {
+    13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28, 30, 28,
+    28, 28, 28, 28, 28, 28, 28, 28, 6,  10, 10, 12, 13, 6,  8,  11, 10, 10, 8,  11, 8,  6,  6,  6,
+    5,  5,  5,  6,  6,  6,  6,  6,  6,  6,  7,  8,  15, 6,  12, 10, 13, 6,  7,  7,  7,  7,  7,  7,
+    7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  8,  7,  8,  13, 19, 13, 14, 6,
+    15, 5,  6,  5,  6,  5,  6,  6,  6,  5,  7,  7,  6,  6,  6,  5,  6,  7,  6,  5,  5,  6,  7,  7,
+    7,  7,  7,  15, 11, 14, 13, 28, 20, 22, 20, 20, 22, 22, 22, 23, 22, 23, 23, 23, 23, 23, 24, 23,
+    24, 24, 22, 23, 24, 23, 23, 23, 23, 21, 22, 23, 22, 23, 23, 24, 22, 21, 20, 22, 22, 23, 23, 21,
+    23, 22, 22, 24, 21, 22, 23, 23, 21, 21, 22, 21, 23, 22, 23, 23, 20, 22, 22, 22, 23, 22, 22, 23,
+    26, 26, 20, 19, 22, 23, 22, 25, 26, 26, 26, 27, 27, 26, 24, 25, 19, 21, 26, 27, 27, 26, 27, 24,
+    21, 21, 26, 26, 28, 27, 27, 27, 20, 24, 20, 21, 22, 21, 21, 23, 22, 22, 25, 25, 24, 24, 26, 23,
+    26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30,
+};
+
+#define HUFF_EOS 256u
+#define FAST_BITS 12u
+
+/* Canonical decoding state: codes of length l are first[l] .. first[l] + count[l] - 1,
+ * their symbols sorted[offset[l] ...] in code order. */
+static uint32_t huff_first[31];
+static uint16_t huff_count[31];
+static uint16_t huff_offset[31];
+static uint16_t huff_sorted[257];
+/* FAST_BITS-bit window -> up to two symbols, how many, and the bits they use.
+ * All zero when the first code is longer than FAST_BITS, so a step on it
+ * does nothing. Byte fields: each is one load, no shifting. */
+typedef struct {
+    uint8_t sym[2];
+    uint8_t used;
+    uint8_t count;
+} huff_entry;
+static huff_entry huff_fast[1u << FAST_BITS];
+/* acc as it is when the n bits left of a string are valid padding (all ones,
+ * n <= 7, zeros after); 1 (never the case: bit 0 is always clear) otherwise. */
+static uint64_t huff_pad_end[64];
+static pthread_once_t huff_once = PTHREAD_ONCE_INIT;
+
+/* Symbol whose code is a prefix of the `avail` top bits of w (left-aligned in
+ * 32 bits), or -1. Sets *len. */
+static inline __attribute__((always_inline)) int canon_prefix(uint32_t w, unsigned avail,
+                                                              unsigned *len)
+{
+    for (unsigned l = 5; l <= 30 && l <= avail; l++) {
+        uint32_t code = w >> (32 - l);
+        if (code - huff_first[l] < huff_count[l]) {
+            *len = l;
+            return huff_sorted[huff_offset[l] + code - huff_first[l]];
+        }
+    }
+    return -1;
+}
+
+static void huff_build(void)
+{
+    uint32_t code = 0;
+    unsigned n = 0;
+    for (unsigned l = 1; l <= 30; l++) {
+        huff_first[l] = code;
+        huff_offset[l] = (uint16_t)n;
+        for (unsigned s = 0; s <= HUFF_EOS; s++)
+            if (HUFF_LEN[s] == l) huff_sorted[n++] = (uint16_t)s;
+        huff_count[l] = (uint16_t)(n - huff_offset[l]);
+        code = (code + huff_count[l]) << 1;
+    }
+    for (unsigned k = 0; k < 64; k++)
+        huff_pad_end[k] = k <= 7 ? ~(~(uint64_t)0 >> k) : 1;
+    for (uint32_t v = 0; v < (1u << FAST_BITS); v++) {
+        uint32_t w = v << (32 - FAST_BITS);
+        unsigned l1, l2;
+        int s1 = canon_prefix(w, FAST_BITS, &l1);
+        huff_entry e = {{0, 0}, 0, 0};
+        if (s1 >= 0) {
+            e = (huff_entry){{(uint8_t)s1, 0}, (uint8_t)l1, 1};
+            int s2 = canon_prefix(w << l1, FAST_BITS - l1, &l2);
+            if (s2 >= 0) e = (huff_entry){{(uint8_t)s1, (uint8_t)s2}, (uint8_t)(l1 + l2), 2};
+        }
+        huff_fast[v] = e;
+    }
+}
+
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* The bit reader over one string: acc holds bits left-aligned, n of them
+ * valid; past n it holds the input's next bits, or zeros once the whole
+ * string is in (p == end). */
+typedef struct {
+    uint64_t acc;
+    unsigned n;
+    const uint8_t *p, *end, *blk_end;
+} bitrd;
+
+/* Afterwards n >= 49, or the rest of the string is all in acc (p == end).
+ * Loads 8 bytes at a time while the block has them, masking bits past the
+ * string. */
+static inline void refill(bitrd *r)
+{
+    if (HB_LIKELY(r->blk_end - r->p >= 8)) {
+        r->acc |= load_be64(r->p) >> r->n;
+        r->p += (63 - r->n) >> 3;
+        r->n |= 56;
+        if (r->p >= r->end) {
+            r->n -= (unsigned)(r->p - r->end) * 8;
+            r->p = r->end;
+            r->acc &= ~(~(uint64_t)0 >> r->n);
+        }
+    } else {
+        while (r->n <= 48 && r->p < r->end) {
+            r->acc |= (uint64_t)*r->p++ << (56 - r->n);
+            r->n += 8;
+        }
+        if (r->p == r->end) r->acc &= ~(~(uint64_t)0 >> r->n);
+    }
+}
+
+/* One step: up to two symbols from the next 12 bits (a long code: nothing). */
+#define HUFF_STEP(r, e, o)                                                                         \
+    do {                                                                                           \
+        e = &huff_fast[(r).acc >> (64 - FAST_BITS)];                                               \
+        memcpy(o, e->sym, 2);                                                                      \
+        o += e->count;                                                                             \
+        (r).acc <<= e->used;                                                                       \
+        (r).n -= e->used;                                                                          \
+    } while (0)
+
+/* A code longer than FAST_BITS in the top n bits of acc: symbol | length << 16,
+ * or -1 when none is whole within them. */
+static __attribute__((noinline)) int huff_long(uint64_t acc, unsigned n)
+{
+    unsigned l;
+    int sym = canon_prefix((uint32_t)(acc >> 32), n, &l);
+    return sym < 0 ? -1 : sym | (int)(l << 16);
+}
+
+/* The last n bits of a string hold no whole code and are not valid padding
+ * (a prefix of EOS, all ones, shorter than a byte): say why. */
+static __attribute__((noinline, cold)) int huff_end(uint64_t acc, unsigned n, char *err)
+{
+    if ((acc >> (64 - n)) != (~(uint64_t)0 >> (64 - n)))
+        return hb_fail(err, HB_E_H2,
+                       n > 7 ? "hpack: Huffman string ends inside a code (%u bits left)"
+                             : "hpack: Huffman padding is not all ones (%u bits)",
+                       n);
+    if (n > 7) return hb_fail(err, HB_E_H2, "hpack: Huffman padding of %u bits (more than 7)", n);
+    return 0;
+}
+
+/* Decode the Huffman string s[0..slen) into out (room for slen * 8 / 5 + 2
+ * bytes: steps store two bytes). blk_end bounds reads. Returns the end of the
+ * output, or NULL with err set. */
+static inline __attribute__((always_inline)) uint8_t *
+huff_decode(const uint8_t *s, size_t slen, const uint8_t *blk_end, uint8_t *out, char *err)
+{
+    bitrd r = {0, 0, s, s + slen, blk_end};
+    uint8_t *o = out;
+    const huff_entry *e;
+    for (;;) {
+        for (;;) {
+            if (r.p < r.end) refill(&r);
+            if (r.n < 48) break; /* then the rest of the string is in acc */
+            /* each step takes <= 12 of the >= 48 bits; after a long code the
+             * remaining steps repeat it and do nothing */
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            if (HB_UNLIKELY(!e->count)) goto long_code;
+        }
+        /* The last < 48 bits of the string are in acc, zeros after them. */
+        while (r.n >= 24) {
+            HUFF_STEP(r, e, o);
+            HUFF_STEP(r, e, o);
+            if (HB_UNLIKELY(!e->count)) goto long_code;
+        }
+        for (;;) {
+            e = &huff_fast[r.acc >> (64 - FAST_BITS)];
+            if ((unsigned)e->used - 1 >= r.n) break; /* a long code, or past the string */
+            memcpy(o, e->sym, 2);
+            o += e->count;
+            r.acc <<= e->used;
+            r.n -= e->used;
+        }
+        if (r.n == 0) break;
+        if (e->count) {
+            unsigned l1 = HUFF_LEN[e->sym[0]];
+            if (l1 > r.n) goto end;
+            *o++ = e->sym[0];
+            r.acc <<= l1;
+            r.n -= l1;
+            continue;
+        }
+    long_code:
+        if (r.n < 30 && r.p < r.end) refill(&r);
+        int sl = huff_long(r.acc, r.n);
+        if (sl < 0) goto end;
+        if ((sl & 0xffff) == (int)HUFF_EOS) {
+            hb_fail(err, HB_E_H2, "hpack: Huffman EOS symbol inside a string");
+            return NULL;
+        }
+        *o++ = (uint8_t)sl;
+        r.acc <<= sl >> 16;
+        r.n -= (unsigned)sl >> 16;
+    }
+    return o;
+end:
+    /* the usual end: 1..7 one bits of padding (zeros follow them in acc) */
+    if (HB_LIKELY(r.acc == huff_pad_end[r.n])) return o;
+    huff_end(r.acc, r.n, err);
+    return NULL;
+}
+
+/* ---- integers and strings ---- */
+
+typedef struct {
+    const uint8_t *p; /* past the integer; NULL on error */
+    uint32_t v;
+} int_res;
+
+/* The rare form: two or more continuation bytes at p, v the prefix value.
+ * Takes no pointer to the caller's locals, so those stay in registers. */
+static __attribute__((noinline)) int_res dec_int_long(const uint8_t *p, const uint8_t *end,
+                                                      uint32_t v, char *err)
+{
+    int_res r = {NULL, 0};
+    uint64_t m = v;
+    for (unsigned shift = 0;; shift += 7) {
+        if (p == end) return hb_fail(err, HB_E_H2, "hpack: block ends inside an integer"), r;
+        uint8_t b = *p++;
+        m += (uint64_t)(b & 0x7f) << shift;
+        if (m > UINT32_MAX || (shift == 28 && (b & 0x80)))
+            return hb_fail(err, HB_E_H2, "hpack: integer does not fit 32 bits"), r;
+        if (!(b & 0x80)) break;
+    }
+    r.p = p;
+    r.v = (uint32_t)m;
+    return r;
+}
+
+/* Decode an integer whose prefix is the mask bits of **pp (the caller knows
+ * *pp < end). Values must fit 32 bits. Returns 0, or -1 with err set. */
+static inline __attribute__((always_inline)) int dec_int(const uint8_t **pp, const uint8_t *end,
+                                                         uint32_t mask, uint32_t *out, char *err)
+{
+    const uint8_t *p = *pp;
+    uint32_t v = *p++ & mask;
+    if (HB_LIKELY(v < mask)) {
+        *pp = p;
+        *out = v;
+        return 0;
+    }
+    if (HB_LIKELY(p < end && !(*p & 0x80))) { /* one continuation byte: indexes 15..141 */
+        *pp = p + 1;
+        *out = v + *p;
+        return 0;
+    }
+    int_res r = dec_int_long(p, end, v, err);
+    if (!r.p) return -1;
+    *pp = r.p;
+    *out = r.v;
+    return 0;
+}
+
+/* Read one string literal at *pp: raw strings point into the block,
+ * Huffman strings are decoded to *scratch (advanced past them). */
+static inline __attribute__((always_inline)) int dec_str(const uint8_t **pp, const uint8_t *end,
+                                                         uint8_t **scratch, const char **s,
+                                                         size_t *slen, char *err)
+{
+    const uint8_t *p = *pp;
+    if (HB_UNLIKELY(p == end)) return hb_fail(err, HB_E_H2, "hpack: block ends before a string");
+    int huff = *p & 0x80;
+    uint32_t len;
+    if (dec_int(&p, end, 0x7f, &len, err)) return HB_E_H2;
+    if (HB_UNLIKELY(len > (size_t)(end - p)))
+        return hb_fail(err, HB_E_H2, "hpack: string of %u bytes but %zu left in the block", len,
+                       (size_t)(end - p));
+    if (huff) {
+        uint8_t *o = huff_decode(p, len, end, *scratch, err);
+        if (HB_UNLIKELY(!o)) return HB_E_H2;
+        *s = (const char *)*scratch;
+        *slen = (size_t)(o - *scratch);
+        *scratch = o;
+    } else {
+        *s = (const char *)p;
+        *slen = len;
+    }
+    *pp = p + len;
+    return 0;
+}
+
+/* ---- dynamic table ---- */
+
+/* Entry i (0 = newest) of the ring: ent[2 * slot] = virtual offset,
+ * ent[2 * slot + 1] = name length | value length << 16 (each <= 65536 - 32). */
+static inline void dyn_get(const hb_h2_hpack_dec *d, uint32_t i, const char **name, size_t *nlen,
+                           const char **value, size_t *vlen)
+{
+    uint32_t slot = (d->ent_head + d->ent_n - 1 - i) & d->ent_mask;
+    uint32_t off = d->ent[2 * slot] - d->base;
+    uint32_t lens = d->ent[2 * slot + 1];
+    *name = (const char *)d->buf + off;
+    *nlen = lens & 0xffff;
+    *value = *name + *nlen;
+    *vlen = lens >> 16;
+}
+
+static void dyn_evict_to(hb_h2_hpack_dec *d, uint32_t limit)
+{
+    while (d->size > limit) {
+        uint32_t lens = d->ent[2 * d->ent_head + 1];
+        d->size -= (lens & 0xffff) + (lens >> 16) + 32;
+        d->ent_head = (d->ent_head + 1) & d->ent_mask;
+        d->ent_n--;
+    }
+}
+
+/* Add an entry; name may point into the table (a name by index), even at an
+ * entry this insertion evicts. value never points into the table. Returns 1
+ * when added (the bytes may have moved: read them back from entry 0), 0 when
+ * too big (the table is emptied, no bytes move). */
+static int dyn_add(hb_h2_hpack_dec *d, const char *name, size_t nlen, const char *value,
+                   size_t vlen)
+{
+    size_t need = nlen + vlen + 32;
+    /* Bytes from here on stay where they are until the new entry is written. */
+    uint32_t keep = d->ent_n ? d->ent[2 * d->ent_head] : d->tail;
+    if (need > d->limit) {
+        dyn_evict_to(d, 0);
+        return 0;
+    }
+    dyn_evict_to(d, d->limit - (uint32_t)need);
+    uint32_t k = (uint32_t)(nlen + vlen);
+    if (d->tail - d->base + k > d->buf_cap) {
+        /* At most (max - 32) old bytes plus k <= max - 32 new ones: fits 2 * max. */
+        uint32_t shift = keep - d->base;
+        uintptr_t nb = (uintptr_t)name, b0 = (uintptr_t)d->buf;
+        memmove(d->buf, d->buf + shift, d->tail - keep);
+        if (nb >= b0 && nb < b0 + d->buf_cap) name -= shift;
+        d->base = keep;
+    }
+    uint8_t *dst = d->buf + (d->tail - d->base);
+    memmove(dst, name, nlen);
+    if (vlen) memcpy(dst + nlen, value, vlen);
+    uint32_t slot = (d->ent_head + d->ent_n) & d->ent_mask;
+    d->ent[2 * slot] = d->tail;
+    d->ent[2 * slot + 1] = (uint32_t)nlen | (uint32_t)vlen << 16;
+    d->ent_n++;
+    d->size += (uint32_t)need;
+    d->tail += k;
+    return 1;
+}
+
+int hb_h2_hpack_dec_init(hb_h2_hpack_dec *d, uint32_t max_table)
+{
+    memset(d, 0, sizeof *d);
+    if (max_table > 65536) return HB_E_INVALID;
+    pthread_once(&huff_once, huff_build);
+    uint32_t slots = 1;
+    while (slots < max_table / 32)
+        slots <<= 1;
+    size_t bytes = (size_t)slots * 8 + (size_t)max_table * 2;
+    uint32_t *mem = malloc(bytes);
+    if (!mem) return HB_E_NOMEM;
+    d->ent = mem;
+    d->ent_mask = slots - 1;
+    d->buf = (uint8_t *)(mem + 2 * slots);
+    d->buf_cap = max_table * 2;
+    d->limit = d->max = max_table;
+    return 0;
+}
+
+void hb_h2_hpack_dec_free(hb_h2_hpack_dec *d)
+{
+    free(d->ent);
+    d->ent = NULL;
+    d->buf = NULL;
+    d->ent_n = 0;
+}
+
+/* Resolve index idx (>= 1) to a name and value. */
+static inline int lookup(const hb_h2_hpack_dec *d, uint32_t idx, const char **name, size_t *nlen,
+                         const char **value, size_t *vlen, char *err)
+{
+    if (HB_LIKELY(idx <= STATIC_N)) {
+        const static_entry *e = &STATIC_TABLE[idx];
+        *name = e->name;
+        *nlen = e->name_len;
+        *value = e->value;
+        *vlen = e->value_len;
+        return 0;
+    }
+    if (HB_UNLIKELY(idx - STATIC_N > d->ent_n))
+        return hb_fail(err, HB_E_H2, "hpack: index %u beyond the table (61 static + %u dynamic)",
+                       idx, d->ent_n);
+    dyn_get(d, idx - STATIC_N - 1, name, nlen, value, vlen);
+    return 0;
+}
+
+int hb_h2_hpack_decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, uint8_t *scratch,
+                       size_t max_list, hb_h2_hpack_field_fn fn, void *ud, char *err)
+{
+    if (HB_UNLIKELY(d->failed || !d->ent))
+        return hb_fail(err, HB_E_H2, "hpack: decoder unusable after an earlier error");
+    if (len == 0) return 0; /* in may then be NULL */
+    const uint8_t *p = in, *end = in + len;
+    size_t room = max_list ? max_list : SIZE_MAX; /* list bytes fn may still get */
+    int over = 0;
+    const uint8_t *upd_ok = in; /* size updates only before the first field */
+    while (p < end) {
+        uint8_t b = *p;
+        const char *name = NULL, *value = NULL;
+        size_t nlen = 0, vlen = 0;
+        uint32_t idx;
+        uint8_t *sc = scratch;
+        if (b & 0x80) { /* indexed field */
+            if (dec_int(&p, end, 0x7f, &idx, err)) goto fail;
+            if (HB_UNLIKELY(idx == 0)) {
+                hb_fail(err, HB_E_H2, "hpack: index 0 in an indexed field");
+                goto fail;
+            }
+            if (lookup(d, idx, &name, &nlen, &value, &vlen, err)) goto fail;
+        } else {
+            uint32_t mask = 0x0f; /* without indexing (0000), never indexed (0001) */
+            int index_it = 0;
+            if (HB_UNLIKELY(b >= 0x20)) {
+                if (b < 0x40) { /* dynamic table size update */
+                    if (p != upd_ok) {
+                        hb_fail(err, HB_E_H2, "hpack: table size update after a header field");
+                        goto fail;
+                    }
+                    if (dec_int(&p, end, 0x1f, &idx, err)) goto fail;
+                    if (idx > d->max) {
+                        hb_fail(err, HB_E_H2,
+                                "hpack: table size update to %u above the advertised %u", idx,
+                                d->max);
+                        goto fail;
+                    }
+                    d->limit = idx;
+                    dyn_evict_to(d, idx);
+                    upd_ok = p;
+                    continue;
+                }
+                mask = 0x3f; /* with incremental indexing */
+                index_it = 1;
+            }
+            if (dec_int(&p, end, mask, &idx, err)) goto fail;
+            if (idx) {
+                const char *unused;
+                size_t unused_len;
+                if (lookup(d, idx, &name, &nlen, &unused, &unused_len, err)) goto fail;
+            } else if (dec_str(&p, end, &sc, &name, &nlen, err)) {
+                goto fail;
+            }
+            if (dec_str(&p, end, &sc, &value, &vlen, err)) goto fail;
+            if (index_it && dyn_add(d, name, nlen, value, vlen))
+                dyn_get(d, 0, &name, &nlen, &value, &vlen);
+        }
+        if (HB_LIKELY(nlen + vlen + 32 <= room)) {
+            room -= nlen + vlen + 32;
+            fn(ud, name, nlen, value, vlen);
+        } else { /* nothing more for fn, even a smaller field */
+            room = 0;
+            over = 1;
+        }
+    }
+    return over ? HB_H2_HPACK_TOO_LARGE : 0;
+fail:
+    d->failed = 1;
+    return HB_E_H2;
+}
+
+/* ---- encoder ---- */
+
+/* Static index of name (first of its entries), or 0. */
+static inline unsigned static_name(const char *name, size_t len)
+{
+    if (len >= 28) return 0;
+    const uint8_t *c = NAMES_BY_LEN[len];
+    for (unsigned i = 0; i < 7 && c[i]; i++) {
+        const static_entry *e = &STATIC_TABLE[c[i]];
+        if (e->name[0] == name[0] && memcmp(e->name, name, len) == 0) return c[i];
+    }
+    return 0;
+}
+
+static inline size_t int_len(size_t v, unsigned prefix)
+{
+    size_t mask = ((size_t)1 << prefix) - 1;
+    if (v < mask) return 1;
+    size_t n = 2;
+    for (v -= mask; v >= 128; v >>= 7)
+        n++;
+    return n;
+}
+
+static inline uint8_t *put_int(uint8_t *o, uint8_t first, size_t v, unsigned prefix)
+{
+    size_t mask = ((size_t)1 << prefix) - 1;
+    if (v < mask) {
+        *o++ = (uint8_t)(first | v);
+        return o;
+    }
+    *o++ = (uint8_t)(first | mask);
+    for (v -= mask; v >= 128; v >>= 7)
+        *o++ = (uint8_t)(v | 0x80);
+    *o++ = (uint8_t)v;
+    return o;
+}
+
+static inline uint8_t *put_str(uint8_t *o, const char *s, size_t len)
+{
+    o = put_int(o, 0, len, 7);
+    if (len) memcpy(o, s, len);
+    return o + len;
+}
+
+size_t hb_h2_hpack_encode_bound(const hb_header *fields, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const hb_header *f = &fields[i];
+        /* the larger of "name index (<= 2 bytes)" and "0x00 + name string" */
+        total += 1 + int_len(f->name_len, 7) + f->name_len;
+        total += int_len(f->value_len, 7) + f->value_len;
+        total += 1;
+    }
+    return total;
+}
+
+ssize_t hb_h2_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap)
+{
+    uint8_t *o = out;
+    for (size_t i = 0; i < n; i++) {
+        const hb_header *f = &fields[i];
+        unsigned idx = f->name_len ? static_name(f->name, f->name_len) : 0;
+        size_t need;
+        if (idx) {
+            /* an exact match among this name's entries goes out as one index */
+            /* names with values have them from their first entry on, consecutively */
+            for (unsigned j = idx; j <= STATIC_N && STATIC_TABLE[j].value_len &&
+                                   STATIC_TABLE[j].name_len == f->name_len &&
+                                   memcmp(STATIC_TABLE[j].name, f->name, f->name_len) == 0;
+                 j++) {
+                const static_entry *e = &STATIC_TABLE[j];
+                if (e->value_len == f->value_len && memcmp(e->value, f->value, f->value_len) == 0) {
+                    if (o == out + cap) return HB_E_TOO_LARGE;
+                    *o++ = (uint8_t)(0x80 | j);
+                    goto next;
+                }
+            }
+            need = int_len(idx, 4) + int_len(f->value_len, 7) + f->value_len;
+            if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
+            o = put_int(o, 0, idx, 4);
+        } else {
+            need =
+                1 + int_len(f->name_len, 7) + f->name_len + int_len(f->value_len, 7) + f->value_len;
+            if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
+            *o++ = 0;
+            o = put_str(o, f->name, f->name_len);
+        }
+        o = put_str(o, f->value, f->value_len);
+    next:;
+    }
+    return o - out;
+}

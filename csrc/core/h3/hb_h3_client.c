@@ -1,0 +1,272 @@
+/* hb_h3_client.c - the HTTP/3 client connection of hb_h3_client.h on
+ * ngtcp2 0.12 (QUIC, TLS by GnuTLS through ngtcp2_crypto_gnutls) and
+ * nghttp3 0.8 (HTTP/3 framing, QPACK): TLS trust, the client's lifecycle,
+ * connect and close. ngtcp2 writes one datagram per call; full-size ones
+ * are gathered and go out with one sendmsg (UDP GSO, hb_h3_client_io.c). */
+#include "h3/hb_h3_client_int.h"
+
+#ifndef HB_NO_H3
+
+int hb_h3_available(void)
+{
+    return 1;
+}
+
+/* ---- TLS trust ---- */
+
+int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
+{
+    *out = NULL;
+    hb_h3_tls *t = calloc(1, sizeof *t);
+    if (!t) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    t->insecure = o->insecure;
+    int rv = gnutls_certificate_allocate_credentials(&t->cred);
+    if (rv < 0) {
+        free(t);
+        return hb_fail(err, HB_E_NOMEM, "gnutls credentials: %s", gnutls_strerror(rv));
+    }
+    if (!o->insecure) {
+        if (o->ca_file) {
+            rv = gnutls_certificate_set_x509_trust_file(t->cred, o->ca_file, GNUTLS_X509_FMT_PEM);
+            if (rv <= 0) {
+                hb_h3_tls_free(t);
+                return hb_fail(err, HB_E_TLS, "CA file %s: %s", o->ca_file,
+                               rv == 0 ? "no certificate in it" : gnutls_strerror(rv));
+            }
+        }
+        if (o->ca_pem) {
+            gnutls_datum_t d = {(unsigned char *)o->ca_pem, (unsigned)strlen(o->ca_pem)};
+            rv = gnutls_certificate_set_x509_trust_mem(t->cred, &d, GNUTLS_X509_FMT_PEM);
+            if (rv <= 0) {
+                hb_h3_tls_free(t);
+                return hb_fail(err, HB_E_TLS, "CA PEM: %s",
+                               rv == 0 ? "no certificate in it" : gnutls_strerror(rv));
+            }
+        }
+        if (!o->ca_file && !o->ca_pem) {
+            rv = gnutls_certificate_set_x509_system_trust(t->cred);
+            if (rv < 0) {
+                hb_h3_tls_free(t);
+                return hb_fail(err, HB_E_TLS, "system trust: %s", gnutls_strerror(rv));
+            }
+        }
+    }
+    *out = t;
+    return 0;
+}
+
+void hb_h3_tls_free(hb_h3_tls *t)
+{
+    if (!t) return;
+    gnutls_certificate_free_credentials(t->cred);
+    free(t);
+}
+
+/* ---- lifecycle ---- */
+
+int hb_h3_client_init(hb_h3_client *c, const hb_h3_settings *s, char *err)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    c->p = calloc(1, sizeof *c->p);
+    if (!c->p) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    c->p->rbuf = malloc((size_t)RX_BATCH * RX_DGRAM);
+    c->p->tx = malloc((size_t)TX_BATCH * PKT_MAX);
+    if (!c->p->rbuf || !c->p->tx) {
+        hb_h3_client_free(c);
+        return hb_fail(err, HB_E_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < RX_BATCH; i++) {
+        c->p->riov[i].iov_base = c->p->rbuf + (size_t)i * RX_DGRAM;
+        c->p->riov[i].iov_len = RX_DGRAM;
+        c->p->rmsg[i].msg_hdr.msg_iov = &c->p->riov[i];
+        c->p->rmsg[i].msg_hdr.msg_iovlen = 1;
+    }
+    c->p->qmem = (ngtcp2_mem){&c->p->pool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
+                              hb__h3_pool_realloc};
+    c->p->hmem = (nghttp3_mem){&c->p->pool, hb__h3_pool_malloc, hb__h3_pool_free,
+                               hb__h3_pool_calloc, hb__h3_pool_realloc};
+    c->p->set = *s;
+    if (!c->p->set.handshake_timeout_ns) c->p->set.handshake_timeout_ns = DEF_HS_NS;
+    if (!c->p->set.idle_timeout_ns) c->p->set.idle_timeout_ns = DEF_IDLE_NS;
+    if (!c->p->set.max_streams) c->p->set.max_streams = 1;
+    for (int i = 0; i < HB_H3_BODIES; i++)
+        c->p->bodies[i].sid = -1;
+    return 0;
+}
+
+void hb_h3_client_free(hb_h3_client *c)
+{
+    if (!c->p) return;
+    hb_h3_client_close(c);
+    gnutls_free(c->p->ticket.data);
+    hb__h3_pool_destroy(&c->p->pool);
+    free(c->p->rbuf);
+    free(c->p->tx);
+    free(c->p);
+    c->p = NULL;
+}
+
+static int is_ip_literal(const char *h)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, h, buf) == 1 || inet_pton(AF_INET6, h, buf) == 1;
+}
+
+/* The server sent a session ticket: keep it for this client's next connection. */
+static int ticket_hook(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,
+                       const gnutls_datum_t *msg)
+{
+    (void)htype;
+    (void)when;
+    (void)incoming;
+    (void)msg;
+    ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
+    hb_h3_client *c = ref->user_data;
+    gnutls_datum_t d = {NULL, 0};
+    if (gnutls_session_get_data2(s, &d) < 0) return 0; /* no resumption then, not an error */
+    gnutls_free(c->p->ticket.data);
+    c->p->ticket = d;
+    return 0;
+}
+
+static int tls_session(hb_h3_client *c, const hb_h3_tls *tls, const char *sni)
+{
+    struct hb__h3 *p = c->p;
+    int rv = gnutls_init(&p->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA);
+    if (rv < 0) return hb__h3_fail(c, HB_E_NOMEM, "gnutls_init: %s", gnutls_strerror(rv));
+    rv = gnutls_priority_set_direct(
+        p->tls, "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE", NULL);
+    if (rv < 0)
+        return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "gnutls priority: %s", gnutls_strerror(rv));
+    if (ngtcp2_crypto_gnutls_configure_client_session(p->tls) != 0)
+        return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "%s",
+                           "ngtcp2_crypto_gnutls_configure_client_session");
+    p->ref.get_conn = hb__h3_get_conn;
+    p->ref.user_data = c;
+    gnutls_session_set_ptr(p->tls, &p->ref);
+    rv = gnutls_credentials_set(p->tls, GNUTLS_CRD_CERTIFICATE, tls->cred);
+    if (rv < 0)
+        return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "gnutls credentials: %s", gnutls_strerror(rv));
+    gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+    rv = gnutls_alpn_set_protocols(p->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
+    if (rv < 0) return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "ALPN: %s", gnutls_strerror(rv));
+    if (sni && *sni && !is_ip_literal(sni)) {
+        rv = gnutls_server_name_set(p->tls, GNUTLS_NAME_DNS, sni, strlen(sni));
+        if (rv < 0) return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "SNI: %s", gnutls_strerror(rv));
+    }
+    if (!tls->insecure) gnutls_session_set_verify_cert(p->tls, sni && *sni ? sni : NULL, 0);
+    if (p->set.resume) {
+        gnutls_handshake_set_hook_function(p->tls, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET,
+                                           GNUTLS_HOOK_POST, ticket_hook);
+        /* a stale or refused ticket just means a full handshake */
+        if (p->ticket.data) (void)gnutls_session_set_data(p->tls, p->ticket.data, p->ticket.size);
+    }
+    return 0;
+}
+
+int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct sockaddr *addr,
+                         socklen_t alen, const char *sni, const hb_h3_callbacks *cb, void *ud,
+                         uint64_t now)
+{
+    struct hb__h3 *p = c->p;
+    if (!p) return HB_E_INVALID;
+    hb_h3_client_close(c);
+    c->err[0] = 0;
+    c->over = c->handshake_done = c->resumed = c->goaway = 0;
+    c->nopen = 0;
+    c->hs_start = now;
+    c->hs_ns = 0;
+    p->cb = cb;
+    p->ud = ud;
+    p->failed = 0;
+    p->pending = 0;
+    c->blocked = 0;
+    p->txlen = p->ntx = 0;
+    p->last_pto = 0;
+    p->now = now;
+    ngtcp2_connection_close_error_default(&p->last);
+
+    c->fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return hb__h3_fail(c, -errno, "socket: %s", strerror(errno));
+    if (connect(c->fd, addr, alen) != 0)
+        return hb__h3_fail(c, -errno, "connect: %s", strerror(errno));
+    memcpy(&p->remote, addr, alen);
+    p->rlen = alen;
+    p->llen = sizeof p->local;
+    if (getsockname(c->fd, (struct sockaddr *)&p->local, &p->llen) != 0)
+        return hb__h3_fail(c, -errno, "getsockname: %s", strerror(errno));
+
+    int rc = tls_session(c, tls, sni);
+    if (rc < 0) return rc;
+
+    ngtcp2_path path = {
+        {(struct sockaddr *)&p->local, p->llen}, {(struct sockaddr *)&p->remote, p->rlen}, NULL};
+    ngtcp2_cid dcid, scid;
+    dcid.datalen = NGTCP2_MIN_INITIAL_DCIDLEN;
+    scid.datalen = 8;
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, dcid.data, dcid.datalen) != 0 ||
+        gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen) != 0)
+        return hb__h3_fail(c, HB_E_H3, "%s", "no random bytes for the connection IDs");
+    ngtcp2_settings st;
+    ngtcp2_settings_default(&st);
+    st.initial_ts = now;
+    st.handshake_timeout = p->set.handshake_timeout_ns;
+    st.max_tx_udp_payload_size = PKT_MAX;
+    /* acknowledge every response at once: the ACK then rides in the datagram of
+     * the next request instead of following it alone a few microseconds later
+     * (ngtcp2 delays an ACK by min(max_ack_delay, RTT/8) below the threshold) */
+    st.ack_thresh = 1;
+    ngtcp2_transport_params tp;
+    ngtcp2_transport_params_default(&tp);
+    tp.initial_max_streams_uni = 3;
+    tp.initial_max_stream_data_bidi_local = 1024 * 1024;
+    tp.initial_max_stream_data_uni = 256 * 1024;
+    tp.initial_max_data = 16 * 1024 * 1024;
+    tp.max_idle_timeout = p->set.idle_timeout_ns;
+    tp.max_udp_payload_size = RX_DGRAM;
+    int rv = ngtcp2_conn_client_new(&p->q, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &hb__h3_q_cbs,
+                                    &st, &tp, &p->qmem, c);
+    if (rv != 0) return hb__h3_fail(c, HB_E_H3, "ngtcp2_conn_client_new: %s", ngtcp2_strerror(rv));
+    ngtcp2_conn_set_tls_native_handle(p->q, p->tls);
+    rc = hb_h3_client_write(c, now);
+    return rc < 0 ? rc : c->fd;
+}
+
+void hb_h3_client_close(hb_h3_client *c)
+{
+    struct hb__h3 *p = c->p;
+    if (!p) return;
+    if (p->q && c->fd >= 0 && !c->over && !ngtcp2_conn_is_in_closing_period(p->q) &&
+        !ngtcp2_conn_is_in_draining_period(p->q)) {
+        /* Tell the server now, so it does not keep the connection until its idle timeout. */
+        ngtcp2_path_storage ps;
+        ngtcp2_path_storage_zero(&ps);
+        ngtcp2_pkt_info pi;
+        ngtcp2_connection_close_error cc;
+        ngtcp2_connection_close_error_set_application_error(&cc, NGHTTP3_H3_NO_ERROR, NULL, 0);
+        ngtcp2_ssize n = ngtcp2_conn_write_connection_close(p->q, &ps.path, &pi, p->pkt,
+                                                            sizeof p->pkt, &cc, p->now);
+        if (n > 0 && send(c->fd, p->pkt, (size_t)n, MSG_DONTWAIT) == n) {
+            c->st.dgrams_sent++;
+            c->st.bytes_sent += (uint64_t)n;
+        }
+    }
+    if (p->h) nghttp3_conn_del(p->h);
+    if (p->q) ngtcp2_conn_del(p->q);
+    if (p->tls) gnutls_deinit(p->tls);
+    p->h = NULL;
+    p->q = NULL;
+    p->tls = NULL;
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    c->nopen = 0;
+    p->pending = 0;
+    c->blocked = 0;
+    p->txlen = p->ntx = 0;
+    for (int i = 0; i < HB_H3_BODIES; i++)
+        p->bodies[i].sid = -1;
+    p->nbodies = 0;
+}
+
+#endif /* HB_NO_H3 */

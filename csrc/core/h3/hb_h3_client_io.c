@@ -1,0 +1,349 @@
+/* hb_h3_client_io.c - an hb_h3_client's datagrams, timers and requests
+ * (see hb_h3_client_int.h): recvmmsg in, GSO batches out, ngtcp2's expiry,
+ * streams opened for requests. */
+#include "h3/hb_h3_client_int.h"
+
+#ifndef HB_NO_H3
+
+/* ---- I/O ---- */
+
+/* The error ngtcp2 gave (rv), as one of ours. */
+static int quic_error(hb_h3_client *c, int rv, const char *where)
+{
+    struct hb__h3 *p = c->p;
+    if (p->failed) {
+        c->over = 1;
+        return p->fail_rc;
+    }
+    if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
+        ngtcp2_connection_close_error cc;
+        ngtcp2_conn_get_connection_close_error(p->q, &cc);
+        char d[96];
+        snprintf(d, sizeof d, "%s error 0x%llx",
+                 cc.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION ? "application"
+                                                                                : "transport",
+                 (unsigned long long)cc.error_code);
+        return hb__h3_fail(c, HB_E_H3_CLOSED, "the server closed the QUIC connection (%s)", d);
+    }
+    if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT)
+        return hb__h3_fail(c, HB_E_H3_TIMEOUT, "no QUIC handshake within the handshake timeout%s",
+                           "");
+    if (rv == NGTCP2_ERR_IDLE_CLOSE)
+        return hb__h3_fail(c, HB_E_H3_TIMEOUT, "the QUIC connection idled out%s", "");
+    if (rv == NGTCP2_ERR_CRYPTO ||
+        (!c->handshake_done && p->tls && rv == NGTCP2_ERR_CALLBACK_FAILURE)) {
+        char d[HB_ERR_LEN - 64];
+        unsigned status = gnutls_session_get_verify_cert_status(p->tls);
+        gnutls_datum_t out = {NULL, 0};
+        if (status &&
+            gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0) == 0) {
+            snprintf(d, sizeof d, "certificate verification failed: %s", (char *)out.data);
+            gnutls_free(out.data);
+        } else {
+            uint8_t alert = ngtcp2_conn_get_tls_alert(p->q);
+            snprintf(d, sizeof d, "TLS alert %u (%s)", alert,
+                     gnutls_alert_get_strname((gnutls_alert_description_t)alert)
+                         ? gnutls_alert_get_strname((gnutls_alert_description_t)alert)
+                         : "?");
+        }
+        return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "QUIC handshake failed: %s", d);
+    }
+    char d[128];
+    snprintf(d, sizeof d, "%s: %s", where, ngtcp2_strerror(rv));
+    return hb__h3_fail(c, HB_E_H3, "%s", d);
+}
+
+/* One datagram per send(), from the batch's head; what is left moves to the
+ * front when the socket blocks. */
+static int send_each(hb_h3_client *c)
+{
+    struct hb__h3 *p = c->p;
+    size_t off = 0;
+    while (off < p->txlen) {
+        size_t n = p->txlen - off < p->gso ? p->txlen - off : p->gso;
+        ssize_t w = send(c->fd, p->tx + off, n, 0);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return hb__h3_fail(c, -errno, "send: %s", strerror(errno));
+            memmove(p->tx, p->tx + off, p->txlen - off);
+            p->txlen -= off;
+            p->ntx = (uint32_t)((p->txlen + p->gso - 1) / p->gso);
+            p->pending = c->blocked = 1;
+            return HB_AGAIN;
+        }
+        c->st.dgrams_sent++;
+        c->st.bytes_sent += n;
+        off += n;
+    }
+    p->txlen = p->ntx = 0;
+    p->pending = c->blocked = 0;
+    return 0;
+}
+
+/* Send the batch: one sendmsg, the kernel cutting it into gso-byte datagrams. */
+static int send_batch(hb_h3_client *c)
+{
+    struct hb__h3 *p = c->p;
+    if (!p->ntx) return 0;
+    if (p->ntx == 1 || p->no_gso) return send_each(c);
+    struct iovec iov = {p->tx, p->txlen};
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } cm;
+    memset(&cm, 0, sizeof cm);
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cm.buf;
+    mh.msg_controllen = sizeof cm.buf;
+    struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+    ch->cmsg_level = SOL_UDP;
+    ch->cmsg_type = UDP_SEGMENT;
+    ch->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t seg = (uint16_t)p->gso;
+    memcpy(CMSG_DATA(ch), &seg, sizeof seg);
+    ssize_t w;
+    do {
+        w = sendmsg(c->fd, &mh, 0);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            p->pending = c->blocked = 1;
+            return HB_AGAIN;
+        }
+        if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) { /* no GSO here */
+            p->no_gso = 1;
+            return send_each(c);
+        }
+        return hb__h3_fail(c, -errno, "sendmsg: %s", strerror(errno));
+    }
+    c->st.dgrams_sent += p->ntx;
+    c->st.bytes_sent += p->txlen;
+    p->txlen = p->ntx = 0;
+    p->pending = c->blocked = 0;
+    return 0;
+}
+
+/* Pace from the handshake's end on: before an RTT sample ngtcp2 paces with its
+ * 333 ms initial-RTT guess, which held the Finished back ~22 ms after the
+ * first Initial (its write then sends ACKs only). The write that completes the
+ * handshake is not paced either, or the first request waits a pacing timer. */
+static void pace(struct hb__h3 *p, int hs_before, uint64_t now)
+{
+    if (hs_before) ngtcp2_conn_update_pkt_tx_time(p->q, now);
+}
+
+int hb_h3_client_write(hb_h3_client *c, uint64_t now)
+{
+    struct hb__h3 *p = c->p;
+    if (c->over || !p->q) return c->over ? HB_E_H3 : 0;
+    if (p->pending) return 0; /* blocked: hb_h3_client_writable goes on */
+    p->now = now;
+    int hs_before = ngtcp2_conn_get_handshake_completed(p->q);
+    nghttp3_vec vec[16];
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    for (;;) {
+        int64_t sid = -1;
+        int fin = 0;
+        nghttp3_ssize nv = 0;
+        if (p->h && ngtcp2_conn_get_max_data_left(p->q)) {
+            nv = nghttp3_conn_writev_stream(p->h, &sid, &fin, vec, 16);
+            if (nv < 0) {
+                hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 write", (int)nv);
+                return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "write");
+            }
+        }
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+        ngtcp2_ssize ndata = -1;
+        ngtcp2_pkt_info pi;
+        /* a batch continues only with full-size datagrams; the first shorter one ends it */
+        size_t room = p->ntx ? p->gso : PKT_MAX;
+        ngtcp2_ssize n =
+            ngtcp2_conn_writev_stream(p->q, &ps.path, &pi, p->tx + p->txlen, room, &ndata, flags,
+                                      sid, (const ngtcp2_vec *)vec, (size_t)nv, now);
+        if (n < 0) {
+            if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+                nghttp3_conn_block_stream(p->h, sid);
+                continue;
+            }
+            if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
+                nghttp3_conn_shutdown_stream_write(p->h, sid);
+                continue;
+            }
+            if (n == NGTCP2_ERR_WRITE_MORE) {
+                int rv = nghttp3_conn_add_write_offset(p->h, sid, (size_t)ndata);
+                if (rv != 0) {
+                    hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 write offset", rv);
+                    return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "write");
+                }
+                continue;
+            }
+            return quic_error(c, (int)n, "write");
+        }
+        if (ndata >= 0 && sid >= 0) {
+            int rv = nghttp3_conn_add_write_offset(p->h, sid, (size_t)ndata);
+            if (rv != 0) {
+                hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 write offset", rv);
+                return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "write");
+            }
+        }
+        if (n == 0) { /* nothing more, or congestion-limited */
+            int rc = send_batch(c);
+            pace(p, hs_before, now);
+            return rc == HB_AGAIN ? 0 : rc;
+        }
+        if (!p->ntx) p->gso = (size_t)n;
+        p->txlen += (size_t)n;
+        p->ntx++;
+        if ((size_t)n < p->gso || (size_t)n < ngtcp2_conn_get_path_max_tx_udp_payload_size(p->q) ||
+            p->ntx == TX_BATCH) {
+            int rc = send_batch(c);
+            if (rc == HB_AGAIN) {
+                pace(p, hs_before, now);
+                return 0;
+            }
+            if (rc < 0) return rc;
+        }
+    }
+}
+
+int hb_h3_client_writable(hb_h3_client *c, uint64_t now)
+{
+    struct hb__h3 *p = c->p;
+    if (c->over || !p->q) return 0;
+    if (p->pending) {
+        int rc = send_batch(c);
+        if (rc == HB_AGAIN) return 0;
+        if (rc < 0) return rc;
+    }
+    return hb_h3_client_write(c, now);
+}
+
+int hb_h3_client_read(hb_h3_client *c, uint64_t now)
+{
+    struct hb__h3 *p = c->p;
+    if (c->over || !p->q) return c->over ? HB_E_H3 : 0;
+    p->now = now;
+    ngtcp2_path path = {
+        {(struct sockaddr *)&p->local, p->llen}, {(struct sockaddr *)&p->remote, p->rlen}, NULL};
+    ngtcp2_pkt_info pi = {0};
+    for (;;) {
+        /* a batch per syscall; a short batch means the queue was empty (a
+         * datagram arriving later is a new edge for the caller's epoll) */
+        int n = recvmmsg(c->fd, p->rmsg, RX_BATCH, 0, NULL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            /* ICMP port unreachable on a connected socket: nobody listens there */
+            int e = errno;
+            char d[96];
+            snprintf(d, sizeof d, "%s%s", strerror(e),
+                     e == ECONNREFUSED ? " (no QUIC listener on that UDP port)" : "");
+            return hb__h3_fail(c, -e, "recv: %s", d);
+        }
+        if (n > 0) c->last_rx = now;
+        for (int i = 0; i < n; i++) {
+            size_t len = p->rmsg[i].msg_len;
+            c->st.dgrams_recv++;
+            c->st.bytes_recv += len;
+            if (p->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC) continue; /* over our limit: lost */
+            int rv = ngtcp2_conn_read_pkt(p->q, &path, &pi, p->riov[i].iov_base, len, now);
+            if (rv != 0) return quic_error(c, rv, "read");
+        }
+        if (n < RX_BATCH) break;
+    }
+    return 0;
+}
+
+int hb_h3_client_expiry(hb_h3_client *c, uint64_t now)
+{
+    struct hb__h3 *p = c->p;
+    if (c->over || !p->q) return c->over ? HB_E_H3 : 0;
+    p->now = now;
+    int rv = ngtcp2_conn_handle_expiry(p->q, now);
+    if (rv != 0) return quic_error(c, rv, "timer");
+    ngtcp2_conn_stat cs;
+    ngtcp2_conn_get_conn_stat(p->q, &cs);
+    if (cs.pto_count > p->last_pto) c->st.pto += cs.pto_count - p->last_pto;
+    p->last_pto = cs.pto_count;
+    return hb_h3_client_write(c, now);
+}
+
+uint64_t hb_h3_client_next_expiry(const hb_h3_client *c)
+{
+    if (!c->p || !c->p->q || c->over) return UINT64_MAX;
+    return ngtcp2_conn_get_expiry(c->p->q);
+}
+
+void hb_h3_client_describe(const hb_h3_client *c, char *buf, size_t len)
+{
+    const char *suite = c->p && c->p->tls ? gnutls_ciphersuite_get(c->p->tls) : NULL;
+    snprintf(buf, len, "QUIC v1,TLSv1.3,%s,h3", suite ? suite : "?");
+}
+
+uint32_t hb_h3_client_room(const hb_h3_client *c)
+{
+    if (!c->p || !c->p->h || c->over || !c->handshake_done || c->goaway) return 0;
+    uint64_t left = ngtcp2_conn_get_streams_bidi_left(c->p->q);
+    uint32_t m = c->p->set.max_streams > c->nopen ? c->p->set.max_streams - c->nopen : 0;
+    return left < m ? (uint32_t)left : m;
+}
+
+static int64_t submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
+                      const void *body, size_t body_len, void *sud)
+{
+    struct hb__h3 *p = c->p;
+    if (hb_h3_client_room(c) == 0) return HB_AGAIN;
+    if (nfields > NV_MAX) return hb__h3_fail(c, HB_E_INVALID, "more than %s request fields", "128");
+    int own = -1; /* the free body entry this request takes */
+    if (body) {
+        for (int i = 0; i < HB_H3_BODIES && own < 0; i++)
+            if (p->bodies[i].sid < 0) own = i;
+        if (own < 0) return HB_AGAIN;
+    }
+    int64_t sid;
+    int rv = ngtcp2_conn_open_bidi_stream(p->q, &sid, NULL);
+    if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) return HB_AGAIN;
+    if (rv != 0) return quic_error(c, rv, "open stream");
+    for (size_t i = 0; i < nfields; i++) {
+        p->nv[i].name = (uint8_t *)fields[i].name;
+        p->nv[i].namelen = fields[i].name_len;
+        p->nv[i].value = (uint8_t *)fields[i].value;
+        p->nv[i].valuelen = fields[i].value_len;
+        p->nv[i].flags = NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE;
+    }
+    if (own >= 0) {
+        p->bodies[own].sid = sid;
+        p->bodies[own].data = body;
+        p->bodies[own].len = body_len;
+        p->nbodies++;
+    }
+    static const nghttp3_data_reader body_reader = {hb__h3_read_body};
+    int send_body = own >= 0 || (with_body && p->set.body_len);
+    rv = nghttp3_conn_submit_request(p->h, sid, p->nv, nfields, send_body ? &body_reader : NULL,
+                                     sud);
+    if (rv != 0) {
+        if (own >= 0) hb__h3_body_release(p, sid);
+        hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 request", rv);
+        return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "submit");
+    }
+    c->nopen++;
+    return sid;
+}
+
+int64_t hb_h3_client_submit(hb_h3_client *c, const hb_header *fields, size_t nfields, int with_body,
+                            void *sud)
+{
+    return submit(c, fields, nfields, with_body, NULL, 0, sud);
+}
+
+int64_t hb_h3_client_submit_body(hb_h3_client *c, const hb_header *fields, size_t nfields,
+                                 const void *body, size_t body_len, void *sud)
+{
+    return submit(c, fields, nfields, 0, body_len ? body : NULL, body_len, sud);
+}
+
+#endif /* HB_NO_H3 */

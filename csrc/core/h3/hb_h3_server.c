@@ -1,0 +1,411 @@
+/* hb_h3_server.c - the HTTP/3 endpoint on ngtcp2 + nghttp3 + GnuTLS (see
+ * hb_h3_server.h).
+ *
+ * ngtcp2 does QUIC (packets, loss recovery, flow control), GnuTLS the TLS 1.3
+ * handshake through ngtcp2_crypto_gnutls, nghttp3 the HTTP/3 framing and
+ * QPACK. This file is the endpoint: it routes datagrams to connections by
+ * connection ID, keeps the send list and answers version negotiation;
+ * hb_h3_server_conn.c is one QUIC connection, hb_h3_server_http.c its
+ * HTTP/3 streams and routes. */
+#include "h3/hb_h3_server_int.h"
+
+/* Without the QUIC libraries (HB_NO_H3) hb_h3_server_none.c stands in for this file. */
+#ifndef HB_NO_H3
+
+static h3conn TOMB_CONN;
+#define TOMB (&TOMB_CONN)
+
+static size_t cid_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static cident *cid_slot(hb_h3_server *s, const uint8_t *p, size_t n, int for_insert)
+{
+    size_t mask = s->tcap - 1;
+    cident *tomb = NULL;
+    for (size_t i = cid_hash(p, n) & mask;; i = (i + 1) & mask) {
+        cident *e = &s->tab[i];
+        if (!e->c) return for_insert && tomb ? tomb : e;
+        if (e->c == TOMB) {
+            if (!tomb) tomb = e;
+        } else if (e->len == n && memcmp(e->id, p, n) == 0) {
+            return e;
+        }
+    }
+}
+
+static h3conn *cid_find(hb_h3_server *s, const uint8_t *p, size_t n)
+{
+    if (n > NGTCP2_MAX_CIDLEN) return NULL;
+    cident *e = cid_slot(s, p, n, 0);
+    return e->c && e->c != TOMB ? e->c : NULL;
+}
+
+static int cid_grow(hb_h3_server *s)
+{
+    size_t ncap = s->tcap * 2;
+    cident *old = s->tab, *t = calloc(ncap, sizeof *t);
+    if (!t) return -1;
+    size_t ocap = s->tcap;
+    s->tab = t;
+    s->tcap = ncap;
+    s->tused = 0;
+    for (size_t i = 0; i < ocap; i++) {
+        if (!old[i].c || old[i].c == TOMB) continue;
+        *cid_slot(s, old[i].id, old[i].len, 1) = old[i];
+        s->tused++;
+    }
+    free(old);
+    return 0;
+}
+
+int hb__h3_cid_add(hb_h3_server *s, const uint8_t *p, size_t n, h3conn *c)
+{
+    if ((s->tused + 1) * 2 > s->tcap && cid_grow(s) < 0) return -1;
+    cident *e = cid_slot(s, p, n, 1);
+    if (e->c && e->c != TOMB) {
+        e->c = c; /* the same ID again: it now names c */
+        return 0;
+    }
+    if (!e->c) s->tused++;
+    e->c = c;
+    e->len = (uint8_t)n;
+    memcpy(e->id, p, n);
+    return 0;
+}
+
+void hb__h3_cid_del(hb_h3_server *s, const uint8_t *p, size_t n, const h3conn *c)
+{
+    if (n > NGTCP2_MAX_CIDLEN) return;
+    cident *e = cid_slot(s, p, n, 0);
+    if (e->c == c) e->c = TOMB;
+}
+
+/* ---- send list ---- */
+
+void hb__h3_pend(h3conn *c)
+{
+    hb_h3_server *s = c->s;
+    c->dirty = 1;
+    if (c->pending) return;
+    c->pending = 1;
+    c->pnext = NULL;
+    c->pprev = s->ptail;
+    if (s->ptail)
+        s->ptail->pnext = c;
+    else
+        s->phead = c;
+    s->ptail = c;
+}
+
+void hb__h3_unpend(h3conn *c)
+{
+    hb_h3_server *s = c->s;
+    if (!c->pending) return;
+    c->pending = 0;
+    if (c->pprev)
+        c->pprev->pnext = c->pnext;
+    else
+        s->phead = c->pnext;
+    if (c->pnext)
+        c->pnext->pprev = c->pprev;
+    else
+        s->ptail = c->pprev;
+    c->pnext = c->pprev = NULL;
+}
+
+void hb__h3_cid_forget(hb_h3_server *s, const h3conn *c)
+{
+    for (size_t i = 0; i < s->tcap; i++)
+        if (s->tab[i].c == c) s->tab[i].c = TOMB;
+}
+
+/* ---- endpoint ---- */
+
+/* GnuTLS checks the ticket's age against the window itself; this refuses early data
+ * to a ClientHello seen before (the same binder again) while it is in the window. */
+static int anti_replay_add(void *ptr, time_t exp, const gnutls_datum_t *key,
+                           const gnutls_datum_t *data)
+{
+    (void)exp;
+    (void)data;
+    hb_h3_server *s = ptr;
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned i = 0; i < key->size; i++)
+        h = (h ^ key->data[i]) * 1099511628211ull;
+    h |= 1; /* 0 marks an empty slot */
+    for (unsigned i = 0; i < ANTI_REPLAY_SLOTS; i++)
+        if (s->seen[i] == h) return GNUTLS_E_DB_ENTRY_EXISTS;
+    s->seen[s->seen_next] = h;
+    s->seen_next = (s->seen_next + 1) % ANTI_REPLAY_SLOTS;
+    return 0;
+}
+
+int hb_h3_server_available(void)
+{
+    return 1;
+}
+
+void hb_h3_server_config_init(hb_h3_server_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_streams = 100;
+    cfg->idle_timeout_ms = 30000;
+    cfg->request_timeout_ms = 10000;
+    cfg->max_header_list = 16384;
+}
+
+int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *err)
+{
+    *out = NULL;
+    if (!cfg->stats || !cfg->now || !cfg->cert_pem || !cfg->key_pem)
+        return hb_fail(err, HB_E_INVALID,
+                       "HTTP/3 server: stats, clock, certificate and key needed");
+    if (cfg->max_streams < 1 || cfg->max_streams > 100000)
+        return hb_fail(err, HB_E_INVALID, "HTTP/3 max_streams must be 1..100000");
+    if (cfg->idle_timeout_ms < 1 || cfg->request_timeout_ms < 1)
+        return hb_fail(err, HB_E_INVALID, "HTTP/3 timeouts must be > 0");
+    hb_h3_server *s = calloc(1, sizeof *s);
+    if (!s) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    s->cfg = *cfg;
+    s->cfg.cert_pem = s->cfg.key_pem = NULL; /* parsed here, not kept */
+    s->cfg.ticket_key = NULL;
+    if (cfg->ticket_key) {
+        memcpy(s->ticket_key, cfg->ticket_key, sizeof s->ticket_key);
+        s->ticket.data = s->ticket_key;
+        s->ticket.size = sizeof s->ticket_key;
+    }
+    s->st = cfg->stats;
+    s->tcap = 64;
+    s->tab = calloc(s->tcap, sizeof *s->tab);
+    int rc;
+    if (!s->tab) {
+        rc = hb_fail(err, HB_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (cfg->early_data && cfg->ticket_key) {
+        if (gnutls_anti_replay_init(&s->ar) != 0) {
+            s->ar = NULL;
+            rc = hb_fail(err, HB_E_NOMEM, "gnutls_anti_replay_init failed");
+            goto fail;
+        }
+        gnutls_anti_replay_set_add_function(s->ar, anti_replay_add);
+        gnutls_anti_replay_set_ptr(s->ar, s);
+    }
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, s->reset_secret, sizeof s->reset_secret) != 0) {
+        rc = hb_fail(err, HB_E_TLS, "gnutls_rnd failed");
+        goto fail;
+    }
+    int g = gnutls_certificate_allocate_credentials(&s->cred);
+    if (g != 0) {
+        s->cred = NULL;
+        rc = hb_fail(err, HB_E_NOMEM, "gnutls_certificate_allocate_credentials: %s",
+                     gnutls_strerror(g));
+        goto fail;
+    }
+    gnutls_datum_t cd = {(unsigned char *)(uintptr_t)cfg->cert_pem, (unsigned)cfg->cert_len};
+    gnutls_datum_t kd = {(unsigned char *)(uintptr_t)cfg->key_pem, (unsigned)cfg->key_len};
+    g = gnutls_certificate_set_x509_key_mem2(s->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+    if (g < 0) {
+        rc = hb_fail(err, HB_E_TLS, "HTTP/3 server certificate: %s", gnutls_strerror(g));
+        goto fail;
+    }
+    g = gnutls_priority_init2(&s->prio,
+                              "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:"
+                              "-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"
+                              "+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:"
+                              "+GROUP-SECP384R1:+GROUP-SECP521R1",
+                              NULL, 0);
+    if (g != 0) {
+        s->prio = NULL;
+        rc = hb_fail(err, HB_E_TLS, "gnutls_priority_init2: %s", gnutls_strerror(g));
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    hb_h3_server_free(s);
+    return rc;
+}
+
+void hb_h3_server_free(hb_h3_server *s)
+{
+    if (!s) return;
+    while (s->conns)
+        hb__h3_conn_free(s->conns, 0);
+    if (s->prio) gnutls_priority_deinit(s->prio);
+    if (s->ar) gnutls_anti_replay_deinit(s->ar);
+    if (s->cred) gnutls_certificate_free_credentials(s->cred);
+    free(s->tab);
+    free(s);
+}
+
+static void version_negotiation(hb_h3_server *s, const ngtcp2_version_cid *vc,
+                                const struct sockaddr *peer, socklen_t plen)
+{
+    ADD(s->st->version_negotiations, 1);
+    if (s->vnlen) return; /* one waits already: this one is dropped */
+    uint32_t sv[] = {NGTCP2_PROTO_VER_V1};
+    uint8_t r = 0;
+    if (gnutls_rnd(GNUTLS_RND_NONCE, &r, 1) != 0) r = 0x5a;
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        s->vnbuf, sizeof s->vnbuf, r, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, sv, 1);
+    if (n <= 0) return;
+    s->vnlen = (size_t)n;
+    memcpy(&s->vnpeer, peer, plen);
+    s->vnplen = plen;
+}
+
+void hb_h3_server_recv(hb_h3_server *s, const struct sockaddr *local, socklen_t local_len,
+                       const struct sockaddr *peer, socklen_t peer_len, const uint8_t *p, size_t n)
+{
+    ADD(s->st->packets_in, 1);
+    ADD(s->st->bytes_in, n);
+    /* an empty datagram is legal UDP, and an assertion inside ngtcp2's decoder */
+    if (n == 0 || local_len > sizeof(struct sockaddr_storage) ||
+        peer_len > sizeof(struct sockaddr_storage)) {
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    ngtcp2_version_cid vc;
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, p, n, SCIDLEN);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        version_negotiation(s, &vc, peer, peer_len);
+        return;
+    }
+    if (rv != 0) {
+        ADD(s->st->dropped, 1);
+        return;
+    }
+    h3conn *c = cid_find(s, vc.dcid, vc.dcidlen);
+    if (!c) {
+        ngtcp2_pkt_hd hd;
+        if (ngtcp2_accept(&hd, p, n) != 0) {
+            ADD(s->st->dropped, 1);
+            return;
+        }
+        if (s->cfg.max_connections && (uint32_t)s->nconns >= s->cfg.max_connections) {
+            ADD(s->st->refused, 1);
+            ADD(s->st->dropped, 1);
+            return;
+        }
+        c = hb__h3_conn_new(s, &hd, local, local_len, peer, peer_len);
+        if (!c) {
+            ADD(s->st->dropped, 1);
+            return;
+        }
+    }
+    hb__h3_conn_recv(c, p, n);
+}
+
+static void stop_close(h3conn *c);
+
+size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct sockaddr_storage *peer,
+                         socklen_t *peer_len)
+{
+    if (s->vnlen) {
+        size_t n = s->vnlen;
+        memcpy(buf, s->vnbuf, n);
+        memcpy(peer, &s->vnpeer, s->vnplen);
+        *peer_len = s->vnplen;
+        s->vnlen = 0;
+        ADD(s->st->packets_out, 1);
+        ADD(s->st->bytes_out, n);
+        return n;
+    }
+    while (s->phead) {
+        h3conn *c = s->phead;
+        ngtcp2_ssize w = 0;
+        if (!c->close_queued && c->state == C_OPEN) {
+            if (c->stopping == 2) { /* the GOAWAY went in the last datagram (nghttp3 writes
+                                     * the control stream first): now the CONNECTION_CLOSE */
+                stop_close(c);
+            } else {
+                w = hb__h3_conn_write(c, buf, cap);
+                if (c->stopping && w == 0) stop_close(c);
+                if (c->stopping && w > 0) c->stopping = 2;
+            }
+        }
+        if (c->close_queued) { /* queued now or before */
+            c->close_queued = 0;
+            memcpy(buf, c->closebuf, c->closelen);
+            w = (ngtcp2_ssize)c->closelen;
+            hb__h3_unpend(c);
+        }
+        if (w <= 0) {
+            hb__h3_unpend(c);
+            s->burst = 0;
+            continue;
+        }
+        memcpy(peer, &c->peer, c->plen);
+        *peer_len = c->plen;
+        ADD(s->st->packets_out, 1);
+        ADD(s->st->bytes_out, (uint64_t)w);
+        /* a download yields to the other connections every GSO-batch worth of datagrams */
+        if (++s->burst >= 32 && c->pnext) {
+            hb__h3_unpend(c);
+            hb__h3_pend(c);
+        }
+        if (s->burst >= 32) s->burst = 0;
+        return (size_t)w;
+    }
+    return 0;
+}
+
+uint64_t hb_h3_server_deadline(hb_h3_server *s)
+{
+    uint64_t d = UINT64_MAX;
+    for (h3conn *c = s->conns; c; c = c->next) {
+        uint64_t t = hb__h3_conn_dl(c);
+        if (t < d) d = t;
+    }
+    return d;
+}
+
+void hb_h3_server_timer(hb_h3_server *s)
+{
+    uint64_t now = hb__h3_now(s);
+    h3conn *next;
+    for (h3conn *c = s->conns; c; c = next) {
+        next = c->next;
+        if (hb__h3_conn_dl(c) <= now) hb__h3_conn_timer(c);
+    }
+}
+
+static void stop_close(h3conn *c)
+{
+    ngtcp2_connection_close_error e;
+    ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_NO_ERROR, NULL, 0);
+    hb__h3_conn_close(c, &e);
+}
+
+void hb_h3_server_shutdown(hb_h3_server *s)
+{
+    h3conn *next;
+    for (h3conn *c = s->conns; c; c = next) {
+        next = c->next;
+        if (c->state != C_OPEN) continue;
+        /* HTTP/3 says which requests were not processed (GOAWAY) before the connection
+         * closes; hb_h3_server_send closes it once the GOAWAY is written */
+        if (c->h && nghttp3_conn_shutdown(c->h) == 0) {
+            c->stopping = 1;
+            hb__h3_pend(c);
+        } else {
+            stop_close(c);
+        }
+    }
+}
+
+int hb_h3_server_conns(const hb_h3_server *s)
+{
+    return s->nconns;
+}
+
+#else
+/* ISO C wants a translation unit to declare something. */
+typedef int hb__h3_server_unused;
+#endif
