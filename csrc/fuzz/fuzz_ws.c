@@ -10,7 +10,7 @@
  * parsed head rebuilds to the same bytes, and a failed reader stays failed.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core csrc/fuzz/fuzz_ws.c \
- *          csrc/core/ws/hb_ws.c csrc/core/hb_common.c csrc/core/hb_parse.c -lcrypto
+ *          csrc/core/ws/hb_ws.c csrc/core/base/hb_common.c csrc/core/http/hb_parse.c -lcrypto
  */
 #include <stdint.h>
 #include <string.h>

@@ -119,7 +119,7 @@ def test_fuzz_h3_server(tmp_path):
 
 @pytest.mark.slow
 def test_fuzz_ws(tmp_path):
-    _fuzz(tmp_path, "fuzz_ws", ["ws/hb_ws.c", "hb_common.c", "hb_parse.c"], "corpus_ws", 12, None,
+    _fuzz(tmp_path, "fuzz_ws", ["ws/hb_ws.c", "base/hb_common.c", "http/hb_parse.c"], "corpus_ws", 12, None,
           ("-max_len=70000",), ("-lcrypto",))
 
 

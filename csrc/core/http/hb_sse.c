@@ -1,5 +1,5 @@
 /* hb_sse.c - server-sent events; the contract is in hb_sse.h. */
-#include "hb_sse.h"
+#include "http/hb_sse.h"
 
 #include <pthread.h>
 #include <stdio.h>

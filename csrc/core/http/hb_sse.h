@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "hb_common.h"
+#include "base/hb_common.h"
 
 /* The 64 bytes of every full data line (content bytes 0..63). */
 #define HB_SSE_LINE "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01"

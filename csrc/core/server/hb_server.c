@@ -498,6 +498,11 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->h3_bytes_out += HB__LOAD(h3->bytes_out);
         out->h3_dropped += HB__LOAD(h3->dropped);
         out->h3_version_negotiations += HB__LOAD(h3->version_negotiations);
+        /* every member of these two is a uint64_t counter */
+        for (size_t k = 0; k < sizeof st->sm / 8; k++)
+            ((uint64_t *)&out->sm)[k] += HB__LOAD(((uint64_t *)&st->sm)[k]);
+        for (size_t k = 0; k < sizeof st->ws / 8; k++)
+            ((uint64_t *)&out->ws)[k] += HB__LOAD(((uint64_t *)&st->ws)[k]);
         out->connections_h1 += HB__LOAD(st->conns_h1);
         out->connections_h2 += HB__LOAD(st->conns_h2);
         out->h2_streams += HB__LOAD(st->h2.streams);

@@ -353,6 +353,10 @@ void hb__conn_run(hb__conn *c)
             hb__h2_run(c);
             return;
         }
+        if (c->proto == HB__PROTO_WS) {
+            hb__ws_run(c);
+            return;
+        }
         if (hb__has_output(c)) {
             if (!c->wr_ready) return;
             if (flush(c) < 0) {
@@ -365,6 +369,7 @@ void hb__conn_run(hb__conn *c)
             hb__stream_refill(c);
             continue;
         }
+        if (c->ev_active && hb__ev_step(c)) continue;
         if (c->after) {
             if (after_action(c)) return;
             continue;
@@ -481,6 +486,10 @@ void hb__conn_sweep(hb__conn *c)
     }
     if (c->h2) {
         hb__h2_sweep(c);
+        return;
+    }
+    if (c->proto == HB__PROTO_WS) {
+        hb__ws_sweep(c);
         return;
     }
     if (c->phase == HB__PH_WAIT && !hb__has_output(c)) return;

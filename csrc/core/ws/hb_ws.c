@@ -1,5 +1,5 @@
 /* hb_ws.c - WebSocket framing (RFC 6455); the contract is in hb_ws.h. */
-#include "hb_ws.h"
+#include "ws/hb_ws.h"
 
 #include <string.h>
 

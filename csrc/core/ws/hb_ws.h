@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hb_common.h"
+#include "base/hb_common.h"
 
 enum hb_ws_opcode {
     HB_WS_CONT = 0x0,
