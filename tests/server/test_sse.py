@@ -76,6 +76,7 @@ def test_sse_http10_and_head(srv):
 @need_curl
 @pytest.mark.parametrize("target", ["/sse?events=x", "/sse?size=65537", "/sse?interval=60001",
                                     "/stream/10?chunk=0", "/stream/10?interval=99999999",
+                                    "/stream/10?chunk=1048577",
                                     "/stream/x"])
 def test_bad_parameters(srv, target):
     out = subprocess.run([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", srv.url + target],
@@ -85,7 +86,7 @@ def test_bad_parameters(srv, target):
 
 @need_curl
 @pytest.mark.parametrize("n,chunk", [(0, 10), (1, 1), (100, 7), (4096, 4096), (100000, 16384),
-                                     (1 << 20, 65536), (70000, 70000)])
+                                     (1 << 20, 65536), (70000, 70000), (3 << 20, 1 << 20)])
 def test_stream_byte_exact(srv, n, chunk):
     before = srv.stats()["stream"]
     body, head = curl(f"{srv.url}/stream/{n}?chunk={chunk}")

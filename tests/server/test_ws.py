@@ -87,7 +87,7 @@ def test_ping_pong(srv):
 
 
 @pytest.mark.parametrize("n,size,text", [(1, 0, False), (100, 10, False), (1000, 1, True),
-                                         (20, 70000, False)])
+                                         (20, 70000, False), (3, 1 << 20, False)])
 def test_push(srv, n, size, text):
     before = srv.stats()["ws"]
     want = content(size).decode() if text else content(size)
@@ -223,6 +223,7 @@ def test_upgrade_accept(srv):
     (GOOD.replace("dGhlIHNhbXBsZSBub25jZQ==", "short"), "GET", b"400"),
     (GOOD.replace("keep-alive, Upgrade", "keep-alive"), "GET", b"400"),
     (GOOD.replace("Version: 13", "Version: 8"), "GET", b"426"),
+    (GOOD + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "GET", b"400"),  # two keys
     (GOOD, "POST", b"405"),
 ])
 def test_bad_upgrade(srv, headers, method, status):

@@ -173,7 +173,7 @@ static int p_stream(hb_route_req *rq, int64_t num, query q)
     rq->p.stream.interval_ms = 0;
     if (qopt(q, "chunk", &chunk) < 0 || qopt(q, "interval", &rq->p.stream.interval_ms) < 0)
         return -1;
-    if (chunk == 0 || chunk > (1u << 24) || num > (1ll << 40) || rq->p.stream.interval_ms > 60000)
+    if (chunk == 0 || chunk > (1u << 20) || num > (1ll << 40) || rq->p.stream.interval_ms > 60000)
         return -1;
     rq->p.stream.chunk = (uint32_t)chunk;
     return 0;
@@ -188,7 +188,7 @@ static int p_ws(hb_route_req *rq, int64_t num, query q)
     if (qopt(q, "push", &rq->p.ws.push) < 0 || qopt(q, "size", &size) < 0 ||
         qopt(q, "interval", &rq->p.ws.interval_ms) < 0 || qopt(q, "text", &text) < 0)
         return -1;
-    if (rq->p.ws.push > 1000000000 || size > (1u << 24) || rq->p.ws.interval_ms > 60000 || text > 1)
+    if (rq->p.ws.push > 1000000000 || size > (1u << 20) || rq->p.ws.interval_ms > 60000 || text > 1)
         return -1;
     rq->p.ws.size = (uint32_t)size;
     rq->p.ws.text = (int)text;

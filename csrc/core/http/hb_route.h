@@ -85,12 +85,12 @@ typedef struct hb_route_req {
         } sse;
         struct {
             uint64_t n;           /* body length, at most 2^40 */
-            uint32_t chunk;       /* ?chunk= 1 .. 16 MiB; default 4096 */
+            uint32_t chunk;       /* ?chunk= 1 .. 1 MiB (one queue of iovecs); default 4096 */
             uint64_t interval_ms; /* ?interval= between chunks, 0 .. 60000; default 0 */
         } stream;
         struct {
             uint64_t push;        /* ?push= messages the server sends, 0 .. 10^9; default 0 */
-            uint32_t size;        /* ?size= bytes per pushed message, 0 .. 16 MiB; default 16 */
+            uint32_t size;        /* ?size= bytes per pushed message, 0 .. 1 MiB; default 16 */
             uint64_t interval_ms; /* ?interval= between pushes, 0 .. 60000; default 0 */
             int text;             /* ?text=1: pushed messages are text frames (else binary) */
         } ws;

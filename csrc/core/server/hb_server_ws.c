@@ -59,7 +59,7 @@ int hb__ws_upgrade(hb__conn *c, const hb_request_head *h)
 {
     const char *key = NULL;
     size_t key_len = 0;
-    int upgrade = 0, connection = 0, version = 0;
+    int upgrade = 0, connection = 0, version = 0, keys = 0;
     for (size_t i = 0; i < h->num_headers; i++) {
         const hb_header *f = &h->headers[i];
         if (name_is(f, "upgrade"))
@@ -69,10 +69,12 @@ int hb__ws_upgrade(hb__conn *c, const hb_request_head *h)
         else if (name_is(f, "sec-websocket-version"))
             version = f->value_len == 2 && memcmp(f->value, "13", 2) == 0 ? 1 : -1;
         else if (name_is(f, "sec-websocket-key")) {
-            key = key ? (const char *)"" : f->value; /* two keys: invalid */
-            key_len = key == f->value ? f->value_len : 0;
+            keys++;
+            key = f->value;
+            key_len = f->value_len;
         }
     }
+    if (keys != 1) key = NULL; /* none, or more than one: invalid */
     int is_get = h->method_len == 3 && memcmp(h->method, "GET", 3) == 0;
     if (!is_get || h->minor_version < 1 || !upgrade || !connection || !key ||
         !hb_ws_key_ok(key, key_len) || c->body_chunked || c->body_left) {
@@ -294,13 +296,15 @@ void hb__ws_run(hb__conn *c)
             c->rlen -= c->rpos;
             c->rpos = 0;
         }
-        ssize_t n = hb_sock_read(&c->sock, c->rbuf + c->rlen, srv->rbuf_size - c->rlen);
+        size_t space = srv->rbuf_size - c->rlen;
+        ssize_t n = hb_sock_read(&c->sock, c->rbuf + c->rlen, space);
         if (n > 0) {
             HB__ADD(c->w->st.bytes_in, (uint64_t)n);
             c->budget -= n;
             c->rlen += (size_t)n;
-            if ((size_t)n < srv->rbuf_size - c->rlen + (size_t)n && !c->sock.ssl && !c->rdhup)
-                c->rd_ready = 0;
+            /* a short plain read drained the socket (edge-triggered: epoll says when more
+             * comes), unless the wake-up carried the FIN: then read on until EOF */
+            if ((size_t)n < space && !c->sock.ssl && !c->rdhup) c->rd_ready = 0;
         } else if (n == 0) {
             c->peer_eof = 1;
         } else if (n == HB_AGAIN) {
