@@ -165,3 +165,22 @@ def test_never_reading_client_is_cut():
     assert st["sse"]["streams"] == 1
     assert st["sse"]["events"] < 200  # a few MB of socket buffers, not 10^8 events
     assert st["bytes_out"] < 16 << 20
+
+
+def test_flood_leaves_the_worker_to_others():
+    # one worker thread, a flood read by the (fast, C) load generator: another client's
+    # requests on the same worker are still answered while the flood runs
+    import threading
+    import urllib.request
+
+    with httpbench.Server(threads=1) as s:
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("r", httpbench.bench(
+            s.url + "/sse?events=100000000&size=100", duration=2, stream=True, timeout=30)))
+        t.start()
+        time.sleep(0.3)
+        got = [urllib.request.urlopen(s.url + "/bytes/5", timeout=5).read() for _ in range(20)]
+        flood_events = s.stats()["sse"]["events"]
+        t.join(60)
+    assert got == [content(5)] * 20
+    assert flood_events > 0

@@ -128,7 +128,13 @@ int hb__ev_step(hb__conn *c)
             return 0;
         }
     }
+    /* a flood to a fast reader never blocks: after a turn's budget the others go first */
+    if (c->budget <= 0) {
+        hb__conn_defer(c);
+        return 0;
+    }
     c->ev_due = w->now + c->ev_interval;
     queue_next(c);
+    c->budget -= (int64_t)c->ev_unsent;
     return 1;
 }

@@ -217,6 +217,11 @@ static int push(hb__conn *c)
         if (!hb_timer_armed(&c->timer) && hb__conn_timer(c, ws->push_due) < 0) ws->done = 1;
         return 0;
     }
+    if (c->budget <= 0) { /* a flood: the worker's other connections first */
+        hb__conn_defer(c);
+        return 0;
+    }
+    c->budget -= (int64_t)ws->push_size + HB__SRV_FRAME_COST;
     frame(c, 1, ws->push_text ? HB_WS_TEXT : HB_WS_BINARY, ws->push_size);
     hb__out_content(c, 0, (size_t)ws->push_size);
     WS_ADD(messages_out, 1);
