@@ -105,7 +105,10 @@ METRICS: dict[str, Metric] = {
            "99th percentile gap between a stream's events (bench(stream=True))"),
         _m("events_per_sec", "rate", False, False, "stream events received per second"),
         _m("cpu_per_event", "duration", True, False,
-           "generator CPU per stream event received (bench(stream=True))"),
+           "CPU per stream event: the generator's (bench(stream=True)), or the client's "
+           "per call over measure(events_per_call=)"),
+        _m("allocs_per_event", "count", True, True,
+           "Python heap allocations per stream event (measure(events_per_call=))"),
     ]
 }
 
@@ -337,6 +340,12 @@ def result_metrics(result: Any) -> dict[str, float]:
         _put(out, "gc_pause", result.gc_pause_ns)
         _put(out, "peak_rss", result.peak_rss_bytes)
         _put(out, "errors", result.errors)
+        per = result.metadata.get("events_per_call")
+        if per:
+            if result.cpu_ns_per_call is not None:
+                out["cpu_per_event"] = result.cpu_ns_per_call / per
+            if result.allocs_per_call is not None:
+                out["allocs_per_event"] = result.allocs_per_call / per
         if calls + result.errors:
             out["error_rate"] = result.errors / (calls + result.errors)
     else:  # BenchResult

@@ -91,3 +91,27 @@ def test_stream_budgets(srv):
     r.assert_budget(ttfe_p99="10s", cpu_per_event="1s")
     with pytest.raises(AssertionError):
         r.assert_budget(cpu_per_event="1ns")
+
+
+def test_measure_budgets_per_event(srv):
+    # a client consuming a 100-event stream per call: its cost per event
+    import requests
+
+    s = requests.Session()
+    url = srv.url + "/sse?events=100&size=20"
+
+    def consume():
+        with s.get(url, stream=True) as r:
+            n = sum(1 for line in r.iter_lines() if line.startswith(b"data:"))
+        assert n == 100
+
+    m = httpbench.measure(consume, n=20, events_per_call=100)
+    from httpbench._budget import result_metrics
+
+    got = result_metrics(m)
+    assert m.metadata["events_per_call"] == 100
+    assert got["cpu_per_event"] == m.cpu_ns_per_call / 100
+    assert got["allocs_per_event"] == m.allocs_per_call / 100
+    m.assert_budget(allocs_per_event=str(int(m.allocs_per_call / 100) + 1))
+    with pytest.raises(ValueError):
+        httpbench.measure(consume, n=1, events_per_call=0)
