@@ -184,3 +184,46 @@ def test_flood_leaves_the_worker_to_others():
         t.join(60)
     assert got == [content(5)] * 20
     assert flood_events > 0
+
+
+@need_curl
+@pytest.mark.h2_server
+def test_over_h2_stream_body_and_501():
+    # HTTP/2 (h2c): an unpaced /stream is its body; SSE, a paced stream and /ws answer 501
+    with httpbench.Server(http2=True) as s:
+        def h2(target):
+            r = subprocess.run([CURL, "-sS", "--http2-prior-knowledge", "-w",
+                                "\n%{http_code} %{http_version}", s.url + target],
+                               capture_output=True, timeout=30, check=True)
+            body, _, meta = r.stdout.rpartition(b"\n")
+            return meta.decode(), body
+
+        assert h2("/stream/70000?chunk=1000") == ("200 2", content(70000))
+        for target in ("/sse", "/stream/10?interval=5", "/ws"):
+            meta, body = h2(target)
+            assert meta == "501 2" and b"HTTP/1.1 only" in body
+
+
+@need_curl
+def test_over_tls():
+    with httpbench.Server(tls=True) as s:
+        body, head = curl(f"{s.url}/sse?events=5&size=70", "--cacert", s.ca_file, "--http1.1")
+        assert body.decode() == sse_stream(5, 70)
+        r = httpbench.bench(s.url + "/sse?events=5&size=70", n=4, stream=True, ca_file=s.ca_file)
+        assert r.events == 20 and s.stats()["sse"]["events"] == 25
+
+
+def test_result_json_round_trip(srv):
+    r = httpbench.bench(srv.url + "/sse?events=3", n=2, stream=True)
+    back = httpbench.BenchResult.from_dict(r.to_dict())
+    assert back.events == 6 and back.ttfe.count == 2 and back.gap.count == 4
+
+
+def test_cli_stream_report(srv):
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "httpbench", srv.url + "/sse?events=7&size=3",
+                        "-n", "3", "--stream"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Events:" in p.stdout and " 21 (" in p.stdout
+    assert "1st event:" in p.stdout and "Event gap:" in p.stdout

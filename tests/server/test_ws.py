@@ -246,3 +246,24 @@ def test_struct_frame_helper():
     assert ws_frame(1, b"Hello") == bytes([0x81, 0x85, 0x37, 0xFA, 0x21, 0x3D, 0x7F, 0x9F, 0x4D,
                                            0x51, 0x58])
     assert struct.unpack(">H", ws_frame(2, b"x" * 300, mask=None)[2:4])[0] == 300
+
+
+def test_over_tls():
+    import ssl
+
+    with httpbench.Server(tls=True) as s:
+        ctx = ssl.create_default_context(cafile=s.ca_file)
+        with connect(f"wss://127.0.0.1:{s.port}/ws?push=2&size=3", ssl=ctx) as ws:
+            assert list(ws) == [content(3)] * 2
+        with connect(f"wss://127.0.0.1:{s.port}/ws", ssl=ctx, max_size=None) as ws:
+            ws.send(content(100000))
+            assert ws.recv() == content(100000)
+        r = httpbench.bench(f"wss://127.0.0.1:{s.port}/ws", n=500, concurrency=2,
+                            ca_file=s.ca_file)
+        assert r.successes == 500
+        assert wait_for(lambda: s.stats()["ws"]["upgrades"] == 4)
+        assert s.stats()["ws"]["messages_in"] == 501
+
+
+def test_http10_upgrade_refused(srv):
+    assert upgrade(srv.port, GOOD, version="1.0").startswith(b"HTTP/1.1 400")
