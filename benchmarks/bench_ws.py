@@ -1,4 +1,4 @@
-"""WebSocket echo: httpbench's load generator vs the cheapest Python clients and a floor.
+"""Streaming: the WebSocket load generator and the server's pushed events, each vs a floor.
 
 Target: the embedded server's /ws (its own process), C connections echoing
 messages of SIZE bytes back to back for DURATION seconds. Contenders, each in
@@ -15,6 +15,11 @@ a fresh process and interleaved round by round:
 
 Rows: CPU µs per echoed message and messages/s per (case, contender); the
 server counts every echo (a contender's count must match it).
+
+Case "sse push": the server's CPU per pushed event. The embedded server's
+``/sse?events=N&size=SIZE`` (its workers' CPU from its stats, the events
+counted by them) against benchmarks/floor_push.c (one prebuilt event written N
+times, one write() each, its process CPU), both read by ``curl -o /dev/null``.
 
     python benchmarks/bench_ws.py [--duration 3] [--rounds 3] [--conns 4] [--size 1024] [--json f]
 """
@@ -123,6 +128,31 @@ def run_floor(exe: str, port: int, conns: int, dur: float, size: int) -> dict:
             "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"]}
 
 
+def push_server(srv, n: int, size: int) -> dict:
+    """The embedded server pushing n events to curl: its workers' CPU over the stream."""
+    st0 = srv.stats()
+    subprocess.run(["curl", "-sS", "--http1.1", "-o", "/dev/null",
+                    f"{srv.url}/sse?events={n}&size={size}"], check=True, timeout=300)
+    st1 = srv.stats()
+    sent = st1["sse"]["events"] - st0["sse"]["events"]
+    if sent != n:
+        raise RuntimeError(f"the server wrote {sent} events, not {n}")
+    return {"ok": n, "done": n, "duration_s": 1.0, "cpu_s": (st1["cpu_ns"] - st0["cpu_ns"]) / 1e9}
+
+
+def push_floor(exe: str, n: int, size: int) -> dict:
+    import json
+
+    p = subprocess.Popen([exe, "0", str(n), str(size)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    port = int(p.stdout.readline())
+    subprocess.run(["curl", "-sS", "--http1.1", "-o", "/dev/null",
+                    f"http://127.0.0.1:{port}/sse"], check=True, timeout=300)
+    d = json.loads(p.stdout.readline())
+    p.wait(60)
+    return {"ok": n, "done": n, "duration_s": 1.0, "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"]}
+
+
 def have(mod: str) -> bool:
     import importlib.util
 
@@ -135,22 +165,29 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--conns", type=int, default=4)
     ap.add_argument("--size", type=int, default=1024)
-    ap.add_argument("--quick", action="store_true", help="1 s, 1 round")
+    ap.add_argument("--events", type=int, default=100000, help="events per push run")
+    ap.add_argument("--quick", action="store_true", help="1 s, 1 round, 20000 events")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args()
     if a.quick:
-        a.duration, a.rounds = 1.0, 1
+        a.duration, a.rounds, a.events = 1.0, 1, 20000
     tmp = tempfile.mkdtemp(prefix="hb-ws-")
     floor = _peers.build_floor(os.path.join(HERE, "floor_ws.c"), tmp)
+    fpush = _peers.build_floor(os.path.join(HERE, "floor_push.c"), tmp)
     tools = ["httpbench"] + (["floor"] if floor else [])
     tools += [lib for lib in ("picows", "websockets") if have(lib)]
     srv = start_process()
     port = int(srv.url.rsplit(":", 1)[1])
     url = f"ws://127.0.0.1:{port}/ws"
     case = f"echo {a.size} B c{a.conns}"
+    pcase = f"sse push {a.size} B"
     notes = []
     try:
-        def run(tool: str, _keys: dict) -> dict:
+        def run(tool: str, keys: dict) -> dict | None:
+            if keys["case"] == pcase:
+                if tool == "httpbench":
+                    return push_server(srv, a.events, a.size)
+                return push_floor(fpush, a.events, a.size) if tool == "floor" and fpush else None
             before = srv.stats()["ws"]["messages_out"]
             if tool == "httpbench":
                 r = _peers.run_bench_script(HB, [url, str(a.duration), str(a.conns),
@@ -165,20 +202,27 @@ def main() -> int:
                 raise RuntimeError(f"{tool}: counted {r['ok']} echoes, the server {echoed}")
             return r
 
-        runs = _peers.round_robin(a.rounds, [(case, {"case": case})], tools, run)
+        cases = [(case, {"case": case})]
+        if shutil.which("curl"):
+            cases.append((pcase, {"case": pcase}))
+        runs = _peers.round_robin(a.rounds, cases, tools, run)
     finally:
         srv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     rows = []
-    for tool in tools:
-        rs = [r for r in runs if r["tool"] == tool]
-        rows.append({"case": case, "contender": tool, "metric": "CPU/msg", "unit": "µs",
-                     "values": [r["cpu_us_per_req"] for r in rs]})
-        rows.append({"case": case, "contender": tool, "metric": "msg/s", "unit": "1/s",
-                     "values": [r["rps"] for r in rs]})
-        print(f"{tool:11} {statistics.median(r['rps'] for r in rs):>10,.0f} msg/s "
-              f"{statistics.median(r['cpu_us_per_req'] for r in rs):7.2f} µs CPU/msg",
-              file=sys.stderr)
+    for c, _ in cases:
+        for tool in tools:
+            rs = [r for r in runs if r["tool"] == tool and r["case"] == c]
+            if not rs:
+                continue
+            rows.append({"case": c, "contender": tool, "metric": "CPU/msg", "unit": "µs",
+                         "values": [r["cpu_us_per_req"] for r in rs]})
+            if c == case:
+                rows.append({"case": c, "contender": tool, "metric": "msg/s", "unit": "1/s",
+                             "values": [r["rps"] for r in rs]})
+            print(f"{c:16} {tool:11} "
+                  f"{statistics.median(r['cpu_us_per_req'] for r in rs):7.2f} µs CPU/msg",
+                  file=sys.stderr)
     notes.append("every contender's echo count matched the server's (within the messages in "
                  "flight at its end)")
     _peers.write_rows(rows, notes, a.json)

@@ -413,10 +413,15 @@ GOALS = [
          detail="peak RSS, {short run|requests} vs {long run|requests} requests"),
     Goal("ws", "WebSocket load generator",
          "CPU/echoed message ≤ 1.1× the floor (prebuilt frames, no parsing) ({case})", "CPU/msg",
-         "<=", 1.1, "httpbench", "floor", floor="floor",
+         "<=", 1.1, "httpbench", "floor", case="echo*", floor="floor",
          detail="floor = benchmarks/floor_ws.c: one send() of a prebuilt masked frame and "
                 "recv()s until the echo's known length, per message"),
     Goal("ws", "WebSocket load generator",
          "CPU/echoed message ≤ 0.5× picows, the cheapest Python client ({case})", "CPU/msg",
-         "<=", 0.5, "httpbench", "picows", floor="floor"),
+         "<=", 0.5, "httpbench", "picows", case="echo*", floor="floor"),
+    Goal("ws", "Embedded server, streaming",
+         "server CPU/pushed SSE event ≤ 1.1× the floor ({case})", "CPU/msg", "<=", 1.1,
+         "httpbench", "floor", case="sse push*", floor="floor",
+         detail="floor = benchmarks/floor_push.c: one prebuilt event written N times, one "
+                "write() each, read by curl like the server's /sse"),
 ]

@@ -87,8 +87,15 @@ static void queue_next(hb__conn *c)
             line[ll++] = '\n';
             hb__out_bytes(c, line, ll);
         }
-        for (int k = 0; k < n; k++)
-            hb__out_iov(c, iov[k].iov_base, iov[k].iov_len);
+        /* an event that fits the output buffer goes as one contiguous piece: one
+         * iovec for the kernel to import instead of six */
+        int copy = c->olen + len + 2 <= HB__SRV_OBUF;
+        for (int k = 0; k < n; k++) {
+            if (copy)
+                hb__out_bytes(c, iov[k].iov_base, iov[k].iov_len);
+            else
+                hb__out_iov(c, iov[k].iov_base, iov[k].iov_len);
+        }
     } else {
         uint64_t off = i * rq->p.stream.chunk;
         uint64_t left = rq->p.stream.n - off;
@@ -101,7 +108,7 @@ static void queue_next(hb__conn *c)
         }
         hb__out_content(c, off, len);
     }
-    if (chunked) hb__out_iov(c, "\r\n", 2);
+    if (chunked) hb__out_bytes(c, "\r\n", 2);
     c->ev_unsent = len;
 }
 
