@@ -152,6 +152,11 @@ class Worker:
         # "threads" (one adapter per thread), "shared" (one adapter, many threads),
         # "batch" (request_batch on one adapter), "single" (concurrency 1)
         self.protocol_flags = require_protocol(self.cls, self.client, self.sc.protocol)
+        if self.sc.events and not self.cls.sse:
+            from ._adapters import AdapterUnavailable
+
+            raise AdapterUnavailable(self.client, f"no server-sent event reader: "
+                                     f"{self.cls.sse_reason}")
         if self.sc.protocol == "h2":
             from ._adapters import AdapterUnavailable
 
@@ -187,6 +192,8 @@ class Worker:
             "argv": self.job.get("argv"),
         }
         p.update(self.protocol_flags)
+        if sc.events:
+            p["events"] = sc.events
         if sc.body_size:
             if sc.body_from == "file":
                 p["body_file"] = self.body_file
@@ -328,6 +335,10 @@ class Worker:
             where = f"instance {i}: " if len(self.adapters) > 1 else ""
             if a.last_status != 200:
                 problems.append(f"{where}status {a.last_status}")
+                continue
+            if sc.events:
+                if a.last_events != sc.events:
+                    problems.append(f"{where}read {a.last_events} events of {sc.events}")
                 continue
             if self.kind == "process" and not getattr(self.cls, "capture_body", False):
                 continue  # an arbitrary command: exit code 0 is all we can check
@@ -486,6 +497,9 @@ class Worker:
         if mr.wall_ns > 0 and mr.calls:
             self.per_req_ns = max(mr.wall_ns / mr.calls, 1000.0)
         mr = dataclasses.replace(mr, errors=errs.count)
+        if self.sc.events:  # each request read this many events: budgets per event
+            mr = dataclasses.replace(mr, metadata={**mr.metadata,
+                                                   "events_per_call": self.sc.events})
         ver = self.verify()
         out = {"status": "ok", "result": mr.to_dict(), "requests": self.requests,
                "round_requests": n, "errors": errs.count, "error_samples": errs.samples,

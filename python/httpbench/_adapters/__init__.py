@@ -130,9 +130,13 @@ class Adapter:
     h3_reason: ClassVar[str] = "the adapter declares no HTTP/3 (h3)"
     #: the client speaks HTTP/3 and nothing else (it runs only the h3 scenarios)
     h3_only: ClassVar[bool] = False
+    #: the adapter reads server-sent event streams (``Scenario(events=N)``, see _sse.py)
+    sse: ClassVar[bool] = False
+    sse_reason: ClassVar[str] = "no server-sent event reader is wired for this client"
 
     last_status: int = 0
     last_body: bytes | None = None
+    last_events: int = 0
 
     def configure(
         self,
@@ -151,6 +155,7 @@ class Adapter:
         argv: list[str] | None = None,
         http2: bool = False,
         http3: bool = False,
+        events: int = 0,
     ) -> None:
         """Store the request description (primitives only)."""
         if not base_url.startswith(("http://", "https://")):
@@ -175,6 +180,7 @@ class Adapter:
         self.argv = list(argv) if argv else None
         self.http2 = http2
         self.http3 = http3
+        self.events = events  # > 0: each request reads an event stream of that many events
         # Keep-alive off is the same header for every client.
         self.headers: dict[str, str] = {} if keep_alive else {"Connection": "close"}
 
