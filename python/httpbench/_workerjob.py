@@ -152,6 +152,12 @@ class Worker:
         # "threads" (one adapter per thread), "shared" (one adapter, many threads),
         # "batch" (request_batch on one adapter), "single" (concurrency 1)
         self.protocol_flags = require_protocol(self.cls, self.client, self.sc.protocol)
+        if bool(self.sc.ws) != self.cls.ws_only:
+            from ._adapters import AdapterUnavailable
+
+            raise AdapterUnavailable(self.client, "speaks WebSocket only (the ws- scenarios)"
+                                     if self.cls.ws_only else "no WebSocket client (a "
+                                     "WebSocket scenario: the ws clients run it)")
         if self.sc.events and not self.cls.sse:
             from ._adapters import AdapterUnavailable
 
@@ -194,6 +200,8 @@ class Worker:
         p.update(self.protocol_flags)
         if sc.events:
             p["events"] = sc.events
+        if sc.ws:
+            p["ws_mode"], p["ws_size"] = sc.ws, sc.ws_size
         if sc.body_size:
             if sc.body_from == "file":
                 p["body_file"] = self.body_file
@@ -214,7 +222,7 @@ class Worker:
                 f.write(self.body)
         else:
             self.body = None
-        if sc.method == "GET" and not sc.body_size:
+        if sc.method == "GET" and not sc.body_size and not sc.ws:  # (a plain GET /ws is a 400)
             try:
                 self._reference()
             except (OSError, http.client.HTTPException):
@@ -339,6 +347,14 @@ class Worker:
             if sc.events:
                 if a.last_events != sc.events:
                     problems.append(f"{where}read {a.last_events} events of {sc.events}")
+                continue
+            if sc.ws:
+                from ._server import expected_bytes
+
+                want = b"x" * sc.ws_size if sc.ws == "echo" else expected_bytes(sc.ws_size)
+                if a.last_body != want:
+                    problems.append(f"{where}message of {len(a.last_body or b'')} bytes is not "
+                                    f"the {sc.ws_size} expected")
                 continue
             if self.kind == "process" and not getattr(self.cls, "capture_body", False):
                 continue  # an arbitrary command: exit code 0 is all we can check

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from httpbench._adapters import available_clients
-from httpbench._adapters._sse import Dispatch
+from httpbench._adapters.sse_ import Dispatch
 from httpbench._runner import Runner, RunOptions
 from httpbench._scenarios import DEFAULT_SCENARIOS, SCENARIOS, STREAM_SCENARIOS, parse_scenario
 
@@ -16,7 +16,7 @@ NO_SSE = ("native", "curl_cffi")
 
 
 def test_stream_scenarios_and_specs():
-    assert STREAM_SCENARIOS == ("sse-100x1k", "stream-10m-chunked")
+    assert STREAM_SCENARIOS == ("sse-100x1k", "stream-10m-chunked", "ws-echo-1k", "ws-push-100k")
     assert not set(STREAM_SCENARIOS) & set(DEFAULT_SCENARIOS)  # they run when named
     sc = SCENARIOS["sse-100x1k"]
     assert (sc.events, sc.path, sc.method) == (100, "/sse?events=100&size=1024", "GET")

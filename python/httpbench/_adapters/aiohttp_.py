@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter, _sse
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["AiohttpAdapter"]
 
@@ -29,7 +29,7 @@ class AiohttpAdapter(Adapter):
 
     async def request(self) -> None:  # type: ignore[override]
         if self.events:
-            return await _sse.aread_aiohttp(self)
+            return await sse_.aread_aiohttp(self)
         s = self.session
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:

@@ -6,7 +6,7 @@ import http.client
 import platform
 import shutil
 
-from . import CHUNK, Adapter, _sse
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["HttpClientAdapter"]
 
@@ -34,7 +34,7 @@ class HttpClientAdapter(Adapter):
 
     def request(self) -> None:
         if self.events:
-            return _sse.read_http_client(self)
+            return sse_.read_http_client(self)
         conn = self.conn
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:

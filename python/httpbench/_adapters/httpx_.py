@@ -9,7 +9,7 @@ Plain ``http://`` uses prior knowledge (``http1=False``).
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter, AdapterUnavailable, _sse
+from . import CHUNK, Adapter, AdapterUnavailable, sse_
 
 __all__ = ["HttpxAdapter", "HttpxAsyncAdapter"]
 
@@ -64,7 +64,7 @@ class HttpxAdapter(Adapter):
 
     def request(self) -> None:
         if self.events:
-            return _sse.read_httpx(self)
+            return sse_.read_httpx(self)
         c = self.client
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:
@@ -106,7 +106,7 @@ class HttpxAsyncAdapter(HttpxAdapter):
 
     async def request(self) -> None:  # type: ignore[override]
         if self.events:
-            return await _sse.aread_httpx(self)
+            return await sse_.aread_httpx(self)
         c = self.client
         if self.body_file is not None:
             r = await c.request(self.method, self.url, content=self._file_chunks(),

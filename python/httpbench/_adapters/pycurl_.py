@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 
-from . import Adapter, AdapterUnavailable, _sse
+from . import Adapter, AdapterUnavailable, sse_
 
 __all__ = ["PycurlAdapter"]
 
@@ -85,7 +85,7 @@ class PycurlAdapter(Adapter):
 
     def request(self) -> None:
         if self.events:
-            return _sse.read_pycurl(self)
+            return sse_.read_pycurl(self)
         c, pc = self.c, self.pc
         if self.download_path is not None:
             with open(self.download_path, "wb") as f:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter, _sse
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["RequestsAdapter"]
 
@@ -30,7 +30,7 @@ class RequestsAdapter(Adapter):
 
     def request(self) -> None:
         if self.events:
-            return _sse.read_requests(self)
+            return sse_.read_requests(self)
         s = self.session
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:

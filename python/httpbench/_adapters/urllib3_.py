@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter, _sse
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["Urllib3Adapter"]
 
@@ -29,7 +29,7 @@ class Urllib3Adapter(Adapter):
 
     def request(self) -> None:
         if self.events:
-            return _sse.read_urllib3(self)
+            return sse_.read_urllib3(self)
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:
                 r = self.pm.request(self.method, self.url, body=f, headers=self.hdrs)
