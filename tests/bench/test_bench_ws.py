@@ -131,3 +131,11 @@ def test_bad_arguments(srv):
         httpbench.bench(f"ws://127.0.0.1:{srv.port}/ws", n=1, http2=True)
     with pytest.raises(ValueError, match="keep-alive"):
         httpbench.bench(f"ws://127.0.0.1:{srv.port}/ws", n=1, keepalive=False)
+
+
+def test_not_an_echo_is_a_protocol_error(srv):
+    # a pushing endpoint answers with messages that are not the echo: typed, not counted
+    r = httpbench.bench(f"ws://127.0.0.1:{srv.port}/ws?push=1000&size=3", n=3, ws_size=16,
+                        timeout=5)
+    assert r.successes == 0 and r.error_counts["protocol"] >= 1
+    assert "not its echo" in r.metadata["first_error"]

@@ -172,6 +172,7 @@ struct hb_engine {
     uint64_t req_len;      /* HTTP/1.1: head + body; WebSocket: one message frame */
     size_t ws_head_len;    /* WebSocket: the upgrade request (head) */
     char ws_accept[29];    /* WebSocket: the Sec-WebSocket-Accept the server must send */
+    uint64_t ws_payload;   /* WebSocket: a message's bytes (its echo must have as many) */
     struct hb_header *h2f; /* HTTP/2: copy of cfg.h2_fields (strings in h2buf) */
     char *h2buf;
     uint32_t nthreads;

@@ -231,7 +231,18 @@ static int process(econn *c, uint64_t now)
             wc->first_byte = now;
         }
         wc->msg_bytes += ev.data_len;
-        if (ev.fin) complete(c, now);
+        if (ev.fin) {
+            if (wc->msg_bytes != c->th->e->ws_payload) { /* not our echo (a push, say) */
+                char detail[HB_ERR_LEN];
+                snprintf(detail, sizeof detail,
+                         "a message of %llu bytes answered one of %llu: not its echo",
+                         (unsigned long long)wc->msg_bytes,
+                         (unsigned long long)c->th->e->ws_payload);
+                fail(c, HB_ENG_ERR_PROTOCOL, HB_E_PROTOCOL, detail);
+                return -1;
+            }
+            complete(c, now);
+        }
     }
     if (wc->rpos == wc->rlen) {
         wc->rpos = wc->rlen = 0;
@@ -342,6 +353,7 @@ static int ws_prepare(hb_engine *e, char *err)
         hb_ws_build_head(hb, sizeof hb, 1, c->ws_text ? HB_WS_TEXT : HB_WS_BINARY, plen, rnd + 16);
     if (hl < 0) return hb_fail(err, HB_E_INVALID, "message too large");
     e->req_len = (uint64_t)hl + plen;
+    e->ws_payload = plen;
     char *frame = malloc((size_t)e->req_len);
     if (!frame) return hb_fail(err, HB_E_NOMEM, "out of memory");
     memcpy(frame, hb, (size_t)hl);
