@@ -232,6 +232,14 @@ BENCHMARKS = [
                           "(benchmarks/_tax_adapters.py) through compare and a plain loop with "
                           "gc on, same CPU. The default compare's duration is compare_cv's "
                           "goal."),)),
+    Benchmark("history", "bench_history.py", ("--rounds", "5"), ("--rounds", "3"),
+              ("--rounds", "1", "--runs", "1000"), ours="httpbench", timeout=900.0,
+              notes=(("", "record: History.record() of a compare ResultSet of 20 clients x 10 "
+                          "scenarios x 3 repeats (~1,800 points with CIs, git state, machine "
+                          "fingerprint, one transaction). check: a fresh `httpbench history "
+                          "check` (start-up and numpy/scipy/Otava imports included) over 10,000 "
+                          "runs x 50 series, the newest 200 runs of each examined. PostgreSQL: "
+                          "a local server the script starts."),)),
     Benchmark("import", "bench_import.py", ("--rounds", "20"), ("--rounds", "10"),
               ("--rounds", "3"), ours="httpbench", timeout=300.0,
               notes=(("", "Time of `import httpbench` inside a fresh interpreter (start-up "
@@ -395,6 +403,14 @@ GOALS = [
     # package import
     Goal("import", "package", "import httpbench ≤ 30 ms", "import", "<=", 30.0, "httpbench",
          unit=" ms", detail="{modules loaded|modules} modules loaded"),
+    # history: recording and checking stay cheap enough to do on every CI run
+    Goal("history", "history", "recording one compare run ≤ 20 ms (SQLite)", "time", "<=", 20.0,
+         "httpbench", case="record one compare run, sqlite", unit=" ms"),
+    Goal("history", "history", "recording one compare run ≤ 20 ms (PostgreSQL)", "time", "<=",
+         20.0, "httpbench", case="record one compare run, postgresql", unit=" ms",
+         primary=False),
+    Goal("history", "history", "history check over 10,000 runs x 50 series ≤ 2 s ({case})",
+         "time", "<=", 2.0, "httpbench", case="history check *", unit=" s"),
     # versions side by side: cached environments pay off
     Goal("versions", "versions side by side", "warm two-spec --quick compare < cold", "wall",
          "<", 1.0, "warm", "cold", unit="×",

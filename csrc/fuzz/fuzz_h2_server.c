@@ -11,8 +11,9 @@
  * exactly one status (sum(by_route) == sum(by_status)).
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
- *          csrc/fuzz/fuzz_h2_server.c csrc/core/hb_h2_server*.c csrc/core/hb_route.c \
- *          csrc/core/hb_content.c csrc/core/hb_common.c csrc/core/hb_parse.c -lnghttp2
+ *          csrc/fuzz/fuzz_h2_server.c csrc/core/h2/hb_h2_server*.c csrc/core/http/hb_route.c \
+ *          csrc/core/base/hb_content.c csrc/core/base/hb_common.c \
+ *          csrc/core/http/hb_parse.c -lnghttp2
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -12,9 +12,9 @@
  * freed every counted stream has exactly one status.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Icsrc/core \
- *          csrc/fuzz/fuzz_h3_server.c csrc/core/hb_h3_server*.c csrc/core/hb_route.c \
- *          csrc/core/hb_content.c csrc/core/hb_common.c csrc/core/hb_parse.c \
- *          csrc/core/hb_tls.c $(pkg-config --libs libngtcp2_crypto_gnutls libngtcp2 \
+ *          csrc/fuzz/fuzz_h3_server.c csrc/core/h3/hb_h3_server*.c csrc/core/http/hb_route.c \
+ *          csrc/core/base/hb_content.c csrc/core/base/hb_common.c csrc/core/http/hb_parse.c \
+ *          csrc/core/net/hb_tls.c $(pkg-config --libs libngtcp2_crypto_gnutls libngtcp2 \
  *          libnghttp3 gnutls) -lssl -lcrypto
  */
 #include <netinet/in.h>

@@ -10,7 +10,7 @@
  * only ever adds inputs with a bare LF (tolerated > 0) to what strict accepts.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
- *          csrc/fuzz/fuzz_parse.c csrc/core/hb_parse.c csrc/core/hb_common.c
+ *          csrc/fuzz/fuzz_parse.c csrc/core/http/hb_parse.c csrc/core/base/hb_common.c
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -10,8 +10,8 @@
  * method, target and headers.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
- *          csrc/fuzz/fuzz_request.c csrc/core/hb_request.c csrc/core/hb_parse.c \
- *          csrc/core/hb_common.c
+ *          csrc/fuzz/fuzz_request.c csrc/core/http/hb_request.c csrc/core/http/hb_parse.c \
+ *          csrc/core/base/hb_common.c
  */
 #include <stdint.h>
 #include <string.h>

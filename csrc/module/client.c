@@ -1,5 +1,5 @@
 /* client.c - httpbench.Client: the Python face of hb_client/hb_pool
- * (csrc/core/hb_client.h, hb_pool.h); the URL and the head come from
+ * (csrc/core/client/hb_client.h, hb_pool.h); the URL and the head come from
  * hb_request, the Response type lives in response.c.
  *
  * Per request, with the GIL held: split the URL, serialize the head into a
@@ -102,7 +102,7 @@ static PyObject *client_get_many(PyObject *self, PyObject *const *args, Py_ssize
     PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *out;
     if (c->http2 || c->http3) {
-        out = hb__cl_h2_batch(c, "GET", 3, items, n, a[1], NULL, NULL, a[2], 1);
+        out = hb__cl_mux_batch(c, "GET", 3, items, n, a[1], NULL, NULL, a[2], 1);
     } else { /* HTTP/1.1: one after the other on the pool */
         out = PyList_New(n);
         for (Py_ssize_t i = 0; out && i < n; i++) {
@@ -122,10 +122,10 @@ static PyObject *client_close(PyObject *o, PyObject *unused)
     (void)unused;
     ClientObject *self = (ClientObject *)o;
     if ((self->h2 || self->h3) && self->pool_ok) {
-        hb__cl_h2_lock(self);
+        hb__cl_mux_lock(self);
         Py_BEGIN_ALLOW_THREADS hb__cl_h2_close_all(self, 0);
         hb__cl_h3_close_all(self, 0);
-        Py_END_ALLOW_THREADS PyThread_release_lock(self->h2lock);
+        Py_END_ALLOW_THREADS PyThread_release_lock(self->mux_lock);
     }
     if (!self->closed && self->pool_ok) {
         self->closed = 1;
@@ -289,7 +289,7 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     self->lenient = lenient;
     self->http2 = http2;
     self->http3 = http3;
-    if ((http2 || http3) && !(self->h2lock = PyThread_allocate_lock())) {
+    if ((http2 || http3) && !(self->mux_lock = PyThread_allocate_lock())) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -329,11 +329,11 @@ static void client_dealloc(PyObject *o)
     PyTypeObject *tp = Py_TYPE(o);
     if (self->pool_ok) hb__cl_h2_close_all(self, 1); /* sessions hold pool connections */
     hb__cl_h3_close_all(self, 1);
-    if (self->h2lock) PyThread_free_lock(self->h2lock);
+    if (self->mux_lock) PyThread_free_lock(self->mux_lock);
     if (self->pool_ok) hb_pool_destroy(&self->pool);
     if (self->tls) hb_tls_ctx_free(self->tls);
     PyMem_Free(self->ca_file);
-    PyMem_Free(self->h2_scratch);
+    PyMem_Free(self->mux_scratch);
     tp->tp_free(o);
     Py_DECREF(tp);
 }

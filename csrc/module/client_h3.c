@@ -1,5 +1,5 @@
 /* client_h3.c - a Client's HTTP/3: one hb_client_h3 connection per origin and
- * the TLS trust they share; batches run through client_h2.c's batch code
+ * the TLS trust they share; batches run through client_mux.c
  * (see client_int.h). */
 #include "client_int.h"
 
@@ -7,25 +7,7 @@
 
 h3origin *hb__cl_h3_origin(ClientObject *self, const hb_url *u)
 {
-    for (h3origin *o = self->h3; o; o = o->next)
-        if (o->port == u->port && o->host_len == u->host_len &&
-            memcmp(o->host, u->host, u->host_len) == 0)
-            return o;
-    if (u->host_len > HB_POOL_MAX_HOST) {
-        PyErr_SetString(PyExc_ValueError, "host name too long");
-        return NULL;
-    }
-    h3origin *o = PyMem_Calloc(1, sizeof *o);
-    if (!o) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    o->port = u->port;
-    o->host_len = u->host_len;
-    memcpy(o->host, u->host, u->host_len);
-    o->next = self->h3;
-    self->h3 = o;
-    return o;
+    return (h3origin *)hb__cl_origin(&self->h3, u, sizeof(h3origin)); /* zeroed: no connection */
 }
 
 int hb__cl_ensure_h3_tls(ClientObject *self)
@@ -44,8 +26,9 @@ int hb__cl_ensure_h3_tls(ClientObject *self)
 
 void hb__cl_h3_close_all(ClientObject *self, int free_entries)
 {
-    for (h3origin *o = self->h3, *nx; o; o = nx) {
-        nx = o->next;
+    for (mxorigin *e = self->h3, *nx; e; e = nx) {
+        nx = e->next;
+        h3origin *o = (h3origin *)e;
         if (free_entries) {
             hb_h3conn_free(&o->hc);
             PyMem_Free(o);

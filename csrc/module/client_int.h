@@ -4,8 +4,9 @@
  *   client_prep.c     a request's inputs: body sources, TLS context, body sinks,
  *                     max_body, errors named after their request
  *   client_perform.c  one HTTP/1.1 exchange on the pool (and downloads)
- *   client_h2.c       HTTP/2: one session per origin, batches multiplexed on it
- *                     (HTTP/3 batches too, with client_h3.c's connection)
+ *   client_mux.c      HTTP/2 and HTTP/3 batches: requests multiplexed on one
+ *                     connection per origin (hb_mx exchanges)
+ *   client_h2.c       HTTP/2: one session per origin
  *   client_h3.c       HTTP/3: one QUIC connection per origin, its TLS trust
  */
 #ifndef HB_CLIENT_INT_H
@@ -43,36 +44,39 @@ typedef struct {
     int lenient;                                   /* HB_PARSE_LENIENT_LF for responses */
     int http2;
     int http3;
-    PyThread_type_lock h2lock; /* guards h2, h3 and every session in them */
-    struct h3origin *h3;       /* HTTP/3 connections, one per origin */
-    hb_h3_tls *h3tls;          /* their TLS trust, made on first use */
-    struct h2origin *h2;       /* HTTP/2 sessions, one per origin */
-    char *h2_scratch;          /* the last batch's field and head buffers, kept for the next */
-    size_t h2_scratch_cap;     /* (taken and given back with the GIL held) */
+    PyThread_type_lock mux_lock; /* guards h2, h3 and every session in them */
+    struct mxorigin *h3;         /* HTTP/3 connections, one per origin (h3origin) */
+    hb_h3_tls *h3tls;            /* their TLS trust, made on first use */
+    struct mxorigin *h2;         /* HTTP/2 sessions, one per origin (h2origin) */
+    char *mux_scratch;           /* the last batch's field and head buffers, kept for the next */
+    size_t mux_scratch_cap;      /* (taken and given back with the GIL held) */
 } ClientObject;
 
-/* One HTTP/2 session per (scheme, host, port). */
-typedef struct h2origin {
-    struct h2origin *next;
+/* An origin's entry in a client's list of HTTP/2 or HTTP/3 connections: the
+ * first member of h2origin and h3origin. */
+typedef struct mxorigin {
+    struct mxorigin *next;
     int tls, port;
     size_t host_len;
     char host[HB_POOL_MAX_HOST + 1];
+} mxorigin;
+
+/* One HTTP/2 session per (scheme, host, port). */
+typedef struct h2origin {
+    mxorigin o;
     hb_h2conn hc;
 } h2origin;
 
 /* One HTTP/3 connection per (host, port). */
 typedef struct h3origin {
-    struct h3origin *next;
-    int port;
-    size_t host_len;
-    char host[HB_POOL_MAX_HOST + 1];
+    mxorigin o;
     hb_h3conn hc;
 } h3origin;
 
-/* Buffer per HTTP/2 exchange for its response header fields (hb_client_h2.h). */
-#define H2_HEAD_CAP (16 * 1024)
+/* Buffer per HTTP/2 or HTTP/3 exchange for its response header fields (hb_client_mux.h). */
+#define MX_HEAD_CAP (16 * 1024)
 /* The largest batch scratch a client keeps between batches (256 streams' worth). */
-#define H2_SCRATCH_KEEP (256 * (H2_HEAD_CAP + 1024))
+#define MX_SCRATCH_KEEP (256 * (MX_HEAD_CAP + 1024))
 
 /* The request body as the core wants it. */
 typedef struct {
@@ -119,24 +123,34 @@ PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, Py
 
 /* ---- client_h2.c ---- */
 
-/* Take h2lock, releasing the GIL while waiting for it. */
-void hb__cl_h2_lock(ClientObject *self);
-/* Close every session (h2lock held); free_entries: forget the origins too. */
+/* The origin's session entry (created on first use); mux_lock held. NULL with
+ * an exception. */
+h2origin *hb__cl_h2_origin(ClientObject *self, const hb_url *u);
+/* Close every session (mux_lock held); free_entries: forget the origins too. */
 void hb__cl_h2_close_all(ClientObject *self, int free_entries);
-/* Run one method on urls[0..n) over HTTP/2 (same origin), multiplexed; a list of
- * Responses in order (as_list) or the one Response. */
-PyObject *hb__cl_h2_batch(ClientObject *self, const char *method, size_t mlen,
-                          PyObject *const *urls, Py_ssize_t n, PyObject *headers, PyObject *body,
-                          PyObject *dl_path, PyObject *max_body_arg, int as_list);
+
+/* ---- client_mux.c ---- */
+
+/* u's entry in *list, or a new one of size bytes (zeroed) at its head; NULL
+ * with an exception. mux_lock held. */
+mxorigin *hb__cl_origin(mxorigin **list, const hb_url *u, size_t size);
+/* Take mux_lock, releasing the GIL while waiting for it. */
+void hb__cl_mux_lock(ClientObject *self);
+/* Run one method on urls[0..n) over HTTP/2 or HTTP/3 (the client's; same
+ * origin), multiplexed; a list of Responses in order (as_list) or the one
+ * Response. */
+PyObject *hb__cl_mux_batch(ClientObject *self, const char *method, size_t mlen,
+                           PyObject *const *urls, Py_ssize_t n, PyObject *headers, PyObject *body,
+                           PyObject *dl_path, PyObject *max_body_arg, int as_list);
 
 /* ---- client_h3.c ---- */
 
-/* The origin's connection entry (created on first use); h2lock held. NULL with
+/* The origin's connection entry (created on first use); mux_lock held. NULL with
  * an exception. */
 h3origin *hb__cl_h3_origin(ClientObject *self, const hb_url *u);
-/* The client's HTTP/3 TLS trust (ca_file / verify), made on first use; h2lock held. */
+/* The client's HTTP/3 TLS trust (ca_file / verify), made on first use; mux_lock held. */
 int hb__cl_ensure_h3_tls(ClientObject *self);
-/* Close every connection (h2lock held); free_entries: forget the origins and the
+/* Close every connection (mux_lock held); free_entries: forget the origins and the
  * TLS trust too. */
 void hb__cl_h3_close_all(ClientObject *self, int free_entries);
 

@@ -18,8 +18,8 @@ PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, Py
 {
     hb_modstate *st = self->st;
     if (self->http2 || self->http3)
-        return hb__cl_h2_batch(self, method, mlen, &url, 1, headers, body, dl_path, max_body_arg,
-                               0);
+        return hb__cl_mux_batch(self, method, mlen, &url, 1, headers, body, dl_path, max_body_arg,
+                                0);
     if (self->closed) {
         PyErr_SetString(PyExc_ValueError, "the client is closed");
         return NULL;

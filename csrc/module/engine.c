@@ -375,8 +375,8 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     if (http2 || http3) {
         cfg.h2 = http2;
         cfg.h3 = http3;
-        cfg.h2_fields = h2f;
-        cfg.h2_nfields = (size_t)nf;
+        cfg.fields = h2f;
+        cfg.nfields = (size_t)nf;
     } else {
         cfg.head = PyBytes_AS_STRING(a[A_HEAD]);
         cfg.head_len = (size_t)PyBytes_GET_SIZE(a[A_HEAD]);

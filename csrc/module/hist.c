@@ -1,4 +1,4 @@
-/* hist.c - httpbench.Histogram: the Python face of hb_hist (csrc/core/hb_hist.h).
+/* hist.c - httpbench.Histogram: the Python face of hb_hist (csrc/core/base/hb_hist.h).
  *
  * Statistics are read-only properties (count, min, max, mean, stddev,
  * saturated, lowest, highest, sigfigs); actions are methods. Values are

@@ -32,10 +32,10 @@ int hb_py_url(hb_modstate *st, PyObject *url, struct hb_url *u, const char **tex
 struct hb_exchange;
 PyObject *hb_py_response_new(hb_modstate *st, const struct hb_exchange *x, PyObject *url);
 void hb_py_response_finish(PyObject *resp, const struct hb_exchange *x, PyObject *body);
-/* A Response for an HTTP/2 (or, h3: HTTP/3) exchange: its header field records
- * (hb_client_h2.h), body stolen, version "HTTP/2" / "HTTP/3"; or NULL with an exception. */
-struct hb_h2x;
-PyObject *hb_py_response_h2(hb_modstate *st, const struct hb_h2x *x, PyObject *url, PyObject *body,
+/* A Response for an HTTP/2 or HTTP/3 exchange: its header field records
+ * (hb_client_mux.h), body stolen, version "HTTP/2" / "HTTP/3"; or NULL with an exception. */
+struct hb_mx;
+PyObject *hb_py_response_mx(hb_modstate *st, const struct hb_mx *x, PyObject *url, PyObject *body,
                             uint64_t t_connected, uint64_t t_tls_done, int h3);
 
 /* Component init hooks: add types/functions to the module, return 0 or -1. */

@@ -1,5 +1,5 @@
 /* request.c - _core.split_url() and _core.build_request_head(): bench()'s way
- * into hb_request (csrc/core/hb_request.h), and the conversion of Python
+ * into hb_request (csrc/core/http/hb_request.h), and the conversion of Python
  * headers into hb_header entries that the Client shares. */
 #include "module.h"
 

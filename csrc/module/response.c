@@ -1,6 +1,6 @@
 /* response.c - httpbench.Response: the result of a httpbench.Client request
  * (client.c). The final response head is stored inline as received (HTTP/2:
- * its header fields as decoded, hb_client_h2.h's records); reason, headers
+ * its header fields as decoded, hb_client_mux.h's records); reason, headers
  * and timings are built only when accessed. */
 #include "module.h"
 
@@ -8,7 +8,7 @@
 #include <structmember.h>
 
 #include "client/hb_client.h"
-#include "client/hb_client_h2.h"
+#include "client/hb_client_mux.h"
 
 /* Variable-size: the final response head is stored inline (ob_size bytes at
  * `head`), so a response costs one allocation, not two. */
@@ -76,7 +76,7 @@ static PyObject *resp_headers(PyObject *o, void *c)
     hb_header f;
     size_t len = (size_t)Py_SIZE(r), off = 0;
     if (r->h2) {
-        while (hb_h2x_field_next(r->head, len, &off, &f))
+        while (hb_mx_field_next(r->head, len, &off, &f))
             if (add_field(list, &f) < 0) goto fail;
     } else {
         hb_header hs[HB_CLIENT_MAX_HEADERS];
@@ -225,7 +225,7 @@ void hb_py_response_finish(PyObject *resp, const hb_exchange *x, PyObject *body)
     Py_XSETREF(r->body, body);
 }
 
-PyObject *hb_py_response_h2(hb_modstate *st, const hb_h2x *x, PyObject *url, PyObject *body,
+PyObject *hb_py_response_mx(hb_modstate *st, const hb_mx *x, PyObject *url, PyObject *body,
                             uint64_t t_connected, uint64_t t_tls_done, int h3)
 {
     ResponseObject *r =

@@ -57,6 +57,9 @@ _LAZY: dict[str, str] = {
     "expected_bytes": "_server",
     "start_process": "_server",
     "H3Unavailable": "_features",
+    "history": "_history:open_history",
+    "History": "_history",
+    "HistoryError": "_historystore",
     "diff": "report",
     # Kept for code written before diff() had its name; diff is the documented one.
     "compare_results": "report:diff",
@@ -83,6 +86,9 @@ if TYPE_CHECKING:
         TLSError,
     )
     from ._features import H3Unavailable, features
+    from ._history import History
+    from ._history import open_history as history
+    from ._historystore import HistoryError
     from ._measure import measure, measure_async, native_alloc_preload_path, native_allocs
     from ._results import BenchResult, MeasureResult, ResultSet, WorkerResult, load
     from ._server import Server, ServerProcess, expected_bytes, start_process
@@ -150,4 +156,7 @@ __all__ = [
     "start_process",
     "H3Unavailable",
     "expected_bytes",
+    "history",
+    "History",
+    "HistoryError",
 ]

@@ -63,6 +63,7 @@ def bench(
     ws_size: int = 16,
     ws_text: bool = False,
     stream: bool = False,
+    history: str | os.PathLike[str] | None = None,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
 
@@ -128,8 +129,12 @@ def bench(
     and the result is their exact merge, with each worker's in ``workers``;
     ``progress`` is not shown for such runs. See docs/distributed.md.
 
+    ``history``: also record the run in this history (a SQLite file, created when
+    missing, or a ``postgresql://`` URL; see docs/history.md); a store that cannot be
+    used raises ``HistoryError`` before any request is sent.
+
     Ctrl-C stops the run within ~100 ms and returns the partial result with
-    ``interrupted=True``. Raises ValueError/TypeError for bad arguments,
+    ``interrupted=True`` (not recorded in a history). Raises ValueError/TypeError for bad arguments,
     ConnectError when the host cannot be resolved, TLSError for a bad CA file.
     Connection failures during the run are counted in ``error_counts``.
     """
@@ -144,11 +149,19 @@ def bench(
         session_resumption=session_resumption, server_name=server_name,
         tls_max_version=tls_max_version, lenient=lenient, label=label, http2=http2,
         streams=streams, http3=http3, ws=ws, ws_size=ws_size, ws_text=ws_text, stream=stream)
-    if cluster is None:
-        return run(spec, progress)
-    from ._distributed import run_distributed
+    if history is not None:
+        from ._history import check_target, record_results
 
-    return run_distributed(cluster, spec)
+        check_target(history)
+    if cluster is None:
+        result = run(spec, progress)
+    else:
+        from ._distributed import run_distributed
+
+        result = run_distributed(cluster, spec)
+    if history is not None:
+        record_results(history, result, "bench")
+    return result
 
 
 
@@ -219,6 +232,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="warm-up period not recorded, e.g. 2s")
     p.add_argument("--latency", action="store_true", help="print the full latency spectrum")
     p.add_argument("--json", metavar="FILE", help="also save the result as JSON")
+    p.add_argument("--history", metavar="PATH_OR_URL",
+                   help="also record the run in a history: a SQLite file or postgresql:// URL "
+                        "(default: $HTTPBENCH_HISTORY; see `httpbench history`)")
     p.add_argument("--threshold", action="append", default=[], metavar="EXPR",
                    help="fail (exit 1) unless EXPR holds, e.g. 'p99<2ms', 'errors<1%%', "
                         "'non_2xx=0', 'rps>5000' (repeatable; metrics as in assert_budget)")
@@ -335,6 +351,8 @@ def cli_main(argv: list[str]) -> int:
     be written; 2 for usage errors; 130 when interrupted (partial report and
     JSON still written).
     """
+    from ._historystore import HistoryError
+
     p = _parser()
     if not argv:
         p.print_usage(sys.stderr)
@@ -415,6 +433,7 @@ def cli_main(argv: list[str]) -> int:
         if a.dask_local is not None and a.dask_local < 1:
             raise _UsageError("--dask-local must be >= 1")
         cluster = a.dask or (f"local:{a.dask_local}" if a.dask_local else None)
+        history = a.history or os.environ.get("HTTPBENCH_HISTORY") or None
         show = (not a.quiet) and sys.stderr.isatty() and cluster is None
         if cluster is None:
             nofile = raise_nofile()
@@ -429,6 +448,7 @@ def cli_main(argv: list[str]) -> int:
             rate=a.rate, keepalive=a.keepalive, pipeline=a.pipeline, method=method,
             headers=headers, body=body, timeout=timeout, verify=not a.insecure,
             ca_file=a.ca_file, warmup=warmup or 0, progress=show, cluster=cluster,
+            history=history,
         )
         if multi:
             if a.post_file is not None:
@@ -449,6 +469,9 @@ def cli_main(argv: list[str]) -> int:
     except _UsageError as exc:
         p.print_usage(sys.stderr)
         sys.stderr.write(f"httpbench: error: {exc}\n")
+        return 2
+    except HistoryError as exc:
+        sys.stderr.write(f"httpbench: {exc}\n")
         return 2
     except (_core.HttpbenchError, ImportError, RuntimeError) as exc:
         sys.stderr.write(f"httpbench: {type(exc).__name__}: {exc}\n")

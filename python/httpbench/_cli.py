@@ -21,6 +21,7 @@ COMMANDS = {
     "diff": "httpbench.report:diff_main",
     "envs": "httpbench._envs",
     "completion": "httpbench._completion",
+    "history": "httpbench._historycli",
 }
 DEFAULT = "httpbench._bench"  # `httpbench URL ...`
 
@@ -31,6 +32,7 @@ USAGE = """usage: httpbench URL [options]        load-test URL (see httpbench UR
        httpbench diff BASE CURRENT    compare two saved results (significance-tested)
        httpbench envs list|clear      the cached environments of versioned client specs
        httpbench completion SHELL     print a bash, zsh or fish completion script
+       httpbench history list|show|plot|check|export|prune   the runs recorded in a history
 """
 
 

@@ -71,6 +71,7 @@ def compare(
     pythons: Sequence[str] | None = None,
     deterministic: bool = False,
     deterministic_n: int = 200,
+    history: str | os.PathLike[str] | None = None,
 ) -> ResultSet:
     """Compare HTTP clients on scenarios; returns the :class:`ResultSet`.
 
@@ -108,6 +109,12 @@ def compare(
     label, else the same client) on the scenarios both runs have, flagged as
     not interleaved (``metadata["baseline_file"]``). ``ValueError`` before any
     measurement when the file cannot be read or shares no scenario.
+
+    ``history``: also record the run (every cell, its CI, the commits of the working
+    directory and of ``NAME@PATH`` clients, the machine) in a history: a SQLite file,
+    created when missing, or a ``postgresql://`` URL (docs/history.md); the run's id
+    is ``metadata["history_run"]``. ``HistoryError`` before any measurement when the
+    store cannot be used.
 
     ``pythons``: interpreter paths; every versioned spec then runs once per
     interpreter, in an environment made from it (rows ``urllib3 2.2.3
@@ -161,6 +168,10 @@ def compare(
         missing = {}
         if not names:
             raise ValueError("no clients given")
+    if history is not None:  # a store that cannot be used fails before the long run
+        from ._history import check_target
+
+        check_target(history)
     scs = resolve_scenarios(list(scenarios) if scenarios is not None else None, quick=quick)
     h2 = [s.name for s in scs if s.is_h2]
     if h2:
@@ -198,6 +209,11 @@ def compare(
         rs = rs.with_skipped(c, f"not installed: {reason}" + (f" (pip install {pip})" if pip else ""))
     rs = rs.with_metadata(quick=quick, explicit_clients=explicit,
                           scenario_order=[s.name for s in scs])
+    if history is not None:
+        from ._history import record_results
+
+        run_id = record_results(history, rs, "compare", clients=names)
+        rs = rs.with_metadata(history_run=run_id)
     if out is not None:
         write_outputs(rs, out, plots=plots, progress=progress)
     return rs
@@ -300,6 +316,9 @@ def _parser() -> argparse.ArgumentParser:
                          "syscalls/req columns (needs valgrind and strace)")
     ap.add_argument("--deterministic-n", type=int, default=200, metavar="N",
                     help="requests counted per client and scenario with --deterministic (200)")
+    ap.add_argument("--history", metavar="PATH_OR_URL",
+                    help="also record the run in a history: a SQLite file or postgresql:// URL "
+                         "(default: $HTTPBENCH_HISTORY; see `httpbench history`)")
     ap.add_argument("--list", action="store_true", help="list clients and scenarios, then exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return ap
@@ -441,8 +460,24 @@ def out_dir_error(path: str) -> str | None:
     return None
 
 
+def _history_page(target: str, rs: ResultSet, out_dir: str) -> str | None:
+    """The run's history trends beside its report (history.html); None when there is
+    nothing to draw or drawing failed (the results are written either way)."""
+    try:
+        from ._history import History
+        from ._historyplot import write_history_page
+
+        with History(target) as h:
+            return write_history_page(h, rs, out_dir)
+    except Exception as exc:  # a page of trends must never cost the run's own outputs
+        sys.stderr.write(f"httpbench compare: no history page ({type(exc).__name__}: {exc})\n")
+        return None
+
+
 def cli_main(argv: list[str]) -> int:
     """``httpbench compare ...``; returns the exit code."""
+    from ._historystore import HistoryError, display_name
+
     ap = _parser()
     args = ap.parse_args(argv)
     if args.list:
@@ -484,8 +519,9 @@ def cli_main(argv: list[str]) -> int:
             pythons=[p.strip() for v in args.python for p in v.split(",") if p.strip()],
             deterministic=args.deterministic,
             deterministic_n=args.deterministic_n,
+            history=args.history or os.environ.get("HTTPBENCH_HISTORY") or None,
         )
-    except (ValueError, KeyError, ToolMissing, FeatureUnavailable) as exc:
+    except (ValueError, KeyError, ToolMissing, FeatureUnavailable, HistoryError) as exc:
         if progress:
             progress.done()
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
@@ -501,6 +537,10 @@ def cli_main(argv: list[str]) -> int:
             progress("writing results" + ("" if args.no_plots else " and plots"))
             progress.done()
         written = write_outputs(rs, out, plots=not args.no_plots, progress=progress)
+    history_page = None
+    if written and rs.metadata.get("history_run"):
+        history_page = _history_page(args.history or os.environ["HTTPBENCH_HISTORY"], rs,
+                                     os.path.dirname(written["json"]))
     if progress:
         progress.summary()
     if args.json:
@@ -516,6 +556,10 @@ def cli_main(argv: list[str]) -> int:
                 n = len(plots) if isinstance(plots, (list, tuple, dict)) else 1
                 sys.stdout.write(f" and {n} plot file(s) in {os.path.dirname(written['json'])}")
             sys.stdout.write("\n")
+    if rs.metadata.get("history_run"):
+        sys.stdout.write(f"Recorded run {rs.metadata['history_run']} in history "
+                         f"{display_name(args.history or os.environ['HTTPBENCH_HISTORY'])}"
+                         + (f"; its trends: {history_page}" if history_page else "") + "\n")
     if rs.metadata.get("interrupted"):
         return 130  # Ctrl-C: partial results were printed and saved
     if not rs.results:

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 __all__ = ["CONVENIENCES", "call", "register"]
 
 # method name -> function(record, *args, **kwargs)
-CONVENIENCES = ("summary", "plot", "to_dataframe", "mimebundle", "assert_budget")
+CONVENIENCES = ("summary", "plot", "to_dataframe", "mimebundle", "assert_budget",
+                "history_plot")
 _registered: dict[str, Callable[..., Any]] = {}
 
 

@@ -246,7 +246,8 @@ class HttpbenchSession:
 
     @property
     def needs_calibration(self) -> bool:
-        return bool(self.save_path or self.compare_path)
+        return bool(self.save_path or self.compare_path
+                    or self.config.getoption("httpbench_history", None))
 
     def calibrated(self, run: Callable[[], Any]) -> tuple[Any, float | None]:
         """``run()``, with calibration runs right before and after it when baselines are in

@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing costs more to import than this module (see __ini
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["assert_budget", "mimebundle", "plot", "summary", "to_dataframe"]
+__all__ = ["assert_budget", "history_plot", "mimebundle", "plot", "summary", "to_dataframe"]
 
 
 @register("to_dataframe")
@@ -50,3 +50,12 @@ def assert_budget(record: Any, **budget: Any) -> list[Any]:
     from ._budget import assert_budget
 
     return assert_budget(record, **budget)
+
+
+@register("history_plot")
+def history_plot(history: Any, series: Any, findings: Any, **kwargs: Any) -> Any:
+    """``History.plot()``: the series' trends with their change points."""
+    from ._historyplot import plot_series
+
+    return plot_series(series, findings, **kwargs)
+

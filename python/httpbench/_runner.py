@@ -236,6 +236,7 @@ class Runner:
         self.wakeup: dict[str, Any] | None = None
         # the fixed-work control, taken in the workers between slices: (scenario, ns/unit)
         self.controls: list[tuple[str, float]] = []
+        self.ws_probes: list[float] = []  # the working-set probe beside each control
         self._last_control = 0.0
         self.env_changes: dict[str, str] = {}
         self.noise: dict[str, dict[str, Any]] = {}
@@ -730,6 +731,8 @@ class Runner:
             return None
         if msg.get("control_ns"):
             self.controls.append((sc.name, float(msg["control_ns"])))
+        if msg.get("working_set_ns"):
+            self.ws_probes.append(float(msg["working_set_ns"]))
         return {"mr": MeasureResult.from_dict(msg["result"]), "server": srv_delta, "msg": msg}
 
     def _speed_index(self) -> dict[str, Any] | None:
@@ -741,6 +744,10 @@ class Runner:
         for name, v in self.controls:
             by.setdefault(name, []).append(v)
         out["by_scenario"] = {k: statistics.median(v) for k, v in by.items()}
+        if self.ws_probes:
+            out["working_set_ns"] = {"median": statistics.median(self.ws_probes),
+                                     "min": min(self.ws_probes), "max": max(self.ws_probes),
+                                     "bytes": _machine.WORKING_SET_BYTES}
         return out
 
     def _drift_notes(self, sc: Scenario) -> None:

@@ -523,6 +523,7 @@ class Worker:
         if cmd.get("control"):
             # the machine-speed index, on the client's CPU, outside the measured span
             out["control_ns"] = _machine.fixed_work_ns(int(cmd["control"]))
+            out["working_set_ns"] = _machine.working_set_ns()
         return out
 
     def _threaded(self, n: int, dur: float | None, errs: _Errors, label: str,

@@ -53,6 +53,9 @@ from ._plugin_session import (
     wakeup_ns,
 )
 
+# --httpbench-history and its check live in their own module, loaded with this one
+pytest_plugins = ["httpbench._historyplugin"]
+
 __all__ = [
     "CALIBRATION_WORKLOAD",
     "Httpbench",

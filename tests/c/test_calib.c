@@ -55,9 +55,24 @@ static void test_errors(void)
     CHECK_EQ_INT(lowest_fd(), fd0);
 }
 
+static void test_working_set(void)
+{
+    char err[HB_ERR_LEN] = "";
+    double small = 0, large = 0;
+    CHECK_EQ_INT(hb_calib_working_set(16 * 1024, 100000, 1, &small, err), 0);
+    CHECK(small > 0);
+    CHECK_EQ_INT(hb_calib_working_set(64u << 20, 100000, 1, &large, err), 0);
+    CHECK(large > small); /* 64 MiB walks out of every cache level, 16 KiB stays in L1 */
+    CHECK_EQ_INT(hb_calib_working_set(100, 10, 1, &small, err), -EINVAL);
+    CHECK(strstr(err, "4096") != NULL);
+    CHECK_EQ_INT(hb_calib_working_set(8192, 0, 1, &small, err), -EINVAL);
+    CHECK_EQ_INT(hb_calib_working_set(HB_CALIB_MAX_WS_BYTES + 1, 10, 1, &small, err), -EINVAL);
+}
+
 int main(void)
 {
     test_counts();
     test_errors();
+    test_working_set();
     HB_TEST_MAIN_END();
 }

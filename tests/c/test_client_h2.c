@@ -43,7 +43,7 @@ typedef struct {
     char url[128];
 } req_t;
 
-static void prep(req_t *r, hb_h2x *x, int port, size_t n)
+static void prep(req_t *r, hb_mx *x, int port, size_t n)
 {
     char err[HB_ERR_LEN];
     memset(r, 0, sizeof *r);
@@ -76,14 +76,14 @@ static int body_ok(const hb_sink *s, size_t n)
 
 /* The head buffer holds the response's fields as records that end exactly at
  * head_len, lowercase, with the announced content-length equal to n. */
-static int fields_ok(const hb_h2x *x, size_t n)
+static int fields_ok(const hb_mx *x, size_t n)
 {
     char want[32];
     int wl = snprintf(want, sizeof want, "%zu", n);
     size_t off = 0, count = 0;
     int clen = 0;
     hb_header f;
-    while (hb_h2x_field_next(x->head, x->head_len, &off, &f)) {
+    while (hb_mx_field_next(x->head, x->head_len, &off, &f)) {
         count++;
         for (size_t i = 0; i < f.name_len; i++)
             if (f.name[i] >= 'A' && f.name[i] <= 'Z') return 0;
@@ -107,7 +107,7 @@ static void test_batches(void)
     hb_h2conn hc;
     hb_h2conn_init(&hc);
     static req_t rs[NX];
-    static hb_h2x xs[NX];
+    static hb_mx xs[NX];
     for (size_t i = 0; i < NX; i++)
         prep(&rs[i], &xs[i], port, i * 997 % 70001);
     hb_target t = {0, rs[0].u.host, rs[0].u.host_len, port};
@@ -140,7 +140,7 @@ static void test_batches(void)
 
     /* a head buffer too small for the header block fails that stream alone */
     xs[1].max_body = 0;
-    xs[1].head_cap = HB_H2X_FIELD_HDR + 5;
+    xs[1].head_cap = HB_MX_FIELD_HDR + 5;
     CHECK_EQ_INT(hb_client_h2_run(&pool, &hc, &t, xs, 3, dl, dl, err), 0);
     CHECK_EQ_INT(xs[0].rc, 0);
     CHECK_EQ_INT(xs[1].rc, HB_E_TOO_LARGE);
@@ -216,7 +216,7 @@ static void test_refusals(void)
         hb_h2conn hc;
         hb_h2conn_init(&hc);
         req_t r;
-        hb_h2x x;
+        hb_mx x;
         prep(&r, &x, p.port, 10);
         hb_target t = {0, r.u.host, r.u.host_len, p.port};
         char err[HB_ERR_LEN] = "";

@@ -31,8 +31,8 @@ static void cfg_h2(hb_engine_config *c, int port, int tls, const char *path, fie
     fs->n = hb_build_h2_fields(fs->f, 16, fs->buf, sizeof fs->buf, &s, err);
     CHECK(fs->n == 4);
     c->h2 = 1;
-    c->h2_fields = fs->f;
-    c->h2_nfields = (size_t)fs->n;
+    c->fields = fs->f;
+    c->nfields = (size_t)fs->n;
     c->host = "127.0.0.1";
 }
 

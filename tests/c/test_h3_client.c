@@ -153,8 +153,8 @@ static void test_engine_checks_and_refused_accounting(hb_h3_tls *tls)
     hb_engine_config cfg;
     engine_config_loopback(&cfg, port);
     cfg.h3 = 1;
-    cfg.h2_fields = FIELDS;
-    cfg.h2_nfields = 4;
+    cfg.fields = FIELDS;
+    cfg.nfields = 4;
     cfg.host = "localhost";
     hb_engine *e = NULL;
     char err[HB_ERR_LEN];

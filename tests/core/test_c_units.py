@@ -27,8 +27,8 @@ CFLAGS = [
 ]
 
 TESTS = sorted(glob.glob(os.path.join(CDIR, "test_*.c")))
-# nghttp2 as a reference peer (test_h2_client, test_h2_hpack) or the embedded HTTP/2 server
-NEED_NGHTTP2 = {"test_h2_client", "test_h2_hpack", "test_h2_server", "test_client_h2",
+# nghttp2 as a reference peer (test_h2_client, test_h2_hpack_encode) or the embedded HTTP/2 server
+NEED_NGHTTP2 = {"test_h2_client", "test_h2_hpack_encode", "test_h2_server", "test_client_h2",
                 "test_engine_h2"}
 
 # the embedded HTTP/3 server (ngtcp2, nghttp3, GnuTLS)

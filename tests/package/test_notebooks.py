@@ -17,6 +17,7 @@ NEEDS = {
     "02-load-test-a-server.ipynb": ["bench", "Server"],
     "03-explore-saved-results.ipynb": ["bench", "Server"],
     "04-versions.ipynb": ["compare"],
+    "05-history.ipynb": ["history", "measure"],
 }
 
 nbformat = pytest.importorskip("nbformat", reason="pip install nbformat nbclient ipykernel")

@@ -1,4 +1,4 @@
-/* hb_calib.c - the ping-pong behind hb_calib.h. */
+/* hb_calib.c - the ping-pong and the working-set probe behind hb_calib.h. */
 #include "base/hb_calib.h"
 
 #include <errno.h>
@@ -159,4 +159,52 @@ done:
     if (a.wfd >= 0) close_fd(&to[1]);
     if (b.wfd >= 0) close_fd(&back[1]);
     return rc;
+}
+
+/* one cache line: the index of the next line in the chain, padding to 64 bytes */
+typedef struct ws_line {
+    size_t next;
+    char pad[64 - sizeof(size_t)];
+} ws_line;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+int hb_calib_working_set(size_t bytes, uint64_t accesses, uint64_t seed, double *ns_per_access,
+                         char *err)
+{
+    if (bytes < 4096 || bytes > HB_CALIB_MAX_WS_BYTES || accesses < 1)
+        return hb_fail(err, -EINVAL,
+                       "working set of %zu bytes and %llu accesses: need 4096.."
+                       "%zu bytes and at least one access",
+                       bytes, (unsigned long long)accesses, HB_CALIB_MAX_WS_BYTES);
+    size_t n = bytes / sizeof(ws_line);
+    ws_line *lines = NULL;
+    if (posix_memalign((void **)&lines, 64, n * sizeof(ws_line)) != 0)
+        return hb_fail(err, -ENOMEM, "cannot allocate a %zu-byte working set", bytes);
+    /* Sattolo's shuffle: one cycle through every line, in random order */
+    for (size_t i = 0; i < n; i++)
+        lines[i].next = i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(splitmix64(&seed) % i);
+        size_t t = lines[i].next;
+        lines[i].next = lines[j].next;
+        lines[j].next = t;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        at = lines[at].next; /* untimed lap: all lines touched */
+    uint64_t t0 = hb_now_ns();
+    for (uint64_t i = 0; i < accesses; i++)
+        at = lines[at].next;
+    uint64_t dt = hb_now_ns() - t0;
+    /* `at` feeds the result so the chase cannot be optimised away */
+    *ns_per_access = (double)dt / (double)accesses + (double)(at >= n);
+    free(lines);
+    return 0;
 }

@@ -1,4 +1,5 @@
-/* hb_calib.h - the machine's wake-up cost, measured by a ping-pong.
+/* hb_calib.h - the machine's wake-up cost, measured by a ping-pong; and a
+ * working-set probe.
  *
  * Two threads, pinned to cpu_a and cpu_b (one CPU or two), pass one byte back
  * and forth over two pipes and block in read() between turns: every turn is a
@@ -27,5 +28,17 @@ typedef struct hb_calib_result {
  * cpu_a and one on cpu_b (< 0: not pinned). Returns 0, -EINVAL for a CPU this
  * process may not run on or a bad count, or another -errno; detail in err. */
 int hb_calib_pingpong(int cpu_a, int cpu_b, int round_trips, hb_calib_result *out, char *err);
+
+/* The working-set probe: a random cyclic chain through `bytes` of memory, one
+ * link per 64-byte cache line, followed `accesses` times after one untimed lap.
+ * Each step depends on the one before, so its time is the latency of the cache
+ * level holding the working set: a probe the size of a client's hot memory runs
+ * from the shared cache on a quiet machine and slows when other processes evict
+ * it, which a small fixed-work loop never sees. `seed` fixes the chain.
+ * Returns 0 with *ns_per_access, -EINVAL for bytes outside
+ * [4096, HB_CALIB_MAX_WS_BYTES] or accesses < 1, -ENOMEM; detail in err. */
+#define HB_CALIB_MAX_WS_BYTES ((size_t)1 << 30)
+int hb_calib_working_set(size_t bytes, uint64_t accesses, uint64_t seed, double *ns_per_access,
+                         char *err);
 
 #endif

@@ -5,149 +5,23 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/hb_clock.h"
 #include "client/hb_client_int.h"
 
-/* Smallest growth of a memory sink whose final size is unknown, and its first size. */
-#define H2_SINK_CHUNK (64 * 1024)
-#define H2_SINK_FIRST 1024
-
-/* Batch state seen by the callbacks. */
-typedef struct {
-    hb_h2x *xs;
-    size_t n, done;
-    int any_byte; /* some response byte of this batch arrived */
-} batch;
-
-static void x_fail(hb_h2x *x, int rc, const char *msg)
-{
-    if (x->rc == 0) {
-        x->rc = rc;
-        snprintf(x->err, sizeof x->err, "%s", msg);
-    }
-}
-
-void hb__h2x_header(hb_h2x *x, const char *name, size_t nl, const char *value, size_t vl)
-{
-    if (nl > HB_H2X_FIELD_MAX || vl > HB_H2X_FIELD_MAX ||
-        x->head_len + HB_H2X_FIELD_HDR + nl + vl > x->head_cap) {
-        x_fail(x, HB_E_TOO_LARGE, "response header block larger than the head buffer");
-        return;
-    }
-    uint16_t l[2] = {(uint16_t)nl, (uint16_t)vl};
-    char *o = x->head + x->head_len;
-    memcpy(o, l, HB_H2X_FIELD_HDR);
-    memcpy(o + HB_H2X_FIELD_HDR, name, nl);
-    memcpy(o + HB_H2X_FIELD_HDR + nl, value, vl);
-    x->head_len += HB_H2X_FIELD_HDR + nl + vl;
-    if (nl == 14 && memcmp(name, "content-length", 14) == 0) {
-        uint64_t v = 0;
-        size_t i = 0;
-        for (; i < vl && value[i] >= '0' && value[i] <= '9' && v < UINT64_MAX / 10; i++)
-            v = v * 10 + (uint64_t)(value[i] - '0');
-        if (i == vl && vl > 0) x->content_length = v;
-    }
-}
-
-static void on_header(void *ud, void *sud, const char *name, size_t nl, const char *value,
-                      size_t vl)
-{
-    ((batch *)ud)->any_byte = 1;
-    hb__h2x_header(sud, name, nl, value, vl);
-}
-
-static void on_response(void *ud, void *sud, int status)
-{
-    batch *b = ud;
-    hb_h2x *x = sud;
-    b->any_byte = 1;
-    x->status = status;
-    x->t_first_byte = hb_now_ns();
-}
-
-static int sink_put(hb_h2x *x, const uint8_t *p, size_t len)
-{
-    hb_sink *s = x->sink;
-    if (s->fd >= 0) {
-        while (len > 0) {
-            ssize_t w = write(s->fd, p, len);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                return -errno;
-            }
-            p += w;
-            len -= (size_t)w;
-        }
-        return 0;
-    }
-    size_t need = s->len + len;
-    if (need > s->cap) {
-        if (!s->grow) return HB_E_NOMEM;
-        size_t want = need;
-        if (x->content_length != UINT64_MAX && x->content_length <= HB_CLIENT_BODY_WHOLE &&
-            x->content_length >= need)
-            want = (size_t)x->content_length; /* the whole announced body at once */
-        else {
-            size_t step = s->cap == 0              ? H2_SINK_FIRST
-                          : s->len < H2_SINK_CHUNK ? H2_SINK_CHUNK
-                                                   : s->len;
-            if (step > HB_CLIENT_BODY_STEP) step = HB_CLIENT_BODY_STEP;
-            if (want < s->len + step) want = s->len + step;
-        }
-        if (x->max_body && want > x->max_body && need <= x->max_body) want = (size_t)x->max_body;
-        int rc = s->grow(s, want, x->err);
-        if (rc < 0) return rc;
-    }
-    memcpy(s->buf + s->len, p, len);
-    s->len += len;
-    return 0;
-}
-
-void hb__h2x_data(hb_h2x *x, const uint8_t *data, size_t len)
-{
-    x->body_bytes += len;
-    if (x->rc) return; /* failed already: the rest is dropped */
-    if (x->max_body && x->body_bytes > x->max_body) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "response body over max_body (%llu bytes)",
-                 (unsigned long long)x->max_body);
-        x_fail(x, HB_E_TOO_LARGE, msg);
-        return;
-    }
-    int rc = sink_put(x, data, len);
-    if (rc < 0) {
-        if (x->rc == 0 && x->err[0]) /* grow wrote the detail */
-            x->rc = rc;
-        else
-            x_fail(x, rc, rc == HB_E_NOMEM ? "body sink is full" : "writing the body failed");
-    }
-}
-
-static void on_data(void *ud, void *sud, const uint8_t *data, size_t len)
-{
-    ((batch *)ud)->any_byte = 1;
-    hb__h2x_data(sud, data, len);
-}
-
 static void on_close(void *ud, void *sud, int end, uint32_t code)
 {
-    batch *b = ud;
-    hb_h2x *x = sud;
-    x->state = 2;
-    x->end = end;
-    x->t_done = hb_now_ns();
-    b->done++;
+    hb_mx *x = hb__mx_closed(ud, sud, end);
     if (end != HB_H2_END_OK) {
         char msg[128];
         snprintf(msg, sizeof msg, "HTTP/2 stream ended: %s (%s)", hb_h2_end_name(end),
                  hb_h2_code_name(code));
-        x_fail(x, HB_E_H2, msg);
+        hb__mx_fail(x, HB_E_H2, msg);
     }
 }
 
-static const hb_h2_client_callbacks CBS = {on_header, on_response, on_data, on_close, NULL};
+static const hb_h2_client_callbacks CBS = {hb__mx_on_header, hb__mx_on_response, hb__mx_on_data,
+                                           on_close, NULL};
 
 static void drop_session(hb_pool *p, hb_h2conn *hc)
 {
@@ -167,8 +41,8 @@ void hb_h2conn_close(hb_pool *p, hb_h2conn *hc)
     drop_session(p, hc);
 }
 
-static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, batch *b,
-                           uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err)
+static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, uint64_t deadline_ns,
+                           uint64_t connect_deadline_ns, char *err)
 {
     hb_conn_times ct;
     int reused = 0;
@@ -180,7 +54,7 @@ static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, batch 
     }
     hc->t_connected = ct.connected;
     hc->t_tls_done = ct.tls_done;
-    rc = hb_h2_client_init(&hc->cli, &hc->conn->sock, NULL, &CBS, b, err);
+    rc = hb_h2_client_init(&hc->cli, &hc->conn->sock, NULL, &CBS, &hc->cur, err);
     if (rc < 0) {
         hb_pool_release(p, hc->conn, 0);
         hc->conn = NULL;
@@ -191,29 +65,11 @@ static int connect_session(hb_pool *p, hb_h2conn *hc, const hb_target *t, batch 
     return 0;
 }
 
-static void reset_one(hb_h2x *x, uint64_t now)
-{
-    x->head_len = 0;
-    x->status = 0;
-    x->rc = 0;
-    x->err[0] = '\0';
-    x->body_bytes = 0;
-    x->content_length = UINT64_MAX;
-    x->t_start = now;
-    x->t_first_byte = x->t_done = 0;
-    x->state = 0;
-    x->end = HB_H2_END_OK;
-    x->b.data = x->body;
-    x->b.len = x->body_len;
-    x->b.sent = 0;
-    if (x->sink) x->sink->len = 0;
-}
-
 /* Submit what the session has room for. 0, or a connection-fatal code. */
-static int submit_more(hb_h2conn *hc, batch *b, size_t *next)
+static int submit_more(hb_h2conn *hc, hb__mx_batch *b, size_t *next)
 {
     while (*next < b->n) {
-        hb_h2x *x = &b->xs[*next];
+        hb_mx *x = &b->xs[*next];
         if (x->state != 0) { /* ended in an earlier attempt */
             (*next)++;
             continue;
@@ -246,7 +102,7 @@ static int flush(hb_h2conn *hc)
 }
 
 /* One attempt of the batch on hc's session. */
-static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, char *err)
+static int run_once(hb_pool *p, hb_h2conn *hc, hb__mx_batch *b, uint64_t deadline_ns, char *err)
 {
     size_t next = 0;
     int rc = 0;
@@ -283,38 +139,24 @@ static int run_once(hb_pool *p, hb_h2conn *hc, batch *b, uint64_t deadline_ns, c
     return rc;
 }
 
-int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, size_t n,
+int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_mx *xs, size_t n,
                      uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err)
 {
-    batch b = {xs, n, 0, 0};
+    hb__mx_batch b = {xs, n, 0, 0};
     if (err) err[0] = '\0';
-    for (size_t i = 0; i < n; i++)
-        if (!xs[i].head || xs[i].head_cap == 0)
-            return hb_fail(err, HB_E_INVALID, "HTTP/2 exchange %zu has no head buffer", i);
-    uint64_t now = hb_now_ns();
-    for (size_t i = 0; i < n; i++)
-        reset_one(&xs[i], now);
+    int rc = hb__mx_start(xs, n, "HTTP/2", err);
+    if (rc < 0) return rc;
     int idle_retried = 0;
     for (;;) {
-        int rc = 0;
+        rc = 0;
         if (hc->live && (hb_h2_client_done(&hc->cli) || hc->cli.goaway_recv)) drop_session(p, hc);
         int reused = hc->live;
+        hc->cur = &b; /* this batch's state for the callbacks */
         if (!hc->live) {
-            rc = connect_session(p, hc, t, &b, deadline_ns, connect_deadline_ns, err);
+            rc = connect_session(p, hc, t, deadline_ns, connect_deadline_ns, err);
             if (rc < 0) goto fail_all;
-        } else {
-            hc->cli.ud = &b; /* this batch's state for the callbacks */
         }
-        b.done = 0;
-        b.any_byte = 0;
-        size_t before = 0; /* streams that had ended before this attempt */
-        for (size_t i = 0; i < n; i++) {
-            if (xs[i].state == 2)
-                before++;
-            else
-                xs[i].reused = reused;
-        }
-        b.done = before;
+        size_t before = hb__mx_attempt(&b, reused); /* streams that had ended before */
         rc = run_once(p, hc, &b, deadline_ns, err);
         if (rc == 0) {
             hc->batches++;
@@ -328,15 +170,15 @@ int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, 
                 for (size_t i = 0; i < n; i++)
                     if (xs[i].state == 0) {
                         xs[i].state = 2;
-                        x_fail(&xs[i], HB_E_H2,
-                               "not sent: the server refused new streams "
-                               "(GOAWAY) on every connection tried");
+                        hb__mx_fail(&xs[i], HB_E_H2,
+                                    "not sent: the server refused new streams "
+                                    "(GOAWAY) on every connection tried");
                     }
                 return 0;
             }
             for (size_t i = 0; i < n; i++)
                 if (xs[i].end == HB_H2_END_GOAWAY || xs[i].state == 0)
-                    reset_one(&xs[i], xs[i].t_start);
+                    hb__mx_reset(&xs[i], xs[i].t_start);
             drop_session(p, hc);
             continue;
         }
@@ -346,16 +188,11 @@ int hb_client_h2_run(hb_pool *p, hb_h2conn *hc, const hb_target *t, hb_h2x *xs, 
             (rc == HB_E_CLOSED || rc == -ECONNRESET || rc == -EPIPE)) {
             idle_retried = 1;
             for (size_t i = 0; i < n; i++)
-                if (xs[i].state != 2) reset_one(&xs[i], xs[i].t_start);
+                if (xs[i].state != 2) hb__mx_reset(&xs[i], xs[i].t_start);
             continue;
         }
     fail_all:
-        for (size_t i = 0; i < n; i++)
-            if (xs[i].state != 2) {
-                xs[i].state = 2;
-                xs[i].rc = rc;
-                snprintf(xs[i].err, sizeof xs[i].err, "%s", err && err[0] ? err : "");
-            }
+        hb__mx_fail_open(xs, n, rc, err);
         return rc;
     }
 }

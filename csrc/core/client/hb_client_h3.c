@@ -10,59 +10,19 @@
 #include "client/hb_client_int.h"
 #include "net/hb_sock.h"
 
-/* Batch state seen by the callbacks (ud: the hb_h3conn, its cur). */
-typedef struct {
-    hb_h2x *xs;
-    size_t n, done;
-    int any_byte; /* some response byte of this attempt arrived */
-} batch;
-
-static void x_fail(hb_h2x *x, int rc, const char *msg)
-{
-    if (x->rc == 0) {
-        x->rc = rc;
-        snprintf(x->err, sizeof x->err, "%s", msg);
-    }
-}
-
-static void on_header(void *ud, void *sud, const char *name, size_t nl, const char *value,
-                      size_t vl)
-{
-    ((batch *)((hb_h3conn *)ud)->cur)->any_byte = 1;
-    hb__h2x_header(sud, name, nl, value, vl);
-}
-
-static void on_response(void *ud, void *sud, int status)
-{
-    hb_h2x *x = sud;
-    ((batch *)((hb_h3conn *)ud)->cur)->any_byte = 1;
-    if (x->status == 0) x->t_first_byte = hb_now_ns();
-    x->status = status;
-}
-
-static void on_data(void *ud, void *sud, const uint8_t *data, size_t len)
-{
-    ((batch *)((hb_h3conn *)ud)->cur)->any_byte = 1;
-    hb__h2x_data(sud, data, len);
-}
-
 static void on_close(void *ud, void *sud, int end, uint64_t code)
 {
-    batch *b = ((hb_h3conn *)ud)->cur;
-    hb_h2x *x = sud;
-    x->state = 2;
-    x->end = end;
-    x->t_done = hb_now_ns();
-    b->done++;
+    hb_mx *x = hb__mx_closed(ud, sud, end);
     if (end != HB_H3_END_OK) {
         char msg[96];
         snprintf(msg, sizeof msg, "HTTP/3 stream reset by the server (error 0x%llx)",
                  (unsigned long long)code);
-        x_fail(x, HB_E_H3, msg);
+        hb__mx_fail(x, HB_E_H3, msg);
     }
 }
 
-static const hb_h3_callbacks CBS = {on_header, on_response, on_data, on_close, NULL};
+static const hb_h3_callbacks CBS = {hb__mx_on_header, hb__mx_on_response, hb__mx_on_data, on_close,
+                                    NULL};
 
 void hb_h3conn_close(hb_h3conn *hc)
 {
@@ -75,21 +35,6 @@ void hb_h3conn_free(hb_h3conn *hc)
 {
     if (hc->inited) hb_h3_client_free(&hc->cli);
     memset(hc, 0, sizeof *hc);
-}
-
-static void reset_one(hb_h2x *x, uint64_t now)
-{
-    x->head_len = 0;
-    x->status = 0;
-    x->rc = 0;
-    x->err[0] = '\0';
-    x->body_bytes = 0;
-    x->content_length = UINT64_MAX;
-    x->t_start = now;
-    x->t_first_byte = x->t_done = 0;
-    x->state = 0;
-    x->end = HB_H3_END_OK;
-    if (x->sink) x->sink->len = 0;
 }
 
 /* Wait for the socket or the QUIC timer, whichever is first; then let the
@@ -116,7 +61,7 @@ static int wait_step(hb_h3_client *c, uint64_t deadline_ns)
 }
 
 /* A new connection to t: resolve, socket, handshake (by connect_deadline_ns). */
-static int connect_h3(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, batch *b,
+static int connect_h3(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, hb__mx_batch *b,
                       uint64_t connect_deadline_ns, char *err)
 {
     char host[HB_POOL_MAX_HOST + 1];
@@ -136,7 +81,8 @@ static int connect_h3(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, b
     }
     hc->cur = b;
     uint64_t now = hb_now_ns();
-    rc = hb_h3_client_connect(&hc->cli, tls, (const struct sockaddr *)&ss, sl, host, &CBS, hc, now);
+    rc = hb_h3_client_connect(&hc->cli, tls, (const struct sockaddr *)&ss, sl, host, &CBS, &hc->cur,
+                              now);
     if (rc < 0) goto fail;
     hc->t_connected = hb_now_ns();
     rc = hb_h3_client_write(&hc->cli, now);
@@ -165,10 +111,10 @@ fail:
 }
 
 /* Submit what the connection has room for. 0, or a connection-fatal code. */
-static int submit_more(hb_h3conn *hc, batch *b, size_t *next)
+static int submit_more(hb_h3conn *hc, hb__mx_batch *b, size_t *next)
 {
     while (*next < b->n) {
-        hb_h2x *x = &b->xs[*next];
+        hb_mx *x = &b->xs[*next];
         if (x->state != 0) {
             (*next)++;
             continue;
@@ -184,7 +130,7 @@ static int submit_more(hb_h3conn *hc, batch *b, size_t *next)
 }
 
 /* One attempt of the batch on hc's connection. */
-static int run_once(hb_h3conn *hc, batch *b, uint64_t deadline_ns, char *err)
+static int run_once(hb_h3conn *hc, hb__mx_batch *b, uint64_t deadline_ns, char *err)
 {
     hb_h3_client *c = &hc->cli;
     size_t next = 0;
@@ -210,21 +156,17 @@ static int run_once(hb_h3conn *hc, batch *b, uint64_t deadline_ns, char *err)
     return rc;
 }
 
-int hb_client_h3_run(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, hb_h2x *xs, size_t n,
+int hb_client_h3_run(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, hb_mx *xs, size_t n,
                      uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err)
 {
-    batch b = {xs, n, 0, 0};
+    hb__mx_batch b = {xs, n, 0, 0};
     if (err) err[0] = '\0';
-    for (size_t i = 0; i < n; i++)
-        if (!xs[i].head || xs[i].head_cap == 0)
-            return hb_fail(err, HB_E_INVALID, "HTTP/3 exchange %zu has no head buffer", i);
-    uint64_t now = hb_now_ns();
-    for (size_t i = 0; i < n; i++)
-        reset_one(&xs[i], now);
+    int rc = hb__mx_start(xs, n, "HTTP/3", err);
+    if (rc < 0) return rc;
     int retried = 0;
     size_t fresh_tries = 0;
     for (;;) {
-        int rc = 0;
+        rc = 0;
         /* what came while idle (a CONNECTION_CLOSE), a timer that ran out (idle timeout) */
         if (hc->live) {
             uint64_t t0 = hb_now_ns(), idle = hc->cli.idle_ns;
@@ -249,15 +191,7 @@ int hb_client_h3_run(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, hb
             fresh_tries++;
         }
         hc->cur = &b;
-        b.any_byte = 0;
-        b.done = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (xs[i].state == 2)
-                b.done++;
-            else
-                xs[i].reused = reused;
-        }
-        size_t before = b.done;
+        size_t before = hb__mx_attempt(&b, reused);
         rc = run_once(hc, &b, deadline_ns, err);
         if (rc == 0) {
             hc->batches++;
@@ -277,18 +211,13 @@ int hb_client_h3_run(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, hb
         if (reused && !retried && !b.any_byte && rc != HB_E_TIMEOUT && rc != HB_E_INTERRUPTED) {
             retried = 1;
             for (size_t i = 0; i < n; i++)
-                if (xs[i].state != 2) reset_one(&xs[i], xs[i].t_start);
+                if (xs[i].state != 2) hb__mx_reset(&xs[i], xs[i].t_start);
             continue;
         }
         if (rc == HB_E_H3_TIMEOUT) /* the idle timeout, mid-request: no answer in time */
             rc = hb_fail(err, HB_E_TIMEOUT, "HTTP/3 request timed out (QUIC idle timeout)");
     fail_all:
-        for (size_t i = 0; i < n; i++)
-            if (xs[i].state != 2) {
-                xs[i].state = 2;
-                xs[i].rc = rc;
-                snprintf(xs[i].err, sizeof xs[i].err, "%s", err && err[0] ? err : "");
-            }
+        hb__mx_fail_open(xs, n, rc, err);
         return rc;
     }
 }

@@ -11,13 +11,12 @@
  * CONNECTION_CLOSE, or a GOAWAY before any response byte of the batch) is
  * replaced once by a new one and the batch sent again.
  *
- * The exchange is HTTP/2's hb_h2x (hb_client_h2.h): the caller owns the
- * fields (pseudo-headers first, as hb_build_h2_fields makes them), the body,
- * the sink and the head buffer (the same field records, read back with
- * hb_h2x_field_next). At most HB_H3_BODIES requests with a body are in
- * flight at once; the rest wait for a stream to end.
+ * The exchanges are hb_mx (hb_client_mux.h, shared with HTTP/2): the caller
+ * owns their fields, body, sink and head buffer. At most HB_H3_BODIES
+ * requests with a body are in flight at once; the rest wait for a stream to
+ * end.
  *
- * Results as hb_client_h2_run: 0 when every exchange ended (x->rc each), or a
+ * Results: 0 when every exchange ended (x->rc each), or a
  * connection error that every exchange not yet ended also gets:
  * HB_E_H3_TIMEOUT (no answer to the handshake), -ECONNREFUSED (closed UDP
  * port), HB_E_H3_HANDSHAKE (certificate, ALPN), HB_E_H3 / HB_E_H3_CLOSED,
@@ -32,9 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client/hb_client_h2.h"
-#include "h3/hb_h3_client.h"
+#include "client/hb_client.h"
+#include "client/hb_client_mux.h"
 #include "client/hb_pool.h"
+#include "h3/hb_h3_client.h"
 
 typedef struct hb_h3conn {
     hb_h3_client cli;
@@ -42,11 +42,11 @@ typedef struct hb_h3conn {
     int live;                         /* connected (the handshake done) */
     uint64_t batches;                 /* batches served by this connection */
     uint64_t t_connected, t_tls_done; /* of its connect (absolute ns): socket, handshake */
-    void *cur;                        /* the batch in progress (callbacks) */
+    struct hb__mx_batch *cur;         /* the batch in progress (callbacks) */
 } hb_h3conn;
 
 /* A zeroed hb_h3conn is a valid "no connection" value. */
-int hb_client_h3_run(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, hb_h2x *xs, size_t n,
+int hb_client_h3_run(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, hb_mx *xs, size_t n,
                      uint64_t deadline_ns, uint64_t connect_deadline_ns, char *err);
 
 /* Close the connection (CONNECTION_CLOSE, best effort); buffers kept. */

@@ -125,15 +125,17 @@ typedef struct hb_engine_config {
     uint32_t max_seconds; /* per-second series length; 0 = auto */
     uint64_t late_ns;     /* rate mode: a send later than this is `late`; 0 = 10 ms */
     /* HTTP/2: h2c with prior knowledge on plain sockets, ALPN "h2" with TLS
-     * (the TLS context must offer it). The request is h2_fields (from
-     * hb_build_h2_fields, copied by hb_engine_new) instead of head; a body
-     * must be in memory (body_fd is refused). pipeline = streams per connection. */
+     * (the TLS context must offer it). The request is `fields` instead of head;
+     * a body must be in memory (body_fd is refused). pipeline = streams per
+     * connection. */
     int h2;
-    const struct hb_header *h2_fields;
-    size_t h2_nfields;
+    /* HTTP/2 and HTTP/3: the request's header fields, pseudo-headers first
+     * (hb_request.h builds them; copied by hb_engine_new). */
+    const struct hb_header *fields;
+    size_t nfields;
     /* HTTP/3 (h3 = 1): QUIC on one connected UDP socket per connection, TLS
      * by GnuTLS with h3_tls's trust (not owned; tls is unused). The request is
-     * h2_fields as for HTTP/2; pipeline = streams per connection. */
+     * `fields` as for HTTP/2; pipeline = streams per connection. */
     int h3;
     const struct hb_h3_tls *h3_tls;
     int h3_resume; /* resume each connection's last TLS session on its reconnects */

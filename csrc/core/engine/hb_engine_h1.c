@@ -29,7 +29,7 @@ typedef struct h1conn {
     uint64_t body_left, resp_body, first_byte;
     int have_first, resp_close, resp_status;
     hb_chunked ch;
-    hb__eng_stream sm; /* stream mode: the response's events */
+    hb__eng_events sm; /* stream mode: the response's events */
     /* in-flight ring, capacity = pipeline; base.rcount requests from rhead */
     req_slot *ring;
     uint32_t rhead, nstarted;
@@ -179,7 +179,7 @@ static void complete(econn *c, uint64_t now)
 static int stream_data(econn *c, const char *p, size_t n, int chunk_end, uint64_t now)
 {
     h1conn *hc = H1(c);
-    int rc = hb__eng_stream_data(c->th, &hc->ring[hc->rhead], &hc->sm, p, n, chunk_end, now);
+    int rc = hb__eng_events_data(c->th, &hc->ring[hc->rhead], &hc->sm, p, n, chunk_end, now);
     if (rc < 0) {
         hb__eng_fail_all(c, HB_ENG_ERR_PROTOCOL, HB_E_PROTOCOL,
                          "a server-sent event line over the stream's line bound");
@@ -255,7 +255,7 @@ static int process(econn *c, uint64_t now)
                         hb__eng_header(th, h.headers[i].name, h.headers[i].name_len,
                                        h.headers[i].value, h.headers[i].value_len);
                         if (e->cfg.stream)
-                            hb__eng_stream_header(th, h.headers[i].name, h.headers[i].name_len,
+                            hb__eng_events_header(th, h.headers[i].name, h.headers[i].name_len,
                                                   h.headers[i].value, h.headers[i].value_len);
                     }
                     th->have_server = 1;
@@ -278,7 +278,7 @@ static int process(econn *c, uint64_t now)
             hc->resp_status = status;
             hc->resp_close = conn_close;
             hc->resp_body = 0;
-            if (e->cfg.stream) hb__eng_stream_begin(th, &hc->sm);
+            if (e->cfg.stream) hb__eng_events_begin(th, &hc->sm);
             switch (kind) {
             case HB_BODY_NONE:
                 complete(c, now);

@@ -1,8 +1,7 @@
 /* hb_engine_h2.c - HTTP/2 behind the engine's protocol table: a
- * connection's requests are stream slots instead of a ring, since streams end
- * in any order; c->rcount counts used slots, so the engine's scheduling and
- * bookkeeping treat them like pipelined requests. hb_h2_client runs the
- * session (it buffers the input: no read buffer here). See hb_engine_int.h. */
+ * connection's requests are the shared stream slots (hb_engine_mux.c);
+ * hb_h2_client runs the session (it buffers the input: no read buffer here).
+ * See hb_engine_int.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,25 +10,12 @@
 #include "engine/hb_engine_int.h"
 #include "h2/hb_h2_client.h"
 
-/* One stream slot (a stream in flight, or free). */
-typedef struct h2slot {
-    req_slot q;
-    econn *c;
-    hb_h2_body body;
-    uint64_t first_byte, body_bytes;
-    int status; /* 0 until the final response head */
-    int used, submitted;
-} h2slot;
-
 typedef struct h2conn {
-    econn base; /* first: the engine's part */
+    hb__eng_mconn mc; /* first: the engine's part and the stream slots */
     hb_h2_client cli;
-    int live;       /* cli initialised on the current socket */
-    h2slot *slots;  /* pipeline of them */
-    uint32_t *free; /* stack of free slot indices */
-    uint32_t nfree;
-    uint32_t pending; /* used slots not yet submitted (waiting for the connection) */
-    uint32_t *unw;    /* submitted slots whose HEADERS may not be out yet */
+    int live;           /* cli initialised on the current socket */
+    hb_h2_body *bodies; /* each slot's request body cursor */
+    uint32_t *unw;      /* submitted slots whose HEADERS may not be out yet */
     uint32_t nunw;
     uint64_t now;               /* clock of the read being processed */
     uint64_t seen_in, seen_out; /* cli byte counters already added to the results */
@@ -45,33 +31,16 @@ static inline h2conn *H2(econn *c)
 static void h2_reset(econn *c)
 {
     h2conn *h = H2(c);
-    uint32_t m = c->th->e->cfg.pipeline;
     if (h->live) hb_h2_client_free(&h->cli);
     h->live = 0;
-    for (uint32_t i = 0; i < m; i++) {
-        h->slots[i].used = 0;
-        h->slots[i].c = c;
-        h->free[i] = m - 1 - i;
-    }
-    h->nfree = m;
-    h->pending = h->nunw = 0;
+    hb__eng_streams_reset(&h->mc.st, c, 0);
+    h->nunw = 0;
     h->read_pending = 0;
-    c->rcount = 0;
-}
-
-static void h2_release(econn *c, h2slot *sl)
-{
-    h2conn *h = H2(c);
-    if (!sl->submitted) h->pending--;
-    sl->used = 0;
-    h->free[h->nfree++] = (uint32_t)(sl - h->slots);
-    c->rcount--;
 }
 
 static void h2_fail_streams(econn *c, int type, uint64_t now)
 {
     h2conn *h = H2(c);
-    uint32_t m = c->th->e->cfg.pipeline;
     /* The stream sent before the server's SETTINGS timed out and those SETTINGS
      * allow none: every new connection would wait the same way, so the run ends. */
     if (type == HB_ENG_ERR_TIMEOUT && h->live && h->cli.peer_settings &&
@@ -79,12 +48,7 @@ static void h2_fail_streams(econn *c, int type, uint64_t now)
         hb__eng_fatal(c->th, HB_E_H2,
                       "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0) and left "
                       "the first one unanswered until the timeout");
-    for (uint32_t i = 0; i < m && c->rcount; i++) {
-        h2slot *sl = &h->slots[i];
-        if (!sl->used) continue;
-        hb__eng_account_error(c->th, &sl->q, type, now);
-        h2_release(c, sl);
-    }
+    hb__eng_streams_fail(&h->mc.st, c, type, now);
 }
 
 static void h2_count_bytes(econn *c, uint64_t now)
@@ -127,16 +91,10 @@ static void h2_fatal(econn *c, int rc, int type, const char *why)
 
 static const hb_h2_client_callbacks H2_CBS_QUIET;
 
-static void h2_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
-{
-    (void)sud;
-    hb__eng_header(((econn *)ud)->th, n, nl, v, vl);
-}
-
 static void h2_on_response(void *ud, void *sud, int status)
 {
     econn *c = ud;
-    h2slot *sl = sud;
+    hb__eng_stream *sl = sud;
     if (H2(c)->cli.cb != &H2_CBS_QUIET) {
         /* header fields are not needed any more, on any connection */
         c->th->have_server = 1;
@@ -151,23 +109,21 @@ static void h2_on_data(void *ud, void *sud, const uint8_t *d, size_t len)
 {
     (void)ud;
     (void)d;
-    h2slot *sl = sud;
+    hb__eng_stream *sl = sud;
     if (sl) sl->body_bytes += len;
 }
 
 static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
 {
     econn *c = ud;
-    h2slot *sl = sud;
+    hb__eng_stream *sl = sud;
     ethread *th = c->th;
-    uint64_t now = H2(c)->now;
     if (!sl || !sl->used) return;
-    if (end == HB_H2_END_OK && sl->status) {
-        hb__eng_account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
-    } else {
-        int type = end == HB_H2_END_RESET    ? HB_ENG_ERR_RST_STREAM
-                   : end == HB_H2_END_GOAWAY ? HB_ENG_ERR_GOAWAY
-                                             : HB_ENG_ERR_PROTOCOL;
+    int type = -1;
+    if (end != HB_H2_END_OK || !sl->status) {
+        type = end == HB_H2_END_RESET    ? HB_ENG_ERR_RST_STREAM
+               : end == HB_H2_END_GOAWAY ? HB_ENG_ERR_GOAWAY
+                                         : HB_ENG_ERR_PROTOCOL;
         if (!th->r.first_error[0]) {
             char d[HB_ERR_LEN - 32];
             if (end == HB_H2_END_RESET)
@@ -181,14 +137,12 @@ static void h2_on_close(void *ud, void *sud, int end, uint32_t code)
                          H2(c)->cli.err[0] ? ": " : "", H2(c)->cli.err);
             hb__eng_note_error(th, type, HB_E_H2, d);
         }
-        hb__eng_account_error(th, &sl->q, type, now);
     }
-    h2_release(c, sl);
-    if (!th->e->cfg.keepalive) c->closing = 1;
+    hb__eng_stream_end(&H2(c)->mc.st, c, sl, type, H2(c)->now);
 }
 
-static const hb_h2_client_callbacks H2_CBS = {h2_on_header, h2_on_response, h2_on_data, h2_on_close,
-                                              NULL};
+static const hb_h2_client_callbacks H2_CBS = {hb__eng_mux_on_header, h2_on_response, h2_on_data,
+                                              h2_on_close, NULL};
 static const hb_h2_client_callbacks H2_CBS_QUIET = {NULL, h2_on_response, h2_on_data, h2_on_close,
                                                     NULL};
 
@@ -200,7 +154,7 @@ static int h2_start(econn *c)
     err[0] = 0;
     hb_h2_client_settings st = {0};
     st.max_streams = c->th->e->cfg.pipeline;
-    st.stable_fields = 1; /* e->h2f lives as long as the engine */
+    st.stable_fields = 1; /* e->fields lives as long as the engine */
     int rc = hb_h2_client_init(&h->cli, &c->s, &st, c->th->have_server ? &H2_CBS_QUIET : &H2_CBS, c,
                                err);
     if (rc < 0) {
@@ -217,25 +171,7 @@ static int h2_start(econn *c)
 static uint32_t h2_cap(econn *c)
 {
     h2conn *h = H2(c);
-    if (!h->live || c->closing) return c->rcount;
-    uint32_t cap = c->rcount - h->pending + hb_h2_client_room(&h->cli);
-    uint32_t m = c->th->e->cfg.pipeline;
-    return cap < m ? cap : m;
-}
-
-static void h2_issue(econn *c, uint64_t intended, uint64_t now, int warm)
-{
-    h2conn *h = H2(c);
-    ethread *th = c->th;
-    h2slot *sl = &h->slots[h->free[--h->nfree]];
-    hb__eng_issue_slot(th, &sl->q, intended, now, warm);
-    sl->used = 1;
-    sl->submitted = 0;
-    sl->status = 0;
-    sl->body_bytes = 0;
-    sl->first_byte = 0;
-    c->rcount++;
-    h->pending++;
+    return hb__eng_streams_cap(&h->mc.st, c, h->live, h->live ? hb_h2_client_room(&h->cli) : 0);
 }
 
 static void h2_io(hb_loop *l, hb_io *io, uint32_t events);
@@ -253,25 +189,25 @@ static void h2_send(econn *c, uint32_t more)
         return;
     }
     uint32_t m = e->cfg.pipeline;
-    for (uint32_t i = 0; i < m && h->pending; i++) {
-        h2slot *sl = &h->slots[i];
-        if (!sl->used || sl->submitted) continue;
+    hb__eng_stream *sl;
+    for (uint32_t i = 0; (sl = hb__eng_stream_unsent(&h->mc.st, &i)) != NULL;) {
+        uint32_t k = (uint32_t)(sl - h->mc.st.slots);
         hb_h2_body *b = NULL;
         if (e->cfg.body_len) {
-            sl->body.data = e->body;
-            sl->body.len = e->cfg.body_len;
-            b = &sl->body;
+            b = &h->bodies[k];
+            b->data = e->body;
+            b->len = e->cfg.body_len;
+            b->sent = 0;
         }
         char err[HB_ERR_LEN];
-        int id = hb_h2_client_submit(&h->cli, e->h2f, e->cfg.h2_nfields, b, sl, err);
+        int id = hb_h2_client_submit(&h->cli, e->fields, e->cfg.nfields, b, sl, err);
         if (id == HB_AGAIN || id == HB_E_CLOSED) break; /* closes or GOAWAY come through read */
         if (id < 0) {
             hb__eng_fail_all(c, HB_ENG_ERR_WRITE, id, err);
             return;
         }
-        sl->submitted = 1;
-        h->pending--;
-        if (h->nunw < m) h->unw[h->nunw++] = i; /* stamped after the write */
+        hb__eng_stream_submitted(&h->mc.st, sl);
+        if (h->nunw < m) h->unw[h->nunw++] = k; /* stamped after the write */
     }
     if (!hb_h2_client_wants_write(&h->cli)) return;
     uint64_t now = hb_now_ns();
@@ -291,7 +227,7 @@ static void h2_send(econn *c, uint32_t more)
         return;
     }
     for (uint32_t k = 0; k < h->nunw; k++) {
-        h2slot *sl = &h->slots[h->unw[k]];
+        hb__eng_stream *sl = &h->mc.st.slots[h->unw[k]];
         if (sl->used && !sl->q.written) sl->q.written = now;
     }
     h->nunw = 0;
@@ -358,67 +294,9 @@ static void h2_io(hb_loop *l, hb_io *io, uint32_t events)
     }
 }
 
-static int h2_timed_out(const econn *c, uint64_t now, uint64_t tmo)
-{
-    uint32_t m = c->th->e->cfg.pipeline;
-    for (uint32_t i = 0; i < m; i++) {
-        const h2slot *sl = &((const h2conn *)c)->slots[i];
-        /* a read from the connection's timer may have started it after `now` */
-        if (sl->used && now > sl->q.start && now - sl->q.start > tmo) return 1;
-    }
-    return 0;
-}
-
-static uint64_t h2_inflight_measured(const econn *c)
-{
-    const h2conn *h = (const h2conn *)c;
-    uint64_t n = 0;
-    for (uint32_t k = 0; k < c->th->e->cfg.pipeline; k++)
-        n += h->slots[k].used && !h->slots[k].q.warm;
-    return n;
-}
-
 static int h2_check(const hb_engine_config *cfg, char *err)
 {
-    if (!cfg->h2_fields || cfg->h2_nfields < 4)
-        return hb_fail(err, HB_E_INVALID, "HTTP/2 needs the request's header fields");
-    if (cfg->body_fd >= 0)
-        return hb_fail(err, HB_E_INVALID, "HTTP/2 sends a body from memory only, not from a file");
-    return 0;
-}
-
-static int h2_prepare(hb_engine *e, char *err)
-{
-    hb_engine_config *cf = &e->cfg;
-    size_t tot = 0;
-    for (size_t i = 0; i < cf->h2_nfields; i++)
-        tot += cf->h2_fields[i].name_len + cf->h2_fields[i].value_len;
-    e->h2f = calloc(cf->h2_nfields, sizeof *e->h2f);
-    e->h2buf = malloc(tot + 1);
-    if (!e->h2f || !e->h2buf) return hb_fail(err, HB_E_NOMEM, "out of memory");
-    size_t o = 0;
-    for (size_t i = 0; i < cf->h2_nfields; i++) {
-        const hb_header *f = &cf->h2_fields[i];
-        memcpy(e->h2buf + o, f->name, f->name_len);
-        e->h2f[i].name = e->h2buf + o;
-        e->h2f[i].name_len = f->name_len;
-        o += f->name_len;
-        memcpy(e->h2buf + o, f->value, f->value_len);
-        e->h2f[i].value = e->h2buf + o;
-        e->h2f[i].value_len = f->value_len;
-        o += f->value_len;
-    }
-    cf->h2_fields = e->h2f;
-    cf->head = NULL;
-    cf->head_len = 0;
-    e->req_len = cf->body_len;
-    return 0;
-}
-
-static void h2_cleanup(hb_engine *e)
-{
-    free(e->h2f);
-    free(e->h2buf);
+    return hb__eng_mux_check(cfg, "HTTP/2", err);
 }
 
 static int h2_conn_init(econn *c, size_t rcap, char *err)
@@ -426,10 +304,11 @@ static int h2_conn_init(econn *c, size_t rcap, char *err)
     (void)rcap;
     h2conn *h = H2(c);
     uint32_t m = c->th->e->cfg.pipeline;
-    h->slots = calloc(m, sizeof *h->slots);
-    h->free = calloc(m, sizeof *h->free);
+    int rc = hb__eng_streams_init(&h->mc.st, m, err);
+    if (rc < 0) return rc;
+    h->bodies = calloc(m, sizeof *h->bodies);
     h->unw = calloc(m, sizeof *h->unw);
-    if (!h->slots || !h->free || !h->unw) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    if (!h->bodies || !h->unw) return hb_fail(err, HB_E_NOMEM, "out of memory");
     h2_reset(c);
     return 0;
 }
@@ -438,8 +317,8 @@ static void h2_conn_free(econn *c)
 {
     h2conn *h = H2(c);
     if (h->live) hb_h2_client_free(&h->cli);
-    free(h->slots);
-    free(h->free);
+    hb__eng_streams_free(&h->mc.st);
+    free(h->bodies);
     free(h->unw);
 }
 
@@ -447,17 +326,17 @@ const hb__eng_proto hb__eng_h2 = {
     .conn_size = sizeof(h2conn),
     .thread_size = 0,
     .check = h2_check,
-    .prepare = h2_prepare,
-    .cleanup = h2_cleanup,
+    .prepare = hb__eng_fields_prepare,
+    .cleanup = hb__eng_fields_cleanup,
     .conn_init = h2_conn_init,
     .conn_free = h2_conn_free,
     .start = h2_start,
     .cap = h2_cap,
-    .issue = h2_issue,
+    .issue = hb__eng_mux_issue,
     .send = h2_send,
     .on_io = h2_io,
-    .timed_out = h2_timed_out,
+    .timed_out = hb__eng_mux_timed_out,
     .fail_inflight = h2_fail_streams,
-    .inflight_measured = h2_inflight_measured,
+    .inflight_measured = hb__eng_mux_measured,
     .reset = h2_reset,
 };

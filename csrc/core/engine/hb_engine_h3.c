@@ -1,6 +1,6 @@
 /* hb_engine_h3.c - HTTP/3 behind the engine's protocol table: a connection is
  * an hb_h3_client on its own connected UDP socket (the protocol's `open`),
- * its requests stream slots as in hb_engine_h2.c, and QUIC's timers (loss
+ * its requests the shared stream slots (hb_engine_mux.c), and QUIC's timers (loss
  * recovery, acknowledgements, idle) one more loop timer per connection. The
  * connection counts as open when the QUIC handshake completes. See
  * hb_engine_int.h. */
@@ -15,21 +15,10 @@
 
 #define H3_HS_TIMEOUT_NS 3000000000ull /* handshake timeout without a request timeout */
 
-typedef struct h3slot {
-    req_slot q;
-    uint64_t first_byte, body_bytes;
-    int status; /* 0 until the final response head */
-    int used, submitted;
-} h3slot;
-
 typedef struct h3conn {
-    econn base; /* first: the engine's part */
+    hb__eng_mconn mc; /* first: the engine's part and the stream slots */
     hb_h3_client cli;
-    hb_timer qt;    /* QUIC's next expiry */
-    h3slot *slots;  /* pipeline of them */
-    uint32_t *free; /* stack of free slot indices */
-    uint32_t nfree;
-    uint32_t pending; /* used slots not yet submitted (waiting for the handshake or room) */
+    hb_timer qt;      /* QUIC's next expiry */
     uint64_t now;     /* clock of the call in progress */
     int hs_done;      /* the handshake completed inside the last read: open the connection */
     int wrote;        /* h3_send wrote since the last read */
@@ -62,40 +51,11 @@ static void h3_count(econn *c, uint64_t now)
 static void h3_reset(econn *c)
 {
     h3conn *h = H3(c);
-    uint32_t m = c->th->e->cfg.pipeline;
     hb_timer_stop(&c->th->loop, &h->qt);
     hb_h3_client_close(&h->cli);
     h3_count(c, hb_now_ns());
-    int keep = c->rcount && c->rcount == h->pending;
-    h->nfree = 0;
-    for (uint32_t i = m; i-- > 0;) {
-        if (!keep) h->slots[i].used = 0;
-        if (!h->slots[i].used) h->free[h->nfree++] = i;
-    }
-    if (!keep) h->pending = 0;
-    c->rcount = h->pending;
+    hb__eng_streams_reset(&h->mc.st, c, 1);
     h->hs_done = 0;
-}
-
-static void h3_release(econn *c, h3slot *sl)
-{
-    h3conn *h = H3(c);
-    if (!sl->submitted) h->pending--;
-    sl->used = 0;
-    h->free[h->nfree++] = (uint32_t)(sl - h->slots);
-    c->rcount--;
-}
-
-static void h3_fail_streams(econn *c, int type, uint64_t now)
-{
-    h3conn *h = H3(c);
-    uint32_t m = c->th->e->cfg.pipeline;
-    for (uint32_t i = 0; i < m && c->rcount; i++) {
-        h3slot *sl = &h->slots[i];
-        if (!sl->used) continue;
-        hb__eng_account_error(c->th, &sl->q, type, now);
-        h3_release(c, sl);
-    }
 }
 
 /* The connection ended with rc (c->cli.err has the detail). */
@@ -110,7 +70,7 @@ static void h3_fatal(econn *c, int rc)
         type = rc == HB_E_H3_HANDSHAKE                             ? HB_ENG_ERR_TLS
                : (rc == HB_E_H3_TIMEOUT || (rc < 0 && rc > -4096)) ? HB_ENG_ERR_CONNECT
                                                                    : HB_ENG_ERR_PROTOCOL;
-    } else if ((rc == HB_E_H3_CLOSED || rc == HB_E_H3_TIMEOUT) && c->rcount == h->pending) {
+    } else if ((rc == HB_E_H3_CLOSED || rc == HB_E_H3_TIMEOUT) && c->rcount == h->mc.st.pending) {
         /* nothing sent in flight, closed by the server or idled out: reconnect
          * (requests not sent yet go on the next connection) */
         hb__eng_conn_close(c);
@@ -142,15 +102,9 @@ static void h3_arm(econn *c)
 
 /* ---- hb_h3_client callbacks (ud: the econn, sud: a slot) ---- */
 
-static void h3_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
-{
-    (void)sud;
-    hb__eng_header(((econn *)ud)->th, n, nl, v, vl);
-}
-
 static void h3_on_response(void *ud, void *sud, int status)
 {
-    h3slot *sl = sud;
+    hb__eng_stream *sl = sud;
     sl->status = status;
     sl->first_byte = H3((econn *)ud)->now;
 }
@@ -159,20 +113,18 @@ static void h3_on_data(void *ud, void *sud, const uint8_t *data, size_t len)
 {
     (void)ud;
     (void)data;
-    ((h3slot *)sud)->body_bytes += len;
+    ((hb__eng_stream *)sud)->body_bytes += len;
 }
 
 static void h3_on_close(void *ud, void *sud, int end, uint64_t code)
 {
     econn *c = ud;
-    h3slot *sl = sud;
+    hb__eng_stream *sl = sud;
     ethread *th = c->th;
-    uint64_t now = H3(c)->now;
     if (!sl->used) return;
-    if (end == HB_H3_END_OK && sl->status) {
-        hb__eng_account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
-    } else {
-        int type = end == HB_H3_END_RESET ? HB_ENG_ERR_RST_STREAM : HB_ENG_ERR_PROTOCOL;
+    int type = -1;
+    if (end != HB_H3_END_OK || !sl->status) {
+        type = end == HB_H3_END_RESET ? HB_ENG_ERR_RST_STREAM : HB_ENG_ERR_PROTOCOL;
         if (!th->r.first_error[0]) {
             char d[HB_ERR_LEN - 32];
             if (end == HB_H3_END_RESET)
@@ -182,10 +134,8 @@ static void h3_on_close(void *ud, void *sud, int end, uint64_t code)
                 snprintf(d, sizeof d, "the stream ended without a response");
             hb__eng_note_error(th, type, HB_E_H3, d);
         }
-        hb__eng_account_error(th, &sl->q, type, now);
     }
-    h3_release(c, sl);
-    if (!th->e->cfg.keepalive) c->closing = 1;
+    hb__eng_stream_end(&H3(c)->mc.st, c, sl, type, H3(c)->now);
 }
 
 static void h3_on_handshake(void *ud)
@@ -193,8 +143,8 @@ static void h3_on_handshake(void *ud)
     H3((econn *)ud)->hs_done = 1;
 }
 
-static const hb_h3_callbacks H3_CBS = {h3_on_header, h3_on_response, h3_on_data, h3_on_close,
-                                       h3_on_handshake};
+static const hb_h3_callbacks H3_CBS = {hb__eng_mux_on_header, h3_on_response, h3_on_data,
+                                       h3_on_close, h3_on_handshake};
 static const hb_h3_callbacks H3_CBS_QUIET = {NULL, h3_on_response, h3_on_data, h3_on_close,
                                              h3_on_handshake};
 
@@ -233,24 +183,8 @@ static int h3_start(econn *c)
 static uint32_t h3_cap(econn *c)
 {
     h3conn *h = H3(c);
-    if (c->closing || !h->cli.handshake_done) return c->rcount;
-    uint32_t cap = c->rcount - h->pending + hb_h3_client_room(&h->cli);
-    uint32_t m = c->th->e->cfg.pipeline;
-    return cap < m ? cap : m;
-}
-
-static void h3_issue(econn *c, uint64_t intended, uint64_t now, int warm)
-{
-    h3conn *h = H3(c);
-    h3slot *sl = &h->slots[h->free[--h->nfree]];
-    hb__eng_issue_slot(c->th, &sl->q, intended, now, warm);
-    sl->used = 1;
-    sl->submitted = 0;
-    sl->status = 0;
-    sl->body_bytes = 0;
-    sl->first_byte = 0;
-    c->rcount++;
-    h->pending++;
+    int ready = h->cli.handshake_done;
+    return hb__eng_streams_cap(&h->mc.st, c, ready, ready ? hb_h3_client_room(&h->cli) : 0);
 }
 
 /* Submit the slots waiting for room, then write what is due. */
@@ -260,22 +194,19 @@ static void h3_send(econn *c, uint32_t more)
     h3conn *h = H3(c);
     hb_engine *e = c->th->e;
     if (!h->cli.handshake_done || h->cli.fd < 0) return;
-    uint32_t m = e->cfg.pipeline;
     uint64_t now = hb_now_ns();
     h->now = now;
-    for (uint32_t i = 0; i < m && h->pending; i++) {
-        h3slot *sl = &h->slots[i];
-        if (!sl->used || sl->submitted) continue;
+    hb__eng_stream *sl;
+    for (uint32_t i = 0; (sl = hb__eng_stream_unsent(&h->mc.st, &i)) != NULL;) {
         int64_t id =
-            hb_h3_client_submit(&h->cli, e->h2f, e->cfg.h2_nfields, e->cfg.body_len > 0, sl);
+            hb_h3_client_submit(&h->cli, e->fields, e->cfg.nfields, e->cfg.body_len > 0, sl);
         if (id == HB_AGAIN) break;
         if (id < 0) {
             h3_fatal(c, (int)id);
             return;
         }
-        sl->submitted = 1;
+        hb__eng_stream_submitted(&h->mc.st, sl);
         sl->q.written = now; /* the write below sends it (or queues it behind a blocked send) */
-        h->pending--;
     }
     int rc = hb_h3_client_write(&h->cli, now);
     h->wrote = 1;
@@ -311,7 +242,7 @@ static void h3_after(econn *c, int rc)
             hb__eng_fill(c, h->now);
             return;
         }
-        if (h->cli.goaway && c->rcount == h->pending) { /* drained after GOAWAY: reconnect */
+        if (h->cli.goaway && c->rcount == h->mc.st.pending) { /* drained after GOAWAY: reconnect */
             hb__eng_conn_close(c);
             hb__eng_fill(c, h->now);
             return;
@@ -350,7 +281,7 @@ static void h3_timer(hb_loop *l, hb_timer *t, uint64_t now)
 {
     (void)l;
     h3conn *h = (h3conn *)((char *)t - offsetof(h3conn, qt));
-    econn *c = &h->base;
+    econn *c = &h->mc.base;
     if (h->cli.fd < 0) return;
     h->now = now;
     /* no input, so no request ended and no room opened: no refill. Most
@@ -365,45 +296,11 @@ static void h3_timer(hb_loop *l, hb_timer *t, uint64_t now)
     h3_arm(c);
 }
 
-static int h3_timed_out(const econn *c, uint64_t now, uint64_t tmo)
-{
-    uint32_t m = c->th->e->cfg.pipeline;
-    for (uint32_t i = 0; i < m; i++) {
-        const h3slot *sl = &((const h3conn *)c)->slots[i];
-        if (sl->used && now > sl->q.start && now - sl->q.start > tmo) return 1;
-    }
-    return 0;
-}
-
-static uint64_t h3_inflight_measured(const econn *c)
-{
-    const h3conn *h = (const h3conn *)c;
-    uint64_t n = 0;
-    for (uint32_t k = 0; k < c->th->e->cfg.pipeline; k++)
-        n += h->slots[k].used && !h->slots[k].q.warm;
-    return n;
-}
-
 static int h3_check(const hb_engine_config *cfg, char *err)
 {
     if (!hb_h3_available()) return hb_fail(err, HB_E_UNSUPPORTED, "%s", HB_H3_MISSING);
     if (!cfg->h3_tls) return hb_fail(err, HB_E_INVALID, "HTTP/3 needs its TLS trust (h3_tls)");
-    if (!cfg->h2_fields || cfg->h2_nfields < 4)
-        return hb_fail(err, HB_E_INVALID, "HTTP/3 needs the request's header fields");
-    if (cfg->body_fd >= 0)
-        return hb_fail(err, HB_E_INVALID, "HTTP/3 sends a body from memory only, not from a file");
-    return 0;
-}
-
-/* The request's fields as for HTTP/2 (hb_engine_h2.c's prepare). */
-static int h3_prepare(hb_engine *e, char *err)
-{
-    return hb__eng_h2.prepare(e, err);
-}
-
-static void h3_cleanup(hb_engine *e)
-{
-    hb__eng_h2.cleanup(e);
+    return hb__eng_mux_check(cfg, "HTTP/3", err);
 }
 
 static int h3_conn_init(econn *c, size_t rcap, char *err)
@@ -413,47 +310,40 @@ static int h3_conn_init(econn *c, size_t rcap, char *err)
     hb_engine *e = c->th->e;
     uint32_t m = e->cfg.pipeline;
     hb_timer_init(&h->qt, h3_timer);
-    h->slots = calloc(m, sizeof *h->slots);
-    h->free = calloc(m, sizeof *h->free);
-    if (!h->slots || !h->free) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    int rc = hb__eng_streams_init(&h->mc.st, m, err);
+    if (rc < 0) return rc;
     hb_h3_settings s = {0};
     s.max_streams = m;
     s.body = e->body;
     s.body_len = e->cfg.body_len;
     s.handshake_timeout_ns = e->cfg.timeout_ns ? e->cfg.timeout_ns : H3_HS_TIMEOUT_NS;
     s.resume = e->cfg.h3_resume;
-    int rc = hb_h3_client_init(&h->cli, &s, err);
-    if (rc < 0) return rc;
-    for (uint32_t i = 0; i < m; i++)
-        h->free[i] = m - 1 - i;
-    h->nfree = m;
-    return 0;
+    return hb_h3_client_init(&h->cli, &s, err);
 }
 
 static void h3_conn_free(econn *c)
 {
     h3conn *h = H3(c);
     hb_h3_client_free(&h->cli);
-    free(h->slots);
-    free(h->free);
+    hb__eng_streams_free(&h->mc.st);
 }
 
 const hb__eng_proto hb__eng_h3 = {
     .conn_size = sizeof(h3conn),
     .thread_size = 0,
     .check = h3_check,
-    .prepare = h3_prepare,
-    .cleanup = h3_cleanup,
+    .prepare = hb__eng_fields_prepare,
+    .cleanup = hb__eng_fields_cleanup,
     .conn_init = h3_conn_init,
     .conn_free = h3_conn_free,
     .start = h3_start,
     .cap = h3_cap,
-    .issue = h3_issue,
+    .issue = hb__eng_mux_issue,
     .send = h3_send,
     .on_io = h3_io,
-    .timed_out = h3_timed_out,
-    .fail_inflight = h3_fail_streams,
-    .inflight_measured = h3_inflight_measured,
+    .timed_out = hb__eng_mux_timed_out,
+    .fail_inflight = hb__eng_mux_fail,
+    .inflight_measured = hb__eng_mux_measured,
     .reset = h3_reset,
     .open = h3_open,
     .timers = 1,

@@ -5,10 +5,12 @@
  *                   accounting (results, histograms, progress); protocol-free
  *   hb_engine_h1.c  HTTP/1.1: pipelined writes from the pre-serialized request,
  *                   responses parsed in place in a read buffer
+ *   hb_engine_mux.c the stream slots of the multiplexed protocols (h2, h3)
+ *                   and their request fields: one table for both
  *   hb_engine_h2.c  HTTP/2: stream slots on an hb_h2_client session
  *   hb_engine_h3.c  HTTP/3: stream slots on an hb_h3_client connection (QUIC)
  *   hb_engine_ws.c  WebSocket: an upgraded connection per econn, a message echo per request
- *   hb_engine_stream.c  stream mode (HTTP/1.1): events timed as they arrive
+ *   hb_engine_events.c  stream mode (HTTP/1.1): events timed as they arrive
  *   hb_engine_result.c  a thread's results and their merge
  *
  * The shared code reaches a protocol only through the engine's hb__eng_proto
@@ -141,22 +143,22 @@ extern const hb__eng_proto hb__eng_h2;
 extern const hb__eng_proto hb__eng_h3;
 extern const hb__eng_proto hb__eng_ws;
 
-/* ---- hb_engine_stream.c: stream mode (cfg.stream), used by hb_engine_h1.c ---- */
+/* ---- hb_engine_events.c: stream mode (cfg.stream), used by hb_engine_h1.c ---- */
 
 /* A response's events so far. */
-typedef struct hb__eng_stream {
+typedef struct hb__eng_events {
     hb_sse_scan scan;
     uint64_t events, last;
-} hb__eng_stream;
+} hb__eng_events;
 
 /* A header of the run's first response (Content-Type decides SSE or chunks). */
-void hb__eng_stream_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl);
+void hb__eng_events_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl);
 /* A response's body begins. */
-void hb__eng_stream_begin(ethread *th, hb__eng_stream *s);
+void hb__eng_events_begin(ethread *th, hb__eng_events *s);
 /* Body bytes of q's response at now: chunk_end 1 when they end a chunk, 0
  * when not, -1 for a body that is not chunked (each read is an event). 0, or
  * HB_SSE_E_LINE for an SSE line over the bound. */
-int hb__eng_stream_data(ethread *th, const req_slot *q, hb__eng_stream *s, const char *p, size_t n,
+int hb__eng_events_data(ethread *th, const req_slot *q, hb__eng_events *s, const char *p, size_t n,
                         int chunk_end, uint64_t now);
 
 struct hb_engine {
@@ -169,12 +171,12 @@ struct hb_engine {
     char *head; /* HTTP/1.1: copy of cfg.head */
     char *pbuf; /* HTTP/1.1: pipeline copies of head+body, NULL if too large */
     size_t pbuf_len;
-    uint64_t req_len;      /* HTTP/1.1: head + body; WebSocket: one message frame */
-    size_t ws_head_len;    /* WebSocket: the upgrade request (head) */
-    char ws_accept[29];    /* WebSocket: the Sec-WebSocket-Accept the server must send */
-    uint64_t ws_payload;   /* WebSocket: a message's bytes (its echo must have as many) */
-    struct hb_header *h2f; /* HTTP/2: copy of cfg.h2_fields (strings in h2buf) */
-    char *h2buf;
+    uint64_t req_len;         /* HTTP/1.1: head + body; WebSocket: one message frame */
+    size_t ws_head_len;       /* WebSocket: the upgrade request (head) */
+    char ws_accept[29];       /* WebSocket: the Sec-WebSocket-Accept the server must send */
+    uint64_t ws_payload;      /* WebSocket: a message's bytes (its echo must have as many) */
+    struct hb_header *fields; /* HTTP/2 and HTTP/3: copy of cfg.fields (strings in fbuf) */
+    char *fbuf;
     uint32_t nthreads;
     ethread *threads;
     uint64_t start_ns, measure_ns, end_ns; /* end_ns: duration mode */
@@ -217,6 +219,103 @@ static inline void hb__eng_issue_slot(ethread *th, req_slot *q, uint64_t intende
     }
 }
 
+/* ---- hb_engine_mux.c: stream slots of a multiplexed protocol ---- */
+/* A connection's requests are stream slots instead of a ring, since streams
+ * end in any order; c->rcount counts used slots, so the engine's scheduling
+ * and bookkeeping treat them like pipelined requests. */
+
+/* One stream slot (a stream in flight, or free). */
+typedef struct hb__eng_stream {
+    req_slot q;
+    uint64_t first_byte, body_bytes;
+    int status; /* 0 until the final response head */
+    int used, submitted;
+} hb__eng_stream;
+
+/* A connection's cfg.pipeline slots and the stack of free ones. */
+typedef struct hb__eng_streams {
+    hb__eng_stream *slots;
+    uint32_t *free; /* stack of free slot indices */
+    uint32_t nfree;
+    uint32_t pending; /* used slots not yet submitted (waiting for the connection or room) */
+    uint32_t m;       /* slots (cfg.pipeline) */
+} hb__eng_streams;
+
+/* A multiplexed protocol's connection starts with this (its econn first). */
+typedef struct hb__eng_mconn {
+    econn base;
+    hb__eng_streams st;
+} hb__eng_mconn;
+
+/* m slots, all free. 0 or HB_E_NOMEM (err). */
+int hb__eng_streams_init(hb__eng_streams *t, uint32_t m, char *err);
+void hb__eng_streams_free(hb__eng_streams *t);
+/* The connection is gone: every slot free (c->rcount = 0), or, when keep_unsent
+ * and every used slot is unsubmitted, those stay for the next connection. */
+void hb__eng_streams_reset(hb__eng_streams *t, econn *c, int keep_unsent);
+/* Account every used slot as an error of `type` and free it. */
+void hb__eng_streams_fail(hb__eng_streams *t, econn *c, int type, uint64_t now);
+/* 1 when a used slot started more than tmo ns before now. */
+int hb__eng_streams_timed_out(const hb__eng_streams *t, uint64_t now, uint64_t tmo);
+/* Used slots of measured (not warm-up) requests. */
+uint64_t hb__eng_streams_measured(const hb__eng_streams *t);
+/* Protocol table entries for an hb__eng_mconn: issue, timed_out,
+ * fail_inflight, inflight_measured; check (proto: "HTTP/2" / "HTTP/3" in the
+ * messages). */
+void hb__eng_mux_issue(econn *c, uint64_t intended, uint64_t now, int warm);
+void hb__eng_mux_fail(econn *c, int type, uint64_t now);
+int hb__eng_mux_timed_out(const econn *c, uint64_t now, uint64_t tmo);
+uint64_t hb__eng_mux_measured(const econn *c);
+int hb__eng_mux_check(const hb_engine_config *cfg, const char *proto, char *err);
+/* The protocols' response header callback (ud: the econn): the run's Server
+ * header. */
+void hb__eng_mux_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl);
+/* The request's header fields copied into e (prepare) / freed (cleanup). */
+int hb__eng_fields_prepare(struct hb_engine *e, char *err);
+void hb__eng_fields_cleanup(struct hb_engine *e);
+
+/* Take a free slot for a request issued now for `intended` (c->rcount grows). */
+static inline hb__eng_stream *hb__eng_stream_issue(hb__eng_streams *t, econn *c, uint64_t intended,
+                                                   uint64_t now, int warm)
+{
+    hb__eng_stream *sl = &t->slots[t->free[--t->nfree]];
+    hb__eng_issue_slot(c->th, &sl->q, intended, now, warm);
+    sl->used = 1;
+    sl->submitted = 0;
+    sl->status = 0;
+    sl->body_bytes = 0;
+    sl->first_byte = 0;
+    c->rcount++;
+    t->pending++;
+    return sl;
+}
+
+/* The next used, unsubmitted slot from *i on (*i moves past it), or NULL. */
+static inline hb__eng_stream *hb__eng_stream_unsent(hb__eng_streams *t, uint32_t *i)
+{
+    for (; *i < t->m && t->pending; (*i)++) {
+        hb__eng_stream *sl = &t->slots[*i];
+        if (sl->used && !sl->submitted) return &t->slots[(*i)++];
+    }
+    return NULL;
+}
+
+static inline void hb__eng_stream_submitted(hb__eng_streams *t, hb__eng_stream *sl)
+{
+    sl->submitted = 1;
+    t->pending--;
+}
+
+/* Requests c may have in flight now: the open streams plus `room`, the
+ * session's; only those in flight when it has no room (closing, not ready). */
+static inline uint32_t hb__eng_streams_cap(const hb__eng_streams *t, const econn *c, int ready,
+                                           uint32_t room)
+{
+    if (!ready || c->closing) return c->rcount;
+    uint32_t cap = c->rcount - t->pending + room;
+    return cap < t->m ? cap : t->m;
+}
+
 /* ---- hb_engine_result.c ---- */
 
 /* Zero r and allocate its histograms and nsec-long per-second series. */
@@ -250,5 +349,23 @@ void hb__eng_fill(econn *c, uint64_t now);
 void hb__eng_opened(econn *c, uint64_t hs_ns);
 /* Level-triggered sockets: make epoll's interest follow c's state. */
 void hb__eng_update_interest(econn *c);
+
+/* A multiplexed protocol's stream sl ended: a response (status set) when
+ * type < 0, else an error of `type` (its detail noted by the caller); the slot
+ * is freed. Inline: once per request. */
+static inline void hb__eng_stream_end(hb__eng_streams *t, econn *c, hb__eng_stream *sl, int type,
+                                      uint64_t now)
+{
+    ethread *th = c->th;
+    if (type < 0)
+        hb__eng_account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
+    else
+        hb__eng_account_error(th, &sl->q, type, now);
+    if (!sl->submitted) t->pending--;
+    sl->used = 0;
+    t->free[t->nfree++] = (uint32_t)(sl - t->slots);
+    c->rcount--;
+    if (!th->e->cfg.keepalive) c->closing = 1;
+}
 
 #endif

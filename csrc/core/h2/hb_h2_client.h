@@ -70,6 +70,7 @@
 
 #include "base/hb_common.h"
 #include "http/hb_parse.h"
+#include "http/hb_request.h"
 #include "net/hb_sock.h"
 
 #include "h2/hb_h2_hpack.h"
@@ -106,11 +107,7 @@ typedef struct hb_h2_client_settings {
 
 /* A request body sent as DATA frames: caller-owned, must stay valid (and
  * unchanged) until the stream's on_close; `sent` is the library's cursor. */
-typedef struct hb_h2_body {
-    const char *data;
-    size_t len;
-    size_t sent;
-} hb_h2_body;
+typedef hb_body_src hb_h2_body;
 
 #define HB_H2_CLIENT_RBUF (32u * 1024u)
 /* Bytes hb_h2_client_read takes per call before it returns to the caller's

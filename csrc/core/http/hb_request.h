@@ -119,6 +119,15 @@ size_t hb_build_h2_bound(const hb_head_spec *s, size_t *nfields);
 int hb_build_h2_fields(hb_header *fields, size_t fcap, char *buf, size_t bufcap,
                        const hb_head_spec *s, char *err);
 
+/* A request body sent from memory by a multiplexed protocol: the caller's
+ * bytes, which must stay valid and unchanged until the stream ends, and the
+ * sender's cursor (`sent`, the protocol library's). */
+typedef struct hb_body_src {
+    const char *data;
+    size_t len;
+    size_t sent;
+} hb_body_src;
+
 /* 0 when m[0..n) is a valid method (a non-empty token), else HB_E_INVALID. */
 int hb_check_method(const char *m, size_t n, char *err);
 

@@ -32,6 +32,16 @@
 
 /* ---- worker loop ---- */
 
+/* The protocols a TCP connection may switch to besides HTTP/1.1. */
+const hb__conn_proto *const hb__conn_protos[] = {&hb__srv_h2, NULL};
+
+/* The worker has no connections left (or stops): pooled memory goes back. */
+static void worker_idle(hb__worker *w)
+{
+    for (const hb__conn_proto *const *p = hb__conn_protos; *p; p++)
+        (*p)->worker_idle(w);
+}
+
 static void update_date(hb__worker *w)
 {
     time_t t = time(NULL);
@@ -61,7 +71,7 @@ static void give_back(hb__worker *w)
         hb__conn_release(w->srv, c);
     }
     w->nfree = 0;
-    hb__h2_worker_idle(w);
+    worker_idle(w);
     (void)malloc_trim(0);
 }
 
@@ -169,7 +179,7 @@ static void *worker_main(void *arg)
     hb__h3_worker_stop(w);
     while (w->conns)
         hb__conn_free(w->conns, 0);
-    hb__h2_worker_idle(w);
+    worker_idle(w);
     w->final_cpu_ns = hb_thread_cpu_ns();
     __atomic_store_n(&w->exited, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -340,12 +350,16 @@ int hb_server_start(hb_server **out, const hb_server_opts *o, char *err)
         if ((rc = make_listener(s, &ss, slen, 0, 0, err)) < 0) goto fail;
         close(rc);
     }
+    s->max_streams = (uint32_t)o->h2_max_concurrent_streams;
+    for (const hb__conn_proto *const *p = hb__conn_protos; *p; p++)
+        if ((*p)->enabled(s)) s->mux = *p;
     for (int i = 0; i < s->nworkers; i++) {
         hb__worker *w = &s->w[i];
         w->srv = s;
         w->idx = i;
         w->req_timeout_ns = (uint64_t)o->request_timeout_ms * HB__SRV_MS;
-        hb__h2_worker_config(w);
+        for (const hb__conn_proto *const *p = hb__conn_protos; *p; p++)
+            (*p)->worker_init(w);
         if ((rc = make_listener(s, &ss, slen, reuseport, 1, err)) < 0) goto fail;
         w->lfd = rc;
         if (i == 0) { /* port 0: every later listener joins the chosen port */
@@ -454,83 +468,4 @@ const char *hb_server_cert_pem(const hb_server *s, size_t *len)
         return NULL;
     }
     return hb_tls_ctx_cert_pem(s->tls, len);
-}
-
-void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    out->threads = s->nworkers;
-    out->h2_max_concurrent_streams = s->o.h2_max_concurrent_streams;
-    out->h2_initial_window_size = s->o.h2_initial_window_size;
-    out->h2_max_frame_size = s->o.h2_max_frame_size;
-    out->http3 = s->o.http3;
-    for (int i = 0; i < s->nworkers; i++) {
-        hb__worker *w = &s->w[i];
-        hb__wstats *st = &w->st;
-        for (int r = 0; r < HB_ROUTE_COUNT; r++) {
-            uint64_t v = HB__LOAD(st->by_route[r]), v2 = HB__LOAD(st->h2.by_route[r]),
-                     v3 = HB__LOAD(st->h3.by_route[r]);
-            out->by_route[r] += v + v2 + v3;
-            out->requests += v + v2 + v3;
-            out->requests_h2 += v2;
-            out->requests_h3 += v3;
-        }
-        for (int k = 0; k < 600; k++)
-            out->by_status[k] += HB__LOAD(st->by_status[k]) + HB__LOAD(st->h2.by_status[k]) +
-                                 HB__LOAD(st->h3.by_status[k]);
-        const hb_h3_server_stats *h3 = &st->h3;
-        out->connections_h3 += HB__LOAD(h3->connections);
-        out->h3_connections_closed += HB__LOAD(h3->closed);
-        out->h3_handshakes += HB__LOAD(h3->handshakes);
-        out->h3_resumed += HB__LOAD(h3->resumed);
-        out->h3_early_data += HB__LOAD(h3->early_data);
-        out->h3_early_rejected += HB__LOAD(h3->early_rejected);
-        out->h3_handshake_errors += HB__LOAD(h3->handshake_errors);
-        out->h3_idle_timeouts += HB__LOAD(h3->idle_timeouts);
-        out->h3_errors += HB__LOAD(h3->errors);
-        out->h3_streams += HB__LOAD(h3->streams);
-        out->h3_rst_sent += HB__LOAD(h3->rst_sent);
-        out->h3_rst_received += HB__LOAD(h3->rst_recv);
-        out->h3_refused += HB__LOAD(h3->refused);
-        out->h3_packets_in += HB__LOAD(h3->packets_in);
-        out->h3_packets_out += HB__LOAD(h3->packets_out);
-        out->h3_bytes_in += HB__LOAD(h3->bytes_in);
-        out->h3_bytes_out += HB__LOAD(h3->bytes_out);
-        out->h3_dropped += HB__LOAD(h3->dropped);
-        out->h3_version_negotiations += HB__LOAD(h3->version_negotiations);
-        /* every member of these two is a uint64_t counter */
-        for (size_t k = 0; k < sizeof st->sm / 8; k++)
-            ((uint64_t *)&out->sm)[k] += HB__LOAD(((uint64_t *)&st->sm)[k]);
-        for (size_t k = 0; k < sizeof st->ws / 8; k++)
-            ((uint64_t *)&out->ws)[k] += HB__LOAD(((uint64_t *)&st->ws)[k]);
-        out->connections_h1 += HB__LOAD(st->conns_h1);
-        out->connections_h2 += HB__LOAD(st->conns_h2);
-        out->h2_streams += HB__LOAD(st->h2.streams);
-        out->h2_rst_sent += HB__LOAD(st->h2.rst_sent);
-        out->h2_rst_received += HB__LOAD(st->h2.rst_recv);
-        out->h2_goaway_sent += HB__LOAD(st->h2.goaway_sent);
-        out->h2_protocol_errors += HB__LOAD(st->h2.protocol_errors);
-        out->h2_refused_streams += HB__LOAD(st->h2.refused);
-        out->h2_floods += HB__LOAD(st->h2.floods);
-        out->connections_refused += HB__LOAD(w->refused);
-        out->bytes_in += HB__LOAD(st->bytes_in);
-        out->bytes_out += HB__LOAD(st->bytes_out);
-        out->connections_accepted += HB__LOAD(st->accepted);
-        out->connections_closed += HB__LOAD(st->closed);
-        out->tls_handshakes += HB__LOAD(st->hs);
-        out->tls_resumed += HB__LOAD(st->hs_resumed);
-        out->tls_handshake_errors += HB__LOAD(st->hs_err);
-        out->idle_timeouts += HB__LOAD(st->idle_timeouts);
-        out->body_bytes_in +=
-            HB__LOAD(st->body_in) + HB__LOAD(st->h2.body_in) + HB__LOAD(st->h3.body_in);
-        out->client_gone +=
-            HB__LOAD(st->client_gone) + HB__LOAD(st->h2.client_gone) + HB__LOAD(st->h3.client_gone);
-        uint64_t cpu = 0;
-        if (!__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE) &&
-            __atomic_load_n(&w->has_cpu_clock, __ATOMIC_ACQUIRE))
-            cpu = hb_clock_ns_of(w->cpu_clock);
-        if (cpu == 0) cpu = __atomic_load_n(&w->final_cpu_ns, __ATOMIC_RELAXED);
-        out->thread_cpu_ns[i] = cpu;
-        out->cpu_ns += cpu;
-    }
 }

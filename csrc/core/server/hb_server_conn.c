@@ -68,9 +68,9 @@ void hb__conn_free(hb__conn *c, int abort_it)
         if (c->peer_left) HB__ADD(w->st.client_gone, 1);
     }
     c->status_owed = 0;
-    if (c->h2) {
-        hb_h2_server_free(c->h2, c->peer_left);
-        c->h2 = NULL;
+    if (c->mp) {
+        c->mp->end(c, c->peer_left);
+        c->mp = NULL;
     }
     free(c->stats_body);
     c->stats_body = NULL;
@@ -334,8 +334,27 @@ static void handshake_step(hb__conn *c)
     c->req_deadline = 0;
     c->idle_since = w->now;
     c->rd_ready = c->wr_ready = 1;
-    if (w->srv->o.http2 && hb__h2_alpn(c)) return;
+    if (w->srv->mux && w->srv->mux->alpn(c)) return;
     hb__conn_run(c);
+}
+
+void hb__conn_set_proto(hb__conn *c, int proto)
+{
+    c->proto = (uint8_t)proto;
+    if (proto == HB__PROTO_H1)
+        HB__ADD(c->w->st.conns_h1, 1);
+    else
+        HB__ADD(c->w->st.conns_h2, 1);
+}
+
+/* The first bytes decide: the enabled protocol's (1 switched, 0 read more), or
+ * HTTP/1.1 (-1). */
+static int sniff(hb__conn *c)
+{
+    const hb__conn_proto *mp = c->w->srv->mux;
+    int r = mp ? mp->sniff(c) : -1;
+    if (r < 0) hb__conn_set_proto(c, HB__PROTO_H1);
+    return r;
 }
 
 void hb__conn_run(hb__conn *c)
@@ -349,12 +368,8 @@ void hb__conn_run(hb__conn *c)
             handshake_step(c);
             return;
         }
-        if (c->h2) {
-            hb__h2_run(c);
-            return;
-        }
-        if (c->proto == HB__PROTO_WS) {
-            hb__ws_run(c);
+        if (c->mp) {
+            c->mp->run(c);
             return;
         }
         if (hb__has_output(c)) {
@@ -383,8 +398,8 @@ void hb__conn_run(hb__conn *c)
             linger_read(c);
             return;
         }
-        /* the first bytes decide the protocol (the h2 preface, or HTTP/1.1) */
-        if (!c->proto && c->rpos < c->rlen && hb__h2_sniff(c) > 0) return;
+        /* the first bytes decide the protocol (a switch, or HTTP/1.1) */
+        if (!c->proto && c->rpos < c->rlen && sniff(c) > 0) return;
         if ((c->rpos < c->rlen && c->proto) ||
             (c->phase == HB__PH_BODY && !c->body_chunked && !c->body_left)) {
             int r = hb__process_input(c);
@@ -469,8 +484,8 @@ static void on_timer(hb_loop *l, hb_timer *t, uint64_t now)
     hb__conn *c = (hb__conn *)(void *)((char *)t - offsetof(hb__conn, timer));
     c->w->now = now;
     if (!c->queued) c->budget = HB__SRV_READ_BUDGET;
-    if (c->h2)
-        hb__h2_timer(c);
+    if (c->mp)
+        c->mp->timer(c);
     else
         hb__req_timer(c);
     hb__conn_run(c);
@@ -484,12 +499,8 @@ void hb__conn_sweep(hb__conn *c)
         if (now >= c->linger_until) hb__conn_free(c, 0);
         return;
     }
-    if (c->h2) {
-        hb__h2_sweep(c);
-        return;
-    }
-    if (c->proto == HB__PROTO_WS) {
-        hb__ws_sweep(c);
+    if (c->mp) {
+        c->mp->sweep(c);
         return;
     }
     if (c->phase == HB__PH_WAIT && !hb__has_output(c)) return;

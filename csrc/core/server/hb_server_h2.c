@@ -10,21 +10,19 @@
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
 
-static void count_proto(hb__conn *c, int proto)
+static void h2_run(hb__conn *c);
+
+static int h2_enabled(const hb_server *srv)
 {
-    c->proto = (uint8_t)proto;
-    if (proto == HB__PROTO_H2)
-        HB__ADD(c->w->st.conns_h2, 1);
-    else
-        HB__ADD(c->w->st.conns_h1, 1);
+    return srv->o.http2;
 }
 
-void hb__h2_worker_config(hb__worker *w)
+static void h2_worker_init(hb__worker *w)
 {
     hb_server *srv = w->srv;
     hb_h2_server_config *cfg = &w->h2cfg;
     hb_h2_server_config_init(cfg);
-    cfg->max_concurrent_streams = (uint32_t)srv->o.h2_max_concurrent_streams;
+    cfg->max_concurrent_streams = srv->max_streams;
     cfg->initial_window_size = (uint32_t)srv->o.h2_initial_window_size;
     cfg->max_frame_size = (uint32_t)srv->o.h2_max_frame_size;
     cfg->max_header_list = (uint32_t)srv->o.max_head;
@@ -34,9 +32,11 @@ void hb__h2_worker_config(hb__worker *w)
     cfg->stats_json = hb__stats_json;
     cfg->stats_arg = srv;
     cfg->arenas = &w->h2arenas;
+    /* hb__h3_server_prepare fills the value before any connection */
+    if (srv->o.http3 && srv->o.alt_svc) cfg->alt_svc = srv->alt_svc_value;
 }
 
-void hb__h2_worker_idle(hb__worker *w)
+static void h2_worker_idle(hb__worker *w)
 {
     hb_h2_arena_pool_drain(&w->h2arenas);
 }
@@ -46,18 +46,21 @@ void hb__h2_worker_idle(hb__worker *w)
 static int start(hb__conn *c)
 {
     char err[HB_ERR_LEN];
-    if (hb_h2_server_new(&c->h2, &c->w->h2cfg, err) < 0) return -1;
-    count_proto(c, HB__PROTO_H2);
+    hb_h2_server *s = NULL;
+    if (hb_h2_server_new(&s, &c->w->h2cfg, err) < 0) return -1;
+    c->sess = s;
+    c->mp = &hb__srv_h2;
+    hb__conn_set_proto(c, HB__PROTO_H2);
     c->req_deadline = 0;
     c->idle_since = c->w->now;
     size_t n = c->rlen - c->rpos;
     const uint8_t *p = (const uint8_t *)c->rbuf + c->rpos;
     c->rpos = c->rlen = 0;
-    (void)hb_h2_server_recv(c->h2, p, n); /* an error queues a GOAWAY: the driver sends it */
+    (void)hb_h2_server_recv(s, p, n); /* an error queues a GOAWAY: the driver sends it */
     return 0;
 }
 
-int hb__h2_alpn(hb__conn *c)
+static int h2_alpn(hb__conn *c)
 {
     size_t len = 0;
     const char *p = hb_sock_alpn(&c->sock, &len);
@@ -66,31 +69,24 @@ int hb__h2_alpn(hb__conn *c)
             hb__conn_free(c, 0);
             return 1;
         }
-        hb__h2_run(c);
+        h2_run(c);
         return 1;
     }
-    if (p && len) count_proto(c, HB__PROTO_H1);
+    if (p && len) hb__conn_set_proto(c, HB__PROTO_H1);
     return 0;
 }
 
-int hb__h2_sniff(hb__conn *c)
+static int h2_sniff(hb__conn *c)
 {
-    if (!c->w->srv->o.http2) {
-        count_proto(c, HB__PROTO_H1);
-        return -1;
-    }
     size_t n = c->rlen - c->rpos;
     size_t k = n < PREFACE_LEN ? n : PREFACE_LEN;
-    if (memcmp(c->rbuf + c->rpos, PREFACE, k) != 0 || (k < PREFACE_LEN && c->peer_eof)) {
-        count_proto(c, HB__PROTO_H1);
-        return -1;
-    }
+    if (memcmp(c->rbuf + c->rpos, PREFACE, k) != 0 || (k < PREFACE_LEN && c->peer_eof)) return -1;
     if (k < PREFACE_LEN) return 0;
     if (start(c) < 0) {
         hb__conn_free(c, 0);
         return 1;
     }
-    hb__h2_run(c);
+    h2_run(c);
     return 1;
 }
 
@@ -99,14 +95,14 @@ static int flush(hb__conn *c)
 {
     for (;;) {
         int cnt;
-        const struct iovec *v = hb_h2_server_out(c->h2, &cnt);
+        const struct iovec *v = hb_h2_server_out(c->sess, &cnt);
         if (cnt == 0) return 0;
         if (cnt > IOV_MAX) cnt = IOV_MAX;
         ssize_t n = hb__conn_write(c, v, cnt);
         if (n == HB_AGAIN) return 0;
         if (n < 0) return (int)n;
-        hb_h2_server_sent(c->h2, (size_t)n);
-        if (!hb_h2_server_idle_out(c->h2) && !c->sock.ssl) { /* short plain write: buffer full */
+        hb_h2_server_sent(c->sess, (size_t)n);
+        if (!hb_h2_server_idle_out(c->sess) && !c->sock.ssl) { /* short plain write: buffer full */
             c->wr_ready = 0;
             return 0;
         }
@@ -116,8 +112,9 @@ static int flush(hb__conn *c)
 /* The session is over (GOAWAY sent, or both sides done): FIN and linger. */
 static void finish_conn(hb__conn *c)
 {
-    hb_h2_server_free(c->h2, 0);
-    c->h2 = NULL;
+    hb_h2_server_free(c->sess, 0);
+    c->sess = NULL;
+    c->mp = NULL;
     hb__conn_linger(c);
 }
 
@@ -127,9 +124,9 @@ static void gone(hb__conn *c)
     hb__conn_free(c, 0);
 }
 
-void hb__h2_run(hb__conn *c)
+static void h2_run(hb__conn *c)
 {
-    hb_h2_server *s = c->h2;
+    hb_h2_server *s = c->sess;
     hb__worker *w = c->w;
     for (;;) {
         if (!hb_h2_server_idle_out(s)) {
@@ -186,22 +183,22 @@ void hb__h2_run(hb__conn *c)
         hb__conn_free(c, 1);
 }
 
-void hb__h2_timer(hb__conn *c)
+static void h2_timer(hb__conn *c)
 {
-    hb_h2_server_timer(c->h2);
+    hb_h2_server_timer(c->sess);
 }
 
-void hb__h2_sweep(hb__conn *c)
+static void h2_sweep(hb__conn *c)
 {
     hb__worker *w = c->w;
-    if (!hb_h2_server_idle_out(c->h2)) {
+    if (!hb_h2_server_idle_out(c->sess)) {
         if (w->now >= c->wr_deadline) hb__conn_free(c, 1); /* the reader stopped reading */
         return;
     }
-    if (hb_h2_server_busy(c->h2)) {
+    if (hb_h2_server_busy(c->sess)) {
         /* open streams, none waiting on a timer, and no input for request_timeout: a
          * request (head or body) or a flow-controlled reader that stopped */
-        if (!hb_h2_server_deadline(c->h2) && w->now - c->idle_since >= w->req_timeout_ns)
+        if (!hb_h2_server_deadline(c->sess) && w->now - c->idle_since >= w->req_timeout_ns)
             hb__conn_free(c, 0);
         return;
     }
@@ -210,3 +207,21 @@ void hb__h2_sweep(hb__conn *c)
         hb__conn_free(c, 0);
     }
 }
+
+static void h2_end(hb__conn *c, int peer_left)
+{
+    hb_h2_server_free(c->sess, peer_left);
+    c->sess = NULL;
+}
+
+const hb__conn_proto hb__srv_h2 = {
+    .enabled = h2_enabled,
+    .worker_init = h2_worker_init,
+    .worker_idle = h2_worker_idle,
+    .alpn = h2_alpn,
+    .sniff = h2_sniff,
+    .run = h2_run,
+    .timer = h2_timer,
+    .sweep = h2_sweep,
+    .end = h2_end,
+};

@@ -55,9 +55,7 @@ int hb__h3_server_prepare(hb_server *srv, char *err)
     if (!srv->o.alt_svc) return 0; /* HTTP/3 served, not advertised: clients stay on TCP */
     int n = snprintf(srv->alt_svc, sizeof srv->alt_svc, "Alt-Svc: h3=\":%d\"\r\n", srv->port);
     srv->alt_svc_len = n > 0 ? (size_t)n : 0;
-    (void)snprintf(srv->alt_svc_h2, sizeof srv->alt_svc_h2, "h3=\":%d\"", srv->port);
-    for (int i = 0; i < srv->nworkers; i++)
-        srv->w[i].h2cfg.alt_svc = srv->alt_svc_h2;
+    (void)snprintf(srv->alt_svc_value, sizeof srv->alt_svc_value, "h3=\":%d\"", srv->port);
     return 0;
 }
 
@@ -250,7 +248,7 @@ int hb__h3_worker_init(hb__worker *w, const struct sockaddr_storage *addr, sockl
     cfg.date = w->date;
     cfg.stats_json = hb__stats_json;
     cfg.stats_arg = srv;
-    cfg.max_streams = (uint32_t)srv->o.h2_max_concurrent_streams;
+    cfg.max_streams = srv->max_streams;
     cfg.idle_timeout_ms = (uint32_t)srv->o.keepalive_timeout_ms;
     cfg.request_timeout_ms = (uint32_t)srv->o.request_timeout_ms;
     cfg.max_header_list = (uint32_t)srv->o.max_head;

@@ -13,8 +13,10 @@
  *   hb_server_conn.c  connection lifecycle and I/O: the state machine driver
  *   hb_server_req.c   request handling: head, body, the response per route
  *   hb_server_out.c   output queue, response heads, streamed bodies
- *   hb_server_h2.c    protocol choice (ALPN, preface) and the HTTP/2 driver; an
- *                     h2 connection's frames, streams and buffers are its
+ *   hb_server_stats.c the workers' counters summed, the /__stats document
+ *   hb_server_h2.c    HTTP/2 behind the connection protocol table (hb__conn_proto):
+ *                     ALPN or the preface switch a connection to it; an h2
+ *                     connection's frames, streams and buffers are its
  *                     hb_h2_server session's (only the read buffer is shared)
  *   hb_server_h3.c    HTTP/3: each worker's UDP socket (SO_REUSEPORT, the TCP
  *                     port's number) driving its hb_h3_server endpoint
@@ -93,6 +95,33 @@ typedef struct hb__wstats {
 #define HB__LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 struct hb__worker;
+struct hb__conn;
+
+/* A protocol a TCP connection may switch to besides HTTP/1.1 (HTTP/2:
+ * hb_server_h2.c), so the generic connection code names none. */
+typedef struct hb__conn_proto {
+    int (*enabled)(const struct hb_server *srv); /* the server's options ask for it */
+    /* Every worker at its start (enabled or not) / with no connections left,
+     * or stopping: give pooled memory back. */
+    void (*worker_init)(struct hb__worker *w);
+    void (*worker_idle)(struct hb__worker *w);
+    /* After the TLS handshake: 1 when ALPN chose it (the connection switched
+     * and has run, or is freed), else 0 (HTTP/1.1 counted when ALPN said so). */
+    int (*alpn)(struct hb__conn *c);
+    /* An undecided connection with buffered input: 1 it switched (and has
+     * run, or is freed), 0 a partial match (read more), -1 not this one. */
+    int (*sniff)(struct hb__conn *c);
+    /* A switched connection: drive it as far as it goes without blocking; its
+     * timer fired; the write / idle timeouts at w->now; free its session (the
+     * connection is being freed; peer_left: the peer closed or reset). */
+    void (*run)(struct hb__conn *c);
+    void (*timer)(struct hb__conn *c);
+    void (*sweep)(struct hb__conn *c);
+    void (*end)(struct hb__conn *c, int peer_left);
+} hb__conn_proto;
+
+/* The protocols a TCP connection may switch to, NULL-terminated (hb_server.c). */
+extern const hb__conn_proto *const hb__conn_protos[];
 
 typedef struct hb__conn {
     hb_sock sock;
@@ -124,11 +153,12 @@ typedef struct hb__conn {
     size_t rpos, rlen;
     size_t olen;
     int iov_first, niov;
-    char *stats_body;        /* a queued /__stats document (malloc), freed once written */
-    struct hb_h2_server *h2; /* an HTTP/2 connection's session (then the fields above rest) */
-    uint8_t proto;           /* HB__PROTO_*: 0 until the first bytes or ALPN decide */
-    uint8_t queued;          /* on the worker's ready queue (its read budget ran out) */
-    int64_t budget;          /* read budget left in this turn (HB__SRV_READ_BUDGET) */
+    char *stats_body;                /* a queued /__stats document (malloc), freed once written */
+    const struct hb__conn_proto *mp; /* the protocol it switched to (then the fields above rest) */
+    void *sess;                      /* that protocol's session */
+    uint8_t proto;                   /* HB__PROTO_*: 0 until the first bytes or ALPN decide */
+    uint8_t queued;                  /* on the worker's ready queue (its read budget ran out) */
+    int64_t budget;                  /* read budget left in this turn (HB__SRV_READ_BUDGET) */
     struct hb__conn *rq_prev, *rq_next; /* the worker's ready queue */
     /* a streaming route's events (hb_server_stream.c): ev_seq of ev_count queued so
      * far, the next due at ev_due; ev_unsent: the bytes of the one queued, not yet
@@ -208,7 +238,9 @@ struct hb_server {
     size_t h3_cert_len, h3_key_len;
     char alt_svc[48]; /* http3: the Alt-Svc header line every TLS response carries */
     size_t alt_svc_len;
-    char alt_svc_h2[24];                         /* its value, for h2 responses */
+    char alt_svc_value[24];    /* its value alone (h3=":port"), for framings of their own */
+    uint32_t max_streams;      /* concurrent streams per connection, every multiplexed protocol */
+    const hb__conn_proto *mux; /* the enabled protocol of hb__conn_protos, or NULL */
     uint8_t h3_ticket_key[HB_H3_TICKET_KEY_LEN]; /* session tickets, shared by the workers */
 };
 
@@ -259,9 +291,9 @@ int hb__ev_step(hb__conn *c);
 /* GET /ws's head: answer the upgrade (101, then c is a WebSocket
  * connection) or refuse it (400 / 426, closing). 0 upgraded, -1 refused. */
 int hb__ws_upgrade(hb__conn *c, const hb_request_head *h);
-void hb__ws_run(hb__conn *c);
-void hb__ws_gone(hb__conn *c);
-void hb__ws_sweep(hb__conn *c);
+/* The connection protocol an upgraded connection runs on (not in hb__conn_protos:
+ * no ALPN or preface chooses it). */
+extern const hb__conn_proto hb__srv_ws;
 /* The stats document's "ws" member (and a ", ") at body + *at, *at moved on. */
 void hb__ws_stats_json(const hb_server_ws_stats *w, char *body, size_t cap, size_t *at);
 
@@ -275,27 +307,12 @@ void hb__respond_error_close(hb__conn *c, int route, int status, const char *msg
 /* The timer of a PH_WAIT connection fired: continue its route. */
 void hb__req_timer(hb__conn *c);
 
-/* The /__stats JSON document (malloc'ed, *len bytes); NULL when out of memory.
- * arg is the hb_server. */
+/* hb_server_stats.c: the /__stats JSON document (malloc'ed, *len bytes); NULL
+ * when out of memory. arg is the hb_server. */
 char *hb__stats_json(void *arg, size_t *len);
 
-/* hb_server_h2.c: HTTP/2 connections. */
-/* Fill w->h2cfg from the server's options (at worker start). */
-void hb__h2_worker_config(hb__worker *w);
-/* The worker has no connections left (or stops): give pooled memory back. */
-void hb__h2_worker_idle(hb__worker *w);
-/* After the TLS handshake: ALPN chose h2 (1: the connection is now h2 and
- * has run, or is freed) or not (0; counted as HTTP/1.1 when ALPN said so). */
-int hb__h2_alpn(hb__conn *c);
-/* Undecided connection with buffered input: 1 the preface made it h2 (it
- * has run, or is freed), 0 a partial preface (read more), -1 HTTP/1.1. */
-int hb__h2_sniff(hb__conn *c);
-/* Drive an h2 connection as far as it goes without blocking. */
-void hb__h2_run(hb__conn *c);
-/* The connection's timer fired: run its streams' timers. */
-void hb__h2_timer(hb__conn *c);
-/* Write / idle timeouts of an h2 connection at w->now. */
-void hb__h2_sweep(hb__conn *c);
+/* hb_server_h2.c: HTTP/2 connections, behind the protocol table. */
+extern const hb__conn_proto hb__srv_h2;
 
 /* hb_server_h3.c: HTTP/3. */
 /* The server's certificate as PEM and its Alt-Svc line (once, before the workers). */
@@ -311,6 +328,8 @@ void hb__h3_worker_stop(hb__worker *w);
 void hb__h3_worker_cleanup(hb__worker *w);
 
 /* hb_server_conn.c: connection lifecycle and I/O. */
+/* The connection's protocol is decided (HB__PROTO_*): counted. */
+void hb__conn_set_proto(hb__conn *c, int proto);
 /* FIN now, then discard input until EOF or the linger time (then free). */
 void hb__conn_linger(hb__conn *c);
 /* One write of v[0..cnt) (cnt <= IOV_MAX), HTTP/1.1 and h2 alike: the bytes

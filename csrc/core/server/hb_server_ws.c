@@ -110,6 +110,7 @@ int hb__ws_upgrade(hb__conn *c, const hb_request_head *h)
     ws->push_due = c->w->now;
     ws->last_in = c->w->now;
     c->proto = HB__PROTO_WS;
+    c->mp = &hb__srv_ws; /* from here the connection is driven by the table below */
     c->phase = HB__PH_HEAD;
     c->req_deadline = 0;
     return 0;
@@ -263,7 +264,13 @@ static int flush_out(hb__conn *c)
     return 0;
 }
 
-void hb__ws_run(hb__conn *c)
+static void ws_gone(hb__conn *c)
+{
+    c->peer_left = 1;
+    hb__conn_free(c, 0);
+}
+
+static void ws_run(hb__conn *c)
 {
     hb__ws *ws = &c->ws;
     hb_server *srv = c->w->srv;
@@ -271,7 +278,7 @@ void hb__ws_run(hb__conn *c)
         if (hb__has_output(c)) {
             if (!c->wr_ready) return;
             if (flush_out(c) < 0) {
-                hb__ws_gone(c);
+                ws_gone(c);
                 return;
             }
             if (hb__has_output(c)) return;
@@ -285,8 +292,7 @@ void hb__ws_run(hb__conn *c)
         if (hb__has_output(c)) continue;
         if (push(c)) continue;
         if (c->peer_eof) {
-            if (!ws->close_recv) WS_ADD(close_received[close_slot(1006)], 1);
-            hb__conn_free(c, 0);
+            ws_gone(c);
             return;
         }
         if (!c->rd_ready) return;
@@ -316,20 +322,13 @@ void hb__ws_run(hb__conn *c)
             c->rd_ready = 0;
             return;
         } else {
-            hb__ws_gone(c);
+            ws_gone(c);
             return;
         }
     }
 }
 
-void hb__ws_gone(hb__conn *c)
-{
-    if (!c->ws.close_recv) WS_ADD(close_received[close_slot(1006)], 1);
-    c->peer_left = 1;
-    hb__conn_free(c, 0);
-}
-
-void hb__ws_sweep(hb__conn *c)
+static void ws_sweep(hb__conn *c)
 {
     hb__worker *w = c->w;
     hb__ws *ws = &c->ws;
@@ -349,6 +348,53 @@ void hb__ws_sweep(hb__conn *c)
         hb__conn_free(c, 0);
     }
 }
+
+/* The connection ends: without a close frame from the peer, that is 1006. */
+static void ws_end(hb__conn *c, int peer_left)
+{
+    (void)peer_left;
+    if (!c->ws.close_recv) WS_ADD(close_received[close_slot(1006)], 1);
+}
+
+static void ws_timer(hb__conn *c)
+{
+    (void)c; /* a push's interval: the run that follows sends it */
+}
+
+static int ws_enabled(const hb_server *srv)
+{
+    (void)srv;
+    return 1;
+}
+
+static void ws_worker(hb__worker *w)
+{
+    (void)w;
+}
+
+static int ws_alpn(hb__conn *c)
+{
+    (void)c;
+    return 0; /* only the HTTP/1.1 upgrade of /ws switches a connection to WebSocket */
+}
+
+static int ws_sniff(hb__conn *c)
+{
+    (void)c;
+    return -1;
+}
+
+const hb__conn_proto hb__srv_ws = {
+    .enabled = ws_enabled,
+    .worker_init = ws_worker,
+    .worker_idle = ws_worker,
+    .alpn = ws_alpn,
+    .sniff = ws_sniff,
+    .run = ws_run,
+    .timer = ws_timer,
+    .sweep = ws_sweep,
+    .end = ws_end,
+};
 
 /* {"1000": n, ...} of the codes with a count ("0": the rest). */
 static size_t codes_json(const uint64_t *v, char *p, size_t cap)

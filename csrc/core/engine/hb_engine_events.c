@@ -1,4 +1,4 @@
-/* hb_engine_stream.c - the load generator's stream mode (cfg.stream): each
+/* hb_engine_events.c - the load generator's stream mode (cfg.stream): each
  * response is a stream of events, timed as they arrive. An event is a
  * server-sent event dispatch when the first response of the run was
  * text/event-stream (hb_sse's scanner), else the end of a chunk of a chunked
@@ -11,14 +11,14 @@
 
 #include "engine/hb_engine_int.h"
 
-void hb__eng_stream_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl)
+void hb__eng_events_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl)
 {
     if (nl == 12 && strncasecmp(name, "content-type", 12) == 0 && vl >= 17 &&
         strncasecmp(value, "text/event-stream", 17) == 0)
         th->stream_sse = 1;
 }
 
-void hb__eng_stream_begin(ethread *th, hb__eng_stream *s)
+void hb__eng_events_begin(ethread *th, hb__eng_events *s)
 {
     hb_sse_scan_init(&s->scan, th->e->cfg.stream_max_line);
     s->events = 0;
@@ -26,7 +26,7 @@ void hb__eng_stream_begin(ethread *th, hb__eng_stream *s)
 }
 
 /* One event at `now`. */
-static void event(ethread *th, const req_slot *q, hb__eng_stream *s, uint64_t now)
+static void event(ethread *th, const req_slot *q, hb__eng_events *s, uint64_t now)
 {
     if (!q->warm) {
         if (s->events == 0)
@@ -39,7 +39,7 @@ static void event(ethread *th, const req_slot *q, hb__eng_stream *s, uint64_t no
     s->last = now;
 }
 
-int hb__eng_stream_data(ethread *th, const req_slot *q, hb__eng_stream *s, const char *p, size_t n,
+int hb__eng_events_data(ethread *th, const req_slot *q, hb__eng_events *s, const char *p, size_t n,
                         int chunk_end, uint64_t now)
 {
     if (!th->stream_sse) {
