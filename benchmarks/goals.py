@@ -258,6 +258,13 @@ BENCHMARKS = [
                           "strace -f -c (all threads; strace slows both tools alike, which "
                           "changes epoll batching a little). Diagnostic for the CPU/request "
                           "goals; no goal of its own."),)),
+    Benchmark("ws", "bench_ws.py", ("--duration", "3", "--rounds", "3"),
+              ("--duration", "2", "--rounds", "2"), ("--quick",), ours="httpbench",
+              notes=(("", "WebSocket echo of 1 KiB messages on 4 connections against the "
+                          "embedded server's /ws (its own process); each contender in a fresh "
+                          "process, rounds interleaved. The Python clients' CPU is their "
+                          "process's over the echo loop. Every contender's count is checked "
+                          "against the server's."),)),
 ]
 
 REACHABLE = "is the goal reachable at all? (the floor against the same peer)"
@@ -435,4 +442,17 @@ GOALS = [
     Goal("engine_mem", "load generator", "RSS growth < 1 MB from 10^5 to 10^7 requests",
          "peak RSS", "<", 1.0, "growth", case="RSS*", unit=" MB",
          detail="peak RSS, {short run|requests} vs {long run|requests} requests"),
+    Goal("ws", "WebSocket load generator",
+         "CPU/echoed message ≤ 1.1× the floor (prebuilt frames, no parsing) ({case})", "CPU/msg",
+         "<=", 1.1, "httpbench", "floor", case="echo*", floor="floor",
+         detail="floor = benchmarks/floor_ws.c: one send() of a prebuilt masked frame and "
+                "recv()s until the echo's known length, per message"),
+    Goal("ws", "WebSocket load generator",
+         "CPU/echoed message ≤ 0.5× picows, the cheapest Python client ({case})", "CPU/msg",
+         "<=", 0.5, "httpbench", "picows", case="echo*", floor="floor"),
+    Goal("ws", "Embedded server, streaming",
+         "server CPU/pushed SSE event ≤ 1.1× the floor ({case})", "CPU/msg", "<=", 1.1,
+         "httpbench", "floor", case="sse push*", floor="floor",
+         detail="floor = benchmarks/floor_push.c: one prebuilt event written N times, one "
+                "write() each, read by curl like the server's /sse"),
 ]

@@ -51,6 +51,11 @@ enum {
     A_H2_FIELDS,
     A_GIVE_UP,
     A_HTTP3,
+    A_WS,
+    A_WS_SIZE,
+    A_WS_TEXT,
+    A_STREAM,
+    A_STREAM_MAX_LINE,
     A_NARGS
 };
 static const char *const arg_names[A_NARGS] = {
@@ -85,6 +90,11 @@ static const char *const arg_names[A_NARGS] = {
     "h2_fields",
     "give_up",
     "http3",
+    "ws",
+    "ws_size",
+    "ws_text",
+    "stream",
+    "stream_max_line",
 };
 
 static int set_item(PyObject *d, const char *k, PyObject *v)
@@ -138,6 +148,7 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
     U("quic_dgrams_sent", r->quic_dgrams_sent);
     U("quic_dgrams_recv", r->quic_dgrams_recv);
     U("quic_pto", r->quic_pto);
+    U("events", r->events);
     U("cpu_user_ns", r->cpu_user_ns);
     U("cpu_sys_ns", r->cpu_sys_ns);
     U("duration_ns", r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0);
@@ -205,7 +216,9 @@ static PyObject *result_dict(hb_modstate *st, const hb_engine_result *r, int64_t
               {"ttfb", &r->ttfb},
               {"connect", &r->connect},
               {"tls", &r->tls},
-              {"setup", &r->setup}};
+              {"setup", &r->setup},
+              {"ttfe", &r->ttfe},
+              {"gap", &r->gap}};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         if (set_item(d, hs[i].k, hb_py_hist_from_core(st, hs[i].h)) < 0) goto fail;
     return d;
@@ -283,7 +296,8 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         PyErr_SetString(PyExc_TypeError, "host is required");
         return NULL;
     }
-    uint64_t port, n, conns, threads, pipeline, rbuf;
+    uint64_t port, n, conns, threads, pipeline, rbuf, ws_size, max_line;
+    int ws, ws_text, stream;
     double duration, warmup, rate, timeout, interval, give_up;
     int tls, keepalive, verify, resumption, is_head, lenient, http2, http3;
     if (hb_arg_u64(a[A_PORT], 0, "port", &port) < 0 || hb_arg_u64(a[A_N], 0, "n", &n) < 0 ||
@@ -302,7 +316,10 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         hb_arg_bool(a[A_SESSION_RESUMPTION], 1, &resumption) < 0 ||
         hb_arg_bool(a[A_METHOD_IS_HEAD], 0, &is_head) < 0 ||
         hb_arg_bool(a[A_LENIENT], 0, &lenient) < 0 || hb_arg_bool(a[A_HTTP2], 0, &http2) < 0 ||
-        hb_arg_bool(a[A_HTTP3], 0, &http3) < 0)
+        hb_arg_bool(a[A_HTTP3], 0, &http3) < 0 || hb_arg_bool(a[A_WS], 0, &ws) < 0 ||
+        hb_arg_u64(a[A_WS_SIZE], 16, "ws_size", &ws_size) < 0 ||
+        hb_arg_bool(a[A_WS_TEXT], 0, &ws_text) < 0 || hb_arg_bool(a[A_STREAM], 0, &stream) < 0 ||
+        hb_arg_u64(a[A_STREAM_MAX_LINE], 0, "stream_max_line", &max_line) < 0)
         return NULL;
     if (http2 && http3) {
         PyErr_SetString(PyExc_ValueError, "http2 and http3 are exclusive");
@@ -386,6 +403,11 @@ static PyObject *run_bench(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         cfg.body_len = (size_t)PyBytes_GET_SIZE(a[A_BODY]);
     }
     cfg.method_is_head = is_head;
+    cfg.ws = ws;
+    cfg.ws_size = ws_size;
+    cfg.ws_text = ws_text;
+    cfg.stream = stream;
+    cfg.stream_max_line = max_line;
     cfg.parse_flags = lenient ? HB_PARSE_LENIENT_LF : 0;
     cfg.n = n;
     cfg.duration_ns = (uint64_t)(duration * 1e9);

@@ -182,6 +182,61 @@ static int set_u64(PyObject *d, const char *k, uint64_t v)
     return r;
 }
 
+/* {code: n} of the codes with a count (the last bucket, the rest, as 0). */
+static PyObject *close_codes(const uint64_t *v)
+{
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < HB_SERVER_WS_CODES; i++) {
+        if (!v[i]) continue;
+        PyObject *k = PyLong_FromLong(i == HB_SERVER_WS_CODES - 1 ? 0 : 1000 + i);
+        PyObject *n = PyLong_FromUnsignedLongLong(v[i]);
+        int r = (k && n) ? PyDict_SetItem(d, k, n) : -1;
+        Py_XDECREF(k);
+        Py_XDECREF(n);
+        if (r < 0) Py_CLEAR(d);
+    }
+    return d;
+}
+
+/* stats()["sse"], ["stream"] and ["ws"]. */
+static int set_streaming(PyObject *d, const hb_server_stats *s)
+{
+    const hb_server_stream_stats *m = &s->sm;
+    const hb_server_ws_stats *w = &s->ws;
+    PyObject *sse = PyDict_New(), *st = PyDict_New(), *ws = PyDict_New();
+    PyObject *cs = close_codes(w->close_sent), *cr = close_codes(w->close_received);
+    int r = -1;
+    if (!sse || !st || !ws || !cs || !cr) goto done;
+    if (set_u64(sse, "streams", m->sse_streams) < 0 || set_u64(sse, "events", m->sse_events) < 0 ||
+        set_u64(sse, "bytes", m->sse_bytes) < 0 || set_u64(st, "streams", m->stream_streams) < 0 ||
+        set_u64(st, "chunks", m->stream_chunks) < 0 || set_u64(st, "bytes", m->stream_bytes) < 0 ||
+        set_u64(ws, "upgrades", w->upgrades) < 0 ||
+        set_u64(ws, "bad_upgrades", w->bad_upgrades) < 0 ||
+        set_u64(ws, "frames_in", w->frames_in) < 0 ||
+        set_u64(ws, "frames_out", w->frames_out) < 0 ||
+        set_u64(ws, "messages_in", w->messages_in) < 0 ||
+        set_u64(ws, "messages_out", w->messages_out) < 0 ||
+        set_u64(ws, "payload_in", w->payload_in) < 0 ||
+        set_u64(ws, "payload_out", w->payload_out) < 0 || set_u64(ws, "pings", w->pings) < 0 ||
+        set_u64(ws, "pongs", w->pongs) < 0 || set_u64(ws, "pushed", w->pushed) < 0 ||
+        set_u64(ws, "errors", w->errors) < 0 ||
+        set_u64(ws, "write_timeouts", w->write_timeouts) < 0 ||
+        set_u64(ws, "close_timeouts", w->close_timeouts) < 0 ||
+        PyDict_SetItemString(ws, "close_sent", cs) < 0 ||
+        PyDict_SetItemString(ws, "close_received", cr) < 0 ||
+        PyDict_SetItemString(d, "sse", sse) < 0 || PyDict_SetItemString(d, "stream", st) < 0 ||
+        PyDict_SetItemString(d, "ws", ws) < 0)
+        goto done;
+    r = 0;
+done:
+    Py_XDECREF(sse);
+    Py_XDECREF(st);
+    Py_XDECREF(ws);
+    Py_XDECREF(cs);
+    Py_XDECREF(cr);
+    return r;
+}
+
 static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)args;
@@ -271,7 +326,7 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
         set_u64(d, "client_gone", s.client_gone) < 0 ||
         set_u64(d, "connections_refused", s.connections_refused) < 0 ||
         set_u64(d, "threads", (uint64_t)s.threads) < 0 || set_u64(d, "cpu_ns", s.cpu_ns) < 0 ||
-        PyDict_SetItemString(d, "thread_cpu_ns", cpu) < 0)
+        PyDict_SetItemString(d, "thread_cpu_ns", cpu) < 0 || set_streaming(d, &s) < 0)
         goto fail;
     Py_DECREF(routes);
     Py_DECREF(status);

@@ -206,6 +206,10 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
         lines.append(f"   (note: {md['wakeup_note']})")
     if md.get("first_error"):
         kv("First error", md["first_error"])
+    if cfg.protocol == "websocket":
+        kv("WebSocket", "each request is one message echoed back whole (latency: round trip)")
+    if r.events is not None:
+        kv("Events", f"{r.events} ({r.events / secs if secs else 0:.2f} [#/sec])")
     lines.append("")
     lines.append("Connection Times (ms)")
     lines.append(f"{'':<12}{'min':>9}{'mean':>9}{'[+/-sd]':>8}{'median':>9}{'max':>10}")
@@ -221,6 +225,9 @@ def format_report(r: BenchResult, latency: bool = False) -> str:
     if per_request and cfg.rate and r.latency_uncorrected is not None:
         total = r.latency_uncorrected
     lines.append(_row("Total:", total))
+    if r.ttfe is not None:
+        lines.append(_row("1st event:", r.ttfe))
+        lines.append(_row("Event gap:", r.gap))
     lines.append("")
     title = "Percentage of the requests served within a certain time (ms)"
     if cfg.rate:

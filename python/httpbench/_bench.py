@@ -59,6 +59,10 @@ def bench(
     http2: bool = False,
     streams: int = 1,
     http3: bool = False,
+    ws: bool = False,
+    ws_size: int = 16,
+    ws_text: bool = False,
+    stream: bool = False,
     history: str | os.PathLike[str] | None = None,
 ) -> BenchResult:
     """Load-test ``url`` with the native (C, epoll) load generator.
@@ -100,6 +104,24 @@ def bench(
     holds the QUIC handshakes (a reconnect resumes the TLS session when the server
     issued a ticket and ``session_resumption`` is on; no 0-RTT). FeatureUnavailable when the build has no HTTP/3.
 
+    ``stream``: each response is a stream of events, timed as they arrive: a
+    server-sent event dispatch for a ``text/event-stream`` response, else a chunk
+    of a chunked body. The result adds ``ttfe`` (time to first event, from each
+    stream's intended start: with ``rate`` - new streams per second - it is
+    coordinated-omission corrected), ``gap`` (between consecutive events) and
+    ``events``. An SSE line over 1 MiB is a ``protocol`` error.
+
+    ``ws`` (or a ``ws://``/``wss://`` URL): WebSocket. Each connection upgrades
+    (GET, ``Upgrade: websocket``, the server's ``Sec-WebSocket-Accept`` checked),
+    then a request is one message sent and its echo received whole: ``latency``
+    is the echo round trip, ``n`` counts messages, ``pipeline`` is messages in
+    flight per connection and ``rate`` messages per second. The message is
+    ``body`` (bytes or str) or else ``ws_size`` bytes of the server's content; a
+    text frame with ``ws_text``. Errors add ``upgrade`` (refused or broken
+    upgrade), ``ws_close`` (the server closed with messages in flight) and
+    ``protocol`` (a frame breaking RFC 6455). Frames are prebuilt once per run
+    with one random mask, so the generator's cost per message is its I/O.
+
     ``cluster``: run on Dask workers instead (a ``dask.distributed.Client``, a
     scheduler address such as ``tcp://host:8786``, or ``"local:N"`` for N local
     worker processes; needs ``pip install "httpbench[distributed]"``). The totals
@@ -116,6 +138,8 @@ def bench(
     ConnectError when the host cannot be resolved, TLSError for a bad CA file.
     Connection failures during the run are counted in ``error_counts``.
     """
+    if cluster is not None and (ws or stream or url.lower().startswith(("ws:", "wss:"))):
+        raise ValueError("ws and stream runs are not supported with cluster")
     if cluster is not None and (http2 or http3):
         raise ValueError(f"{'http3' if http3 else 'http2'}=True is not supported with cluster")
     spec = check(
@@ -124,7 +148,7 @@ def bench(
         timeout=timeout, verify=verify, ca_file=ca_file, warmup=warmup,
         session_resumption=session_resumption, server_name=server_name,
         tls_max_version=tls_max_version, lenient=lenient, label=label, http2=http2,
-        streams=streams, http3=http3)
+        streams=streams, http3=http3, ws=ws, ws_size=ws_size, ws_text=ws_text, stream=stream)
     if history is not None:
         from ._history import check_target, record_results
 
@@ -194,6 +218,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--h3", action="store_true",
                    help="HTTP/3: QUIC over UDP to an https:// URL's port (the server's UDP "
                         "port; verify with --ca-file or --insecure as for HTTPS)")
+    p.add_argument("--ws", action="store_true",
+                   help="WebSocket: upgrade each connection, then -n messages echoed back "
+                        "(implied by a ws:// or wss:// URL); --ws-size BYTES per message")
+    p.add_argument("--ws-size", type=int, default=16, metavar="BYTES",
+                   help="with --ws: message size (default 16; -p FILE sends that file's bytes)")
+    p.add_argument("--stream", action="store_true",
+                   help="responses are streams of events (server-sent events, or chunks): "
+                        "time to first event, gaps between events, events/s")
     p.add_argument("-m", "--streams", dest="streams", metavar="STREAMS", default=None,
                    help="with --h2/--h3: concurrent streams per connection (h2load's -m; default 1). "
                         "ab's -m METHOD still works without --h2; prefer -X METHOD")
@@ -409,7 +441,9 @@ def cli_main(argv: list[str]) -> int:
             if path is not None and path != "-":
                 _writable(path, flag)
         try:
-            parse_url(a.url)
+            lower = a.url.strip().lower()
+            parse_url("http" + a.url.strip()[2:] if lower.startswith(("ws://", "wss://"))
+                      else a.url)
         except ValueError as exc:
             raise _UsageError(str(exc)) from None
         duration = _dur_arg(a.duration, "-d")
@@ -470,6 +504,13 @@ def cli_main(argv: list[str]) -> int:
             if bad:
                 sys.stderr.write(f"httpbench: {bad}\n")
                 return 1
+        if a.ws or a.url.strip().lower().startswith(("ws://", "wss://")):
+            if a.post_file is not None:
+                with open(a.post_file, "rb") as f:
+                    kw["body"] = f.read()  # the message, sent from memory
+            kw.update(ws=True, ws_size=a.ws_size, method="GET")
+        if a.stream:
+            kw.update(stream=True)
         try:
             result = bench(a.url, **kw)
         except (ValueError, TypeError) as exc:

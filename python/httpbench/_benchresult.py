@@ -117,17 +117,18 @@ class BenchConfig:
 
 
 def _protocol(v: Any, where: str) -> str:
-    if v not in ("http/1.1", "h2", "h3"):
-        raise ValueError(f"{where} must be 'http/1.1', 'h2' or 'h3', not {v!r}")
+    if v not in ("http/1.1", "h2", "h3", "websocket"):
+        raise ValueError(f"{where} must be 'http/1.1', 'h2', 'h3' or 'websocket', not {v!r}")
     return str(v)
 
 
 _BENCH_HISTS = ("latency", "latency_uncorrected", "connect", "tls", "ttfb", "processing",
-                "setup")
+                "setup", "ttfe", "gap")
 # Optional BenchResult fields: in JSON only when set (older records load without them).
 _BENCH_OPTIONAL = ("setup", "sends", "sends_late", "unsent", "connect_attempts",
                    "connect_failures", "connect_fd_exhausted", "quic_datagrams_sent",
-                   "quic_datagrams_received", "quic_pto", "series_p50_ns", "series_p99_ns")
+                   "quic_datagrams_received", "quic_pto", "series_p50_ns", "series_p99_ns",
+                   "ttfe", "gap", "events")
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +242,19 @@ class BenchResult(ResultBase):
     timeouts that fired (ngtcp2's loss recovery timer; the library exposes no
     count of lost or retransmitted packets). ``tls`` holds each connection's QUIC
     handshake (first Initial sent to handshake complete); ``connect`` is empty.
+
+    Stream runs only (``bench(stream=True)``, None otherwise): ``ttfe`` - each
+    stream's time to its first event (from its intended start, so
+    coordinated-omission corrected at a constant rate of new streams), ``gap`` -
+    the time between consecutive events of a stream, ``events`` - events
+    received (server-sent event dispatches, or chunks of a chunked body).
+
+    WebSocket runs (``bench(ws=True)``, ``config.protocol == "websocket"``): a
+    request is one message echoed back whole, so ``responses``/``successes``
+    count echoed messages, ``latency`` is the echo round trip and ``ttfb`` the
+    time to the echo's first byte; ``error_counts`` adds ``upgrade`` (the
+    upgrade refused or broken) and ``ws_close`` (the server closed with
+    messages in flight).
     """
 
     KIND = "BenchResult"
@@ -291,6 +305,9 @@ class BenchResult(ResultBase):
     # it (0: none did), from a coarse per-second histogram (within 1/16 of the value)
     series_p50_ns: tuple[int, ...] | None = None
     series_p99_ns: tuple[int, ...] | None = None
+    ttfe: Histogram | None = None
+    gap: Histogram | None = None
+    events: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(

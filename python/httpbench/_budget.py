@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _units
-from ._hist import hist_percentile, hist_stat
+from ._hist import hist_count, hist_percentile, hist_stat
 from ._tables import render_table
 
 __all__ = [
@@ -97,6 +97,18 @@ METRICS: dict[str, Metric] = {
            "failed requests (bench: transport errors + non-2xx; measure: failed calls)"),
         _m("non_2xx", "count", True, True, "responses with a status outside 200-299"),
         _m("error_rate", "ratio", True, False, "failed / attempted requests"),
+        _m("ttfe_p50", "duration", True, False,
+           "median time to first event of a stream (bench(stream=True))"),
+        _m("ttfe_p99", "duration", True, False,
+           "99th percentile time to first event of a stream (bench(stream=True))"),
+        _m("gap_p99", "duration", True, False,
+           "99th percentile gap between a stream's events (bench(stream=True))"),
+        _m("events_per_sec", "rate", False, False, "stream events received per second"),
+        _m("cpu_per_event", "duration", True, False,
+           "CPU per stream event: the generator's (bench(stream=True)), or the client's "
+           "per call over measure(events_per_call=)"),
+        _m("allocs_per_event", "count", True, True,
+           "Python heap allocations per stream event (measure(events_per_call=))"),
     ]
 }
 
@@ -330,6 +342,12 @@ def result_metrics(result: Any) -> dict[str, float]:
         _put(out, "gc_pause", result.gc_pause_ns)
         _put(out, "peak_rss", result.peak_rss_bytes)
         _put(out, "errors", result.errors)
+        per = result.metadata.get("events_per_call")
+        if per:
+            if result.cpu_ns_per_call is not None:
+                out["cpu_per_event"] = result.cpu_ns_per_call / per
+            if result.allocs_per_call is not None:
+                out["allocs_per_event"] = result.allocs_per_call / per
         if calls + result.errors:
             out["error_rate"] = result.errors / (calls + result.errors)
     else:  # BenchResult
@@ -342,6 +360,16 @@ def result_metrics(result: Any) -> dict[str, float]:
         attempted = result.responses + result.errors
         if attempted:
             out["error_rate"] = result.failures / attempted
+        if getattr(result, "events", None) is not None:
+            if hist_count(result.ttfe):
+                _put(out, "ttfe_p50", hist_percentile(result.ttfe, 50.0))
+                _put(out, "ttfe_p99", hist_percentile(result.ttfe, 99.0))
+            if hist_count(result.gap):
+                _put(out, "gap_p99", hist_percentile(result.gap, 99.0))
+            if result.duration_ns:
+                out["events_per_sec"] = result.events * 1e9 / result.duration_ns
+            if result.events:
+                out["cpu_per_event"] = (result.cpu_user_ns + result.cpu_sys_ns) / result.events
     return out
 
 

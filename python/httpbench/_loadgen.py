@@ -214,6 +214,10 @@ class LoadSpec:
     head: bytes
     h2_fields: Any
     http3: bool = False
+    ws: bool = False
+    ws_size: int = 16
+    ws_text: bool = False
+    stream: bool = False
 
 
 def check(
@@ -241,10 +245,27 @@ def check(
     http2: bool = False,
     streams: int = 1,
     http3: bool = False,
+    ws: bool = False,
+    ws_size: int = 16,
+    ws_text: bool = False,
+    stream: bool = False,
 ) -> LoadSpec:
     """``bench()``'s arguments checked (ValueError/TypeError with the reason) and the
     request head built, so bad headers fail before any connection is made."""
+    if isinstance(url, str) and url.strip().lower().startswith(("ws://", "wss://")):
+        ws = True  # a WebSocket URL is its http(s) URL in WebSocket mode
+        url = "http" + url.strip()[2:]
     tgt = parse_url(url)
+    ws, stream, ws_text = bool(ws), bool(stream), bool(ws_text)
+    ws_size = _int_arg(ws_size, "ws_size", 0, 1 << 26)
+    if ws and (http2 or http3):
+        raise ValueError("ws=True upgrades an HTTP/1.1 connection: not with http2/http3")
+    if ws and (not keepalive or method.upper() != "GET"):
+        raise ValueError("ws=True needs keep-alive GET upgrades (keepalive=True, method='GET')")
+    if ws and body is not None and not isinstance(body, (bytes, bytearray, memoryview, str)):
+        raise ValueError("ws=True sends the message from memory: pass bytes or str, not a path")
+    if stream and (http2 or http3 or ws):
+        raise ValueError("stream=True reads HTTP/1.1 streams: not with http2, http3 or ws")
     if n is not None:
         n = _int_arg(n, "n", 1, 2**62)
     dur = _seconds(duration, "duration")
@@ -316,7 +337,8 @@ def check(
     from ._version import __version__
 
     ua = f"httpbench/{__version__}"
-    head = _core.build_request_head(method, tgt.url, hdrs, body_len, bool(keepalive), ua)
+    head = _core.build_request_head(method, tgt.url, hdrs, -1 if ws else body_len,
+                                    bool(keepalive), ua)
     # The same request as HTTP/2 fields; validated here so bad headers fail before the run.
     h2_fields = (_core.build_h2_fields(method, tgt.url, hdrs, body_len, ua)
                  if http2 or http3 else None)
@@ -327,7 +349,8 @@ def check(
         body_len=body_len, timeout=tmo, warmup=wup, verify=bool(verify), ca_file=ca_file,
         session_resumption=bool(session_resumption), server_name=server_name,
         tls_max_version=tls_max_version, lenient=bool(lenient), label=label, http2=http2,
-        streams=streams, head=head, h2_fields=h2_fields, http3=http3)
+        streams=streams, head=head, h2_fields=h2_fields, http3=http3, ws=ws, ws_size=ws_size,
+        ws_text=ws_text, stream=stream)
 
 
 def run(spec: LoadSpec, progress: bool | Callable[[Progress], Any] | None = False) -> BenchResult:
@@ -364,6 +387,10 @@ def run(spec: LoadSpec, progress: bool | Callable[[Progress], Any] | None = Fals
         if not _core.HAVE_H3:
             raise _core.FeatureUnavailable(f"bench(http3=True): {H3_CLIENT_MISSING}")
         kw.update(http3=True, h2_fields=spec.h2_fields, pipeline=spec.streams, head=None)
+    if spec.ws:
+        kw.update(ws=True, ws_size=spec.ws_size, ws_text=spec.ws_text)
+    if spec.stream:
+        kw.update(stream=True)
     kw["give_up"] = NO_CONNECTION_S
     raise_nofile()  # each connection is a descriptor: use what the hard limit allows
     raw = _core.run_bench(**kw)
@@ -378,6 +405,7 @@ def run_local(url: str, *, progress: bool | Callable[[Progress], Any] | None = F
 
 
 _H2_ERRORS = ("rst_stream", "goaway")  # error kinds only HTTP/2 runs can have
+_WS_ERRORS = ("upgrade", "ws_close")  # ... and only WebSocket runs
 
 
 def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
@@ -388,17 +416,22 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
     if not http2 and not http3:
         for k in _H2_ERRORS:  # always 0: HTTP/1.1 results keep their keys as before
             errors.pop(k, None)
+    if not spec.ws:
+        for k in _WS_ERRORS:
+            errors.pop(k, None)
     cfg = BenchConfig(
         n=n, duration_ns=int(dur * 1e9) if dur is not None else None,
         concurrency=concurrency, threads=min(spec.threads, concurrency), rate=rate,
         keepalive=spec.keepalive, pipeline=spec.pipeline,
         timeout_ns=int(spec.timeout * 1e9) if spec.timeout else None,
         warmup_ns=int(spec.warmup * 1e9),
-        protocol="h3" if http3 else "h2" if http2 else "http/1.1",
+        protocol="h3" if http3 else "h2" if http2 else "websocket" if spec.ws else "http/1.1",
         streams=streams if http2 or http3 else 1,
         extra={"headers": [f"{k}: {v}" for k, v in spec.headers],
                "body_bytes": max(spec.body_len, 0), "tls": tgt.tls, "verify": spec.verify,
-               "ca_file": os.fspath(ca_file) if ca_file is not None else None},
+               "ca_file": os.fspath(ca_file) if ca_file is not None else None,
+               **({"stream": True} if spec.stream else {}),
+               **({"ws_size": spec.ws_size, "ws_text": spec.ws_text} if spec.ws else {})},
     )
     meta = {
         "server": raw["server"],
@@ -459,6 +492,9 @@ def _to_result(spec: LoadSpec, raw: dict[str, Any]) -> BenchResult:
         quic_datagrams_sent=raw["quic_dgrams_sent"] if http3 else None,
         quic_datagrams_received=raw["quic_dgrams_recv"] if http3 else None,
         quic_pto=raw["quic_pto"] if http3 else None,
+        ttfe=raw["ttfe"] if spec.stream else None,
+        gap=raw["gap"] if spec.stream else None,
+        events=raw["events"] if spec.stream else None,
     )
     _record_machine(res, tgt)
     return res

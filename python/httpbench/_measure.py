@@ -427,6 +427,16 @@ def _with_counts(res: MeasureResult, fn: Any, args: tuple, n: int | None, warmup
     return dataclasses.replace(res, metadata=meta, **det["fields"])
 
 
+def _events_meta(events_per_call: int | None) -> dict[str, int]:
+    """The metadata entry of ``events_per_call`` (checked), or nothing."""
+    if events_per_call is None:
+        return {}
+    if isinstance(events_per_call, bool) or not isinstance(events_per_call, int) or \
+            events_per_call < 1:
+        raise ValueError(f"events_per_call must be an int >= 1, got {events_per_call!r}")
+    return {"events_per_call": events_per_call}
+
+
 def _slowest_per_call_s(res: MeasureResult) -> float:
     """Seconds one call took when timed natively (the larger of the mean wall
     time per call and the p99 latency), the base of the children's deadline."""
@@ -498,6 +508,7 @@ def measure(
     syscalls: bool = False,
     callgrind_file: str | None = None,
     placement: str = "auto",
+    events_per_call: int | None = None,
 ) -> MeasureResult:
     """Call ``fn(*args)`` repeatedly from a C loop and report what each call costs.
 
@@ -523,10 +534,16 @@ def measure(
     ``"split"``, or ``"unpinned"`` (leave both alone). Restored afterwards;
     ``metadata["placement"]`` and ``metadata["wakeup_ns"]`` record it.
 
+    ``events_per_call``: each call consumes that many stream events (a call reading
+    a whole server-sent event stream or WebSocket push of that many events);
+    recorded as ``metadata["events_per_call"]``, it gives the budgets
+    ``cpu_per_event`` and ``allocs_per_event``.
+
     Exceptions raised by ``fn`` (and KeyboardInterrupt) stop the run and
     propagate with their traceback; hooks are disarmed first.
     """
     spec = fn
+    events_meta = _events_meta(events_per_call)
     fn, n = _counting_args(fn, n, duration, instructions, syscalls, callgrind_file)
     _deterministic.preflight(spec, args, instructions=instructions, syscalls=syscalls)
     if not callable(fn):
@@ -548,7 +565,8 @@ def measure(
             if REUSE_CALIBRATION:
                 _calibrations[key] = cal
     rss_reset = _reset_peak_rss()
-    meta: dict[str, Any] = {"mode": "sync", "warmup_calls": wn, "warmup_ns": wns}
+    meta: dict[str, Any] = {"mode": "sync", "warmup_calls": wn, "warmup_ns": wns,
+                            **events_meta}
     with _placed(placement, True, meta):
         srv0 = _server_cpu()
         if srv0 is not None:

@@ -24,6 +24,11 @@ measured by hand:
 * ``h3-get-150b`` / ``h3-get-12k`` / ``h3-download-7m`` — the same requests over
   HTTP/3 (QUIC, verified TLS), one at a time, to the server's HTTP/3 side (a build
   with ngtcp2, nghttp3 and GnuTLS); clients without HTTP/3 are skipped with the reason.
+* ``sse-100x1k`` — a server-sent event stream of 100 events of 1 KiB read event by
+  event with each client's own streaming API (the count checked every round);
+  ``stream-10m-chunked`` — a 10 MB chunked body streamed to a file; ``ws-echo-1k`` /
+  ``ws-push-100k`` — a WebSocket message echoed or received per request, by the
+  WebSocket clients. Run when named.
 
 User-defined scenarios: ``Scenario(name, method=..., path=..., body_size=...,
 tls=..., concurrency=..., protocol="h2")`` or :func:`parse_scenario` for the CLI's
@@ -42,6 +47,7 @@ __all__ = [
     "DEFAULT_SCENARIOS",
     "H2_SCENARIOS",
     "H3_SCENARIOS",
+    "STREAM_SCENARIOS",
     "PROTOCOLS",
     "QUICK_SCENARIOS",
     "get_scenario",
@@ -68,7 +74,15 @@ class Scenario:
     requests a round makes. ``protocol`` ``"h2"``: HTTP/2 (h2c with prior
     knowledge without TLS, ALPN with it), ``concurrency`` requests in flight
     on one connection; clients without HTTP/2 are skipped. ``"h3"``: HTTP/3
-    (always TLS), one request at a time on one QUIC connection.
+    (always TLS), one request at a time on one QUIC connection. ``events`` > 0:
+    each request reads a server-sent event stream (``path`` an ``/sse`` route) of
+    that many events with the client's streaming API and counts them; clients
+    without such a reader are skipped with the reason; per-event cost is the
+    request's divided by ``events`` (``metadata["events_per_call"]``). ``ws``
+    ``"echo"`` / ``"push"``: a WebSocket scenario run by the WebSocket clients only
+    (one connection each, set up before the rounds): a request is one message of
+    ``ws_size`` bytes sent and its echo received, or the next message the server
+    pushes (``path`` ``/ws?push=...``); the server's own message counts prove them.
     """
 
     name: str
@@ -86,6 +100,9 @@ class Scenario:
     min_n: int = 5
     expect_bytes: int | None = None
     protocol: str = "http/1.1"
+    events: int = 0
+    ws: str = ""
+    ws_size: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -117,6 +134,21 @@ class Scenario:
                                           and self.concurrency == 1):
             raise ValueError(f"scenario {self.name}: h3 needs tls=True, keep_alive=True and "
                              "concurrency 1 (one request at a time on one QUIC connection)")
+        if self.events < 0:
+            raise ValueError(f"scenario {self.name}: events must be >= 0")
+        if self.events and not (self.method == "GET" and self.path.startswith("/sse")
+                                and self.protocol == "http/1.1" and not self.download
+                                and self.concurrency == 1):
+            raise ValueError(f"scenario {self.name}: events needs a GET of an /sse route over "
+                             "HTTP/1.1, one at a time, not a download")
+        if self.ws not in ("", "echo", "push"):
+            raise ValueError(f"scenario {self.name}: ws must be 'echo' or 'push'")
+        if self.ws and not (self.method == "GET" and self.path.startswith("/ws")
+                            and self.protocol == "http/1.1" and not self.download
+                            and self.concurrency == 1 and self.keep_alive
+                            and not self.events and self.ws_size >= 0):
+            raise ValueError(f"scenario {self.name}: ws needs a GET of a /ws route over "
+                             "HTTP/1.1 on one kept connection, one message at a time")
         if self.protocol == "h2" and self.download and self.concurrency > 1:
             raise ValueError(f"scenario {self.name}: an h2 download runs one transfer at a time "
                              "(concurrency 1)")
@@ -195,6 +227,18 @@ def _builtin() -> dict[str, Scenario]:
         Scenario("h3-download-7m", "download of a 7 MB file over HTTP/3, streamed to disk",
                  path="/bytes/7000000", tls=True, download=True, expect_bytes=7_000_000,
                  min_n=2, duration=0.4, protocol="h3"),
+        Scenario("sse-100x1k", "a server-sent event stream of 100 events of 1 KiB read event "
+                 "by event (cost per request / 100 = per event)",
+                 path="/sse?events=100&size=1024", events=100, min_n=5),
+        Scenario("ws-echo-1k", "WebSocket: a 1 KiB binary message sent and its echo received, "
+                 "one at a time on one connection", path="/ws", ws="echo", ws_size=1024,
+                 min_n=50),
+        Scenario("ws-push-100k", "WebSocket: receiving the server's pushed 16-byte messages, "
+                 "one per request (100,000 a round)", path="/ws?push=1000000000&size=16",
+                 ws="push", ws_size=16, n=100_000),
+        Scenario("stream-10m-chunked", "a 10 MB chunked body in 16 KiB chunks, streamed to a "
+                 "file", path="/stream/10000000?chunk=16384", download=True,
+                 expect_bytes=10_000_000, min_n=3),
     ]
     return {x.name: x for x in s}
 
@@ -204,8 +248,12 @@ SCENARIOS: dict[str, Scenario] = _builtin()
 H2_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h2)
 # HTTP/3 scenarios too (they need a build with HTTP/3: features()['http3-server'])
 H3_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h3)
+# streaming scenarios too
+STREAM_SCENARIOS: tuple[str, ...] = ("sse-100x1k", "stream-10m-chunked", "ws-echo-1k",
+                                     "ws-push-100k")
 DEFAULT_SCENARIOS: tuple[str, ...] = tuple(n for n in SCENARIOS
-                                           if n not in H2_SCENARIOS + H3_SCENARIOS)
+                                           if n not in H2_SCENARIOS + H3_SCENARIOS
+                                           + STREAM_SCENARIOS)
 QUICK_SCENARIOS: tuple[str, ...] = ("get-150b", "post-300k-file", "download-7m", "https-get-150b")
 
 
@@ -251,7 +299,7 @@ def parse_scenario(spec: str) -> Scenario:
             if val.lower() not in _BOOL:
                 raise ValueError(f"scenario {name}: {key} must be a boolean, got {val!r}")
             fields[key] = _BOOL[val.lower()]
-        elif key in ("concurrency", "n", "min_n"):
+        elif key in ("concurrency", "n", "min_n", "events", "ws_size"):
             try:
                 fields[key] = int(val)
             except ValueError:
@@ -261,7 +309,7 @@ def parse_scenario(spec: str) -> Scenario:
                 fields[key] = float(val)
             except ValueError:
                 raise ValueError(f"scenario {name}: duration must be a number") from None
-        elif key in ("method", "path", "body_from", "description", "protocol"):
+        elif key in ("method", "path", "body_from", "description", "protocol", "ws"):
             fields[key] = val
         elif key == "expect_bytes":
             fields[key] = _size(val)

@@ -415,6 +415,14 @@ class Server:
         ``body_buffered`` (upload bytes held now), ``closes_limited``
         (CONNECTION_CLOSEs not repeated while closing), ``cid_slots`` (the
         connection-ID table's size now)}.
+
+        Streaming routes (docs/streaming.md): ``sse`` {``streams``, ``events``,
+        ``bytes``}, ``stream`` {``streams``, ``chunks``, ``bytes``} (events and
+        chunks written whole) and ``ws`` {``upgrades``, ``bad_upgrades``,
+        ``frames_in``, ``frames_out``, ``messages_in``, ``messages_out``,
+        ``payload_in``, ``payload_out``, ``pings``, ``pongs``, ``pushed``,
+        ``errors``, ``write_timeouts``, ``close_timeouts``, ``close_sent`` and
+        ``close_received`` ({code: n}; codes outside 1000-1014 under 0)}.
         """
         h = self._handle or self._last
         if h is None:
@@ -495,6 +503,9 @@ class ServerProcess:
         """Same dict as ``Server.stats()`` (status codes as int keys)."""
         d = json.loads(self._ask("stats"))
         d["by_status"] = {int(k): v for k, v in d["by_status"].items()}
+        for k in ("close_sent", "close_received"):
+            if "ws" in d:
+                d["ws"][k] = {int(c): v for c, v in d["ws"][k].items()}
         return d
 
     def stop(self, timeout: float = 5.0) -> None:

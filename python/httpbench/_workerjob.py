@@ -152,6 +152,17 @@ class Worker:
         # "threads" (one adapter per thread), "shared" (one adapter, many threads),
         # "batch" (request_batch on one adapter), "single" (concurrency 1)
         self.protocol_flags = require_protocol(self.cls, self.client, self.sc.protocol)
+        if bool(self.sc.ws) != self.cls.ws_only:
+            from ._adapters import AdapterUnavailable
+
+            raise AdapterUnavailable(self.client, "speaks WebSocket only (the ws- scenarios)"
+                                     if self.cls.ws_only else "no WebSocket client (a "
+                                     "WebSocket scenario: the ws clients run it)")
+        if self.sc.events and not self.cls.sse:
+            from ._adapters import AdapterUnavailable
+
+            raise AdapterUnavailable(self.client, f"no server-sent event reader: "
+                                     f"{self.cls.sse_reason}")
         if self.sc.protocol == "h2":
             from ._adapters import AdapterUnavailable
 
@@ -187,6 +198,10 @@ class Worker:
             "argv": self.job.get("argv"),
         }
         p.update(self.protocol_flags)
+        if sc.events:
+            p["events"] = sc.events
+        if sc.ws:
+            p["ws_mode"], p["ws_size"] = sc.ws, sc.ws_size
         if sc.body_size:
             if sc.body_from == "file":
                 p["body_file"] = self.body_file
@@ -207,7 +222,7 @@ class Worker:
                 f.write(self.body)
         else:
             self.body = None
-        if sc.method == "GET" and not sc.body_size:
+        if sc.method == "GET" and not sc.body_size and not sc.ws:  # (a plain GET /ws is a 400)
             try:
                 self._reference()
             except (OSError, http.client.HTTPException):
@@ -328,6 +343,18 @@ class Worker:
             where = f"instance {i}: " if len(self.adapters) > 1 else ""
             if a.last_status != 200:
                 problems.append(f"{where}status {a.last_status}")
+                continue
+            if sc.events:
+                if a.last_events != sc.events:
+                    problems.append(f"{where}read {a.last_events} events of {sc.events}")
+                continue
+            if sc.ws:
+                from ._server import expected_bytes
+
+                want = b"x" * sc.ws_size if sc.ws == "echo" else expected_bytes(sc.ws_size)
+                if a.last_body != want:
+                    problems.append(f"{where}message of {len(a.last_body or b'')} bytes is not "
+                                    f"the {sc.ws_size} expected")
                 continue
             if self.kind == "process" and not getattr(self.cls, "capture_body", False):
                 continue  # an arbitrary command: exit code 0 is all we can check
@@ -486,6 +513,9 @@ class Worker:
         if mr.wall_ns > 0 and mr.calls:
             self.per_req_ns = max(mr.wall_ns / mr.calls, 1000.0)
         mr = dataclasses.replace(mr, errors=errs.count)
+        if self.sc.events:  # each request read this many events: budgets per event
+            mr = dataclasses.replace(mr, metadata={**mr.metadata,
+                                                   "events_per_call": self.sc.events})
         ver = self.verify()
         out = {"status": "ok", "result": mr.to_dict(), "requests": self.requests,
                "round_requests": n, "errors": errs.count, "error_samples": errs.samples,

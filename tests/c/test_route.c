@@ -162,17 +162,72 @@ static void test_stats_page_and_forms(void)
 static void test_names(void)
 {
     static const char *const names[HB_ROUTE_COUNT] = {
-        "root",           "bytes",     "chunked",
-        "sink",           "echo",      "delay",
-        "status",         "drip",      "close_after_headers",
-        "close_mid_body", "reset",     "stall",
-        "early_response", "not_found", "bad_request",
+        "root",
+        "bytes",
+        "chunked",
+        "sink",
+        "echo",
+        "delay",
+        "status",
+        "drip",
+        "close_after_headers",
+        "close_mid_body",
+        "reset",
+        "stall",
+        "early_response",
+        "sse",
+        "stream",
+        "ws",
+        "not_found",
+        "bad_request",
         "timeout",
     };
     for (int i = 0; i < HB_ROUTE_COUNT; i++)
         CHECK(strcmp(hb_server_route_name(i), names[i]) == 0);
     CHECK(strcmp(hb_server_route_name(-1), "?") == 0);
     CHECK(strcmp(hb_server_route_name(HB_ROUTE_COUNT), "?") == 0);
+}
+
+static void test_streaming_routes(void)
+{
+    CHECK_EQ_INT(parse("GET", "/sse"), 200);
+    CHECK_EQ_INT(rq.route, HB_ROUTE_SSE);
+    CHECK_EQ_INT(rq.p.sse.events, 10);
+    CHECK_EQ_INT(rq.p.sse.size, 16);
+    CHECK_EQ_INT(rq.p.sse.interval_ms, 0);
+    CHECK_EQ_INT(parse("GET", "/sse?events=100000000&size=65536&interval=60000"), 200);
+    CHECK_EQ_INT(rq.p.sse.events, 100000000);
+    CHECK_EQ_INT(rq.p.sse.size, 65536);
+    CHECK_EQ_INT(rq.p.sse.interval_ms, 60000);
+    CHECK_EQ_INT(parse("GET", "/sse?events=100000001"), 400);
+    CHECK_EQ_INT(parse("GET", "/sse?size=65537"), 400);
+    CHECK_EQ_INT(parse("GET", "/sse?interval=60001"), 400);
+    CHECK_EQ_INT(parse("POST", "/sse"), 405);
+
+    CHECK_EQ_INT(parse("GET", "/stream/1000"), 200);
+    CHECK_EQ_INT(rq.route, HB_ROUTE_STREAM);
+    CHECK_EQ_INT(rq.p.stream.n, 1000);
+    CHECK_EQ_INT(rq.p.stream.chunk, 4096);
+    CHECK_EQ_INT(parse("GET", "/stream/5?chunk=1048576&interval=7"), 200);
+    CHECK_EQ_INT(rq.p.stream.chunk, 1048576);
+    CHECK_EQ_INT(rq.p.stream.interval_ms, 7);
+    CHECK_EQ_INT(parse("GET", "/stream/5?chunk=1048577"), 400);
+    CHECK_EQ_INT(parse("GET", "/stream/5?chunk=0"), 400);
+    CHECK_EQ_INT(parse("GET", "/stream/1099511627777"), 400);
+
+    CHECK_EQ_INT(parse("GET", "/ws"), 200);
+    CHECK_EQ_INT(rq.route, HB_ROUTE_WS);
+    CHECK_EQ_INT(rq.p.ws.push, 0);
+    CHECK_EQ_INT(rq.p.ws.size, 16);
+    CHECK_EQ_INT(parse("GET", "/ws?push=3&size=9&interval=2&text=1"), 200);
+    CHECK_EQ_INT(rq.p.ws.push, 3);
+    CHECK_EQ_INT(rq.p.ws.size, 9);
+    CHECK_EQ_INT(rq.p.ws.interval_ms, 2);
+    CHECK_EQ_INT(rq.p.ws.text, 1);
+    CHECK_EQ_INT(parse("GET", "/ws?text=2"), 400);
+    CHECK_EQ_INT(parse("GET", "/ws?size=1048577"), 400);
+    CHECK_EQ_INT(parse("GET", "/ws?size=1048576"), 200);
+    CHECK_EQ_INT(parse("POST", "/ws"), 405);
 }
 
 static hb_route_answer ans;
@@ -328,6 +383,24 @@ static void test_plan_routes(void)
     CHECK(ans.n == 0);
 }
 
+/* Over HTTP/2 and HTTP/3: an unpaced /stream is its body; the rest is 501. */
+static void test_plan_streaming(void)
+{
+    plan("GET", "/stream/300");
+    CHECK_EQ_INT(ans.act, HB_ACT_RESPOND);
+    CHECK_EQ_INT(ans.status, 200);
+    CHECK_EQ_INT(ans.src, HB_SRC_CONTENT);
+    CHECK_EQ_INT(ans.cl, -1);
+    CHECK_EQ_INT(ans.n, 300);
+    CHECK_EQ_INT(ans.avail, 300);
+    plan("GET", "/stream/300?interval=5");
+    CHECK_EQ_INT(ans.status, 501);
+    plan("GET", "/sse");
+    CHECK_EQ_INT(ans.status, 501);
+    plan("GET", "/ws");
+    CHECK_EQ_INT(ans.status, 501);
+}
+
 static void test_plan_faults(void)
 {
     CHECK_EQ_INT(plan("GET", "/fault/close-after-headers?bytes=100"), HB_ACT_RESPOND);
@@ -377,9 +450,11 @@ int main(void)
     test_faults();
     test_stats_page_and_forms();
     test_names();
+    test_streaming_routes();
     test_plan_errors_and_stats();
     test_plan_routes();
     test_plan_faults();
+    test_plan_streaming();
     test_head_digits();
     HB_TEST_MAIN_END();
 }

@@ -20,6 +20,7 @@ import pytest
 from httpbench._adapters import (
     ADAPTERS,
     DEFAULT_CLIENTS,
+    WS_CLIENTS,
     Adapter,
     AdapterUnavailable,
     adapter_status,
@@ -267,7 +268,7 @@ def test_httpx_adapter_refuses_an_aliased_httpx(monkeypatch):
 
 
 def test_registry_names():
-    assert set(DEFAULT_CLIENTS) == set(ADAPTERS) - {"command", "aioquic"}
+    assert set(DEFAULT_CLIENTS) == set(ADAPTERS) - {"command", "aioquic", *WS_CLIENTS}
     for name in ADAPTERS:
         assert load_adapter.__module__ == "httpbench._adapters"
         ok, reason, _ = adapter_status(name)

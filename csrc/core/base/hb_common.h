@@ -44,6 +44,8 @@ enum hb_errcode {
     HB_E_H3_CLOSED = -5453,    /* the peer closed the QUIC connection */
     HB_E_H3_LAST = -5479,
     /* -5480 .. -5499: the HTTP/3 server. */
+    /* -5500 .. -5549: WebSocket framing (ws/hb_ws.h); -5550 .. -5559: server-sent events
+     * (http/hb_sse.h). */
 };
 
 /* Distinct HTTP/1.x parse error codes (http/hb_parse.h), in HB_E_PROTOCOL's range. */

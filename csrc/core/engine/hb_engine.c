@@ -38,8 +38,9 @@
  * of two (a bucket spans 1/16 of its lower bound). */
 #define PROG_SIGFIGS 1
 
-static const char *const err_names[HB_ENG_NERR] = {
-    "connect", "tls", "write", "read", "timeout", "protocol", "closed", "rst_stream", "goaway"};
+static const char *const err_names[HB_ENG_NERR] = {"connect", "tls",      "write",   "read",
+                                                   "timeout", "protocol", "closed",  "rst_stream",
+                                                   "goaway",  "upgrade",  "ws_close"};
 
 const char *hb_eng_err_name(int type)
 {
@@ -590,8 +591,14 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
     if (cfg->threads < 1) return hb_fail(err, HB_E_INVALID, "threads must be >= 1");
     if (cfg->pipeline < 1 || cfg->pipeline > 1024)
         return hb_fail(err, HB_E_INVALID, "pipeline must be in 1..1024");
-    if (cfg->h2 && cfg->h3) return hb_fail(err, HB_E_INVALID, "h2 and h3 are exclusive");
-    const hb__eng_proto *proto = cfg->h3 ? &hb__eng_h3 : cfg->h2 ? &hb__eng_h2 : &hb__eng_h1;
+    if (cfg->h2 + cfg->h3 + cfg->ws > 1)
+        return hb_fail(err, HB_E_INVALID, "h2, h3 and ws are exclusive");
+    if (cfg->stream && (cfg->h2 || cfg->h3 || cfg->ws))
+        return hb_fail(err, HB_E_INVALID, "stream mode is HTTP/1.1's");
+    const hb__eng_proto *proto = cfg->h3   ? &hb__eng_h3
+                                 : cfg->h2 ? &hb__eng_h2
+                                 : cfg->ws ? &hb__eng_ws
+                                           : &hb__eng_h1;
     int crc = proto->check(cfg, err);
     if (crc < 0) return crc;
     if (cfg->addrlen == 0) return hb_fail(err, HB_E_INVALID, "no target address");

@@ -86,10 +86,12 @@ enum hb_eng_err {
     HB_ENG_ERR_CLOSED,      /* peer closed before the response was complete */
     HB_ENG_ERR_RST_STREAM,  /* HTTP/2: the server reset the stream (RST_STREAM) */
     HB_ENG_ERR_GOAWAY,      /* HTTP/2: the stream was not processed or was cut by a GOAWAY */
+    HB_ENG_ERR_UPGRADE,     /* WebSocket: the upgrade was refused or broken */
+    HB_ENG_ERR_WS_CLOSE,    /* WebSocket: the server closed with messages in flight */
     HB_ENG_NERR
 };
 /* "connect", "tls", "write", "read", "timeout", "protocol", "closed",
- * "rst_stream", "goaway". */
+ * "rst_stream", "goaway", "upgrade", "ws_close". */
 const char *hb_eng_err_name(int type);
 
 typedef struct hb_engine_config {
@@ -137,6 +139,19 @@ typedef struct hb_engine_config {
     int h3;
     const struct hb_h3_tls *h3_tls;
     int h3_resume; /* resume each connection's last TLS session on its reconnects */
+    /* WebSocket (ws = 1): head is the GET of the upgrade (its Upgrade, Connection
+     * and Sec-WebSocket-* headers are added); a request is one message of
+     * body/body_len (else ws_size content bytes; a text frame when ws_text)
+     * echoed back whole; pipeline = messages in flight per connection. */
+    int ws;
+    uint64_t ws_size;
+    int ws_text;
+    /* Stream mode (stream = 1, HTTP/1.1): responses are streams of events (SSE
+     * dispatches for text/event-stream, else chunks), timed as they arrive:
+     * result ttfe, gap, events. stream_max_line bounds an SSE line (0: 1 MiB):
+     * a longer one is a protocol error. */
+    int stream;
+    uint64_t stream_max_line;
 } hb_engine_config;
 
 /* Defaults: 1 connection, 1 thread, pipeline 1, keep-alive, 10 s, no timeout. */
@@ -179,6 +194,10 @@ typedef struct hb_engine_result {
      * so setup + processing = total for each request). Initialised by
      * hb_engine_result; free with hb_engine_result_free. */
     hb_hist latency, latency_uncorrected, processing, ttfb, connect, tls, setup;
+    /* Stream mode: time to first event (from the stream's intended start: CO
+     * corrected in rate mode), gaps between consecutive events, and events. */
+    hb_hist ttfe, gap;
+    uint64_t events;
     /* Per-second series of the measured window: ok / errors (incl. non-2xx)
      * finished in second i. */
     uint32_t nseconds;

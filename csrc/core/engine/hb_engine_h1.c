@@ -29,6 +29,7 @@ typedef struct h1conn {
     uint64_t body_left, resp_body, first_byte;
     int have_first, resp_close, resp_status;
     hb_chunked ch;
+    hb__eng_events sm; /* stream mode: the response's events */
     /* in-flight ring, capacity = pipeline; base.rcount requests from rhead */
     req_slot *ring;
     uint32_t rhead, nstarted;
@@ -174,6 +175,19 @@ static void complete(econn *c, uint64_t now)
     if (hc->resp_close || !e->cfg.keepalive) c->closing = 1;
 }
 
+/* Stream mode: body bytes of the response at the ring's head. 0, or -1 when c was failed. */
+static int stream_data(econn *c, const char *p, size_t n, int chunk_end, uint64_t now)
+{
+    h1conn *hc = H1(c);
+    int rc = hb__eng_events_data(c->th, &hc->ring[hc->rhead], &hc->sm, p, n, chunk_end, now);
+    if (rc < 0) {
+        hb__eng_fail_all(c, HB_ENG_ERR_PROTOCOL, HB_E_PROTOCOL,
+                         "a server-sent event line over the stream's line bound");
+        return -1;
+    }
+    return 0;
+}
+
 /* Parse what is buffered. Returns 0 to go on, -1 when c was closed. */
 static int process(econn *c, uint64_t now)
 {
@@ -237,9 +251,13 @@ static int process(econn *c, uint64_t now)
                 hc->rpos += (size_t)pr;
                 if (hb_response_is_interim(&h)) continue;
                 if (!th->have_server) {
-                    for (size_t i = 0; i < h.num_headers; i++)
+                    for (size_t i = 0; i < h.num_headers; i++) {
                         hb__eng_header(th, h.headers[i].name, h.headers[i].name_len,
                                        h.headers[i].value, h.headers[i].value_len);
+                        if (e->cfg.stream)
+                            hb__eng_events_header(th, h.headers[i].name, h.headers[i].name_len,
+                                                  h.headers[i].value, h.headers[i].value_len);
+                    }
                     th->have_server = 1;
                 }
                 status = h.status;
@@ -260,6 +278,7 @@ static int process(econn *c, uint64_t now)
             hc->resp_status = status;
             hc->resp_close = conn_close;
             hc->resp_body = 0;
+            if (e->cfg.stream) hb__eng_events_begin(th, &hc->sm);
             switch (kind) {
             case HB_BODY_NONE:
                 complete(c, now);
@@ -284,6 +303,7 @@ static int process(econn *c, uint64_t now)
         }
         case R_BODY_LEN: {
             uint64_t take = avail < hc->body_left ? avail : hc->body_left;
+            if (e->cfg.stream && stream_data(c, p, (size_t)take, -1, now) < 0) return -1;
             hc->rpos += (size_t)take;
             hc->body_left -= take;
             hc->resp_body += take;
@@ -299,6 +319,8 @@ static int process(econn *c, uint64_t now)
                 hb__eng_fail_all(c, HB_ENG_ERR_PROTOCOL, code, hb_parse_strerror(code));
                 return -1;
             }
+            if (e->cfg.stream && dl && stream_data(c, d, dl, hc->ch.remaining == 0, now) < 0)
+                return -1;
             hc->rpos += (size_t)k;
             hc->resp_body += dl;
             if (hc->ch.done)
@@ -308,6 +330,7 @@ static int process(econn *c, uint64_t now)
             break;
         }
         default: /* R_BODY_CLOSE */
+            if (e->cfg.stream && stream_data(c, p, avail, -1, now) < 0) return -1;
             hc->resp_body += avail;
             hc->rpos = hc->rlen;
             break;

@@ -1,4 +1,4 @@
-/* hb_engine_int.h - the load generator's internals, shared by its three files.
+/* hb_engine_int.h - the load generator's internals, shared by its files.
  *
  *   hb_engine.c     threads, scheduling (closed loop, constant rate, n / duration),
  *                   connection lifecycle (connect, TLS, back-off, timeouts) and
@@ -9,6 +9,8 @@
  *                   and their request fields: one table for both
  *   hb_engine_h2.c  HTTP/2: stream slots on an hb_h2_client session
  *   hb_engine_h3.c  HTTP/3: stream slots on an hb_h3_client connection (QUIC)
+ *   hb_engine_ws.c  WebSocket: an upgraded connection per econn, a message echo per request
+ *   hb_engine_events.c  stream mode (HTTP/1.1): events timed as they arrive
  *   hb_engine_result.c  a thread's results and their merge
  *
  * The shared code reaches a protocol only through the engine's hb__eng_proto
@@ -27,6 +29,7 @@
 #include "base/hb_hist.h"
 #include "net/hb_loop.h"
 #include "net/hb_sock.h"
+#include "http/hb_sse.h"
 
 #define HB__ENG_NS_PER_S 1000000000ull
 #define HB__ENG_RETRY_MIN_NS 1000000ull /* first wait after a failed connect */
@@ -85,6 +88,7 @@ typedef struct ethread {
     void *proto;        /* the protocol's per-thread state (thread_size bytes), or NULL */
     hb_engine_result r; /* this thread's counters and histograms */
     int have_server, have_doc;
+    int stream_sse; /* stream mode: the run's responses are text/event-stream */
     /* Progress for other threads: single writer, relaxed stores; `prog` is a
      * coarse copy of the latency histogram (hb_hist_record_relaxed). */
     _Alignas(64) _Atomic uint64_t p_completed;
@@ -137,6 +141,25 @@ typedef struct hb__eng_proto {
 extern const hb__eng_proto hb__eng_h1;
 extern const hb__eng_proto hb__eng_h2;
 extern const hb__eng_proto hb__eng_h3;
+extern const hb__eng_proto hb__eng_ws;
+
+/* ---- hb_engine_events.c: stream mode (cfg.stream), used by hb_engine_h1.c ---- */
+
+/* A response's events so far. */
+typedef struct hb__eng_events {
+    hb_sse_scan scan;
+    uint64_t events, last;
+} hb__eng_events;
+
+/* A header of the run's first response (Content-Type decides SSE or chunks). */
+void hb__eng_events_header(ethread *th, const char *name, size_t nl, const char *value, size_t vl);
+/* A response's body begins. */
+void hb__eng_events_begin(ethread *th, hb__eng_events *s);
+/* Body bytes of q's response at now: chunk_end 1 when they end a chunk, 0
+ * when not, -1 for a body that is not chunked (each read is an event). 0, or
+ * HB_SSE_E_LINE for an SSE line over the bound. */
+int hb__eng_events_data(ethread *th, const req_slot *q, hb__eng_events *s, const char *p, size_t n,
+                        int chunk_end, uint64_t now);
 
 struct hb_engine {
     hb_engine_config cfg;
@@ -148,7 +171,10 @@ struct hb_engine {
     char *head; /* HTTP/1.1: copy of cfg.head */
     char *pbuf; /* HTTP/1.1: pipeline copies of head+body, NULL if too large */
     size_t pbuf_len;
-    uint64_t req_len;         /* HTTP/1.1: head + body */
+    uint64_t req_len;         /* HTTP/1.1: head + body; WebSocket: one message frame */
+    size_t ws_head_len;       /* WebSocket: the upgrade request (head) */
+    char ws_accept[29];       /* WebSocket: the Sec-WebSocket-Accept the server must send */
+    uint64_t ws_payload;      /* WebSocket: a message's bytes (its echo must have as many) */
     struct hb_header *fields; /* HTTP/2 and HTTP/3: copy of cfg.fields (strings in fbuf) */
     char *fbuf;
     uint32_t nthreads;

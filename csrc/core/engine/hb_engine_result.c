@@ -6,12 +6,14 @@
 #include "engine/hb_engine_int.h"
 
 /* The result's histograms, in one order for init, free and merge. */
-#define NHISTS 7
+#define NHISTS 9
 static void hists(hb_engine_result *r, hb_hist *hs[NHISTS])
 {
-    hb_hist *all[NHISTS] = {
-        &r->latency, &r->latency_uncorrected, &r->processing, &r->ttfb, &r->connect, &r->tls,
-        &r->setup};
+    hb_hist *all[NHISTS] = {&r->latency,    &r->latency_uncorrected,
+                            &r->processing, &r->ttfb,
+                            &r->connect,    &r->tls,
+                            &r->setup,      &r->ttfe,
+                            &r->gap};
     memcpy(hs, all, sizeof all);
 }
 
@@ -107,6 +109,7 @@ void hb__eng_result_add(hb_engine_result *r, hb_engine_result *x)
     r->quic_dgrams_sent += x->quic_dgrams_sent;
     r->quic_dgrams_recv += x->quic_dgrams_recv;
     r->quic_pto += x->quic_pto;
+    r->events += x->events;
 }
 
 uint64_t hb_engine_sec_percentile(const hb_engine_result *r, uint32_t s, double p)

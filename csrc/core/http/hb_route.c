@@ -152,6 +152,49 @@ static int p_early(hb_route_req *rq, int64_t num, query q)
     return 0;
 }
 
+static int p_sse(hb_route_req *rq, int64_t num, query q)
+{
+    (void)num;
+    uint64_t size = 16;
+    rq->p.sse.events = 10;
+    rq->p.sse.interval_ms = 0;
+    if (qopt(q, "events", &rq->p.sse.events) < 0 || qopt(q, "size", &size) < 0 ||
+        qopt(q, "interval", &rq->p.sse.interval_ms) < 0)
+        return -1;
+    if (rq->p.sse.events > 100000000 || size > 65536 || rq->p.sse.interval_ms > 60000) return -1;
+    rq->p.sse.size = (uint32_t)size;
+    return 0;
+}
+
+static int p_stream(hb_route_req *rq, int64_t num, query q)
+{
+    uint64_t chunk = 4096;
+    rq->p.stream.n = (uint64_t)num;
+    rq->p.stream.interval_ms = 0;
+    if (qopt(q, "chunk", &chunk) < 0 || qopt(q, "interval", &rq->p.stream.interval_ms) < 0)
+        return -1;
+    if (chunk == 0 || chunk > (1u << 20) || num > (1ll << 40) || rq->p.stream.interval_ms > 60000)
+        return -1;
+    rq->p.stream.chunk = (uint32_t)chunk;
+    return 0;
+}
+
+static int p_ws(hb_route_req *rq, int64_t num, query q)
+{
+    (void)num;
+    uint64_t size = 16, text = 0;
+    rq->p.ws.push = 0;
+    rq->p.ws.interval_ms = 0;
+    if (qopt(q, "push", &rq->p.ws.push) < 0 || qopt(q, "size", &size) < 0 ||
+        qopt(q, "interval", &rq->p.ws.interval_ms) < 0 || qopt(q, "text", &text) < 0)
+        return -1;
+    if (rq->p.ws.push > 1000000000 || size > (1u << 20) || rq->p.ws.interval_ms > 60000 || text > 1)
+        return -1;
+    rq->p.ws.size = (uint32_t)size;
+    rq->p.ws.text = (int)text;
+    return 0;
+}
+
 /* THE route table, in match order (first match wins; the paths are
  * disjoint except the /fault/ catch-all, which comes after the fault routes). */
 static const route_def routes[] = {
@@ -171,6 +214,9 @@ static const route_def routes[] = {
     {HB_ROUTE_STALL, "stall", "/fault/stall/", M_NUM, ANY, 200, 0, p_stall},
     {HB_ROUTE_EARLY_RESPONSE, "early_response", "/fault/early-response", M_EXACT, ANY, 200, 0,
      p_early},
+    {HB_ROUTE_SSE, "sse", "/sse", M_EXACT, GET, 200, 0, p_sse},
+    {HB_ROUTE_STREAM, "stream", "/stream/", M_NUM, GET, 200, 0, p_stream},
+    {HB_ROUTE_WS, "ws", "/ws", M_EXACT, GET, 200, 0, p_ws},
     /* an unknown fault is a 404, but a bad ?bytes= there still a 400 */
     {HB_ROUTE_NOT_FOUND, "not_found", "/fault/", M_PREFIX, ANY, 404, 0, p_fault},
     {HB_ROUTE_NOT_FOUND, NULL, "/__stats", M_EXACT, GET, 200, 1, NULL},

@@ -5,7 +5,9 @@
  * Routes (see README "Embedded server"): /, /bytes/{n}, /chunked/{n}?chunk=k,
  * /sink, /echo, /delay/{ms}?bytes=, /status/{code},
  * /drip/{n}?interval_ms=&chunk=, /fault/{close-after-headers,close-mid-body,
- * reset,stall/{ms},early-response?status=} (all with ?bytes=), and /__stats
+ * reset,stall/{ms},early-response?status=} (all with ?bytes=),
+ * /sse?events=&size=&interval=, /stream/{n}?chunk=&interval=,
+ * /ws?push=&size=&interval=&text= (GET only), and /__stats
  * (JSON, not counted in the stats). Numbers are at most 15 decimal digits.
  */
 #ifndef HB_ROUTE_H
@@ -30,6 +32,9 @@ enum hb_route {
     HB_ROUTE_RESET,               /* /fault/reset */
     HB_ROUTE_STALL,               /* /fault/stall/{ms} */
     HB_ROUTE_EARLY_RESPONSE,      /* /fault/early-response */
+    HB_ROUTE_SSE,                 /* /sse: server-sent events */
+    HB_ROUTE_STREAM,              /* /stream/{n}: a chunked body in paced chunks */
+    HB_ROUTE_WS,                  /* /ws: WebSocket (HTTP/1.1 upgrade) */
     HB_ROUTE_NOT_FOUND,           /* anything else (404, or 405 for a wrong method) */
     HB_ROUTE_BAD_REQUEST,         /* unparseable request: 400 / 431, then close */
     HB_ROUTE_TIMEOUT,             /* request not complete within request_timeout: 408, close */
@@ -73,6 +78,22 @@ typedef struct hb_route_req {
         struct {
             int status; /* ?status= 200 .. 599; default 413 */
         } early;
+        struct {
+            uint64_t events;      /* ?events= 0 .. 10^8; default 10 */
+            uint32_t size;        /* ?size= data bytes per event, 0 .. 65536; default 16 */
+            uint64_t interval_ms; /* ?interval= between events, 0 .. 60000; default 0 */
+        } sse;
+        struct {
+            uint64_t n;           /* body length, at most 2^40 */
+            uint32_t chunk;       /* ?chunk= 1 .. 1 MiB (one queue of iovecs); default 4096 */
+            uint64_t interval_ms; /* ?interval= between chunks, 0 .. 60000; default 0 */
+        } stream;
+        struct {
+            uint64_t push;        /* ?push= messages the server sends, 0 .. 10^9; default 0 */
+            uint32_t size;        /* ?size= bytes per pushed message, 0 .. 1 MiB; default 16 */
+            uint64_t interval_ms; /* ?interval= between pushes, 0 .. 60000; default 0 */
+            int text;             /* ?text=1: pushed messages are text frames (else binary) */
+        } ws;
     } p;
 } hb_route_req;
 

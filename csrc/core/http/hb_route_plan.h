@@ -191,6 +191,19 @@ hb_route_plan(const hb_route_req *rq, const hb_route_in *in, hb_route_answer *ou
     case HB_ROUTE_EARLY_RESPONSE:
         HB__RP_TEXT_LIT(out, rq->p.early.status, "early response\n");
         break;
+    case HB_ROUTE_STREAM: /* unpaced: the body (the protocol's framing makes the chunks) */
+        if (rq->p.stream.interval_ms == 0) {
+            hb__rp_content(out, -1, rq->p.stream.n, rq->p.stream.n);
+            break;
+        }
+        HB__RP_TEXT_LIT(out, 501, "paced streams are served over HTTP/1.1 only\n");
+        break;
+    case HB_ROUTE_SSE: /* (the event framing is HTTP/1.1's) */
+        HB__RP_TEXT_LIT(out, 501, "server-sent events are served over HTTP/1.1 only\n");
+        break;
+    case HB_ROUTE_WS: /* no extended CONNECT (RFC 8441) */
+        HB__RP_TEXT_LIT(out, 501, "WebSocket is served over HTTP/1.1 only\n");
+        break;
     default:
         HB__RP_TEXT_LIT(out, 404, "not found\n");
         break;

@@ -57,6 +57,29 @@ typedef struct hb_server_opts {
     /* (SETTINGS_MAX_HEADER_LIST_SIZE is max_head: a larger header list gets 431) */
 } hb_server_opts;
 
+/* The streaming routes' counters: streams begun, events or chunks written
+ * whole, and their bytes (SSE: event bytes; /stream: body bytes; both without
+ * the chunked framing). */
+typedef struct hb_server_stream_stats {
+    uint64_t sse_streams, sse_events, sse_bytes;
+    uint64_t stream_streams, stream_chunks, stream_bytes;
+} hb_server_stream_stats;
+
+/* WebSocket close codes counted one by one: 1000 .. 1014; the last bucket holds the rest. */
+#define HB_SERVER_WS_CODES 16
+
+/* WebSocket counters: upgrades answered 101 (bad_upgrades: refused), frames
+ * and messages in and out (payload bytes, unmasked), pings answered, pongs
+ * received, messages pushed, connections ended by a protocol error, cut for
+ * not reading (write timeout) or for never answering our close; close codes
+ * sent and received (1006: the connection ended without a close frame). */
+typedef struct hb_server_ws_stats {
+    uint64_t upgrades, bad_upgrades, frames_in, frames_out, messages_in, messages_out;
+    uint64_t payload_in, payload_out, pings, pongs, pushed, errors;
+    uint64_t write_timeouts, close_timeouts;
+    uint64_t close_sent[HB_SERVER_WS_CODES], close_received[HB_SERVER_WS_CODES];
+} hb_server_ws_stats;
+
 typedef struct hb_server_stats {
     uint64_t requests; /* == sum(by_route) == sum(by_status) */
     uint64_t by_route[HB_ROUTE_COUNT];
@@ -88,7 +111,9 @@ typedef struct hb_server_stats {
     /* see hb_h3_server_stats; half_open, body_buffered and cid_slots are levels now */
     uint64_t h3_early_replays, h3_retries, h3_half_open, h3_stream_timeouts, h3_body_buffered,
         h3_closes_limited, h3_cid_slots;
-    int http3; /* 1 when the HTTP/3 side is on */
+    int http3;                 /* 1 when the HTTP/3 side is on */
+    hb_server_stream_stats sm; /* /sse, /stream (HTTP/1.1) */
+    hb_server_ws_stats ws;     /* /ws */
     int threads;
     uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */
     uint64_t thread_cpu_ns[HB_SERVER_MAX_THREADS]; /* per worker */

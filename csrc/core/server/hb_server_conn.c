@@ -384,6 +384,7 @@ void hb__conn_run(hb__conn *c)
             hb__stream_refill(c);
             continue;
         }
+        if (c->ev_active && hb__ev_step(c)) continue;
         if (c->after) {
             if (after_action(c)) return;
             continue;

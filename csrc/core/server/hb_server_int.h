@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The embedded server (hb_server.h) is seven files sharing these:
+/* The embedded server (hb_server.h) is these files sharing these:
  *   hb_server.c       workers on hb_loop, accept, timeout sweep, public API
  *   hb_server_conn.c  connection lifecycle and I/O: the state machine driver
  *   hb_server_req.c   request handling: head, body, the response per route
@@ -20,6 +20,9 @@
  *                     hb_h2_server session's (only the read buffer is shared)
  *   hb_server_h3.c    HTTP/3: each worker's UDP socket (SO_REUSEPORT, the TCP
  *                     port's number) driving its hb_h3_server endpoint
+ *   hb_server_stream.c  /sse and /stream: one event or chunk queued at a time
+ *   hb_server_ws.c    WebSocket: the upgrade of /ws, then echo, push, ping, close
+ *                     (frames by ws/hb_ws.h, read in place in the read buffer)
  * Per connection: one read buffer (max_head bytes), one small output buffer
  * for response heads, and an iovec queue whose entries point into that
  * buffer, into the read buffer (echo) or into hb_content_buf(). Input is only
@@ -38,6 +41,8 @@
 #include "server/hb_server.h"
 #include "net/hb_sock.h"
 #include "net/hb_tls.h"
+#include "http/hb_sse.h"
+#include "ws/hb_ws.h"
 
 #define HB__SRV_NIOV 64
 #define HB__SRV_OBUF 12288
@@ -53,15 +58,25 @@
 #define HB__SRV_FRAME_COST 128
 /* Upper bound of the /__stats JSON: every status code with a 20-digit
  * count, every route and worker, and the fixed fields. */
-#define HB__SRV_STATS_MAX (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 4096)
+#define HB__SRV_STATS_MAX (600 * 32 + HB_ROUTE_COUNT * 64 + HB_SERVER_MAX_THREADS * 24 + 8192)
 
-enum { HB__PROTO_NONE, HB__PROTO_H1, HB__PROTO_H2 };
+enum { HB__PROTO_NONE, HB__PROTO_H1, HB__PROTO_H2, HB__PROTO_WS };
 enum hb__phase { HB__PH_HANDSHAKE, HB__PH_HEAD, HB__PH_BODY, HB__PH_WAIT, HB__PH_LINGER };
 enum hb__body_mode { HB__BM_DISCARD, HB__BM_SINK, HB__BM_ECHO };
 /* What the connection does once its queued output is written. */
 enum hb__after { HB__AF_NONE, HB__AF_CLOSE, HB__AF_RESET, HB__AF_STALL };
 /* What a PH_WAIT connection's timer continues. */
-enum hb__wait { HB__W_NONE, HB__W_DELAY, HB__W_DRIP, HB__W_STALL };
+enum hb__wait { HB__W_NONE, HB__W_DELAY, HB__W_DRIP, HB__W_STALL, HB__W_EVENTS };
+/* What a streaming route's events are (hb_server_stream.c). */
+enum hb__ev_kind { HB__EV_SSE = 1, HB__EV_STREAM };
+/* A WebSocket connection's state (hb_server_ws.c). */
+typedef struct hb__ws {
+    hb_ws_rx rx;
+    uint8_t echo_open; /* an echoed message's first frame is out, its last not yet */
+    uint8_t close_sent, close_recv, done, push_text;
+    uint64_t push_left, push_size, push_interval, push_due, pushed;
+    uint64_t close_deadline, last_in;
+} hb__ws;
 
 /* Counters have one writer (their worker); readers use relaxed loads. */
 typedef struct hb__wstats {
@@ -72,6 +87,8 @@ typedef struct hb__wstats {
     uint64_t conns_h1, conns_h2; /* connections once their protocol is decided */
     hb_h2_server_stats h2;       /* h2 streams (by_route/by_status add to the totals) */
     hb_h3_server_stats h3;       /* h3 streams and QUIC connections (likewise) */
+    hb_server_stream_stats sm;   /* /sse and /stream */
+    hb_server_ws_stats ws;       /* /ws */
 } hb__wstats;
 
 #define HB__ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
@@ -143,6 +160,13 @@ typedef struct hb__conn {
     uint8_t queued;                  /* on the worker's ready queue (its read budget ran out) */
     int64_t budget;                  /* read budget left in this turn (HB__SRV_READ_BUDGET) */
     struct hb__conn *rq_prev, *rq_next; /* the worker's ready queue */
+    /* a streaming route's events (hb_server_stream.c): ev_seq of ev_count queued so
+     * far, the next due at ev_due; ev_unsent: the bytes of the one queued, not yet
+     * counted as written */
+    uint8_t ev_active, ev_kind;
+    uint64_t ev_seq, ev_count, ev_interval, ev_due, ev_unsent;
+    char ev_scratch[HB_SSE_SCRATCH];
+    hb__ws ws; /* proto HB__PROTO_WS */
     /* everything from here on needs no clearing when a conn is recycled */
     char *obuf; /* HB__SRV_OBUF bytes after rbuf: an h2 or idle connection never touches them */
     struct iovec iov[HB__SRV_NIOV];
@@ -257,7 +281,26 @@ void hb__stream_refill(hb__conn *c);
 #define HB__CT_TEXT "Content-Type: text/plain\r\n"
 #define HB__CT_JSON "Content-Type: application/json\r\n"
 
+/* hb_server_stream.c: /sse and /stream over HTTP/1.1. */
+void hb__sse_respond(hb__conn *c);
+void hb__stream_respond(hb__conn *c);
+/* The connection's output is written: queue the next event or chunk, or end
+ * the stream. 1 when something was queued (or the stream ended), 0 waiting. */
+int hb__ev_step(hb__conn *c);
+
+/* hb_server_ws.c: WebSocket. */
+/* GET /ws's head: answer the upgrade (101, then c is a WebSocket
+ * connection) or refuse it (400 / 426, closing). 0 upgraded, -1 refused. */
+int hb__ws_upgrade(hb__conn *c, const hb_request_head *h);
+/* The connection protocol an upgraded connection runs on (not in hb__conn_protos:
+ * no ALPN or preface chooses it). */
+extern const hb__conn_proto hb__srv_ws;
+/* The stats document's "ws" member (and a ", ") at body + *at, *at moved on. */
+void hb__ws_stats_json(const hb_server_ws_stats *w, char *body, size_t cap, size_t *at);
+
 /* hb_server_req.c: request handling. */
+/* The request is answered: back to reading heads. */
+void hb__request_done(hb__conn *c);
 /* Parse and answer buffered input. 1 progress, 0 needs more input, -1 stop. */
 int hb__process_input(hb__conn *c);
 /* An error response that closes the connection; route < 0: already counted. */

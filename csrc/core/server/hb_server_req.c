@@ -14,7 +14,7 @@
 static void respond_stats(hb__conn *c);
 
 /* Back to reading heads; the next request's clock starts with its bytes. */
-static void request_done(hb__conn *c)
+void hb__request_done(hb__conn *c)
 {
     hb__worker *w = c->w;
     c->phase = HB__PH_HEAD;
@@ -77,11 +77,11 @@ static void finish_request(hb__conn *c)
     const hb_route_req *rq = &c->rq;
     if (rq->route == HB_ROUTE_ECHO && rq->status == 200) {
         if (c->echo_chunked) HB__OUT_LIT(c, "0\r\n\r\n");
-        request_done(c);
+        hb__request_done(c);
         return;
     }
     if (rq->route == HB_ROUTE_EARLY_RESPONSE && rq->status == 200) {
-        request_done(c);
+        hb__request_done(c);
         return;
     }
     if (rq->stats_page) {
@@ -89,21 +89,21 @@ static void finish_request(hb__conn *c)
             respond_stats(c);
         else
             HB__RESPOND_LIT(c, 405, "method not allowed\n");
-        request_done(c);
+        hb__request_done(c);
         return;
     }
     switch (rq->status) {
     case 400:
         HB__RESPOND_LIT(c, 400, "bad parameter\n");
-        request_done(c);
+        hb__request_done(c);
         return;
     case 404:
         HB__RESPOND_LIT(c, 404, "not found\n");
-        request_done(c);
+        hb__request_done(c);
         return;
     case 405:
         HB__RESPOND_LIT(c, 405, "method not allowed\n");
-        request_done(c);
+        hb__request_done(c);
         return;
     default:
         break;
@@ -184,11 +184,19 @@ static void finish_request(hb__conn *c)
         hb__stream_start(c, 0, rq->p.stall.bytes / 2, 0, 0);
         c->after = HB__AF_STALL;
         break;
+    case HB_ROUTE_SSE:
+        hb__sse_respond(c);
+        if (c->ev_active) return; /* hb__request_done when the stream ends */
+        break;
+    case HB_ROUTE_STREAM:
+        hb__stream_respond(c);
+        if (c->ev_active) return;
+        break;
     default:
         HB__RESPOND_LIT(c, 404, "not found\n");
         break;
     }
-    request_done(c);
+    hb__request_done(c);
 }
 
 void hb__req_timer(hb__conn *c)
@@ -201,7 +209,7 @@ void hb__req_timer(hb__conn *c)
         c->phase = HB__PH_HEAD;
         hb__out_head(c, 200, HB__CT_OCTET, sizeof HB__CT_OCTET - 1, (int64_t)rq->p.delay.bytes, 0);
         hb__out_body(c, rq->p.delay.bytes);
-        request_done(c);
+        hb__request_done(c);
         break;
     case HB__W_DRIP: {
         size_t take = c->st_left < rq->p.drip.chunk ? (size_t)c->st_left : rq->p.drip.chunk;
@@ -213,7 +221,7 @@ void hb__req_timer(hb__conn *c)
         c->wait_kind = HB__W_NONE;
         c->phase = HB__PH_HEAD;
         if (c->st_left) c->after = HB__AF_RESET;
-        request_done(c);
+        hb__request_done(c);
         break;
     }
     case HB__W_STALL: {
@@ -221,7 +229,7 @@ void hb__req_timer(hb__conn *c)
         c->wait_kind = HB__W_NONE;
         c->phase = HB__PH_HEAD;
         hb__stream_start(c, half, rq->p.stall.bytes - half, 0, 0);
-        request_done(c);
+        hb__request_done(c);
         break;
     }
     default:
@@ -298,8 +306,12 @@ static int handle_head(hb__conn *c)
     c->send_continue =
         (uint8_t)(has_body && h.framing.expect_continue && c->rpos == c->rlen && c->minor >= 1);
     dispatch(c, &h);
+    if (c->rq.route == HB_ROUTE_WS && c->rq.status == 200) {
+        hb__ws_upgrade(c, &h); /* 101 (then input is frames), or refused and closing */
+        return -1;
+    }
     if (c->rq.route == HB_ROUTE_EARLY_RESPONSE && c->rq.status == 200) {
-        request_done(c);
+        hb__request_done(c);
         c->phase = HB__PH_HEAD;
         return -1; /* closing: the unread body is drained by linger */
     }

@@ -57,6 +57,11 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->h3_body_buffered += HB__LOAD(h3->body_buffered);
         out->h3_closes_limited += HB__LOAD(h3->closes_limited);
         out->h3_cid_slots += HB__LOAD(h3->cid_slots);
+        /* every member of these two is a uint64_t counter */
+        for (size_t k = 0; k < sizeof st->sm / 8; k++)
+            ((uint64_t *)&out->sm)[k] += HB__LOAD(((uint64_t *)&st->sm)[k]);
+        for (size_t k = 0; k < sizeof st->ws / 8; k++)
+            ((uint64_t *)&out->ws)[k] += HB__LOAD(((uint64_t *)&st->ws)[k]);
         out->connections_h1 += HB__LOAD(st->conns_h1);
         out->connections_h2 += HB__LOAD(st->conns_h2);
         out->h2_streams += HB__LOAD(st->h2.streams);
@@ -160,6 +165,12 @@ char *hb__stats_json(void *arg, size_t *len)
           (unsigned long long)st.h3_packets_in, (unsigned long long)st.h3_packets_out,
           (unsigned long long)st.h3_bytes_in, (unsigned long long)st.h3_bytes_out,
           (unsigned long long)st.h3_dropped, (unsigned long long)st.h3_version_negotiations);
+    J("\"sse\": {\"streams\": %llu, \"events\": %llu, \"bytes\": %llu}, "
+      "\"stream\": {\"streams\": %llu, \"chunks\": %llu, \"bytes\": %llu}, ",
+      (unsigned long long)st.sm.sse_streams, (unsigned long long)st.sm.sse_events,
+      (unsigned long long)st.sm.sse_bytes, (unsigned long long)st.sm.stream_streams,
+      (unsigned long long)st.sm.stream_chunks, (unsigned long long)st.sm.stream_bytes);
+    hb__ws_stats_json(&st.ws, body, cap, &n);
     J("\"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [", st.threads,
       (unsigned long long)st.cpu_ns);
     for (int i = 0; i < st.threads; i++)

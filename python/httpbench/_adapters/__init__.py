@@ -45,6 +45,7 @@ __all__ = [
     "AdapterUnavailable",
     "ADAPTERS",
     "DEFAULT_CLIENTS",
+    "WS_CLIENTS",
     "CHUNK",
     "load_adapter",
     "require_protocol",
@@ -85,11 +86,23 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "aioquic": ("httpbench._adapters.aioquic_", "AioquicAdapter"),
     "curl": ("httpbench._adapters.curl", "CurlAdapter"),
     "command": ("httpbench._adapters.command", "CommandAdapter"),
+    # WebSocket clients: they run the ws- scenarios only
+    "websockets": ("httpbench._adapters.ws_", "WebsocketsAdapter"),
+    "websockets-async": ("httpbench._adapters.ws_", "WebsocketsAsyncAdapter"),
+    "aiohttp-ws": ("httpbench._adapters.ws_", "AiohttpWsAdapter"),
+    "picows": ("httpbench._adapters.ws_", "PicowsAdapter"),
+    "wsproto": ("httpbench._adapters.ws_", "WsprotoAdapter"),
 }
 
+# the WebSocket clients (``compare --scenarios ws-echo-1k --clients websockets,...``)
+WS_CLIENTS: tuple[str, ...] = ("websockets", "websockets-async", "aiohttp-ws", "picows",
+                               "wsproto")
+
 # `httpbench compare` with no --clients: every one of these that is installed
-# ("command" needs an argv, and aioquic speaks HTTP/3 only: they run when asked for).
-DEFAULT_CLIENTS: tuple[str, ...] = tuple(n for n in ADAPTERS if n not in ("command", "aioquic"))
+# ("command" needs an argv, aioquic speaks HTTP/3 only and the WebSocket clients WebSocket
+# only: they run when asked for).
+DEFAULT_CLIENTS: tuple[str, ...] = tuple(n for n in ADAPTERS
+                                         if n not in ("command", "aioquic", *WS_CLIENTS))
 
 
 class AdapterUnavailable(Exception):
@@ -130,9 +143,15 @@ class Adapter:
     h3_reason: ClassVar[str] = "the adapter declares no HTTP/3 (h3)"
     #: the client speaks HTTP/3 and nothing else (it runs only the h3 scenarios)
     h3_only: ClassVar[bool] = False
+    #: the adapter reads server-sent event streams (``Scenario(events=N)``, see sse_.py)
+    sse: ClassVar[bool] = False
+    sse_reason: ClassVar[str] = "no server-sent event reader is wired for this client"
+    #: a WebSocket client: it runs the WebSocket scenarios (``Scenario(ws=...)``) and only them
+    ws_only: ClassVar[bool] = False
 
     last_status: int = 0
     last_body: bytes | None = None
+    last_events: int = 0
 
     def configure(
         self,
@@ -151,6 +170,9 @@ class Adapter:
         argv: list[str] | None = None,
         http2: bool = False,
         http3: bool = False,
+        events: int = 0,
+        ws_mode: str = "",
+        ws_size: int = 0,
     ) -> None:
         """Store the request description (primitives only)."""
         if not base_url.startswith(("http://", "https://")):
@@ -175,6 +197,9 @@ class Adapter:
         self.argv = list(argv) if argv else None
         self.http2 = http2
         self.http3 = http3
+        self.events = events  # > 0: each request reads an event stream of that many events
+        self.ws_mode = ws_mode  # "echo" / "push": a request is one WebSocket message
+        self.ws_size = ws_size
         # Keep-alive off is the same header for every client.
         self.headers: dict[str, str] = {} if keep_alive else {"Connection": "close"}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["AiohttpAdapter"]
 
@@ -16,6 +16,7 @@ class AiohttpAdapter(Adapter):
     pip_name = "aiohttp"
     modules = ("aiohttp",)
     h2_reason = "aiohttp's client speaks HTTP/1.1 only"
+    sse = True
 
     async def _asetup(self) -> None:
         import aiohttp
@@ -27,6 +28,8 @@ class AiohttpAdapter(Adapter):
         self.hdrs = self.headers or None
 
     async def request(self) -> None:  # type: ignore[override]
+        if self.events:
+            return await sse_.aread_aiohttp(self)
         s = self.session
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:

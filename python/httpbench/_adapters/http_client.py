@@ -6,7 +6,7 @@ import http.client
 import platform
 import shutil
 
-from . import CHUNK, Adapter
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["HttpClientAdapter"]
 
@@ -16,6 +16,7 @@ class HttpClientAdapter(Adapter):
 
     name = "http.client"
     h2_reason = "http.client speaks HTTP/1.1 only"
+    sse = True
 
     @classmethod
     def version(cls) -> str | None:
@@ -32,6 +33,8 @@ class HttpClientAdapter(Adapter):
             self.headers["Content-Length"] = str(self.body_size)
 
     def request(self) -> None:
+        if self.events:
+            return sse_.read_http_client(self)
         conn = self.conn
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:

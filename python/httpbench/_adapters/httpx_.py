@@ -9,7 +9,7 @@ Plain ``http://`` uses prior knowledge (``http1=False``).
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter, AdapterUnavailable
+from . import CHUNK, Adapter, AdapterUnavailable, sse_
 
 __all__ = ["HttpxAdapter", "HttpxAsyncAdapter"]
 
@@ -26,11 +26,13 @@ class HttpxAdapter(Adapter):
     # and interleaves frames (GOAWAY PROTOCOL_ERROR from nginx): multiplexing is
     # measured with httpx-async instead.
     h2_mode = "single"
+    sse = True  # with httpx-sse when installed (httpx only), else iter_lines
     h2_reason = ("httpx's sync Client is not thread-safe over HTTP/2 (shared by threads it "
                  "loses streams); httpx-async measures httpx's multiplexing")
 
     def _client_kwargs(self) -> dict:
         import importlib
+        import importlib.util
 
         self.lib = importlib.import_module(self._lib)
         if self.lib.__name__ != self._lib:
@@ -50,6 +52,9 @@ class HttpxAdapter(Adapter):
             kw["http2"] = True
             if not self.tls:
                 kw["http1"] = False  # h2c: prior knowledge (httpx has no Upgrade)
+        self.sse_lib = None
+        if self.events and self._lib == "httpx" and importlib.util.find_spec("httpx_sse"):
+            self.sse_lib = importlib.import_module("httpx_sse")
         return kw
 
     def _setup(self) -> None:
@@ -58,6 +63,8 @@ class HttpxAdapter(Adapter):
         self.hdrs = self.headers or None
 
     def request(self) -> None:
+        if self.events:
+            return sse_.read_httpx(self)
         c = self.client
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:
@@ -98,6 +105,8 @@ class HttpxAsyncAdapter(HttpxAdapter):
                 yield chunk
 
     async def request(self) -> None:  # type: ignore[override]
+        if self.events:
+            return await sse_.aread_httpx(self)
         c = self.client
         if self.body_file is not None:
             r = await c.request(self.method, self.url, content=self._file_chunks(),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 
-from . import Adapter, AdapterUnavailable
+from . import Adapter, AdapterUnavailable, sse_
 
 __all__ = ["PycurlAdapter"]
 
@@ -27,6 +27,7 @@ class PycurlAdapter(Adapter):
     modules = ("pycurl",)
     h2_mode = "batch"
     h3 = True
+    sse = True
 
     @classmethod
     def version(cls) -> str | None:
@@ -83,6 +84,8 @@ class PycurlAdapter(Adapter):
         return c
 
     def request(self) -> None:
+        if self.events:
+            return sse_.read_pycurl(self)
         c, pc = self.c, self.pc
         if self.download_path is not None:
             with open(self.download_path, "wb") as f:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["RequestsAdapter"]
 
@@ -16,6 +16,7 @@ class RequestsAdapter(Adapter):
     modules = ("requests",)
     _lib = "requests"
     h2_reason = "requests speaks HTTP/1.1 only (http.client through urllib3)"
+    sse = True
 
     def _setup(self) -> None:
         import importlib
@@ -28,6 +29,8 @@ class RequestsAdapter(Adapter):
         self.hdrs = self.headers or None
 
     def request(self) -> None:
+        if self.events:
+            return sse_.read_requests(self)
         s = self.session
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["Urllib3Adapter"]
 
@@ -16,6 +16,7 @@ class Urllib3Adapter(Adapter):
     modules = ("urllib3",)
     h2_reason = ("the urllib3 adapter measures urllib3's HTTP/1.1 pool (its HTTP/2 is "
                  "experimental, TLS only)")
+    sse = True
 
     def _setup(self) -> None:
         import urllib3
@@ -27,6 +28,8 @@ class Urllib3Adapter(Adapter):
         self.hdrs = self.headers or None
 
     def request(self) -> None:
+        if self.events:
+            return sse_.read_urllib3(self)
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:
                 r = self.pm.request(self.method, self.url, body=f, headers=self.hdrs)

@@ -1,0 +1,119 @@
+"""Reading a server-sent event stream with each library's own streaming API.
+
+A streaming scenario (``Scenario(events=N)``) makes each request read a whole
+``text/event-stream`` response event by event, the way a user of that library
+consumes one: httpx through ``httpx-sse`` when installed (else
+``iter_lines``), requests ``iter_lines``, urllib3's line iteration, aiohttp's
+``content`` lines, pycurl a write callback, http.client ``readline``. Every
+reader counts the events it saw by the WHATWG rule (a blank line ends a block;
+the block is an event when it had a ``data`` field) into ``last_events``; the
+runner checks the count against the scenario's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Dispatch", "read_requests", "read_httpx", "aread_httpx", "read_urllib3",
+           "aread_aiohttp", "read_pycurl", "read_http_client"]
+
+
+class Dispatch:
+    """Counts event dispatches over a stream's lines (line ends already removed)."""
+
+    __slots__ = ("events", "data")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.data = False
+
+    def line(self, line: bytes) -> None:
+        if not line:
+            if self.data:
+                self.events += 1
+                self.data = False
+        elif line[:4] == b"data" and line[4:5] in (b":", b""):
+            self.data = True
+
+
+def _dispatched(e: Any) -> bool:
+    """httpx-sse also yields a block with only a ``retry`` (or ``id``) field, which the
+    WHATWG rules do not dispatch (no data): such an item is not counted."""
+    return bool(e.data) or e.event != "message"
+
+
+def read_requests(a: Any) -> None:
+    d = Dispatch()
+    with a.session.get(a.url, headers=a.hdrs, stream=True, timeout=a.timeout,
+                       verify=a.verify) as r:
+        for line in r.iter_lines():
+            d.line(line)
+    a.last_status, a.last_events = r.status_code, d.events
+
+
+def read_httpx(a: Any) -> None:
+    with a.client.stream("GET", a.url, headers=a.hdrs) as r:
+        if a.sse_lib is not None:
+            n = sum(1 for e in a.sse_lib.EventSource(r).iter_sse() if _dispatched(e))
+        else:
+            d = Dispatch()
+            for line in r.iter_lines():
+                d.line(line.encode())
+            n = d.events
+    a.last_status, a.last_events = r.status_code, n
+
+
+async def aread_httpx(a: Any) -> None:
+    async with a.client.stream("GET", a.url, headers=a.hdrs) as r:
+        if a.sse_lib is not None:
+            n = 0
+            async for e in a.sse_lib.EventSource(r).aiter_sse():
+                n += _dispatched(e)
+        else:
+            d = Dispatch()
+            async for line in r.aiter_lines():
+                d.line(line.encode())
+            n = d.events
+    a.last_status, a.last_events = r.status_code, n
+
+
+def read_urllib3(a: Any) -> None:
+    d = Dispatch()
+    r = a.pm.request("GET", a.url, headers=a.hdrs, preload_content=False)
+    for line in r:
+        d.line(line.rstrip(b"\r\n"))
+    r.release_conn()
+    a.last_status, a.last_events = r.status, d.events
+
+
+async def aread_aiohttp(a: Any) -> None:
+    d = Dispatch()
+    async with a.session.get(a.url, headers=a.hdrs) as r:
+        async for line in r.content:
+            d.line(line.rstrip(b"\r\n"))
+    a.last_status, a.last_events = r.status, d.events
+
+
+def read_pycurl(a: Any) -> None:
+    d = Dispatch()
+    tail = [b""]
+
+    def write(chunk: bytes) -> None:
+        lines = (tail[0] + chunk).split(b"\n")
+        tail[0] = lines.pop()
+        for line in lines:
+            d.line(line.rstrip(b"\r"))
+
+    c, pc = a.c, a.pc
+    c.setopt(pc.WRITEFUNCTION, write)
+    c.perform()
+    a.last_status, a.last_events = c.getinfo(pc.RESPONSE_CODE), d.events
+
+
+def read_http_client(a: Any) -> None:
+    d = Dispatch()
+    a.conn.request("GET", a.path, headers=a.headers)
+    r = a.conn.getresponse()
+    while line := r.readline():
+        d.line(line.rstrip(b"\r\n"))
+    a.last_status, a.last_events = r.status, d.events

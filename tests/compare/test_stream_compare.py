@@ -1,0 +1,68 @@
+"""compare's streaming scenarios: sse-100x1k (each request reads a 100-event stream with
+the client's own streaming API, the count checked every round; clients without a reader
+skipped with the reason) and stream-10m-chunked (a chunked download, CRC-checked)."""
+
+from __future__ import annotations
+
+import pytest
+from httpbench._adapters import available_clients
+from httpbench._adapters.sse_ import Dispatch
+from httpbench._runner import Runner, RunOptions
+from httpbench._scenarios import DEFAULT_SCENARIOS, SCENARIOS, STREAM_SCENARIOS, parse_scenario
+
+SSE_CLIENTS = ("requests", "httpx", "httpx-async", "urllib3", "aiohttp", "pycurl",
+               "http.client", "niquests")
+NO_SSE = ("native", "curl_cffi")
+
+
+def test_stream_scenarios_and_specs():
+    assert STREAM_SCENARIOS == ("sse-100x1k", "stream-10m-chunked", "ws-echo-1k", "ws-push-100k")
+    assert not set(STREAM_SCENARIOS) & set(DEFAULT_SCENARIOS)  # they run when named
+    sc = SCENARIOS["sse-100x1k"]
+    assert (sc.events, sc.path, sc.method) == (100, "/sse?events=100&size=1024", "GET")
+    assert SCENARIOS["stream-10m-chunked"].download
+    assert parse_scenario("mine:path=/sse?events=5,events=5").events == 5
+    for bad in ("x:path=/bytes/5,events=5", "x:path=/sse,events=5,concurrency=2",
+                "x:path=/sse,events=-1", "x:path=/sse,events=5,protocol=h2"):
+        with pytest.raises(ValueError):
+            parse_scenario(bad)
+
+
+def test_dispatch_rule():
+    d = Dispatch()
+    for line in (b": comment", b"", b"id: 1", b"data: a", b"data", b"", b"", b"event: x", b"",
+                 b"datum: y", b"", b"data:z", b""):
+        d.line(line)
+    assert d.events == 2  # a comment block, blank lines and a block without data: none
+
+
+def _check(rs):
+    bad = [n for n in rs.notes if n.kind in ("errors", "bad-response", "count-mismatch",
+                                             "worker-failed")]
+    assert not bad, bad
+    for (c, _, _), m in rs.results.items():
+        assert m.metadata["verify"]["ok"], (c, m.metadata["verify"])
+        assert m.metadata["server"]["requests"] == m.metadata["worker_requests"] == m.calls
+
+
+def test_sse_clients_read_every_event():
+    clients = [c for c in (*SSE_CLIENTS, *NO_SSE) if c in available_clients([c])]
+    r = Runner(RunOptions(repeat=1, n=6, reruns=0, warmup=1, native_allocs=False, timeout=120.0))
+    rs = r.run(clients, [SCENARIOS["sse-100x1k"]])
+    _check(rs)
+    ran = {c for (c, _, _) in rs.results}
+    assert {c for c in SSE_CLIENTS if c in clients} == ran
+    for c in NO_SSE:
+        if c in clients:
+            assert rs.skipped[f"{c}/sse-100x1k"].startswith("no server-sent event reader")
+    for m in rs.results.values():
+        assert m.metadata["events_per_call"] == 100
+
+
+@pytest.mark.slow
+def test_chunked_stream_download():
+    clients = [c for c in ("requests", "pycurl", "native") if c in available_clients([c])]
+    r = Runner(RunOptions(repeat=1, n=2, reruns=0, warmup=1, native_allocs=False, timeout=120.0))
+    rs = r.run(clients, [SCENARIOS["stream-10m-chunked"]])
+    _check(rs)
+    assert {c for (c, _, _) in rs.results} == set(clients)
