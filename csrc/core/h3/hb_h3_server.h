@@ -1,6 +1,6 @@
 /* hb_h3_server.h - the embedded server's HTTP/3 endpoint: QUIC connections
  * (ngtcp2, TLS 1.3 by GnuTLS) carrying HTTP/3 (nghttp3), answering the
- * server's routes (hb_route.h) with the same bytes as HTTP/1.1 and h2
+ * server's routes (hb_route.h) with the same bytes as over TCP
  * (hb_content.h).
  *
  * One endpoint belongs to one server worker and does no I/O and has no
