@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
     p.add_argument("--min-change", type=U.parse_percent, default=0.02,
                    help="ignore relative changes below this (default 2%%)")
+    p.add_argument("--run-noise", type=U.parse_percent, default=0.08,
+                   help="a timing must move more than two runs of one command do "
+                        "(default 8%%)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a significant regression is found")
     p.add_argument("--all", action="store_true",
@@ -74,7 +77,8 @@ def cli_main(argv: Sequence[str]) -> int:
     if args.baseline:
         base, currents = records[0], records[1:]
         for path, cur in zip(args.files, currents, strict=True):
-            cmp = diff(base, cur, alpha=args.alpha, min_change=args.min_change)
+            cmp = diff(base, cur, alpha=args.alpha, min_change=args.min_change,
+                       run_noise=args.run_noise)
             if args.html:
                 pages.append(html_diff_fragment(base, cur, cmp, names=(args.baseline, path),
                                                 prefix=f"d{len(pages)}-"))
@@ -141,6 +145,9 @@ def diff_main(argv: Sequence[str]) -> int:
     p.add_argument("--alpha", default="0.05", help="significance level (0.05)")
     p.add_argument("--min-change", default="2%",
                    help="ignore relative changes below this (default 2%%)")
+    p.add_argument("--run-noise", default="8%",
+                   help="a timing must move more than two runs of one command do "
+                        "(default 8%%)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a significant regression is found")
     p.add_argument("--all", action="store_true",
@@ -153,6 +160,7 @@ def diff_main(argv: Sequence[str]) -> int:
         return int(exc.code or 0)
     return cli_main([args.current, "--baseline", args.baseline, "--format", args.format,
                      "--alpha", args.alpha, "--min-change", args.min_change,
+                     "--run-noise", args.run_noise,
                      *(["--fail-on-regression"] if args.fail_on_regression else []),
                      *(["--all"] if args.all else []),
                      *(["--html", args.html] if args.html else [])])
