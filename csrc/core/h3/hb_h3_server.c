@@ -9,8 +9,6 @@
  * HTTP/3 streams and routes. */
 #include "h3/hb_h3_server_int.h"
 
-#include "h3/hb_h3_client_int.h" /* the pool allocator */
-
 #include <malloc.h>
 #include <pthread.h>
 
@@ -288,10 +286,10 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         rc = hb_fail(err, HB_E_NOMEM, "out of memory");
         goto fail;
     }
-    s->qmem = (ngtcp2_mem){s->mpool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
-                           hb__h3_pool_realloc};
-    s->hmem = (nghttp3_mem){s->mpool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
-                            hb__h3_pool_realloc};
+    s->qmem = (ngtcp2_mem){s->mpool, hb__h3_mem_malloc, hb__h3_mem_free, hb__h3_mem_calloc,
+                           hb__h3_mem_realloc};
+    s->hmem = (nghttp3_mem){s->mpool, hb__h3_mem_malloc, hb__h3_mem_free, hb__h3_mem_calloc,
+                            hb__h3_mem_realloc};
     s->replay = cfg->replay;
     if (cfg->early_data && cfg->ticket_key && !s->replay) {
         s->replay = s->own_replay = hb_h3_replay_new();
@@ -351,11 +349,12 @@ void hb_h3_server_free(hb_h3_server *s)
     if (!s) return;
     while (s->conns)
         hb__h3_conn_free(s->conns, 0);
+    hb__h3_streams_trim(s);
     if (s->prio) gnutls_priority_deinit(s->prio);
     if (s->ar) gnutls_anti_replay_deinit(s->ar);
     if (s->cred) gnutls_certificate_free_credentials(s->cred);
     hb_h3_replay_free(s->own_replay);
-    if (s->mpool) hb__h3_pool_destroy(s->mpool);
+    if (s->mpool) hb__h3_mem_trim(s->mpool);
     free(s->mpool);
     if (s->tab) ADD(s->st->cid_slots, (uint64_t)0 - s->tcap);
     free(s->tab);
@@ -580,7 +579,8 @@ void hb_h3_server_timer(hb_h3_server *s)
         (s->freed && s->nconns == 0)) { /* at most once a second, and once when empty */
         s->freed = 0;
         s->trimmed = now;
-        hb__h3_pool_destroy(s->mpool); /* the free blocks; those in use come back later */
+        hb__h3_mem_trim(s->mpool); /* the free blocks; those in use come back later */
+        hb__h3_streams_trim(s);
         malloc_trim(0);
     }
 }

@@ -18,9 +18,11 @@ static const char CT_JSON[] = "application/json";
 
 static h3stream *stream_new(h3conn *c)
 {
-    h3stream *st = c->free;
+    hb_h3_server *s = c->s;
+    h3stream *st = s->sfree;
     if (st) {
-        c->free = st->next;
+        s->sfree = st->next;
+        s->nsfree--;
     } else {
         st = malloc(sizeof *st); /* the pool grows to the peak of live streams */
         if (!st) return NULL;
@@ -46,6 +48,32 @@ static void count_status(h3conn *c, h3stream *st, int status)
     if (!st->counted || !st->status_owed) return;
     st->status_owed = 0;
     ADD(c->s->st->by_status[status >= 0 && status < 600 ? status : 0], 1);
+}
+
+/* A slot back to the endpoint's free list (an idle connection holds none). */
+static void stream_put(h3conn *c, h3stream *st)
+{
+    hb_h3_server *s = c->s;
+    if (s->nsfree >= SFREE_MAX) {
+        free(st->ebuf);
+        free(st);
+        return;
+    }
+    st->prev = NULL;
+    st->next = s->sfree;
+    s->sfree = st;
+    s->nsfree++;
+}
+
+void hb__h3_streams_trim(hb_h3_server *s)
+{
+    while (s->sfree) {
+        h3stream *st = s->sfree;
+        s->sfree = st->next;
+        free(st->ebuf);
+        free(st);
+    }
+    s->nsfree = 0;
 }
 
 /* What a stream holds beyond its slot: the stats page, held flow-control credit, an
@@ -79,8 +107,7 @@ void hb__h3_stream_release(h3conn *c, h3stream *st, int peer_left)
     if (st->next) st->next->prev = st->prev;
     c->nlive--;
     stream_drop(c, st);
-    st->next = c->free;
-    c->free = st;
+    stream_put(c, st);
 }
 
 /* ---- responses ---- */
@@ -314,9 +341,7 @@ void hb__h3_zombie_free(h3conn *c, h3stream *st)
     st->zombie = 0;
     c->nzombie--;
     stream_drop(c, st);
-    st->prev = NULL;
-    st->next = c->free;
-    c->free = st;
+    stream_put(c, st);
 }
 
 /* The first bytes of a request stream: its slot and deadline exist from now,

@@ -35,6 +35,7 @@
 #define STREAM_WINDOW (1u << 20)
 #define CONN_WINDOW (16u << 20)
 #define ANTI_REPLAY_SLOTS 4096
+#define SFREE_MAX 256      /* free stream slots an endpoint keeps (an idle connection keeps none) */
 #define CONN_CIDS 12       /* connection IDs a connection remembers for an O(1) free */
 #define STATELESS_SLOTS 32 /* Retry / version negotiation packets waiting to be sent */
 #define STATELESS_LEN 256
@@ -45,6 +46,26 @@
 enum src { SRC_NONE, SRC_CONTENT, SRC_MEM };
 enum wait { W_NONE, W_DELAY, W_DRIP, W_STALL };
 enum cstate { C_OPEN, C_CLOSING, C_DRAINING };
+
+/* hb_h3_server_mem.c: the libraries' allocator (small: free lists; large: pages) */
+#define MEM_MIN_SHIFT 5
+#define MEM_MAX_SHIFT 11 /* above 2 KiB: pages of its own */
+#define MEM_CLASSES (MEM_MAX_SHIFT - MEM_MIN_SHIFT + 1)
+#define MEM_CACHE_PAGES 16 /* mappings up to this many pages are cached when freed */
+#define MEM_CACHE_DEPTH 8  /* ... this many of each size */
+
+typedef struct hb__h3_mem {
+    union mblk *free[MEM_CLASSES];
+    union mblk *pages[MEM_CACHE_PAGES];
+    unsigned cached[MEM_CACHE_PAGES];
+} hb__h3_mem;
+
+void *hb__h3_mem_malloc(size_t size, void *ud);
+void hb__h3_mem_free(void *ptr, void *ud);
+void *hb__h3_mem_calloc(size_t n, size_t size, void *ud);
+void *hb__h3_mem_realloc(void *ptr, size_t size, void *ud);
+/* every free block and cached mapping back to the system */
+void hb__h3_mem_trim(hb__h3_mem *m);
 
 typedef struct h3stream {
     struct h3stream *prev, *next; /* live list / free list (next only) */
@@ -105,9 +126,9 @@ typedef struct h3conn {
         uint8_t len;
         uint8_t id[NGTCP2_MAX_CIDLEN];
     } cids[CONN_CIDS];
-    h3stream *live, *free, *zombies; /* zombies: timed out, their QUIC stream still open */
+    h3stream *live, *zombies; /* zombies: timed out, their QUIC stream still open */
     uint32_t nlive;
-    uint8_t closebuf[HB_H3_MAX_DATAGRAM];
+    uint8_t *closebuf; /* the CONNECTION_CLOSE, taken once the connection closes */
 } h3conn;
 
 typedef struct cident {
@@ -136,9 +157,11 @@ struct hb_h3_server {
     size_t tcap, tlive, ttomb; /* slots, live entries, tombstones */
     /* ngtcp2's and nghttp3's allocations: per-size free lists (hb_h3_client_mem.c), so a
      * request's stream state reuses the blocks of the requests before it */
-    struct pool *mpool;
+    hb__h3_mem *mpool;
     ngtcp2_mem qmem;
     nghttp3_mem hmem;
+    h3stream *sfree; /* request streams' slots, shared by the connections */
+    uint32_t nsfree;
     uint32_t half_open;
     uint32_t freed;   /* connections freed since the heap was last trimmed */
     uint64_t trimmed; /* when it was */
@@ -195,6 +218,8 @@ void hb__h3_consumed(h3conn *c, int64_t id, size_t n);
 void hb__h3_stream_credit(h3conn *c);
 void hb__h3_stream_release(h3conn *c, h3stream *st, int peer_left);
 void hb__h3_zombie_free(h3conn *c, h3stream *st);
+/* the endpoint's free stream slots back to the system */
+void hb__h3_streams_trim(hb_h3_server *s);
 /* the first bytes of request stream id came in: its deadline runs from now */
 void hb__h3_stream_first(h3conn *c, int64_t id);
 /* the streams' earliest deadline (delays, drips, request timeouts) / runs those due */
