@@ -276,7 +276,8 @@ static PyObject *server_stats(ServerObject *self, PyObject *const *args, Py_ssiz
          set_u64(h3, "stream_timeouts", s.h3_stream_timeouts) < 0 ||
          set_u64(h3, "body_buffered", s.h3_body_buffered) < 0 ||
          set_u64(h3, "closes_limited", s.h3_closes_limited) < 0 ||
-         set_u64(h3, "cid_slots", s.h3_cid_slots) < 0 || PyDict_SetItemString(d, "h3", h3) < 0))
+         set_u64(h3, "cid_slots", s.h3_cid_slots) < 0 ||
+         set_u64(h3, "streams_cut", s.h3_streams_cut) < 0 || PyDict_SetItemString(d, "h3", h3) < 0))
         goto fail;
     if (set_u64(byp, "http/1.1", s.requests - s.requests_h2 - s.requests_h3) < 0 ||
         set_u64(byp, "h2", s.requests_h2) < 0 || set_u64(cbyp, "http/1.1", s.connections_h1) < 0 ||

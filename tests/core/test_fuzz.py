@@ -112,7 +112,7 @@ def test_fuzz_h3_server(tmp_path):
     _fuzz(tmp_path, "fuzz_h3_server", ["h3/hb_h3_server.c", "h3/hb_h3_server_conn.c",
                                        "h3/hb_h3_server_http.c", "h3/hb_h3_server_mem.c",
                                        "h3/hb_h3_client_mem.c",
-                                       "http/hb_route.c",
+                                       "http/hb_route.c", "http/hb_sse.c",
                                        "base/hb_content.c", "base/hb_common.c", "http/hb_parse.c",
                                        "net/hb_tls.c"],
           "corpus_h3_server", 12, None, ("-max_len=8192",),

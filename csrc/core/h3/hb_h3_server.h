@@ -69,6 +69,12 @@ typedef struct hb_h3_server_stats {
     uint64_t closes_limited;  /* CONNECTION_CLOSEs not repeated in the closing state (rate and
                                * 3x-before-validation limits) */
     uint64_t cid_slots;       /* now: slots of the connection-ID table */
+    /* /sse and /stream/N (counted as over HTTP/1.1: events and chunks handed to QUIC, their
+     * bytes, the preamble not included) and the streams cut because their client read
+     * nothing for request_timeout */
+    uint64_t sse_streams, sse_events, sse_bytes;
+    uint64_t stream_streams, stream_chunks, stream_bytes;
+    uint64_t streams_cut;
 } hb_h3_server_stats;
 
 /* The 0-RTT anti-replay store shared by every endpoint that shares a ticket key

@@ -112,6 +112,75 @@ void hb__h3_stream_release(h3conn *c, h3stream *st, int peer_left)
 
 /* ---- responses ---- */
 
+/* Bytes are out: with none acknowledged for request_timeout the client is not
+ * reading (or gone) and a paced stream is cut. */
+static void cut_arm(h3conn *c, h3stream *st)
+{
+    if (!st->ev_kind || st->cut_at) return;
+    st->cut_at = hb__h3_now(c->s) + (uint64_t)c->s->cfg.request_timeout_ms * NS_PER_MS;
+    c->timers = 1;
+    c->dirty = 1;
+}
+
+/* /stream/N: the chunks whose bytes are all handed out (the last may be short). */
+static void stream_count(h3conn *c, h3stream *st)
+{
+    uint64_t k = st->rq.p.stream.chunk;
+    uint64_t done = st->soff / k + (st->left == 0 && st->soff % k ? 1 : 0);
+    if (done > st->chunks_counted) {
+        ADD(c->s->st->stream_chunks, done - st->chunks_counted);
+        st->chunks_counted = done;
+    }
+    if (st->soff > st->hoff) {
+        ADD(c->s->st->stream_bytes, st->soff - st->hoff);
+        st->hoff = st->soff;
+    }
+}
+
+/* /sse: the preamble, then each released event as it fits (its scratch kept until
+ * acknowledged); WOULDBLOCK until the timer releases the next or an ack frees a slot. */
+static nghttp3_ssize sse_read(h3conn *c, h3stream *st, nghttp3_vec *vec, size_t veccnt,
+                              uint32_t *flags)
+{
+    size_t n = 0;
+    if (!st->ev_pre && veccnt) {
+        vec[n].base = (uint8_t *)(uintptr_t)HB_SSE_PREAMBLE;
+        vec[n++].len = sizeof HB_SSE_PREAMBLE - 1;
+        st->ev_pre = 1;
+        st->hoff += sizeof HB_SSE_PREAMBLE - 1;
+    }
+    while (n < veccnt) {
+        if (st->piov_i < st->piov_n) {
+            vec[n].base = st->piov[st->piov_i].iov_base;
+            vec[n++].len = st->piov[st->piov_i++].iov_len;
+            continue;
+        }
+        if (st->ev_seq >= st->ev_rel || st->ev_n == EV_SLOTS) break;
+        unsigned slot = (st->ev_head + st->ev_n) % EV_SLOTS;
+        size_t len;
+        int k =
+            hb_sse_event_iov(st->piov, st->ev_scr[slot], st->ev_seq + 1, st->rq.p.sse.size, &len);
+        st->piov_n = (uint8_t)k;
+        st->piov_i = 0;
+        st->ev_seq++;
+        st->hoff += len;
+        st->ev_end[slot] = st->hoff;
+        st->ev_n++;
+        ADD(c->s->st->sse_events, 1);
+        ADD(c->s->st->sse_bytes, len);
+    }
+    if (n) cut_arm(c, st);
+    if (st->ev_seq == st->ev_count && st->piov_i == st->piov_n) {
+        *flags |= NGHTTP3_DATA_FLAG_EOF;
+        return (nghttp3_ssize)n;
+    }
+    if (n == 0) {
+        st->blocked = 1;
+        return NGHTTP3_ERR_WOULDBLOCK;
+    }
+    return (nghttp3_ssize)n;
+}
+
 static nghttp3_ssize on_read_data(nghttp3_conn *h, int64_t id, nghttp3_vec *vec, size_t veccnt,
                                   uint32_t *flags, void *cud, void *sud)
 {
@@ -120,6 +189,7 @@ static nghttp3_ssize on_read_data(nghttp3_conn *h, int64_t id, nghttp3_vec *vec,
     h3conn *c = cud;
     h3stream *st = sud;
     if (!st) return NGHTTP3_ERR_CALLBACK_FAILURE;
+    if (st->src == SRC_SSE) return sse_read(c, st, vec, veccnt, flags);
     size_t n = 0;
     while (n < veccnt && st->avail > 0) {
         size_t take = st->avail < CHUNK ? (size_t)st->avail : CHUNK;
@@ -133,6 +203,8 @@ static nghttp3_ssize on_read_data(nghttp3_conn *h, int64_t id, nghttp3_vec *vec,
         st->left -= take;
         n++;
     }
+    if (st->ev_kind == EV_STREAM) stream_count(c, st);
+    if (n) cut_arm(c, st);
     if (st->left == 0) {
         if (st->no_eof) { /* a fault: the stream is reset once this much is out */
             if (!st->reset_owed) {
@@ -163,7 +235,7 @@ static void respond(h3conn *c, h3stream *st, int status, const char *ct, int64_t
     hb_h3_server *s = c->s;
     if (status < 100 || status > 999) status = 500;
     size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
-    nghttp3_nv nva[5];
+    nghttp3_nv nva[6];
     size_t n = 0;
     /* NO_COPY: names and content types are static, status and length live in st until
      * the stream closes, and the date is rewritten only by this thread (always a valid
@@ -175,6 +247,7 @@ static void respond(h3conn *c, h3stream *st, int status, const char *ct, int64_t
     nva[n++] = NV("server", "httpbench", 9);
     if (s->cfg.date) nva[n++] = NV("date", s->cfg.date, 29);
     nva[n++] = NV("content-type", ct, strlen(ct));
+    if (st->ev_kind == EV_SSE) nva[n++] = NV("cache-control", "no-cache", 8);
     if (cl >= 0) nva[n++] = NV("content-length", st->clbuf, cll);
 #undef NV
     nghttp3_data_reader dr = {on_read_data};
@@ -261,10 +334,52 @@ static void execute(h3conn *c, h3stream *st, const hb_route_answer *a)
     respond_content(c, st, a->cl, a->n, a->avail);
 }
 
+/* /sse and /stream/N: the first event (chunk) at once, each next one an interval
+ * later (all at once with interval 0), the bytes the same as over HTTP/1.1 without
+ * its chunked framing. */
+static void ev_respond(h3conn *c, h3stream *st)
+{
+    const hb_route_req *rq = &st->rq;
+    int sse = rq->route == HB_ROUTE_SSE;
+    uint64_t interval = sse ? rq->p.sse.interval_ms : rq->p.stream.interval_ms;
+    st->ev_kind = sse ? EV_SSE : EV_STREAM;
+    if (sse) {
+        st->ev_count = rq->p.sse.events;
+        st->src = SRC_SSE;
+        if (!st->head_only) ADD(c->s->st->sse_streams, 1);
+    } else {
+        uint64_t k = rq->p.stream.chunk;
+        st->ev_count = (rq->p.stream.n + k - 1) / k;
+        if (!st->head_only) ADD(c->s->st->stream_streams, 1);
+    }
+    st->ev_interval = interval * NS_PER_MS;
+    st->ev_rel = interval && st->ev_count ? 1 : st->ev_count;
+    if (st->ev_rel < st->ev_count) {
+        st->wait = W_PACE;
+        st->deadline = hb__h3_now(c->s) + st->ev_interval;
+        c->timers = 1;
+    }
+    if (sse) {
+        respond(c, st, 200, "text/event-stream", -1, 1);
+    } else {
+        uint64_t n = rq->p.stream.n, k = rq->p.stream.chunk;
+        uint64_t rel = st->ev_rel * k < n ? st->ev_rel * k : n;
+        respond_content(c, st, -1, n, rel);
+    }
+    if (st->head_only) {
+        st->wait = W_NONE;
+        st->ev_kind = EV_NONE;
+    }
+}
+
 /* The request is complete (or, for an early response, its head): answer it. */
 static void finish(h3conn *c, h3stream *st)
 {
     if (st->responded || st->wait == W_DELAY) return;
+    if (st->rq.status == 200 && (st->rq.route == HB_ROUTE_SSE || st->rq.route == HB_ROUTE_STREAM)) {
+        ev_respond(c, st);
+        return;
+    }
     hb_route_in in = {.body_bytes = st->body_bytes,
                       .crc = st->crc,
                       .head_only = st->head_only,
@@ -383,6 +498,17 @@ void hb__h3_stream_timers(h3conn *c)
             }
             any = 1;
         }
+        if (st->cut_at) {
+            if (st->cut_at <= now) { /* nothing acknowledged for request_timeout */
+                st->cut_at = 0;
+                st->wait = W_NONE;
+                st->ev_kind = EV_NONE;
+                ADD(c->s->st->streams_cut, 1);
+                reset_stream(c, st);
+                continue;
+            }
+            any = 1;
+        }
         if (!st->wait) continue;
         if (st->deadline > now) {
             any = 1;
@@ -402,6 +528,22 @@ void hb__h3_stream_timers(h3conn *c)
                 st->deadline = 0;
             } else {
                 st->deadline = now + st->rq.p.drip.interval_ms * NS_PER_MS;
+                any = 1;
+            }
+            (void)nghttp3_conn_resume_stream(c->h, st->id);
+        } else if (st->wait == W_PACE) {
+            st->ev_rel++;
+            if (st->src == SRC_CONTENT) {
+                uint64_t k = st->rq.p.stream.chunk, n = st->rq.p.stream.n;
+                uint64_t rel = st->ev_rel * k < n ? st->ev_rel * k : n;
+                st->avail = rel - st->soff;
+            }
+            if (st->ev_rel >= st->ev_count) {
+                st->wait = W_NONE;
+                st->deadline = 0;
+            } else {
+                st->deadline += st->ev_interval;
+                if (st->deadline < now) st->deadline = now;
                 any = 1;
             }
             (void)nghttp3_conn_resume_stream(c->h, st->id);
@@ -425,19 +567,34 @@ uint64_t hb__h3_stream_deadline(h3conn *c)
         if (st->req_deadline && !st->req_done && !st->responded && st->req_deadline < d)
             d = st->req_deadline;
         if (st->wait && st->deadline && st->deadline < d) d = st->deadline;
+        if (st->cut_at && st->cut_at < d) d = st->cut_at;
     }
     return d;
 }
 
 /* ---- nghttp3 callbacks ---- */
 
+/* Body bytes acknowledged: a paced stream's SSE scratch slots come free, and its
+ * cut timer restarts while bytes are still out. */
 static int h_acked(nghttp3_conn *h, int64_t id, uint64_t n, void *cud, void *sud)
 {
     (void)h;
-    (void)id;
-    (void)n;
-    (void)cud;
-    (void)sud;
+    h3conn *c = cud;
+    h3stream *st = sud;
+    if (!st || !st->ev_kind) return 0;
+    st->acked += n;
+    int freed = 0;
+    while (st->ev_n && st->ev_end[st->ev_head] <= st->acked) {
+        st->ev_head = (st->ev_head + 1) % EV_SLOTS;
+        st->ev_n--;
+        freed = 1;
+    }
+    if (freed && st->src == SRC_SSE) {
+        (void)nghttp3_conn_resume_stream(c->h, id);
+        hb__h3_pend(c);
+    }
+    st->cut_at = 0;
+    if (st->acked < st->hoff) cut_arm(c, st);
     return 0;
 }
 

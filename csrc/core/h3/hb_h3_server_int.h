@@ -24,6 +24,7 @@
 
 #include "base/hb_common.h"
 #include "base/hb_content.h"
+#include "http/hb_sse.h"
 
 #define SCIDLEN 18
 #define PATH_MAX_LEN 4096
@@ -43,8 +44,10 @@
 
 #define ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
 
-enum src { SRC_NONE, SRC_CONTENT, SRC_MEM };
-enum wait { W_NONE, W_DELAY, W_DRIP, W_STALL };
+enum src { SRC_NONE, SRC_CONTENT, SRC_MEM, SRC_SSE };
+enum wait { W_NONE, W_DELAY, W_DRIP, W_STALL, W_PACE };
+enum evkind { EV_NONE, EV_SSE, EV_STREAM };
+#define EV_SLOTS 32 /* SSE events handed out and not yet acknowledged, at most */
 enum cstate { C_OPEN, C_CLOSING, C_DRAINING };
 
 /* hb_h3_server_mem.c: the libraries' allocator (small: free lists; large: pages) */
@@ -84,7 +87,18 @@ typedef struct h3stream {
     uint64_t hdr_bytes;
     uint64_t held; /* body bytes buffered whose connection flow-control credit is held */
     char *stats_doc;
-    char *ebuf; /* echo: the request body (kept across reuse) */
+    /* /sse and /stream/N: events (chunks) released by the pacing timer, handed out,
+     * acknowledged; an SSE event's scratch (its id line) lives until its bytes are
+     * acknowledged; no acknowledgment for request_timeout while bytes are out cuts it */
+    uint8_t ev_kind, ev_pre;           /* ev_pre: the SSE preamble is handed out */
+    uint8_t piov_n, piov_i;            /* the current event's iovecs, handed out so far */
+    uint64_t ev_seq, ev_count, ev_rel; /* next event, events in all, events released */
+    uint64_t ev_interval;              /* ns between events (chunks) */
+    uint64_t hoff, acked;              /* body bytes handed out / acknowledged */
+    uint64_t cut_at;                   /* 0, or when the stream is cut for not reading */
+    uint64_t chunks_counted;
+    unsigned ev_head, ev_n; /* in-flight events: a ring of EV_SLOTS */
+    char *ebuf;             /* echo: the request body (kept across reuse) */
     size_t ecap, elen;
     size_t mlen, plen;
     char method[16];
@@ -92,6 +106,10 @@ typedef struct h3stream {
     char clbuf[24];
     char jbuf[96];
     char path[PATH_MAX_LEN];
+    /* not cleared per request (written before read): */
+    uint64_t ev_end[EV_SLOTS]; /* body offset at each in-flight event's end */
+    char ev_scr[EV_SLOTS][HB_SSE_SCRATCH];
+    struct iovec piov[HB_SSE_EVENT_IOV];
 } h3stream;
 
 typedef struct h3conn {

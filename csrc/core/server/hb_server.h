@@ -110,7 +110,7 @@ typedef struct hb_server_stats {
     uint64_t h3_version_negotiations;
     /* see hb_h3_server_stats; half_open, body_buffered and cid_slots are levels now */
     uint64_t h3_early_replays, h3_retries, h3_half_open, h3_stream_timeouts, h3_body_buffered,
-        h3_closes_limited, h3_cid_slots;
+        h3_closes_limited, h3_cid_slots, h3_streams_cut;
     int http3;                 /* 1 when the HTTP/3 side is on */
     hb_server_stream_stats sm; /* /sse, /stream (HTTP/1.1) */
     hb_server_ws_stats ws;     /* /ws */

@@ -57,6 +57,13 @@ void hb_server_stats_read(const hb_server *s, hb_server_stats *out)
         out->h3_body_buffered += HB__LOAD(h3->body_buffered);
         out->h3_closes_limited += HB__LOAD(h3->closes_limited);
         out->h3_cid_slots += HB__LOAD(h3->cid_slots);
+        out->h3_streams_cut += HB__LOAD(h3->streams_cut);
+        out->sm.sse_streams += HB__LOAD(h3->sse_streams);
+        out->sm.sse_events += HB__LOAD(h3->sse_events);
+        out->sm.sse_bytes += HB__LOAD(h3->sse_bytes);
+        out->sm.stream_streams += HB__LOAD(h3->stream_streams);
+        out->sm.stream_chunks += HB__LOAD(h3->stream_chunks);
+        out->sm.stream_bytes += HB__LOAD(h3->stream_bytes);
         /* every member of these two is a uint64_t counter */
         for (size_t k = 0; k < sizeof st->sm / 8; k++)
             ((uint64_t *)&out->sm)[k] += HB__LOAD(((uint64_t *)&st->sm)[k]);
