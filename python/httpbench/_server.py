@@ -414,7 +414,8 @@ class Server:
         (request streams not in within ``request_timeout`` of their first byte),
         ``body_buffered`` (upload bytes held now), ``closes_limited``
         (CONNECTION_CLOSEs not repeated while closing), ``cid_slots`` (the
-        connection-ID table's size now)}.
+        connection-ID table's size now), ``streams_cut`` (``/sse`` and
+        ``/stream`` streams reset: nothing acknowledged for ``request_timeout``)}.
 
         Streaming routes (docs/streaming.md): ``sse`` {``streams``, ``events``,
         ``bytes``}, ``stream`` {``streams``, ``chunks``, ``bytes``} (events and
