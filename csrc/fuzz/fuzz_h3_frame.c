@@ -85,7 +85,7 @@ static uint64_t run(const uint8_t *in, size_t len, size_t step, size_t max, int 
             for (size_t i = 0; i < ev.len; i++)
                 h = mix(h, ev.payload[i]);
             uint64_t v;
-            hb_h3_settings s;
+            hb_h3_conn_settings s;
             if (ev.type == HB_H3_FRAME_SETTINGS) {
                 h = mix(h, (uint64_t)hb_h3_settings_decode(ev.payload, ev.len, &s, err));
             } else if (ev.type == HB_H3_FRAME_HEADERS) {

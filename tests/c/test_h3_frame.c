@@ -72,7 +72,7 @@ static void test_varints(void)
 static void test_settings(void)
 {
     char err[HB_ERR_LEN];
-    hb_h3_settings s, d;
+    hb_h3_conn_settings s, d;
     hb_h3_settings_default(&s);
     s.max_field_section_size = 16384;
     uint8_t f[HB_H3_SETTINGS_FRAME_MAX];

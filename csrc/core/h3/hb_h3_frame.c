@@ -136,13 +136,13 @@ int hb_h3_frame_varint_payload(const uint8_t *p, size_t len, uint64_t *v, char *
 
 /* ---- SETTINGS ---- */
 
-void hb_h3_settings_default(hb_h3_settings *s)
+void hb_h3_settings_default(hb_h3_conn_settings *s)
 {
     memset(s, 0, sizeof *s);
     s->max_field_section_size = HB_H3_UNLIMITED;
 }
 
-ssize_t hb_h3_settings_encode(const hb_h3_settings *s, uint8_t *out, size_t cap)
+ssize_t hb_h3_settings_encode(const hb_h3_conn_settings *s, uint8_t *out, size_t cap)
 {
     uint8_t pl[5 * 16], *o = pl;
     struct {
@@ -170,7 +170,7 @@ ssize_t hb_h3_settings_encode(const hb_h3_settings *s, uint8_t *out, size_t cap)
     return (ssize_t)need;
 }
 
-int hb_h3_settings_decode(const uint8_t *p, size_t len, hb_h3_settings *s, char *err)
+int hb_h3_settings_decode(const uint8_t *p, size_t len, hb_h3_conn_settings *s, char *err)
 {
     hb_h3_settings_default(s);
     uint64_t seen = 0; /* identifiers < 64 already given */

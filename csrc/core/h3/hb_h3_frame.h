@@ -141,16 +141,16 @@ enum {
 /* "Not given" for max_field_section_size: no limit (the RFC's default). */
 #define HB_H3_UNLIMITED UINT64_MAX
 
-typedef struct hb_h3_settings {
+typedef struct hb_h3_conn_settings {
     uint64_t qpack_max_table_capacity; /* default 0 */
     uint64_t qpack_blocked_streams;    /* default 0 */
     uint64_t max_field_section_size;   /* default HB_H3_UNLIMITED */
     uint64_t enable_connect_protocol;  /* default 0 */
     uint64_t h3_datagram;              /* default 0 */
-} hb_h3_settings;
+} hb_h3_conn_settings;
 
 /* The defaults a peer's settings have before its SETTINGS frame. */
-void hb_h3_settings_default(hb_h3_settings *s);
+void hb_h3_settings_default(hb_h3_conn_settings *s);
 
 /* Bytes hb_h3_settings_encode writes at most (header + 5 settings). */
 #define HB_H3_SETTINGS_FRAME_MAX (HB_H3_FRAME_HEADER_MAX + 5u * 16u)
@@ -160,13 +160,13 @@ void hb_h3_settings_default(hb_h3_settings *s);
  * MAX_FIELD_SECTION_SIZE unless unlimited, the other two when non-zero.
  * Returns the bytes written, or -HB_H3_INTERNAL_ERROR when cap is too small
  * or a value exceeds HB_H3_VARINT_MAX. */
-ssize_t hb_h3_settings_encode(const hb_h3_settings *s, uint8_t *out, size_t cap);
+ssize_t hb_h3_settings_encode(const hb_h3_conn_settings *s, uint8_t *out, size_t cap);
 
 /* Decode a SETTINGS payload into s (first set to the defaults). Unknown
  * identifiers are ignored. Returns 0, -HB_H3_SETTINGS_ERROR (an identifier
  * twice, HTTP/2's reserved 0x00/0x02..0x05, a boolean setting other than 0/1)
  * or -HB_H3_FRAME_ERROR (the payload ends inside a varint). */
-int hb_h3_settings_decode(const uint8_t *p, size_t len, hb_h3_settings *s, char *err);
+int hb_h3_settings_decode(const uint8_t *p, size_t len, hb_h3_conn_settings *s, char *err);
 
 /* ---- the incremental frame reader of one stream ---- */
 
