@@ -1,7 +1,7 @@
 """Print the RFC 7541 Appendix B Huffman code lengths as the C array that
-csrc/core/h2/hb_h2_hpack.c holds (HUFF_LEN), after checking that the code is canonical:
+csrc/core/http/hb_huff.c holds (HUFF_LEN), after checking that the code is canonical:
 sorted by (length, symbol), each code is the previous one plus one, shifted to
-the new length. That property lets hb_h2_hpack.c rebuild every code from the
+the new length. That property lets hb_huff.c rebuild every code from the
 lengths alone. The data comes from the `hpack` package (pip install hpack)."""
 
 from __future__ import annotations

@@ -14,7 +14,8 @@
  *    slow bit-by-bit reference decoder says (same bytes, or both refuse).
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
- *          csrc/fuzz/fuzz_h2_hpack.c csrc/core/h2/hb_h2_hpack.c csrc/core/base/hb_common.c \
+ *          csrc/fuzz/fuzz_h2_hpack.c csrc/core/h2/hb_h2_hpack.c csrc/core/http/hb_huff.c \
+ *          csrc/core/base/hb_common.c \
  *          csrc/core/http/hb_parse.c -lnghttp2
  */
 #include <nghttp2/nghttp2.h>

@@ -1,7 +1,7 @@
 /* hpack_ref.h - RFC 7541 Appendix B, the Huffman code as the RFC prints it
  * (code, then length in bits, per symbol; 256 = EOS): an oracle for
  * tests/c/test_h2_hpack.c and csrc/fuzz/fuzz_h2_hpack.c, kept apart from the
- * decoder's own tables in hb_h2_hpack.c so the two can disagree. */
+ * decoder's own tables in http/hb_huff.c so the two can disagree. */
 #ifndef HPACK_REF_H
 #define HPACK_REF_H
 

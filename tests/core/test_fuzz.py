@@ -2,7 +2,8 @@
 csrc/fuzz/fuzz_request.c: URL splitting and request-head building; csrc/fuzz/fuzz_h2_server.c:
 the embedded server's HTTP/2 input path; csrc/fuzz/fuzz_h2_hpack.c: the HPACK decoder and
 encoder; csrc/fuzz/fuzz_h2_client.c: the HTTP/2 client session's input path;
-csrc/fuzz/fuzz_h3_server.c: the embedded server's HTTP/3 datagram input; csrc/fuzz/fuzz_ws.c:
+csrc/fuzz/fuzz_h3_server.c: the embedded server's HTTP/3 datagram input; csrc/fuzz/fuzz_h3_frame.c:
+the HTTP/3 frame reader; csrc/fuzz/fuzz_qpack.c: the QPACK decoder and encoder; csrc/fuzz/fuzz_ws.c:
 the WebSocket frame reader; csrc/fuzz/fuzz_sse.c: the server-sent events scanner) and run each
 for HTTPBENCH_FUZZ_SECONDS (default 20 per harness, as in .ci/run). Any crash, sanitizer
 report, leak, timeout or contract violation (the harness traps) fails the test.
@@ -87,7 +88,8 @@ def test_fuzz_h2_server(tmp_path):
 @pytest.mark.slow
 def test_fuzz_h2_client(tmp_path):
     _fuzz(tmp_path, "fuzz_h2_client", ["h2/hb_h2_client.c", "h2/hb_h2_client_read.c",
-                                       "h2/hb_h2_hpack.c", "net/hb_sock.c", "net/hb_tls.c",
+                                       "h2/hb_h2_hpack.c", "http/hb_huff.c", "net/hb_sock.c",
+                                       "net/hb_tls.c",
                                        "base/hb_common.c", "http/hb_parse.c"],
           "corpus_h2_client", 12, None, ("-max_len=70000",), ("-lssl", "-lcrypto"))
 
@@ -95,8 +97,22 @@ def test_fuzz_h2_client(tmp_path):
 @pytest.mark.slow
 @pytest.mark.h2_server  # nghttp2's inflater is the reference
 def test_fuzz_h2_hpack(tmp_path):
-    _fuzz(tmp_path, "fuzz_h2_hpack", ["h2/hb_h2_hpack.c", "base/hb_common.c", "http/hb_parse.c"],
+    _fuzz(tmp_path, "fuzz_h2_hpack", ["h2/hb_h2_hpack.c", "http/hb_huff.c", "base/hb_common.c",
+                                      "http/hb_parse.c"],
           "corpus_h2_hpack", 8, None, ("-max_len=70000",), ("-lnghttp2",))
+
+
+H3_CODEC = ["h3/hb_h3_frame.c", "h3/hb_qpack.c", "http/hb_huff.c", "base/hb_common.c"]
+
+
+@pytest.mark.slow
+def test_fuzz_h3_frame(tmp_path):
+    _fuzz(tmp_path, "fuzz_h3_frame", H3_CODEC, "corpus_h3_frame", 8, None, ("-max_len=8192",))
+
+
+@pytest.mark.slow
+def test_fuzz_qpack(tmp_path):
+    _fuzz(tmp_path, "fuzz_qpack", H3_CODEC, "corpus_qpack", 8, None, ("-max_len=8192",))
 
 
 @pytest.mark.slow
