@@ -54,13 +54,13 @@ enum cstate { C_OPEN, C_CLOSING, C_DRAINING };
 #define MEM_MIN_SHIFT 5
 #define MEM_MAX_SHIFT 11 /* above 2 KiB: pages of its own */
 #define MEM_CLASSES (MEM_MAX_SHIFT - MEM_MIN_SHIFT + 1)
-#define MEM_CACHE_PAGES 16 /* mappings up to this many pages are cached when freed */
-#define MEM_CACHE_DEPTH 8  /* ... this many of each size */
+#define MEM_CACHE_PAGES 16         /* mappings up to this many pages are cached when freed */
+#define MEM_CACHE_BYTES (4u << 20) /* ... up to this many bytes in all */
 
 typedef struct hb__h3_mem {
     union mblk *free[MEM_CLASSES];
     union mblk *pages[MEM_CACHE_PAGES];
-    unsigned cached[MEM_CACHE_PAGES];
+    size_t cached; /* bytes of the cached mappings */
 } hb__h3_mem;
 
 void *hb__h3_mem_malloc(size_t size, void *ud);

@@ -8,8 +8,9 @@
  * connection uses the first few hundred bytes. From malloc's heap, recycled
  * memory, those arenas are resident whole; mapped anonymous pages are resident
  * only once touched, so an idle connection pays for the part it uses. Freed
- * mappings wait in a small cache per page count (no syscall for a request that
- * takes and returns one), which hb__h3_mem_trim empties. */
+ * mappings wait in a cache per page count, MEM_CACHE_BYTES in all (no syscall
+ * for a request or a handshake that takes and returns them), which
+ * hb__h3_mem_trim empties when the endpoint goes idle. */
 #include "h3/hb_h3_server_int.h"
 
 #ifndef HB_NO_H3
@@ -43,7 +44,7 @@ static void *pages_get(hb__h3_mem *m, size_t whole, int *fresh)
     *fresh = 0;
     if (np <= MEM_CACHE_PAGES && (b = m->pages[np - 1]) != NULL) {
         m->pages[np - 1] = b->h.next;
-        m->cached[np - 1]--;
+        m->cached -= np * PAGE;
         return b;
     }
     *fresh = 1;
@@ -57,10 +58,10 @@ static void *pages_get(hb__h3_mem *m, size_t whole, int *fresh)
 static void pages_put(hb__h3_mem *m, mblk *b)
 {
     size_t np = (b->h.cap + sizeof(mblk)) / PAGE;
-    if (np <= MEM_CACHE_PAGES && m->cached[np - 1] < MEM_CACHE_DEPTH) {
+    if (np <= MEM_CACHE_PAGES && m->cached + np * PAGE <= MEM_CACHE_BYTES) {
         b->h.next = m->pages[np - 1];
         m->pages[np - 1] = b;
-        m->cached[np - 1]++;
+        m->cached += np * PAGE;
         return;
     }
     (void)munmap(b, np * PAGE); /* fails only for a bad address: nothing to do then */
@@ -147,8 +148,8 @@ void hb__h3_mem_trim(hb__h3_mem *m)
             m->pages[i] = b->h.next;
             (void)munmap(b, (b->h.cap + sizeof(mblk)));
         }
-        m->cached[i] = 0;
     }
+    m->cached = 0;
 }
 
 #else
