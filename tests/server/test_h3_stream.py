@@ -101,3 +101,35 @@ def test_a_client_that_stops_reading_is_cut():
             p.close()
     assert st["h3"]["streams_cut"] == 1 and st["sse"]["streams"] == 1
     assert 20 < st["sse"]["events"] < 100_000  # a window of events, not 10^8
+
+
+def test_sse_and_stream_with_libcurl(srv):
+    """A third-party HTTP/3 client (libcurl's ngtcp2 + nghttp3) gets the same bytes."""
+    import io
+
+    pycurl = pytest.importorskip("pycurl")
+    if not pycurl.version_info()[4] & pycurl.VERSION_HTTP3:
+        pytest.skip("pycurl's libcurl has no HTTP/3 here")
+    c = pycurl.Curl()
+    c.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_3ONLY)
+    c.setopt(pycurl.CAINFO, srv.ca_file)
+    c.setopt(pycurl.TIMEOUT_MS, 10000)
+    heads: list[bytes] = []
+    c.setopt(pycurl.HEADERFUNCTION, heads.append)
+    try:
+        for path, want in (("/sse?events=20&size=300&interval=5", sse_stream(20, 300).encode()),
+                           ("/stream/100000?chunk=7000", content(100000))):
+            buf = io.BytesIO()
+            c.setopt(pycurl.URL, srv.h3_url + path)
+            c.setopt(pycurl.WRITEDATA, buf)
+            c.perform()
+            assert c.getinfo(pycurl.INFO_HTTP_VERSION) == pycurl.CURL_HTTP_VERSION_3
+            assert c.getinfo(pycurl.RESPONSE_CODE) == 200 and buf.getvalue() == want
+    finally:
+        c.close()
+    assert b"content-type: text/event-stream\r\n" in heads
+    assert b"cache-control: no-cache\r\n" in heads
+    st = srv.stats()
+    assert st["sse"]["events"] == 20 and st["stream"] == {"streams": 1, "chunks": 15,
+                                                          "bytes": 100000}
+    assert st["by_protocol"] == {"http/1.1": 0, "h2": 0, "h3": 2}
