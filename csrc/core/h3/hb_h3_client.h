@@ -1,5 +1,6 @@
 /* hb_h3_client.h - one HTTP/3 client connection: QUIC (ngtcp2, TLS 1.3 by
- * GnuTLS) and HTTP/3 (nghttp3) over its own connected UDP socket.
+ * GnuTLS) and HTTP/3 (our own framing and QPACK, static table only) over its
+ * own connected UDP socket.
  *
  * The caller owns the event loop: it watches hb_h3_client.fd for input
  * (edge-triggered is fine: hb_h3_client_read drains the socket) and arms a
