@@ -81,6 +81,9 @@ typedef struct hb_h3_settings {
     uint64_t idle_timeout_ns;      /* 0: 30 s */
     int resume;                    /* offer the session ticket of this client's last connection (TLS
                                     * resumption: a PSK handshake; no 0-RTT data is sent) */
+    int stable_fields;             /* 1: a fields pointer given to submit again (same count) holds
+                                    * the same bytes (the generator's one request): its HEADERS
+                                    * frame is encoded once and copied after */
 } hb_h3_settings;
 
 struct hb__h3;

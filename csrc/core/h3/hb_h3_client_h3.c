@@ -87,22 +87,51 @@ static void dequeue_head(struct hb__h3 *p)
     r->queued = 0;
 }
 
-int hb__h3_request(hb_h3_client *c, h3_req *r, int64_t sid, const hb_header *fields, size_t n,
-                   const void *body, size_t body_len, void *sud)
+/* The HEADERS frame of fields at o (room for REQ_HDR_MAX bytes): its length, or < 0. */
+static ssize_t headers_frame(hb_h3_client *c, uint8_t *o, const hb_header *fields, size_t n)
 {
-    uint8_t *o = r->hdr;
-    size_t bound = hb_qpack_encode_bound(fields, n);
-    size_t room = sizeof r->hdr - 2 * HB_H3_FRAME_HEADER_MAX;
-    if (bound > room) bound = room;
+    size_t room = REQ_HDR_MAX - 2 * HB_H3_FRAME_HEADER_MAX;
     /* the section goes after the largest frame header it may need, then moves down */
-    ssize_t k = hb_qpack_encode(fields, n, r->hdr + HB_H3_FRAME_HEADER_MAX, room);
+    ssize_t k = hb_qpack_encode(fields, n, o + HB_H3_FRAME_HEADER_MAX, room);
     if (k < 0)
         return hb__h3_fail(c, HB_E_INVALID, "the request's fields exceed %s bytes encoded", "4064");
     uint8_t fh[HB_H3_FRAME_HEADER_MAX];
     size_t fl = (size_t)(hb_h3_frame_header_put(fh, HB_H3_FRAME_HEADERS, (uint64_t)k) - fh);
-    memmove(o + fl, r->hdr + HB_H3_FRAME_HEADER_MAX, (size_t)k);
+    memmove(o + fl, o + HB_H3_FRAME_HEADER_MAX, (size_t)k);
     memcpy(o, fh, fl);
-    o += fl + (size_t)k;
+    return (ssize_t)fl + k;
+}
+
+static int is_head(const hb_header *fields, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fields[i].name_len == 7 && memcmp(fields[i].name, ":method", 7) == 0)
+            return fields[i].value_len == 4 && memcmp(fields[i].value, "HEAD", 4) == 0;
+    return 0;
+}
+
+int hb__h3_request(hb_h3_client *c, h3_req *r, int64_t sid, const hb_header *fields, size_t n,
+                   const void *body, size_t body_len, void *sud)
+{
+    struct hb__h3 *p = c->p;
+    uint8_t *o = r->hdr;
+    if (p->set.stable_fields && fields == p->tmpl_fields && n == p->tmpl_n) {
+        memcpy(o, p->tmpl, p->tmpl_len);
+        o += p->tmpl_len;
+        r->no_body = (uint8_t)p->tmpl_no_body;
+    } else {
+        ssize_t k = headers_frame(c, o, fields, n);
+        if (k < 0) return (int)k;
+        r->no_body = (uint8_t)is_head(fields, n);
+        if (p->set.stable_fields) {
+            memcpy(p->tmpl, o, (size_t)k);
+            p->tmpl_len = (size_t)k;
+            p->tmpl_fields = fields;
+            p->tmpl_n = n;
+            p->tmpl_no_body = r->no_body;
+        }
+        o += k;
+    }
     if (body_len) o = hb_h3_frame_header_put(o, HB_H3_FRAME_DATA, body_len);
     r->hdr_len = (size_t)(o - r->hdr);
     r->body = body;
@@ -116,10 +145,6 @@ int hb__h3_request(hb_h3_client *c, h3_req *r, int64_t sid, const hb_header *fie
     r->fin_sent = 0;
     r->bad = 0;
     r->status = 0;
-    r->no_body = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fields[i].name_len == 7 && memcmp(fields[i].name, ":method", 7) == 0)
-            r->no_body = fields[i].value_len == 4 && memcmp(fields[i].value, "HEAD", 4) == 0;
     hb_h3_frame_reader_init(&r->rd, r->rbuf, sizeof r->rbuf, sizeof r->rbuf);
     r->queued = 0;
     enqueue(c->p, r);

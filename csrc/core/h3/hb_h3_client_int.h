@@ -154,6 +154,10 @@ struct hb__h3 {
     h3_uni uni[UNI_MAX];
     unsigned nuni;
     uint8_t scratch[REQ_RBUF / 5 * 8 + 16]; /* QPACK's Huffman output (hb_qpack_scratch_need) */
+    const hb_header *tmpl_fields; /* stable_fields: the last fields encoded, and their frame */
+    size_t tmpl_n, tmpl_len;
+    int tmpl_no_body;
+    uint8_t tmpl[REQ_HDR_MAX];
     gnutls_datum_t ticket; /* the last session ticket (GnuTLS's allocation), for resumption */
     struct {
         int64_t sid; /* -1: free */
