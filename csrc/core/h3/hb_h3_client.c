@@ -1,7 +1,7 @@
 /* hb_h3_client.c - the HTTP/3 client connection of hb_h3_client.h on
  * ngtcp2 0.12 (QUIC, TLS by GnuTLS through ngtcp2_crypto_gnutls) and our
- * own HTTP/3 framing and QPACK (h3/hb_h3_frame, h3/hb_qpack; the streams in
- * hb_h3_client_h3.c): TLS trust, the client's lifecycle,
+ * own HTTP/3 framing and QPACK (h3codec/hb_h3_frame, h3codec/hb_qpack; the streams in
+ * hb_h3_client_cb.c): TLS trust, the client's lifecycle,
  * connect and close. ngtcp2 writes one datagram per call; full-size ones
  * are gathered and go out with one sendmsg (UDP GSO, hb_h3_client_io.c). */
 #include "h3/hb_h3_client_int.h"

@@ -1,9 +1,8 @@
 /* hb_h3_client_int.h - what the files of hb_h3_client share (not for callers):
  *
  *   hb_h3_client.c      TLS trust, init/free, connect/close (the GnuTLS session)
- *   hb_h3_client_cb.c   the ngtcp2 callbacks, HTTP/3 set-up after the handshake
- *   hb_h3_client_h3.c   HTTP/3 on our own framing and QPACK (h3/hb_h3_frame, h3/hb_qpack):
- *                       the control stream, request streams, the server's streams
+ *   hb_h3_client_cb.c   the ngtcp2 callbacks, and HTTP/3 on our own framing and QPACK
+ *                       (h3codec/): the control stream, request streams, the server's streams
  *   hb_h3_client_io.c   datagrams in and out (recvmmsg, GSO batches), timers, requests
  *   hb_h3_client_mem.c  ngtcp2's allocator: per-size free lists
  *   hb_h3_client_none.c the same functions in a build without the libraries
@@ -35,8 +34,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "h3/hb_h3_frame.h"
-#include "h3/hb_qpack.h"
+#include "h3codec/hb_h3_frame.h"
+#include "h3codec/hb_qpack.h"
 
 #define PKT_MAX 1452     /* a datagram ngtcp2 may fill (Ethernet MTU minus IPv6/UDP) */
 #define RX_DGRAM 1500    /* the largest datagram we accept (max_udp_payload_size) */
@@ -180,7 +179,7 @@ void hb__h3_goaway_cancel(hb_h3_client *c);
 void hb__h3_body_release(struct hb__h3 *p, int64_t sid);
 extern const ngtcp2_callbacks hb__h3_q_cbs;
 
-/* hb_h3_client_h3.c */
+/* hb_h3_client_cb.c: HTTP/3 */
 /* After the handshake: our control stream (SETTINGS), the request slots reset. */
 int hb__h3_setup(hb_h3_client *c);
 /* Stream data from ngtcp2 (sud: the request, or NULL for the server's streams).
