@@ -1,4 +1,4 @@
-/* fuzz_h3_frame.c - libFuzzer harness for the HTTP/3 frame reader (h3/hb_h3_frame)
+/* fuzz_h3_frame.c - libFuzzer harness for the HTTP/3 frame reader (h3codec/hb_h3_frame)
  * and what reads the frames' payloads (SETTINGS, the one-varint frames, QPACK).
  *
  * Input: byte 0 picks the piece size (bits 0-3: 1..16, 0 = the whole input)
@@ -13,7 +13,7 @@
  *  - varints re-encode to bytes that read back the same.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core csrc/fuzz/fuzz_h3_frame.c \
- *          csrc/core/h3/hb_h3_frame.c csrc/core/h3/hb_qpack.c csrc/core/http/hb_huff.c \
+ *          csrc/core/h3codec/hb_h3_frame.c csrc/core/h3codec/hb_qpack.c csrc/core/http/hb_huff.c \
  *          csrc/core/base/hb_common.c
  */
 #include <stdint.h>
@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "base/hb_common.h"
-#include "h3/hb_h3_frame.h"
-#include "h3/hb_qpack.h"
+#include "h3codec/hb_h3_frame.h"
+#include "h3codec/hb_qpack.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \

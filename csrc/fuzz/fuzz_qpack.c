@@ -1,4 +1,4 @@
-/* fuzz_qpack.c - libFuzzer harness for QPACK without a dynamic table (h3/hb_qpack).
+/* fuzz_qpack.c - libFuzzer harness for QPACK without a dynamic table (h3codec/hb_qpack).
  *
  * Input: byte 0 picks the field-section cap (bits 0-1: none, 64, 256, 4096);
  * the rest is one encoded field section. Beyond "no crash, no sanitizer
@@ -11,7 +11,7 @@
  *    or their own error code.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core csrc/fuzz/fuzz_qpack.c \
- *          csrc/core/h3/hb_qpack.c csrc/core/h3/hb_h3_frame.c csrc/core/http/hb_huff.c \
+ *          csrc/core/h3codec/hb_qpack.c csrc/core/h3codec/hb_h3_frame.c csrc/core/http/hb_huff.c \
  *          csrc/core/base/hb_common.c
  */
 #include <stdint.h>
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "base/hb_common.h"
-#include "h3/hb_qpack.h"
+#include "h3codec/hb_qpack.h"
 
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "base/hb_common.h"
-#include "h3/hb_qpack.h"
+#include "h3codec/hb_qpack.h"
 
 static uint8_t in[1 << 20], scratch[(1 << 20) / 5 * 8 + 16], out[1 << 20];
 static hb_header fields[4096];

@@ -1,4 +1,4 @@
-/* test_h3_frame.c - unit tests of HTTP/3 framing (h3/hb_h3_frame): QUIC varints
+/* test_h3_frame.c - unit tests of HTTP/3 framing (h3codec/hb_h3_frame): QUIC varints
  * (RFC 9000 appendix A.1's examples, every length boundary, fed byte by byte),
  * SETTINGS both ways and every SETTINGS error, the one-varint frames, which
  * frames each stream may carry, and the incremental frame reader fed whole,
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/hb_common.h"
-#include "h3/hb_h3_frame.h"
+#include "h3codec/hb_h3_frame.h"
 #include "hb_test.h"
 
 static size_t unhex(const char *hex, uint8_t *out)

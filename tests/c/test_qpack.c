@@ -1,4 +1,4 @@
-/* test_qpack.c - unit tests of QPACK without a dynamic table (h3/hb_qpack): the
+/* test_qpack.c - unit tests of QPACK without a dynamic table (h3codec/hb_qpack): the
  * RFC 9204 appendix B.1 section, every static entry both ways, Huffman strings
  * (RFC 7541 C.4's), every decoder error, the field-section cap, the encoder
  * byte for byte and round trips, the peer's QPACK stream checks, and that
@@ -8,7 +8,7 @@
 
 #include "base/hb_common.h"
 #include "h2/hb_h2_hpack.h"
-#include "h3/hb_qpack.h"
+#include "h3codec/hb_qpack.h"
 #include "hb_test.h"
 
 typedef struct {

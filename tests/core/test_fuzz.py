@@ -102,7 +102,7 @@ def test_fuzz_h2_hpack(tmp_path):
           "corpus_h2_hpack", 8, None, ("-max_len=70000",), ("-lnghttp2",))
 
 
-H3_CODEC = ["h3/hb_h3_frame.c", "h3/hb_qpack.c", "http/hb_huff.c", "base/hb_common.c"]
+H3_CODEC = ["h3codec/hb_h3_frame.c", "h3codec/hb_qpack.c", "http/hb_huff.c", "base/hb_common.c"]
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""QPACK (csrc/core/h3/hb_qpack.c) against pylsqpack (ls-qpack, a maintained QPACK library
+"""QPACK (csrc/core/h3codec/hb_qpack.c) against pylsqpack (ls-qpack, a maintained QPACK library
 that aioquic uses): field sections pylsqpack encodes with its dynamic table off decode to
 the same fields with ours, and ours decode to the same fields with pylsqpack's decoder,
 over many generated header lists (static-table hits, name-only hits, literal names,
@@ -44,8 +44,8 @@ def pipe(tmp_path_factory) -> str:
     exe = str(tmp_path_factory.mktemp("qpack") / "qpack_pipe")
     cmd = [CC, "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", CORE,
-           os.path.join(CDIR, "qpack_pipe.c"), os.path.join(CORE, "h3", "hb_qpack.c"),
-           os.path.join(CORE, "h3", "hb_h3_frame.c"), os.path.join(CORE, "http", "hb_huff.c"),
+           os.path.join(CDIR, "qpack_pipe.c"), os.path.join(CORE, "h3codec", "hb_qpack.c"),
+           os.path.join(CORE, "h3codec", "hb_h3_frame.c"), os.path.join(CORE, "http", "hb_huff.c"),
            os.path.join(CORE, "base", "hb_common.c"), "-o", exe, "-lpthread"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr

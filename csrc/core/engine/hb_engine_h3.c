@@ -340,6 +340,7 @@ static int h3_conn_init(econn *c, size_t rcap, char *err)
     s.body_len = e->cfg.body_len;
     s.handshake_timeout_ns = e->cfg.timeout_ns ? e->cfg.timeout_ns : H3_HS_TIMEOUT_NS;
     s.resume = e->cfg.h3_resume;
+    s.stable_fields = 1; /* e->fields lives as long as the engine */
     return hb_h3_client_init(&h->cli, &s, err);
 }
 

@@ -1,6 +1,7 @@
 /* hb_h3_client.c - the HTTP/3 client connection of hb_h3_client.h on
- * ngtcp2 0.12 (QUIC, TLS by GnuTLS through ngtcp2_crypto_gnutls) and
- * nghttp3 0.8 (HTTP/3 framing, QPACK): TLS trust, the client's lifecycle,
+ * ngtcp2 0.12 (QUIC, TLS by GnuTLS through ngtcp2_crypto_gnutls) and our
+ * own HTTP/3 framing and QPACK (h3codec/hb_h3_frame, h3codec/hb_qpack; the streams in
+ * hb_h3_client_cb.c): TLS trust, the client's lifecycle,
  * connect and close. ngtcp2 writes one datagram per call; full-size ones
  * are gathered and go out with one sendmsg (UDP GSO, hb_h3_client_io.c). */
 #include "h3/hb_h3_client_int.h"
@@ -80,12 +81,17 @@ int hb_h3_client_init(hb_h3_client *c, const hb_h3_settings *s, char *err)
     c->p->gso_ok = 1;
     c->p->qmem = (ngtcp2_mem){&c->p->pool, hb__h3_pool_malloc, hb__h3_pool_free, hb__h3_pool_calloc,
                               hb__h3_pool_realloc};
-    c->p->hmem = (nghttp3_mem){&c->p->pool, hb__h3_pool_malloc, hb__h3_pool_free,
-                               hb__h3_pool_calloc, hb__h3_pool_realloc};
     c->p->set = *s;
     if (!c->p->set.handshake_timeout_ns) c->p->set.handshake_timeout_ns = DEF_HS_NS;
     if (!c->p->set.idle_timeout_ns) c->p->set.idle_timeout_ns = DEF_IDLE_NS;
     if (!c->p->set.max_streams) c->p->set.max_streams = 1;
+    /* a stream keeps its slot until all it sent is acknowledged: room for as many again */
+    c->p->nreqs = c->p->set.max_streams * 2 + 2;
+    c->p->reqs = calloc(c->p->nreqs, sizeof *c->p->reqs);
+    if (!c->p->reqs) {
+        hb_h3_client_free(c);
+        return hb_fail(err, HB_E_NOMEM, "out of memory");
+    }
     for (int i = 0; i < HB_H3_BODIES; i++)
         c->p->bodies[i].sid = -1;
     return 0;
@@ -99,6 +105,7 @@ void hb_h3_client_free(hb_h3_client *c)
     hb__h3_pool_destroy(&c->p->pool);
     free(c->p->rbuf);
     free(c->p->tx);
+    free(c->p->reqs);
     free(c->p);
     c->p = NULL;
 }
@@ -243,7 +250,7 @@ void hb_h3_client_close(hb_h3_client *c)
         ngtcp2_path_storage_zero(&ps);
         ngtcp2_pkt_info pi;
         ngtcp2_connection_close_error cc;
-        ngtcp2_connection_close_error_set_application_error(&cc, NGHTTP3_H3_NO_ERROR, NULL, 0);
+        ngtcp2_connection_close_error_set_application_error(&cc, HB_H3_NO_ERROR, NULL, 0);
         ngtcp2_ssize n = ngtcp2_conn_write_connection_close(p->q, &ps.path, &pi, p->pkt,
                                                             sizeof p->pkt, &cc, p->now);
         if (n > 0 && send(c->fd, p->pkt, (size_t)n, MSG_DONTWAIT) == n) {
@@ -251,10 +258,9 @@ void hb_h3_client_close(hb_h3_client *c)
             c->st.bytes_sent += (uint64_t)n;
         }
     }
-    if (p->h) nghttp3_conn_del(p->h);
     if (p->q) ngtcp2_conn_del(p->q);
     if (p->tls) gnutls_deinit(p->tls);
-    p->h = NULL;
+    p->h = 0;
     p->q = NULL;
     p->tls = NULL;
     if (c->fd >= 0) close(c->fd);

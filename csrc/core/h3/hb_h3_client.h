@@ -1,5 +1,6 @@
 /* hb_h3_client.h - one HTTP/3 client connection: QUIC (ngtcp2, TLS 1.3 by
- * GnuTLS) and HTTP/3 (nghttp3) over its own connected UDP socket.
+ * GnuTLS) and HTTP/3 (our own framing and QPACK, static table only) over its
+ * own connected UDP socket.
  *
  * The caller owns the event loop: it watches hb_h3_client.fd for input
  * (edge-triggered is fine: hb_h3_client_read drains the socket) and arms a
@@ -80,6 +81,9 @@ typedef struct hb_h3_settings {
     uint64_t idle_timeout_ns;      /* 0: 30 s */
     int resume;                    /* offer the session ticket of this client's last connection (TLS
                                     * resumption: a PSK handshake; no 0-RTT data is sent) */
+    int stable_fields;             /* 1: a fields pointer given to submit again (same count) holds
+                                    * the same bytes (the generator's one request): its HEADERS
+                                    * frame is encoded once and copied after */
 } hb_h3_settings;
 
 struct hb__h3;

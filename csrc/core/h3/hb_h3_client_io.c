@@ -92,54 +92,34 @@ int hb_h3_client_write(hb_h3_client *c, uint64_t now)
     if (p->pending) return 0; /* blocked: hb_h3_client_writable goes on */
     p->now = now;
     int hs_before = ngtcp2_conn_get_handshake_completed(p->q);
-    nghttp3_vec vec[16];
+    ngtcp2_vec vec[2];
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     for (;;) {
         int64_t sid = -1;
         int fin = 0;
-        nghttp3_ssize nv = 0;
-        if (p->h && ngtcp2_conn_get_max_data_left(p->q)) {
-            nv = nghttp3_conn_writev_stream(p->h, &sid, &fin, vec, 16);
-            if (nv < 0) {
-                hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 write", (int)nv);
-                return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "write");
-            }
-        }
+        size_t nv = 0;
+        h3_req *r = NULL;
+        if (p->h && !hb__h3_next_tx(c, &sid, vec, &nv, &fin, &r)) sid = -1;
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize ndata = -1;
         ngtcp2_pkt_info pi;
         /* a batch continues only with full-size datagrams; the first shorter one ends it */
         size_t room = p->ntx ? p->gso : PKT_MAX;
-        ngtcp2_ssize n =
-            ngtcp2_conn_writev_stream(p->q, &ps.path, &pi, p->tx + p->txlen, room, &ndata, flags,
-                                      sid, (const ngtcp2_vec *)vec, (size_t)nv, now);
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(p->q, &ps.path, &pi, p->tx + p->txlen, room,
+                                                   &ndata, flags, sid, vec, nv, now);
         if (n < 0) {
-            if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-                nghttp3_conn_block_stream(p->h, sid);
-                continue;
-            }
-            if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-                nghttp3_conn_shutdown_stream_write(p->h, sid);
+            if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR) {
+                hb__h3_tx_block(c, r); /* flow control opens it again, or it is over */
                 continue;
             }
             if (n == NGTCP2_ERR_WRITE_MORE) {
-                int rv = nghttp3_conn_add_write_offset(p->h, sid, (size_t)ndata);
-                if (rv != 0) {
-                    hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 write offset", rv);
-                    return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "write");
-                }
+                hb__h3_sent(c, r, (size_t)ndata);
                 continue;
             }
             return quic_error(c, (int)n, "write");
         }
-        if (ndata >= 0 && sid >= 0) {
-            int rv = nghttp3_conn_add_write_offset(p->h, sid, (size_t)ndata);
-            if (rv != 0) {
-                hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 write offset", rv);
-                return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "write");
-            }
-        }
+        if (ndata >= 0 && sid >= 0) hb__h3_sent(c, r, (size_t)ndata);
         if (n == 0) { /* nothing more, or congestion-limited */
             int rc = send_batch(c);
             pace(p, hs_before, now);
@@ -237,7 +217,8 @@ void hb_h3_client_describe(const hb_h3_client *c, char *buf, size_t len)
 
 uint32_t hb_h3_client_room(const hb_h3_client *c)
 {
-    if (!c->p || !c->p->h || c->over || !c->handshake_done || c->goaway) return 0;
+    if (!c->p || !c->p->h || c->over || !c->handshake_done || c->goaway || !c->p->free_req)
+        return 0;
     uint64_t left = ngtcp2_conn_get_streams_bidi_left(c->p->q);
     uint32_t m = c->p->set.max_streams > c->nopen ? c->p->set.max_streams - c->nopen : 0;
     return left < m ? (uint32_t)left : m;
@@ -261,32 +242,30 @@ static int64_t submit(hb_h3_client *c, const hb_header *fields, size_t nfields, 
             if (p->bodies[i].sid < 0) own = i;
         if (own < 0) return HB_AGAIN;
     }
+    h3_req *r = p->free_req;
     int64_t sid;
-    int rv = ngtcp2_conn_open_bidi_stream(p->q, &sid, NULL);
+    int rv = ngtcp2_conn_open_bidi_stream(p->q, &sid, r);
     if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) return HB_AGAIN;
     if (rv != 0) return quic_error(c, rv, "open stream");
+    p->free_req = r->next;
     p->next_sid = sid + 4;
-    for (size_t i = 0; i < nfields; i++) {
-        p->nv[i].name = (uint8_t *)fields[i].name;
-        p->nv[i].namelen = fields[i].name_len;
-        p->nv[i].value = (uint8_t *)fields[i].value;
-        p->nv[i].valuelen = fields[i].value_len;
-        p->nv[i].flags = NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE;
-    }
     if (own >= 0) {
         p->bodies[own].sid = sid;
         p->bodies[own].data = body;
         p->bodies[own].len = body_len;
         p->nbodies++;
     }
-    static const nghttp3_data_reader body_reader = {hb__h3_read_body};
-    int send_body = own >= 0 || (with_body && p->set.body_len);
-    rv = nghttp3_conn_submit_request(p->h, sid, p->nv, nfields, send_body ? &body_reader : NULL,
-                                     sud);
-    if (rv != 0) {
+    if (own < 0 && with_body) {
+        body = p->set.body;
+        body_len = p->set.body_len;
+    }
+    rv = hb__h3_request(c, r, sid, fields, nfields, own >= 0 || with_body ? body : NULL,
+                        own >= 0 || with_body ? body_len : 0, sud);
+    if (rv < 0) {
         if (own >= 0) hb__h3_body_release(p, sid);
-        hb__h3_cb_fail(c, HB_E_H3, "HTTP/3 request", rv);
-        return quic_error(c, NGTCP2_ERR_CALLBACK_FAILURE, "submit");
+        r->sud = NULL;
+        (void)ngtcp2_conn_shutdown_stream(p->q, sid, HB_H3_REQUEST_CANCELLED);
+        return rv;
     }
     c->nopen++;
     return sid;

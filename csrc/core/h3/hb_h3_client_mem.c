@@ -1,4 +1,4 @@
-/* hb_h3_client_mem.c - the allocator ngtcp2 and nghttp3 get from an
+/* hb_h3_client_mem.c - the allocator ngtcp2 gets from an
  * hb_h3_client (see hb_h3_client_int.h): per power-of-two free lists. */
 #include "h3/hb_h3_client_int.h"
 

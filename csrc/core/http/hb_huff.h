@@ -1,6 +1,6 @@
 /* hb_huff.h - the Huffman code of HPACK (RFC 7541 Appendix B), decoding only.
  *
- * HPACK (h2/hb_h2_hpack) and QPACK (h3/hb_qpack) share it: RFC 9204 uses the
+ * HPACK (h2/hb_h2_hpack) and QPACK (h3codec/hb_qpack) share it: RFC 9204 uses the
  * same code. Decoding checks what RFC 7541 section 5.2 asks of a decoder: no
  * EOS symbol inside a string, padding of at most 7 bits, all ones.
  *

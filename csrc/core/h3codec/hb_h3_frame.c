@@ -1,5 +1,5 @@
 /* hb_h3_frame.c - HTTP/3 framing and QUIC varints; see hb_h3_frame.h. */
-#include "h3/hb_h3_frame.h"
+#include "h3codec/hb_h3_frame.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* hb_qpack.h - QPACK (RFC 9204) without a dynamic table, for HTTP/3.
  *
  * We advertise SETTINGS_QPACK_MAX_TABLE_CAPACITY = 0 and
- * SETTINGS_QPACK_BLOCKED_STREAMS = 0 (h3/hb_h3_frame.h), so a peer must
+ * SETTINGS_QPACK_BLOCKED_STREAMS = 0 (h3codec/hb_h3_frame.h), so a peer must
  * never reference a dynamic table: field sections use the 99-entry static
  * table and literals only, nothing flows on the QPACK streams except "Set
  * Dynamic Table Capacity 0" from the peer's encoder and "Stream
@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "h3/hb_h3_frame.h"
+#include "h3codec/hb_h3_frame.h"
 #include "http/hb_parse.h" /* hb_header */
 
 /* Entries in the static table (RFC 9204 Appendix A). */

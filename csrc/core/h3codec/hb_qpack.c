@@ -1,5 +1,5 @@
 /* hb_qpack.c - QPACK (RFC 9204) with no dynamic table; see hb_qpack.h. */
-#include "h3/hb_qpack.h"
+#include "h3codec/hb_qpack.h"
 
 #include <pthread.h>
 #include <string.h>
