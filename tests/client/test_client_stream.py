@@ -12,11 +12,10 @@ import sys
 import textwrap
 import time
 
+import httpbench
 import pytest
 from _raw import RawServer, chunked, ok, responder
-from _stream import content, parse_sse, sse_data, sse_stream
-
-import httpbench
+from _stream import content, parse_sse, sse_data
 from httpbench import Client, FeatureUnavailable, ProtocolError, RemoteClosed, RequestTimeout
 
 
