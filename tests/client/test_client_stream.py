@@ -268,5 +268,5 @@ def test_measure_events_per_call_budget(srv):
     assert srv.stats()["sse"]["events"] - before == 22 * 100
     assert m.metadata["events_per_call"] == 100
     # per event: the event object, its data and id strs (the type str is reused)
-    m.assert_budget(allocs_per_event=6)
+    m.assert_budget(allocs_per_event=3.2)
     c.close()
