@@ -84,7 +84,7 @@ static void test_fields(void)
 {
     check("", "", 0);
     check("data: a\n\n", "message|a||-1;", 1);
-    check("data:a\n\n", "message|a||-1;", 1);   /* no space */
+    check("data:a\n\n", "message|a||-1;", 1);    /* no space */
     check("data:  a\n\n", "message| a||-1;", 1); /* only one space dropped */
     check("data\n\n", "message|||-1;", 1);       /* a bare name: empty data, still dispatched */
     check("data: a\ndata: b\ndata\n\n", "message|a\nb\n||-1;", 1); /* multi-line */
@@ -95,11 +95,15 @@ static void test_fields(void)
     check(": comment\ndata: x\n: more\n\n", "message|x||-1;", 1);
     check("retry: 1000\ndata: x\n\ndata: y\n\n", "message|x||1000;message|y||-1;", 2);
     check("retry: 10x\ndata: x\n\n", "message|x||-1;", 1); /* not digits: ignored */
-    check("datax: 1\ndat: 2\nDATA: 3\n\n", "", 0);          /* names are exact */
+    check("datax: 1\ndat: 2\nDATA: 3\n\n", "", 0);         /* names are exact */
     check("data: a\r\ndata: b\rdata: c\n\r\n", "message|a\nb\nc||-1;", 1);
     check("data: a\r\r", "message|a||-1;", 1);
-    check("\xef\xbb\xbf" "data: bom\n\n", "message|bom||-1;", 1);
-    check("\xef\xbb\xbf\xef\xbb\xbf" "data: x\n\n", "", 0); /* only one BOM is skipped */
+    check("\xef\xbb\xbf"
+          "data: bom\n\n",
+          "message|bom||-1;", 1);
+    check("\xef\xbb\xbf\xef\xbb\xbf"
+          "data: x\n\n",
+          "", 0); /* only one BOM is skipped */
     check("data: x\n\ndata: unfinished", "message|x||-1;", 1);
     check(": httpbench\nretry: 1000\n\nid: 1\nevent: tick\ndata: 012\n\n", "tick|012|1|-1;", 1);
 }
