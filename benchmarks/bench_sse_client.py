@@ -9,7 +9,8 @@ warm-up stream; CPU is the process's (getrusage) over those streams only:
   C into ServerSentEvent tuples);
 * py:<client> - every Python client with an event stream reader in compare
   (``httpbench._adapters.sse_``: httpx + httpx-sse, requests / niquests
-  ``iter_lines``, urllib3, aiohttp, pycurl, http.client, curl_cffi), through the
+  ``iter_lines``, urllib3, aiohttp, pycurl, http.client, curl_cffi, wreq and
+  pyreqwest chunk streams split into lines), through the
   same adapter code compare runs;
 * floor - benchmarks/floor_sse.c: per stream one prebuilt GET, recv() until the
   close into one buffer, "\\n\\n" counted; no HTTP parsing, no event objects.
@@ -43,7 +44,7 @@ import _peers  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY_CLIENTS = ("requests", "httpx", "urllib3", "aiohttp", "pycurl", "http.client", "curl_cffi",
-              "niquests")
+              "niquests", "wreq", "pyreqwest")
 
 CHILD = """
 import asyncio, json, resource, sys

@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 __all__ = ["Dispatch", "read_requests", "read_httpx", "aread_httpx", "read_urllib3",
-           "aread_aiohttp", "read_pycurl", "read_http_client", "read_curl_cffi", "read_native"]
+           "aread_aiohttp", "read_pycurl", "read_http_client", "read_curl_cffi", "read_native",
+           "read_wreq", "read_pyreqwest", "Lines"]
 
 
 class Dispatch:
@@ -113,6 +114,21 @@ async def aread_aiohttp(a: Any) -> None:
     a.last_status, a.last_events = r.status, d.events
 
 
+class Lines:
+    """Feeds a stream's chunks, split anywhere, to a Dispatch line by line."""
+
+    __slots__ = ("d", "tail")
+
+    def __init__(self, d: Dispatch) -> None:
+        self.d, self.tail = d, b""
+
+    def feed(self, chunk: bytes) -> None:
+        lines = (self.tail + chunk).split(b"\n")
+        self.tail = lines.pop()
+        for line in lines:
+            self.d.line(line.rstrip(b"\r"))
+
+
 def read_pycurl(a: Any) -> None:
     d = Dispatch(a.stream_times())
     tail = [b""]
@@ -160,3 +176,26 @@ def read_native(a: Any) -> None:
             for _ in r.iter_events():
                 times.append(time.perf_counter_ns())
     a.last_status, a.last_events = r.status, r.events
+
+
+def read_wreq(a: Any) -> None:
+    """wreq's blocking client: ``Response.stream()`` chunks, split into lines."""
+    d = Dispatch(a.stream_times())
+    lines = Lines(d)
+    with a.client.request(a.meth, a.url, **a.kw) as r:
+        for chunk in r.stream():
+            lines.feed(bytes(chunk))
+        a.last_status = r.status.as_int()
+    a.last_events = d.events
+
+
+def read_pyreqwest(a: Any) -> None:
+    """pyreqwest's SyncClient: a streamed response's ``body_reader`` chunks, split into lines."""
+    d = Dispatch(a.stream_times())
+    lines = Lines(d)
+    with a._builder().build_streamed() as r:
+        reader = r.body_reader
+        while (chunk := reader.read_chunk()) is not None:
+            lines.feed(bytes(chunk))
+        a.last_status = r.status
+    a.last_events = d.events
