@@ -226,11 +226,17 @@ def test_ten_megabytes_without_newline_bounded_memory():
 
 
 def test_multiplexed_protocols_refused():
-    if not httpbench._core.HAVE_H2_SERVER:
-        pytest.skip(httpbench._core.H2_SERVER_MISSING)
-    with Client(http2=True) as c:
+    with Client(http2=True) as c:  # refused before any connection is made
         with pytest.raises(FeatureUnavailable, match="HTTP/2"):
             c.stream("GET", "http://127.0.0.1:9/sse")
+
+
+def test_http3_refused():
+    if not httpbench.features()["http3-client"]:
+        pytest.skip("this build has no HTTP/3 client (ngtcp2/nghttp3/GnuTLS)")
+    with Client(http3=True) as c:
+        with pytest.raises(FeatureUnavailable, match="HTTP/3"):
+            c.stream("GET", "https://127.0.0.1:9/sse")
 
 
 def test_bad_arguments(srv):
