@@ -265,6 +265,14 @@ BENCHMARKS = [
                           "process, rounds interleaved. The Python clients' CPU is their "
                           "process's over the echo loop. Every contender's count is checked "
                           "against the server's."),)),
+    Benchmark("sse_client", "bench_sse_client.py", ("--rounds", "5", "--streams", "20"),
+              ("--quick",), ("--smoke",), ours="httpbench",
+              notes=(("", "CPU per server-sent event of 1 KiB (a flood of 2000 per stream from "
+                          "the embedded server in its own process): the native client's "
+                          "Client.stream().iter_events() against every Python client's reader "
+                          "(compare's adapter code), each in a fresh process, rounds "
+                          "interleaved; the process's CPU over the streams after a warm-up "
+                          "stream. Every count is checked against the server's."),)),
 ]
 
 REACHABLE = "is the goal reachable at all? (the floor against the same peer)"
@@ -450,6 +458,12 @@ GOALS = [
     Goal("ws", "WebSocket load generator",
          "CPU/echoed message ≤ 0.5× picows, the cheapest Python client ({case})", "CPU/msg",
          "<=", 0.5, "httpbench", "picows", case="echo*", floor="floor"),
+    Goal("sse_client", "Native client, streaming",
+         "CPU/SSE event ≤ 0.5× the cheapest Python client ({case})", "CPU/event", "<=", 0.5,
+         "httpbench", "py:*", floor="floor",
+         detail="floor = benchmarks/floor_sse.c: one prebuilt GET per stream, recv() until the "
+                "close into one buffer, blank lines counted; no HTTP parsing, no event "
+                "objects"),
     Goal("ws", "Embedded server, streaming",
          "server CPU/pushed SSE event ≤ 1.1× the floor ({case})", "CPU/msg", "<=", 1.1,
          "httpbench", "floor", case="sse push*", floor="floor",

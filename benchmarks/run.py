@@ -315,7 +315,8 @@ def check_goal(g: Goal, case: str, by: dict[tuple[str, str, str], Row]) -> list[
                 return []
             if len(peers) > 1:  # the harder reference: the peer spending least CPU/request
                 def cpu(r: Row, case: str = case) -> float:
-                    c = by.get((case, r.contender, "CPU/req"))
+                    # CPU/request, else the goal's own metric (CPU/event, CPU/msg...)
+                    c = by.get((case, r.contender, "CPU/req")) or r
                     return c.median if c else math.inf
                 peers.sort(key=cpu)
                 parts.append(f"vs {peers[0].contender}, the cheapest of {g.peer}")

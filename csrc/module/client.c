@@ -76,6 +76,25 @@ static PyObject *client_request(PyObject *self, PyObject *const *args, Py_ssize_
     return hb__cl_request((ClientObject *)self, m, (size_t)mlen, a[1], a[3], a[2], NULL, a[4]);
 }
 
+static PyObject *client_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    static const char *const names[] = {"method", "url", "headers", "body", "timeout", "max_line"};
+    PyObject *a[6];
+    if (hb_args("stream", args, nargs, kwnames, names, 6, 2, 2, a) < 0) return NULL;
+    if (!PyUnicode_Check(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "method must be str");
+        return NULL;
+    }
+    Py_ssize_t mlen;
+    const char *m = PyUnicode_AsUTF8AndSize(a[0], &mlen);
+    if (!m) return NULL;
+    char err[HB_ERR_LEN];
+    int rc = hb_check_method(m, (size_t)mlen, err);
+    if (rc < 0) return hb_raise(((ClientObject *)self)->st, rc, err);
+    return hb__cl_stream((ClientObject *)self, m, (size_t)mlen, a[1], a[2], a[3], a[4], a[5]);
+}
+
 static PyObject *client_download(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
@@ -353,6 +372,13 @@ static PyMethodDef client_methods[] = {
      "GET url -> Response, streaming the body into the file at path (never held in "
      "memory, so the client's max_body does not apply; pass one to cap the file); the "
      "Response's body is b'' and .size the bytes written. On error the file is removed."},
+    {"stream", (PyCFunction)(void (*)(void))client_stream, METH_FASTCALL | METH_KEYWORDS,
+     "stream($self, /, method, url, *, headers=None, body=None, timeout=<client's>, "
+     "max_line=1048576)\n--\n\n"
+     "Send a request and read the response head -> Stream, whose body is read piece by "
+     "piece: iter_bytes(chunk_size=None) or iter_events() (server-sent events). timeout "
+     "bounds each read (None: none); max_line bounds an event stream's line and event data "
+     "(ProtocolError beyond). HTTP/1.1 (and TLS) only: FeatureUnavailable over HTTP/2 or 3."},
     {"get_many", (PyCFunction)(void (*)(void))client_get_many, METH_FASTCALL | METH_KEYWORDS,
      "get_many($self, /, urls, headers=None, *, max_body=<client's>)\n--\n\n"
      "GET every URL -> list of Responses in the same order. With http2=True the "

@@ -4,6 +4,7 @@
  *   client_prep.c     a request's inputs: body sources, TLS context, body sinks,
  *                     max_body, errors named after their request
  *   client_perform.c  one HTTP/1.1 exchange on the pool (and downloads)
+ *   client_stream.c   Client.stream(): the body read piece by piece (bytes, events)
  *   client_mux.c      HTTP/2 and HTTP/3 batches: requests multiplexed on one
  *                     connection per origin (hb_mx exchanges)
  *   client_h2.c       HTTP/2: one session per origin
@@ -120,6 +121,13 @@ int hb__cl_max_body(PyObject *o, uint64_t dflt, uint64_t *out);
 PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
                          PyObject *headers, PyObject *body, PyObject *dl_path,
                          PyObject *max_body_arg);
+
+/* ---- client_stream.c ---- */
+
+/* Client.stream(): a Stream with the head read, or NULL with an exception.
+ * timeout: seconds per read (NULL: the client's timeout); max_line: the SSE bound. */
+PyObject *hb__cl_stream(ClientObject *self, const char *method, size_t mlen, PyObject *url,
+                        PyObject *headers, PyObject *body, PyObject *timeout, PyObject *max_line);
 
 /* ---- client_h2.c ---- */
 

@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "http/hb_sse.h"
+
 hb_modstate *hb_state(PyObject *module)
 {
     return (hb_modstate *)PyModule_GetState(module);
@@ -38,7 +40,7 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
 {
     const char *text = (detail && detail[0]) ? detail : hb_strerror(rc);
     PyObject *exc;
-    if (hb_is_protocol_error(rc)) {
+    if (hb_is_protocol_error(rc) || rc == HB_SSE_E_LINE) {
         return raise_with_code(st->ProtocolError, text, rc);
     } else if (hb_is_h2_error(rc)) {
         /* Asked for HTTP/2, the server does not speak it: its own type (a

@@ -27,6 +27,9 @@ typedef struct hb_modstate {
     PyTypeObject *ResponseType;
     PyTypeObject *EngineType;
     PyTypeObject *MeasureType;
+    PyTypeObject *StreamType; /* client_stream.c: Stream, its iterator, ServerSentEvent */
+    PyTypeObject *StreamIterType;
+    PyTypeObject *SSEventType;
     /* parser.c: interned result-dict keys and constant values, one tuple. */
     PyObject *parser_strings;
 } hb_modstate;

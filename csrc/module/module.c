@@ -84,6 +84,7 @@ static int hb_exec(PyObject *m)
     if (hb_mod_request_init(m, st) < 0) return -1;
     if (hb_mod_response_init(m, st) < 0) return -1;
     if (hb_mod_client_init(m, st) < 0) return -1;
+    if (hb_mod_stream_init(m, st) < 0) return -1;
     if (hb_mod_measure_init(m, st) < 0) return -1;
     if (hb_mod_calibrate_init(m, st) < 0) return -1;
     return 0;
@@ -107,6 +108,9 @@ static int hb_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->ResponseType);
     Py_VISIT(st->EngineType);
     Py_VISIT(st->MeasureType);
+    Py_VISIT(st->StreamType);
+    Py_VISIT(st->StreamIterType);
+    Py_VISIT(st->SSEventType);
     Py_VISIT(st->parser_strings);
     return 0;
 }
@@ -129,6 +133,9 @@ static int hb_clear(PyObject *m)
     Py_CLEAR(st->ResponseType);
     Py_CLEAR(st->EngineType);
     Py_CLEAR(st->MeasureType);
+    Py_CLEAR(st->StreamType);
+    Py_CLEAR(st->StreamIterType);
+    Py_CLEAR(st->SSEventType);
     Py_CLEAR(st->parser_strings);
     return 0;
 }

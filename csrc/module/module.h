@@ -44,6 +44,7 @@ int hb_mod_hist_init(PyObject *m, hb_modstate *st);
 int hb_mod_server_init(PyObject *m, hb_modstate *st);
 int hb_mod_engine_init(PyObject *m, hb_modstate *st);
 int hb_mod_client_init(PyObject *m, hb_modstate *st);
+int hb_mod_stream_init(PyObject *m, hb_modstate *st); /* client_stream.c */
 int hb_mod_response_init(PyObject *m, hb_modstate *st);
 int hb_mod_request_init(PyObject *m, hb_modstate *st);
 int hb_mod_measure_init(PyObject *m, hb_modstate *st);

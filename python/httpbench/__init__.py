@@ -31,6 +31,8 @@ _LAZY: dict[str, str] = {
     "Client": "_client",
     "Headers": "_client",
     "Response": "_client",
+    "ServerSentEvent": "_client",
+    "Stream": "_client",
     "compare": "_compare",
     "BodyTooLarge": "_core",
     "ConnectError": "_core",
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
     from ._baseline import BaselineRegression
     from ._bench import Progress, bench
     from ._budget import BudgetError, BudgetExceeded
-    from ._client import Client, Headers, Response
+    from ._client import Client, Headers, Response, ServerSentEvent, Stream
     from ._compare import compare
     from ._core import (
         BodyTooLarge,
@@ -151,6 +153,8 @@ __all__ = [
     "Client",
     "Response",
     "Headers",
+    "Stream",
+    "ServerSentEvent",
     "Server",
     "ServerProcess",
     "start_process",

@@ -31,6 +31,20 @@ connection per origin kept by the Client; ``get_many(urls)`` multiplexes a
 batch of GETs on it and returns the responses in order. A server that does
 not speak HTTP/2 raises ``HTTP2NotSupported`` (never a silent HTTP/1.1).
 
+``c.stream(method, url)`` sends a request and returns a ``Stream`` once the
+head is read; its body is read piece by piece in C, as bytes
+(``iter_bytes(chunk_size=None)``, chunked framing removed) or as server-sent
+events (``iter_events()``, each a ``ServerSentEvent(event, data, id, retry)``
+tuple parsed by the WHATWG rules). ``timeout`` bounds each read of a stream;
+``max_line`` (default 1 MiB) bounds an event stream's line and event data
+(``ProtocolError`` beyond, memory bounded). The connection stays out of the
+pool until the body ends; a stream closed earlier closes it. HTTP/1.1 (and
+TLS) only: ``FeatureUnavailable`` on an ``http2``/``http3`` client::
+
+    with c.stream("GET", url + "/sse?events=10") as s:
+        for ev in s.iter_events():
+            ev.event, ev.data, ev.id
+
 Errors: ``ConnectError``, ``RequestTimeout``, ``TLSError``, ``ProtocolError``,
 ``RemoteClosed`` (a truncated body is always an error), ``BodyTooLarge`` and
 ``HTTP2NotSupported`` (a ``ProtocolError``),
@@ -41,9 +55,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ._core import Client, Response
+from ._core import Client, Response, ServerSentEvent, Stream
 
-__all__ = ["Client", "Response", "Headers"]
+__all__ = ["Client", "Response", "Headers", "Stream", "ServerSentEvent"]
 
 
 class Headers:

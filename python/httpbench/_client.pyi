@@ -3,8 +3,10 @@ from collections.abc import Iterable, Iterator
 
 from ._core import Client as Client
 from ._core import Response as Response
+from ._core import ServerSentEvent as ServerSentEvent
+from ._core import Stream as Stream
 
-__all__ = ["Client", "Response", "Headers"]
+__all__ = ["Client", "Response", "Headers", "Stream", "ServerSentEvent"]
 
 class Headers:
     def __init__(self, items: Iterable[tuple[str, str]] = ...) -> None: ...

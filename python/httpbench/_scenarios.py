@@ -83,6 +83,9 @@ class Scenario:
     (one connection each, set up before the rounds): a request is one message of
     ``ws_size`` bytes sent and its echo received, or the next message the server
     pushes (``path`` ``/ws?push=...``); the server's own message counts prove them.
+    ``event_timing`` (with ``events``): each reader also timestamps every event, and
+    a round reports the time to first event and the gaps between events
+    (``metadata["event_timing"]``), beside the server's own ``interval`` (ms).
     """
 
     name: str
@@ -101,6 +104,7 @@ class Scenario:
     expect_bytes: int | None = None
     protocol: str = "http/1.1"
     events: int = 0
+    event_timing: bool = False
     ws: str = ""
     ws_size: int = 0
 
@@ -141,6 +145,8 @@ class Scenario:
                                 and self.concurrency == 1):
             raise ValueError(f"scenario {self.name}: events needs a GET of an /sse route over "
                              "HTTP/1.1, one at a time, not a download")
+        if self.event_timing and not self.events:
+            raise ValueError(f"scenario {self.name}: event_timing needs events")
         if self.ws not in ("", "echo", "push"):
             raise ValueError(f"scenario {self.name}: ws must be 'echo' or 'push'")
         if self.ws and not (self.method == "GET" and self.path.startswith("/ws")
@@ -230,6 +236,10 @@ def _builtin() -> dict[str, Scenario]:
         Scenario("sse-100x1k", "a server-sent event stream of 100 events of 1 KiB read event "
                  "by event (cost per request / 100 = per event)",
                  path="/sse?events=100&size=1024", events=100, min_n=5),
+        Scenario("sse-ttfe", "server-sent events paced 10 ms apart: the time to the first "
+                 "event and the gaps between events, minus the server's interval (the "
+                 "client's added latency)", path="/sse?events=20&size=64&interval=10",
+                 events=20, event_timing=True, min_n=3, duration=0.5),
         Scenario("ws-echo-1k", "WebSocket: a 1 KiB binary message sent and its echo received, "
                  "one at a time on one connection", path="/ws", ws="echo", ws_size=1024,
                  min_n=50),
@@ -250,7 +260,7 @@ H2_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h2
 H3_SCENARIOS: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.is_h3)
 # streaming scenarios too
 STREAM_SCENARIOS: tuple[str, ...] = ("sse-100x1k", "stream-10m-chunked", "ws-echo-1k",
-                                     "ws-push-100k")
+                                     "ws-push-100k", "sse-ttfe")
 DEFAULT_SCENARIOS: tuple[str, ...] = tuple(n for n in SCENARIOS
                                            if n not in H2_SCENARIOS + H3_SCENARIOS
                                            + STREAM_SCENARIOS)

@@ -200,6 +200,7 @@ class Worker:
         p.update(self.protocol_flags)
         if sc.events:
             p["events"] = sc.events
+            p["event_timing"] = sc.event_timing
         if sc.ws:
             p["ws_mode"], p["ws_size"] = sc.ws, sc.ws_size
         if sc.body_size:
@@ -483,6 +484,9 @@ class Worker:
         errs = _Errors()
         label = f"{self.client}/{sc.name}"
         proc = self.kind == "process"
+        for a in self.adapters:  # timings of this round's reads only
+            if getattr(a, "event_times", None):
+                a.event_times.clear()
         noise0 = _noise.snapshot(self.job.get("cpu"))
         if proc:
             u0, s0, _ = _children_usage()
@@ -516,6 +520,10 @@ class Worker:
         if self.sc.events:  # each request read this many events: budgets per event
             mr = dataclasses.replace(mr, metadata={**mr.metadata,
                                                    "events_per_call": self.sc.events})
+        if self.sc.event_timing:
+            reads = [t for a in self.adapters for t in getattr(a, "event_times", [])]
+            mr = dataclasses.replace(mr, metadata={**mr.metadata,
+                                                   "event_timing": event_timing(self.sc, reads)})
         ver = self.verify()
         out = {"status": "ok", "result": mr.to_dict(), "requests": self.requests,
                "round_requests": n, "errors": errs.count, "error_samples": errs.samples,
@@ -787,3 +795,27 @@ def serve(lines: Iterator[bytes], send: Callable[[dict[str, Any]], None]) -> int
         w.close()
     return 0
 
+
+
+def event_timing(sc: Any, reads: list[list[int]]) -> dict[str, Any]:
+    """The ``sse-ttfe`` figures of a round's reads (each [start, event times...], ns):
+    time to first event and gap between events, p50/p99, and the gaps minus the
+    server's interval (``interval=`` of the path, ms): the client's added latency."""
+    from urllib.parse import parse_qs, urlsplit
+
+    def percentile(xs: list[int], p: int) -> int:  # nearest rank, of sorted xs
+        return xs[min(len(xs) - 1, max(0, -(-p * len(xs) // 100) - 1))]
+
+    q = parse_qs(urlsplit(sc.path).query)
+    interval_ns = int(q.get("interval", ["0"])[0]) * 1_000_000
+    ttfe = sorted(t[1] - t[0] for t in reads if len(t) > 1)
+    gaps = sorted(b - a for t in reads for a, b in zip(t[1:], t[2:], strict=False))
+    out: dict[str, Any] = {"reads": len(reads), "events": sum(len(t) - 1 for t in reads),
+                           "interval_ns": interval_ns}
+    for name, xs in (("ttfe", ttfe), ("gap", gaps)):
+        for p in (50, 99):
+            v = percentile(xs, p) if xs else None
+            out[f"{name}_p{p}_ns"] = v
+            if name == "gap":
+                out[f"added_gap_p{p}_ns"] = None if v is None else v - interval_ns
+    return out

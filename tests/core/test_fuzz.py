@@ -4,7 +4,8 @@ the embedded server's HTTP/2 input path; csrc/fuzz/fuzz_h2_hpack.c: the HPACK de
 encoder; csrc/fuzz/fuzz_h2_client.c: the HTTP/2 client session's input path;
 csrc/fuzz/fuzz_h3_server.c: the embedded server's HTTP/3 datagram input; csrc/fuzz/fuzz_h3_frame.c:
 the HTTP/3 frame reader; csrc/fuzz/fuzz_qpack.c: the QPACK decoder and encoder; csrc/fuzz/fuzz_ws.c:
-the WebSocket frame reader; csrc/fuzz/fuzz_sse.c: the server-sent events scanner) and run each
+the WebSocket frame reader; csrc/fuzz/fuzz_sse.c: the server-sent events scanner;
+csrc/fuzz/fuzz_sse_parse.c: the event stream parser) and run each
 for HTTPBENCH_FUZZ_SECONDS (default 20 per harness, as in .ci/run). Any crash, sanitizer
 report, leak, timeout or contract violation (the harness traps) fails the test.
 Seed corpora are copied to a temporary directory so the repo never changes."""
@@ -144,3 +145,9 @@ def test_fuzz_ws(tmp_path):
 @pytest.mark.slow
 def test_fuzz_sse(tmp_path):
     _fuzz(tmp_path, "fuzz_sse", ["http/hb_sse.c"], "corpus_sse", 8, None, ("-max_len=70000",))
+
+
+@pytest.mark.slow
+def test_fuzz_sse_parse(tmp_path):
+    _fuzz(tmp_path, "fuzz_sse_parse", ["http/hb_sse_parse.c", "http/hb_sse.c"], "corpus_sse", 8,
+          None, ("-max_len=70000",))

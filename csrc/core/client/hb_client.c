@@ -624,6 +624,83 @@ int hb_client_read_body(hb_exchange *x, hb_sink *s, char *err)
     return 0;
 }
 
+/* Refill the empty read buffer: >0 bytes, or an error (EOF in the body is one). */
+static int refill(hb_exchange *x, int may_block, char *err)
+{
+    hb_conn *c = x->conn;
+    if (!may_block) return HB_AGAIN;
+    c->rpos = c->rlen = 0;
+    ssize_t n = read_some(x, c->rbuf, c->rcap, err, "reading the response body");
+    if (n < 0) return (int)n;
+    if (n == 0) return x->kind == HB_BODY_UNTIL_CLOSE ? 0 : closed_in_body(x, err);
+    c->rlen = (size_t)n;
+    return 1;
+}
+
+static int body_piece(hb_exchange *x, const char **data, size_t *len, size_t max, int may_block,
+                      char *err)
+{
+    hb_conn *c = x->conn;
+    for (;;) {
+        size_t avail = c->rlen - c->rpos;
+        if (avail == 0) {
+            int rc = refill(x, may_block, err);
+            if (rc <= 0) return rc;
+            continue;
+        }
+        if (x->kind != HB_BODY_CHUNKED) {
+            if (x->kind == HB_BODY_LENGTH && avail > x->remaining) avail = (size_t)x->remaining;
+            if (avail > max) avail = max;
+            *data = c->rbuf + c->rpos;
+            *len = avail;
+            c->rpos += avail;
+            if (x->kind == HB_BODY_LENGTH && (x->remaining -= avail) == 0) x->body_done = 1;
+            return 1;
+        }
+        const char *d = NULL;
+        size_t dl = 0;
+        ssize_t k =
+            hb_chunked_feed(&x->chunk, c->rbuf + c->rpos, avail > max ? max : avail, &d, &dl);
+        if (k < 0) {
+            int pe = x->chunk.error ? x->chunk.error : HB_PE_BAD_CHUNK;
+            return hb_fail(err, pe, "malformed chunked body: %s", hb_parse_strerror(pe));
+        }
+        c->rpos += (size_t)k;
+        if (x->chunk.done) {
+            x->body_done = 1;
+            if (c->rpos < c->rlen) x->keep_alive = 0; /* bytes past the body: never reuse */
+        }
+        if (dl) {
+            *data = d;
+            *len = dl;
+            return 1;
+        }
+        if (x->chunk.done) return 0;
+    }
+}
+
+int hb_client_body_next(hb_exchange *x, const char **data, size_t *len, size_t max, int may_block,
+                        char *err)
+{
+    if (err) err[0] = '\0';
+    *len = 0;
+    if (x->body_done) return 0;
+    int rc = body_piece(x, data, len, max ? max : SIZE_MAX, may_block, err);
+    if (rc == HB_AGAIN) return rc;
+    if (rc > 0) {
+        x->body_bytes += *len;
+        return 1;
+    }
+    if (x->kind == HB_BODY_CHUNKED) x->tolerated += x->chunk.tolerated;
+    if (rc < 0) {
+        x->keep_alive = 0;
+        return rc;
+    }
+    x->body_done = 1;
+    x->t_done = hb_now_ns();
+    return 0;
+}
+
 void hb_client_end(hb_pool *p, hb_exchange *x)
 {
     if (!x->conn) return;

@@ -122,6 +122,17 @@ int hb_client_begin(hb_pool *p, const hb_request *r, hb_exchange *x, char *err);
 size_t hb_client_buffered(const hb_exchange *x);
 /* Read the whole body into the sink. Returns 0 or an error (see above). */
 int hb_client_read_body(hb_exchange *x, hb_sink *s, char *err);
+/* Streaming: the body one piece at a time, instead of read_body. Points
+ * *data and *len at the next run of body bytes (chunked framing removed; at most
+ * max bytes, max > 0) inside the connection's read buffer, valid until the
+ * next call; reads (waiting until x->req->deadline_ns, which the caller may
+ * move forward between calls: a per-read timeout) only when nothing is
+ * buffered; with may_block 0 it returns HB_AGAIN instead of reading (so a
+ * caller can consume buffered bytes before giving up a lock). Returns 1 (a
+ * piece), 0 (the body ended: body_done is set and the connection may be
+ * kept) or an error as read_body's. */
+int hb_client_body_next(hb_exchange *x, const char **data, size_t *len, size_t max, int may_block,
+                        char *err);
 /* Give the connection back: kept alive only after a complete, clean exchange. */
 void hb_client_end(hb_pool *p, hb_exchange *x);
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import time
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -152,6 +153,8 @@ class Adapter:
     last_status: int = 0
     last_body: bytes | None = None
     last_events: int = 0
+    #: ``event_timing``: per stream read, [start, event 1, event 2, ...] in perf_counter_ns
+    event_times: list[list[int]]
 
     def configure(
         self,
@@ -171,6 +174,7 @@ class Adapter:
         http2: bool = False,
         http3: bool = False,
         events: int = 0,
+        event_timing: bool = False,
         ws_mode: str = "",
         ws_size: int = 0,
     ) -> None:
@@ -198,10 +202,21 @@ class Adapter:
         self.http2 = http2
         self.http3 = http3
         self.events = events  # > 0: each request reads an event stream of that many events
+        self.event_timing = event_timing  # timestamp every event (the sse-ttfe scenario)
+        self.event_times = []
         self.ws_mode = ws_mode  # "echo" / "push": a request is one WebSocket message
         self.ws_size = ws_size
         # Keep-alive off is the same header for every client.
         self.headers: dict[str, str] = {} if keep_alive else {"Connection": "close"}
+
+    def stream_times(self) -> list[int] | None:
+        """With ``event_timing``: a new list holding the read's start (perf_counter_ns),
+        kept in ``event_times``, for the reader to append each event's time to."""
+        if not self.event_timing:
+            return None
+        t = [time.perf_counter_ns()]
+        self.event_times.append(t)
+        return t
 
     def setup(self, base_url: str, ca_file: str | None = None, **params: object) -> None:
         """Configure and build the client (sync and process adapters)."""

@@ -11,7 +11,7 @@ from a file are streamed by libcurl's read callback (``content=`` the file).
 
 from __future__ import annotations
 
-from . import Adapter
+from . import Adapter, sse_
 
 __all__ = ["CurlCffiAdapter", "CurlCffiAsyncAdapter"]
 
@@ -29,6 +29,7 @@ class CurlCffiAdapter(Adapter):
     h2_reason = ("curl_cffi's sync Session keeps one curl handle (connection) per thread; "
                  "curl_cffi-async measures its multiplexing")
     h3 = True
+    sse = True  # stream=True + iter_lines (a duplicated curl handle: a new connection per stream)
 
     def _session_kwargs(self) -> dict:
         if self.http3:
@@ -50,6 +51,8 @@ class CurlCffiAdapter(Adapter):
 
     def request(self) -> None:
         s = self.session
+        if self.events:
+            return sse_.read_curl_cffi(self)
         if self.body_file is not None:
             with open(self.body_file, "rb") as f:
                 r = s.request(self.method, self.url, content=f, headers=self.hdrs)
@@ -73,6 +76,8 @@ class CurlCffiAsyncAdapter(CurlCffiAdapter):
     name = "curl_cffi-async"
     kind = "async"
     h2_mode = "async"
+    sse = False
+    sse_reason = "the event stream reader is wired for curl_cffi's sync Session (curl_cffi)"
 
     async def _asetup(self) -> None:
         from curl_cffi import requests

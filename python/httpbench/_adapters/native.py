@@ -7,18 +7,20 @@ the requests multiplexed on the origin's one connection. Over HTTP/3
 
 from __future__ import annotations
 
-from . import Adapter, AdapterUnavailable
+from . import Adapter, AdapterUnavailable, sse_
 
 __all__ = ["NativeAdapter"]
 
 
 class NativeAdapter(Adapter):
-    """``Client.request(...)`` / ``Client.download(url, path)``; file bodies passed as a path."""
+    """``Client.request(...)`` / ``Client.download(url, path)``; file bodies passed as a path.
+    Streams (``/sse`` events, a ``/stream`` download) are read with ``Client.stream()``."""
 
     name = "native"
     dist = "httpbench"
     h2_mode = "batch"
     h3 = True
+    sse = True  # Client.stream().iter_events()
 
     @classmethod
     def check(cls) -> None:
@@ -56,6 +58,15 @@ class NativeAdapter(Adapter):
 
     def request(self) -> None:
         c = self.client
+        if self.events:
+            return sse_.read_native(self)
+        if self.download_path is not None and self.path.startswith("/stream/"):
+            with open(self.download_path, "wb") as f, c.stream("GET", self.url,
+                                                               headers=self.hdrs) as r:
+                for piece in r.iter_bytes():
+                    f.write(piece)
+            self.last_status = r.status
+            return
         if self.download_path is not None:
             r = c.download(self.url, self.download_path)
         elif self.body_file is not None:

@@ -9,7 +9,7 @@ threads' requests on one connection. File uploads are a body stream of
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["PyreqwestAdapter", "PyreqwestAsyncAdapter"]
 
@@ -28,6 +28,7 @@ class PyreqwestAdapter(Adapter):
     pip_name = "pyreqwest"
     modules = ("pyreqwest",)
     h2_mode = "shared"
+    sse = True  # a streamed response's chunks split into lines
 
     def _configure(self, b):  # noqa: ANN001, ANN202
         from datetime import timedelta
@@ -58,6 +59,8 @@ class PyreqwestAdapter(Adapter):
         return rb
 
     def request(self) -> None:
+        if self.events:
+            return sse_.read_pyreqwest(self)
         if self.download_path is not None:
             with self._builder().build_streamed() as r, open(self.download_path, "wb") as f:
                 reader = r.body_reader
@@ -76,6 +79,8 @@ class PyreqwestAsyncAdapter(PyreqwestAdapter):
     """``Client`` on the worker's one event loop."""
 
     name = "pyreqwest-async"
+    sse = False
+    sse_reason = "the event stream reader is wired for pyreqwest's sync client (pyreqwest)"
     kind = "async"
     h2_mode = "async"
 

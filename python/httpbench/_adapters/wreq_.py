@@ -11,7 +11,7 @@ with the length announced.
 
 from __future__ import annotations
 
-from . import CHUNK, Adapter
+from . import CHUNK, Adapter, sse_
 
 __all__ = ["WreqAdapter", "WreqAsyncAdapter"]
 
@@ -24,6 +24,7 @@ class WreqAdapter(Adapter):
     pip_name = "wreq"
     modules = ("wreq",)
     h2_mode = "shared"
+    sse = True  # a streamed response's chunks split into lines
 
     def _client_kwargs(self) -> dict:
         from datetime import timedelta
@@ -54,6 +55,8 @@ class WreqAdapter(Adapter):
                 yield chunk
 
     def request(self) -> None:
+        if self.events:
+            return sse_.read_wreq(self)
         kw = self.kw
         if self.body_file is not None:
             kw = dict(kw, body=self._file_chunks())
@@ -74,6 +77,8 @@ class WreqAsyncAdapter(WreqAdapter):
     """``wreq.Client`` on the worker's one event loop."""
 
     name = "wreq-async"
+    sse = False
+    sse_reason = "the event stream reader is wired for wreq's sync client (wreq)"
     kind = "async"
     h2_mode = "async"
 
