@@ -278,8 +278,14 @@ void hb__eng_mux_on_header(void *ud, void *sud, const char *n, size_t nl, const 
  * 0 not, -1 the protocol does not say (each delivery is then an event). An
  * SSE line over the bound stops the stream's events; it ends as a protocol
  * error. Callable from the protocols' data callbacks. */
-void hb__eng_mux_data(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len, int chunk_end,
-                      uint64_t now);
+void hb__eng_mux_events(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len, int chunk_end,
+                        uint64_t now);
+static inline void hb__eng_mux_data(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len,
+                                    int chunk_end, uint64_t now)
+{
+    sl->body_bytes += len; /* inline: every DATA frame of every run */
+    if (c->th->e->cfg.stream) hb__eng_mux_events(c, sl, d, len, chunk_end, now);
+}
 /* The request's header fields copied into e (prepare) / freed (cleanup). */
 int hb__eng_fields_prepare(struct hb_engine *e, char *err);
 void hb__eng_fields_cleanup(struct hb_engine *e);

@@ -101,12 +101,11 @@ void hb__eng_mux_on_header(void *ud, void *sud, const char *n, size_t nl, const 
     if (th->e->cfg.stream) hb__eng_events_header(th, n, nl, v, vl);
 }
 
-void hb__eng_mux_data(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len, int chunk_end,
-                      uint64_t now)
+void hb__eng_mux_events(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len, int chunk_end,
+                        uint64_t now)
 {
-    sl->body_bytes += len;
     ethread *th = c->th;
-    if (!th->e->cfg.stream || sl->ev_err || !sl->used) return;
+    if (sl->ev_err || !sl->used) return;
     if (hb__eng_events_data(th, &sl->q, &sl->ev, (const char *)d, len, chunk_end, now) < 0) {
         sl->ev_err = 1;
         hb__eng_note_error(th, HB_ENG_ERR_PROTOCOL, HB_E_PROTOCOL,
