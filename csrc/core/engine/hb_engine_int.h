@@ -377,7 +377,7 @@ static inline void hb__eng_stream_end(hb__eng_streams *t, econn *c, hb__eng_stre
                                       uint64_t now)
 {
     ethread *th = c->th;
-    if (sl->ev_err && th->e->cfg.stream) type = HB_ENG_ERR_PROTOCOL;
+    if (sl->ev_err) type = HB_ENG_ERR_PROTOCOL; /* set in stream mode only */
     if (type < 0)
         hb__eng_account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
     else

@@ -46,7 +46,7 @@ void hb__eng_streams_fail(hb__eng_streams *t, econn *c, int type, uint64_t now)
     for (uint32_t i = 0; i < t->m && c->rcount; i++) {
         hb__eng_stream *sl = &t->slots[i];
         if (!sl->used) continue;
-        int ty = sl->ev_err && c->th->e->cfg.stream ? HB_ENG_ERR_PROTOCOL : type;
+        int ty = sl->ev_err ? HB_ENG_ERR_PROTOCOL : type; /* set in stream mode only */
         hb__eng_account_error(c->th, &sl->q, ty, now);
         if (!sl->submitted) t->pending--;
         sl->used = 0;
