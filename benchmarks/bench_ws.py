@@ -18,10 +18,20 @@ server counts every echo (a contender's count must match it).
 
 Case "sse push": the server's CPU per pushed event. The embedded server's
 ``/sse?events=N&size=SIZE`` (its workers' CPU from its stats, the events
-counted by them) against benchmarks/floor_push.c (one prebuilt event written N
-times, one write() each, its process CPU), both read by ``curl -o /dev/null``.
+counted by them) over HTTP/1.1 (contender ``httpbench``) and over h2c
+(``httpbench h2``: each event its own DATA frame) against
+benchmarks/floor_push.c (one prebuilt event written N times, one write() each,
+its process CPU), all read by ``curl -o /dev/null`` (``--http2-prior-knowledge``
+for h2).
 
-    python benchmarks/bench_ws.py [--duration 3] [--rounds 3] [--conns 4] [--size 1024] [--json f]
+``--callgrind N1,N2`` also serves under valgrind's callgrind (``httpbench
+serve``) and reads ``/sse?events=N1`` then ``events=N2`` with curl over HTTP/1.1
+and over h2c (counters zeroed before and dumped after each stream): the server
+process's instructions per event, (Ir(N2) - Ir(N1)) / (N2 - N1), exact, with the
+connection and the request cancelled out (case "sse push instructions").
+
+    python benchmarks/bench_ws.py [--duration 3] [--rounds 3] [--conns 4] [--size 1024]
+        [--callgrind N1,N2] [--json f]
 """
 
 from __future__ import annotations
@@ -128,10 +138,13 @@ def run_floor(exe: str, port: int, conns: int, dur: float, size: int) -> dict:
             "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"]}
 
 
-def push_server(srv, n: int, size: int) -> dict:
+CURL_PROTO = {"http/1.1": "--http1.1", "h2": "--http2-prior-knowledge"}
+
+
+def push_server(srv, n: int, size: int, proto: str = "http/1.1") -> dict:
     """The embedded server pushing n events to curl: its workers' CPU over the stream."""
     st0 = srv.stats()
-    subprocess.run(["curl", "-sS", "--http1.1", "-o", "/dev/null",
+    subprocess.run(["curl", "-sS", CURL_PROTO[proto], "-o", "/dev/null",
                     f"{srv.url}/sse?events={n}&size={size}"], check=True, timeout=300)
     st1 = srv.stats()
     sent = st1["sse"]["events"] - st0["sse"]["events"]
@@ -153,6 +166,53 @@ def push_floor(exe: str, n: int, size: int) -> dict:
     return {"ok": n, "done": n, "duration_s": 1.0, "cpu_s": d["cpu_user_s"] + d["cpu_sys_s"]}
 
 
+def callgrind_push(n1: int, n2: int, size: int) -> dict[str, float] | str:
+    """The server's instructions per pushed event by protocol (see the module
+    doc), or why they were not counted."""
+    import re
+
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        return "valgrind (callgrind) is not installed"
+    cli = [sys.executable, "-m", "httpbench"]
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cg = os.path.join(tmp, "cg.out")
+        srv = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
+                                *cli, "serve", "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            url = None
+            assert srv.stdout is not None
+            for line in srv.stdout:  # valgrind slows start-up: the URL line says it is up
+                m = re.search(r"listening on (http://\S+)", line)
+                if m:
+                    url = m.group(1)
+                    break
+            if url is None:
+                raise RuntimeError("the server under callgrind did not start")
+
+            def ctl(cmd: str) -> None:
+                subprocess.run(["callgrind_control", cmd, str(srv.pid)], check=True,
+                               capture_output=True, timeout=60)
+
+            dump = 0
+            for proto in ("http/1.1", "h2"):
+                irs = []
+                for n in (n1, n2):
+                    ctl("-z")
+                    subprocess.run(["curl", "-sS", CURL_PROTO[proto], "-o", "/dev/null",
+                                    f"{url}/sse?events={n}&size={size}"], check=True, timeout=600)
+                    ctl("-d")
+                    dump += 1
+                    with open(f"{cg}.{dump}") as f:
+                        irs.append(int(re.search(r"^summary: (\d+)", f.read(), re.M).group(1)))
+                out[proto] = (irs[1] - irs[0]) / (n2 - n1)
+        finally:
+            srv.terminate()
+            srv.wait(60)
+    return out
+
+
 def have(mod: str) -> bool:
     import importlib.util
 
@@ -167,6 +227,8 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--events", type=int, default=100000, help="events per push run")
     ap.add_argument("--quick", action="store_true", help="1 s, 1 round, 20000 events")
+    ap.add_argument("--callgrind", metavar="N1,N2",
+                    help="also count the server's instructions per pushed event (h1, h2)")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args()
     if a.quick:
@@ -176,6 +238,7 @@ def main() -> int:
     fpush = _peers.build_floor(os.path.join(HERE, "floor_push.c"), tmp)
     tools = ["httpbench"] + (["floor"] if floor else [])
     tools += [lib for lib in ("picows", "websockets") if have(lib)]
+    tools.append("httpbench h2")  # the push case only
     srv = start_process()
     port = int(srv.url.rsplit(":", 1)[1])
     url = f"ws://127.0.0.1:{port}/ws"
@@ -187,7 +250,11 @@ def main() -> int:
             if keys["case"] == pcase:
                 if tool == "httpbench":
                     return push_server(srv, a.events, a.size)
+                if tool == "httpbench h2":
+                    return push_server(srv, a.events, a.size, "h2")
                 return push_floor(fpush, a.events, a.size) if tool == "floor" and fpush else None
+            if tool == "httpbench h2":
+                return None
             before = srv.stats()["ws"]["messages_out"]
             if tool == "httpbench":
                 r = _peers.run_bench_script(HB, [url, str(a.duration), str(a.conns),
@@ -225,6 +292,16 @@ def main() -> int:
                   file=sys.stderr)
     notes.append("every contender's echo count matched the server's (within the messages in "
                  "flight at its end)")
+    if a.callgrind:
+        n1, n2 = map(int, a.callgrind.split(","))
+        ir = callgrind_push(n1, n2, a.size)
+        if isinstance(ir, str):
+            notes.append(f"instructions per pushed event not counted: {ir}")
+        else:
+            for proto, v in ir.items():
+                rows.append({"case": "sse push instructions", "contender": f"server {proto}",
+                             "metric": "Ir/event", "unit": "Ir", "values": [v]})
+                print(f"sse push Ir      server {proto:8} {v:9.0f} Ir/event", file=sys.stderr)
     _peers.write_rows(rows, notes, a.json)
     return 0
 

@@ -8,10 +8,12 @@
  * crash, no sanitizer report, no leak" it checks the contract: the output is
  * a sequence of whole frames starting with the server's SETTINGS, fill never
  * exceeds its batch, and once the session is freed every counted stream has
- * exactly one status (sum(by_route) == sum(by_status)).
+ * exactly one status (sum(by_route) == sum(by_status)); the event routes'
+ * counts stay within their streams' (a stall of 20 ms cuts a stream).
  *
  * build: clang -fsanitize=fuzzer,address,undefined -Icsrc/core \
  *          csrc/fuzz/fuzz_h2_server.c csrc/core/h2/hb_h2_server*.c csrc/core/http/hb_route.c \
+ *          csrc/core/http/hb_sse.c \
  *          csrc/core/base/hb_content.c csrc/core/base/hb_common.c \
  *          csrc/core/http/hb_parse.c -lnghttp2
  */
@@ -101,6 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     hb_h2_server_stats st;
     memset(&st, 0, sizeof st);
+    hb_stream_stats sm;
+    memset(&sm, 0, sizeof sm);
     uint64_t now = 1000000000ull;
     hb_h2_server_config cfg;
     hb_h2_server_config_init(&cfg);
@@ -111,6 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.now = &now;
     cfg.date = "Thu, 01 Jan 2026 00:00:00 GMT";
     cfg.stats_json = fake_stats;
+    cfg.sm = &sm;
     hb_h2_server *s = NULL;
     char err[256];
     REQUIRE(hb_h2_server_new(&s, &cfg, err) == 0);
@@ -128,6 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         now += tick;
         uint64_t d = hb_h2_server_deadline(s);
         if (d && d <= now) hb_h2_server_timer(s);
+        (void)hb_h2_server_sweep(s, 20000000ull);
         drain(s, &f, wsize);
     }
     /* let every waiting stream run out its timers (bounded: a drip may tick many times) */
@@ -148,6 +154,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         statuses += st.by_status[i];
     REQUIRE(routes == statuses);
     REQUIRE(routes <= st.streams);
+    REQUIRE(sm.sse_streams <= st.by_route[HB_ROUTE_SSE]);
+    REQUIRE(sm.stream_streams <= st.by_route[HB_ROUTE_STREAM]);
+    REQUIRE(sm.sse_write_timeouts <= sm.sse_streams);
+    REQUIRE(sm.stream_write_timeouts <= sm.stream_streams);
     REQUIRE(st.refused <= st.rst_sent);
     return 0;
 }

@@ -208,8 +208,11 @@ static int set_streaming(PyObject *d, const hb_server_stats *s)
     int r = -1;
     if (!sse || !st || !ws || !cs || !cr) goto done;
     if (set_u64(sse, "streams", m->sse_streams) < 0 || set_u64(sse, "events", m->sse_events) < 0 ||
-        set_u64(sse, "bytes", m->sse_bytes) < 0 || set_u64(st, "streams", m->stream_streams) < 0 ||
+        set_u64(sse, "bytes", m->sse_bytes) < 0 ||
+        set_u64(sse, "write_timeouts", m->sse_write_timeouts) < 0 ||
+        set_u64(st, "streams", m->stream_streams) < 0 ||
         set_u64(st, "chunks", m->stream_chunks) < 0 || set_u64(st, "bytes", m->stream_bytes) < 0 ||
+        set_u64(st, "write_timeouts", m->stream_write_timeouts) < 0 ||
         set_u64(ws, "upgrades", w->upgrades) < 0 ||
         set_u64(ws, "bad_upgrades", w->bad_upgrades) < 0 ||
         set_u64(ws, "frames_in", w->frames_in) < 0 ||

@@ -106,7 +106,8 @@ def bench(
 
     ``stream``: each response is a stream of events, timed as they arrive: a
     server-sent event dispatch for a ``text/event-stream`` response, else a chunk
-    of a chunked body. The result adds ``ttfe`` (time to first event, from each
+    of a chunked body (over HTTP/2 a DATA frame, over HTTP/3 each delivery of body
+    bytes); with ``http2``/``http3`` each stream of a connection is one. The result adds ``ttfe`` (time to first event, from each
     stream's intended start: with ``rate`` - new streams per second - it is
     coordinated-omission corrected), ``gap`` (between consecutive events) and
     ``events``. An SSE line over 1 MiB is a ``protocol`` error.

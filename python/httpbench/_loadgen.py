@@ -264,8 +264,8 @@ def check(
         raise ValueError("ws=True needs keep-alive GET upgrades (keepalive=True, method='GET')")
     if ws and body is not None and not isinstance(body, (bytes, bytearray, memoryview, str)):
         raise ValueError("ws=True sends the message from memory: pass bytes or str, not a path")
-    if stream and (http2 or http3 or ws):
-        raise ValueError("stream=True reads HTTP/1.1 streams: not with http2, http3 or ws")
+    if stream and ws:
+        raise ValueError("stream=True reads HTTP responses as streams: not with ws")
     if n is not None:
         n = _int_arg(n, "n", 1, 2**62)
     dur = _seconds(duration, "duration")

@@ -417,9 +417,11 @@ class Server:
         connection-ID table's size now), ``streams_cut`` (``/sse`` and
         ``/stream`` streams reset: nothing acknowledged for ``request_timeout``)}.
 
-        Streaming routes (docs/streaming.md): ``sse`` {``streams``, ``events``,
-        ``bytes``}, ``stream`` {``streams``, ``chunks``, ``bytes``} (events and
-        chunks written whole) and ``ws`` {``upgrades``, ``bad_upgrades``,
+        Streaming routes (docs/streaming.md; HTTP/1.1 and HTTP/2 alike): ``sse``
+        {``streams``, ``events``, ``bytes``, ``write_timeouts``}, ``stream``
+        {``streams``, ``chunks``, ``bytes``, ``write_timeouts``} (events and
+        chunks written whole; write_timeouts: streams cut because their client
+        stopped reading) and ``ws`` {``upgrades``, ``bad_upgrades``,
         ``frames_in``, ``frames_out``, ``messages_in``, ``messages_out``,
         ``payload_in``, ``payload_out``, ``pings``, ``pongs``, ``pushed``,
         ``errors``, ``write_timeouts``, ``close_timeouts``, ``close_sent`` and

@@ -383,7 +383,7 @@ static void test_plan_routes(void)
     CHECK(ans.n == 0);
 }
 
-/* Over HTTP/2 and HTTP/3: an unpaced /stream is its body; the rest is 501. */
+/* A server without event bodies: an unpaced /stream is its body; the rest is 501. */
 static void test_plan_streaming(void)
 {
     plan("GET", "/stream/300");
@@ -398,6 +398,23 @@ static void test_plan_streaming(void)
     plan("GET", "/sse");
     CHECK_EQ_INT(ans.status, 501);
     plan("GET", "/ws");
+    CHECK_EQ_INT(ans.status, 501);
+    /* a server that sends event bodies (HTTP/2): both routes are its events */
+    hb_route_in ev = {0};
+    ev.jbuf = jbuf;
+    ev.jcap = sizeof jbuf;
+    ev.events_ok = 1;
+    plan_in("GET", "/sse?events=3&interval=7", &ev);
+    CHECK_EQ_INT(ans.status, 200);
+    CHECK_EQ_INT(ans.src, HB_SRC_EVENTS);
+    CHECK_STR(ans.ct, "text/event-stream");
+    CHECK_EQ_INT(ans.cl, -1);
+    CHECK(ans.wait_ms == 7);
+    plan_in("GET", "/stream/300?chunk=7", &ev);
+    CHECK_EQ_INT(ans.src, HB_SRC_EVENTS);
+    CHECK_STR(ans.ct, "application/octet-stream");
+    CHECK(ans.n == 300 && ans.wait_ms == 0);
+    plan_in("GET", "/ws", &ev);
     CHECK_EQ_INT(ans.status, 501);
 }
 

@@ -81,6 +81,7 @@ def test_fuzz_request(tmp_path):
 @pytest.mark.h2_server
 def test_fuzz_h2_server(tmp_path):
     _fuzz(tmp_path, "fuzz_h2_server", ["h2/hb_h2_server.c", "h2/hb_h2_server_stream.c",
+                                       "h2/hb_h2_server_events.c", "http/hb_sse.c",
                                        "http/hb_route.c", "base/hb_content.c", "base/hb_common.c",
                                        "http/hb_parse.c"],
           "corpus_h2_server", 12, None, ("-max_len=70000",), ("-lnghttp2",))

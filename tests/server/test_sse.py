@@ -165,6 +165,7 @@ def test_never_reading_client_is_cut():
     assert st["sse"]["streams"] == 1
     assert st["sse"]["events"] < 200  # a few MB of socket buffers, not 10^8 events
     assert st["bytes_out"] < 16 << 20
+    assert st["sse"]["write_timeouts"] == 1 and st["stream"]["write_timeouts"] == 0
 
 
 def test_flood_leaves_the_worker_to_others():
@@ -188,8 +189,9 @@ def test_flood_leaves_the_worker_to_others():
 
 @need_curl
 @pytest.mark.h2_server
-def test_over_h2_stream_body_and_501():
-    # HTTP/2 (h2c): an unpaced /stream is its body; SSE, a paced stream and /ws answer 501
+def test_over_h2_the_same_bodies_and_ws_501():
+    # HTTP/2 (h2c): /stream and /sse send the same content (tests/server/test_h2_sse.py
+    # has the rest); /ws answers 501 (no extended CONNECT)
     with httpbench.Server(http2=True) as s:
         def h2(target):
             r = subprocess.run([CURL, "-sS", "--http2-prior-knowledge", "-w",
@@ -199,9 +201,10 @@ def test_over_h2_stream_body_and_501():
             return meta.decode(), body
 
         assert h2("/stream/70000?chunk=1000") == ("200 2", content(70000))
-        for target in ("/sse", "/stream/10?interval=5", "/ws"):
-            meta, body = h2(target)
-            assert meta == "501 2" and b"HTTP/1.1 only" in body
+        assert h2("/stream/10?interval=5") == ("200 2", content(10))
+        assert h2("/sse?events=3&size=70") == ("200 2", sse_stream(3, 70).encode())
+        meta, body = h2("/ws")
+        assert meta == "501 2" and b"HTTP/1.1 only" in body
 
 
 @need_curl

@@ -593,8 +593,8 @@ int hb_engine_new(hb_engine **out, const hb_engine_config *cfg, char *err)
         return hb_fail(err, HB_E_INVALID, "pipeline must be in 1..1024");
     if (cfg->h2 + cfg->h3 + cfg->ws > 1)
         return hb_fail(err, HB_E_INVALID, "h2, h3 and ws are exclusive");
-    if (cfg->stream && (cfg->h2 || cfg->h3 || cfg->ws))
-        return hb_fail(err, HB_E_INVALID, "stream mode is HTTP/1.1's");
+    if (cfg->stream && cfg->ws)
+        return hb_fail(err, HB_E_INVALID, "stream mode is HTTP's, not WebSocket's");
     const hb__eng_proto *proto = cfg->h3   ? &hb__eng_h3
                                  : cfg->h2 ? &hb__eng_h2
                                  : cfg->ws ? &hb__eng_ws

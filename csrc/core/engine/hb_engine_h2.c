@@ -107,10 +107,8 @@ static void h2_on_response(void *ud, void *sud, int status)
 
 static void h2_on_data(void *ud, void *sud, const uint8_t *d, size_t len)
 {
-    (void)ud;
-    (void)d;
-    hb__eng_stream *sl = sud;
-    if (sl) sl->body_bytes += len;
+    h2conn *h = H2((econn *)ud);
+    if (sud) hb__eng_mux_data(ud, sud, d, len, h->cli.data_end, h->now);
 }
 
 static void h2_on_close(void *ud, void *sud, int end, uint32_t code)

@@ -121,9 +121,7 @@ static void h3_on_response(void *ud, void *sud, int status)
 
 static void h3_on_data(void *ud, void *sud, const uint8_t *data, size_t len)
 {
-    (void)ud;
-    (void)data;
-    ((hb__eng_stream *)sud)->body_bytes += len;
+    hb__eng_mux_data(ud, sud, data, len, -1, H3((econn *)ud)->now);
 }
 
 static void h3_on_close(void *ud, void *sud, int end, uint64_t code)

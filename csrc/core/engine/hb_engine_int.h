@@ -10,7 +10,7 @@
  *   hb_engine_h2.c  HTTP/2: stream slots on an hb_h2_client session
  *   hb_engine_h3.c  HTTP/3: stream slots on an hb_h3_client connection (QUIC)
  *   hb_engine_ws.c  WebSocket: an upgraded connection per econn, a message echo per request
- *   hb_engine_events.c  stream mode (HTTP/1.1): events timed as they arrive
+ *   hb_engine_events.c  stream mode (every HTTP version): events timed as they arrive
  *   hb_engine_result.c  a thread's results and their merge
  *
  * The shared code reaches a protocol only through the engine's hb__eng_proto
@@ -143,7 +143,8 @@ extern const hb__eng_proto hb__eng_h2;
 extern const hb__eng_proto hb__eng_h3;
 extern const hb__eng_proto hb__eng_ws;
 
-/* ---- hb_engine_events.c: stream mode (cfg.stream), used by hb_engine_h1.c ---- */
+/* ---- hb_engine_events.c: stream mode (cfg.stream), used by hb_engine_h1.c and
+ * (through hb__eng_mux_data) the multiplexed protocols ---- */
 
 /* A response's events so far. */
 typedef struct hb__eng_events {
@@ -230,6 +231,8 @@ typedef struct hb__eng_stream {
     uint64_t first_byte, body_bytes;
     int status; /* 0 until the final response head */
     int used, submitted;
+    int ev_err;        /* stream mode: an SSE line over the bound (ends as a protocol error) */
+    hb__eng_events ev; /* stream mode: the response's events */
 } hb__eng_stream;
 
 /* A connection's cfg.pipeline slots and the stack of free ones. */
@@ -270,6 +273,19 @@ int hb__eng_mux_check(const hb_engine_config *cfg, const char *proto, char *err)
 /* The protocols' response header callback (ud: the econn): the run's Server
  * header. */
 void hb__eng_mux_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl);
+/* Response body bytes of slot sl arriving at now, h2 and h3 alike: counted
+ * and, in stream mode, timed as events. chunk_end: 1 they end a DATA frame,
+ * 0 not, -1 the protocol does not say (each delivery is then an event). An
+ * SSE line over the bound stops the stream's events; it ends as a protocol
+ * error. Callable from the protocols' data callbacks. */
+void hb__eng_mux_events(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len, int chunk_end,
+                        uint64_t now);
+static inline void hb__eng_mux_data(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len,
+                                    int chunk_end, uint64_t now)
+{
+    sl->body_bytes += len; /* inline: every DATA frame of every run */
+    if (c->th->e->cfg.stream) hb__eng_mux_events(c, sl, d, len, chunk_end, now);
+}
 /* The request's header fields copied into e (prepare) / freed (cleanup). */
 int hb__eng_fields_prepare(struct hb_engine *e, char *err);
 void hb__eng_fields_cleanup(struct hb_engine *e);
@@ -285,6 +301,10 @@ static inline hb__eng_stream *hb__eng_stream_issue(hb__eng_streams *t, econn *c,
     sl->status = 0;
     sl->body_bytes = 0;
     sl->first_byte = 0;
+    if (c->th->e->cfg.stream) {
+        sl->ev_err = 0;
+        hb__eng_events_begin(c->th, &sl->ev);
+    }
     c->rcount++;
     t->pending++;
     return sl;
@@ -357,6 +377,7 @@ static inline void hb__eng_stream_end(hb__eng_streams *t, econn *c, hb__eng_stre
                                       uint64_t now)
 {
     ethread *th = c->th;
+    if (sl->ev_err) type = HB_ENG_ERR_PROTOCOL; /* set in stream mode only */
     if (type < 0)
         hb__eng_account_response(th, &sl->q, sl->status, sl->body_bytes, sl->first_byte, now);
     else

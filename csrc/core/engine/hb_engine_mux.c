@@ -46,7 +46,8 @@ void hb__eng_streams_fail(hb__eng_streams *t, econn *c, int type, uint64_t now)
     for (uint32_t i = 0; i < t->m && c->rcount; i++) {
         hb__eng_stream *sl = &t->slots[i];
         if (!sl->used) continue;
-        hb__eng_account_error(c->th, &sl->q, type, now);
+        int ty = sl->ev_err ? HB_ENG_ERR_PROTOCOL : type; /* set in stream mode only */
+        hb__eng_account_error(c->th, &sl->q, ty, now);
         if (!sl->submitted) t->pending--;
         sl->used = 0;
         t->free[t->nfree++] = i;
@@ -95,7 +96,21 @@ uint64_t hb__eng_mux_measured(const econn *c)
 void hb__eng_mux_on_header(void *ud, void *sud, const char *n, size_t nl, const char *v, size_t vl)
 {
     (void)sud;
-    hb__eng_header(((econn *)ud)->th, n, nl, v, vl);
+    ethread *th = ((econn *)ud)->th;
+    hb__eng_header(th, n, nl, v, vl);
+    if (th->e->cfg.stream) hb__eng_events_header(th, n, nl, v, vl);
+}
+
+void hb__eng_mux_events(econn *c, hb__eng_stream *sl, const uint8_t *d, size_t len, int chunk_end,
+                        uint64_t now)
+{
+    ethread *th = c->th;
+    if (sl->ev_err || !sl->used) return;
+    if (hb__eng_events_data(th, &sl->q, &sl->ev, (const char *)d, len, chunk_end, now) < 0) {
+        sl->ev_err = 1;
+        hb__eng_note_error(th, HB_ENG_ERR_PROTOCOL, HB_E_PROTOCOL,
+                           "a server-sent event line over the stream's line bound");
+    }
 }
 
 int hb__eng_mux_check(const hb_engine_config *cfg, const char *proto, char *err)

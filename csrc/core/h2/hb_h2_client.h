@@ -40,7 +40,7 @@
  *                optional (NULL: not called)
  *   on_response  once, the final status (>= 200) after its header block
  *   on_data*     response body bytes as they arrive (pointer valid for the
- *                call only)
+ *                call only; data_end says whether they end their DATA frame)
  *   on_close     exactly once per submitted stream while the session lives:
  *                how the stream ended (HB_H2_END_*) and the HTTP/2 error code
  *                (RFC 9113 section 7; 0 = NO_ERROR). END_OK without an earlier
@@ -170,12 +170,13 @@ typedef struct hb_h2_client {
     uint8_t fh_have;
     uint8_t ftype, fflags;
     int32_t fsid;
-    uint32_t flen;   /* payload length */
-    uint32_t fdone;  /* payload bytes consumed */
-    uint32_t fpad;   /* padding at the end of the payload */
-    uint32_t fskip;  /* leading bytes (pad length, priority) */
-    int fstate;      /* private */
-    uint8_t ctl[64]; /* control frame payload (first bytes) */
+    uint32_t flen;    /* payload length */
+    uint32_t fdone;   /* payload bytes consumed */
+    uint32_t fpad;    /* padding at the end of the payload */
+    uint32_t fskip;   /* leading bytes (pad length, priority) */
+    uint8_t data_end; /* during on_data: its bytes end their DATA frame's content */
+    int fstate;       /* private */
+    uint8_t ctl[64];  /* control frame payload (first bytes) */
     uint8_t setting[6];
     uint8_t setting_have;
     int32_t hb_sid;    /* stream of the header block being gathered (0: none) */

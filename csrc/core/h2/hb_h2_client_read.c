@@ -412,6 +412,7 @@ static int frame_payload(hb_h2_client *c, const uint8_t *p, size_t n)
                     return hb__h2c_stream_error(c, s, HB_H2_E_PROTOCOL,
                                                 "more DATA than content-length %lld",
                                                 (long long)s->content_length);
+                c->data_end = pos + m == body_end;
                 if (c->cb->on_data) c->cb->on_data(c->ud, s->ud, q, m);
             }
         }

@@ -503,6 +503,11 @@ void hb_h2_server_timer(hb_h2_server *s)
             st->avail = st->left;
             hb__h2_stream_resume(s, st);
             break;
+        case W_EVENTS: /* the next event is due */
+            st->wait = W_NONE;
+            st->ev_progress = now;
+            hb__h2_stream_resume(s, st);
+            break;
         default:
             break;
         }

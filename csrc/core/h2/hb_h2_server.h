@@ -9,8 +9,9 @@
  *   - hb_h2_server_fill() serializes pending frames into an output queue of
  *     iovecs (hb_h2_server_out / hb_h2_server_sent); DATA payloads of generated
  *     bodies over 1 KiB are iovecs into hb_content_buf(), never copied;
- *   - hb_h2_server_deadline() / hb_h2_server_timer() run /delay, /drip and /fault/stall
- *     at the owner's clock (cfg->now).
+ *   - hb_h2_server_deadline() / hb_h2_server_timer() run /delay, /drip, /fault/stall
+ *     and paced /sse and /stream at the owner's clock (cfg->now);
+ *     hb_h2_server_sweep() cuts event streams whose client stopped reading.
  * Routes keep their HTTP/1.1 semantics and bytes; faults map onto their h2
  * meaning (reset: RST_STREAM; close-after-headers / close-mid-body: GOAWAY
  * and the connection closes; stall: a stream that sends no DATA for a
@@ -28,6 +29,7 @@
 #include <sys/uio.h>
 
 #include "http/hb_route.h"
+#include "http/hb_sse.h"
 
 /* SETTINGS ranges accepted by hb_h2_server_new (and the server's options). */
 #define HB_H2_MAX_STREAMS_MAX 100000u
@@ -82,6 +84,7 @@ typedef struct hb_h2_server_config {
     void *stats_arg;
     hb_h2_arena_pool *arenas; /* NULL: each session mallocs its own arena when it first sends */
     const char *alt_svc;      /* an alt-svc value every response carries (HTTP/3 on); NULL: none */
+    hb_stream_stats *sm;      /* /sse and /stream counters (hb_sse.h); NULL: not counted */
 } hb_h2_server_config;
 
 typedef struct hb_h2_server hb_h2_server;
@@ -130,5 +133,10 @@ int hb_h2_server_busy(const hb_h2_server *s);
 uint64_t hb_h2_server_deadline(hb_h2_server *s);
 /* Run the timers due at now (cfg->now must say the same). */
 void hb_h2_server_timer(hb_h2_server *s);
+/* Reset (RST_STREAM CANCEL) every /sse or /stream stream that has sent
+ * nothing for timeout_ns while not waiting for its next event's time: its
+ * client stopped reading (no flow-control window, or a full socket). Counted
+ * in cfg->sm's write_timeouts; returns how many (flush the output then). */
+int hb_h2_server_sweep(hb_h2_server *s, uint64_t timeout_ns);
 
 #endif

@@ -3,6 +3,7 @@
  *
  * hb_h2_server.c         the session: public API, input scan, output queue, slab memory
  * hb_h2_server_stream.c  streams, responses and routes; the nghttp2 callbacks
+ * hb_h2_server_events.c  the event routes' bodies: /sse and /stream piece by piece
  */
 #ifndef HB_H2_SERVER_INT_H
 #define HB_H2_SERVER_INT_H
@@ -20,6 +21,7 @@
 
 #include "base/hb_common.h"
 #include "base/hb_content.h"
+#include "http/hb_sse.h"
 
 #define NIOV 128
 #define ARENA (64 * 1024)
@@ -35,8 +37,8 @@
 
 #define ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
 
-enum src { SRC_NONE, SRC_CONTENT, SRC_MEM, SRC_ECHO };
-enum wait { W_NONE, W_DELAY, W_DRIP, W_STALL };
+enum src { SRC_NONE, SRC_CONTENT, SRC_MEM, SRC_ECHO, SRC_EVENTS };
+enum wait { W_NONE, W_DELAY, W_DRIP, W_STALL, W_EVENTS };
 
 typedef struct h2stream {
     struct h2stream *prev, *next; /* live list / free list (next only) */
@@ -55,6 +57,16 @@ typedef struct h2stream {
     char *stats_doc;
     char *ebuf; /* echo: bytes [epos, elen) received, [erd, elen) not yet handed out */
     size_t ecap, epos, erd, elen;
+    /* SRC_EVENTS (/sse, /stream; hb_h2_server_events.c): piece ev_seq - 1 of
+     * ev_count is the current one (SSE: piece 0 is the preamble, piece i event
+     * i), ev_len bytes of which ev_rd are framed and ev_wr queued; the next is
+     * due at ev_due; ev_progress: when the stream last moved */
+    uint8_t ev_sse, ev_cut;
+    int ev_niov;
+    uint64_t ev_seq, ev_count, ev_interval, ev_due, ev_progress;
+    size_t ev_len, ev_rd, ev_wr;
+    struct iovec ev_iov[HB_SSE_EVENT_IOV];
+    char ev_scratch[HB_SSE_SCRATCH];
     size_t mlen, plen;
     char method[16];
     char stbuf[4];
@@ -119,6 +131,20 @@ void hb__h2_stream_resume(hb_h2_server *s, h2stream *st);
  * how many may go out now (the rest waits for a drip or delay timer) */
 void hb__h2_respond_content(hb_h2_server *s, h2stream *st, int64_t announce, uint64_t n,
                             uint64_t avail);
+/* submit the response head; a body (the stream's src) follows unless body is 0;
+ * cl < 0: no content-length */
+void hb__h2_respond(hb_h2_server *s, h2stream *st, int status, const char *ct, int64_t cl,
+                    int body);
+
+/* hb_h2_server_events.c: the event routes (SRC_EVENTS) */
+/* answer the route's events (content type ct), interval_ms apart */
+void hb__h2_events_respond(hb_h2_server *s, h2stream *st, const char *ct, uint64_t interval_ms);
+/* the data provider's read: how much of the current piece the next DATA frame
+ * carries (a piece never shares a frame), or NGHTTP2_ERR_DEFERRED until due */
+ssize_t hb__h2_events_read(hb_h2_server *s, h2stream *st, size_t length, uint32_t *flags);
+/* queue length bytes of the current piece behind their frame header; 0, or
+ * NGHTTP2_ERR_WOULDBLOCK when the output queue is full */
+int hb__h2_events_send(hb_h2_server *s, h2stream *st, const uint8_t *framehd, size_t length);
 
 #endif /* HB_NO_NGHTTP2 */
 #endif /* HB_H2_SERVER_INT_H */

@@ -106,6 +106,13 @@ void hb_h2_server_timer(hb_h2_server *s)
     (void)s;
 }
 
+int hb_h2_server_sweep(hb_h2_server *s, uint64_t timeout_ns)
+{
+    (void)s;
+    (void)timeout_ns;
+    return 0;
+}
+
 #else
 /* ISO C wants a translation unit to declare something. */
 typedef int hb__h2_server_none_unused;

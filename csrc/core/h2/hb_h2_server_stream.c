@@ -74,6 +74,7 @@ static ssize_t on_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len
     (void)buf;
     hb_h2_server *s = user;
     h2stream *st = src->ptr;
+    if (st->src == SRC_EVENTS) return hb__h2_events_read(s, st, length, flags);
     if (st->src == SRC_ECHO) {
         size_t have = st->elen - st->erd;
         if (have == 0) {
@@ -122,6 +123,7 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
 {
     hb_h2_server *s = user;
     h2stream *st = src->ptr;
+    if (st->src == SRC_EVENTS) return hb__h2_events_send(s, st, framehd, length);
     size_t pad = frame->data.padlen; /* never set by this server; handled for completeness */
     /* small generated payloads are copied behind their frame header, so a burst
      * of small responses is one contiguous buffer, not two iovecs each */
@@ -169,13 +171,11 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
             NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE                           \
     }
 
-/* Submit the response head; a body of `src` kind follows unless body is 0.
- * cl < 0: no content-length. */
-static void respond(hb_h2_server *s, h2stream *st, int status, const char *ct, int64_t cl, int body)
+void hb__h2_respond(hb_h2_server *s, h2stream *st, int status, const char *ct, int64_t cl, int body)
 {
     if (status < 100 || status > 999) status = 500;
     size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
-    nghttp2_nv nva[6];
+    nghttp2_nv nva[7];
     size_t n = 0;
     nva[n++] = (nghttp2_nv)NV(":status", st->stbuf, 3);
     nva[n++] = (nghttp2_nv)NV("server", "httpbench", 9);
@@ -184,6 +184,7 @@ static void respond(hb_h2_server *s, h2stream *st, int status, const char *ct, i
         nva[n++] = (nghttp2_nv)NV("alt-svc", s->cfg.alt_svc, strlen(s->cfg.alt_svc));
     nva[n++] = (nghttp2_nv)NV("content-type", ct, strlen(ct));
     if (cl >= 0) nva[n++] = (nghttp2_nv)NV("content-length", st->clbuf, cll);
+    if (st->ev_sse) nva[n++] = (nghttp2_nv)NV("cache-control", "no-cache", 8);
     nghttp2_data_provider prd;
     prd.source.ptr = st;
     prd.read_callback = on_read;
@@ -204,7 +205,7 @@ static void respond_mem(hb_h2_server *s, h2stream *st, int status, const char *c
     st->mem = body;
     st->soff = 0;
     st->left = st->avail = nobody ? 0 : len;
-    respond(s, st, status, ct, nobody ? -1 : (int64_t)len, !nobody && len > 0);
+    hb__h2_respond(s, st, status, ct, nobody ? -1 : (int64_t)len, !nobody && len > 0);
 }
 
 #define RESPOND_LIT(s, st, code, lit)                                                              \
@@ -218,7 +219,7 @@ void hb__h2_respond_content(hb_h2_server *s, h2stream *st, int64_t announce, uin
     st->soff = 0;
     st->left = n;
     st->avail = avail;
-    respond(s, st, 200, CT_OCTET, announce, n > 0 || st->no_eof);
+    hb__h2_respond(s, st, 200, CT_OCTET, announce, n > 0 || st->no_eof);
 }
 
 static void respond_stats(hb_h2_server *s, h2stream *st)
@@ -263,6 +264,10 @@ static void execute(hb_h2_server *s, h2stream *st, const hb_route_answer *a)
         respond_mem(s, st, a->status, a->ct, a->mem, a->n);
         return;
     }
+    if (a->src == HB_SRC_EVENTS) {
+        hb__h2_events_respond(s, st, a->ct, a->wait_ms);
+        return;
+    }
     if (a->wait == HB_WAIT_DRIP) {
         st->wait = W_DRIP;
         st->deadline = *s->cfg.now + a->wait_ms * NS_PER_MS;
@@ -283,7 +288,8 @@ static void finish(hb_h2_server *s, h2stream *st)
                       .crc = st->crc,
                       .head_only = st->head_only,
                       .jbuf = st->jbuf,
-                      .jcap = sizeof st->jbuf};
+                      .jcap = sizeof st->jbuf,
+                      .events_ok = 1};
     hb_route_answer a;
     hb_route_plan(&st->rq, &in, &a);
     execute(s, st, &a);
@@ -315,7 +321,7 @@ static void on_request(hb_h2_server *s, h2stream *st)
     if (rq->route == HB_ROUTE_ECHO) {
         st->echo = 1;
         st->src = SRC_ECHO;
-        respond(s, st, 200, CT_OCTET, st->req_cl, 1);
+        hb__h2_respond(s, st, 200, CT_OCTET, st->req_cl, 1);
     } else if (rq->route == HB_ROUTE_EARLY_RESPONSE) {
         /* answered before the body; nghttp2 then resets the upload with NO_ERROR */
         finish(s, st);

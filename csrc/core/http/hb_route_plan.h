@@ -23,6 +23,7 @@ enum hb_route_act {
 enum hb_route_src {
     HB_SRC_CONTENT = 0, /* hb_content bytes [0, n) */
     HB_SRC_MEM,         /* mem[0, n) */
+    HB_SRC_EVENTS,      /* the route's events (/sse, /stream), each its own write or frame */
 };
 
 /* How the body is paced after the first `avail` bytes. */
@@ -42,6 +43,7 @@ typedef struct hb_route_in {
     int echo_too_large; /* the echo buffer overflowed: 413 */
     char *jbuf;         /* where the sink's JSON is rendered (>= 64 bytes) */
     size_t jcap;
+    int events_ok; /* the server sends HB_SRC_EVENTS bodies (else those routes answer 501) */
 } hb_route_in;
 
 /* The plan: fields past `act` are meaningful for RESPOND and DELAY. */
@@ -56,13 +58,14 @@ typedef struct hb_route_answer {
     uint64_t n;       /* body bytes in all */
     uint64_t avail;   /* of which sendable at once; the rest waits */
     int wait;         /* enum hb_route_wait */
-    uint64_t wait_ms; /* DELAY's wait, the drip interval or the stall */
+    uint64_t wait_ms; /* DELAY's wait, the drip interval, the stall, or between events */
     int no_eof;       /* a fault: the body never ends; the stream or connection is cut */
 } hb_route_answer;
 
 #define HB__RP_OCTET "application/octet-stream"
 #define HB__RP_TEXT "text/plain"
 #define HB__RP_JSON "application/json"
+#define HB__RP_SSE "text/event-stream"
 
 static inline void hb__rp_mem(hb_route_answer *a, int status, const char *ct, size_t ct_len,
                               const char *body, size_t len)
@@ -191,14 +194,29 @@ hb_route_plan(const hb_route_req *rq, const hb_route_in *in, hb_route_answer *ou
     case HB_ROUTE_EARLY_RESPONSE:
         HB__RP_TEXT_LIT(out, rq->p.early.status, "early response\n");
         break;
-    case HB_ROUTE_STREAM: /* unpaced: the body (the protocol's framing makes the chunks) */
+    case HB_ROUTE_STREAM:
+        if (in->events_ok) { /* chunk by chunk, each its own frame, paced by the server */
+            hb__rp_content(out, -1, rq->p.stream.n, 0);
+            out->src = HB_SRC_EVENTS;
+            out->wait_ms = rq->p.stream.interval_ms;
+            break;
+        }
+        /* unpaced: the body (the protocol's framing makes the chunks) */
         if (rq->p.stream.interval_ms == 0) {
             hb__rp_content(out, -1, rq->p.stream.n, rq->p.stream.n);
             break;
         }
         HB__RP_TEXT_LIT(out, 501, "paced streams are served over HTTP/1.1 only\n");
         break;
-    case HB_ROUTE_SSE: /* (the event framing is HTTP/1.1's) */
+    case HB_ROUTE_SSE:
+        if (in->events_ok) { /* the preamble, then the events, each its own frame */
+            hb__rp_content(out, -1, 0, 0);
+            out->ct = HB__RP_SSE;
+            out->ct_len = sizeof HB__RP_SSE - 1;
+            out->src = HB_SRC_EVENTS;
+            out->wait_ms = rq->p.sse.interval_ms;
+            break;
+        }
         HB__RP_TEXT_LIT(out, 501, "server-sent events are served over HTTP/1.1 only\n");
         break;
     case HB_ROUTE_WS: /* no extended CONNECT (RFC 8441) */

@@ -43,6 +43,17 @@
 /* -5550 .. -5559: server-sent events. */
 #define HB_SSE_E_LINE (-5550) /* a line longer than the scanner's bound */
 
+/* The streaming routes' counters, one set per server worker whatever the
+ * protocol serving them: streams begun, events or chunks sent whole and their
+ * bytes (SSE: event bytes; /stream: body bytes; neither counts the protocol's
+ * framing), and streams cut because their client stopped reading (no progress
+ * within the server's request timeout). */
+typedef struct hb_stream_stats {
+    uint64_t sse_streams, sse_events, sse_bytes;
+    uint64_t stream_streams, stream_chunks, stream_bytes;
+    uint64_t sse_write_timeouts, stream_write_timeouts;
+} hb_stream_stats;
+
 /* Event `id`'s bytes with `size` data bytes as iovecs (pointing into static
  * buffers and scratch[HB_SSE_SCRATCH], which must outlive the write). Returns
  * the iovec count (<= HB_SSE_EVENT_IOV); *len gets the bytes in all. */

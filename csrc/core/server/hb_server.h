@@ -29,6 +29,7 @@
 
 #include "base/hb_common.h"
 #include "http/hb_route.h"
+#include "http/hb_sse.h"
 
 #define HB_SERVER_MAX_THREADS 64
 
@@ -57,13 +58,8 @@ typedef struct hb_server_opts {
     /* (SETTINGS_MAX_HEADER_LIST_SIZE is max_head: a larger header list gets 431) */
 } hb_server_opts;
 
-/* The streaming routes' counters: streams begun, events or chunks written
- * whole, and their bytes (SSE: event bytes; /stream: body bytes; both without
- * the chunked framing). */
-typedef struct hb_server_stream_stats {
-    uint64_t sse_streams, sse_events, sse_bytes;
-    uint64_t stream_streams, stream_chunks, stream_bytes;
-} hb_server_stream_stats;
+/* The streaming routes' counters (every protocol's): hb_sse.h's. */
+typedef hb_stream_stats hb_server_stream_stats;
 
 /* WebSocket close codes counted one by one: 1000 .. 1014; the last bucket holds the rest. */
 #define HB_SERVER_WS_CODES 16
@@ -112,7 +108,7 @@ typedef struct hb_server_stats {
     uint64_t h3_early_replays, h3_retries, h3_half_open, h3_stream_timeouts, h3_body_buffered,
         h3_closes_limited, h3_cid_slots, h3_streams_cut;
     int http3;                 /* 1 when the HTTP/3 side is on */
-    hb_server_stream_stats sm; /* /sse, /stream (HTTP/1.1) */
+    hb_server_stream_stats sm; /* /sse, /stream (HTTP/1.1 and HTTP/2) */
     hb_server_ws_stats ws;     /* /ws */
     int threads;
     uint64_t cpu_ns;                               /* sum of the workers' thread CPU time */

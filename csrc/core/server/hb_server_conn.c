@@ -505,7 +505,14 @@ void hb__conn_sweep(hb__conn *c)
     }
     if (c->phase == HB__PH_WAIT && !hb__has_output(c)) return;
     if (hb__has_output(c) || c->st_active) {
-        if (now >= c->wr_deadline) hb__conn_free(c, 1); /* reader stopped reading */
+        if (now < c->wr_deadline) return;
+        if (c->ev_active) { /* an event stream cut: its client stopped reading */
+            if (c->ev_kind == HB__EV_SSE)
+                HB__ADD(w->st.sm.sse_write_timeouts, 1);
+            else
+                HB__ADD(w->st.sm.stream_write_timeouts, 1);
+        }
+        hb__conn_free(c, 1); /* reader stopped reading */
         return;
     }
     if (c->req_deadline) {

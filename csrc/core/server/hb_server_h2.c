@@ -32,6 +32,7 @@ static void h2_worker_init(hb__worker *w)
     cfg->stats_json = hb__stats_json;
     cfg->stats_arg = srv;
     cfg->arenas = &w->h2arenas;
+    cfg->sm = &w->st.sm;
     /* hb__h3_server_prepare fills the value before any connection */
     if (srv->o.http3 && srv->o.alt_svc) cfg->alt_svc = srv->alt_svc_value;
 }
@@ -191,6 +192,12 @@ static void h2_timer(hb__conn *c)
 static void h2_sweep(hb__conn *c)
 {
     hb__worker *w = c->w;
+    if (hb_h2_server_sweep(c->sess, w->req_timeout_ns) > 0) {
+        /* event streams cut: their resets go out from the timer's run (the
+         * connection's own timeouts wait for the next sweep) */
+        if (hb__conn_timer(c, w->now) < 0) hb__conn_free(c, 1);
+        return;
+    }
     if (!hb_h2_server_idle_out(c->sess)) {
         if (w->now >= c->wr_deadline) hb__conn_free(c, 1); /* the reader stopped reading */
         return;

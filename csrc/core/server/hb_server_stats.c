@@ -172,11 +172,13 @@ char *hb__stats_json(void *arg, size_t *len)
           (unsigned long long)st.h3_packets_in, (unsigned long long)st.h3_packets_out,
           (unsigned long long)st.h3_bytes_in, (unsigned long long)st.h3_bytes_out,
           (unsigned long long)st.h3_dropped, (unsigned long long)st.h3_version_negotiations);
-    J("\"sse\": {\"streams\": %llu, \"events\": %llu, \"bytes\": %llu}, "
-      "\"stream\": {\"streams\": %llu, \"chunks\": %llu, \"bytes\": %llu}, ",
+    J("\"sse\": {\"streams\": %llu, \"events\": %llu, \"bytes\": %llu, \"write_timeouts\": %llu}, "
+      "\"stream\": {\"streams\": %llu, \"chunks\": %llu, \"bytes\": %llu, "
+      "\"write_timeouts\": %llu}, ",
       (unsigned long long)st.sm.sse_streams, (unsigned long long)st.sm.sse_events,
-      (unsigned long long)st.sm.sse_bytes, (unsigned long long)st.sm.stream_streams,
-      (unsigned long long)st.sm.stream_chunks, (unsigned long long)st.sm.stream_bytes);
+      (unsigned long long)st.sm.sse_bytes, (unsigned long long)st.sm.sse_write_timeouts,
+      (unsigned long long)st.sm.stream_streams, (unsigned long long)st.sm.stream_chunks,
+      (unsigned long long)st.sm.stream_bytes, (unsigned long long)st.sm.stream_write_timeouts);
     hb__ws_stats_json(&st.ws, body, cap, &n);
     J("\"threads\": %d, \"cpu_ns\": %llu, \"thread_cpu_ns\": [", st.threads,
       (unsigned long long)st.cpu_ns);
