@@ -323,6 +323,23 @@ static void test_mask_offsets(void)
         CHECK_EQ_INT(a[i], (uint8_t)(i * 7) ^ MASK[i & 3]);
 }
 
+static void test_mask_copy(void)
+{
+    /* every length around the 32-byte blocks, at every key phase: as hb_ws_mask */
+    uint8_t src[100], want[100], got[101];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(i * 13 + 5);
+    for (size_t n = 0; n <= sizeof src; n++)
+        for (uint64_t off = 0; off < 4; off++) {
+            memcpy(want, src, n);
+            hb_ws_mask(want, n, MASK, off);
+            got[n] = 0xa5;
+            hb_ws_mask_copy(got, src, n, MASK, off);
+            CHECK(memcmp(got, want, n) == 0);
+            CHECK_EQ_INT(got[n], 0xa5); /* nothing written past n */
+        }
+}
+
 int main(void)
 {
     test_rfc_examples();
@@ -332,5 +349,6 @@ int main(void)
     test_reader();
     test_reader_errors();
     test_mask_offsets();
+    test_mask_copy();
     HB_TEST_MAIN_END();
 }

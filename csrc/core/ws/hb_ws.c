@@ -102,6 +102,31 @@ void hb_ws_mask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t off)
         p[i] ^= k[i & 7];
 }
 
+/* 16 bytes as one value (SSE2 / NEON registers where the target has them) */
+typedef uint64_t ws_v16 __attribute__((vector_size(16)));
+
+void hb_ws_mask_copy(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4],
+                     uint64_t off)
+{
+    uint8_t k[16];
+    for (int i = 0; i < 16; i++)
+        k[i] = mask[(off + (uint64_t)i) & 3];
+    ws_v16 kv;
+    memcpy(&kv, k, 16);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        ws_v16 a, b;
+        memcpy(&a, src + i, 16);
+        memcpy(&b, src + i + 16, 16);
+        a ^= kv;
+        b ^= kv;
+        memcpy(dst + i, &a, 16);
+        memcpy(dst + i + 16, &b, 16);
+    }
+    for (; i < n; i++)
+        dst[i] = src[i] ^ k[i & 15];
+}
+
 /* The validator's state: 0 accept, 1 reject, else (need << 16) | (lo << 8) | hi:
  * `need` continuation bytes remain and the next one must lie in [lo, hi]. */
 uint32_t hb_ws_utf8(uint32_t state, const uint8_t *p, size_t n)

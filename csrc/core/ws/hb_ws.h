@@ -81,6 +81,10 @@ int hb_ws_build_head(uint8_t *out, size_t cap, int fin, int opcode, uint64_t len
 /* XOR p[0, n) with the mask, as payload bytes starting at payload offset
  * `off` (a payload unmasked in pieces). Its own inverse. */
 void hb_ws_mask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t off);
+/* dst[0, n) = src[0, n) masked (as hb_ws_mask, payload offset `off`) in one pass;
+ * the two may not overlap. */
+void hb_ws_mask_copy(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4],
+                     uint64_t off);
 
 /* Incremental UTF-8 validation (RFC 3629: no overlongs, no surrogates, at most
  * U+10FFFF). Start from HB_UTF8_ACCEPT; the state after all input is
