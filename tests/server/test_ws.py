@@ -74,27 +74,6 @@ def test_echo_exact(srv):
     assert st["by_route"]["ws"] >= 1 and st["by_status"][101] >= 1
 
 
-def test_permessage_deflate_offer_declined(srv):
-    # the server does not compress: a client offering permessage-deflate (websockets'
-    # default) gets no Sec-WebSocket-Extensions and uncompressed frames (RSV1 clear, or
-    # the client would fail the connection), its messages echoed byte for byte
-    before = srv.stats()["ws"]
-    msgs: list[str | bytes] = ["κόσμε" * 100, content(5000), b"\x00" * 3000]
-    with connect(ws_url(srv), max_size=None) as ws:
-        assert "permessage-deflate" in ws.request.headers["Sec-WebSocket-Extensions"]
-        assert "Sec-WebSocket-Extensions" not in ws.response.headers
-        assert ws.protocol.extensions == []
-        for m in msgs:
-            ws.send(m)
-            assert ws.recv() == m
-    assert wait_for(lambda: srv.stats()["ws"]["close_received"].get(1000, 0)
-                    > before["close_received"].get(1000, 0))
-    d = delta(before, srv.stats()["ws"])
-    assert d["messages_in"] == 3 and d["payload_in"] == sum(len(m) if isinstance(m, bytes)
-                                                           else len(m.encode()) for m in msgs)
-    assert d["errors"] == 0
-
-
 def test_ping_pong(srv):
     before = srv.stats()["ws"]
     with connect(ws_url(srv), compression=None) as ws:

@@ -56,6 +56,7 @@ typedef struct hb_ws_frame {
     int fin;
     int opcode;      /* enum hb_ws_opcode */
     int masked;      /* the MASK bit */
+    int rsv1;        /* RSV1 (only with HB_WS_DEFLATE: a compressed message) */
     uint8_t mask[4]; /* the masking key when masked */
     uint64_t len;    /* payload length (< 2^63) */
 } hb_ws_frame;
@@ -63,6 +64,10 @@ typedef struct hb_ws_frame {
 /* Flags of hb_ws_parse_head and hb_ws_rx_init. */
 #define HB_WS_SERVER 1u /* frames come from a client: every one must be masked */
 #define HB_WS_CLIENT 2u /* frames come from a server: none may be masked */
+/* permessage-deflate (RFC 7692) was negotiated: RSV1 may mark a data message's
+ * first frame as compressed (on any other frame it is a protocol error); a
+ * compressed message's bytes are not UTF-8-checked (its inflated text is). */
+#define HB_WS_DEFLATE 4u
 
 /* Parse one frame head from buf[0, len). Returns the head's length (2 .. 14),
  * HB_AGAIN when incomplete, or HB_WS_E_*: reserved bits set (no extension is
@@ -120,11 +125,12 @@ enum hb_ws_ev_type {
 };
 
 typedef struct hb_ws_event {
-    int type;   /* enum hb_ws_ev_type */
-    int opcode; /* DATA: the message's opcode (HB_WS_TEXT or HB_WS_BINARY) */
-    int fin;    /* DATA: these are the message's last bytes */
-    int first;  /* DATA: these are the message's first bytes */
-    int code;   /* CLOSE: the status code */
+    int type;       /* enum hb_ws_ev_type */
+    int opcode;     /* DATA: the message's opcode (HB_WS_TEXT or HB_WS_BINARY) */
+    int fin;        /* DATA: these are the message's last bytes */
+    int first;      /* DATA: these are the message's first bytes */
+    int compressed; /* DATA: the message is compressed (RSV1 on its first frame) */
+    int code;       /* CLOSE: the status code */
     const uint8_t *data;
     size_t data_len;
 } hb_ws_event;
@@ -141,6 +147,7 @@ typedef struct hb_ws_rx {
     int in_msg;     /* a fragmented message is open (its first frame was not final) */
     int msg_opcode; /* its opcode */
     int msg_first;  /* no byte of the open message delivered yet */
+    int msg_rsv1;   /* the open message is compressed */
     uint64_t msg_len;
     uint32_t msg_frags;
     uint32_t utf8;   /* text: the validator's state */

@@ -6,8 +6,7 @@ client in its own idiom: websockets (sync and asyncio), aiohttp's
 ``ws_connect``, picows (a listener callback resolving a future per message),
 wsproto (the sans-I/O state machine over a plain socket), curl_cffi's
 ``Session.ws_connect`` (libcurl's WebSocket API: ``send`` then ``recv`` of whole
-messages). Compression off everywhere (the server does not negotiate
-permessage-deflate).
+messages). Compression off everywhere (the figures compare framing, not zlib).
 """
 
 from __future__ import annotations
