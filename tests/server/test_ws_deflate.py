@@ -76,7 +76,7 @@ def test_no_offer_no_extension(srv):
 def test_echo_exact(srv, params, answer):
     before = srv.stats()["ws"]
     msgs: list[str | bytes] = ["hello", "κόσμε€" * 300, content(70000), os.urandom(9000),
-                               b"\x00" * 300000, "", b""]
+                               os.urandom(70000), b"\x00" * 300000, "", b""]
     msgs += [f"message {i} " * (i + 1) for i in range(200)]
     with deflate_conn(srv, **params) as ws:
         assert ws.response.headers["Sec-WebSocket-Extensions"] == answer
@@ -150,6 +150,36 @@ def test_fragmented_compressed_message(srv):
     assert all(op == 0 and not rsv1 for op, _, rsv1 in frames[1:])
     after = srv.stats()["ws"]
     assert after["compressed"] - before["compressed"] == 1
+
+
+def test_compressed_in_small_pieces(srv):
+    # the frame arrives a few bytes at a time: the pump resumes on every piece
+    import time
+
+    text = ("small pieces " * 400).encode() + os.urandom(300)
+    frame = ws_frame(2, compress(text), rsv1=True)
+    ws = RawWS(srv.port, extensions="permessage-deflate")
+    try:
+        for i in range(0, len(frame), 37):
+            ws.send(frame[i:i + 37])
+            time.sleep(0.001)
+        frames, got = _echo(ws)
+    finally:
+        ws.close()
+    assert got == text and frames[0][2] is True
+
+
+def test_large_inflation_takes_turns(srv):
+    # 40 MiB of zeros from ~40 KB: inflated in turns of the worker's budget (the
+    # connection goes back to the ready queue between them) and echoed whole
+    before = srv.stats()["ws"]
+    with deflate_conn(srv) as ws:
+        ws.send(b"\0" * (40 << 20))
+        assert ws.recv() == b"\0" * (40 << 20)
+        ws.send("after")
+        assert ws.recv() == "after"
+    after = wait_closed(srv, before)
+    assert after["compressed"] - before["compressed"] == 2
 
 
 def test_uncompressed_message_on_a_deflate_connection(srv):

@@ -312,7 +312,8 @@ void hb__wsz_free(struct hb__wsz *z);
  * opcode op; fin: its last bytes). */
 void hb__wsz_input(struct hb__wsz *z, const uint8_t *p, size_t n, int first, int fin, int op);
 /* Inflate, check and re-deflate what is pending, queuing echo frames while the
- * output has room. 0 when all is done, 1 when it waits for output room, 2 when a
+ * output has room and the turn's budget lasts (inflated bytes cost it). 0 when
+ * all is done, 1 when it waits for output room or its next turn, 2 when a
  * message was finished (and all is done), else the close code (1007, 1009). */
 int hb__wsz_pump(hb__conn *c, struct hb__wsz *z);
 int hb__wsz_busy(const struct hb__wsz *z);

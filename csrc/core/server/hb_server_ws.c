@@ -342,8 +342,11 @@ static void ws_run(hb__conn *c)
             ws_gone(c);
             return;
         }
+        if (hb__wsz_busy(ws->z)) { /* a compressed message's turn ran out: the others first */
+            hb__conn_defer(c);
+            return;
+        }
         if (!c->rd_ready) return;
-        if (hb__wsz_busy(ws->z)) return; /* cannot happen: pending work has output */
         if (c->budget <= 0) {
             hb__conn_defer(c);
             return;

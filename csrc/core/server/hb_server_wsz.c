@@ -226,7 +226,9 @@ int hb__wsz_pump(hb__conn *c, struct hb__wsz *z)
 {
     static const uint8_t tail[4] = {0x00, 0x00, 0xff, 0xff};
     while (hb__wsz_busy(z)) {
-        if (!hb__out_room(c)) return 1;
+        /* inflating costs the turn's budget like reading: a bomb-sized message
+         * (64 MiB from a few KB) waits behind the worker's other connections */
+        if (!hb__out_room(c) || c->budget <= 0) return 1;
         if (z->zin_pos < z->zin_len) { /* re-deflate inflated bytes */
             z->def.next_in = z->zin + z->zin_pos;
             z->def.avail_in = (uInt)(z->zin_len - z->zin_pos);
@@ -259,6 +261,7 @@ int hb__wsz_pump(hb__conn *c, struct hb__wsz *z)
             z->inf_more = z->inf.avail_out == 0;
             if (rc == Z_BUF_ERROR && z->pin_len && !got && !used) return 1007; /* stuck */
             z->inflated += got;
+            c->budget -= (int64_t)got;
             if (z->inflated > WSZ_MAX_MSG) return 1009;
             if (z->op == HB_WS_TEXT) {
                 z->utf8 = hb_ws_utf8(z->utf8, z->zin, got);
