@@ -34,8 +34,8 @@ def url(srv) -> str:
     return f"ws://127.0.0.1:{srv.port}/ws"
 
 
-def deflate_conn(srv, **params):
-    return connect(url(srv), max_size=None, compression=None,
+def deflate_conn(srv, query: str = "", **params):
+    return connect(url(srv) + query, max_size=None, compression=None,
                    extensions=[ClientPerMessageDeflateFactory(**params)])
 
 
@@ -180,6 +180,31 @@ def test_large_inflation_takes_turns(srv):
         assert ws.recv() == "after"
     after = wait_closed(srv, before)
     assert after["compressed"] - before["compressed"] == 2
+
+
+@pytest.mark.parametrize("n,size,text", [(5, 100, False), (3, 70000, True), (200, 16, False)])
+def test_push_compressed(srv, n, size, text):
+    before = srv.stats()["ws"]
+    q = f"?push={n}&size={size}" + ("&text=1" if text else "")
+    with deflate_conn(srv, q) as ws:
+        got = [ws.recv() for _ in range(n)]
+    want = content(size).decode() if text else content(size)
+    assert got == [want] * n
+    after = wait_closed(srv, before)
+    assert after["pushed"] - before["pushed"] == n
+    assert after["compressed"] - before["compressed"] == n
+    assert after["close_sent"].get(1000, 0) - before["close_sent"].get(1000, 0) == 1
+    # on the wire (no context takeover: each message inflates alone): RSV1 on each
+    # message's first frame
+    ws = RawWS(srv.port, target="/ws" + q,
+               extensions="permessage-deflate; server_no_context_takeover")
+    try:
+        for _ in range(n):
+            frames, data = _echo(ws)
+            assert data == content(size) and frames[0][2] is True
+        assert ws.recv_close() == 1000
+    finally:
+        ws.close()
 
 
 def test_uncompressed_message_on_a_deflate_connection(srv):

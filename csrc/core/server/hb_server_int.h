@@ -313,10 +313,14 @@ void hb__wsz_free(struct hb__wsz *z);
 void hb__wsz_input(struct hb__wsz *z, const uint8_t *p, size_t n, int first, int fin, int op);
 /* Inflate, check and re-deflate what is pending, queuing echo frames while the
  * output has room and the turn's budget lasts (inflated bytes cost it). 0 when
- * all is done, 1 when it waits for output room or its next turn, 2 when a
- * message was finished (and all is done), else the close code (1007, 1009). */
+ * all is done, 1 when it waits for output room or its next turn, 2 when an
+ * echoed message was finished (3: a pushed one), else the close code (1007, 1009). */
 int hb__wsz_pump(hb__conn *c, struct hb__wsz *z);
 int hb__wsz_busy(const struct hb__wsz *z);
+/* Queue a pushed message of `size` content bytes, compressed (its frames come
+ * from hb__wsz_pump, which then returns 3); only when no message is active. */
+void hb__wsz_push(struct hb__wsz *z, const char *content, uint64_t size, int op);
+int hb__wsz_active(const struct hb__wsz *z);
 
 /* The stats document's "ws" member (and a ", ") at body + *at, *at moved on. */
 void hb__ws_stats_json(const hb_server_ws_stats *w, char *body, size_t cap, size_t *at);

@@ -202,13 +202,17 @@ static int pump(hb__conn *c)
     hb__ws *ws = &c->ws;
     if (!ws->z) return 0;
     int r = hb__wsz_pump(c, ws->z);
-    if (r == 2) {
-        WS_ADD(messages_in, 1);
+    if (r == 2 || r == 3) {
+        if (r == 2) WS_ADD(messages_in, 1);
         WS_ADD(messages_out, 1);
         WS_ADD(compressed, 1);
+        if (r == 3) {
+            WS_ADD(pushed, 1);
+            if (!ws->push_left) send_close(c, 1000); /* the last push is out: close */
+        }
         return 0;
     }
-    if (r > 2) {
+    if (r > 3) {
         WS_ADD(errors, 1);
         send_close(c, r);
         ws->done = 1;
@@ -268,6 +272,16 @@ static int push(hb__conn *c)
     if (c->budget <= 0) { /* a flood: the worker's other connections first */
         hb__conn_defer(c);
         return 0;
+    }
+    if (ws->z) { /* compressed, through the pump; never inside an open message */
+        if (hb__wsz_active(ws->z) || ws->echo_open) return 0;
+        c->budget -= HB__SRV_FRAME_COST;
+        hb__wsz_push(ws->z, c->w->srv->content, ws->push_size,
+                     ws->push_text ? HB_WS_TEXT : HB_WS_BINARY);
+        ws->pushed++;
+        ws->push_left--;
+        ws->push_due = c->w->now + ws->push_interval;
+        return 1;
     }
     c->budget -= (int64_t)ws->push_size + HB__SRV_FRAME_COST;
     frame(c, 1, ws->push_text ? HB_WS_TEXT : HB_WS_BINARY, ws->push_size);

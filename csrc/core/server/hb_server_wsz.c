@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hb_content.h"
 #include "server/hb_server_int.h"
 #include "ws/hb_ws.h"
 
@@ -36,7 +37,31 @@ int hb__wsz_pump(hb__conn *c, struct hb__wsz *z)
     (void)c, (void)z;
     return 0;
 }
+void hb__wsz_push(struct hb__wsz *z, const char *content, uint64_t size, int op)
+{
+    hb__wsz_input(z, NULL, 0, 1, 1, op);
+    z->raw = 1;
+    z->tail_fed = 1;
+    z->src = (const uint8_t *)content;
+    z->src_off = 0;
+    z->src_left = size;
+}
+
+int hb__wsz_active(const struct hb__wsz *z)
+{
+    return z && z->active;
+}
+
 int hb__wsz_busy(const struct hb__wsz *z)
+{
+    (void)z;
+    return 0;
+}
+void hb__wsz_push(struct hb__wsz *z, const char *content, uint64_t size, int op)
+{
+    (void)z, (void)content, (void)size, (void)op;
+}
+int hb__wsz_active(const struct hb__wsz *z)
 {
     (void)z;
     return 0;
@@ -55,6 +80,9 @@ struct hb__wsz {
     int server_no_ctx, client_no_ctx;
     /* the message in progress */
     int active, op, fin_seen, tail_fed, inf_more, out_started, flushing;
+    int raw;            /* a pushed message: content bytes deflated, nothing inflated */
+    const uint8_t *src; /* its content (HB_CONTENT_PERIOD + HB_CONTENT_WIN bytes) */
+    uint64_t src_off, src_left;
     const uint8_t *pin; /* compressed input not yet inflated (in the read buffer) */
     size_t pin_len;
     size_t zin_pos, zin_len, carry;
@@ -203,6 +231,21 @@ void hb__wsz_input(struct hb__wsz *z, const uint8_t *p, size_t n, int first, int
     if (fin) z->fin_seen = 1;
 }
 
+void hb__wsz_push(struct hb__wsz *z, const char *content, uint64_t size, int op)
+{
+    hb__wsz_input(z, NULL, 0, 1, 1, op);
+    z->raw = 1;
+    z->tail_fed = 1;
+    z->src = (const uint8_t *)content;
+    z->src_off = 0;
+    z->src_left = size;
+}
+
+int hb__wsz_active(const struct hb__wsz *z)
+{
+    return z && z->active;
+}
+
 int hb__wsz_busy(const struct hb__wsz *z)
 {
     return z && z->active && (z->pin_len || z->zin_pos < z->zin_len || z->inf_more || z->fin_seen);
@@ -239,6 +282,16 @@ int hb__wsz_pump(hb__conn *c, struct hb__wsz *z)
             emit(c, z, z->zout, ZOUT - z->def.avail_out, 0);
             continue;
         }
+        if (z->raw && z->src_left) { /* a push: the next content bytes */
+            size_t take = z->src_left < ZIN ? (size_t)z->src_left : ZIN;
+            memcpy(z->zin, z->src + z->src_off % HB_CONTENT_PERIOD, take);
+            z->src_off += take;
+            z->src_left -= take;
+            c->budget -= (int64_t)take;
+            z->zin_pos = 0;
+            z->zin_len = take;
+            continue;
+        }
         if (z->pin_len || z->inf_more || (z->fin_seen && !z->tail_fed)) { /* inflate more */
             if (!z->pin_len && !z->inf_more && z->fin_seen) {
                 z->pin = tail; /* the tail the sender stripped (RFC 7692 7.2.2) */
@@ -272,7 +325,7 @@ int hb__wsz_pump(hb__conn *c, struct hb__wsz *z)
             continue;
         }
         /* all inflated and re-deflated: the final sync flush, its tail stripped */
-        if (z->op == HB_WS_TEXT && z->utf8 != HB_UTF8_ACCEPT) return 1007;
+        if (!z->raw && z->op == HB_WS_TEXT && z->utf8 != HB_UTF8_ACCEPT) return 1007;
         z->def.next_in = NULL;
         z->def.avail_in = 0;
         z->def.next_out = z->zout + z->carry;
@@ -295,8 +348,10 @@ int hb__wsz_pump(hb__conn *c, struct hb__wsz *z)
         z->fin_seen = 0;
         z->carry = 0;
         if (z->server_no_ctx) deflateReset(&z->def);
-        if (z->client_no_ctx) inflateReset(&z->inf);
-        return 2;
+        if (z->client_no_ctx && !z->raw) inflateReset(&z->inf);
+        int pushed = z->raw;
+        z->raw = 0;
+        return pushed ? 3 : 2;
     }
     return 0;
 }
