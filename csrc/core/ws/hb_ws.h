@@ -70,9 +70,9 @@ typedef struct hb_ws_frame {
 #define HB_WS_DEFLATE 4u
 
 /* Parse one frame head from buf[0, len). Returns the head's length (2 .. 14),
- * HB_AGAIN when incomplete, or HB_WS_E_*: reserved bits set (no extension is
- * negotiated), a reserved opcode, a control frame fragmented or over 125
- * bytes, a 64-bit length with the top bit set or any length not in its
+ * HB_AGAIN when incomplete, or HB_WS_E_*: reserved bits set (RSV1 is allowed
+ * with HB_WS_DEFLATE on a TEXT or BINARY frame; RSV2-3 never), a reserved opcode, a control frame
+ * fragmented or over 125 bytes, a 64-bit length with the top bit set or any length not in its
  * minimal encoding, a mask bit against HB_WS_SERVER / HB_WS_CLIENT. */
 int hb_ws_parse_head(const uint8_t *buf, size_t len, hb_ws_frame *f, unsigned flags);
 
