@@ -187,6 +187,8 @@ class CheckedBuildExt(build_ext):
                      + PACKAGES_HINT)
         why_not = use_nghttp2(cc)
         why_not_h3 = use_h3(cc)
+        # permessage-deflate on the server's /ws needs zlib; without zlib.h it is not offered
+        have_zlib = compiles(cc, "zlib.h", [])
         for ext in self.extensions:
             if ext.name != "httpbench._core":
                 continue
@@ -200,6 +202,12 @@ class CheckedBuildExt(build_ext):
                 print(f"httpbench: building WITHOUT the embedded server's HTTP/2 side ({why_not}); "
                       f"everything else is built. For HTTP/2 serving, {NGHTTP2_HINT}.",
                       file=sys.stderr, flush=True)
+            if have_zlib:
+                ext.libraries.append("z")
+            else:
+                ext.define_macros.append(("HB_NO_ZLIB", "1"))
+                print("httpbench: building WITHOUT permessage-deflate on /ws (zlib.h not found; "
+                      "install zlib1g-dev)", file=sys.stderr, flush=True)
             if why_not_h3 is None:
                 ext.include_dirs += H3[0]
                 ext.library_dirs += H3[1]
@@ -210,7 +218,8 @@ class CheckedBuildExt(build_ext):
                       f"is built. For HTTP/3, {H3_HINT}.", file=sys.stderr, flush=True)
         # setuptools reuses up-to-date objects whatever the macros: never mix the two builds
         stamp = os.path.join(self.build_temp, "httpbench-nghttp2")
-        choice = ("h2-no" if why_not else "h2-yes") + (" h3-no" if why_not_h3 else " h3-yes")
+        choice = (("h2-no" if why_not else "h2-yes") + (" h3-no" if why_not_h3 else " h3-yes")
+                  + (" z-yes" if have_zlib else " z-no"))
         try:
             with open(stamp) as f:
                 if f.read() != choice:

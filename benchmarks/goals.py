@@ -454,7 +454,10 @@ GOALS = [
          "CPU/echoed message ≤ 1.1× the floor (prebuilt frames, no parsing) ({case})", "CPU/msg",
          "<=", 1.1, "httpbench", "floor", case="echo*", floor="floor",
          detail="floor = benchmarks/floor_ws.c: one send() of a prebuilt masked frame and "
-                "recv()s until the echo's known length, per message"),
+                "recv()s until the echo's known length, per message; the floor keeps one "
+                "mask for all its frames while httpbench masks each frame with its own key "
+                "(RFC 6455 5.3), copying it into its send buffer: the goal includes that "
+                "price (about 550 instructions per 1 KiB message)"),
     Goal("ws", "WebSocket load generator",
          "CPU/echoed message ≤ 0.5× picows, the cheapest Python client ({case})", "CPU/msg",
          "<=", 0.5, "httpbench", "picows", case="echo*", floor="floor"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import resource
 import socket
 import struct
@@ -60,6 +61,23 @@ def raw_exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
         return read_until_close(s, timeout, reset_ok=False)
+
+
+def stats_answers(port: int, rounds: int, timeout: float = 10.0) -> list[dict]:
+    """`rounds` GET /__stats on one keep-alive connection, one after the other: each
+    answer is the server's counts at the moment it served that request."""
+    out = []
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        f = s.makefile("rb")
+        for _ in range(rounds):
+            s.sendall(b"GET /__stats HTTP/1.1\r\nHost: x\r\n\r\n")
+            length = None
+            while (line := f.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            assert length is not None, "no answer"
+            out.append(json.loads(f.read(length)))
+    return out
 
 
 def parse_responses(data: bytes) -> list[tuple[int, bytes]]:

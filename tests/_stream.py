@@ -67,10 +67,11 @@ def parse_sse(text: str) -> list[dict[str, str]]:
 
 
 def ws_frame(opcode: int, payload: bytes, fin: bool = True, mask: bytes | None = b"\x37\xfa\x21\x3d",
-             length: int | None = None) -> bytes:
-    """One frame (masked unless mask is None); `length` overrides the announced length."""
+             length: int | None = None, rsv1: bool = False) -> bytes:
+    """One frame (masked unless mask is None); `length` overrides the announced length;
+    rsv1: the permessage-deflate bit."""
     n = len(payload) if length is None else length
-    b0 = (0x80 if fin else 0) | opcode
+    b0 = (0x80 if fin else 0) | (0x40 if rsv1 else 0) | opcode
     m = 0x80 if mask is not None else 0
     if n < 126:
         head = bytes([b0, m | n])
@@ -86,13 +87,17 @@ def ws_frame(opcode: int, payload: bytes, fin: bool = True, mask: bytes | None =
 class RawWS:
     """A WebSocket client on a plain socket: the upgrade, then frames as given."""
 
-    def __init__(self, port: int, target: str = "/ws", timeout: float = 10.0) -> None:
+    def __init__(self, port: int, target: str = "/ws", timeout: float = 10.0,
+                 extensions: str | None = None) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall((f"GET {target} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
                            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                           "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+                           "Sec-WebSocket-Version: 13\r\n"
+                           + (f"Sec-WebSocket-Extensions: {extensions}\r\n" if extensions else "")
+                           + "\r\n").encode())
         self.buf = b""
+        self.last_rsv1 = False
         while b"\r\n\r\n" not in self.buf:
             got = self.sock.recv(4096)
             if not got:
@@ -118,6 +123,7 @@ class RawWS:
                     n, at = struct.unpack(">Q", self.buf[2:10])[0] if len(self.buf) >= 10 else -1, 10
                 if n >= 0 and len(self.buf) >= at + n:
                     op, fin = self.buf[0] & 0x0F, bool(self.buf[0] & 0x80)
+                    self.last_rsv1 = bool(self.buf[0] & 0x40)
                     payload, self.buf = self.buf[at:at + n], self.buf[at + n:]
                     return op, fin, payload
             got = self.sock.recv(65536)

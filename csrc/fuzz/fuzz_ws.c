@@ -79,14 +79,18 @@ static void run(const uint8_t *src, size_t n, size_t step, unsigned flags, uint6
                     utf8 = HB_UTF8_ACCEPT;
                     mix(o, "[", 1);
                     mix(o, &ev.opcode, sizeof ev.opcode);
+                    mix(o, &ev.compressed, sizeof ev.compressed);
                 }
+                REQUIRE(!ev.compressed || (flags & HB_WS_DEFLATE));
                 msg += ev.data_len;
                 mix(o, ev.data, ev.data_len);
                 REQUIRE(msg <= max_msg || !max_msg);
-                if (ev.opcode == HB_WS_TEXT) utf8 = hb_ws_utf8(utf8, ev.data, ev.data_len);
+                /* compressed text is checked once inflated, by the endpoint */
+                int text = ev.opcode == HB_WS_TEXT && !ev.compressed;
+                if (text) utf8 = hb_ws_utf8(utf8, ev.data, ev.data_len);
                 REQUIRE(utf8 != HB_UTF8_REJECT);
                 if (ev.fin) {
-                    REQUIRE(ev.opcode != HB_WS_TEXT || utf8 == HB_UTF8_ACCEPT);
+                    REQUIRE(!text || utf8 == HB_UTF8_ACCEPT);
                     o->msgs++;
                     mix(o, "]", 1);
                 }
@@ -134,10 +138,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *p = data + 1;
     size_t n = size - 1;
     heads(p, n);
-    unsigned flags = c & 1 ? HB_WS_SERVER : HB_WS_CLIENT;
+    unsigned flags = (c & 1 ? HB_WS_SERVER : HB_WS_CLIENT) | (c & 0x80 ? HB_WS_DEFLATE : 0);
     uint64_t max_msg = c & 2 ? 64 : 0;
     uint32_t max_frags = c & 4 ? 3 : 0;
-    size_t step = (size_t)(c >> 3) + 1;
+    size_t step = (size_t)(c >> 3 & 15) + 1;
     /* the split must not matter: whole, then in pieces */
     static uint8_t copy[CAP];
     memcpy(copy, p, n);

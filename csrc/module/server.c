@@ -225,6 +225,7 @@ static int set_streaming(PyObject *d, const hb_server_stats *s)
         set_u64(ws, "errors", w->errors) < 0 ||
         set_u64(ws, "write_timeouts", w->write_timeouts) < 0 ||
         set_u64(ws, "close_timeouts", w->close_timeouts) < 0 ||
+        set_u64(ws, "deflate", w->deflate) < 0 || set_u64(ws, "compressed", w->compressed) < 0 ||
         PyDict_SetItemString(ws, "close_sent", cs) < 0 ||
         PyDict_SetItemString(ws, "close_received", cr) < 0 ||
         PyDict_SetItemString(d, "sse", sse) < 0 || PyDict_SetItemString(d, "stream", st) < 0 ||

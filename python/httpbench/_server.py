@@ -424,7 +424,8 @@ class Server:
         stopped reading) and ``ws`` {``upgrades``, ``bad_upgrades``,
         ``frames_in``, ``frames_out``, ``messages_in``, ``messages_out``,
         ``payload_in``, ``payload_out``, ``pings``, ``pongs``, ``pushed``,
-        ``errors``, ``write_timeouts``, ``close_timeouts``, ``close_sent`` and
+        ``errors``, ``write_timeouts``, ``close_timeouts``, ``deflate``,
+        ``compressed`` (permessage-deflate upgrades and messages), ``close_sent`` and
         ``close_received`` ({code: n}; codes outside 1000-1014 under 0)}.
         """
         h = self._handle or self._last

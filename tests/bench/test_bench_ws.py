@@ -2,7 +2,8 @@
 counted exactly on both sides (ws:// URL, ws=True, the CLI, text frames, pipelined
 messages, a constant message rate), and typed errors: a refused upgrade, a wrong
 Sec-WebSocket-Accept, a server that never completes the upgrade (timeout), a
-broken frame (protocol), the server's close with messages in flight (ws_close)."""
+broken frame (protocol), the server's close with messages in flight (ws_close); and
+every frame the generator sends carries its own masking key (RFC 6455 5.3)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 import httpbench
 import pytest
 from _raw import RawServer
-from _stream import scripted_ws, ws_frame
+from _stream import content, scripted_ws, ws_frame
 
 pytestmark = pytest.mark.own_server
 
@@ -112,6 +113,53 @@ def test_broken_frame_is_a_protocol_error():
         r = httpbench.bench(s.url("/ws"), ws=True, n=1, timeout=5)
     assert r.error_counts["protocol"] == 1
     assert "2^63" in r.metadata["first_error"]
+
+
+@pytest.mark.parametrize("pipeline,size", [(1, 100), (3, 100), (2, 70000)])
+def test_every_frame_has_its_own_mask(pipeline, size):
+    # a raw server reads the generator's frames, unmasks each with its own key and
+    # echoes the payload: the keys differ from frame to frame, the payloads are exact
+    # (70000 bytes: a frame staged across two of the generator's send buffers)
+    n = 12
+    keys: list[bytes] = []
+    payloads: list[bytes] = []
+
+    def after(c):
+        buf = b""
+
+        def need(k):
+            nonlocal buf
+            while len(buf) < k:
+                got = c.sock.recv(1 << 20)
+                if not got:
+                    raise EOFError
+                buf += got
+
+        for _ in range(n):
+            need(2)
+            ln, at = buf[1] & 0x7F, 2
+            if ln == 126:
+                need(4)
+                ln, at = int.from_bytes(buf[2:4], "big"), 4
+            elif ln == 127:
+                need(10)
+                ln, at = int.from_bytes(buf[2:10], "big"), 10
+            assert buf[1] & 0x80  # masked
+            need(at + 4 + ln)
+            key = buf[at:at + 4]
+            data = bytes(b ^ key[i % 4] for i, b in enumerate(buf[at + 4:at + 4 + ln]))
+            buf = buf[at + 4 + ln:]
+            keys.append(key)
+            payloads.append(data)
+            c.send(ws_frame(2, data, mask=None))
+        time.sleep(0.5)
+
+    with RawServer(scripted_ws(after)) as s:
+        r = httpbench.bench(s.url("/ws"), ws=True, n=n, ws_size=size, pipeline=pipeline,
+                            timeout=10)
+    assert r.successes == n and r.errors == 0
+    assert payloads == [content(size)] * n
+    assert len(set(keys)) == n  # 12 random 32-bit keys: a repeat has odds of 1.5e-8
 
 
 def test_server_close_in_flight_is_ws_close():

@@ -323,6 +323,49 @@ static void test_mask_offsets(void)
         CHECK_EQ_INT(a[i], (uint8_t)(i * 7) ^ MASK[i & 3]);
 }
 
+static void test_rsv1(void)
+{
+    /* RSV1 only with HB_WS_DEFLATE, only on a message's first (text/binary) frame */
+    static const uint8_t text[] = {0xc1, 0x80, 1, 2, 3, 4};
+    static const uint8_t cont[] = {0xc0, 0x80, 1, 2, 3, 4};
+    static const uint8_t ping[] = {0xc9, 0x80, 1, 2, 3, 4};
+    static const uint8_t rsv2[] = {0xa1, 0x80, 1, 2, 3, 4};
+    hb_ws_frame f;
+    CHECK_EQ_INT(hb_ws_parse_head(text, sizeof text, &f, HB_WS_SERVER), HB_WS_E_PROTOCOL);
+    CHECK_EQ_INT(hb_ws_parse_head(text, sizeof text, &f, HB_WS_SERVER | HB_WS_DEFLATE), 6);
+    CHECK(f.rsv1 && f.opcode == HB_WS_TEXT);
+    CHECK_EQ_INT(hb_ws_parse_head(cont, sizeof cont, &f, HB_WS_SERVER | HB_WS_DEFLATE),
+                 HB_WS_E_PROTOCOL);
+    CHECK_EQ_INT(hb_ws_parse_head(ping, sizeof ping, &f, HB_WS_SERVER | HB_WS_DEFLATE),
+                 HB_WS_E_PROTOCOL);
+    CHECK_EQ_INT(hb_ws_parse_head(rsv2, sizeof rsv2, &f, HB_WS_SERVER | HB_WS_DEFLATE),
+                 HB_WS_E_PROTOCOL);
+    /* a compressed text message's bytes are not UTF-8-checked by the reader */
+    uint8_t msg[] = {0xc1, 0x82, 0, 0, 0, 0, 0xff, 0xfe};
+    hb_ws_rx rx;
+    hb_ws_event ev;
+    hb_ws_rx_init(&rx, HB_WS_SERVER | HB_WS_DEFLATE, 0, 0);
+    CHECK_EQ_INT(hb_ws_rx_next(&rx, msg, sizeof msg, &ev), (int)sizeof msg);
+    CHECK(ev.type == HB_WS_EV_DATA && ev.compressed && ev.fin && ev.data_len == 2);
+}
+
+static void test_mask_copy(void)
+{
+    /* every length around the 32-byte blocks, at every key phase: as hb_ws_mask */
+    uint8_t src[100], want[100], got[101];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(i * 13 + 5);
+    for (size_t n = 0; n <= sizeof src; n++)
+        for (uint64_t off = 0; off < 4; off++) {
+            memcpy(want, src, n);
+            hb_ws_mask(want, n, MASK, off);
+            got[n] = 0xa5;
+            hb_ws_mask_copy(got, src, n, MASK, off);
+            CHECK(memcmp(got, want, n) == 0);
+            CHECK_EQ_INT(got[n], 0xa5); /* nothing written past n */
+        }
+}
+
 int main(void)
 {
     test_rfc_examples();
@@ -332,5 +375,7 @@ int main(void)
     test_reader();
     test_reader_errors();
     test_mask_offsets();
+    test_mask_copy();
+    test_rsv1();
     HB_TEST_MAIN_END();
 }

@@ -19,6 +19,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORE = os.path.join(ROOT, "csrc", "core")
 CDIR = os.path.join(ROOT, "tests", "c")
+# permessage-deflate links zlib when its header is there (else the core builds without it)
+ZLIB = ["-lz"] if os.path.exists("/usr/include/zlib.h") else []
 BUILD = os.path.join(CDIR, "build")
 CC = os.environ.get("CC") or shutil.which("clang") or shutil.which("gcc") or "cc"
 CFLAGS = [
@@ -70,6 +72,7 @@ def _core_objects(h2: bool, h3: bool) -> list[str]:
         def compile_one(c: str) -> str:
             obj = os.path.join(out, os.path.relpath(c, CORE)[:-2].replace(os.sep, "-") + ".o")
             cmd = [CC, *CFLAGS, *([] if h2 else ["-DHB_NO_NGHTTP2"]), *_h3_flags(h3, "--cflags"),
+           *([] if ZLIB else ["-DHB_NO_ZLIB"]),
                    "-I", CORE, "-c", c, "-o", obj]
             build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             assert build.returncode == 0, f"build failed:\n{' '.join(cmd)}\n{build.stderr}"
@@ -98,9 +101,10 @@ def test_c_unit(src: str) -> None:
     os.makedirs(BUILD, exist_ok=True)
     exe = os.path.join(BUILD, name + ("" if h2 else "-no-nghttp2") + ("" if h3 else "-no-h3"))
     cmd = [CC, *CFLAGS, *([] if h2 else ["-DHB_NO_NGHTTP2"]), *_h3_flags(h3, "--cflags"),
+           *([] if ZLIB else ["-DHB_NO_ZLIB"]),
            "-I", CORE, "-I", CDIR, src, *_core_objects(h2, h3), "-o", exe,
            *(["-lnghttp2"] if h2 else []), *_h3_flags(h3, "--libs"),
-           "-lssl", "-lcrypto", "-lpthread", "-lm"]
+           *ZLIB, "-lssl", "-lcrypto", "-lpthread", "-lm"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, f"build failed:\n{' '.join(cmd)}\n{build.stderr}"
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
@@ -118,7 +122,7 @@ def test_core_links_without_nghttp2(tmp_path) -> None:
         pytest.skip("C sources not present (installed without the source tree)")
     core_sources = _core_sources()
     cmd = [CC, "-std=c11", "-O0", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-fPIC",
-           "-shared", "-DHB_NO_NGHTTP2", "-DHB_NO_H3", "-I", CORE, *core_sources, "-o",
+           "-shared", "-DHB_NO_NGHTTP2", "-DHB_NO_H3", "-DHB_NO_ZLIB", "-I", CORE, *core_sources, "-o",
            str(tmp_path / "core.so"), "-Wl,--no-undefined", "-lssl", "-lcrypto", "-lpthread",
            "-lm"]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -3,7 +3,12 @@ upload (HTTP/1.1 or h2) beside a well-behaved client leaves that client at
 least half its solo request rate (each connection reads a bounded budget per
 loop turn); an h2 peer sending only frames that ask no work is sent
 GOAWAY(ENHANCE_YOUR_CALM); connections beyond ``max_connections`` are
-refused with a 503."""
+refused with a 503; and a WebSocket push flood to a fast reader yields to a
+light client after a bounded number of messages (counted by the server).
+
+A build with ``-DHB_SERVER_UNFAIR`` (no per-turn budget) fails the counted
+tests here: ``CFLAGS=-DHB_SERVER_UNFAIR python setup.py build_ext --inplace
+--force`` proves it (rebuild without it after)."""
 
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from _h2raw import (
     headers,
     request_block,
 )
-from _raw import read_until_close
+from _raw import read_until_close, stats_answers
 
 # A flooder in its own process: it connects and writes as fast as it can
 # until killed.
@@ -53,6 +58,26 @@ FLOODER = textwrap.dedent(
     sys.stdout.flush()
     while True:
         s.sendall(chunk)
+    """
+)
+# A WebSocket push flood's reader: upgrades, then reads everything as fast as it can.
+WS_READER = textwrap.dedent(
+    """
+    import socket, sys
+    port, query = int(sys.argv[1]), sys.argv[2]
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    s.sendall(b"GET /ws?%s HTTP/1.1\\r\\nHost: x\\r\\nUpgrade: websocket\\r\\n"
+              b"Connection: Upgrade\\r\\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\n"
+              b"Sec-WebSocket-Version: 13\\r\\n\\r\\n" % query.encode())
+    head = b""
+    while b"\\r\\n\\r\\n" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    sys.stdout.write("go\\n")
+    sys.stdout.flush()
+    while s.recv(1 << 20):
+        pass
     """
 )
 # The control: the same CPU pressure as the flooder, without a connection.
@@ -121,6 +146,47 @@ def test_an_upload_leaves_others_half_their_rate(kind, http2):
     finally:
         os.sched_setaffinity(0, cpus)
     assert any(busy >= 0.5 * solo for busy, solo in rounds), rounds
+
+
+# What one turn of a push flood may send: pushes go out while the turn's budget
+# (64 KiB, hb_server_int.h) is positive, each costing its size + 128.
+WS_TURN_BUDGET = 64 * 1024
+WS_FRAME_COST = 128
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"),
+                    reason="needs two CPUs and taskset")
+def test_ws_push_flood_yields_to_a_light_client_within_a_turn():
+    # One worker on CPU 0 pushes 16-byte messages as fast as it can to a reader on
+    # CPU 1 that drains them (so the flood's writes never block); a light client asks
+    # GET /__stats again and again on one connection. Each answer carries the
+    # server's pushed count when it was served: between two answers the flood may
+    # have had the turns that ran while the light client was reading and asking
+    # again (a fraction of a turn's time) and the one in progress when its request
+    # came. Counts, not rates: the median gap must stay within three turns' worth (one, as a
+    # rule).
+    # Without the per-turn budget the flood runs until its socket is full (tens of
+    # thousands of messages) or, with a reader that keeps up, for ever.
+    size = 16
+    per_turn = -(-WS_TURN_BUDGET // (size + WS_FRAME_COST))
+    cpus = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {0})
+        srv = httpbench.Server(threads=1, request_timeout=30).start()
+        os.sched_setaffinity(0, {1})
+        with srv:
+            p = _start(WS_READER, str(srv.port), f"push=100000000&size={size}")
+            try:
+                answers = stats_answers(srv.port, 40)
+            finally:
+                _stop(p)
+    finally:
+        os.sched_setaffinity(0, cpus)
+    pushed = [a["ws"]["pushed"] for a in answers]
+    gaps = sorted(b - a for a, b in zip(pushed[:-1], pushed[1:], strict=True))
+    assert pushed[-1] - pushed[0] > 10 * per_turn, pushed  # the flood ran all along
+    assert gaps[len(gaps) // 2] <= 3 * per_turn, (per_turn, gaps)
 
 
 def _goaway_code(frames) -> int | None:

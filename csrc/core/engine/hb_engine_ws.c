@@ -3,8 +3,10 @@
  * Sec-WebSocket-Accept checked), then a "request" is one message sent and its
  * echo received whole: the latency histogram is the echo round trip, ttfb the
  * time to the echo's first byte. Messages in flight per connection are the
- * pipeline; rate mode's slots are message sends. Frames are prebuilt once per
- * run (masked with one random key), so a send is a write of ready bytes.
+ * pipeline; rate mode's slots are message sends. The frame is prepared once
+ * per run unmasked; at send time each frame gets its own masking key (RFC 6455
+ * 5.3) from a per-connection splitmix64 seeded by getrandom, masked while it
+ * is copied into the connection's send buffer (one pass over the payload).
  * Errors: a refused upgrade -> upgrade, a broken frame -> protocol, the
  * server's close with messages in flight -> ws_close (the code in the detail).
  * See hb_engine_int.h for how the engine's files share the work. */
@@ -22,7 +24,8 @@
 
 #define MAX_HEADERS 64
 #define PBUF_MAX (256u * 1024u)
-#define MAX_MSG (64ull << 20) /* an echo larger than this is a protocol error */
+#define MAX_MSG (64ull << 20)  /* an echo larger than this is a protocol error */
+#define SBUF_MAX (64u * 1024u) /* a connection's send buffer at most */
 
 typedef struct wsconn {
     econn base; /* first: the engine's part */
@@ -36,6 +39,10 @@ typedef struct wsconn {
     uint64_t wleft; /* bytes of the ring's messages not yet written */
     uint64_t first_byte, msg_bytes;
     int have_first;
+    uint8_t *sbuf; /* masked frames ready to write: [spos, slen) */
+    size_t scap, spos, slen;
+    uint64_t rng;   /* splitmix64 state: the masking keys */
+    uint8_t key[4]; /* the key of the frame being staged */
 } wsconn;
 
 static inline wsconn *WS(econn *c)
@@ -86,6 +93,45 @@ static int write_upgrade(econn *c)
     return 0;
 }
 
+static uint64_t next_key(wsconn *wc)
+{
+    uint64_t z = (wc->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Refill the empty send buffer from the frame template with the next unwritten
+ * bytes: each frame's head with a fresh key, its payload masked with it. */
+static void stage(econn *c)
+{
+    wsconn *wc = WS(c);
+    hb_engine *e = c->th->e;
+    uint64_t L = e->req_len, hl = L - e->ws_payload;
+    const uint8_t *tpl = (const uint8_t *)e->body;
+    uint64_t unstaged = wc->wleft;
+    wc->spos = wc->slen = 0;
+    while (unstaged && wc->slen < wc->scap) {
+        uint64_t pos = (L - unstaged % L) % L;
+        size_t room = wc->scap - wc->slen;
+        if (pos == 0) { /* a frame starts: its head goes whole, with its own key */
+            if (room < hl) break;
+            uint32_t k = (uint32_t)next_key(wc);
+            memcpy(wc->key, &k, 4);
+            memcpy(wc->sbuf + wc->slen, tpl, (size_t)hl - 4);
+            memcpy(wc->sbuf + wc->slen + hl - 4, wc->key, 4);
+            wc->slen += (size_t)hl;
+            unstaged -= hl;
+            continue;
+        }
+        uint64_t n = L - pos;
+        if (n > room) n = room;
+        hb_ws_mask_copy(wc->sbuf + wc->slen, tpl + pos, (size_t)n, wc->key, pos - hl);
+        wc->slen += (size_t)n;
+        unstaged -= n;
+    }
+}
+
 /* Write pending message frames (after the upgrade). */
 static void flush(econn *c)
 {
@@ -94,16 +140,9 @@ static void flush(econn *c)
     hb_engine *e = th->e;
     uint64_t L = e->req_len;
     while (wc->wleft) {
-        uint64_t pos = (L - wc->wleft % L) % L;
+        if (wc->spos == wc->slen) stage(c);
         uint64_t now = hb_now_ns();
-        ssize_t w;
-        if (e->pbuf) {
-            uint64_t n = e->pbuf_len - pos;
-            if (n > wc->wleft) n = wc->wleft;
-            w = hb_sock_write(&c->s, e->pbuf + pos, (size_t)n);
-        } else {
-            w = hb_sock_write(&c->s, e->body + pos, (size_t)(L - pos));
-        }
+        ssize_t w = hb_sock_write(&c->s, wc->sbuf + wc->spos, wc->slen - wc->spos);
         if (w == HB_AGAIN) {
             update_write_interest(c, c->s.want != HB_WANT_READ);
             return;
@@ -115,6 +154,7 @@ static void flush(econn *c)
             return;
         }
         wc->wleft -= (uint64_t)w;
+        wc->spos += (size_t)w;
         if (now >= e->measure_ns) th->r.bytes_out += (uint64_t)w;
         uint32_t started = c->rcount - (uint32_t)(wc->wleft / L);
         while (wc->nstarted < started) {
@@ -326,7 +366,7 @@ static int ws_check(const hb_engine_config *cfg, char *err)
 static int ws_prepare(hb_engine *e, char *err)
 {
     hb_engine_config *c = &e->cfg;
-    uint8_t rnd[20];
+    uint8_t rnd[16];
     size_t got = 0;
     while (got < sizeof rnd) {
         ssize_t k = getrandom(rnd + got, sizeof rnd - got, 0);
@@ -346,11 +386,13 @@ static int ws_prepare(hb_engine *e, char *err)
     e->ws_head_len = base + (size_t)k;
     c->head = e->head;
     c->head_len = e->ws_head_len;
-    /* the message: the body given, else ws_size content bytes; masked once */
+    /* the message: the body given, else ws_size content bytes; a template whose
+     * head has the mask bit and a zero key, its payload unmasked (see stage) */
     uint64_t plen = e->body ? c->body_len : c->ws_size;
+    static const uint8_t zero_key[4] = {0, 0, 0, 0};
     uint8_t hb[HB_WS_MAX_HEAD];
     int hl =
-        hb_ws_build_head(hb, sizeof hb, 1, c->ws_text ? HB_WS_TEXT : HB_WS_BINARY, plen, rnd + 16);
+        hb_ws_build_head(hb, sizeof hb, 1, c->ws_text ? HB_WS_TEXT : HB_WS_BINARY, plen, zero_key);
     if (hl < 0) return hb_fail(err, HB_E_INVALID, "message too large");
     e->req_len = (uint64_t)hl + plen;
     e->ws_payload = plen;
@@ -365,18 +407,10 @@ static int ws_prepare(hb_engine *e, char *err)
         free(frame);
         return hb_fail(err, HB_E_INVALID, "a text message must be UTF-8");
     }
-    hb_ws_mask((uint8_t *)frame + hl, (size_t)plen, rnd + 16, 0);
     free(e->body);
-    e->body = frame; /* the one frame; pbuf holds pipeline copies when small */
+    e->body = frame;
     c->body = frame;
     c->body_len = (size_t)e->req_len;
-    if (e->req_len * c->pipeline <= PBUF_MAX) {
-        e->pbuf_len = (size_t)e->req_len * c->pipeline;
-        e->pbuf = malloc(e->pbuf_len);
-        if (!e->pbuf) return hb_fail(err, HB_E_NOMEM, "out of memory");
-        for (uint32_t i = 0; i < c->pipeline; i++)
-            memcpy(e->pbuf + i * e->req_len, frame, (size_t)e->req_len);
-    }
     return 0;
 }
 
@@ -392,7 +426,17 @@ static int ws_conn_init(econn *c, size_t rcap, char *err)
     wc->ring = calloc(c->th->e->cfg.pipeline, sizeof *wc->ring);
     wc->rcap = rcap;
     wc->rbuf = malloc(rcap);
-    if (!wc->ring || !wc->rbuf) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    /* all of the pipeline's frames at once when they fit */
+    uint64_t all = c->th->e->req_len * c->th->e->cfg.pipeline;
+    wc->scap = all < SBUF_MAX ? (size_t)all : SBUF_MAX;
+    wc->sbuf = malloc(wc->scap);
+    if (!wc->ring || !wc->rbuf || !wc->sbuf) return hb_fail(err, HB_E_NOMEM, "out of memory");
+    size_t got = 0;
+    while (got < sizeof wc->rng) {
+        ssize_t k = getrandom((char *)&wc->rng + got, sizeof wc->rng - got, 0);
+        if (k < 0) return hb_fail(err, HB_E_INVALID, "getrandom failed");
+        got += (size_t)k;
+    }
     return 0;
 }
 
@@ -400,6 +444,7 @@ static void ws_conn_free(econn *c)
 {
     free(WS(c)->rbuf);
     free(WS(c)->ring);
+    free(WS(c)->sbuf);
 }
 
 static int ws_start(econn *c)
@@ -474,6 +519,7 @@ static void ws_reset(econn *c)
     wc->upgraded = 0;
     wc->hs_left = 0;
     wc->wleft = 0;
+    wc->spos = wc->slen = 0;
     wc->nstarted = 0;
     wc->have_first = 0;
     wc->msg_bytes = 0;

@@ -73,6 +73,7 @@ typedef struct hb_server_ws_stats {
     uint64_t upgrades, bad_upgrades, frames_in, frames_out, messages_in, messages_out;
     uint64_t payload_in, payload_out, pings, pongs, pushed, errors;
     uint64_t write_timeouts, close_timeouts;
+    uint64_t deflate, compressed; /* permessage-deflate: upgrades, compressed messages echoed */
     uint64_t close_sent[HB_SERVER_WS_CODES], close_received[HB_SERVER_WS_CODES];
 } hb_server_ws_stats;
 

@@ -23,6 +23,7 @@
  *   hb_server_stream.c  /sse and /stream: one event or chunk queued at a time
  *   hb_server_ws.c    WebSocket: the upgrade of /ws, then echo, push, ping, close
  *                     (frames by ws/hb_ws.h, read in place in the read buffer)
+ *   hb_server_wsz.c   permessage-deflate on /ws (zlib): negotiation, compressed echo
  * Per connection: one read buffer (max_head bytes), one small output buffer
  * for response heads, and an iovec queue whose entries point into that
  * buffer, into the read buffer (echo) or into hb_content_buf(). Input is only
@@ -54,7 +55,11 @@
 /* Bytes a connection may read per loop turn before the other ready
  * connections get theirs (an h2 frame costs HB__SRV_FRAME_COST more): one
  * flooding or uploading peer cannot freeze the worker. */
+#ifndef HB_SERVER_UNFAIR
 #define HB__SRV_READ_BUDGET (64 * 1024)
+#else /* a build to prove the fairness tests catch a server without budgets: never build it */
+#define HB__SRV_READ_BUDGET ((int64_t)1 << 60)
+#endif
 #define HB__SRV_FRAME_COST 128
 /* Upper bound of the /__stats JSON: every status code with a 20-digit
  * count, every route and worker, and the fixed fields. */
@@ -70,8 +75,10 @@ enum hb__wait { HB__W_NONE, HB__W_DELAY, HB__W_DRIP, HB__W_STALL, HB__W_EVENTS }
 /* What a streaming route's events are (hb_server_stream.c). */
 enum hb__ev_kind { HB__EV_SSE = 1, HB__EV_STREAM };
 /* A WebSocket connection's state (hb_server_ws.c). */
+struct hb__wsz;
 typedef struct hb__ws {
     hb_ws_rx rx;
+    struct hb__wsz *z; /* permessage-deflate, when negotiated (hb_server_wsz.c) */
     uint8_t echo_open; /* an echoed message's first frame is out, its last not yet */
     uint8_t close_sent, close_recv, done, push_text;
     uint64_t push_left, push_size, push_interval, push_due, pushed;
@@ -295,6 +302,26 @@ int hb__ws_upgrade(hb__conn *c, const hb_request_head *h);
 /* The connection protocol an upgraded connection runs on (not in hb__conn_protos:
  * no ALPN or preface chooses it). */
 extern const hb__conn_proto hb__srv_ws;
+/* hb_server_wsz.c: permessage-deflate (RFC 7692) on /ws. */
+/* The client's Sec-WebSocket-Extensions values: 1 with *z set (allocated) and the
+ * answer's header line in hdr (with its CRLF, NUL-ended) when an offer is
+ * accepted, 0 when none is (or zlib is absent), -1 when out of memory. */
+int hb__wsz_negotiate(const hb_request_head *h, struct hb__wsz **z, char *hdr, size_t cap);
+void hb__wsz_free(struct hb__wsz *z);
+/* A compressed message's next bytes from the reader (first: a new message of
+ * opcode op; fin: its last bytes). */
+void hb__wsz_input(struct hb__wsz *z, const uint8_t *p, size_t n, int first, int fin, int op);
+/* Inflate, check and re-deflate what is pending, queuing echo frames while the
+ * output has room and the turn's budget lasts (inflated bytes cost it). 0 when
+ * all is done, 1 when it waits for output room or its next turn, 2 when an
+ * echoed message was finished (3: a pushed one), else the close code (1007, 1009). */
+int hb__wsz_pump(hb__conn *c, struct hb__wsz *z);
+int hb__wsz_busy(const struct hb__wsz *z);
+/* Queue a pushed message of `size` content bytes, compressed (its frames come
+ * from hb__wsz_pump, which then returns 3); only when no message is active. */
+void hb__wsz_push(struct hb__wsz *z, const char *content, uint64_t size, int op);
+int hb__wsz_active(const struct hb__wsz *z);
+
 /* The stats document's "ws" member (and a ", ") at body + *at, *at moved on. */
 void hb__ws_stats_json(const hb_server_ws_stats *w, char *body, size_t cap, size_t *at);
 

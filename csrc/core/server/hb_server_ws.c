@@ -8,7 +8,9 @@
  * Bounds: a message is at most HB__WS_MAX_MSG bytes in HB__WS_MAX_FRAGS frames
  * (beyond: close 1009); a client that stops reading is cut by the write
  * timeout; one that never answers our close is closed HB__WS_CLOSE_WAIT after
- * it; an idle one after the keep-alive timeout. */
+ * it; an idle one after the keep-alive timeout. permessage-deflate, when the
+ * client offers it, is hb_server_wsz.c's: a compressed message goes through its
+ * pump (inflate, check, re-deflate) instead of the echo by reference. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,18 +93,32 @@ int hb__ws_upgrade(hb__conn *c, const hb_request_head *h)
     }
     char accept[29];
     hb_ws_accept(key, key_len, accept);
+    struct hb__wsz *z = NULL;
+    char ext[160];
+    int zr = hb__wsz_negotiate(h, &z, ext, sizeof ext);
+    if (zr < 0) {
+        hb__respond_error_close(c, -1, 503, "out of memory\n");
+        return -1;
+    }
     static const char head[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                                "Connection: Upgrade\r\nSec-WebSocket-Accept: ";
     HB__OUT_LIT(c, head);
     hb__out_bytes(c, accept, 28);
-    HB__OUT_LIT(c, "\r\n\r\n");
+    HB__OUT_LIT(c, "\r\n");
+    if (z) {
+        hb__out_bytes(c, ext, strlen(ext));
+        WS_ADD(deflate, 1);
+    }
+    HB__OUT_LIT(c, "\r\n");
     hb__count_status(c, 101);
     c->responded = 1;
     WS_ADD(upgrades, 1);
 
     hb__ws *ws = &c->ws;
     memset(ws, 0, sizeof *ws);
-    hb_ws_rx_init(&ws->rx, HB_WS_SERVER, HB__WS_MAX_MSG, HB__WS_MAX_FRAGS);
+    hb_ws_rx_init(&ws->rx, HB_WS_SERVER | (z ? HB_WS_DEFLATE : 0), HB__WS_MAX_MSG,
+                  HB__WS_MAX_FRAGS);
+    ws->z = z;
     ws->push_left = c->rq.p.ws.push;
     ws->push_size = c->rq.p.ws.size;
     ws->push_interval = c->rq.p.ws.interval_ms * HB__SRV_MS;
@@ -146,6 +162,10 @@ static int on_event(hb__conn *c, const hb_ws_event *ev)
     switch (ev->type) {
     case HB_WS_EV_DATA:
         if (ws->close_sent) return 0; /* after our close: read, never answer */
+        if (ev->compressed) {         /* counted when its echo is out (hb__wsz_pump) */
+            hb__wsz_input(ws->z, ev->data, ev->data_len, ev->first, ev->fin, ev->opcode);
+            return 0;
+        }
         if (ev->data_len || ev->fin) {
             frame(c, ev->fin, ws->echo_open ? HB_WS_CONT : ev->opcode, ev->data_len);
             hb__out_iov(c, ev->data, ev->data_len);
@@ -176,9 +196,37 @@ static int on_event(hb__conn *c, const hb_ws_event *ev)
 }
 
 /* Read frames from the read buffer while the output queue has room. */
+/* A compressed message's pending work. 0 done, 1 waiting for output room, -1 closed. */
+static int pump(hb__conn *c)
+{
+    hb__ws *ws = &c->ws;
+    if (!ws->z) return 0;
+    int r = hb__wsz_pump(c, ws->z);
+    if (r == 2 || r == 3) {
+        if (r == 2) WS_ADD(messages_in, 1);
+        WS_ADD(messages_out, 1);
+        WS_ADD(compressed, 1);
+        if (r == 3) {
+            WS_ADD(pushed, 1);
+            if (!ws->push_left) send_close(c, 1000); /* the last push is out: close */
+        }
+        return 0;
+    }
+    if (r > 3) {
+        WS_ADD(errors, 1);
+        send_close(c, r);
+        ws->done = 1;
+        return -1;
+    }
+    return r;
+}
+
 static int process(hb__conn *c)
 {
     hb__ws *ws = &c->ws;
+    int pr = pump(c);
+    if (pr < 0) return 1;
+    if (pr > 0) return 0;
     while (c->rpos < c->rlen && hb__out_room(c)) {
         hb_ws_event ev;
         uint64_t frames = ws->rx.frames;
@@ -205,6 +253,9 @@ static int process(hb__conn *c)
             ws->done = 1;
             return 1;
         }
+        pr = pump(c);
+        if (pr < 0) return 1;
+        if (pr > 0) return 0;
     }
     return 0;
 }
@@ -221,6 +272,16 @@ static int push(hb__conn *c)
     if (c->budget <= 0) { /* a flood: the worker's other connections first */
         hb__conn_defer(c);
         return 0;
+    }
+    if (ws->z) { /* compressed, through the pump; never inside an open message */
+        if (hb__wsz_active(ws->z) || ws->echo_open) return 0;
+        c->budget -= HB__SRV_FRAME_COST;
+        hb__wsz_push(ws->z, c->w->srv->content, ws->push_size,
+                     ws->push_text ? HB_WS_TEXT : HB_WS_BINARY);
+        ws->pushed++;
+        ws->push_left--;
+        ws->push_due = c->w->now + ws->push_interval;
+        return 1;
     }
     c->budget -= (int64_t)ws->push_size + HB__SRV_FRAME_COST;
     frame(c, 1, ws->push_text ? HB_WS_TEXT : HB_WS_BINARY, ws->push_size);
@@ -295,6 +356,10 @@ static void ws_run(hb__conn *c)
             ws_gone(c);
             return;
         }
+        if (hb__wsz_busy(ws->z)) { /* a compressed message's turn ran out: the others first */
+            hb__conn_defer(c);
+            return;
+        }
         if (!c->rd_ready) return;
         if (c->budget <= 0) {
             hb__conn_defer(c);
@@ -354,6 +419,8 @@ static void ws_end(hb__conn *c, int peer_left)
 {
     (void)peer_left;
     if (!c->ws.close_recv) WS_ADD(close_received[close_slot(1006)], 1);
+    hb__wsz_free(c->ws.z);
+    c->ws.z = NULL;
 }
 
 static void ws_timer(hb__conn *c)
@@ -421,6 +488,7 @@ void hb__ws_stats_json(const hb_server_ws_stats *w, char *body, size_t cap, size
                      "\"payload_in\": %llu, \"payload_out\": %llu, \"pings\": %llu, "
                      "\"pongs\": %llu, \"pushed\": %llu, \"errors\": %llu, "
                      "\"write_timeouts\": %llu, \"close_timeouts\": %llu, "
+                     "\"deflate\": %llu, \"compressed\": %llu, "
                      "\"close_sent\": {%s}, \"close_received\": {%s}}, ",
                      (unsigned long long)w->upgrades, (unsigned long long)w->bad_upgrades,
                      (unsigned long long)w->frames_in, (unsigned long long)w->frames_out,
@@ -429,6 +497,6 @@ void hb__ws_stats_json(const hb_server_ws_stats *w, char *body, size_t cap, size
                      (unsigned long long)w->pings, (unsigned long long)w->pongs,
                      (unsigned long long)w->pushed, (unsigned long long)w->errors,
                      (unsigned long long)w->write_timeouts, (unsigned long long)w->close_timeouts,
-                     sent, recv);
+                     (unsigned long long)w->deflate, (unsigned long long)w->compressed, sent, recv);
     if (k > 0) *at = *at + (size_t)k < cap ? *at + (size_t)k : cap - 1;
 }

@@ -20,8 +20,11 @@ int hb_ws_parse_head(const uint8_t *buf, size_t len, hb_ws_frame *f, unsigned fl
 {
     if (len < 2) return HB_AGAIN;
     uint8_t b0 = buf[0], b1 = buf[1];
-    if (b0 & 0x70) return HB_WS_E_PROTOCOL; /* RSV1-3: no extension negotiated */
+    /* RSV1: permessage-deflate when negotiated; RSV2-3: no extension uses them */
+    if (b0 & ((flags & HB_WS_DEFLATE) ? 0x30 : 0x70)) return HB_WS_E_PROTOCOL;
     int op = b0 & 0x0f;
+    f->rsv1 = (b0 & 0x40) != 0;
+    if (f->rsv1 && (op == HB_WS_CONT || op >= 0x8)) return HB_WS_E_PROTOCOL;
     if (!known_opcode(op)) return HB_WS_E_PROTOCOL;
     f->fin = b0 >> 7;
     f->opcode = op;
@@ -100,6 +103,31 @@ void hb_ws_mask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t off)
     }
     for (; i < n; i++)
         p[i] ^= k[i & 7];
+}
+
+/* 16 bytes as one value (SSE2 / NEON registers where the target has them) */
+typedef uint64_t ws_v16 __attribute__((vector_size(16)));
+
+void hb_ws_mask_copy(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4],
+                     uint64_t off)
+{
+    uint8_t k[16];
+    for (int i = 0; i < 16; i++)
+        k[i] = mask[(off + (uint64_t)i) & 3];
+    ws_v16 kv;
+    memcpy(&kv, k, 16);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        ws_v16 a, b;
+        memcpy(&a, src + i, 16);
+        memcpy(&b, src + i + 16, 16);
+        a ^= kv;
+        b ^= kv;
+        memcpy(dst + i, &a, 16);
+        memcpy(dst + i + 16, &b, 16);
+    }
+    for (; i < n; i++)
+        dst[i] = src[i] ^ k[i & 15];
 }
 
 /* The validator's state: 0 accept, 1 reject, else (need << 16) | (lo << 8) | hi:
@@ -247,6 +275,7 @@ static int rx_data_head(hb_ws_rx *rx, const hb_ws_frame *f)
         rx->in_msg = 1;
         rx->msg_opcode = f->opcode;
         rx->msg_first = 1;
+        rx->msg_rsv1 = f->rsv1;
         rx->msg_len = 0;
         rx->msg_frags = 0;
         rx->utf8 = HB_UTF8_ACCEPT;
@@ -261,6 +290,7 @@ static int rx_data_head(hb_ws_rx *rx, const hb_ws_frame *f)
 int hb_ws_rx_next(hb_ws_rx *rx, uint8_t *buf, size_t len, hb_ws_event *ev)
 {
     ev->type = HB_WS_EV_NONE;
+    ev->compressed = 0;
     ev->data = buf;
     ev->data_len = 0;
     if (rx->error) return rx->error;
@@ -309,7 +339,7 @@ int hb_ws_rx_next(hb_ws_rx *rx, uint8_t *buf, size_t len, hb_ws_event *ev)
     rx->off += n;
     int frame_done = rx->off == rx->f.len;
     int msg_done = frame_done && rx->f.fin;
-    if (rx->msg_opcode == HB_WS_TEXT) {
+    if (rx->msg_opcode == HB_WS_TEXT && !rx->msg_rsv1) {
         rx->utf8 = hb_ws_utf8(rx->utf8, p, n);
         if (rx->utf8 == HB_UTF8_REJECT || (msg_done && rx->utf8 != HB_UTF8_ACCEPT))
             return rx_fail(rx, HB_WS_E_UTF8);
@@ -317,6 +347,7 @@ int hb_ws_rx_next(hb_ws_rx *rx, uint8_t *buf, size_t len, hb_ws_event *ev)
     ev->type = HB_WS_EV_DATA;
     ev->opcode = rx->msg_opcode;
     ev->first = rx->msg_first;
+    ev->compressed = rx->msg_rsv1;
     ev->fin = msg_done;
     ev->data = p;
     ev->data_len = n;

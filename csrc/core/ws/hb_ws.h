@@ -56,6 +56,7 @@ typedef struct hb_ws_frame {
     int fin;
     int opcode;      /* enum hb_ws_opcode */
     int masked;      /* the MASK bit */
+    int rsv1;        /* RSV1 (only with HB_WS_DEFLATE: a compressed message) */
     uint8_t mask[4]; /* the masking key when masked */
     uint64_t len;    /* payload length (< 2^63) */
 } hb_ws_frame;
@@ -63,11 +64,15 @@ typedef struct hb_ws_frame {
 /* Flags of hb_ws_parse_head and hb_ws_rx_init. */
 #define HB_WS_SERVER 1u /* frames come from a client: every one must be masked */
 #define HB_WS_CLIENT 2u /* frames come from a server: none may be masked */
+/* permessage-deflate (RFC 7692) was negotiated: RSV1 may mark a data message's
+ * first frame as compressed (on any other frame it is a protocol error); a
+ * compressed message's bytes are not UTF-8-checked (its inflated text is). */
+#define HB_WS_DEFLATE 4u
 
 /* Parse one frame head from buf[0, len). Returns the head's length (2 .. 14),
- * HB_AGAIN when incomplete, or HB_WS_E_*: reserved bits set (no extension is
- * negotiated), a reserved opcode, a control frame fragmented or over 125
- * bytes, a 64-bit length with the top bit set or any length not in its
+ * HB_AGAIN when incomplete, or HB_WS_E_*: reserved bits set (RSV1 is allowed
+ * with HB_WS_DEFLATE on a TEXT or BINARY frame; RSV2-3 never), a reserved opcode, a control frame
+ * fragmented or over 125 bytes, a 64-bit length with the top bit set or any length not in its
  * minimal encoding, a mask bit against HB_WS_SERVER / HB_WS_CLIENT. */
 int hb_ws_parse_head(const uint8_t *buf, size_t len, hb_ws_frame *f, unsigned flags);
 
@@ -81,6 +86,10 @@ int hb_ws_build_head(uint8_t *out, size_t cap, int fin, int opcode, uint64_t len
 /* XOR p[0, n) with the mask, as payload bytes starting at payload offset
  * `off` (a payload unmasked in pieces). Its own inverse. */
 void hb_ws_mask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t off);
+/* dst[0, n) = src[0, n) masked (as hb_ws_mask, payload offset `off`) in one pass;
+ * the two may not overlap. */
+void hb_ws_mask_copy(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4],
+                     uint64_t off);
 
 /* Incremental UTF-8 validation (RFC 3629: no overlongs, no surrogates, at most
  * U+10FFFF). Start from HB_UTF8_ACCEPT; the state after all input is
@@ -116,11 +125,12 @@ enum hb_ws_ev_type {
 };
 
 typedef struct hb_ws_event {
-    int type;   /* enum hb_ws_ev_type */
-    int opcode; /* DATA: the message's opcode (HB_WS_TEXT or HB_WS_BINARY) */
-    int fin;    /* DATA: these are the message's last bytes */
-    int first;  /* DATA: these are the message's first bytes */
-    int code;   /* CLOSE: the status code */
+    int type;       /* enum hb_ws_ev_type */
+    int opcode;     /* DATA: the message's opcode (HB_WS_TEXT or HB_WS_BINARY) */
+    int fin;        /* DATA: these are the message's last bytes */
+    int first;      /* DATA: these are the message's first bytes */
+    int compressed; /* DATA: the message is compressed (RSV1 on its first frame) */
+    int code;       /* CLOSE: the status code */
     const uint8_t *data;
     size_t data_len;
 } hb_ws_event;
@@ -137,6 +147,7 @@ typedef struct hb_ws_rx {
     int in_msg;     /* a fragmented message is open (its first frame was not final) */
     int msg_opcode; /* its opcode */
     int msg_first;  /* no byte of the open message delivered yet */
+    int msg_rsv1;   /* the open message is compressed */
     uint64_t msg_len;
     uint32_t msg_frags;
     uint32_t utf8;   /* text: the validator's state */

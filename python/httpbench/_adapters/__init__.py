@@ -93,11 +93,12 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "aiohttp-ws": ("httpbench._adapters.ws_", "AiohttpWsAdapter"),
     "picows": ("httpbench._adapters.ws_", "PicowsAdapter"),
     "wsproto": ("httpbench._adapters.ws_", "WsprotoAdapter"),
+    "curl_cffi-ws": ("httpbench._adapters.ws_", "CurlCffiWsAdapter"),
 }
 
 # the WebSocket clients (``compare --scenarios ws-echo-1k --clients websockets,...``)
 WS_CLIENTS: tuple[str, ...] = ("websockets", "websockets-async", "aiohttp-ws", "picows",
-                               "wsproto")
+                               "wsproto", "curl_cffi-ws")
 
 # `httpbench compare` with no --clients: every one of these that is installed
 # ("command" needs an argv, aioquic speaks HTTP/3 only and the WebSocket clients WebSocket

@@ -4,8 +4,9 @@
 its echo; ``ws-push-*``: it receives the next message the server pushes. Each
 client in its own idiom: websockets (sync and asyncio), aiohttp's
 ``ws_connect``, picows (a listener callback resolving a future per message),
-wsproto (the sans-I/O state machine over a plain socket). Compression off
-everywhere (the server does not negotiate permessage-deflate).
+wsproto (the sans-I/O state machine over a plain socket), curl_cffi's
+``Session.ws_connect`` (libcurl's WebSocket API: ``send`` then ``recv`` of whole
+messages). Compression off everywhere (the figures compare framing, not zlib).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 from . import Adapter, AdapterUnavailable
 
 __all__ = ["WebsocketsAdapter", "WebsocketsAsyncAdapter", "AiohttpWsAdapter", "PicowsAdapter",
-           "WsprotoAdapter"]
+           "WsprotoAdapter", "CurlCffiWsAdapter"]
 
 
 class _WsAdapter(Adapter):
@@ -226,3 +227,33 @@ class WsprotoAdapter(_WsAdapter):
         except Exception:  # closing a broken connection: nothing to say goodbye on
             pass
         self.sock.close()
+
+
+class CurlCffiWsAdapter(_WsAdapter):
+    """curl_cffi's ``Session.ws_connect`` (libcurl's WebSocket API): ``send`` then
+    ``recv``, which hands over whole messages (libcurl reassembles fragments)."""
+
+    name = "curl_cffi-ws"
+    dist = "curl_cffi"
+    pip_name = "curl_cffi"
+    modules = ("curl_cffi",)
+
+    def _setup(self) -> None:
+        from curl_cffi.requests import Session
+
+        self.msg = self._message()
+        self.session = Session()
+        verify: Any = (self.ca_file or True) if self.tls else True
+        self.conn = self.session.ws_connect(self._ws_url(), verify=verify, timeout=self.timeout)
+
+    def request(self) -> None:
+        if self.ws_mode == "echo":
+            self.conn.send(self.msg)
+        data, _flags = self.conn.recv(timeout=self.timeout)
+        self._done(data)
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        finally:
+            self.session.close()
