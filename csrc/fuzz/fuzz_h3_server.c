@@ -20,7 +20,7 @@
  * freed every counted stream has exactly one status.
  *
  * build: clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Icsrc/core \
- *          csrc/fuzz/fuzz_h3_server.c csrc/core/h3/hb_h3_server*.c csrc/core/h3/hb_h3_client_mem.c
+ *          csrc/fuzz/fuzz_h3_server.c csrc/core/h3server/hb_h3_server*.c csrc/core/h3/hb_h3_client_mem.c
  * \
  *          csrc/core/http/hb_route.c csrc/core/http/hb_sse.c \
  *          csrc/core/base/hb_content.c csrc/core/base/hb_common.c csrc/core/http/hb_parse.c \
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h3/hb_h3_server.h"
+#include "h3server/hb_h3_server.h"
 #include "net/hb_tls.h"
 
 #ifndef HB_NO_H3

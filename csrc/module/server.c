@@ -8,7 +8,7 @@
 
 #include "base/hb_content.h"
 #include "h2/hb_h2_server.h"
-#include "h3/hb_h3_server.h"
+#include "h3server/hb_h3_server.h"
 #include "server/hb_server.h"
 
 typedef struct {

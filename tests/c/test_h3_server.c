@@ -14,7 +14,7 @@
 
 #include "base/hb_clock.h"
 #include "base/hb_common.h"
-#include "h3/hb_h3_server.h"
+#include "h3server/hb_h3_server.h"
 #include "server/hb_server.h"
 #include "hb_test.h"
 #include "net/hb_tls.h"

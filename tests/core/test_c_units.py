@@ -116,8 +116,8 @@ def test_c_unit(src: str) -> None:
 @pytest.mark.slow
 def test_core_links_without_nghttp2(tmp_path) -> None:
     # Every function the core calls exists in a build without nghttp2 (and without the
-    # HTTP/3 libraries) too: a function added to h2/hb_h2_server.h or h3/hb_h3_server.h needs
-    # its stand-in in h2/hb_h2_server_none.c / h3/hb_h3_server_none.c.
+    # HTTP/3 libraries) too: a function added to h2/hb_h2_server.h or h3server/hb_h3_server.h needs
+    # its stand-in in h2/hb_h2_server_none.c / h3server/hb_h3_server_none.c.
     if not os.path.isdir(CORE):
         pytest.skip("C sources not present (installed without the source tree)")
     core_sources = _core_sources()

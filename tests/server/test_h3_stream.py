@@ -58,7 +58,8 @@ def test_sse_byte_exact_and_counted(srv, events, size):
     assert all(e["event"] == "tick" and e["data"] == sse_data(size) for e in evs)
     st = srv.stats()
     ev_bytes = sum(len(sse_event(i, size)) for i in range(1, events + 1))
-    assert st["sse"] == {"streams": 2, "events": 2 * events, "bytes": 2 * ev_bytes}
+    assert st["sse"] == {"streams": 2, "events": 2 * events, "bytes": 2 * ev_bytes,
+                         "write_timeouts": 0}
     assert st["by_protocol"]["h3"] == 1 and st["by_route"]["sse"] == 2
 
 
@@ -75,8 +76,9 @@ def test_paced_sse_and_stream_over_h3(srv):
         p.close()
     st = srv.stats()
     assert st["sse"] == {"streams": 1, "events": 4,
-                         "bytes": sum(len(sse_event(i, 10)) for i in range(1, 5))}
-    assert st["stream"] == {"streams": 3, "chunks": 5 + 4, "bytes": 15000}
+                         "bytes": sum(len(sse_event(i, 10)) for i in range(1, 5)),
+                         "write_timeouts": 0}
+    assert st["stream"] == {"streams": 3, "chunks": 5 + 4, "bytes": 15000, "write_timeouts": 0}
     assert st["by_status"][200] == 5 and st["h3"]["streams_cut"] == 0
 
 
@@ -131,5 +133,5 @@ def test_sse_and_stream_with_libcurl(srv):
     assert b"cache-control: no-cache\r\n" in heads
     st = srv.stats()
     assert st["sse"]["events"] == 20 and st["stream"] == {"streams": 1, "chunks": 15,
-                                                          "bytes": 100000}
+                                                          "bytes": 100000, "write_timeouts": 0}
     assert st["by_protocol"] == {"http/1.1": 0, "h2": 0, "h3": 2}

@@ -1,7 +1,7 @@
 /* hb_h3_frame.h - HTTP/3 framing (RFC 9114 section 7) and QUIC variable-length
  * integers (RFC 9000 section 16), independent of any QUIC library.
  *
- * Used by the HTTP/3 client (h3/hb_h3_client*) and server (h3/hb_h3_server*):
+ * Used by the HTTP/3 client (h3/hb_h3_client*) and server (h3server/hb_h3_server*):
  *  - varints: length, write, read (whole or fed in pieces);
  *  - frame headers: write; an incremental frame reader for one stream that
  *    takes bytes in arbitrary pieces, streams DATA payloads without copying,

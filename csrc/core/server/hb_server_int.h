@@ -35,7 +35,7 @@
 #include <time.h>
 
 #include "h2/hb_h2_server.h"
-#include "h3/hb_h3_server.h"
+#include "h3server/hb_h3_server.h"
 #include "net/hb_loop.h"
 #include "http/hb_parse.h"
 #include "http/hb_route.h"

@@ -37,21 +37,6 @@ int hb__wsz_pump(hb__conn *c, struct hb__wsz *z)
     (void)c, (void)z;
     return 0;
 }
-void hb__wsz_push(struct hb__wsz *z, const char *content, uint64_t size, int op)
-{
-    hb__wsz_input(z, NULL, 0, 1, 1, op);
-    z->raw = 1;
-    z->tail_fed = 1;
-    z->src = (const uint8_t *)content;
-    z->src_off = 0;
-    z->src_left = size;
-}
-
-int hb__wsz_active(const struct hb__wsz *z)
-{
-    return z && z->active;
-}
-
 int hb__wsz_busy(const struct hb__wsz *z)
 {
     (void)z;

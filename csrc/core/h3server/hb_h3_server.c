@@ -7,7 +7,7 @@
  * connection ID, keeps the send list and answers version negotiation;
  * hb_h3_server_conn.c is one QUIC connection, hb_h3_server_http.c its
  * HTTP/3 streams and routes. */
-#include "h3/hb_h3_server_int.h"
+#include "h3server/hb_h3_server_int.h"
 
 #include <malloc.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /* hb_h3_server_none.c - the HTTP/3 endpoint of a build without ngtcp2,
  * nghttp3 or GnuTLS (HB_NO_H3): no endpoint can be made, so the embedded
  * server never opens a UDP socket and everything else links unchanged. */
-#include "h3/hb_h3_server.h"
+#include "h3server/hb_h3_server.h"
 
 #ifdef HB_NO_H3
 

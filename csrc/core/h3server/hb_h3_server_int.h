@@ -8,7 +8,7 @@
 #ifndef HB_H3_SERVER_INT_H
 #define HB_H3_SERVER_INT_H
 
-#include "h3/hb_h3_server.h"
+#include "h3server/hb_h3_server.h"
 
 #ifndef HB_NO_H3
 

@@ -3,7 +3,7 @@
  * Bodies go out through one nghttp3 read_data callback that points nghttp3 at
  * the shared content buffer (or at the stream's own text, echo buffer or stats
  * page, which live until the stream closes). */
-#include "h3/hb_h3_server_int.h"
+#include "h3server/hb_h3_server_int.h"
 #include "http/hb_route_plan.h"
 
 #ifndef HB_NO_H3

@@ -11,7 +11,7 @@
  * mappings wait in a cache per page count, MEM_CACHE_BYTES in all (no syscall
  * for a request or a handshake that takes and returns them), which
  * hb__h3_mem_trim empties when the endpoint goes idle. */
-#include "h3/hb_h3_server_int.h"
+#include "h3server/hb_h3_server_int.h"
 
 #ifndef HB_NO_H3
 

@@ -1,7 +1,7 @@
 /* hb_h3_server_conn.c - one QUIC connection of the HTTP/3 server: the ngtcp2
  * callbacks, the GnuTLS session, reading and writing packets, closing and the
  * connection's timers. */
-#include "h3/hb_h3_server_int.h"
+#include "h3server/hb_h3_server_int.h"
 
 #ifndef HB_NO_H3
 
