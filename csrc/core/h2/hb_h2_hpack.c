@@ -1,6 +1,7 @@
 /* hb_h2_hpack.c - HPACK (RFC 7541) decoder and stateless encoder; see hb_h2_hpack.h.
  *
- * Huffman decoding is http/hb_huff (shared with QPACK).
+ * Integers, string literals and Huffman decoding are http/hb_huff (shared
+ * with QPACK).
  *
  * The dynamic table keeps entry bytes in insertion order in a buffer twice
  * the advertised maximum; when the newest entry does not fit at the end, the
@@ -125,84 +126,9 @@ static const uint8_t NAMES_BY_LEN[28][7] = {
     [27] = {20},
 };
 
-/* ---- integers and strings ---- */
+/* ---- integers and strings: http/hb_huff ---- */
 
-typedef struct {
-    const uint8_t *p; /* past the integer; NULL on error */
-    uint32_t v;
-} int_res;
-
-/* The rare form: two or more continuation bytes at p, v the prefix value.
- * Takes no pointer to the caller's locals, so those stay in registers. */
-static __attribute__((noinline)) int_res dec_int_long(const uint8_t *p, const uint8_t *end,
-                                                      uint32_t v, char *err)
-{
-    int_res r = {NULL, 0};
-    uint64_t m = v;
-    for (unsigned shift = 0;; shift += 7) {
-        if (p == end) return hb_fail(err, HB_E_H2, "hpack: block ends inside an integer"), r;
-        uint8_t b = *p++;
-        m += (uint64_t)(b & 0x7f) << shift;
-        if (m > UINT32_MAX || (shift == 28 && (b & 0x80)))
-            return hb_fail(err, HB_E_H2, "hpack: integer does not fit 32 bits"), r;
-        if (!(b & 0x80)) break;
-    }
-    r.p = p;
-    r.v = (uint32_t)m;
-    return r;
-}
-
-/* Decode an integer whose prefix is the mask bits of **pp (the caller knows
- * *pp < end). Values must fit 32 bits. Returns 0, or -1 with err set. */
-static inline __attribute__((always_inline)) int dec_int(const uint8_t **pp, const uint8_t *end,
-                                                         uint32_t mask, uint32_t *out, char *err)
-{
-    const uint8_t *p = *pp;
-    uint32_t v = *p++ & mask;
-    if (HB_LIKELY(v < mask)) {
-        *pp = p;
-        *out = v;
-        return 0;
-    }
-    if (HB_LIKELY(p < end && !(*p & 0x80))) { /* one continuation byte: indexes 15..141 */
-        *pp = p + 1;
-        *out = v + *p;
-        return 0;
-    }
-    int_res r = dec_int_long(p, end, v, err);
-    if (!r.p) return -1;
-    *pp = r.p;
-    *out = r.v;
-    return 0;
-}
-
-/* Read one string literal at *pp: raw strings point into the block,
- * Huffman strings are decoded to *scratch (advanced past them). */
-static inline __attribute__((always_inline)) int dec_str(const uint8_t **pp, const uint8_t *end,
-                                                         uint8_t **scratch, const char **s,
-                                                         size_t *slen, char *err)
-{
-    const uint8_t *p = *pp;
-    if (HB_UNLIKELY(p == end)) return hb_fail(err, HB_E_H2, "hpack: block ends before a string");
-    int huff = *p & 0x80;
-    uint32_t len;
-    if (dec_int(&p, end, 0x7f, &len, err)) return HB_E_H2;
-    if (HB_UNLIKELY(len > (size_t)(end - p)))
-        return hb_fail(err, HB_E_H2, "hpack: string of %u bytes but %zu left in the block", len,
-                       (size_t)(end - p));
-    if (huff) {
-        uint8_t *o = hb_huff_decode(p, len, end, *scratch, "hpack", HB_E_H2, err);
-        if (HB_UNLIKELY(!o)) return HB_E_H2;
-        *s = (const char *)*scratch;
-        *slen = (size_t)(o - *scratch);
-        *scratch = o;
-    } else {
-        *s = (const char *)p;
-        *slen = len;
-    }
-    *pp = p + len;
-    return 0;
-}
+static const hb_hp_ctx HP = {"hpack", "block", HB_E_H2};
 
 /* ---- dynamic table ---- */
 
@@ -329,7 +255,7 @@ int hb_h2_hpack_decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, uint8_
         uint32_t idx;
         uint8_t *sc = scratch;
         if (b & 0x80) { /* indexed field */
-            if (dec_int(&p, end, 0x7f, &idx, err)) goto fail;
+            if (hb_hp_int_decode(&p, end, 0x7f, &idx, &HP, err)) goto fail;
             if (HB_UNLIKELY(idx == 0)) {
                 hb_fail(err, HB_E_H2, "hpack: index 0 in an indexed field");
                 goto fail;
@@ -344,7 +270,7 @@ int hb_h2_hpack_decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, uint8_
                         hb_fail(err, HB_E_H2, "hpack: table size update after a header field");
                         goto fail;
                     }
-                    if (dec_int(&p, end, 0x1f, &idx, err)) goto fail;
+                    if (hb_hp_int_decode(&p, end, 0x1f, &idx, &HP, err)) goto fail;
                     if (idx > d->max) {
                         hb_fail(err, HB_E_H2,
                                 "hpack: table size update to %u above the advertised %u", idx,
@@ -359,15 +285,15 @@ int hb_h2_hpack_decode(hb_h2_hpack_dec *d, const uint8_t *in, size_t len, uint8_
                 mask = 0x3f; /* with incremental indexing */
                 index_it = 1;
             }
-            if (dec_int(&p, end, mask, &idx, err)) goto fail;
+            if (hb_hp_int_decode(&p, end, mask, &idx, &HP, err)) goto fail;
             if (idx) {
                 const char *unused;
                 size_t unused_len;
                 if (lookup(d, idx, &name, &nlen, &unused, &unused_len, err)) goto fail;
-            } else if (dec_str(&p, end, &sc, &name, &nlen, err)) {
+            } else if (hb_hp_str_decode(&p, end, 0x7f, 0x80, &sc, &name, &nlen, &HP, err)) {
                 goto fail;
             }
-            if (dec_str(&p, end, &sc, &value, &vlen, err)) goto fail;
+            if (hb_hp_str_decode(&p, end, 0x7f, 0x80, &sc, &value, &vlen, &HP, err)) goto fail;
             if (index_it && dyn_add(d, name, nlen, value, vlen))
                 dyn_get(d, 0, &name, &nlen, &value, &vlen);
         }
@@ -399,45 +325,14 @@ static inline unsigned static_name(const char *name, size_t len)
     return 0;
 }
 
-static inline size_t int_len(size_t v, unsigned prefix)
-{
-    size_t mask = ((size_t)1 << prefix) - 1;
-    if (v < mask) return 1;
-    size_t n = 2;
-    for (v -= mask; v >= 128; v >>= 7)
-        n++;
-    return n;
-}
-
-static inline uint8_t *put_int(uint8_t *o, uint8_t first, size_t v, unsigned prefix)
-{
-    size_t mask = ((size_t)1 << prefix) - 1;
-    if (v < mask) {
-        *o++ = (uint8_t)(first | v);
-        return o;
-    }
-    *o++ = (uint8_t)(first | mask);
-    for (v -= mask; v >= 128; v >>= 7)
-        *o++ = (uint8_t)(v | 0x80);
-    *o++ = (uint8_t)v;
-    return o;
-}
-
-static inline uint8_t *put_str(uint8_t *o, const char *s, size_t len)
-{
-    o = put_int(o, 0, len, 7);
-    if (len) memcpy(o, s, len);
-    return o + len;
-}
-
 size_t hb_h2_hpack_encode_bound(const hb_header *fields, size_t n)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         const hb_header *f = &fields[i];
         /* the larger of "name index (<= 2 bytes)" and "0x00 + name string" */
-        total += 1 + int_len(f->name_len, 7) + f->name_len;
-        total += int_len(f->value_len, 7) + f->value_len;
+        total += 1 + hb_hp_int_len(f->name_len, 7) + f->name_len;
+        total += hb_hp_int_len(f->value_len, 7) + f->value_len;
         total += 1;
     }
     return total;
@@ -464,17 +359,17 @@ ssize_t hb_h2_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size
                     goto next;
                 }
             }
-            need = int_len(idx, 4) + int_len(f->value_len, 7) + f->value_len;
+            need = hb_hp_int_len(idx, 4) + hb_hp_int_len(f->value_len, 7) + f->value_len;
             if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
-            o = put_int(o, 0, idx, 4);
+            o = hb_hp_int_put(o, 0, idx, 4);
         } else {
-            need =
-                1 + int_len(f->name_len, 7) + f->name_len + int_len(f->value_len, 7) + f->value_len;
+            need = 1 + hb_hp_int_len(f->name_len, 7) + f->name_len +
+                   hb_hp_int_len(f->value_len, 7) + f->value_len;
             if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
             *o++ = 0;
-            o = put_str(o, f->name, f->name_len);
+            o = hb_hp_str_put(o, 0, 7, f->name, f->name_len);
         }
-        o = put_str(o, f->value, f->value_len);
+        o = hb_hp_str_put(o, 0, 7, f->value, f->value_len);
     next:;
     }
     return o - out;

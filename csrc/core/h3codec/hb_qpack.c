@@ -193,64 +193,11 @@ static inline const name_group *find_name(const char *name, size_t len)
     return NULL;
 }
 
-/* ---- integers and strings (RFC 9204 section 4.1) ---- */
+/* ---- integers and strings (RFC 9204 section 4.1): http/hb_huff ---- */
+
+static const hb_hp_ctx QP = {"qpack", "section", -HB_H3_QPACK_DECOMPRESSION_FAILED};
 
 #define FAIL(...) hb_fail(err, -HB_H3_QPACK_DECOMPRESSION_FAILED, __VA_ARGS__)
-
-/* Decode an integer with a prefix of mask bits at *pp (< end). Values must
- * fit 32 bits (every length and index here does). Returns 0 or an error. */
-static inline int dec_int(const uint8_t **pp, const uint8_t *end, uint32_t mask, uint32_t *out,
-                          char *err)
-{
-    const uint8_t *p = *pp;
-    uint64_t v = *p++ & mask;
-    if (HB_LIKELY(v < mask)) {
-        *pp = p;
-        *out = (uint32_t)v;
-        return 0;
-    }
-    for (unsigned shift = 0;; shift += 7) {
-        if (p == end) return FAIL("qpack: section ends inside an integer");
-        uint8_t b = *p++;
-        v += (uint64_t)(b & 0x7f) << shift;
-        if (v > UINT32_MAX || (shift == 28 && (b & 0x80)))
-            return FAIL("qpack: integer does not fit 32 bits");
-        if (!(b & 0x80)) break;
-    }
-    *pp = p;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-/* A string literal at *pp whose length has a prefix of mask bits and whose
- * Huffman flag is hbit of the first byte. Raw strings point into the section,
- * Huffman ones are decoded to *scratch (advanced past them). */
-static inline int dec_str(const uint8_t **pp, const uint8_t *end, uint32_t mask, uint8_t hbit,
-                          uint8_t **scratch, const char **s, size_t *slen, char *err)
-{
-    const uint8_t *p = *pp;
-    if (HB_UNLIKELY(p == end)) return FAIL("qpack: section ends before a string");
-    int huff = *p & hbit;
-    uint32_t len = 0;
-    int rc = dec_int(&p, end, mask, &len, err);
-    if (rc) return rc;
-    if (HB_UNLIKELY(len > (size_t)(end - p)))
-        return FAIL("qpack: string of %u bytes but %zu left in the section", len,
-                    (size_t)(end - p));
-    if (huff) {
-        uint8_t *o =
-            hb_huff_decode(p, len, end, *scratch, "qpack", -HB_H3_QPACK_DECOMPRESSION_FAILED, err);
-        if (HB_UNLIKELY(!o)) return -HB_H3_QPACK_DECOMPRESSION_FAILED;
-        *s = (const char *)*scratch;
-        *slen = (size_t)(o - *scratch);
-        *scratch = o;
-    } else {
-        *s = (const char *)p;
-        *slen = len;
-    }
-    *pp = p + len;
-    return 0;
-}
 
 /* ---- decoder ---- */
 
@@ -260,13 +207,13 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
     if (HB_UNLIKELY(len < 2)) return FAIL("qpack: field section of %zu bytes (no prefix)", len);
     const uint8_t *p = in, *end = in + len;
     uint32_t ric = 0, delta = 0;
-    int rc = dec_int(&p, end, 0xff, &ric, err);
+    int rc = hb_hp_int_decode(&p, end, 0xff, &ric, &QP, err);
     if (rc) return rc;
     if (HB_UNLIKELY(ric != 0))
         return FAIL("qpack: Required Insert Count %u with no dynamic table", ric);
     if (HB_UNLIKELY(p == end)) return FAIL("qpack: section ends inside its prefix");
     uint8_t sign = *p & 0x80;
-    if ((rc = dec_int(&p, end, 0x7f, &delta, err))) return rc;
+    if ((rc = hb_hp_int_decode(&p, end, 0x7f, &delta, &QP, err))) return rc;
     if (HB_UNLIKELY(sign)) /* Base = 0 - delta - 1 < 0 */
         return FAIL("qpack: negative Base (sign bit with Required Insert Count 0)");
     size_t room = max_list ? max_list : SIZE_MAX;
@@ -278,7 +225,7 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
         uint8_t *sc = scratch;
         if (b & 0x80) { /* 1Txxxxxx: indexed field line */
             if (HB_UNLIKELY(!(b & 0x40))) return FAIL("qpack: indexed line into the dynamic table");
-            if ((rc = dec_int(&p, end, 0x3f, &idx, err))) return rc;
+            if ((rc = hb_hp_int_decode(&p, end, 0x3f, &idx, &QP, err))) return rc;
             if (HB_UNLIKELY(idx >= HB_QPACK_STATIC_N))
                 return FAIL("qpack: static index %u (the table has 99)", idx);
             const static_entry *e = &STATIC_TABLE[idx];
@@ -289,15 +236,18 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
         } else if (b & 0x40) { /* 01NTxxxx: literal with name reference */
             if (HB_UNLIKELY(!(b & 0x10)))
                 return FAIL("qpack: name reference into the dynamic table");
-            if ((rc = dec_int(&p, end, 0x0f, &idx, err))) return rc;
+            if ((rc = hb_hp_int_decode(&p, end, 0x0f, &idx, &QP, err))) return rc;
             if (HB_UNLIKELY(idx >= HB_QPACK_STATIC_N))
                 return FAIL("qpack: static name index %u (the table has 99)", idx);
             name = STATIC_TABLE[idx].name;
             nlen = STATIC_TABLE[idx].name_len;
-            if ((rc = dec_str(&p, end, 0x7f, 0x80, &sc, &value, &vlen, err))) return rc;
+            if ((rc = hb_hp_str_decode(&p, end, 0x7f, 0x80, &sc, &value, &vlen, &QP, err)))
+                return rc;
         } else if (b & 0x20) { /* 001NHxxx: literal with literal name */
-            if ((rc = dec_str(&p, end, 0x07, 0x08, &sc, &name, &nlen, err))) return rc;
-            if ((rc = dec_str(&p, end, 0x7f, 0x80, &sc, &value, &vlen, err))) return rc;
+            if ((rc = hb_hp_str_decode(&p, end, 0x07, 0x08, &sc, &name, &nlen, &QP, err)))
+                return rc;
+            if ((rc = hb_hp_str_decode(&p, end, 0x7f, 0x80, &sc, &value, &vlen, &QP, err)))
+                return rc;
         } else { /* 0001xxxx, 0000Nxxx: post-base index or name reference */
             return FAIL("qpack: post-base reference into the dynamic table");
         }
@@ -313,38 +263,14 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
 
 /* ---- encoder ---- */
 
-static inline size_t int_len(size_t v, unsigned prefix)
-{
-    size_t mask = ((size_t)1 << prefix) - 1;
-    if (v < mask) return 1;
-    size_t n = 2;
-    for (v -= mask; v >= 128; v >>= 7)
-        n++;
-    return n;
-}
-
-static inline uint8_t *put_int(uint8_t *o, uint8_t first, size_t v, unsigned prefix)
-{
-    size_t mask = ((size_t)1 << prefix) - 1;
-    if (v < mask) {
-        *o++ = (uint8_t)(first | v);
-        return o;
-    }
-    *o++ = (uint8_t)(first | mask);
-    for (v -= mask; v >= 128; v >>= 7)
-        *o++ = (uint8_t)(v | 0x80);
-    *o++ = (uint8_t)v;
-    return o;
-}
-
 size_t hb_qpack_encode_bound(const hb_header *fields, size_t n)
 {
     size_t total = 2;
     for (size_t i = 0; i < n; i++) {
         const hb_header *f = &fields[i];
         /* the larger of "name index (<= 2 bytes)" and "a literal name" */
-        total += 1 + int_len(f->name_len, 3) + f->name_len;
-        total += int_len(f->value_len, 7) + f->value_len;
+        total += 1 + hb_hp_int_len(f->name_len, 3) + f->name_len;
+        total += hb_hp_int_len(f->value_len, 7) + f->value_len;
     }
     return total;
 }
@@ -365,23 +291,20 @@ ssize_t hb_qpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t 
                 const static_entry *e = &STATIC_TABLE[g->ent[k]];
                 if (e->value_len == f->value_len && memcmp(e->value, f->value, f->value_len) == 0) {
                     if (2 > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
-                    o = put_int(o, 0xc0, g->ent[k], 6);
+                    o = hb_hp_int_put(o, 0xc0, g->ent[k], 6);
                     goto next;
                 }
             }
-            need = int_len(g->ent[0], 4) + int_len(f->value_len, 7) + f->value_len;
+            need = hb_hp_int_len(g->ent[0], 4) + hb_hp_int_len(f->value_len, 7) + f->value_len;
             if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
-            o = put_int(o, 0x50, g->ent[0], 4);
+            o = hb_hp_int_put(o, 0x50, g->ent[0], 4);
         } else {
-            need = int_len(f->name_len, 3) + f->name_len + int_len(f->value_len, 7) + f->value_len;
+            need = hb_hp_int_len(f->name_len, 3) + f->name_len + hb_hp_int_len(f->value_len, 7) +
+                   f->value_len;
             if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
-            o = put_int(o, 0x20, f->name_len, 3);
-            if (f->name_len) memcpy(o, f->name, f->name_len);
-            o += f->name_len;
+            o = hb_hp_str_put(o, 0x20, 3, f->name, f->name_len);
         }
-        o = put_int(o, 0, f->value_len, 7);
-        if (f->value_len) memcpy(o, f->value, f->value_len);
-        o += f->value_len;
+        o = hb_hp_str_put(o, 0, 7, f->value, f->value_len);
     next:;
     }
     return o - out;

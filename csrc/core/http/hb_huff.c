@@ -1,4 +1,4 @@
-/* hb_huff.c - Huffman decoding of HPACK/QPACK strings; see hb_huff.h.
+/* hb_huff.c - HPACK/QPACK Huffman decoding and long integers; see hb_huff.h.
  *
  * Reads 12 bits at a time through a 4096-entry table that gives up to two
  * symbols and the bits they use; codes longer than 12 bits (rare: control
@@ -243,4 +243,31 @@ end:
 void hb_huff_init(void)
 {
     pthread_once(&huff_once, huff_build);
+}
+
+/* ---- integers ---- */
+
+/* Takes no pointer to the caller's locals, so those stay in registers. */
+__attribute__((noinline)) hb_hp_int_res hb_hp_int_decode_long(const uint8_t *p, const uint8_t *end,
+                                                              uint32_t v, const hb_hp_ctx *c,
+                                                              char *err)
+{
+    hb_hp_int_res r = {NULL, 0};
+    uint64_t m = v;
+    for (unsigned shift = 0;; shift += 7) {
+        if (p == end) {
+            hb_fail(err, c->rc, "%s: %s ends inside an integer", c->who, c->unit);
+            return r;
+        }
+        uint8_t b = *p++;
+        m += (uint64_t)(b & 0x7f) << shift;
+        if (m > UINT32_MAX || (shift == 28 && (b & 0x80))) {
+            hb_fail(err, c->rc, "%s: integer does not fit 32 bits", c->who);
+            return r;
+        }
+        if (!(b & 0x80)) break;
+    }
+    r.p = p;
+    r.v = (uint32_t)m;
+    return r;
 }
