@@ -25,18 +25,8 @@
 
 /* ---- static table (RFC 7541 Appendix A) ---- */
 
-typedef struct {
-    const char *name;
-    const char *value;
-    uint8_t name_len;
-    uint8_t value_len;
-} static_entry;
-
-#define SE(n, v)                                                                                   \
-    {                                                                                              \
-        n, v, sizeof(n) - 1, sizeof(v) - 1                                                         \
-    }
-static const static_entry STATIC_TABLE[62] = {
+#define SE HB_HP_ENTRY
+static const hb_hp_entry STATIC_TABLE[62] = {
     {"", "", 0, 0}, /* index 0 is not an entry */
     SE(":authority", ""),
     SE(":method", "GET"),
@@ -224,7 +214,7 @@ static inline int lookup(const hb_h2_hpack_dec *d, uint32_t idx, const char **na
                          const char **value, size_t *vlen, char *err)
 {
     if (HB_LIKELY(idx <= STATIC_N)) {
-        const static_entry *e = &STATIC_TABLE[idx];
+        const hb_hp_entry *e = &STATIC_TABLE[idx];
         *name = e->name;
         *nlen = e->name_len;
         *value = e->value;
@@ -319,7 +309,7 @@ static inline unsigned static_name(const char *name, size_t len)
     if (len >= 28) return 0;
     const uint8_t *c = NAMES_BY_LEN[len];
     for (unsigned i = 0; i < 7 && c[i]; i++) {
-        const static_entry *e = &STATIC_TABLE[c[i]];
+        const hb_hp_entry *e = &STATIC_TABLE[c[i]];
         if (e->name[0] == name[0] && memcmp(e->name, name, len) == 0) return c[i];
     }
     return 0;
@@ -352,7 +342,7 @@ ssize_t hb_h2_hpack_encode(const hb_header *fields, size_t n, uint8_t *out, size
                                    STATIC_TABLE[j].name_len == f->name_len &&
                                    memcmp(STATIC_TABLE[j].name, f->name, f->name_len) == 0;
                  j++) {
-                const static_entry *e = &STATIC_TABLE[j];
+                const hb_hp_entry *e = &STATIC_TABLE[j];
                 if (e->value_len == f->value_len && memcmp(e->value, f->value, f->value_len) == 0) {
                     if (o == out + cap) return HB_E_TOO_LARGE;
                     *o++ = (uint8_t)(0x80 | j);

@@ -17,18 +17,8 @@
 
 /* ---- static table (RFC 9204 Appendix A) ---- */
 
-typedef struct {
-    const char *name;
-    const char *value;
-    uint8_t name_len;
-    uint8_t value_len;
-} static_entry;
-
-#define SE(n, v)                                                                                   \
-    {                                                                                              \
-        n, v, sizeof(n) - 1, sizeof(v) - 1                                                         \
-    }
-static const static_entry STATIC_TABLE[HB_QPACK_STATIC_N] = {
+#define SE HB_HP_ENTRY
+static const hb_hp_entry STATIC_TABLE[HB_QPACK_STATIC_N] = {
     SE(":authority", ""),
     SE(":path", "/"),
     SE("age", "0"),
@@ -135,7 +125,7 @@ int hb_qpack_static_entry(unsigned idx, const char **name, size_t *name_len, con
                           size_t *value_len)
 {
     if (idx >= HB_QPACK_STATIC_N) return -1;
-    const static_entry *e = &STATIC_TABLE[idx];
+    const hb_hp_entry *e = &STATIC_TABLE[idx];
     *name = e->name;
     *name_len = e->name_len;
     *value = e->value;
@@ -159,7 +149,7 @@ static void index_build(void)
     unsigned ng = 0;
     uint8_t group_of[HB_QPACK_STATIC_N];
     for (unsigned i = 0; i < HB_QPACK_STATIC_N; i++) {
-        const static_entry *e = &STATIC_TABLE[i];
+        const hb_hp_entry *e = &STATIC_TABLE[i];
         unsigned g = ng;
         for (unsigned j = 0; j < i; j++)
             if (STATIC_TABLE[j].name_len == e->name_len &&
@@ -187,7 +177,7 @@ static inline const name_group *find_name(const char *name, size_t len)
     const uint8_t *b = by_len[len];
     for (unsigned k = 0; b[k]; k++) {
         const name_group *g = &groups[b[k] - 1];
-        const static_entry *e = &STATIC_TABLE[g->ent[0]];
+        const hb_hp_entry *e = &STATIC_TABLE[g->ent[0]];
         if (e->name[0] == name[0] && memcmp(e->name, name, len) == 0) return g;
     }
     return NULL;
@@ -228,7 +218,7 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
             if ((rc = hb_hp_int_decode(&p, end, 0x3f, &idx, &QP, err))) return rc;
             if (HB_UNLIKELY(idx >= HB_QPACK_STATIC_N))
                 return FAIL("qpack: static index %u (the table has 99)", idx);
-            const static_entry *e = &STATIC_TABLE[idx];
+            const hb_hp_entry *e = &STATIC_TABLE[idx];
             name = e->name;
             nlen = e->name_len;
             value = e->value;
@@ -288,7 +278,7 @@ ssize_t hb_qpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t 
         size_t need;
         if (g) {
             for (unsigned k = 0; k < g->n; k++) {
-                const static_entry *e = &STATIC_TABLE[g->ent[k]];
+                const hb_hp_entry *e = &STATIC_TABLE[g->ent[k]];
                 if (e->value_len == f->value_len && memcmp(e->value, f->value, f->value_len) == 0) {
                     if (2 > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
                     o = hb_hp_int_put(o, 0xc0, g->ent[k], 6);

@@ -51,6 +51,16 @@ typedef struct {
     int rc;
 } hb_hp_ctx;
 
+/* A static-table entry (RFC 7541 Appendix A, RFC 9204 Appendix A), written
+ * HB_HP_ENTRY("name", "value"). */
+typedef struct {
+    const char *name;
+    const char *value;
+    uint8_t name_len;
+    uint8_t value_len;
+} hb_hp_entry;
+#define HB_HP_ENTRY(n, v) {n, v, sizeof(n) - 1, sizeof(v) - 1}
+
 /* Bytes of v coded with a prefix of prefix bits (1..8). */
 static inline size_t hb_hp_int_len(size_t v, unsigned prefix)
 {
