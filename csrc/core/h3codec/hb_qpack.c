@@ -7,14 +7,6 @@
 #include "base/hb_common.h"
 #include "http/hb_huff.h"
 
-#if defined(__GNUC__)
-#define HB_LIKELY(x) __builtin_expect(!!(x), 1)
-#define HB_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define HB_LIKELY(x) (x)
-#define HB_UNLIKELY(x) (x)
-#endif
-
 /* ---- static table (RFC 9204 Appendix A) ---- */
 
 #define SE HB_HP_ENTRY

@@ -13,14 +13,6 @@
 
 #include "base/hb_common.h"
 
-#if defined(__GNUC__)
-#define HB_LIKELY(x) __builtin_expect(!!(x), 1)
-#define HB_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define HB_LIKELY(x) (x)
-#define HB_UNLIKELY(x) (x)
-#endif
-
 /* Code lengths per symbol (RFC 7541 Appendix B), 256 = EOS.
  * Printed by tools/gen_hpack_huffman.py, which also checks the code is canonical. */
 static const uint8_t HUFF_LEN[257] = {

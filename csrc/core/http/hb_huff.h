@@ -23,6 +23,12 @@
 
 #include "base/hb_common.h"
 
+/* Branch hints, for the inline coders here and the codecs that use them. */
+#ifndef HB_LIKELY
+#define HB_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HB_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#endif
+
 /* Build the decoding tables now (hb_huff_decode does it on first use too). */
 void hb_huff_init(void);
 
@@ -120,12 +126,12 @@ static inline __attribute__((always_inline)) int hb_hp_int_decode(const uint8_t 
 {
     const uint8_t *p = *pp;
     uint32_t v = *p++ & mask;
-    if (__builtin_expect(v < mask, 1)) {
+    if (HB_LIKELY(v < mask)) {
         *pp = p;
         *out = v;
         return 0;
     }
-    if (__builtin_expect(p < end && !(*p & 0x80), 1)) { /* one continuation byte */
+    if (HB_LIKELY(p < end && !(*p & 0x80))) { /* one continuation byte */
         *pp = p + 1;
         *out = v + *p;
         return 0;
@@ -147,17 +153,17 @@ hb_hp_str_decode(const uint8_t **pp, const uint8_t *end, uint32_t mask, uint8_t 
                  uint8_t **scratch, const char **s, size_t *slen, const hb_hp_ctx *c, char *err)
 {
     const uint8_t *p = *pp;
-    if (__builtin_expect(p == end, 0))
+    if (HB_UNLIKELY(p == end))
         return hb_fail(err, c->rc, "%s: %s ends before a string", c->who, c->unit);
     int huff = *p & hbit;
     uint32_t len;
     if (hb_hp_int_decode(&p, end, mask, &len, c, err)) return c->rc;
-    if (__builtin_expect(len > (size_t)(end - p), 0))
+    if (HB_UNLIKELY(len > (size_t)(end - p)))
         return hb_fail(err, c->rc, "%s: string of %u bytes but %zu left in the %s", c->who, len,
                        (size_t)(end - p), c->unit);
     if (huff) {
         uint8_t *o = hb_huff_decode(p, len, end, *scratch, c->who, c->rc, err);
-        if (__builtin_expect(!o, 0)) return c->rc;
+        if (HB_UNLIKELY(!o)) return c->rc;
         *s = (const char *)*scratch;
         *slen = (size_t)(o - *scratch);
         *scratch = o;
