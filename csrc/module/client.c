@@ -57,23 +57,37 @@ static PyObject *client_head(PyObject *self, PyObject *const *args, Py_ssize_t n
     return hb__cl_request((ClientObject *)self, "HEAD", 4, a[0], a[1], NULL, NULL, NULL);
 }
 
+/* The method argument of request() and stream(): its UTF-8 text (a valid
+ * token), or NULL with an exception. */
+static const char *method_arg(ClientObject *self, PyObject *o, size_t *mlen)
+{
+    if (!PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "method must be str");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const char *m = PyUnicode_AsUTF8AndSize(o, &n);
+    if (!m) return NULL;
+    char err[HB_ERR_LEN];
+    int rc = hb_check_method(m, (size_t)n, err);
+    if (rc < 0) {
+        hb_raise(self->st, rc, err);
+        return NULL;
+    }
+    *mlen = (size_t)n;
+    return m;
+}
+
 static PyObject *client_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
     static const char *const names[] = {"method", "url", "body", "headers", "max_body"};
     PyObject *a[5];
     if (hb_args("request", args, nargs, kwnames, names, 5, 2, 2, a) < 0) return NULL;
-    if (!PyUnicode_Check(a[0])) {
-        PyErr_SetString(PyExc_TypeError, "method must be str");
-        return NULL;
-    }
-    Py_ssize_t mlen;
-    const char *m = PyUnicode_AsUTF8AndSize(a[0], &mlen);
+    size_t mlen;
+    const char *m = method_arg((ClientObject *)self, a[0], &mlen);
     if (!m) return NULL;
-    char err[HB_ERR_LEN];
-    int rc = hb_check_method(m, (size_t)mlen, err);
-    if (rc < 0) return hb_raise(((ClientObject *)self)->st, rc, err);
-    return hb__cl_request((ClientObject *)self, m, (size_t)mlen, a[1], a[3], a[2], NULL, a[4]);
+    return hb__cl_request((ClientObject *)self, m, mlen, a[1], a[3], a[2], NULL, a[4]);
 }
 
 static PyObject *client_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -82,17 +96,10 @@ static PyObject *client_stream(PyObject *self, PyObject *const *args, Py_ssize_t
     static const char *const names[] = {"method", "url", "headers", "body", "timeout", "max_line"};
     PyObject *a[6];
     if (hb_args("stream", args, nargs, kwnames, names, 6, 2, 2, a) < 0) return NULL;
-    if (!PyUnicode_Check(a[0])) {
-        PyErr_SetString(PyExc_TypeError, "method must be str");
-        return NULL;
-    }
-    Py_ssize_t mlen;
-    const char *m = PyUnicode_AsUTF8AndSize(a[0], &mlen);
+    size_t mlen;
+    const char *m = method_arg((ClientObject *)self, a[0], &mlen);
     if (!m) return NULL;
-    char err[HB_ERR_LEN];
-    int rc = hb_check_method(m, (size_t)mlen, err);
-    if (rc < 0) return hb_raise(((ClientObject *)self)->st, rc, err);
-    return hb__cl_stream((ClientObject *)self, m, (size_t)mlen, a[1], a[2], a[3], a[4], a[5]);
+    return hb__cl_stream((ClientObject *)self, m, mlen, a[1], a[2], a[3], a[4], a[5]);
 }
 
 static PyObject *client_download(PyObject *self, PyObject *const *args, Py_ssize_t nargs,

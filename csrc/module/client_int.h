@@ -97,6 +97,18 @@ typedef struct {
     PyThreadState *ts; /* non-NULL while the GIL is released */
 } grow_ctx;
 
+/* An HTTP/1.1 request's inputs (Client.request() and Client.stream()): the
+ * URL, the body source and the serialized head. */
+typedef struct {
+    hb_url up;
+    const char *u; /* the URL's text, for errors (valid while the url object lives) */
+    Py_ssize_t ulen;
+    body_src bs;
+    char *head; /* head_stack or a PyMem block */
+    size_t head_len;
+    char head_stack[HEAD_STACK];
+} h1_prep;
+
 /* ---- client_prep.c ---- */
 
 /* body (None, bytes-like, file object or path) into bs; 0, or -1 with an
@@ -111,6 +123,19 @@ int hb__cl_sink_grow(hb_sink *s, size_t need, char *err);
  * the Python handlers first. */
 void hb__cl_raise(hb_modstate *st, int rc, const char *err, const char *method, size_t mlen,
                   const char *url, Py_ssize_t ulen);
+/* Parse url, make the TLS context it needs, take the body and build the head
+ * (the headers are copied into it). 0, or -1 with an exception and nothing
+ * held. */
+int hb__cl_h1_prepare(ClientObject *self, const char *method, size_t mlen, PyObject *url,
+                      PyObject *headers, PyObject *body, h1_prep *p);
+/* Fill rq for the pool from p (its head and body stay p's), with the client's
+ * deadlines from now. */
+void hb__cl_h1_request(const ClientObject *self, const h1_prep *p, const char *method, size_t mlen,
+                       uint64_t max_body, hb_request *rq);
+/* After the body went out: a file object's position moves past it. 0 or -1. */
+int hb__cl_h1_sent(const h1_prep *p);
+/* Release what hb__cl_h1_prepare took (after it succeeded). */
+void hb__cl_h1_release(h1_prep *p);
 /* max_body as given: absent keeps dflt, None is no limit (0), else an int >= 1. */
 int hb__cl_max_body(PyObject *o, uint64_t dflt, uint64_t *out);
 

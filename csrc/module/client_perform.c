@@ -9,8 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/hb_clock.h"
-#include "http/hb_request.h"
 
 PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
                          PyObject *headers, PyObject *body, PyObject *dl_path,
@@ -27,47 +25,14 @@ PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, Py
     uint64_t max_body = self->max_body;
     if (dl_path) max_body = 0; /* a download holds no body in memory */
     if (max_body_arg && hb__cl_max_body(max_body_arg, max_body, &max_body) < 0) return NULL;
-    const char *u;
-    Py_ssize_t ulen;
-    hb_url up;
-    if (hb_py_url(st, url, &up, &u, &ulen) < 0) return NULL;
+    h1_prep pr;
+    if (hb__cl_h1_prepare(self, method, mlen, url, headers, body, &pr) < 0) return NULL;
     char err[HB_ERR_LEN];
     int rc;
-    if (up.tls && hb__cl_ensure_tls(self) < 0) return NULL;
-
-    char stackbuf[HEAD_STACK];
-    char *head = stackbuf;
-    hb_header hstack[HEADERS_STACK], *hs = hstack;
-    PyObject *hkeep = NULL;
-    body_src bs;
     PyObject *resp_obj = NULL, *bodyobj = NULL;
     int dl_fd = -1, dl_created = 0;
     char *dl_buf = NULL;
     PyObject *dl_enc = NULL;
-    if (hb__cl_body_prepare(body, &bs) < 0) goto fail; /* releases what it got so far */
-
-    Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
-    if (nh < 0) goto fail;
-    int64_t blen = HB_REQ_NO_BODY;
-    if (bs.fd >= 0)
-        blen = bs.len < 0 ? HB_REQ_CHUNKED : bs.len;
-    else if (bs.view.obj)
-        blen = (int64_t)bs.view.len;
-    hb_head_spec spec = {method, mlen, &up, hs, (size_t)nh, blen, 1, NULL};
-    size_t cap = hb_build_head_bound(&spec);
-    if (cap > sizeof stackbuf && !(head = PyMem_Malloc(cap))) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    int head_len = hb_build_head(head, cap, &spec, err);
-    /* The head holds copies: the headers' objects may go now. */
-    if (hs != hstack) PyMem_Free(hs);
-    hs = hstack;
-    Py_CLEAR(hkeep);
-    if (head_len < 0) {
-        hb_raise(st, head_len, err);
-        goto fail;
-    }
 
     if (dl_path) {
         if (!PyUnicode_FSConverter(dl_path, &dl_enc)) goto fail;
@@ -85,34 +50,14 @@ PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, Py
     }
 
     hb_request rq;
-    rq.target.tls = up.tls;
-    rq.target.host = up.host;
-    rq.target.host_len = up.host_len;
-    rq.target.port = up.port;
-    rq.head = head;
-    rq.head_len = (size_t)head_len;
-    rq.body = bs.view.obj ? bs.view.buf : NULL;
-    rq.body_len = bs.view.obj ? (size_t)bs.view.len : 0;
-    rq.body_fd = bs.fd;
-    rq.body_fd_off = bs.off;
-    rq.body_fd_len = bs.len;
-    rq.is_head = hb_method_is_head(method, mlen);
-    rq.idempotent = hb_method_idempotent(method, mlen);
-    rq.parse_flags = self->lenient ? HB_PARSE_LENIENT_LF : 0;
-    rq.max_body = max_body;
-    rq.start_ns = hb_now_ns();
-    rq.deadline_ns = self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq.start_ns + self->timeout_ns;
-    rq.connect_deadline_ns = self->connect_timeout_ns == UINT64_MAX
-                                 ? rq.deadline_ns
-                                 : rq.start_ns + self->connect_timeout_ns;
-    if (rq.connect_deadline_ns > rq.deadline_ns) rq.connect_deadline_ns = rq.deadline_ns;
+    hb__cl_h1_request(self, &pr, method, mlen, max_body, &rq);
 
     hb_exchange x;
     PyThreadState *ts = PyEval_SaveThread();
     rc = hb_client_begin(&self->pool, &rq, &x, err);
     PyEval_RestoreThread(ts);
     if (rc < 0) {
-        hb__cl_raise(st, rc, err, method, mlen, u, ulen);
+        hb__cl_raise(st, rc, err, method, mlen, pr.u, pr.ulen);
         goto fail;
     }
 
@@ -178,26 +123,18 @@ PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, Py
     if (!bodyobj && !(bodyobj = PyBytes_FromStringAndSize(NULL, 0))) goto fail;
     hb_py_response_finish(resp_obj, &x, bodyobj);
     bodyobj = NULL;
-    if (bs.file && bs.len > 0) {
-        PyObject *s = PyObject_CallMethod(bs.file, "seek", "L", (long long)(bs.off + bs.len));
-        if (!s) goto fail;
-        Py_DECREF(s);
-    }
-    hb__cl_body_release(&bs);
-    if (head != stackbuf) PyMem_Free(head);
+    if (hb__cl_h1_sent(&pr) < 0) goto fail;
+    hb__cl_h1_release(&pr);
     PyMem_RawFree(dl_buf);
     Py_XDECREF(dl_enc);
     return resp_obj;
 
 fail_rc:
-    hb__cl_raise(st, rc, err, method, mlen, u, ulen);
+    hb__cl_raise(st, rc, err, method, mlen, pr.u, pr.ulen);
 fail_x:
     hb_client_end(&self->pool, &x);
 fail:
-    hb__cl_body_release(&bs);
-    if (hs != hstack) PyMem_Free(hs);
-    Py_XDECREF(hkeep);
-    if (head != stackbuf) PyMem_Free(head);
+    hb__cl_h1_release(&pr);
     Py_XDECREF(resp_obj);
     Py_XDECREF(bodyobj);
     if (dl_fd >= 0) close(dl_fd);

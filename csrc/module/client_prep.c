@@ -1,6 +1,6 @@
 /* client_prep.c - a Client request's inputs: the body source, the TLS
- * context, body sinks, max_body and errors named after their request (see
- * client_int.h). */
+ * context, an HTTP/1.1 request's head, body sinks, max_body and errors named
+ * after their request (see client_int.h). */
 #include "client_int.h"
 
 #include <errno.h>
@@ -197,4 +197,90 @@ int hb__cl_max_body(PyObject *o, uint64_t dflt, uint64_t *out)
     }
     *out = v;
     return 0;
+}
+
+int hb__cl_h1_prepare(ClientObject *self, const char *method, size_t mlen, PyObject *url,
+                      PyObject *headers, PyObject *body, h1_prep *p)
+{
+    hb_modstate *st = self->st;
+    p->head = p->head_stack;
+    if (hb_py_url(st, url, &p->up, &p->u, &p->ulen) < 0) return -1;
+    if (p->up.tls && hb__cl_ensure_tls(self) < 0) return -1;
+    if (hb__cl_body_prepare(body, &p->bs) < 0) return -1; /* releases what it got so far */
+    hb_header hstack[HEADERS_STACK], *hs = hstack;
+    PyObject *hkeep = NULL;
+    Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
+    if (nh < 0) {
+        hb__cl_body_release(&p->bs);
+        return -1;
+    }
+    const body_src *bs = &p->bs;
+    int64_t blen = HB_REQ_NO_BODY;
+    if (bs->fd >= 0)
+        blen = bs->len < 0 ? HB_REQ_CHUNKED : bs->len;
+    else if (bs->view.obj)
+        blen = (int64_t)bs->view.len;
+    hb_head_spec spec = {method, mlen, &p->up, hs, (size_t)nh, blen, 1, NULL};
+    size_t cap = hb_build_head_bound(&spec);
+    char err[HB_ERR_LEN];
+    int len = -1;
+    if (cap > sizeof p->head_stack && !(p->head = PyMem_Malloc(cap))) {
+        p->head = p->head_stack;
+        PyErr_NoMemory();
+    } else if ((len = hb_build_head(p->head, cap, &spec, err)) < 0) {
+        hb_raise(st, len, err);
+    }
+    /* The head holds copies: the headers' objects may go now. */
+    if (hs != hstack) PyMem_Free(hs);
+    Py_XDECREF(hkeep);
+    if (len < 0) {
+        hb__cl_h1_release(p);
+        return -1;
+    }
+    p->head_len = (size_t)len;
+    return 0;
+}
+
+void hb__cl_h1_request(const ClientObject *self, const h1_prep *p, const char *method, size_t mlen,
+                       uint64_t max_body, hb_request *rq)
+{
+    const body_src *bs = &p->bs;
+    rq->target.tls = p->up.tls;
+    rq->target.host = p->up.host;
+    rq->target.host_len = p->up.host_len;
+    rq->target.port = p->up.port;
+    rq->head = p->head;
+    rq->head_len = p->head_len;
+    rq->body = bs->view.obj ? bs->view.buf : NULL;
+    rq->body_len = bs->view.obj ? (size_t)bs->view.len : 0;
+    rq->body_fd = bs->fd;
+    rq->body_fd_off = bs->off;
+    rq->body_fd_len = bs->len;
+    rq->is_head = hb_method_is_head(method, mlen);
+    rq->idempotent = hb_method_idempotent(method, mlen);
+    rq->parse_flags = self->lenient ? HB_PARSE_LENIENT_LF : 0;
+    rq->max_body = max_body;
+    rq->start_ns = hb_now_ns();
+    rq->deadline_ns = self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq->start_ns + self->timeout_ns;
+    rq->connect_deadline_ns = self->connect_timeout_ns == UINT64_MAX
+                                  ? rq->deadline_ns
+                                  : rq->start_ns + self->connect_timeout_ns;
+    if (rq->connect_deadline_ns > rq->deadline_ns) rq->connect_deadline_ns = rq->deadline_ns;
+}
+
+int hb__cl_h1_sent(const h1_prep *p)
+{
+    const body_src *bs = &p->bs;
+    if (!bs->file || bs->len <= 0) return 0;
+    PyObject *r = PyObject_CallMethod(bs->file, "seek", "L", (long long)(bs->off + bs->len));
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+void hb__cl_h1_release(h1_prep *p)
+{
+    hb__cl_body_release(&p->bs);
+    if (p->head != p->head_stack) PyMem_Free(p->head);
+    p->head = p->head_stack;
 }

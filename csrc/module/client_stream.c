@@ -461,39 +461,11 @@ PyObject *hb__cl_stream(ClientObject *self, const char *method, size_t mlen, PyO
         PyErr_SetString(PyExc_ValueError, "max_line must be >= 1");
         return NULL;
     }
-    const char *u;
-    Py_ssize_t ulen;
-    hb_url up;
-    if (hb_py_url(st, url, &up, &u, &ulen) < 0) return NULL;
-    if (up.tls && hb__cl_ensure_tls(self) < 0) return NULL;
+    h1_prep pr;
+    if (hb__cl_h1_prepare(self, method, mlen, url, headers, body, &pr) < 0) return NULL;
     char err[HB_ERR_LEN];
-    char stackbuf[HEAD_STACK];
-    char *head = stackbuf;
-    hb_header hstack[HEADERS_STACK], *hs = hstack;
-    PyObject *hkeep = NULL;
-    body_src bs;
-    StreamObject *s = NULL;
-    if (hb__cl_body_prepare(body, &bs) < 0) return NULL;
-    Py_ssize_t nh = hb_py_headers(headers, hstack, HEADERS_STACK, &hs, &hkeep);
-    if (nh < 0) goto fail;
-    int64_t blen = HB_REQ_NO_BODY;
-    if (bs.fd >= 0)
-        blen = bs.len < 0 ? HB_REQ_CHUNKED : bs.len;
-    else if (bs.view.obj)
-        blen = (int64_t)bs.view.len;
-    hb_head_spec spec = {method, mlen, &up, hs, (size_t)nh, blen, 1, NULL};
-    size_t cap = hb_build_head_bound(&spec);
-    if (cap > sizeof stackbuf && !(head = PyMem_Malloc(cap))) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    int head_len = hb_build_head(head, cap, &spec, err);
-    if (head_len < 0) {
-        hb_raise(st, head_len, err);
-        goto fail;
-    }
     PyTypeObject *tp = st->StreamType;
-    s = (StreamObject *)tp->tp_alloc(tp, 0);
+    StreamObject *s = (StreamObject *)tp->tp_alloc(tp, 0);
     if (!s) goto fail;
     s->client = (ClientObject *)Py_NewRef(self);
     s->url = Py_NewRef(url);
@@ -502,27 +474,7 @@ PyObject *hb__cl_stream(ClientObject *self, const char *method, size_t mlen, PyO
     s->read_timeout_ns = rt < 0 ? UINT64_MAX : (uint64_t)(rt * 1e9);
     hb_sse_parser_init(&s->sp, ml, sse_grow, s);
     hb_request *rq = &s->rq;
-    rq->target.tls = up.tls;
-    rq->target.host = up.host;
-    rq->target.host_len = up.host_len;
-    rq->target.port = up.port;
-    rq->head = head;
-    rq->head_len = (size_t)head_len;
-    rq->body = bs.view.obj ? bs.view.buf : NULL;
-    rq->body_len = bs.view.obj ? (size_t)bs.view.len : 0;
-    rq->body_fd = bs.fd;
-    rq->body_fd_off = bs.off;
-    rq->body_fd_len = bs.len;
-    rq->is_head = hb_method_is_head(method, mlen);
-    rq->idempotent = hb_method_idempotent(method, mlen);
-    rq->parse_flags = self->lenient ? HB_PARSE_LENIENT_LF : 0;
-    rq->max_body = 0; /* a stream holds no body */
-    rq->start_ns = hb_now_ns();
-    rq->deadline_ns = self->timeout_ns == UINT64_MAX ? UINT64_MAX : rq->start_ns + self->timeout_ns;
-    rq->connect_deadline_ns = self->connect_timeout_ns == UINT64_MAX
-                                  ? rq->deadline_ns
-                                  : rq->start_ns + self->connect_timeout_ns;
-    if (rq->connect_deadline_ns > rq->deadline_ns) rq->connect_deadline_ns = rq->deadline_ns;
+    hb__cl_h1_request(self, &pr, method, mlen, 0, rq); /* a stream holds no body */
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = hb_client_begin(&self->pool, rq, &s->x, err);
     Py_END_ALLOW_THREADS
@@ -531,28 +483,18 @@ PyObject *hb__cl_stream(ClientObject *self, const char *method, size_t mlen, PyO
     rq->body = NULL;
     rq->body_fd = -1;
     if (rc < 0) {
-        hb__cl_raise(st, rc, err, method, mlen, u, ulen);
+        hb__cl_raise(st, rc, err, method, mlen, pr.u, pr.ulen);
         goto fail;
     }
     s->active = 1;
     s->resp = hb_py_response_new(st, &s->x, url);
     if (!s->resp) goto fail;
     if (s->x.body_done) finish(s);
-    if (bs.file && bs.len > 0) {
-        PyObject *r = PyObject_CallMethod(bs.file, "seek", "L", (long long)(bs.off + bs.len));
-        if (!r) goto fail;
-        Py_DECREF(r);
-    }
-    hb__cl_body_release(&bs);
-    if (hs != hstack) PyMem_Free(hs);
-    Py_XDECREF(hkeep);
-    if (head != stackbuf) PyMem_Free(head);
+    if (hb__cl_h1_sent(&pr) < 0) goto fail;
+    hb__cl_h1_release(&pr);
     return (PyObject *)s;
 fail:
-    hb__cl_body_release(&bs);
-    if (hs != hstack) PyMem_Free(hs);
-    Py_XDECREF(hkeep);
-    if (head != stackbuf) PyMem_Free(head);
+    hb__cl_h1_release(&pr);
     Py_XDECREF(s);
     return NULL;
 }
