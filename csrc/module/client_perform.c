@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 PyObject *hb__cl_request(ClientObject *self, const char *method, size_t mlen, PyObject *url,
                          PyObject *headers, PyObject *body, PyObject *dl_path,
                          PyObject *max_body_arg)

@@ -65,7 +65,10 @@ typedef struct {
     uint8_t name_len;
     uint8_t value_len;
 } hb_hp_entry;
-#define HB_HP_ENTRY(n, v) {n, v, sizeof(n) - 1, sizeof(v) - 1}
+#define HB_HP_ENTRY(n, v)                                                                          \
+    {                                                                                              \
+        n, v, sizeof(n) - 1, sizeof(v) - 1                                                         \
+    }
 
 /* Bytes of v coded with a prefix of prefix bits (1..8). */
 static inline size_t hb_hp_int_len(size_t v, unsigned prefix)
