@@ -328,7 +328,7 @@ h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const ngtcp2_c
     tp.initial_max_stream_data_uni = STREAM_WINDOW;
     tp.initial_max_data = CONN_WINDOW;
     tp.initial_max_streams_bidi = s->cfg.max_streams;
-    tp.initial_max_streams_uni = 3;
+    tp.initial_max_streams_uni = UNI_MAX;
     tp.max_idle_timeout = (uint64_t)s->cfg.idle_timeout_ms * NGTCP2_MILLISECONDS;
     tp.stateless_reset_token_present = 1;
     tp.active_connection_id_limit = 7;

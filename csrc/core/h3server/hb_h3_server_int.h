@@ -38,8 +38,8 @@
 #define CHUNK (16 * 1024)    /* bytes of generated content per piece handed to QUIC */
 #define HDR_OUT 256          /* a response's HEADERS frame, at most */
 #define FH_LEN 10            /* a DATA frame header (type and a length < 2^62) */
-#define UNI_MAX 3            /* the peer's unidirectional streams (its transport limit) */
-#define CTRL_IN 256          /* the peer's control frames gathered when they come in pieces */
+#define UNI_MAX 6   /* the peer's unidirectional streams at once (its limit): 3 + reserved ones */
+#define CTRL_IN 256 /* the peer's control frames gathered when they come in pieces */
 #define STREAM_WINDOW (1u << 20)
 #define CONN_WINDOW (16u << 20)
 #define ANTI_REPLAY_SLOTS 4096
