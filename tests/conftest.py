@@ -19,6 +19,7 @@ import importlib.util
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -27,6 +28,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Keep the source package off sys.path so tests exercise the installed build.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(ROOT, "python")]
+
+# A non-interactive shell starts a background job with SIGINT ignored, and the children
+# (xdist workers, the CLI under test) inherit that. The Ctrl-C tests send SIGINT and need
+# it delivered: give this process Python's handler, so exec'd children start with the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):
