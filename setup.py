@@ -67,17 +67,15 @@ NGHTTP2_SWITCH = os.environ.get("HTTPBENCH_NGHTTP2", "").strip()
 NGHTTP2_HINT = ("install libnghttp2-dev (or the distribution's nghttp2 headers: "
                 "libnghttp2-devel, nghttp2-dev) and reinstall")
 
-# The HTTP/3 side (embedded server and load generator) is ngtcp2 + nghttp3 over GnuTLS
-# (OpenSSL 3.0 has no QUIC TLS API). HTTPBENCH_H3=0 builds without it, =1 requires it,
-# unset: used when all four are found.
-H3_PKGS = ("libngtcp2", "libngtcp2_crypto_gnutls", "libnghttp3", "gnutls")
-H3 = pkg_config(" ".join(H3_PKGS)) or ([], [], ["ngtcp2", "ngtcp2_crypto_gnutls", "nghttp3",
-                                                 "gnutls"])
-H3_HEADERS = ("ngtcp2/ngtcp2.h", "ngtcp2/ngtcp2_crypto_gnutls.h", "nghttp3/nghttp3.h",
-              "gnutls/gnutls.h")
+# The HTTP/3 side (embedded server and load generator) is ngtcp2 over GnuTLS (OpenSSL 3.0
+# has no QUIC TLS API), with our own HTTP/3 framing and QPACK (csrc/core/h3codec).
+# HTTPBENCH_H3=0 builds without it, =1 requires it, unset: used when all three are found.
+H3_PKGS = ("libngtcp2", "libngtcp2_crypto_gnutls", "gnutls")
+H3 = pkg_config(" ".join(H3_PKGS)) or ([], [], ["ngtcp2", "ngtcp2_crypto_gnutls", "gnutls"])
+H3_HEADERS = ("ngtcp2/ngtcp2.h", "ngtcp2/ngtcp2_crypto_gnutls.h", "gnutls/gnutls.h")
 H3_SWITCH = os.environ.get("HTTPBENCH_H3", "").strip()
-H3_HINT = ("install libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev "
-           "(Fedora: libngtcp2-devel libnghttp3-devel gnutls-devel) and reinstall")
+H3_HINT = ("install libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev "
+           "(Fedora: libngtcp2-devel gnutls-devel) and reinstall")
 
 core = Extension(
     "httpbench._core",
@@ -110,7 +108,7 @@ PACKAGES_HINT = """\
   Fedora/RHEL:   sudo dnf install gcc python3-devel openssl-devel pkgconf
   Alpine:        sudo apk add build-base python3-dev openssl-dev pkgconf
 (plus libnghttp2-dev / libnghttp2-devel / nghttp2-dev for the embedded server's HTTP/2 side,
-and libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev for HTTP/3),
+and libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev for HTTP/3),
 or install a prebuilt manylinux wheel (tools/build-wheel makes one)."""
 
 
@@ -160,7 +158,7 @@ def use_nghttp2(compiler) -> str | None:
 
 
 def use_h3(compiler) -> str | None:
-    """None when HTTP/3 is built (ngtcp2, nghttp3, GnuTLS), else why it is left out."""
+    """None when HTTP/3 is built (ngtcp2, GnuTLS), else why it is left out."""
     if H3_SWITCH == "0":
         return "HTTPBENCH_H3=0"
     if H3_SWITCH not in ("", "1"):

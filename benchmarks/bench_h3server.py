@@ -1,4 +1,4 @@
-"""CPU per request of the embedded HTTP/3 server (C: ngtcp2 + nghttp3 + GnuTLS) against
+"""CPU per request of the embedded HTTP/3 server (C: ngtcp2 + GnuTLS, our HTTP/3 and QPACK) against
 the aioquic listener it replaced and against the HTTP/3 clients it serves, in one run;
 and the same client over HTTP/1.1, h2 and h3 to the same C server.
 

@@ -80,8 +80,8 @@ FLOOR_EXCHANGE = ("udp-floor = benchmarks/floor_exchange.c: only the kernel part
                   "as the server's stats and strace show for the real one); no QUIC, no "
                   "crypto, no HTTP/3. floor tcp is the same for TCP (one read, one writev of "
                   "a fixed response, no TLS). quic+h3 work = c-server - udp-floor: what the "
-                  "server's own code (ngtcp2, GnuTLS's AEAD, nghttp3, routes) costs per "
-                  "request, the only part it can change. Ir/req: the server process's "
+                  "server's own code (ngtcp2, GnuTLS's AEAD, HTTP/3 framing and QPACK, "
+                  "routes) costs per request, the only part it can change. Ir/req: the server process's "
                   "instructions per request under callgrind, httpbench --h3 -n N1 and N2 "
                   "(the handshake cancels out).")
 
@@ -155,7 +155,7 @@ BENCHMARKS = [
               ("1000", "--repeat", "3", "--callgrind", "200,1200"),
               ("500", "--repeat", "2", "--callgrind", "100,600"), ("100",), ours="c-server*",
               notes=(("", "HTTP/3: sequential 150-byte GETs on one connection per client; the "
-                          "C server (ngtcp2 + nghttp3 + GnuTLS) and, for contrast, the aioquic "
+                          "C server (ngtcp2 + GnuTLS, our HTTP/3) and, for contrast, the aioquic "
                           "listener it replaced, each in its own process; client CPU is the "
                           "benchmark process's, server CPU the server's own threads'. The "
                           "cheapest client is the harder reference."),

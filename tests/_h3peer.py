@@ -12,7 +12,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.events import StreamReset
+from aioquic.quic.events import ConnectionTerminated, StopSendingReceived, StreamReset
 
 HOST = "127.0.0.1"
 
@@ -73,6 +73,9 @@ class Peer:
         self.body: dict[int, bytes] = {}
         self.ended: set[int] = set()
         self.reset: set[int] = set()
+        self.reset_codes: dict[int, int] = {}
+        self.stop_codes: dict[int, int] = {}
+        self.closed_code: int | None = None  # the peer's CONNECTION_CLOSE error code
         self.sent_bytes = 0
         self.recv_bytes = 0
         self.q.connect(self.addr, now=time.monotonic())
@@ -120,6 +123,11 @@ class Peer:
                 self.h3 = H3Connection(self.q)
             if isinstance(e, StreamReset):
                 self.reset.add(e.stream_id)
+                self.reset_codes[e.stream_id] = e.error_code
+            elif isinstance(e, StopSendingReceived):
+                self.stop_codes[e.stream_id] = e.error_code
+            elif isinstance(e, ConnectionTerminated):
+                self.closed_code = e.error_code
             if self.h3 is None:
                 continue
             for he in self.h3.handle_event(e):
@@ -151,6 +159,12 @@ class Peer:
     def raw_stream(self, data: bytes) -> int:
         """A request stream carrying exactly these bytes (no HTTP/3 framing added)."""
         sid = self.q.get_next_available_stream_id()
+        self.q.send_stream_data(sid, data, end_stream=False)
+        return sid
+
+    def uni_stream(self, data: bytes) -> int:
+        """A client unidirectional stream carrying exactly these bytes (its type first)."""
+        sid = self.q.get_next_available_stream_id(is_unidirectional=True)
         self.q.send_stream_data(sid, data, end_stream=False)
         return sid
 

@@ -21,10 +21,11 @@
  *
  * build: clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Icsrc/core \
  *   csrc/fuzz/fuzz_h3_server.c csrc/core/h3server/hb_h3_server*.c \
- *   csrc/core/h3/hb_h3_client_mem.c csrc/core/http/hb_route.c csrc/core/http/hb_sse.c \
- *   csrc/core/base/hb_content.c csrc/core/base/hb_common.c csrc/core/http/hb_parse.c \
- *   csrc/core/net/hb_tls.c $(pkg-config --libs libngtcp2_crypto_gnutls libngtcp2 \
- *   libnghttp3 gnutls) -lssl -lcrypto
+ *   csrc/core/h3/hb_h3_client_mem.c csrc/core/h3codec/hb_h3_frame.c \
+ *   csrc/core/h3codec/hb_qpack.c csrc/core/http/hb_huff.c csrc/core/http/hb_route.c \
+ *   csrc/core/http/hb_sse.c csrc/core/base/hb_content.c csrc/core/base/hb_common.c \
+ *   csrc/core/http/hb_parse.c csrc/core/net/hb_tls.c $(pkg-config --libs \
+ *   libngtcp2_crypto_gnutls libngtcp2 gnutls) -lssl -lcrypto
  */
 #include <netinet/in.h>
 #include <stdint.h>

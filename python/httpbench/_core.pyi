@@ -220,7 +220,7 @@ SERVER_ALPHABET: Final[str]
 SERVER_PERIOD: Final[int]
 HAVE_H2_SERVER: Final[int]  # 0 when built without nghttp2
 H2_SERVER_MISSING: Final[str]
-HAVE_H3: Final[int]  # 0 when built without ngtcp2 / nghttp3 / GnuTLS (the HTTP/3 server)
+HAVE_H3: Final[int]  # 0 when built without ngtcp2 / GnuTLS (the HTTP/3 server)
 H3_MISSING: Final[str]
 HAVE_CALLGRIND: Final[int]
 

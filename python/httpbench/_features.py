@@ -1,7 +1,7 @@
 """What this build of httpbench has: the parts that are optional when the C extension is built.
 
 The embedded server's HTTP/2 side needs nghttp2's headers at build time, its
-HTTP/3 side ngtcp2's, nghttp3's and GnuTLS's; a build without them has everything
+HTTP/3 side ngtcp2's and GnuTLS's; a build without them has everything
 else (the HTTP/2 client side is httpbench's own code).
 """
 
@@ -47,7 +47,7 @@ def features() -> dict[str, bool]:
     h2 scenarios' client side. ``tls``: HTTPS (OpenSSL). ``callgrind``: callgrind
     client requests around ``measure(instructions=True)``'s window. ``http3-server``:
     the embedded server speaks HTTP/3 (``Server(tls=True, h3=True)``,
-    ``start_process(h3=True)``, the h3 scenarios; built with ngtcp2, nghttp3 and GnuTLS).
+    ``start_process(h3=True)``, the h3 scenarios; built with ngtcp2 and GnuTLS).
     ``http3-client``: the load generator and the native client over HTTP/3
     (``bench(http3=True)``, ``httpbench URL --h3``, ``Client(http3=True)``; the same
     libraries and build switch as ``http3-server``).

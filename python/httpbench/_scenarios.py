@@ -23,7 +23,7 @@ measured by hand:
   download over h2c. The server's per-protocol counts prove the protocol.
 * ``h3-get-150b`` / ``h3-get-12k`` / ``h3-download-7m`` — the same requests over
   HTTP/3 (QUIC, verified TLS), one at a time, to the server's HTTP/3 side (a build
-  with ngtcp2, nghttp3 and GnuTLS); clients without HTTP/3 are skipped with the reason.
+  with ngtcp2 and GnuTLS); clients without HTTP/3 are skipped with the reason.
 * ``sse-100x1k`` — a server-sent event stream of 100 events of 1 KiB read event by
   event with each client's own streaming API (the count checked every round);
   ``stream-10m-chunked`` — a 10 MB chunked body streamed to a file; ``ws-echo-1k`` /

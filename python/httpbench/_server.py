@@ -147,7 +147,7 @@ class Server:
     served but not advertised, so clients that follow Alt-Svc stay on TCP). HTTP/3 requests
     count in the same ``stats()`` (``by_protocol["h3"]``, ``stats()["h3"]``) and
     their CPU in the workers' ``cpu_ns``. ``H3Unavailable`` (a
-    ``FeatureUnavailable``) in a build without ngtcp2/nghttp3/GnuTLS.
+    ``FeatureUnavailable``) in a build without ngtcp2/GnuTLS.
 
     ``h3_early_data`` (with ``h3`` and ``session_resumption``): HTTP/3 session
     tickets allow 0-RTT; a GET, HEAD or OPTIONS in early data is answered at

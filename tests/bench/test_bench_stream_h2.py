@@ -119,7 +119,7 @@ def test_stream_mode_is_refused_for_websocket():
 
 
 @pytest.mark.skipif(not httpbench.features()["http3-client"], reason="built without the HTTP/3 "
-                    "client (ngtcp2, nghttp3, GnuTLS headers absent)")
+                    "client (ngtcp2, GnuTLS headers absent)")
 @pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing()))
 def test_h3_stream_mode_times_the_body():
     # over HTTP/3 the engine's events come from the same protocol-neutral code;

@@ -2,7 +2,7 @@
 embedded server's HTTP/3 listener: exact accounting against the listener's own counts,
 streams per connection, duration and constant-rate modes, typed errors in bounded time
 for a closed or silent UDP port and an untrusted certificate, and the clear refusals
-of bad combinations. A build without ngtcp2/nghttp3/GnuTLS refuses http3=True."""
+of bad combinations. A build without ngtcp2/GnuTLS refuses http3=True."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from httpbench._features import h3_missing
 
 H3_CLIENT = httpbench.features()["http3-client"]
 needs_client = pytest.mark.skipif(not H3_CLIENT, reason="built without the HTTP/3 client "
-                                  "(ngtcp2, nghttp3, GnuTLS headers absent)")
+                                  "(ngtcp2, GnuTLS headers absent)")
 needs_server = pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing()))
 
 

@@ -233,7 +233,7 @@ def test_multiplexed_protocols_refused():
 
 def test_http3_refused():
     if not httpbench.features()["http3-client"]:
-        pytest.skip("this build has no HTTP/3 client (ngtcp2/nghttp3/GnuTLS)")
+        pytest.skip("this build has no HTTP/3 client (ngtcp2/GnuTLS)")
     with Client(http3=True) as c:
         with pytest.raises(FeatureUnavailable, match="HTTP/3"):
             c.stream("GET", "https://127.0.0.1:9/sse")

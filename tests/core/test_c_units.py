@@ -33,9 +33,9 @@ TESTS = sorted(glob.glob(os.path.join(CDIR, "test_*.c")))
 NEED_NGHTTP2 = {"test_h2_client", "test_h2_hpack_encode", "test_h2_server", "test_client_h2",
                 "test_engine_h2"}
 
-# the embedded HTTP/3 server (ngtcp2, nghttp3, GnuTLS)
+# the embedded HTTP/3 server (ngtcp2, GnuTLS)
 NEED_H3 = {"test_h3_server"}
-H3_PKGS = ["libngtcp2", "libngtcp2_crypto_gnutls", "libnghttp3", "gnutls"]
+H3_PKGS = ["libngtcp2", "libngtcp2_crypto_gnutls", "gnutls"]
 
 PARAMS = [pytest.param(t, id=os.path.basename(t)[:-2],
                        marks=[pytest.mark.h2_server] if os.path.basename(t)[:-2] in NEED_NGHTTP2
@@ -50,8 +50,7 @@ def _h3_flags(h3: bool, what: str) -> list[str]:
                          timeout=60)
     if out.returncode == 0:
         return out.stdout.split()
-    return [] if what == "--cflags" else ["-lngtcp2_crypto_gnutls", "-lngtcp2", "-lnghttp3",
-                                          "-lgnutls"]
+    return [] if what == "--cflags" else ["-lngtcp2_crypto_gnutls", "-lngtcp2", "-lgnutls"]
 
 
 def _core_sources() -> list[str]:

@@ -126,10 +126,12 @@ def test_fuzz_h3_server(tmp_path):
 
         pytest.skip(H3_MISSING)
     libs = subprocess.run(["pkg-config", "--libs", "libngtcp2_crypto_gnutls", "libngtcp2",
-                           "libnghttp3", "gnutls"], capture_output=True, text=True, timeout=60)
+                           "gnutls"], capture_output=True, text=True, timeout=60)
     _fuzz(tmp_path, "fuzz_h3_server", ["h3server/hb_h3_server.c", "h3server/hb_h3_server_conn.c",
+                                       "h3server/hb_h3_server_h3.c",
                                        "h3server/hb_h3_server_http.c", "h3server/hb_h3_server_mem.c",
-                                       "h3/hb_h3_client_mem.c",
+                                       "h3/hb_h3_client_mem.c", "h3codec/hb_h3_frame.c",
+                                       "h3codec/hb_qpack.c", "http/hb_huff.c",
                                        "http/hb_route.c", "http/hb_sse.c",
                                        "base/hb_content.c", "base/hb_common.c", "http/hb_parse.c",
                                        "net/hb_tls.c"],

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing(
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 from bench_h3_idle_mem import idle_wave, settle, warm  # noqa: E402
 
-# 111-113 KiB measured (ngtcp2 0.12 ~70 KiB of it, nghttp3 0.8 ~44 KiB); 135-137 before
-# the TLS session was freed after the handshake and the libraries' large blocks went to
-# pages of their own
-IDLE_KIB_BOUND = 125
+# 78 KiB measured (ngtcp2 0.12 ~70 KiB of it); 109-113 with nghttp3 0.8 serving HTTP/3,
+# 135-137 before the TLS session was freed after the handshake and the libraries' large
+# blocks went to pages of their own
+IDLE_KIB_BOUND = 95
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The embedded server's HTTP/3 side (C: ngtcp2 + nghttp3 + GnuTLS): every route
+"""The embedded server's HTTP/3 side (C: ngtcp2 + GnuTLS, our HTTP/3 framing and QPACK): every route
 byte-exact over QUIC against third-party clients (libcurl's ngtcp2/nghttp3 through
 pycurl, and aioquic's own client), counted exactly in ``by_protocol["h3"]``, next to
 the TCP listener with the same CA and port number; without the build, a clear error."""

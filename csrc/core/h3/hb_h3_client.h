@@ -32,9 +32,9 @@
 
 #define HB_H3_MISSING                                                                              \
     "this build has no HTTP/3 client: install libngtcp2-dev libngtcp2-crypto-gnutls-dev "          \
-    "libnghttp3-dev libgnutls28-dev and reinstall"
+    "libgnutls28-dev and reinstall"
 
-/* 1 when built with ngtcp2, nghttp3 and GnuTLS. */
+/* 1 when built with ngtcp2 and GnuTLS. */
 int hb_h3_available(void);
 
 /* TLS trust shared by a run's connections (immutable once made). */

@@ -1,4 +1,4 @@
-/* hb_h3_client_none.c - hb_h3_client.h in a build without ngtcp2, nghttp3
+/* hb_h3_client_none.c - hb_h3_client.h in a build without ngtcp2
  * and GnuTLS (HB_NO_H3): init and connect fail with HB_E_UNSUPPORTED. */
 #include "h3/hb_h3_client.h"
 

@@ -1,12 +1,11 @@
-/* hb_h3_server.c - the HTTP/3 endpoint on ngtcp2 + nghttp3 + GnuTLS (see
- * hb_h3_server.h).
+/* hb_h3_server.c - the HTTP/3 endpoint on ngtcp2 + GnuTLS (see hb_h3_server.h).
  *
  * ngtcp2 does QUIC (packets, loss recovery, flow control), GnuTLS the TLS 1.3
- * handshake through ngtcp2_crypto_gnutls, nghttp3 the HTTP/3 framing and
+ * handshake through ngtcp2_crypto_gnutls, our h3codec/ the HTTP/3 framing and
  * QPACK. This file is the endpoint: it routes datagrams to connections by
  * connection ID, keeps the send list and answers version negotiation;
- * hb_h3_server_conn.c is one QUIC connection, hb_h3_server_http.c its
- * HTTP/3 streams and routes. */
+ * hb_h3_server_conn.c is one QUIC connection, hb_h3_server_h3.c its HTTP/3
+ * streams, hb_h3_server_http.c the routes. */
 #include "h3server/hb_h3_server_int.h"
 
 #include <malloc.h>
@@ -288,8 +287,11 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
     }
     s->qmem = (ngtcp2_mem){s->mpool, hb__h3_mem_malloc, hb__h3_mem_free, hb__h3_mem_calloc,
                            hb__h3_mem_realloc};
-    s->hmem = (nghttp3_mem){s->mpool, hb__h3_mem_malloc, hb__h3_mem_free, hb__h3_mem_calloc,
-                            hb__h3_mem_realloc};
+    s->qscratch = malloc(hb_qpack_scratch_need(s->cfg.max_header_list));
+    if (!s->qscratch) {
+        rc = hb_fail(err, HB_E_NOMEM, "out of memory");
+        goto fail;
+    }
     s->replay = cfg->replay;
     if (cfg->early_data && cfg->ticket_key && !s->replay) {
         s->replay = s->own_replay = hb_h3_replay_new();
@@ -356,6 +358,7 @@ void hb_h3_server_free(hb_h3_server *s)
     hb_h3_replay_free(s->own_replay);
     if (s->mpool) hb__h3_mem_trim(s->mpool);
     free(s->mpool);
+    free(s->qscratch);
     if (s->tab) ADD(s->st->cid_slots, (uint64_t)0 - s->tcap);
     free(s->tab);
     free(s);
@@ -515,8 +518,8 @@ size_t hb_h3_server_send(hb_h3_server *s, uint8_t *buf, size_t cap, struct socka
         h3conn *c = s->phead;
         ngtcp2_ssize w = 0;
         if (!c->close_queued && c->state == C_OPEN) {
-            if (c->stopping == 2) { /* the GOAWAY went in the last datagram (nghttp3 writes
-                                     * the control stream first): now the CONNECTION_CLOSE */
+            if (c->stopping == 2) { /* the GOAWAY went in the last datagram (the control
+                                     * stream is written first): now the CONNECTION_CLOSE */
                 stop_close(c);
             } else {
                 w = hb__h3_conn_write(c, buf, cap);
@@ -588,7 +591,7 @@ void hb_h3_server_timer(hb_h3_server *s)
 static void stop_close(h3conn *c)
 {
     ngtcp2_connection_close_error e;
-    ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_NO_ERROR, NULL, 0);
+    ngtcp2_connection_close_error_set_application_error(&e, HB_H3_NO_ERROR, NULL, 0);
     hb__h3_conn_close(c, &e);
 }
 
@@ -600,7 +603,7 @@ void hb_h3_server_shutdown(hb_h3_server *s)
         if (c->state != C_OPEN) continue;
         /* HTTP/3 says which requests were not processed (GOAWAY) before the connection
          * closes; hb_h3_server_send closes it once the GOAWAY is written */
-        if (c->h && nghttp3_conn_shutdown(c->h) == 0) {
+        if (hb__h3_goaway(c) == 0) {
             c->stopping = 1;
             hb__h3_pend(c);
         } else {

@@ -1,5 +1,5 @@
 /* hb_h3_server.h - the embedded server's HTTP/3 endpoint: QUIC connections
- * (ngtcp2, TLS 1.3 by GnuTLS) carrying HTTP/3 (nghttp3), answering the
+ * (ngtcp2, TLS 1.3 by GnuTLS) carrying HTTP/3 (h3codec/), answering the
  * server's routes (hb_route.h) with the same bytes as over TCP
  * (hb_content.h).
  *
@@ -17,10 +17,10 @@
  * table. Routes keep their HTTP/1.1 meaning; faults map onto HTTP/3:
  * reset, close-after-headers and close-mid-body reset the stream
  * (H3_INTERNAL_ERROR) where HTTP/1.1 closes the connection. Response bodies
- * of generated content are handed to nghttp3 as pointers into
+ * of generated content are handed to ngtcp2 as pointers into
  * hb_content_buf(), never copied; streams are recycled per connection, so
- * after warm-up nothing is allocated per request except inside ngtcp2,
- * nghttp3 and GnuTLS.
+ * after warm-up nothing is allocated per request except inside ngtcp2 and
+ * GnuTLS.
  *
  * Not thread-safe: one endpoint belongs to one thread, which is also the one
  * writer of cfg->stats.
@@ -127,11 +127,10 @@ typedef struct hb_h3_server_config {
 
 typedef struct hb_h3_server hb_h3_server;
 
-/* What a build without ngtcp2 / nghttp3 / GnuTLS says when HTTP/3 is asked for. */
+/* What a build without ngtcp2 / GnuTLS says when HTTP/3 is asked for. */
 #define HB_H3_SERVER_MISSING                                                                       \
     "this build has no HTTP/3 server: install libngtcp2-dev libngtcp2-crypto-gnutls-dev "          \
-    "libnghttp3-dev libgnutls28-dev (or the distribution's ngtcp2, nghttp3 and GnuTLS headers) "   \
-    "and reinstall"
+    "libgnutls28-dev (or the distribution's ngtcp2 and GnuTLS headers) and reinstall"
 
 /* A datagram buffer of this size holds any packet hb_h3_server_send makes. */
 #define HB_H3_MAX_DATAGRAM 1500

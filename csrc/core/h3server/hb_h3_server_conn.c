@@ -12,30 +12,18 @@ static int q_recv_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64
 {
     (void)q;
     (void)off;
-    (void)sud;
     h3conn *c = ud;
     if (!c->h) return NGTCP2_ERR_CALLBACK_FAILURE;
     c->rx_early = (flags & NGTCP2_STREAM_DATA_FLAG_EARLY) != 0;
-    nghttp3_ssize k =
-        nghttp3_conn_read_stream(c->h, id, p, n, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    int rv = hb__h3_stream_recv(c, id, sud, p, n, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
     c->rx_early = 0;
-    if (k < 0) {
-        c->h3err = (int)k;
-        return NGTCP2_ERR_CALLBACK_FAILURE;
-    }
-    /* a request's deadline runs from its first byte, whatever the frames it starts */
-    if (off == 0 && ngtcp2_is_bidi_stream(id)) hb__h3_stream_first(c, id);
-    hb__h3_consumed(c, id, (size_t)k);
-    return 0;
+    return rv;
 }
 
 static int q_acked(ngtcp2_conn *q, int64_t id, uint64_t off, uint64_t n, void *ud, void *sud)
 {
     (void)q;
-    (void)off;
-    (void)sud;
-    h3conn *c = ud;
-    if (c->h && nghttp3_conn_add_ack_offset(c->h, id, n) != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+    if (sud && ngtcp2_is_bidi_stream(id)) hb__h3_acked(ud, sud, off + n);
     return 0;
 }
 
@@ -43,16 +31,9 @@ static int q_stream_close(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t c
                           void *sud)
 {
     (void)q;
-    (void)sud;
-    h3conn *c = ud;
-    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
-    if (!c->h) return 0;
-    int rv = nghttp3_conn_close_stream(c->h, id, code);
-    if (rv == NGHTTP3_ERR_STREAM_NOT_FOUND) {
-        if (ngtcp2_is_bidi_stream(id)) hb__h3_stream_credit(c);
-        return 0;
-    }
-    return rv == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    (void)flags;
+    (void)code;
+    return hb__h3_closed(ud, id, sud);
 }
 
 static int q_stream_reset(ngtcp2_conn *q, int64_t id, uint64_t size, uint64_t code, void *ud,
@@ -61,42 +42,26 @@ static int q_stream_reset(ngtcp2_conn *q, int64_t id, uint64_t size, uint64_t co
     (void)q;
     (void)size;
     (void)code;
-    (void)sud;
     h3conn *c = ud;
-    if (!c->h) return 0;
-    h3stream *st = NULL;
-    for (h3stream *x = c->live; x; x = x->next)
-        if (x->id == id) st = x;
-    if (st) st->peer_reset = 1;
-    ADD(c->s->st->rst_recv, 1);
-    return nghttp3_conn_shutdown_stream_read(c->h, id) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    if (c->h) hb__h3_peer_reset(c, id, sud);
+    return 0;
 }
 
 static int q_stop_sending(ngtcp2_conn *q, int64_t id, uint64_t code, void *ud, void *sud)
 {
     (void)q;
     (void)code;
-    (void)sud;
     h3conn *c = ud;
-    if (!c->h) return 0;
-    return nghttp3_conn_shutdown_stream_read(c->h, id) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    if (c->h) hb__h3_peer_stop(c, id, sud);
+    return 0;
 }
 
 static int q_extend_max_stream_data(ngtcp2_conn *q, int64_t id, uint64_t max, void *ud, void *sud)
 {
     (void)q;
     (void)max;
-    (void)sud;
     h3conn *c = ud;
-    if (c->h && nghttp3_conn_unblock_stream(c->h, id) != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
-    return 0;
-}
-
-static int q_extend_max_remote_streams_bidi(ngtcp2_conn *q, uint64_t max, void *ud)
-{
-    (void)q;
-    h3conn *c = ud;
-    if (c->h) nghttp3_conn_set_max_client_streams_bidi(c->h, max);
+    if (c->h) hb__h3_unblock(c, id, sud);
     return 0;
 }
 
@@ -211,7 +176,6 @@ void hb__h3_conn_free(h3conn *c, int peer_left)
         hb__h3_stream_release(c, c->live, peer_left);
     while (c->zombies)
         hb__h3_zombie_free(c, c->zombies);
-    if (c->h) nghttp3_conn_del(c->h);
     if (c->q) ngtcp2_conn_del(c->q);
     if (c->tls) gnutls_deinit(c->tls);
     free(c->closebuf);
@@ -272,11 +236,10 @@ static void conn_fail(h3conn *c, int liberr)
     hb__h3_conn_close(c, &e);
 }
 
-static void conn_app_fail(h3conn *c, int h3err)
+static void conn_app_fail(h3conn *c, uint64_t h3err)
 {
     ngtcp2_connection_close_error e;
-    ngtcp2_connection_close_error_set_application_error(
-        &e, nghttp3_err_infer_quic_app_error_code(h3err), NULL, 0);
+    ngtcp2_connection_close_error_set_application_error(&e, h3err, NULL, 0);
     conn_count_error(c);
     hb__h3_conn_close(c, &e);
 }
@@ -296,7 +259,6 @@ static const ngtcp2_callbacks Q_CALLBACKS = {
     .remove_connection_id = q_remove_cid,
     .update_key = q_update_key,
     .stream_reset = q_stream_reset,
-    .extend_max_remote_streams_bidi = q_extend_max_remote_streams_bidi,
     .extend_max_stream_data = q_extend_max_stream_data,
     .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
     .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
@@ -366,7 +328,7 @@ h3conn *hb__h3_conn_new(hb_h3_server *s, const ngtcp2_pkt_hd *hd, const ngtcp2_c
     tp.initial_max_stream_data_uni = STREAM_WINDOW;
     tp.initial_max_data = CONN_WINDOW;
     tp.initial_max_streams_bidi = s->cfg.max_streams;
-    tp.initial_max_streams_uni = 3;
+    tp.initial_max_streams_uni = UNI_MAX;
     tp.max_idle_timeout = (uint64_t)s->cfg.idle_timeout_ms * NGTCP2_MILLISECONDS;
     tp.stateless_reset_token_present = 1;
     tp.active_connection_id_limit = 7;
@@ -490,46 +452,38 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
     if (max > cap) max = cap;
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
+    int no_streams = 0; /* a stream took nothing though the packet had room */
     for (;;) {
         int64_t sid = -1;
         int fin = 0;
-        nghttp3_vec vec[NVEC];
-        nghttp3_ssize nv = 0;
-        if (c->h && ngtcp2_conn_get_max_data_left(c->q)) {
-            nv = nghttp3_conn_writev_stream(c->h, &sid, &fin, vec, NVEC);
-            if (nv < 0) {
-                conn_app_fail(c, (int)nv);
-                return -1;
-            }
-        }
+        ngtcp2_vec *vec = NULL;
+        h3stream *st = NULL;
+        size_t nv = no_streams ? 0 : hb__h3_next(c, &sid, &vec, &fin, &st);
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize ndata = -1;
         ngtcp2_pkt_info pi;
         ngtcp2_ssize w = ngtcp2_conn_writev_stream(c->q, &ps.path, &pi, buf, max, &ndata, flags,
-                                                   sid, (const ngtcp2_vec *)vec, (size_t)nv, now);
+                                                   sid, vec, nv, now);
         if (w < 0) {
             if (w == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-                nghttp3_conn_block_stream(c->h, sid);
+                hb__h3_wblocked(c, st);
                 continue;
             }
             if (w == NGTCP2_ERR_STREAM_SHUT_WR) {
-                nghttp3_conn_shutdown_stream_write(c->h, sid);
+                hb__h3_wshut(c, st);
                 continue;
             }
             if (w == NGTCP2_ERR_WRITE_MORE) {
-                if (nghttp3_conn_add_write_offset(c->h, sid, (size_t)ndata) != 0) {
-                    conn_app_fail(c, NGHTTP3_ERR_CALLBACK_FAILURE);
-                    return -1;
-                }
+                if (ndata > 0 || (ndata == 0 && fin))
+                    hb__h3_wrote(c, st, (size_t)ndata, fin);
+                else
+                    no_streams = 1;
                 continue;
             }
             conn_fail(c, (int)w);
             return -1;
         }
-        if (ndata >= 0 && nghttp3_conn_add_write_offset(c->h, sid, (size_t)ndata) != 0) {
-            conn_app_fail(c, NGHTTP3_ERR_CALLBACK_FAILURE);
-            return -1;
-        }
+        if (ndata >= 0 && sid >= 0) hb__h3_wrote(c, st, (size_t)ndata, fin);
         if (w > 0 && ps.path.remote.addrlen && ps.path.remote.addrlen <= sizeof c->peer &&
             (ps.path.remote.addrlen != c->plen ||
              memcmp(ps.path.remote.addr, &c->peer, c->plen) != 0)) {

@@ -1,8 +1,9 @@
-/* hb_h3_server_http.c - the HTTP/3 server's streams and routes on nghttp3.
+/* hb_h3_server_http.c - the HTTP/3 server's routes on request streams.
  *
- * Bodies go out through one nghttp3 read_data callback that points nghttp3 at
- * the shared content buffer (or at the stream's own text, echo buffer or stats
- * page, which live until the stream closes). */
+ * A response is its HEADERS frame (QPACK, h3codec/hb_qpack.h) and DATA frames whose
+ * payload points into the shared content buffer (or at the stream's own text, echo
+ * buffer or stats page), all kept until the stream closes, which is after QUIC saw
+ * them acknowledged. */
 #include "h3server/hb_h3_server_int.h"
 #include "http/hb_route_plan.h"
 
@@ -16,7 +17,7 @@ static const char CT_JSON[] = "application/json";
 
 /* ---- streams ---- */
 
-static h3stream *stream_new(h3conn *c)
+h3stream *hb__h3_stream_new(h3conn *c)
 {
     hb_h3_server *s = c->s;
     h3stream *st = s->sfree;
@@ -26,13 +27,20 @@ static h3stream *stream_new(h3conn *c)
     } else {
         st = malloc(sizeof *st); /* the pool grows to the peak of live streams */
         if (!st) return NULL;
+        st->hbuf = malloc(s->cfg.max_header_list ? s->cfg.max_header_list : 1);
+        if (!st->hbuf) {
+            free(st);
+            return NULL;
+        }
         st->ebuf = NULL;
         st->ecap = 0;
     }
     char *eb = st->ebuf;
+    uint8_t *hb = st->hbuf;
     size_t ec = st->ecap;
     memset(st, 0, offsetof(h3stream, path));
     st->ebuf = eb;
+    st->hbuf = hb;
     st->ecap = ec;
     st->prev = NULL;
     st->next = c->live;
@@ -56,6 +64,7 @@ static void stream_put(h3conn *c, h3stream *st)
     hb_h3_server *s = c->s;
     if (s->nsfree >= SFREE_MAX) {
         free(st->ebuf);
+        free(st->hbuf);
         free(st);
         return;
     }
@@ -71,6 +80,7 @@ void hb__h3_streams_trim(hb_h3_server *s)
         h3stream *st = s->sfree;
         s->sfree = st->next;
         free(st->ebuf);
+        free(st->hbuf);
         free(st);
     }
     s->nsfree = 0;
@@ -80,6 +90,7 @@ void hb__h3_streams_trim(hb_h3_server *s)
  * echo buffer grown past ECHO_KEEP (kept across reuse only when small). */
 static void stream_drop(h3conn *c, h3stream *st)
 {
+    hb__h3_wq_del(c, st);
     free(st->stats_doc);
     st->stats_doc = NULL;
     if (st->held) {
@@ -137,67 +148,80 @@ static void stream_count(h3conn *c, h3stream *st)
     }
 }
 
-/* /sse: the preamble, then each released event as it fits (its scratch kept until
- * acknowledged); WOULDBLOCK until the timer releases the next or an ack frees a slot. */
-static nghttp3_ssize sse_read(h3conn *c, h3stream *st, nghttp3_vec *vec, size_t veccnt,
-                              uint32_t *flags)
+static void out_push(h3stream *st, const void *p, size_t n)
 {
-    size_t n = 0;
-    if (!st->ev_pre && veccnt) {
-        vec[n].base = (uint8_t *)(uintptr_t)HB_SSE_PREAMBLE;
-        vec[n++].len = sizeof HB_SSE_PREAMBLE - 1;
+    st->out[st->out_n].base = (uint8_t *)(uintptr_t)p;
+    st->out[st->out_n++].len = n;
+    st->qoff += n;
+}
+
+/* /sse: the preamble, then each released event as a DATA frame of its own (its
+ * scratch and frame header kept until acknowledged); nothing more until the timer
+ * releases the next or an acknowledgment frees a slot. */
+static void sse_fill(h3conn *c, h3stream *st)
+{
+    int any = 0;
+    if (!st->ev_pre) {
+        if (st->out_n + 2 > OUTV) return;
+        size_t pl = sizeof HB_SSE_PREAMBLE - 1;
+        uint8_t *e = hb_h3_frame_header_put(st->pre_fh, HB_H3_FRAME_DATA, pl);
+        out_push(st, st->pre_fh, (size_t)(e - st->pre_fh));
+        out_push(st, HB_SSE_PREAMBLE, pl);
         st->ev_pre = 1;
-        st->hoff += sizeof HB_SSE_PREAMBLE - 1;
+        st->hoff += pl;
+        any = 1;
     }
-    while (n < veccnt) {
-        if (st->piov_i < st->piov_n) {
-            vec[n].base = st->piov[st->piov_i].iov_base;
-            vec[n++].len = st->piov[st->piov_i++].iov_len;
-            continue;
-        }
-        if (st->ev_seq >= st->ev_rel || st->ev_n == EV_SLOTS) break;
+    while (st->out_n + 1 + HB_SSE_EVENT_IOV <= OUTV && st->ev_seq < st->ev_rel &&
+           st->ev_n < EV_SLOTS) {
         unsigned slot = (st->ev_head + st->ev_n) % EV_SLOTS;
         size_t len;
-        int k =
-            hb_sse_event_iov(st->piov, st->ev_scr[slot], st->ev_seq + 1, st->rq.p.sse.size, &len);
-        st->piov_n = (uint8_t)k;
-        st->piov_i = 0;
+        struct iovec iov[HB_SSE_EVENT_IOV];
+        int k = hb_sse_event_iov(iov, st->ev_scr[slot], st->ev_seq + 1, st->rq.p.sse.size, &len);
+        uint8_t *e = hb_h3_frame_header_put(st->ev_fh[slot], HB_H3_FRAME_DATA, len);
+        out_push(st, st->ev_fh[slot], (size_t)(e - st->ev_fh[slot]));
+        for (int i = 0; i < k; i++)
+            out_push(st, iov[i].iov_base, iov[i].iov_len);
         st->ev_seq++;
         st->hoff += len;
-        st->ev_end[slot] = st->hoff;
+        st->ev_end[slot] = st->qoff;
         st->ev_n++;
+        any = 1;
         ADD(c->s->st->sse_events, 1);
         ADD(c->s->st->sse_bytes, len);
     }
-    if (n) cut_arm(c, st);
-    if (st->ev_seq == st->ev_count && st->piov_i == st->piov_n) {
-        *flags |= NGHTTP3_DATA_FLAG_EOF;
-        return (nghttp3_ssize)n;
-    }
-    if (n == 0) {
-        st->blocked = 1;
-        return NGHTTP3_ERR_WOULDBLOCK;
-    }
-    return (nghttp3_ssize)n;
+    if (any) cut_arm(c, st);
+    if (st->ev_seq == st->ev_count) st->gen_done = 1;
 }
 
-static nghttp3_ssize on_read_data(nghttp3_conn *h, int64_t id, nghttp3_vec *vec, size_t veccnt,
-                                  uint32_t *flags, void *cud, void *sud)
+void hb__h3_fill(h3conn *c, h3stream *st)
 {
-    (void)h;
-    (void)id;
-    h3conn *c = cud;
-    h3stream *st = sud;
-    if (!st) return NGHTTP3_ERR_CALLBACK_FAILURE;
-    if (st->src == SRC_SSE) return sse_read(c, st, vec, veccnt, flags);
+    if (st->gen_done || st->wshut || !st->hdr_len) return;
+    if (!st->hdr_q) {
+        if (st->out_n == OUTV) return;
+        out_push(st, st->hdr + st->hdr_off, st->hdr_len);
+        st->hdr_q = 1;
+        if (!st->with_body) {
+            st->gen_done = 1;
+            return;
+        }
+    }
+    if (st->src == SRC_SSE) {
+        sse_fill(c, st);
+        return;
+    }
+    if (!st->dfh_q) { /* one DATA frame: the body's length is known from the start */
+        if (st->out_n == OUTV) return;
+        uint8_t *e = hb_h3_frame_header_put(st->dfh, HB_H3_FRAME_DATA, st->left);
+        out_push(st, st->dfh, (size_t)(e - st->dfh));
+        st->dfh_q = 1;
+    }
     size_t n = 0;
-    while (n < veccnt && st->avail > 0) {
+    while (st->out_n < OUTV && st->avail > 0) {
         size_t take = st->avail < CHUNK ? (size_t)st->avail : CHUNK;
         if (st->src == SRC_CONTENT)
-            vec[n].base = (uint8_t *)(hb_content_buf() + st->soff % HB_CONTENT_PERIOD);
+            out_push(st, hb_content_buf() + st->soff % HB_CONTENT_PERIOD, take);
         else
-            vec[n].base = (uint8_t *)(st->mem + st->soff);
-        vec[n].len = take;
+            out_push(st, st->mem + st->soff, take);
         st->soff += take;
         st->avail -= take;
         st->left -= take;
@@ -210,22 +234,18 @@ static nghttp3_ssize on_read_data(nghttp3_conn *h, int64_t id, nghttp3_vec *vec,
             if (!st->reset_owed) {
                 st->reset_owed = 1;
                 c->timers = 1;
+                c->dirty = 1;
             }
-            if (n == 0) return NGHTTP3_ERR_WOULDBLOCK;
-            return (nghttp3_ssize)n;
+            return;
         }
-        *flags |= NGHTTP3_DATA_FLAG_EOF;
-        return (nghttp3_ssize)n;
+        st->gen_done = 1;
+        return;
     }
-    if (n == 0) {
-        if (st->wait == W_STALL && !st->deadline) {
-            st->deadline = hb__h3_now(c->s) + st->rq.p.stall.ms * NS_PER_MS;
-            c->timers = 1;
-        }
-        st->blocked = 1;
-        return NGHTTP3_ERR_WOULDBLOCK;
+    if (st->avail == 0 && st->wait == W_STALL && !st->deadline) {
+        st->deadline = hb__h3_now(c->s) + st->rq.p.stall.ms * NS_PER_MS;
+        c->timers = 1;
+        c->dirty = 1;
     }
-    return (nghttp3_ssize)n;
 }
 
 /* Submit the response head; a body of st->src follows unless body is 0.
@@ -235,30 +255,31 @@ static void respond(h3conn *c, h3stream *st, int status, const char *ct, int64_t
     hb_h3_server *s = c->s;
     if (status < 100 || status > 999) status = 500;
     size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
-    nghttp3_nv nva[6];
+    hb_header f[6];
     size_t n = 0;
-    /* NO_COPY: names and content types are static, status and length live in st until
-     * the stream closes, and the date is rewritten only by this thread (always a valid
-     * date); nghttp3 then skips copying every header per response */
-#define NV(nm, v, vl)                                                                              \
-    (nghttp3_nv){(uint8_t *)(nm), (uint8_t *)(v), sizeof(nm) - 1, (vl),                            \
-                 NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE}
-    nva[n++] = NV(":status", st->stbuf, 3);
-    nva[n++] = NV("server", "httpbench", 9);
-    if (s->cfg.date) nva[n++] = NV("date", s->cfg.date, 29);
-    nva[n++] = NV("content-type", ct, strlen(ct));
-    if (st->ev_kind == EV_SSE) nva[n++] = NV("cache-control", "no-cache", 8);
-    if (cl >= 0) nva[n++] = NV("content-length", st->clbuf, cll);
+#define NV(nm, v, vl) (hb_header){(nm), sizeof(nm) - 1, (v), (vl)}
+    f[n++] = NV(":status", st->stbuf, 3);
+    f[n++] = NV("server", "httpbench", 9);
+    if (s->cfg.date) f[n++] = NV("date", s->cfg.date, 29);
+    f[n++] = NV("content-type", ct, strlen(ct));
+    if (st->ev_kind == EV_SSE) f[n++] = NV("cache-control", "no-cache", 8);
+    if (cl >= 0) f[n++] = NV("content-length", st->clbuf, cll);
 #undef NV
-    nghttp3_data_reader dr = {on_read_data};
-    int with_body = body && !st->head_only;
-    if (nghttp3_conn_submit_response(c->h, st->id, nva, n, with_body ? &dr : NULL) != 0) {
+    /* the section after room for the largest frame header it can need (3 bytes) */
+    ssize_t k = st->hdr_len ? -1 : hb_qpack_encode(f, n, st->hdr + 3, HDR_OUT - 3);
+    if (k < 0) {
         count_status(c, st, 0);
-        (void)ngtcp2_conn_shutdown_stream(c->q, st->id, NGHTTP3_H3_INTERNAL_ERROR);
-        ADD(s->st->rst_sent, 1);
+        hb__h3_stream_error(c, st, HB_H3_INTERNAL_ERROR);
         return;
     }
+    uint8_t fh[HB_H3_FRAME_HEADER_MAX];
+    size_t fl = (size_t)(hb_h3_frame_header_put(fh, HB_H3_FRAME_HEADERS, (uint64_t)k) - fh);
+    memcpy(st->hdr + 3 - fl, fh, fl);
+    st->hdr_off = (uint8_t)(3 - fl);
+    st->hdr_len = (uint16_t)(fl + (size_t)k);
+    st->with_body = (uint8_t)(body && !st->head_only);
     count_status(c, st, status);
+    hb__h3_wq_add(c, st);
     hb__h3_pend(c);
 }
 
@@ -288,9 +309,7 @@ static void respond_content(h3conn *c, h3stream *st, int64_t announce, uint64_t 
 static void reset_stream(h3conn *c, h3stream *st)
 {
     count_status(c, st, 0);
-    (void)ngtcp2_conn_shutdown_stream(c->q, st->id, NGHTTP3_H3_INTERNAL_ERROR);
-    ADD(c->s->st->rst_sent, 1);
-    hb__h3_pend(c);
+    hb__h3_stream_error(c, st, HB_H3_INTERNAL_ERROR);
 }
 
 /* Carry out a route's plan with HTTP/3 framing. */
@@ -373,7 +392,7 @@ static void ev_respond(h3conn *c, h3stream *st)
 }
 
 /* The request is complete (or, for an early response, its head): answer it. */
-static void finish(h3conn *c, h3stream *st)
+void hb__h3_finish(h3conn *c, h3stream *st)
 {
     if (st->responded || st->wait == W_DELAY) return;
     if (st->rq.status == 200 && (st->rq.route == HB_ROUTE_SSE || st->rq.route == HB_ROUTE_STREAM)) {
@@ -408,16 +427,13 @@ static void req_timeout(h3conn *c, h3stream *st)
     }
     st->src = SRC_NONE;
     st->wait = W_NONE;
+    st->rd_off = 1;
     if (st->plen && st->mlen) {
         RESPOND_LIT(c, st, 408, "request timeout\n");
-        (void)nghttp3_conn_shutdown_stream_read(c->h, st->id);
-        (void)ngtcp2_conn_shutdown_stream_read(c->q, st->id, NGHTTP3_H3_NO_ERROR);
+        (void)ngtcp2_conn_shutdown_stream_read(c->q, st->id, HB_H3_NO_ERROR);
     } else {
         count_status(c, st, 408);
-        (void)nghttp3_conn_shutdown_stream_read(c->h, st->id);
-        (void)ngtcp2_conn_shutdown_stream(c->q, st->id, NGHTTP3_H3_REQUEST_INCOMPLETE);
-        ADD(c->s->st->rst_sent, 1);
-        hb__h3_pend(c);
+        hb__h3_stream_error(c, st, HB_H3_REQUEST_INCOMPLETE);
     }
     /* out of the live list, its credit given back; freed when the QUIC stream closes */
     if (st->prev)
@@ -440,7 +456,7 @@ static void req_timeout(h3conn *c, h3stream *st)
     hb__h3_stream_credit(c);
     if (c->nzombie > c->s->cfg.max_streams) { /* a client that never ends what it starts */
         ngtcp2_connection_close_error e;
-        ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_EXCESSIVE_LOAD, NULL, 0);
+        ngtcp2_connection_close_error_set_application_error(&e, HB_H3_EXCESSIVE_LOAD, NULL, 0);
         hb__h3_conn_close(c, &e);
     }
 }
@@ -457,24 +473,6 @@ void hb__h3_zombie_free(h3conn *c, h3stream *st)
     c->nzombie--;
     stream_drop(c, st);
     stream_put(c, st);
-}
-
-/* The first bytes of a request stream: its slot and deadline exist from now,
- * before (or whether or not) a HEADERS frame is recognised. */
-void hb__h3_stream_first(h3conn *c, int64_t id)
-{
-    if (c->live && c->live->id == id) return; /* HEADERS came whole in these bytes */
-    for (h3stream *x = c->live; x; x = x->next)
-        if (x->id == id) return;
-    if (c->nlive >= c->s->cfg.max_streams + 16u) return;
-    h3stream *st = stream_new(c);
-    if (!st) return;
-    st->id = id;
-    st->early = c->rx_early;
-    st->req_deadline = hb__h3_now(c->s) + (uint64_t)c->s->cfg.request_timeout_ms * NS_PER_MS;
-    c->timers = 1;
-    c->dirty = 1;
-    if (nghttp3_conn_set_stream_user_data(c->h, id, st) != 0) hb__h3_stream_release(c, st, 0);
 }
 
 /* Run the stream timers due at now. */
@@ -530,7 +528,7 @@ void hb__h3_stream_timers(h3conn *c)
                 st->deadline = now + st->rq.p.drip.interval_ms * NS_PER_MS;
                 any = 1;
             }
-            (void)nghttp3_conn_resume_stream(c->h, st->id);
+            hb__h3_wq_add(c, st);
         } else if (st->wait == W_PACE) {
             st->ev_rel++;
             if (st->src == SRC_CONTENT) {
@@ -546,13 +544,13 @@ void hb__h3_stream_timers(h3conn *c)
                 if (st->deadline < now) st->deadline = now;
                 any = 1;
             }
-            (void)nghttp3_conn_resume_stream(c->h, st->id);
+            hb__h3_wq_add(c, st);
         } else if (st->wait == W_STALL) {
             if (!st->deadline) continue; /* armed once the first half is out */
             st->wait = W_NONE;
             st->deadline = 0;
             st->avail = st->left;
-            (void)nghttp3_conn_resume_stream(c->h, st->id);
+            hb__h3_wq_add(c, st);
         }
         hb__h3_pend(c);
     }
@@ -572,17 +570,14 @@ uint64_t hb__h3_stream_deadline(h3conn *c)
     return d;
 }
 
-/* ---- nghttp3 callbacks ---- */
+/* ---- what the HTTP/3 layer reports ---- */
 
-/* Body bytes acknowledged: a paced stream's SSE scratch slots come free, and its
+/* Stream bytes acknowledged: a paced stream's SSE scratch slots come free, and its
  * cut timer restarts while bytes are still out. */
-static int h_acked(nghttp3_conn *h, int64_t id, uint64_t n, void *cud, void *sud)
+void hb__h3_acked(h3conn *c, h3stream *st, uint64_t end)
 {
-    (void)h;
-    h3conn *c = cud;
-    h3stream *st = sud;
-    if (!st || !st->ev_kind) return 0;
-    st->acked += n;
+    if (!st || !st->ev_kind) return;
+    st->acked = end;
     int freed = 0;
     while (st->ev_n && st->ev_end[st->ev_head] <= st->acked) {
         st->ev_head = (st->ev_head + 1) % EV_SLOTS;
@@ -590,12 +585,11 @@ static int h_acked(nghttp3_conn *h, int64_t id, uint64_t n, void *cud, void *sud
         freed = 1;
     }
     if (freed && st->src == SRC_SSE) {
-        (void)nghttp3_conn_resume_stream(c->h, id);
+        hb__h3_wq_add(c, st);
         hb__h3_pend(c);
     }
     st->cut_at = 0;
-    if (st->acked < st->hoff) cut_arm(c, st);
-    return 0;
+    if (st->acked < st->qoff) cut_arm(c, st);
 }
 
 /* A request stream closed: its credit goes back in batches of half the limit, since
@@ -609,44 +603,14 @@ void hb__h3_stream_credit(h3conn *c)
     c->credit = 0;
 }
 
-static int h_stream_close(nghttp3_conn *h, int64_t id, uint64_t code, void *cud, void *sud)
+size_t hb__h3_body(h3conn *c, h3stream *st, const uint8_t *p, size_t n)
 {
-    (void)h;
-    (void)code;
-    h3conn *c = cud;
-    h3stream *st = sud;
-    if (st && st->zombie) { /* timed out: released and credited then */
-        hb__h3_zombie_free(c, st);
-        return 0;
-    }
-    if (st) hb__h3_stream_release(c, st, st->peer_reset || !st->responded);
-    if (ngtcp2_is_bidi_stream(id)) hb__h3_stream_credit(c);
-    return 0;
-}
-
-void hb__h3_consumed(h3conn *c, int64_t id, size_t n)
-{
-    (void)ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
-    ngtcp2_conn_extend_max_offset(c->q, n);
-}
-
-static int h_recv_data(nghttp3_conn *h, int64_t id, const uint8_t *p, size_t n, void *cud,
-                       void *sud)
-{
-    (void)h;
-    h3conn *c = cud;
-    h3stream *st = sud;
-    if (!st || st->zombie || !st->echo || st->too_large) {
-        hb__h3_consumed(c, id, n);
-    } else {
-        /* buffered until the request ends: the stream's credit goes back, the
-         * connection's is held, so a connection's buffered uploads stay within
-         * its flow-control window (CONN_WINDOW) */
-        (void)ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
+    size_t held = 0;
+    if (st->echo && !st->too_large) {
+        held = n;
         st->held += n;
         ADD(c->s->st->body_buffered, n);
     }
-    if (!st || st->zombie) return 0;
     ADD(c->s->st->body_in, n);
     st->body_bytes += n;
     if (st->rq.route == HB_ROUTE_SINK) {
@@ -654,7 +618,7 @@ static int h_recv_data(nghttp3_conn *h, int64_t id, const uint8_t *p, size_t n, 
     } else if (st->echo && !st->too_large) {
         if (st->elen + n > ECHO_MAX) {
             st->too_large = 1;
-            return 0;
+            return held;
         }
         if (st->elen + n > st->ecap) {
             size_t cap = st->ecap ? st->ecap : 4096;
@@ -663,7 +627,7 @@ static int h_recv_data(nghttp3_conn *h, int64_t id, const uint8_t *p, size_t n, 
             char *b = realloc(st->ebuf, cap);
             if (!b) {
                 st->too_large = 1;
-                return 0;
+                return held;
             }
             st->ebuf = b;
             st->ecap = cap;
@@ -671,71 +635,7 @@ static int h_recv_data(nghttp3_conn *h, int64_t id, const uint8_t *p, size_t n, 
         memcpy(st->ebuf + st->elen, p, n);
         st->elen += n;
     }
-    return 0;
-}
-
-static int h_deferred_consume(nghttp3_conn *h, int64_t id, size_t n, void *cud, void *sud)
-{
-    (void)h;
-    (void)sud;
-    hb__h3_consumed(cud, id, n);
-    return 0;
-}
-
-static int h_begin_headers(nghttp3_conn *h, int64_t id, void *cud, void *sud)
-{
-    (void)sud;
-    h3conn *c = cud;
-    ADD(c->s->st->streams, 1);
-    if (sud) return 0; /* made at its first byte */
-    h3stream *st = c->nlive < c->s->cfg.max_streams + 16u ? stream_new(c) : NULL;
-    if (!st) {
-        (void)ngtcp2_conn_shutdown_stream(c->q, id, NGHTTP3_H3_REQUEST_REJECTED);
-        return 0;
-    }
-    st->id = id;
-    st->early = c->rx_early;
-    st->req_deadline = hb__h3_now(c->s) + (uint64_t)c->s->cfg.request_timeout_ms * NS_PER_MS;
-    c->timers = 1;
-    if (nghttp3_conn_set_stream_user_data(h, id, st) != 0) {
-        hb__h3_stream_release(c, st, 0);
-        return NGHTTP3_ERR_CALLBACK_FAILURE;
-    }
-    return 0;
-}
-
-static int h_recv_header(nghttp3_conn *h, int64_t id, int32_t token, nghttp3_rcbuf *name,
-                         nghttp3_rcbuf *value, uint8_t flags, void *cud, void *sud)
-{
-    (void)h;
-    (void)id;
-    (void)flags;
-    h3conn *c = cud;
-    h3stream *st = sud;
-    if (!st) return 0;
-    nghttp3_vec nv = nghttp3_rcbuf_get_buf(name), vv = nghttp3_rcbuf_get_buf(value);
-    st->hdr_bytes += nv.len + vv.len + 32;
-    if (st->hdr_bytes > c->s->cfg.max_header_list) {
-        st->too_large = 1;
-        return 0;
-    }
-    (void)token;
-    if (nv.len == 7 && memcmp(nv.base, ":method", 7) == 0) {
-        if (vv.len >= sizeof st->method) {
-            st->too_large = 1;
-            return 0;
-        }
-        memcpy(st->method, vv.base, vv.len);
-        st->mlen = vv.len;
-    } else if (nv.len == 5 && memcmp(nv.base, ":path", 5) == 0) {
-        if (vv.len > PATH_MAX_LEN) {
-            st->too_large = 1;
-            return 0;
-        }
-        memcpy(st->path, vv.base, vv.len);
-        st->plen = vv.len;
-    }
-    return 0;
+    return held;
 }
 
 /* methods a 0-RTT replay cannot harm */
@@ -746,18 +646,22 @@ static int early_safe(const h3stream *st)
            (st->mlen == 7 && memcmp(st->method, "OPTIONS", 7) == 0);
 }
 
-static int h_end_headers(nghttp3_conn *h, int64_t id, int fin, void *cud, void *sud)
+/* The client is asked not to send the rest (STOP_SENDING with H3_NO_ERROR, RFC 9114 4.1). */
+static void stop_reading(h3conn *c, h3stream *st, int fin)
 {
-    h3conn *c = cud;
-    h3stream *st = sud;
-    if (!st) return 0;
+    st->rd_off = 1;
+    if (!fin) (void)ngtcp2_conn_shutdown_stream_read(c->q, st->id, HB_H3_NO_ERROR);
+}
+
+void hb__h3_head(h3conn *c, h3stream *st, int fin)
+{
     hb_route_req *rq = &st->rq;
     if (st->too_large) {
         st->counted = 1;
         st->status_owed = 1;
         ADD(c->s->st->by_route[HB_ROUTE_BAD_REQUEST], 1);
         RESPOND_LIT(c, st, 431, "request head too large\n");
-        return 0;
+        return;
     }
     hb_route_parse(st->method, st->mlen, st->path, st->plen, rq);
     st->head_only = (uint8_t)(st->mlen == 4 && memcmp(st->method, "HEAD", 4) == 0);
@@ -769,95 +673,20 @@ static int h_end_headers(nghttp3_conn *h, int64_t id, int fin, void *cud, void *
     if (st->early && !early_safe(st)) { /* a replay could repeat its effect (RFC 8470 5.2) */
         ADD(c->s->st->early_rejected, 1);
         RESPOND_LIT(c, st, 425, "too early\n");
-        if (!fin) {
-            (void)nghttp3_conn_shutdown_stream_read(h, id);
-            (void)ngtcp2_conn_shutdown_stream_read(c->q, id, NGHTTP3_H3_NO_ERROR);
-        }
-        return 0;
+        stop_reading(c, st, fin);
+        return;
     }
     if (st->early) ADD(c->s->st->early_data, 1);
-    if (rq->status != 200) return 0;
+    if (rq->status != 200) return;
     if (rq->route == HB_ROUTE_ECHO) {
         st->echo = 1;
         st->elen = 0;
     } else if (rq->route == HB_ROUTE_EARLY_RESPONSE) {
-        /* answered before the body, which the client is then asked not to send
-         * (STOP_SENDING with H3_NO_ERROR, RFC 9114 4.1) */
-        finish(c, st);
-        if (!fin) {
-            (void)nghttp3_conn_shutdown_stream_read(h, id);
-            (void)ngtcp2_conn_shutdown_stream_read(c->q, id, NGHTTP3_H3_NO_ERROR);
-        }
+        /* answered before the body, which the client is then asked not to send */
+        hb__h3_finish(c, st);
+        stop_reading(c, st, fin);
     }
-    return 0;
 }
-
-static int h_end_stream(nghttp3_conn *h, int64_t id, void *cud, void *sud)
-{
-    (void)h;
-    (void)id;
-    h3stream *st = sud;
-    if (!st) return 0;
-    st->req_done = 1;
-    finish(cud, st);
-    return 0;
-}
-
-static int h_stop_sending(nghttp3_conn *h, int64_t id, uint64_t code, void *cud, void *sud)
-{
-    (void)h;
-    (void)sud;
-    h3conn *c = cud;
-    (void)ngtcp2_conn_shutdown_stream_read(c->q, id, code);
-    return 0;
-}
-
-static int h_reset_stream(nghttp3_conn *h, int64_t id, uint64_t code, void *cud, void *sud)
-{
-    (void)h;
-    (void)sud;
-    h3conn *c = cud;
-    (void)ngtcp2_conn_shutdown_stream_write(c->q, id, code);
-    return 0;
-}
-
-static const nghttp3_callbacks H3_CALLBACKS = {
-    h_acked,
-    h_stream_close,
-    h_recv_data,
-    h_deferred_consume,
-    h_begin_headers,
-    h_recv_header,
-    h_end_headers,
-    NULL,
-    NULL,
-    NULL,
-    h_stop_sending,
-    h_end_stream,
-    h_reset_stream,
-    NULL,
-};
-
-/* The application keys are in: the HTTP/3 session and its three unidirectional streams. */
-int hb__h3_setup_h3(h3conn *c)
-{
-    if (ngtcp2_conn_get_max_local_streams_uni(c->q) < 3) return -1;
-    nghttp3_settings set;
-    nghttp3_settings_default(&set);
-    set.max_field_section_size = c->s->cfg.max_header_list * 4u;
-    if (nghttp3_conn_server_new(&c->h, &H3_CALLBACKS, &set, &c->s->hmem, c) != 0) return -1;
-    nghttp3_conn_set_max_client_streams_bidi(c->h, c->s->cfg.max_streams);
-    int64_t ctrl, enc, dec;
-    if (ngtcp2_conn_open_uni_stream(c->q, &ctrl, NULL) != 0 ||
-        nghttp3_conn_bind_control_stream(c->h, ctrl) != 0 ||
-        ngtcp2_conn_open_uni_stream(c->q, &enc, NULL) != 0 ||
-        ngtcp2_conn_open_uni_stream(c->q, &dec, NULL) != 0 ||
-        nghttp3_conn_bind_qpack_streams(c->h, enc, dec) != 0)
-        return -1;
-    return 0;
-}
-
-/* ---- ngtcp2 callbacks ---- */
 
 #else
 typedef int hb__h3_server_http_unused;

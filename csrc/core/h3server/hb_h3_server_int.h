@@ -3,7 +3,9 @@
  *
  * hb_h3_server.c       the endpoint: connection-ID table, send list, public API
  * hb_h3_server_conn.c  one QUIC connection: ngtcp2 callbacks, handshake, read/write, timers
- * hb_h3_server_http.c  HTTP/3 streams and routes on nghttp3
+ * hb_h3_server_http.c  the routes on HTTP/3 request streams: responses, timers
+ * hb_h3_server_h3.c    HTTP/3 itself (h3codec/): the control and QPACK streams, the
+ *                      request streams' frame reader and QPACK decoding, the send queue
  */
 #ifndef HB_H3_SERVER_INT_H
 #define HB_H3_SERVER_INT_H
@@ -14,7 +16,6 @@
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
-#include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
@@ -24,6 +25,8 @@
 
 #include "base/hb_common.h"
 #include "base/hb_content.h"
+#include "h3codec/hb_h3_frame.h"
+#include "h3codec/hb_qpack.h"
 #include "http/hb_sse.h"
 
 #define SCIDLEN 18
@@ -31,8 +34,12 @@
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
 #define ECHO_MAX (16u << 20) /* an /echo body beyond this is answered 413 */
-#define NVEC 16
-#define CHUNK (16 * 1024) /* bytes of generated content per vector handed to nghttp3 */
+#define OUTV 16              /* a stream's pieces waiting for QUIC, at most */
+#define CHUNK (16 * 1024)    /* bytes of generated content per piece handed to QUIC */
+#define HDR_OUT 256          /* a response's HEADERS frame, at most */
+#define FH_LEN 10            /* a DATA frame header (type and a length < 2^62) */
+#define UNI_MAX 6   /* the peer's unidirectional streams at once (its limit): 3 + reserved ones */
+#define CTRL_IN 256 /* the peer's control frames gathered when they come in pieces */
 #define STREAM_WINDOW (1u << 20)
 #define CONN_WINDOW (16u << 20)
 #define ANTI_REPLAY_SLOTS 4096
@@ -76,6 +83,17 @@ typedef struct h3stream {
     uint8_t counted, status_owed, responded, head_only, src, wait, echo, too_large;
     uint8_t no_eof, reset_owed, blocked, peer_reset, early, req_done;
     uint8_t zombie; /* timed out: released, waiting only for the QUIC stream to close */
+    /* HTTP/3: the request's frames read (0 none, 1 HEADERS, 2 trailers), input ignored from
+     * now on, the response's pieces all generated / the FIN written, the write side shut, in
+     * the send queue, waiting for the peer's stream credit */
+    uint8_t phase, rd_off, gen_done, fin_sent, wshut, queued, fc_blocked, with_body;
+    uint8_t hdr_q, dfh_q; /* the HEADERS frame / the DATA frame header queued */
+    uint8_t out_n, hdr_off;
+    uint16_t hdr_len;               /* the response's HEADERS frame: 0 before the response */
+    struct h3stream *wprev, *wnext; /* the connection's send queue */
+    uint64_t clen;                  /* the request's content-length, UINT64_MAX: none */
+    uint64_t qoff;                  /* stream bytes queued for QUIC (frames included) */
+    hb_h3_frame_reader rd;
     hb_route_req rq;
     uint64_t deadline;
     uint64_t req_deadline; /* the request must be complete by then (until req_done) */
@@ -91,13 +109,14 @@ typedef struct h3stream {
      * acknowledged; an SSE event's scratch (its id line) lives until its bytes are
      * acknowledged; no acknowledgment for request_timeout while bytes are out cuts it */
     uint8_t ev_kind, ev_pre;           /* ev_pre: the SSE preamble is handed out */
-    uint8_t piov_n, piov_i;            /* the current event's iovecs, handed out so far */
     uint64_t ev_seq, ev_count, ev_rel; /* next event, events in all, events released */
     uint64_t ev_interval;              /* ns between events (chunks) */
-    uint64_t hoff, acked;              /* body bytes handed out / acknowledged */
+    uint64_t hoff;                     /* body bytes handed out */
+    uint64_t acked;                    /* stream bytes acknowledged (frames included) */
     uint64_t cut_at;                   /* 0, or when the stream is cut for not reading */
     uint64_t chunks_counted;
     unsigned ev_head, ev_n; /* in-flight events: a ring of EV_SLOTS */
+    uint8_t *hbuf;          /* a HEADERS frame arriving in pieces (kept across reuse) */
     char *ebuf;             /* echo: the request body (kept across reuse) */
     size_t ecap, elen;
     size_t mlen, plen;
@@ -107,9 +126,13 @@ typedef struct h3stream {
     char jbuf[96];
     char path[PATH_MAX_LEN];
     /* not cleared per request (written before read): */
-    uint64_t ev_end[EV_SLOTS]; /* body offset at each in-flight event's end */
+    uint64_t ev_end[EV_SLOTS]; /* stream offset at each in-flight event's end */
     char ev_scr[EV_SLOTS][HB_SSE_SCRATCH];
-    struct iovec piov[HB_SSE_EVENT_IOV];
+    uint8_t ev_fh[EV_SLOTS][FH_LEN]; /* each in-flight event's DATA frame header */
+    ngtcp2_vec out[OUTV];            /* pieces queued and not yet taken by QUIC */
+    uint8_t hdr[HDR_OUT];            /* the response's HEADERS frame (kept until acknowledged) */
+    uint8_t dfh[FH_LEN];             /* its DATA frame header (a body of known length) */
+    uint8_t pre_fh[FH_LEN];          /* the SSE preamble's */
 } h3stream;
 
 typedef struct h3conn {
@@ -120,14 +143,33 @@ typedef struct h3conn {
     uint8_t validated; /* the peer's address is validated (a Retry token, or the handshake) */
     uint8_t ncids;     /* cids[] in use; CONN_CIDS + 1: overflowed, freeing scans the table */
     uint8_t stopping;  /* the server stops: 1 GOAWAY queued, 2 written (CONNECTION_CLOSE next) */
-    int h3err;         /* the nghttp3 error that failed a callback, for the CONNECTION_CLOSE */
+    uint64_t h3err;    /* the HTTP/3 error code that failed a callback, for the CONNECTION_CLOSE */
     uint32_t credit;   /* request streams closed whose MAX_STREAMS credit is not yet given back */
     uint8_t rx_early;  /* the stream data being read came in 0-RTT */
     uint8_t dirty; /* touched since dl was computed: the endpoint's deadline scan recomputes it */
     uint64_t dl;   /* the connection's earliest timer, as of its last touch */
     hb_h3_server *s;
     ngtcp2_conn *q;
-    nghttp3_conn *h;
+    /* HTTP/3: set up (our control stream open), the peer's control stream seen / its
+     * SETTINGS read, its QPACK streams seen, our control stream blocked by flow control */
+    uint8_t h, peer_ctrl, peer_settings, peer_enc, peer_dec, ctrl_blocked, nuni;
+    int64_t ctrl_sid;
+    ngtcp2_vec cvec;
+    int64_t max_bidi;  /* the highest request stream ID seen (-4: none) */
+    int64_t goaway_id; /* GOAWAY sent: streams from this ID on are refused; -1: none */
+    uint64_t peer_goaway;
+    size_t ctrl_len, ctrl_sent;
+    uint8_t ctrl[1 + HB_H3_SETTINGS_FRAME_MAX + 10]; /* our control stream: SETTINGS, GOAWAY */
+    struct h3uni {
+        int64_t sid;
+        uint64_t type;
+        uint8_t typed;
+        hb_h3_varint_rd vr;
+        hb_qpack_dstream ds;
+    } uni[UNI_MAX];
+    hb_h3_frame_reader crd; /* the peer's control stream */
+    uint8_t cbuf[CTRL_IN];
+    h3stream *wq, *wq_tail; /* streams with bytes to write, in order */
     gnutls_session_t tls;
     ngtcp2_crypto_conn_ref ref;
     struct sockaddr_storage local, peer;
@@ -173,12 +215,12 @@ struct hb_h3_server {
     int nconns;
     cident *tab;
     size_t tcap, tlive, ttomb; /* slots, live entries, tombstones */
-    /* ngtcp2's and nghttp3's allocations: per-size free lists (hb_h3_client_mem.c), so a
-     * request's stream state reuses the blocks of the requests before it */
+    /* ngtcp2's allocations: per-size free lists (hb_h3_server_mem.c), so a request's
+     * stream state reuses the blocks of the requests before it */
     hb__h3_mem *mpool;
     ngtcp2_mem qmem;
-    nghttp3_mem hmem;
-    h3stream *sfree; /* request streams' slots, shared by the connections */
+    uint8_t *qscratch; /* QPACK's Huffman scratch (one endpoint, one thread) */
+    h3stream *sfree;   /* request streams' slots, shared by the connections */
     uint32_t nsfree;
     uint32_t half_open;
     uint32_t freed;   /* connections freed since the heap was last trimmed */
@@ -227,19 +269,53 @@ void hb__h3_conn_close(h3conn *c, const ngtcp2_connection_close_error *ccerr);
 /* peer_left: the streams still open are counted as the peer's resets */
 void hb__h3_conn_free(h3conn *c, int peer_left);
 
-/* hb_h3_server_http.c: HTTP/3 streams and routes */
-/* nghttp3 on a connection whose handshake completed: control and QPACK streams opened */
+/* hb_h3_server_h3.c: HTTP/3 framing and QPACK on the connection's streams */
+/* HTTP/3 on a connection whose application keys are in: our control stream opened */
 int hb__h3_setup_h3(h3conn *c);
+/* stream data from the peer; 0, or NGTCP2_ERR_CALLBACK_FAILURE with c->h3err set */
+int hb__h3_stream_recv(h3conn *c, int64_t id, void *sud, const uint8_t *p, size_t n, int fin);
+/* a stream closed (code: the peer's or ours); 0, or NGTCP2_ERR_CALLBACK_FAILURE */
+int hb__h3_closed(h3conn *c, int64_t id, void *sud);
+/* the peer's RESET_STREAM / STOP_SENDING / more credit on stream id */
+void hb__h3_peer_reset(h3conn *c, int64_t id, void *sud);
+void hb__h3_peer_stop(h3conn *c, int64_t id, void *sud);
+void hb__h3_unblock(h3conn *c, int64_t id, void *sud);
+/* stream bytes [0, end) of request stream st acknowledged */
+void hb__h3_acked(h3conn *c, h3stream *st, uint64_t end);
+/* the next pieces to write: the stream (-1: none), its vectors, FIN; the stream's
+ * record (NULL: the control stream) */
+size_t hb__h3_next(h3conn *c, int64_t *sid, ngtcp2_vec **v, int *fin, h3stream **st);
+/* QUIC took n bytes of the pieces hb__h3_next gave (the FIN with them when all
+ * were taken and fin was set) / the stream cannot take more now / its write side is shut */
+void hb__h3_wrote(h3conn *c, h3stream *st, size_t n, int fin);
+void hb__h3_wblocked(h3conn *c, h3stream *st);
+void hb__h3_wshut(h3conn *c, h3stream *st);
+/* st has (or may have) bytes to write / none any more */
+void hb__h3_wq_add(h3conn *c, h3stream *st);
+void hb__h3_wq_del(h3conn *c, h3stream *st);
+/* queue GOAWAY on our control stream (graceful stop): 0, -1 when HTTP/3 is not up */
+int hb__h3_goaway(h3conn *c);
 /* n bytes of stream id consumed: flow-control credit back to the peer */
 void hb__h3_consumed(h3conn *c, int64_t id, size_t n);
+/* a stream's error: the stream is reset (and the peer asked to stop sending) */
+void hb__h3_stream_error(h3conn *c, h3stream *st, uint64_t code);
+
+/* hb_h3_server_http.c: the routes on request streams */
+h3stream *hb__h3_stream_new(h3conn *c);
+/* the request's head is in (st->method, st->path, st->too_large): its route */
+void hb__h3_head(h3conn *c, h3stream *st, int fin);
+/* the request is complete: answer it */
+void hb__h3_finish(h3conn *c, h3stream *st);
+/* body bytes of the request; returns the bytes whose connection credit is held */
+size_t hb__h3_body(h3conn *c, h3stream *st, const uint8_t *p, size_t n);
+/* the pieces of st's response that can be generated now, into st->out */
+void hb__h3_fill(h3conn *c, h3stream *st);
 /* gives back the MAX_STREAMS credit of the request streams closed so far */
 void hb__h3_stream_credit(h3conn *c);
 void hb__h3_stream_release(h3conn *c, h3stream *st, int peer_left);
 void hb__h3_zombie_free(h3conn *c, h3stream *st);
 /* the endpoint's free stream slots back to the system */
 void hb__h3_streams_trim(hb_h3_server *s);
-/* the first bytes of request stream id came in: its deadline runs from now */
-void hb__h3_stream_first(h3conn *c, int64_t id);
 /* the streams' earliest deadline (delays, drips, request timeouts) / runs those due */
 uint64_t hb__h3_stream_deadline(h3conn *c);
 void hb__h3_stream_timers(h3conn *c);

@@ -1,5 +1,5 @@
-/* hb_h3_server_mem.c - the allocator the HTTP/3 server gives ngtcp2 and
- * nghttp3: small blocks from per-power-of-two free lists (a request's stream
+/* hb_h3_server_mem.c - the allocator the HTTP/3 server gives ngtcp2:
+ * small blocks from per-power-of-two free lists (a request's stream
  * state reuses the blocks of the requests before it), large ones as their own
  * pages.
  *

@@ -1,5 +1,5 @@
-/* hb_h3_server_none.c - the HTTP/3 endpoint of a build without ngtcp2,
- * nghttp3 or GnuTLS (HB_NO_H3): no endpoint can be made, so the embedded
+/* hb_h3_server_none.c - the HTTP/3 endpoint of a build without ngtcp2
+ * or GnuTLS (HB_NO_H3): no endpoint can be made, so the embedded
  * server never opens a UDP socket and everything else links unchanged. */
 #include "h3server/hb_h3_server.h"
 
