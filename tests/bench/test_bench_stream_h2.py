@@ -123,8 +123,8 @@ def test_stream_mode_is_refused_for_websocket():
 @pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing()))
 def test_h3_stream_mode_times_the_body():
     # over HTTP/3 the engine's events come from the same protocol-neutral code;
-    # nghttp3 hands the body over without frame boundaries, so each delivery of
-    # a non-SSE body is an event
+    # the HTTP/3 frame reader hands DATA payload over as QUIC delivers it, so each
+    # delivery of a non-SSE body is an event
     from httpbench._server import start_process
 
     with start_process(tls=True, h3=True, request_timeout=5.0) as srv:
