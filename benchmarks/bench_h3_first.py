@@ -1,6 +1,8 @@
 """The native client's first HTTP/3 request (a fresh ``Client(http3=True)``: TLS trust,
 QUIC + TLS handshake, one GET /bytes/150) against one load-generator connection
-(``bench(keepalive=False, http3=True)``: handshake + one GET per connection).
+(``bench(keepalive=False, http3=True)``: handshake + one GET per connection), with a
+full handshake (``session_resumption=False``, the like-for-like figure: certificate
+checked, as a fresh Client's) and resumed (bench()'s default: no certificate).
 
 Times: the median first get of ``--clients`` fresh Clients in one process, and the
 generator's p50 at keep-alive off, each repeated ``--repeat`` times in the same run.
@@ -31,6 +33,10 @@ import httpbench
 from httpbench import Client, start_process
 
 PATH = "/bytes/150"
+FRESH = "fresh Client"
+PROCESS = "fresh process"
+GEN_FULL = "generator connection"  # a full handshake, as a fresh Client's
+GEN_RESUMED = "generator connection, resumed"  # bench()'s default: TLS session resumption
 
 # mode "client": a first Client warms the process (through request(), not counted),
 # then a fresh Client's get is what callgrind collects; "process": the first get at all
@@ -49,8 +55,9 @@ with httpbench.Client(http3=True, ca_file=ca, timeout=30) as c:
 GEN_RUNNER = """
 import sys
 import httpbench
-url, ca, n = sys.argv[1:4]
-g = httpbench.bench(url, n=int(n), keepalive=False, http3=True, ca_file=ca, timeout=30)
+url, ca, n, resume = sys.argv[1:5]
+g = httpbench.bench(url, n=int(n), keepalive=False, http3=True, ca_file=ca, timeout=30,
+                    session_resumption=resume == "1")
 assert (g.successes, g.errors) == (int(n), 0), g.metadata["first_error"]
 """
 
@@ -83,8 +90,9 @@ def first_get_ns(url: str, ca: str, clients: int) -> list[float]:
     return out
 
 
-def generator_p50_ns(url: str, ca: str, n: int) -> float:
-    g = httpbench.bench(url, n=n, keepalive=False, http3=True, ca_file=ca, timeout=10)
+def generator_p50_ns(url: str, ca: str, n: int, resume: bool) -> float:
+    g = httpbench.bench(url, n=n, keepalive=False, http3=True, ca_file=ca, timeout=10,
+                        session_resumption=resume)
     assert (g.successes, g.errors) == (n, 0), g.metadata["first_error"]
     return float(g.p50)
 
@@ -108,36 +116,32 @@ def main() -> None:
     with start_process(tls=True, h3=True) as srv:
         url = srv.h3_url + PATH
         first_get_ns(url, srv.ca_file, 2)  # the process's one-time set-up, not a Client's
-        client_us, gen_us = [], []
+        us: dict[str, list[float]] = {FRESH: [], GEN_FULL: [], GEN_RESUMED: []}
         for _ in range(a.repeat):
-            client_us.append(statistics.median(first_get_ns(url, srv.ca_file, a.clients)) / 1e3)
-            gen_us.append(generator_p50_ns(url, srv.ca_file, a.conns) / 1e3)
-        print(f"first get of a fresh Client (median of {a.clients}), µs: "
-              + " / ".join(f"{v:.0f}" for v in client_us), flush=True)
-        print(f"generator connection (p50 of {a.conns}), µs: "
-              + " / ".join(f"{v:.0f}" for v in gen_us), flush=True)
-        rows += [{"case": case, "contender": "fresh Client", "metric": "time", "unit": "µs",
-                  "values": [round(v, 1) for v in client_us]},
-                 {"case": case, "contender": "generator connection", "metric": "time",
-                  "unit": "µs", "values": [round(v, 1) for v in gen_us]}]
+            us[FRESH].append(statistics.median(first_get_ns(url, srv.ca_file, a.clients)) / 1e3)
+            us[GEN_FULL].append(generator_p50_ns(url, srv.ca_file, a.conns, False) / 1e3)
+            us[GEN_RESUMED].append(generator_p50_ns(url, srv.ca_file, a.conns, True) / 1e3)
+        for label, vs in us.items():
+            print(f"{label}, µs: " + " / ".join(f"{v:.0f}" for v in vs), flush=True)
+            rows.append({"case": case, "contender": label, "metric": "time", "unit": "µs",
+                         "values": [round(v, 1) for v in vs]})
         if a.no_callgrind or not shutil.which("valgrind"):
             notes.append("instructions not measured: " +
                          ("--no-callgrind" if a.no_callgrind else "valgrind is not installed"))
         else:
-            ins: dict[str, list[int]] = {"client": [], "process": [], "gen": []}
+            ins: dict[str, list[int]] = {FRESH: [], PROCESS: [], GEN_FULL: [], GEN_RESUMED: []}
             for _ in range(a.cg_repeat):
-                for mode in ("client", "process"):
-                    ins[mode].append(_callgrind([CG_RUNNER, url, srv.ca_file, mode],
-                                                "client_get"))
-                i1 = _callgrind([GEN_RUNNER, url, srv.ca_file, str(a.n1)], None)
-                i2 = _callgrind([GEN_RUNNER, url, srv.ca_file, str(a.n2)], None)
-                ins["gen"].append(round((i2 - i1) / (a.n2 - a.n1)))
-            for name, label in (("client", "fresh Client"), ("process", "fresh process"),
-                                ("gen", "generator connection")):
-                print(f"{label}, instructions: " + " / ".join(f"{v:,}" for v in ins[name]),
-                      flush=True)
+                for label, mode in ((FRESH, "client"), (PROCESS, "process")):
+                    ins[label].append(_callgrind([CG_RUNNER, url, srv.ca_file, mode],
+                                                 "client_get"))
+                for label, resume in ((GEN_FULL, "0"), (GEN_RESUMED, "1")):
+                    i1 = _callgrind([GEN_RUNNER, url, srv.ca_file, str(a.n1), resume], None)
+                    i2 = _callgrind([GEN_RUNNER, url, srv.ca_file, str(a.n2), resume], None)
+                    ins[label].append(round((i2 - i1) / (a.n2 - a.n1)))
+            for label, vs in ins.items():
+                print(f"{label}, instructions: " + " / ".join(f"{v:,}" for v in vs), flush=True)
                 rows.append({"case": case, "contender": label, "metric": "instr",
-                             "unit": "instructions", "values": ins[name]})
+                             "unit": "instructions", "values": vs})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": rows, "notes": notes}, f, indent=1)
