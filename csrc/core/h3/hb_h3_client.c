@@ -15,6 +15,15 @@ int hb_h3_available(void)
 
 /* ---- TLS trust ---- */
 
+/* TLS 1.3 only (QUIC's), no middlebox compatibility records (QUIC has none). X25519
+ * first: with GNUTLS_KEY_SHARE_TOP the ClientHello carries its key share alone (the
+ * cheapest to make and to use); a server without it answers with a HelloRetryRequest
+ * for one of the others. */
+#define H3_PRIORITY                                                                                \
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE:-GROUP-ALL:+GROUP-X25519:"           \
+    "+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"    \
+    "+CHACHA20-POLY1305:+AES-128-CCM"
+
 int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
 {
     *out = NULL;
@@ -25,6 +34,12 @@ int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
     if (rv < 0) {
         free(t);
         return hb_fail(err, HB_E_NOMEM, "gnutls credentials: %s", gnutls_strerror(rv));
+    }
+    rv = gnutls_priority_init2(&t->prio, H3_PRIORITY, NULL, 0);
+    if (rv < 0) {
+        t->prio = NULL;
+        hb_h3_tls_free(t);
+        return hb_fail(err, HB_E_TLS, "gnutls priority: %s", gnutls_strerror(rv));
     }
     if (!o->insecure) {
         if (o->ca_file) {
@@ -60,6 +75,7 @@ void hb_h3_tls_free(hb_h3_tls *t)
 {
     if (!t) return;
     gnutls_certificate_free_credentials(t->cred);
+    if (t->prio) gnutls_priority_deinit(t->prio);
     free(t);
 }
 
@@ -136,10 +152,10 @@ static int ticket_hook(gnutls_session_t s, unsigned htype, unsigned when, unsign
 static int tls_session(hb_h3_client *c, const hb_h3_tls *tls, const char *sni)
 {
     struct hb__h3 *p = c->p;
-    int rv = gnutls_init(&p->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA);
+    int rv =
+        gnutls_init(&p->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA | GNUTLS_KEY_SHARE_TOP);
     if (rv < 0) return hb__h3_fail(c, HB_E_NOMEM, "gnutls_init: %s", gnutls_strerror(rv));
-    rv = gnutls_priority_set_direct(
-        p->tls, "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE", NULL);
+    rv = gnutls_priority_set(p->tls, tls->prio);
     if (rv < 0)
         return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "gnutls priority: %s", gnutls_strerror(rv));
     if (ngtcp2_crypto_gnutls_configure_client_session(p->tls) != 0)

@@ -49,6 +49,7 @@
 
 struct hb_h3_tls {
     gnutls_certificate_credentials_t cred;
+    gnutls_priority_t prio; /* parsed once, shared by every session */
     int insecure;
 };
 
