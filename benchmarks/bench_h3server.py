@@ -18,6 +18,13 @@ read and one writev of a fixed response (no TLS). The
 C server's CPU/request minus the UDP floor's is what QUIC + HTTP/3 cost in user space
 and in the crypto; it is the part the server's code can change.
 
+Two controls, because the floor's client is a few hundred bytes of C while pycurl runs
+~24 us of its own code per request on the same CPU, leaving the server cold caches that
+the floor never sees: the same C server driven by httpbench's generator (``-c1``, a small
+working set; 200 then 200 + N requests, handshakes cancelled; its server figure only), and the UDP floor under a
+client that writes through a buffer between exchanges, its size the one (of 128 KiB to
+2 MiB) whose floor-client CPU/request is nearest pycurl's in the same repeat.
+
 ``--callgrind N1,N2`` also serves under valgrind's callgrind (``httpbench serve --tls
 --h3``), drives it with ``httpbench URL --h3 -n N1`` and then ``-n N2`` (a new connection
 each, counters zeroed before and dumped after each run) and reports the server process's
@@ -31,7 +38,8 @@ Goals (benchmarks/goals.py): the C server's CPU/request <= 2.5x the UDP floor's,
 informational, <= 0.5x the cheapest h3 client's. With ``--json`` the rows go to
 benchmarks/run.py: case "h3 sequential GET" (contenders ``c-server`` and
 ``aioquic-server``, each serving pycurl, ``client <name>`` against the C server,
-``udp-floor`` and ``quic+h3 work`` = c-server - udp-floor), case "pycurl by protocol"
+``udp-floor`` and ``quic+h3 work`` = c-server - udp-floor; the controls ``c-server
+(httpbench client)`` and ``udp-floor (client footprint)``), case "pycurl by protocol"
 (``c-server <proto>``, ``client pycurl <proto>``, ``floor udp`` / ``floor tcp``) and case
 "h3 server instructions" (``c-server``, Ir/req).
 """
@@ -42,6 +50,7 @@ import argparse
 import asyncio
 import io
 import json
+import math
 import os
 import shutil
 import statistics
@@ -158,11 +167,13 @@ class FloorExchange:
             os.sched_setaffinity(self.p.pid, {cpu})
         self.udp, self.tcp = map(int, self.p.stdout.readline().split())
 
-    def run(self, proto: str, n: int) -> dict[str, float]:
-        """n sequential exchanges (after 50 warm-up ones) by the floor's own client."""
+    def run(self, proto: str, n: int, touch_kib: int = 0) -> dict[str, float]:
+        """n sequential exchanges (after 50 warm-up ones) by the floor's own client, which
+        writes through touch_kib KiB of its own memory between exchanges."""
         port = self.udp if proto == "udp" else self.tcp
         pin = (lambda: os.sched_setaffinity(0, {self.cpu})) if self.cpu is not None else None
-        p = subprocess.run([self.exe, "drive", proto, str(port), str(self.udp), str(n)],
+        p = subprocess.run([self.exe, "drive", proto, str(port), str(self.udp), str(n),
+                            str(touch_kib)],
                            capture_output=True, text=True, timeout=120, preexec_fn=pin)
         if p.returncode != 0:
             raise RuntimeError(f"floor_exchange drive {proto} failed: {p.stderr.strip()}")
@@ -172,9 +183,38 @@ class FloorExchange:
         return {"server_requests": d["requests"], "server_cpu_us": d["server_cpu_ns"] / n / 1e3,
                 "client_cpu_us": d["client_cpu_ns"] / n / 1e3}
 
+    def footprint(self, n: int, client_cpu_us: float) -> dict[str, float]:
+        """The UDP floor under a client as busy as a real one: the touch size (of a few
+        tried) whose floor-client CPU/request is nearest client_cpu_us, then n exchanges."""
+        tried = {k: self.run("udp", 300, k)["client_cpu_us"] for k in TOUCH_KIB}
+        k = min(tried, key=lambda t: abs(math.log(tried[t] / client_cpu_us)))
+        return {"touch_kib": k, **self.run("udp", n, k)}
+
     def stop(self) -> None:
         self.p.terminate()
         self.p.wait(10)
+
+
+# client working sets tried for the floor's footprint control (KiB written per exchange)
+TOUCH_KIB = (128, 256, 512, 1024, 2048)
+
+
+def generator_run(url: str, ca: str, n: int, counts: Any) -> dict[str, float]:
+    """The C server driven by httpbench's own generator (-c1, one connection, in this
+    process, on its placement): 200 requests, then 200 + n; the differences cancel the
+    handshakes. A client with a small working set, for contrast with pycurl's."""
+    import httpbench
+
+    got = []
+    for k in (50, 200, 200 + n):  # the first run only warms up
+        r0, s0 = counts()
+        r = httpbench.bench(url, n=k, http3=True, ca_file=ca, timeout=30)
+        r1, s1 = counts()
+        if r.successes != k or r.errors:
+            raise RuntimeError(f"httpbench generator: {r.successes} of {k}, {r.error_counts}")
+        got.append((r1 - r0, s1 - s0))
+    (ra, sa), (rb, sb) = got[1:]
+    return {"server_requests": rb - ra, "server_cpu_us": (sb - sa) / n / 1e3}
 
 
 def callgrind_ir(n1: int, n2: int, path: str) -> dict[str, Any]:
@@ -244,6 +284,14 @@ def run_py_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if "skipped" in r or "protocol" not in r:
+            continue
+        if r["protocol"] == "h3" and r["client"] == "httpbench":
+            out.setdefault(("h3 sequential GET", "c-server (httpbench client)"), []).append(
+                r["server_cpu_us"])
+            continue
+        if r["protocol"] == "udp-footprint":
+            out.setdefault(("h3 sequential GET", "udp-floor (client footprint)"), []).append(
+                r["server_cpu_us"])
             continue
         if r["protocol"] == "h3":
             if r["client"] == "pycurl":
@@ -324,6 +372,9 @@ def measure(args: argparse.Namespace, rows: list[dict[str, Any]],
                 if one is not None:
                     rows.append({"rep": rep, "server": "c", "client": name, "protocol": "h3",
                                  **run_one(one, args.n, c_counts("h3"))})
+            rows.append({"rep": rep, "server": "c", "client": "httpbench", "protocol": "h3",
+                         **generator_run(srv.h3_url + args.path, srv.ca_file, args.n,
+                                         c_counts("h3"))})
             for name, versions in TCP.items():
                 for proto, v in versions.items():
                     one = CLIENTS[name](srv.url + args.path, srv.ca_file, v)
@@ -333,6 +384,11 @@ def measure(args: argparse.Namespace, rows: list[dict[str, Any]],
             for proto in ("udp", "tcp"):
                 rows.append({"rep": rep, "server": "floor", "client": "floor",
                              "protocol": proto, **floor.run(proto, args.n)})
+            pc = [r["client_cpu_us"] for r in rows if r.get("rep") == rep
+                  and r.get("client") == "pycurl" and r.get("protocol") == "h3"]
+            if pc:
+                rows.append({"rep": rep, "server": "floor", "client": "floor",
+                             "protocol": "udp-footprint", **floor.footprint(args.n, pc[0])})
         if _aioquic_missing():
             continue
         aq = AioquicServer(args.cpu)
@@ -385,6 +441,14 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
         print(f"C h3 server {s:.1f} us CPU/request = UDP floor {f:.1f} us + QUIC/HTTP/3 work "
               f"{s - f:.1f} us ({s / f:.2f}x the floor); pycurl {p:.1f} us (floor alone "
               f"{f / p:.2f}x pycurl)")
+    g = med("c", "httpbench", "server_cpu_us")
+    ff = med("floor", "floor", "server_cpu_us", "udp-footprint")
+    if s is not None and f is not None and g is not None and ff is not None:
+        ks = sorted({r["touch_kib"] for r in rows if r.get("protocol") == "udp-footprint"})
+        print(f"control: the same C h3 server driven by httpbench's generator (a small "
+              f"working set) {g:.1f} us CPU/request ({g / f:.2f}x the floor); the UDP floor "
+              f"under a client as busy as pycurl (touching {'/'.join(map(str, ks))} KiB per "
+              f"exchange) {ff:.1f} us: the server under pycurl {s / ff:.2f}x that floor")
     t = med("floor", "floor", "server_cpu_us", "tcp")
     if t is not None:
         print(f"TCP floor (read + writev, no TLS): {t:.1f} us CPU/request")

@@ -14,10 +14,15 @@
  * one writev of a fixed head + 150-byte body (plain TCP: no TLS).
  *
  *   floor_exchange serve                 prints "UDP_PORT TCP_PORT"; exits on SIGTERM
- *   floor_exchange drive udp|tcp PORT UDP_PORT N
+ *   floor_exchange drive udp|tcp PORT UDP_PORT N [TOUCH_KIB]
  *       N sequential exchanges after 50 warm-up ones; prints one JSON line:
  *       {"requests": server's count, "server_cpu_ns": its CPU, "client_cpu_ns": ours}
- *       (the server's figures are read over UDP_PORT before and after)
+ *       (the server's figures are read over UDP_PORT before and after).
+ *       TOUCH_KIB (default 0): between exchanges the client writes one byte in
+ *       every 64-byte line of a TOUCH_KIB buffer, the working set of a real
+ *       client sharing the server's CPU (pycurl runs ~24 us of its own code per
+ *       request there); a control for how much of a server's CPU per request
+ *       is the caches a co-located client leaves it, not its own work.
  *
  * Build: cc -O2 -std=c11 -Wall -Wextra -Werror -o floor_exchange floor_exchange.c
  */
@@ -236,18 +241,31 @@ static void tcp_exchange(int fd)
     }
 }
 
+static volatile unsigned char *touch_buf;
+static size_t touch_len;
+
+static void touch(void)
+{
+    for (size_t i = 0; i < touch_len; i += 64)
+        touch_buf[i]++;
+}
+
 static int drive(int tcp, int port, int uport, unsigned long n)
 {
     int ufd = connected(SOCK_DGRAM, uport);
     int fd = tcp ? connected(SOCK_STREAM, port) : ufd;
-    for (unsigned long i = 0; i < WARMUP; i++)
+    for (unsigned long i = 0; i < WARMUP; i++) {
         tcp ? tcp_exchange(fd) : udp_exchange(fd);
+        touch();
+    }
     unsigned long r0, r1;
     unsigned long long s0, s1;
     server_stats(ufd, &r0, &s0);
     unsigned long long c0 = cpu_ns();
-    for (unsigned long i = 0; i < n; i++)
+    for (unsigned long i = 0; i < n; i++) {
         tcp ? tcp_exchange(fd) : udp_exchange(fd);
+        touch();
+    }
     unsigned long long c1 = cpu_ns();
     server_stats(ufd, &r1, &s1);
     printf("{\"requests\": %lu, \"server_cpu_ns\": %llu, \"client_cpu_ns\": %llu}\n", r1 - r0,
@@ -258,11 +276,18 @@ static int drive(int tcp, int port, int uport, unsigned long n)
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "serve") == 0) return serve();
-    if (argc == 6 && strcmp(argv[1], "drive") == 0 &&
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "drive") == 0 &&
         (strcmp(argv[2], "udp") == 0 || strcmp(argv[2], "tcp") == 0)) {
         unsigned long n = strtoul(argv[5], NULL, 10);
-        if (n > 0) return drive(argv[2][0] == 't', atoi(argv[3]), atoi(argv[4]), n);
+        unsigned long kib = argc == 7 ? strtoul(argv[6], NULL, 10) : 0;
+        if (kib > 0 && kib <= (1ul << 20)) {
+            touch_len = kib * 1024;
+            touch_buf = calloc(1, touch_len);
+            if (!touch_buf) die("calloc");
+        }
+        if (n > 0 && kib <= (1ul << 20))
+            return drive(argv[2][0] == 't', atoi(argv[3]), atoi(argv[4]), n);
     }
-    fprintf(stderr, "usage: floor_exchange serve | drive udp|tcp PORT UDP_PORT N\n");
+    fprintf(stderr, "usage: floor_exchange serve | drive udp|tcp PORT UDP_PORT N [TOUCH_KIB]\n");
     return 2;
 }
