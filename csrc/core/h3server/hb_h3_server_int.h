@@ -149,15 +149,17 @@ typedef struct h3stream {
     char stbuf[4];
     char clbuf[24];
     char jbuf[96];
+    /* not cleared per request (written before read); what every request touches first,
+     * then the path (touched as far as it goes), then what SSE alone uses, so that a
+     * slot's mapping (hb_h3_server_http.c) is mostly one resident page */
+    ngtcp2_vec out[OUTV];   /* pieces queued and not yet taken by QUIC */
+    uint8_t hdr[HDR_OUT];   /* the response's HEADERS frame (kept until acknowledged) */
+    uint8_t dfh[FH_LEN];    /* its DATA frame header (a body of known length) */
+    uint8_t pre_fh[FH_LEN]; /* the SSE preamble's */
     char path[PATH_MAX_LEN];
-    /* not cleared per request (written before read): */
     uint64_t ev_end[EV_SLOTS]; /* stream offset at each in-flight event's end */
     char ev_scr[EV_SLOTS][HB_SSE_SCRATCH];
     uint8_t ev_fh[EV_SLOTS][FH_LEN]; /* each in-flight event's DATA frame header */
-    ngtcp2_vec out[OUTV];            /* pieces queued and not yet taken by QUIC */
-    uint8_t hdr[HDR_OUT];            /* the response's HEADERS frame (kept until acknowledged) */
-    uint8_t dfh[FH_LEN];             /* its DATA frame header (a body of known length) */
-    uint8_t pre_fh[FH_LEN];          /* the SSE preamble's */
 } h3stream;
 
 typedef struct h3conn {

@@ -32,13 +32,15 @@
 #define PAGE 4096u
 #define CAP_HEAP ((size_t)1) /* in cap: a large zeroed block from malloc (caps are even) */
 
+/* 16 bytes, malloc's alignment here (max_align_t would make it 32) */
 typedef union mblk {
     struct {
         size_t cap; /* usable bytes after the header (| CAP_HEAP) */
         union mblk *next;
     } h;
-    max_align_t align;
+    _Alignas(16) unsigned char align[16];
 } mblk;
+_Static_assert(sizeof(mblk) == 16 && _Alignof(mblk) == 16, "a block's header is 16 bytes");
 
 /* n: usable bytes, 0..MEM_SMALL_MAX */
 static inline unsigned size_class(size_t n)
@@ -170,11 +172,14 @@ void hb__h3_memstat_free(hb__h3_mem *m)
     m->dbg = NULL;
 }
 
+/* resident bytes of the pages [p, p + len) touches (malloc'd memory: its pages, which
+ * it may share with neighbours) */
 static size_t resident(void *p, size_t len)
 {
     unsigned char v[MEM_CACHE_PAGES * 4];
-    size_t np = len / PAGE, r = 0;
-    if (np > sizeof v || mincore(p, len, v) != 0) return 0;
+    uintptr_t lo = (uintptr_t)p / PAGE * PAGE, hi = ((uintptr_t)p + len + PAGE - 1) / PAGE * PAGE;
+    size_t np = (hi - lo) / PAGE, r = 0;
+    if (np > sizeof v || mincore((void *)lo, hi - lo, v) != 0) return 0;
     for (size_t i = 0; i < np; i++)
         r += v[i] & 1;
     return r * PAGE;
@@ -203,8 +208,15 @@ void hb__h3_memstat_close(hb_h3_server *s)
     for (unsigned i = 0; i < MEM_CACHE_PAGES; i++)
         for (mblk *b = m->pages[i]; b; b = b->h.next)
             cached_res += resident(b, (size_t)(i + 1) * PAGE);
-    fprintf(f, "pool_free_blocks %zu cached_mappings %zu cached_resident %zu\n", pool_free,
-            m->cached, cached_res);
+    size_t slot_res = 0, hbuf_res = 0;
+    for (h3stream *st = s->sfree; st; st = st->next) {
+        slot_res += resident(st, sizeof *st);
+        hbuf_res += resident(st->hbuf, s->cfg.max_header_list ? s->cfg.max_header_list : 1);
+    }
+    fprintf(f,
+            "pool_free_blocks %zu cached_mappings %zu cached_resident %zu free_slots_resident %zu "
+            "free_hbuf_resident %zu\n",
+            pool_free, m->cached, cached_res, slot_res, hbuf_res);
     /* per requested size: how (class / pages / heap), live blocks, bytes asked for, bytes
      * held (class, pages or the malloc'd block), resident (pages: mincore; else = held) */
     static const char *const KIND[] = {"class", "pages", "heap"};
