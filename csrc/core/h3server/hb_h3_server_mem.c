@@ -200,7 +200,7 @@ void hb__h3_memstat_close(hb_h3_server *s)
             "malloc_inuse %zu\n",
             s->nconns, sizeof(h3conn), sizeof(h3stream), s->nsfree,
             (size_t)(s->cfg.max_header_list ? s->cfg.max_header_list : 1), s->tcap * sizeof(cident),
-            mi.uordblks);
+            mi.uordblks + mi.hblkhd); /* malloc in use, heap and mapped */
     size_t pool_free = 0, cached_res = 0;
     for (unsigned k = 0; k < MEM_CLASSES; k++)
         for (mblk *b = m->free[k]; b; b = b->h.next)
