@@ -194,7 +194,13 @@ void hb__h3_memstat_close(hb_h3_server *s)
     d->armed = s->nconns == 1; /* the last one goes: the next wave is reported */
     if (!armed) return;
     FILE *f = d->out;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
     struct mallinfo2 mi = mallinfo2();
+#else
+    struct {
+        size_t uordblks, hblkhd;
+    } mi = {0, 0}; /* no mallinfo2: the report's malloc figure is 0 */
+#endif
     fprintf(f,
             "memstat conns %d h3conn %zu h3stream %zu free_slots %u slot_hbuf %zu cid_table %zu "
             "malloc_inuse %zu\n",
