@@ -285,6 +285,10 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         rc = hb_fail(err, HB_E_NOMEM, "out of memory");
         goto fail;
     }
+    if (hb__h3_memstat_init(s->mpool) != 0) {
+        rc = hb_fail(err, HB_E_NOMEM, "HB_H3_MEMSTAT: cannot open the file");
+        goto fail;
+    }
     s->qmem = (ngtcp2_mem){s->mpool, hb__h3_mem_malloc, hb__h3_mem_free, hb__h3_mem_calloc,
                            hb__h3_mem_realloc};
     s->qscratch = malloc(hb_qpack_scratch_need(s->cfg.max_header_list));
@@ -356,7 +360,10 @@ void hb_h3_server_free(hb_h3_server *s)
     if (s->ar) gnutls_anti_replay_deinit(s->ar);
     if (s->cred) gnutls_certificate_free_credentials(s->cred);
     hb_h3_replay_free(s->own_replay);
-    if (s->mpool) hb__h3_mem_trim(s->mpool);
+    if (s->mpool) {
+        hb__h3_mem_trim(s->mpool);
+        hb__h3_memstat_free(s->mpool);
+    }
     free(s->mpool);
     free(s->qscratch);
     if (s->tab) ADD(s->st->cid_slots, (uint64_t)0 - s->tcap);

@@ -155,6 +155,7 @@ static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
 void hb__h3_conn_free(h3conn *c, int peer_left)
 {
     hb_h3_server *s = c->s;
+    if (s->mpool->dbg) hb__h3_memstat_close(s);
     hb__h3_unpend(c);
     if (c->q) {
         size_t n = ngtcp2_conn_get_num_scid(c->q);

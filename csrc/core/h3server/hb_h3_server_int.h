@@ -57,17 +57,37 @@ enum evkind { EV_NONE, EV_SSE, EV_STREAM };
 #define EV_SLOTS 32 /* SSE events handed out and not yet acknowledged, at most */
 enum cstate { C_OPEN, C_CLOSING, C_DRAINING };
 
-/* hb_h3_server_mem.c: the libraries' allocator (small: free lists; large: pages) */
-#define MEM_MIN_SHIFT 5
-#define MEM_MAX_SHIFT 11 /* above 2 KiB: pages of its own */
-#define MEM_CLASSES (MEM_MAX_SHIFT - MEM_MIN_SHIFT + 1)
+/* hb_h3_server_mem.c: ngtcp2's allocator (small: size classes; large: pages; large
+ * zeroed: malloc) */
+#define MEM_SMALL_MAX 3072u        /* usable bytes above this: pages of its own */
+#define MEM_CLASSES 26             /* 16..64 by 16, then 4 per doubling to MEM_SMALL_MAX */
 #define MEM_CACHE_PAGES 16         /* mappings up to this many pages are cached when freed */
 #define MEM_CACHE_BYTES (4u << 20) /* ... up to this many bytes in all */
+
+/* HB_H3_MEMSTAT=<file> (a diagnostic, read when the server is made): every live
+ * block is counted by its requested size, and when connections start to close
+ * from their peak (and at the warm-up's one) the counts go to <file>, the mapped
+ * blocks' resident pages read with mincore (hb__h3_mem_report) */
+#define MEMSTAT_SIZES 512
+typedef struct hb__h3_memsize {
+    size_t size; /* the requested size + 1 (0: an empty slot) */
+    size_t live, held;
+    uint8_t kind;
+} hb__h3_memsize;
+
+typedef struct hb__h3_memstat {
+    FILE *out;
+    unsigned armed;                   /* a report is due at the next close */
+    hb__h3_memsize by[MEMSTAT_SIZES]; /* open addressing on the requested size */
+    void **mapped;                    /* the live mapped blocks */
+    size_t nmapped, capmapped;
+} hb__h3_memstat;
 
 typedef struct hb__h3_mem {
     union mblk *free[MEM_CLASSES];
     union mblk *pages[MEM_CACHE_PAGES];
-    size_t cached; /* bytes of the cached mappings */
+    size_t cached;       /* bytes of the cached mappings */
+    hb__h3_memstat *dbg; /* NULL unless HB_H3_MEMSTAT is set */
 } hb__h3_mem;
 
 void *hb__h3_mem_malloc(size_t size, void *ud);
@@ -76,6 +96,11 @@ void *hb__h3_mem_calloc(size_t n, size_t size, void *ud);
 void *hb__h3_mem_realloc(void *ptr, size_t size, void *ud);
 /* every free block and cached mapping back to the system */
 void hb__h3_mem_trim(hb__h3_mem *m);
+/* HB_H3_MEMSTAT: set up when asked for (0, or -1 when the file cannot be opened) /
+ * a connection of s is about to be freed (reports once per wave of closes) / freed */
+int hb__h3_memstat_init(hb__h3_mem *m);
+void hb__h3_memstat_close(hb_h3_server *s);
+void hb__h3_memstat_free(hb__h3_mem *m);
 
 typedef struct h3stream {
     struct h3stream *prev, *next; /* live list / free list (next only) */
@@ -124,15 +149,17 @@ typedef struct h3stream {
     char stbuf[4];
     char clbuf[24];
     char jbuf[96];
+    /* not cleared per request (written before read); what every request touches first,
+     * then the path (touched as far as it goes), then what SSE alone uses, so that a
+     * slot's mapping (hb_h3_server_http.c) is mostly one resident page */
+    ngtcp2_vec out[OUTV];   /* pieces queued and not yet taken by QUIC */
+    uint8_t hdr[HDR_OUT];   /* the response's HEADERS frame (kept until acknowledged) */
+    uint8_t dfh[FH_LEN];    /* its DATA frame header (a body of known length) */
+    uint8_t pre_fh[FH_LEN]; /* the SSE preamble's */
     char path[PATH_MAX_LEN];
-    /* not cleared per request (written before read): */
     uint64_t ev_end[EV_SLOTS]; /* stream offset at each in-flight event's end */
     char ev_scr[EV_SLOTS][HB_SSE_SCRATCH];
     uint8_t ev_fh[EV_SLOTS][FH_LEN]; /* each in-flight event's DATA frame header */
-    ngtcp2_vec out[OUTV];            /* pieces queued and not yet taken by QUIC */
-    uint8_t hdr[HDR_OUT];            /* the response's HEADERS frame (kept until acknowledged) */
-    uint8_t dfh[FH_LEN];             /* its DATA frame header (a body of known length) */
-    uint8_t pre_fh[FH_LEN];          /* the SSE preamble's */
 } h3stream;
 
 typedef struct h3conn {
