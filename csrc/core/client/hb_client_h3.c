@@ -110,9 +110,11 @@ fail:
         hb_fail(err, rc, "connection refused: no UDP listener at %s",
                 hb_sockaddr_str((const struct sockaddr *)&ss, addr, sizeof addr));
     } else if (hc->cli.err[0]) {
+        /* a certificate that failed verification reads as over TCP (TLSError, E_TLS_VERIFY) */
+        if (rc == HB_E_H3_HANDSHAKE && hc->cli.cert_rejected) rc = HB_E_TLS_VERIFY;
         hb_fail(err, rc, "%s", hc->cli.err);
     }
-    hb_h3_client_close(&hc->cli);
+    hb_h3_client_close(&hc->cli); /* a CONNECTION_CLOSE: the server frees its side at once */
     return rc;
 }
 

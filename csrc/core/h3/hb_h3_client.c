@@ -192,7 +192,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     if (!p) return HB_E_INVALID;
     hb_h3_client_close(c);
     c->err[0] = 0;
-    c->over = c->handshake_done = c->resumed = c->goaway = 0;
+    c->over = c->handshake_done = c->resumed = c->goaway = c->cert_rejected = 0;
     c->goaway_id = 0;
     c->p->goaway_owed = 0;
     c->p->next_sid = 0;
@@ -202,6 +202,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     p->cb = cb;
     p->ud = ud;
     p->failed = 0;
+    p->close_owed = 0;
     p->pending = 0;
     c->blocked = 0;
     p->txlen = p->ntx = 0;
@@ -259,14 +260,18 @@ void hb_h3_client_close(hb_h3_client *c)
 {
     struct hb__h3 *p = c->p;
     if (!p) return;
-    if (p->q && c->fd >= 0 && !c->over && !ngtcp2_conn_is_in_closing_period(p->q) &&
-        !ngtcp2_conn_is_in_draining_period(p->q)) {
-        /* Tell the server now, so it does not keep the connection until its idle timeout. */
+    if (p->q && c->fd >= 0 && (!c->over || p->close_owed) &&
+        !ngtcp2_conn_is_in_closing_period(p->q) && !ngtcp2_conn_is_in_draining_period(p->q)) {
+        /* Tell the server now, so it does not keep the connection until its idle (or
+         * handshake) timeout: a half-open one would hold one of its handshake slots. */
         ngtcp2_path_storage ps;
         ngtcp2_path_storage_zero(&ps);
         ngtcp2_pkt_info pi;
         ngtcp2_connection_close_error cc;
-        ngtcp2_connection_close_error_set_application_error(&cc, HB_H3_NO_ERROR, NULL, 0);
+        if (c->over)
+            cc = p->last;
+        else
+            ngtcp2_connection_close_error_set_application_error(&cc, HB_H3_NO_ERROR, NULL, 0);
         ngtcp2_ssize n = ngtcp2_conn_write_connection_close(p->q, &ps.path, &pi, p->pkt,
                                                             sizeof p->pkt, &cc, p->now);
         if (n > 0 && send(c->fd, p->pkt, (size_t)n, MSG_DONTWAIT) == n) {
@@ -274,6 +279,7 @@ void hb_h3_client_close(hb_h3_client *c)
             c->st.bytes_sent += (uint64_t)n;
         }
     }
+    p->close_owed = 0;
     if (p->q) ngtcp2_conn_del(p->q);
     if (p->tls) gnutls_deinit(p->tls);
     p->h = 0;
