@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpbench
@@ -284,6 +285,74 @@ def test_silent_udp_port_ends_at_the_handshake_timeout():
     assert r.quic_datagrams_sent > 0
     line = next(ln for ln in r.summary().splitlines() if "QUIC datagrams" in ln)
     assert line.endswith("received (– per request)"), line
+
+
+class _VersionRefuser:
+    """A UDP port that answers every QUIC long-header packet at once with a Version
+    Negotiation listing only a version nobody speaks: each handshake fails in
+    microseconds, without TLS, so only the generator's back-off bounds the attempts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.initials = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                d, peer = self.sock.recvfrom(2048)
+            except (TimeoutError, OSError):
+                continue
+            if len(d) < 7 or not d[0] & 0x80:
+                continue
+            dl = d[5]
+            dcid = d[6:6 + dl]
+            sl = d[6 + dl]
+            scid = d[7 + dl:7 + dl + sl]
+            self.initials += 1
+            vn = (bytes([0x80 | 0x2a]) + b"\0\0\0\0" + bytes([len(scid)]) + scid
+                  + bytes([len(dcid)]) + dcid + bytes.fromhex("1a2a3a4a"))
+            self.sock.sendto(vn, peer)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join()
+        self.sock.close()
+
+
+def _backoff_bound(duration_ns: int) -> int:
+    """Attempts one connection may make in duration_ns when each failure waits 1, 2, 4
+    ... 128 ms before the next (the TCP connect back-off), failures taking no time."""
+    n, t, wait = 1, 0.0, 1e6
+    while t + wait <= duration_ns:
+        t += wait
+        n += 1
+        wait = min(wait * 2, 128e6)
+    return n
+
+
+@needs_client
+def test_failing_handshakes_reconnect_at_a_bounded_rate():
+    srv = _VersionRefuser()
+    try:
+        r = httpbench.bench(f"https://127.0.0.1:{srv.port}/", duration=1.0, concurrency=2,
+                            http3=True, verify=False)
+    finally:
+        srv.close()
+    assert r.successes == 0 and r.connections == 0
+    assert "does not speak QUIC v1" in r.metadata["first_error"]
+    # every attempt failed and was counted as such
+    assert r.connect_failures == r.connect_attempts
+    # 2 connections backing off 1 ms .. 128 ms: ~14 attempts each in a second, where an
+    # immediate reconnect made hundreds; the bound follows the run's own duration
+    bound = 2 * _backoff_bound(r.duration_ns + 50_000_000)
+    assert 4 <= r.connect_attempts <= bound, (r.connect_attempts, bound, r.duration_ns)
+    assert srv.initials >= r.connect_attempts - 2  # (the last ones may be cut at the stop)
 
 
 @needs_client

@@ -77,6 +77,14 @@ static void h3_fatal(econn *c, int rc)
     snprintf(detail, sizeof detail, "%.200s", h->cli.err);
     h3_count(c, hb_now_ns());
     int type;
+    if (!h->cli.handshake_done && h->cli.retry_shares) {
+        /* the server wants another key share and cannot say so: connect again at once
+         * with more (a failed attempt, not a failed request: what waited goes on it) */
+        c->th->r.connect_failures++;
+        hb__eng_conn_close(c);
+        hb__eng_defer_fill(c);
+        return;
+    }
     if (!h->cli.handshake_done) {
         type = rc == HB_E_H3_HANDSHAKE                             ? HB_ENG_ERR_TLS
                : (rc == HB_E_H3_TIMEOUT || (rc < 0 && rc > -4096)) ? HB_ENG_ERR_CONNECT

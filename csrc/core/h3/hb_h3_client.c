@@ -152,8 +152,11 @@ static int ticket_hook(gnutls_session_t s, unsigned htype, unsigned when, unsign
 static int tls_session(hb_h3_client *c, const hb_h3_tls *tls, const char *sni)
 {
     struct hb__h3 *p = c->p;
+    /* GNUTLS_KEY_SHARE_TOP2: X25519's share and P-256's, for a server that lacks the one
+     * and cannot ask for another with a HelloRetryRequest */
     int rv =
-        gnutls_init(&p->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA | GNUTLS_KEY_SHARE_TOP);
+        gnutls_init(&p->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA |
+                                 (p->wide_shares ? GNUTLS_KEY_SHARE_TOP2 : GNUTLS_KEY_SHARE_TOP));
     if (rv < 0) return hb__h3_fail(c, HB_E_NOMEM, "gnutls_init: %s", gnutls_strerror(rv));
     rv = gnutls_priority_set(p->tls, tls->prio);
     if (rv < 0)
@@ -193,6 +196,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     hb_h3_client_close(c);
     c->err[0] = 0;
     c->over = c->handshake_done = c->resumed = c->goaway = c->cert_rejected = 0;
+    c->retry_shares = 0;
     c->goaway_id = 0;
     c->p->goaway_owed = 0;
     c->p->next_sid = 0;

@@ -98,6 +98,9 @@ typedef struct hb_h3_client {
     uint64_t idle_ns;         /* the idle timeout in force (the smaller side's), once done */
     uint64_t last_rx;         /* when a datagram last arrived (hb_now_ns) */
     int resumed;              /* the TLS session was resumed */
+    int retry_shares;         /* the server refused the ClientHello's one key share (X25519) with
+                               * handshake_failure and no HelloRetryRequest: connect again at once;
+                               * that and every later connection of this client offer more shares */
     int cert_rejected;        /* the handshake failed verifying the server's certificate (with
                                * HB_E_H3_HANDSHAKE; c->err says why) */
     int blocked; /* a datagram waits for the socket: call hb_h3_client_writable when writable */

@@ -128,8 +128,10 @@ struct hb__h3 {
     struct sockaddr_storage local, remote;
     socklen_t llen, rlen;
     ngtcp2_connection_close_error last; /* what CONNECTION_CLOSE says after our own error */
-    int close_owed; /* the connection ended by our own error (or timeout): tell the server, with
-                     * `last`, so it frees the connection at once instead of at its timeout */
+    int wide_shares; /* offer key shares for X25519 and P-256 (a server without X25519 and
+                      * without HelloRetryRequest refused the one share); kept across connects */
+    int close_owed;  /* the connection ended by our own error (or timeout): tell the server, with
+                      * `last`, so it frees the connection at once instead of at its timeout */
     size_t last_pto;
     uint64_t now;  /* clock of the call in progress */
     uint8_t *rbuf; /* HB_UDP_RX_BATCH datagrams of RX_DGRAM bytes */

@@ -34,6 +34,12 @@ static int quic_error(hb_h3_client *c, int rv, const char *where)
             (cc.error_code & ~(uint64_t)0xff) == NGTCP2_CRYPTO_ERROR) {
             /* the server's TLS refused the handshake (ALPN, groups, ciphers, ...) */
             uint8_t alert = (uint8_t)(cc.error_code & 0xff);
+            if (alert == GNUTLS_A_HANDSHAKE_FAILURE && !p->wide_shares) {
+                /* maybe the one key share (a server without X25519 that cannot send a
+                 * HelloRetryRequest): the next connection offers P-256's too */
+                p->wide_shares = 1;
+                c->retry_shares = 1;
+            }
             snprintf(d, sizeof d, "TLS alert %u (%s)", alert, alert_name(alert));
             return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "the server refused the QUIC handshake: %s",
                                d);
@@ -44,6 +50,11 @@ static int quic_error(hb_h3_client *c, int rv, const char *where)
     }
     if (rv == NGTCP2_ERR_IDLE_CLOSE) /* silent, as the idle timeout is (RFC 9000 10.1) */
         return hb__h3_fail(c, HB_E_H3_TIMEOUT, "the QUIC connection idled out%s", "");
+    if (rv == NGTCP2_ERR_RECV_VERSION_NEGOTIATION) /* the server kept no state: nothing to close */
+        return hb__h3_fail(c, HB_E_H3,
+                           "the server does not speak QUIC v1 (it answered with a Version "
+                           "Negotiation)%s",
+                           "");
     p->close_owed = 1;
     if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) {
         /* a server that got our Initial but is slow frees its half-open state now */
