@@ -269,3 +269,41 @@ def test_build_without_http3_refuses(monkeypatch):
         pytest.skip("this build has HTTP/3; the refusal is tested by the build without it")
     with pytest.raises(FeatureUnavailable):
         Client(http3=True)
+
+
+@needs_h3
+def test_trust_follows_the_ca_files_bytes(h3srv, tmp_path):
+    # a process shares the trust made from one CA file between Clients: only while
+    # the file holds the same bytes
+    pytest.importorskip("cryptography")
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from h3_aioquic_server import make_certificate
+
+    (tmp_path / "other").mkdir()
+    _chain, _key, other_ca = make_certificate(str(tmp_path / "other"))
+    mine = open(h3srv.ca_file, "rb").read()
+    ca = tmp_path / "trust.pem"
+    ca.write_bytes(mine)
+    url = f"{h3srv.h3_url}/bytes/3"
+    first = Client(http3=True, ca_file=str(ca), timeout=5)
+    try:
+        assert first.get(url).body == expected_bytes(3)
+        ca.write_bytes(open(other_ca, "rb").read())  # another CA now: the server is unknown
+        with Client(http3=True, ca_file=str(ca), timeout=5) as c, \
+                pytest.raises(TLSError, match="certificate verification failed") as ei:
+            c.get(url)
+        assert ei.value.code == httpbench._core.E_TLS_VERIFY
+        # the first Client keeps the trust it made, for new connections too
+        host = f"https://localhost:{h3srv.h3_port}/bytes/4"
+        assert first.get(host).body == expected_bytes(4)
+        ca.write_bytes(mine)
+        with Client(http3=True, ca_file=str(ca), timeout=5) as c:
+            assert c.get(url).body == expected_bytes(3)
+        ca.write_bytes(mine + b"\n")  # the same CA, other bytes: made again, still trusted
+        with Client(http3=True, ca_file=str(ca), timeout=5) as c:
+            assert c.get(url).status == 200
+    finally:
+        first.close()

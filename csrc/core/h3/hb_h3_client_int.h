@@ -26,12 +26,15 @@
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "h3codec/hb_h3_frame.h"
@@ -51,6 +54,7 @@ struct hb_h3_tls {
     gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio; /* parsed once, shared by every session */
     int insecure;
+    _Atomic unsigned refs; /* its owners: the callers of hb_h3_tls_new, and the trust cache */
 };
 
 /* The libraries' allocations come from a free list per power-of-two size
