@@ -507,5 +507,7 @@ static PyMethodDef engine_methods[] = {
 int hb_mod_engine_init(PyObject *m, hb_modstate *st)
 {
     (void)st;
+    /* TLSError.code of a certificate that failed verification */
+    if (PyModule_AddIntConstant(m, "E_TLS_VERIFY", HB_E_TLS_VERIFY) < 0) return -1;
     return PyModule_AddFunctions(m, engine_methods);
 }

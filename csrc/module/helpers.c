@@ -48,7 +48,8 @@ PyObject *hb_raise(hb_modstate *st, int rc, const char *detail)
         return raise_with_code(rc == HB_E_NO_H2 ? st->HTTP2NotSupported : st->ProtocolError, text,
                                rc);
     } else if (hb_is_tls_error(rc) || rc == HB_E_H3_HANDSHAKE) {
-        exc = st->TLSError;
+        /* .code tells a certificate that failed verification (E_TLS_VERIFY) from the rest */
+        return raise_with_code(st->TLSError, text, rc);
     } else if (hb_is_h3_error(rc)) {
         /* QUIC/HTTP/3: no answer -> ConnectError, the rest are protocol errors */
         if (rc == HB_E_H3_TIMEOUT)

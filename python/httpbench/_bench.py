@@ -368,9 +368,27 @@ def tls_verify_failure(url: str, ca_file: str | None, timeout: float) -> str | N
         why = exc.verify_message or str(exc)
     except (OSError, ValueError):
         return None
-    return (f"TLS verification of {t.host}:{t.port} failed ({why}); nothing was sent. Trust "
+    return untrusted_message(t.host, t.port, why)
+
+
+def untrusted_message(host: str, port: int, why: str) -> str:
+    """What the CLI says when the server's certificate fails verification (TCP or QUIC)."""
+    return (f"TLS verification of {host}:{port} failed ({why}); nothing was sent. Trust "
             "the server with --ca-file PATH (its CA certificate in PEM; `httpbench serve` "
             "prints the path of its own) or skip verification with --insecure")
+
+
+def h3_verify_failure(url: str, exc: BaseException) -> str | None:
+    """The CLI's message for an HTTP/3 run the engine stopped at its first handshake
+    because the certificate failed verification (TLSError with code E_TLS_VERIFY), or
+    None for any other error."""
+    if not isinstance(exc, _core.TLSError) or getattr(exc, "code", None) != _core.E_TLS_VERIFY:
+        return None
+    t = parse_url(url)
+    text = str(exc)
+    mark = "certificate verification failed: "
+    why = text[text.index(mark) + len(mark):] if mark in text else text
+    return untrusted_message(t.host, t.port, why.strip().rstrip("."))
 
 
 def _save_json(path: str, result: BenchResult) -> bool:
@@ -524,7 +542,10 @@ def cli_main(argv: list[str]) -> int:
         sys.stderr.write(f"httpbench: {exc}\n")
         return 2
     except (_core.HttpbenchError, ImportError, RuntimeError) as exc:
-        sys.stderr.write(f"httpbench: {type(exc).__name__}: {exc}\n")
+        # HTTP/3 has no check before the run: its first handshake stops the run instead
+        bad = h3_verify_failure(a.url, exc) if a.h3 else None
+        sys.stderr.write(f"httpbench: {bad}\n" if bad else
+                         f"httpbench: {type(exc).__name__}: {exc}\n")
         return 1
     if show:
         sys.stderr.write("\r\x1b[2K")

@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpbench
@@ -161,18 +162,68 @@ def test_constant_rate(h3srv):
     assert r.latency_uncorrected is not None and r.latency_uncorrected.count == 100
 
 
+def _settled_h3(srv, deadline_s: float = 30.0) -> dict:
+    """The server's h3 stats (``accepted``: its connections) once every connection it
+    accepted was freed: a failed handshake ends by the client's CONNECTION_CLOSE after
+    the server's draining period, or else by the server's own handshake timeout,
+    counted in its ``errors``."""
+    end = time.monotonic() + deadline_s
+    while True:
+        s = srv.stats()
+        h3 = dict(s["h3"], accepted=s["connections_by_protocol"]["h3"])
+        if h3["accepted"] == h3["connections_closed"] or time.monotonic() > end:
+            return h3
+        time.sleep(0.05)
+
+
 @needs_client
 @needs_server
-def test_untrusted_certificate_is_a_tls_error(h3srv):
-    t0 = time.monotonic()
-    r = httpbench.bench(h3srv.h3_url + "/bytes/150", n=5, http3=True)  # system trust only
-    assert time.monotonic() - t0 < 10
-    assert r.successes == 0 and r.connections == 0
-    assert r.error_counts["tls"] > 0 and r.errors == r.error_counts["tls"]
-    assert "certificate" in r.metadata["first_error"]
-    # verify=False talks to the same server
-    ok = httpbench.bench(h3srv.h3_url + "/bytes/150", n=5, http3=True, verify=False)
-    assert (ok.successes, ok.errors) == (5, 0)
+@pytest.mark.parametrize("conns", [1, 4])
+def test_untrusted_certificate_stops_the_run_and_closes_on_the_server(h3srv, conns):
+    before = _settled_h3(h3srv)
+    with pytest.raises(httpbench.TLSError, match="certificate verification failed") as ei:
+        httpbench.bench(h3srv.h3_url + "/bytes/150", n=2000, concurrency=conns,
+                        http3=True)  # system trust only: the test CA is unknown
+    assert ei.value.code == httpbench._core.E_TLS_VERIFY
+    after = _settled_h3(h3srv)
+    assert after["half_open"] == 0
+    # one handshake per connection, no reconnect: each ended by the client's
+    # CONNECTION_CLOSE (a peer close), none by the server's handshake timeout
+    assert after["accepted"] - before["accepted"] == conns
+    assert after["connections_closed"] - before["connections_closed"] == conns
+    assert after["errors"] == before["errors"]
+    assert after["idle_timeouts"] == before["idle_timeouts"]
+    assert after["refused"] == before["refused"]
+    assert after["handshakes"] == before["handshakes"]
+    # and a run that skips verification right after gets every answer, nothing refused
+    ok = httpbench.bench(h3srv.h3_url + "/bytes/150", n=40, concurrency=conns, http3=True,
+                         verify=False)
+    assert (ok.successes, ok.errors, ok.connections) == (40, 0, conns)
+    assert ok.connect_attempts == conns and ok.connect_failures == 0
+    assert h3srv.stats()["h3"]["refused"] == before["refused"]
+
+
+@needs_client
+@needs_server
+def test_cli_untrusted_certificate_says_how_to_trust_as_over_tcp(h3srv):
+    before = _settled_h3(h3srv)
+    p = _cli(h3srv.h3_url + "/bytes/150", "--h3", "-c1", "-n", "2000")
+    tcp = _cli(h3srv.url + "/bytes/150", "-c1", "-n", "2000")
+    assert p.returncode == tcp.returncode == 1
+    assert p.stdout == tcp.stdout == ""  # no run, no report
+    port = h3srv.h3_url.rsplit(":", 1)[1]
+    for out in (p.stderr, tcp.stderr):
+        assert out.startswith(f"httpbench: TLS verification of 127.0.0.1:{port} failed ("), out
+        assert out.endswith("); nothing was sent. Trust the server with --ca-file PATH (its CA "
+                            "certificate in PEM; `httpbench serve` prints the path of its own) "
+                            "or skip verification with --insecure\n"), out
+    assert "issuer is unknown" in p.stderr
+    after = _settled_h3(h3srv)
+    assert after["accepted"] - before["accepted"] == 1  # one attempt
+    assert after["connections_closed"] - before["connections_closed"] == 1
+    assert after["errors"] == before["errors"]
+    ok = _cli(h3srv.h3_url + "/bytes/150", "--h3", "-c1", "-n", "20", "--insecure")
+    assert ok.returncode == 0 and "Complete requests:      20" in ok.stdout, ok.stderr
 
 
 @needs_client
@@ -234,6 +285,74 @@ def test_silent_udp_port_ends_at_the_handshake_timeout():
     assert r.quic_datagrams_sent > 0
     line = next(ln for ln in r.summary().splitlines() if "QUIC datagrams" in ln)
     assert line.endswith("received (– per request)"), line
+
+
+class _VersionRefuser:
+    """A UDP port that answers every QUIC long-header packet at once with a Version
+    Negotiation listing only a version nobody speaks: each handshake fails in
+    microseconds, without TLS, so only the generator's back-off bounds the attempts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.initials = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                d, peer = self.sock.recvfrom(2048)
+            except (TimeoutError, OSError):
+                continue
+            if len(d) < 7 or not d[0] & 0x80:
+                continue
+            dl = d[5]
+            dcid = d[6:6 + dl]
+            sl = d[6 + dl]
+            scid = d[7 + dl:7 + dl + sl]
+            self.initials += 1
+            vn = (bytes([0x80 | 0x2a]) + b"\0\0\0\0" + bytes([len(scid)]) + scid
+                  + bytes([len(dcid)]) + dcid + bytes.fromhex("1a2a3a4a"))
+            self.sock.sendto(vn, peer)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join()
+        self.sock.close()
+
+
+def _backoff_bound(duration_ns: int) -> int:
+    """Attempts one connection may make in duration_ns when each failure waits 1, 2, 4
+    ... 128 ms before the next (the TCP connect back-off), failures taking no time."""
+    n, t, wait = 1, 0.0, 1e6
+    while t + wait <= duration_ns:
+        t += wait
+        n += 1
+        wait = min(wait * 2, 128e6)
+    return n
+
+
+@needs_client
+def test_failing_handshakes_reconnect_at_a_bounded_rate():
+    srv = _VersionRefuser()
+    try:
+        r = httpbench.bench(f"https://127.0.0.1:{srv.port}/", duration=1.0, concurrency=2,
+                            http3=True, verify=False)
+    finally:
+        srv.close()
+    assert r.successes == 0 and r.connections == 0
+    assert "does not speak QUIC v1" in r.metadata["first_error"]
+    # every attempt failed and was counted as such
+    assert r.connect_failures == r.connect_attempts
+    # 2 connections backing off 1 ms .. 128 ms: ~14 attempts each in a second, where an
+    # immediate reconnect made hundreds; the bound follows the run's own duration
+    bound = 2 * _backoff_bound(r.duration_ns + 50_000_000)
+    assert 4 <= r.connect_attempts <= bound, (r.connect_attempts, bound, r.duration_ns)
+    assert srv.initials >= r.connect_attempts - 2  # (the last ones may be cut at the stop)
 
 
 @needs_client

@@ -155,6 +155,39 @@ def test_untrusted_certificate_is_a_tls_error(h3srv):
         c.get(f"{h3srv.h3_url}/bytes/1")
 
 
+def _settled_h3(srv, deadline_s: float = 30.0) -> dict:
+    """The server's h3 stats (``accepted``: its connections) once every connection it
+    accepted was freed (a failed handshake: by the client's CONNECTION_CLOSE after the
+    server's draining period, or else by its handshake timeout, counted in ``errors``)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        s = srv.stats()
+        h3 = dict(s["h3"], accepted=s["connections_by_protocol"]["h3"])
+        if h3["accepted"] == h3["connections_closed"] or time.monotonic() > end:
+            return h3
+        time.sleep(0.05)
+
+
+@needs_h3
+def test_failed_verification_closes_the_connection_on_the_server(h3srv):
+    before = _settled_h3(h3srv)
+    with Client(http3=True, timeout=5) as c:
+        for _ in range(3):  # each get tries a handshake of its own, and fails alike
+            with pytest.raises(TLSError, match="certificate verification failed") as ei:
+                c.get(f"{h3srv.h3_url}/bytes/1")
+            assert ei.value.code == httpbench._core.E_TLS_VERIFY  # as over TCP
+    after = _settled_h3(h3srv)
+    assert after["half_open"] == 0
+    assert after["accepted"] - before["accepted"] == 3
+    # closed by the client's CONNECTION_CLOSE, not by the server's handshake timeout
+    assert after["connections_closed"] - before["connections_closed"] == 3
+    assert (after["errors"], after["idle_timeouts"], after["handshakes"]) == (
+        before["errors"], before["idle_timeouts"], before["handshakes"])
+    with Client(http3=True, verify=False, timeout=5) as c:
+        assert c.get(f"{h3srv.h3_url}/bytes/7").body == expected_bytes(7)
+    assert h3srv.stats()["h3"]["refused"] == before["refused"] == 0
+
+
 @needs_h3
 def test_closed_and_silent_ports_are_connect_errors_in_bounded_time():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -236,3 +269,41 @@ def test_build_without_http3_refuses(monkeypatch):
         pytest.skip("this build has HTTP/3; the refusal is tested by the build without it")
     with pytest.raises(FeatureUnavailable):
         Client(http3=True)
+
+
+@needs_h3
+def test_trust_follows_the_ca_files_bytes(h3srv, tmp_path):
+    # a process shares the trust made from one CA file between Clients: only while
+    # the file holds the same bytes
+    pytest.importorskip("cryptography")
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from h3_aioquic_server import make_certificate
+
+    (tmp_path / "other").mkdir()
+    _chain, _key, other_ca = make_certificate(str(tmp_path / "other"))
+    mine = open(h3srv.ca_file, "rb").read()
+    ca = tmp_path / "trust.pem"
+    ca.write_bytes(mine)
+    url = f"{h3srv.h3_url}/bytes/3"
+    first = Client(http3=True, ca_file=str(ca), timeout=5)
+    try:
+        assert first.get(url).body == expected_bytes(3)
+        ca.write_bytes(open(other_ca, "rb").read())  # another CA now: the server is unknown
+        with Client(http3=True, ca_file=str(ca), timeout=5) as c, \
+                pytest.raises(TLSError, match="certificate verification failed") as ei:
+            c.get(url)
+        assert ei.value.code == httpbench._core.E_TLS_VERIFY
+        # the first Client keeps the trust it made, for new connections too
+        host = f"https://localhost:{h3srv.h3_port}/bytes/4"
+        assert first.get(host).body == expected_bytes(4)
+        ca.write_bytes(mine)
+        with Client(http3=True, ca_file=str(ca), timeout=5) as c:
+            assert c.get(url).body == expected_bytes(3)
+        ca.write_bytes(mine + b"\n")  # the same CA, other bytes: made again, still trusted
+        with Client(http3=True, ca_file=str(ca), timeout=5) as c:
+            assert c.get(url).status == 200
+    finally:
+        first.close()

@@ -86,14 +86,20 @@ static int connect_h3(hb_h3conn *hc, const hb_h3_tls *tls, const hb_target *t, h
         hc->inited = 1;
     }
     hc->cur = b;
-    uint64_t now = hb_now_ns();
-    rc = hb_h3_client_connect(&hc->cli, tls, (const struct sockaddr *)&ss, sl, host, &CBS, &hc->cur,
-                              now);
-    if (rc < 0) goto fail;
-    hc->t_connected = hb_now_ns();
-    rc = hb_h3_client_write(&hc->cli, now);
-    while (rc == 0 && !hc->cli.handshake_done)
-        rc = wait_step(&hc->cli, connect_deadline_ns);
+    uint64_t now;
+    for (int again = 1;; again = 0) {
+        now = hb_now_ns();
+        rc = hb_h3_client_connect(&hc->cli, tls, (const struct sockaddr *)&ss, sl, host, &CBS,
+                                  &hc->cur, now);
+        if (rc < 0) goto fail;
+        hc->t_connected = hb_now_ns();
+        rc = hb_h3_client_write(&hc->cli, now);
+        while (rc == 0 && !hc->cli.handshake_done)
+            rc = wait_step(&hc->cli, connect_deadline_ns);
+        /* refused for its one key share: once more, offering more */
+        if (rc < 0 && hc->cli.retry_shares && again) continue;
+        break;
+    }
     if (rc < 0) goto fail;
     hc->t_tls_done = hb_now_ns();
     hc->live = 1;
@@ -110,9 +116,11 @@ fail:
         hb_fail(err, rc, "connection refused: no UDP listener at %s",
                 hb_sockaddr_str((const struct sockaddr *)&ss, addr, sizeof addr));
     } else if (hc->cli.err[0]) {
+        /* a certificate that failed verification reads as over TCP (TLSError, E_TLS_VERIFY) */
+        if (rc == HB_E_H3_HANDSHAKE && hc->cli.cert_rejected) rc = HB_E_TLS_VERIFY;
         hb_fail(err, rc, "%s", hc->cli.err);
     }
-    hb_h3_client_close(&hc->cli);
+    hb_h3_client_close(&hc->cli); /* a CONNECTION_CLOSE: the server frees its side at once */
     return rc;
 }
 

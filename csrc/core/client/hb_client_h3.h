@@ -19,7 +19,8 @@
  * Results: 0 when every exchange ended (x->rc each), or a
  * connection error that every exchange not yet ended also gets:
  * HB_E_H3_TIMEOUT (no answer to the handshake), -ECONNREFUSED (closed UDP
- * port), HB_E_H3_HANDSHAKE (certificate, ALPN), HB_E_H3 / HB_E_H3_CLOSED,
+ * port), HB_E_TLS_VERIFY (the certificate failed verification),
+ * HB_E_H3_HANDSHAKE (other TLS failures: ALPN, alerts), HB_E_H3 / HB_E_H3_CLOSED,
  * HB_E_TIMEOUT (the deadline passed after the handshake), HB_E_UNSUPPORTED
  * in a build without HTTP/3.
  *

@@ -179,10 +179,14 @@ void hb__eng_fail_all(econn *c, int type, int rc, const char *detail)
 {
     ethread *th = c->th;
     uint64_t now = hb_now_ns();
+    /* A protocol with its own transport (open) counts a connection as opened when
+     * its handshake completes: any failure before that is a failed attempt. */
+    int attempt_failed =
+        type == HB_ENG_ERR_CONNECT || (th->e->proto->open && c->state == C_HANDSHAKE);
     hb__eng_note_error(th, type, rc, detail);
     th->e->proto->fail_inflight(c, type, now);
     hb__eng_conn_close(c);
-    if (type == HB_ENG_ERR_CONNECT) {
+    if (attempt_failed) {
         /* A refusing target must not be hammered: back off before retrying. */
         th->r.connect_failures++;
         if (rc == -EMFILE || rc == -ENFILE) th->r.connect_fd_exhausted++;

@@ -22,6 +22,7 @@ typedef struct h3conn {
     uint64_t now;     /* clock of the call in progress */
     int hs_done;      /* the handshake completed inside the last read: open the connection */
     int wrote;        /* h3_send wrote since the last read */
+    int failing;      /* h3_fatal is failing the connection: its attempt is counted there */
     hb_h3_stats seen; /* cli.st already added to the results */
 } h3conn;
 
@@ -52,7 +53,7 @@ static void h3_reset(econn *c)
 {
     h3conn *h = H3(c);
     hb_timer_stop(&c->th->loop, &h->qt);
-    if (c->th->finished_loop && h->cli.fd >= 0 && !h->cli.handshake_done) {
+    if (c->th->finished_loop && h->cli.fd >= 0 && !h->cli.handshake_done && !h->failing) {
         /* the run ended inside a handshake (before the client's own timeout): typed */
         c->th->r.connect_failures++;
         hb__eng_note_error(c->th, HB_ENG_ERR_CONNECT, HB_E_H3_TIMEOUT,
@@ -65,6 +66,7 @@ static void h3_reset(econn *c)
     h3_count(c, hb_now_ns());
     hb__eng_streams_reset(&h->mc.st, c, 1);
     h->hs_done = 0;
+    h->failing = 0;
 }
 
 /* The connection ended with rc (c->cli.err has the detail). */
@@ -75,10 +77,27 @@ static void h3_fatal(econn *c, int rc)
     snprintf(detail, sizeof detail, "%.200s", h->cli.err);
     h3_count(c, hb_now_ns());
     int type;
+    if (!h->cli.handshake_done && h->cli.retry_shares) {
+        /* the server wants another key share and cannot say so: connect again at once
+         * with more (a failed attempt, not a failed request: what waited goes on it) */
+        c->th->r.connect_failures++;
+        hb__eng_conn_close(c);
+        hb__eng_defer_fill(c);
+        return;
+    }
     if (!h->cli.handshake_done) {
         type = rc == HB_E_H3_HANDSHAKE                             ? HB_ENG_ERR_TLS
                : (rc == HB_E_H3_TIMEOUT || (rc < 0 && rc > -4096)) ? HB_ENG_ERR_CONNECT
                                                                    : HB_ENG_ERR_PROTOCOL;
+        if (rc == HB_E_H3_HANDSHAKE) {
+            /* TLS refused (the certificate, or the server's alert): every reconnect would
+             * fail alike, so the run stops, as the TCP path stops before it starts. The
+             * connection still counts as a failed attempt, and the server hears a
+             * CONNECTION_CLOSE with the alert (hb_h3_client_close) */
+            hb__eng_fatal(c->th, h->cli.cert_rejected ? HB_E_TLS_VERIFY : HB_E_H3_HANDSHAKE,
+                          detail);
+        }
+        h->failing = 1; /* hb__eng_fail_all counts the failed attempt and backs off */
     } else if ((rc == HB_E_H3_CLOSED || rc == HB_E_H3_TIMEOUT) && c->rcount == h->mc.st.pending) {
         /* nothing sent in flight, closed by the server or idled out: reconnect
          * (requests not sent yet go on the next connection) */

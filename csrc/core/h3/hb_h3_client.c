@@ -24,12 +24,13 @@ int hb_h3_available(void)
     "+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"    \
     "+CHACHA20-POLY1305:+AES-128-CCM"
 
-int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
+static int tls_make(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
 {
     *out = NULL;
     hb_h3_tls *t = calloc(1, sizeof *t);
     if (!t) return hb_fail(err, HB_E_NOMEM, "out of memory");
     t->insecure = o->insecure;
+    atomic_init(&t->refs, 1);
     int rv = gnutls_certificate_allocate_credentials(&t->cred);
     if (rv < 0) {
         free(t);
@@ -71,12 +72,103 @@ int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
     return 0;
 }
 
-void hb_h3_tls_free(hb_h3_tls *t)
+static void tls_destroy(hb_h3_tls *t)
 {
-    if (!t) return;
     gnutls_certificate_free_credentials(t->cred);
     if (t->prio) gnutls_priority_deinit(t->prio);
     free(t);
+}
+
+void hb_h3_tls_free(hb_h3_tls *t)
+{
+    if (t && atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1) tls_destroy(t);
+}
+
+/* The process's last verifying trust made from a CA file or the system's CAs: a
+ * Client made after it with the same file (the same path holding the same bytes)
+ * shares it instead of parsing the PEM again (0.22 M instructions for the test CA;
+ * the system's bundle far more). Credentials and priority are read-only once made,
+ * so sessions of any thread share them. One entry; PEM text (ca_pem) is not cached,
+ * and a change of the system's bundle is seen by the next process only. */
+#define CACHE_PEM_MAX (1u << 20)
+static struct {
+    pthread_mutex_t mu;
+    hb_h3_tls *t; /* holds one reference; NULL: empty */
+    int system;
+    char path[1024];
+    char *pem; /* the CA file's bytes when made (malloc) */
+    size_t len;
+} trust_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* The CA file's bytes (malloc, *len) when o's trust may come from the cache; NULL
+ * with *ok 1 for the system's CAs; *ok 0 when it may not (insecure, PEM text, a
+ * file unreadable or over CACHE_PEM_MAX: made as ever). */
+static char *cache_key(const hb_h3_tls_opts *o, size_t *len, int *ok)
+{
+    *ok = 0;
+    *len = 0;
+    if (o->insecure || o->ca_pem) return NULL;
+    if (!o->ca_file) {
+        *ok = 1;
+        return NULL;
+    }
+    if (strlen(o->ca_file) >= sizeof trust_cache.path) return NULL;
+    FILE *f = fopen(o->ca_file, "rb");
+    if (!f) return NULL;
+    struct stat st;
+    char *buf = NULL;
+    size_t n = 0;
+    int bad = fstat(fileno(f), &st) != 0 || st.st_size < 0 || st.st_size >= CACHE_PEM_MAX ||
+              !(buf = malloc((size_t)st.st_size + 1));
+    if (!bad) {
+        n = fread(buf, 1, (size_t)st.st_size + 1, f); /* + 1: a file that grew is seen */
+        bad = ferror(f) || n > (size_t)st.st_size;
+    }
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    *ok = 1;
+    return buf;
+}
+
+int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
+{
+    size_t len;
+    int ok;
+    char *pem = cache_key(o, &len, &ok);
+    if (!ok) return tls_make(out, o, err);
+    pthread_mutex_lock(&trust_cache.mu);
+    if (trust_cache.t &&
+        (o->ca_file ? !trust_cache.system && strcmp(trust_cache.path, o->ca_file) == 0 &&
+                          trust_cache.len == len && memcmp(trust_cache.pem, pem, len) == 0
+                    : trust_cache.system)) {
+        *out = trust_cache.t;
+        atomic_fetch_add_explicit(&trust_cache.t->refs, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&trust_cache.mu);
+        free(pem);
+        return 0;
+    }
+    pthread_mutex_unlock(&trust_cache.mu);
+    int rc = tls_make(out, o, err);
+    if (rc < 0) {
+        free(pem);
+        return rc;
+    }
+    pthread_mutex_lock(&trust_cache.mu);
+    hb_h3_tls *old = trust_cache.t;
+    free(trust_cache.pem);
+    trust_cache.t = *out;
+    atomic_fetch_add_explicit(&(*out)->refs, 1, memory_order_relaxed);
+    trust_cache.system = !o->ca_file;
+    trust_cache.pem = pem; /* NULL for the system's */
+    trust_cache.len = len;
+    snprintf(trust_cache.path, sizeof trust_cache.path, "%s", o->ca_file ? o->ca_file : "");
+    pthread_mutex_unlock(&trust_cache.mu);
+    hb_h3_tls_free(old); /* the cache's reference to the one it replaced */
+    return 0;
 }
 
 /* ---- lifecycle ---- */
@@ -152,8 +244,11 @@ static int ticket_hook(gnutls_session_t s, unsigned htype, unsigned when, unsign
 static int tls_session(hb_h3_client *c, const hb_h3_tls *tls, const char *sni)
 {
     struct hb__h3 *p = c->p;
+    /* GNUTLS_KEY_SHARE_TOP2: X25519's share and P-256's, for a server that lacks the one
+     * and cannot ask for another with a HelloRetryRequest */
     int rv =
-        gnutls_init(&p->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA | GNUTLS_KEY_SHARE_TOP);
+        gnutls_init(&p->tls, GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA |
+                                 (p->wide_shares ? GNUTLS_KEY_SHARE_TOP2 : GNUTLS_KEY_SHARE_TOP));
     if (rv < 0) return hb__h3_fail(c, HB_E_NOMEM, "gnutls_init: %s", gnutls_strerror(rv));
     rv = gnutls_priority_set(p->tls, tls->prio);
     if (rv < 0)
@@ -192,7 +287,8 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     if (!p) return HB_E_INVALID;
     hb_h3_client_close(c);
     c->err[0] = 0;
-    c->over = c->handshake_done = c->resumed = c->goaway = 0;
+    c->over = c->handshake_done = c->resumed = c->goaway = c->cert_rejected = 0;
+    c->retry_shares = 0;
     c->goaway_id = 0;
     c->p->goaway_owed = 0;
     c->p->next_sid = 0;
@@ -202,6 +298,7 @@ int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct soc
     p->cb = cb;
     p->ud = ud;
     p->failed = 0;
+    p->close_owed = 0;
     p->pending = 0;
     c->blocked = 0;
     p->txlen = p->ntx = 0;
@@ -259,14 +356,18 @@ void hb_h3_client_close(hb_h3_client *c)
 {
     struct hb__h3 *p = c->p;
     if (!p) return;
-    if (p->q && c->fd >= 0 && !c->over && !ngtcp2_conn_is_in_closing_period(p->q) &&
-        !ngtcp2_conn_is_in_draining_period(p->q)) {
-        /* Tell the server now, so it does not keep the connection until its idle timeout. */
+    if (p->q && c->fd >= 0 && (!c->over || p->close_owed) &&
+        !ngtcp2_conn_is_in_closing_period(p->q) && !ngtcp2_conn_is_in_draining_period(p->q)) {
+        /* Tell the server now, so it does not keep the connection until its idle (or
+         * handshake) timeout: a half-open one would hold one of its handshake slots. */
         ngtcp2_path_storage ps;
         ngtcp2_path_storage_zero(&ps);
         ngtcp2_pkt_info pi;
         ngtcp2_connection_close_error cc;
-        ngtcp2_connection_close_error_set_application_error(&cc, HB_H3_NO_ERROR, NULL, 0);
+        if (c->over)
+            cc = p->last;
+        else
+            ngtcp2_connection_close_error_set_application_error(&cc, HB_H3_NO_ERROR, NULL, 0);
         ngtcp2_ssize n = ngtcp2_conn_write_connection_close(p->q, &ps.path, &pi, p->pkt,
                                                             sizeof p->pkt, &cc, p->now);
         if (n > 0 && send(c->fd, p->pkt, (size_t)n, MSG_DONTWAIT) == n) {
@@ -274,6 +375,7 @@ void hb_h3_client_close(hb_h3_client *c)
             c->st.bytes_sent += (uint64_t)n;
         }
     }
+    p->close_owed = 0;
     if (p->q) ngtcp2_conn_del(p->q);
     if (p->tls) gnutls_deinit(p->tls);
     p->h = 0;

@@ -98,6 +98,11 @@ typedef struct hb_h3_client {
     uint64_t idle_ns;         /* the idle timeout in force (the smaller side's), once done */
     uint64_t last_rx;         /* when a datagram last arrived (hb_now_ns) */
     int resumed;              /* the TLS session was resumed */
+    int retry_shares;         /* the server refused the ClientHello's one key share (X25519) with
+                               * handshake_failure and no HelloRetryRequest: connect again at once;
+                               * that and every later connection of this client offer more shares */
+    int cert_rejected;        /* the handshake failed verifying the server's certificate (with
+                               * HB_E_H3_HANDSHAKE; c->err says why) */
     int blocked; /* a datagram waits for the socket: call hb_h3_client_writable when writable */
     int goaway;  /* the server sent GOAWAY: no new stream (room 0); reconnect when drained */
     int64_t goaway_id; /* its stream ID: streams from it on were not processed (ended with
@@ -117,8 +122,11 @@ void hb_h3_client_free(hb_h3_client *c);
 int hb_h3_client_connect(hb_h3_client *c, const hb_h3_tls *tls, const struct sockaddr *addr,
                          socklen_t alen, const char *sni, const hb_h3_callbacks *cb, void *ud,
                          uint64_t now);
-/* End the connection: CONNECTION_CLOSE (no error) when it is alive, free
- * the sessions, close the socket. Streams in flight get no callback. */
+/* End the connection: a CONNECTION_CLOSE when it is alive (no error) or ended
+ * by this side (a failed handshake: the TLS alert as a crypto error; a QUIC or
+ * HTTP/3 error: its code), not after the server's own close or an idle
+ * timeout; free the sessions, close the socket. Streams in flight get no
+ * callback. */
 void hb_h3_client_close(hb_h3_client *c);
 
 /* Drain the socket (recvmmsg batches) into the connection. 0, or an error

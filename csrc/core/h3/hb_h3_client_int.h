@@ -26,12 +26,15 @@
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "h3codec/hb_h3_frame.h"
@@ -51,6 +54,7 @@ struct hb_h3_tls {
     gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio; /* parsed once, shared by every session */
     int insecure;
+    _Atomic unsigned refs; /* its owners: the callers of hb_h3_tls_new, and the trust cache */
 };
 
 /* The libraries' allocations come from a free list per power-of-two size
@@ -127,7 +131,11 @@ struct hb__h3 {
     hb_h3_settings set;
     struct sockaddr_storage local, remote;
     socklen_t llen, rlen;
-    ngtcp2_connection_close_error last; /* what CONNECTION_CLOSE says */
+    ngtcp2_connection_close_error last; /* what CONNECTION_CLOSE says after our own error */
+    int wide_shares; /* offer key shares for X25519 and P-256 (a server without X25519 and
+                      * without HelloRetryRequest refused the one share); kept across connects */
+    int close_owed;  /* the connection ended by our own error (or timeout): tell the server, with
+                      * `last`, so it frees the connection at once instead of at its timeout */
     size_t last_pto;
     uint64_t now;  /* clock of the call in progress */
     uint8_t *rbuf; /* HB_UDP_RX_BATCH datagrams of RX_DGRAM bytes */

@@ -7,47 +7,83 @@
 
 /* ---- I/O ---- */
 
-/* The error ngtcp2 gave (rv), as one of ours. */
+/* The name of TLS alert a, or "?". */
+static const char *alert_name(uint8_t a)
+{
+    const char *n = gnutls_alert_get_strname((gnutls_alert_description_t)a);
+    return n ? n : "?";
+}
+
+/* The error ngtcp2 gave (rv), as one of ours. Unless the server closed or the
+ * connection idled out, the CONNECTION_CLOSE hb_h3_client_close sends is
+ * owed, with the matching code in p->last. */
 static int quic_error(hb_h3_client *c, int rv, const char *where)
 {
     struct hb__h3 *p = c->p;
-    if (p->failed) {
+    if (p->failed) { /* a callback failed: p->last holds its code (an HTTP/3 error's, or none) */
         c->over = 1;
+        p->close_owed = 1;
         return p->fail_rc;
     }
     if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
         ngtcp2_connection_close_error cc;
         ngtcp2_conn_get_connection_close_error(p->q, &cc);
+        int app = cc.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION;
         char d[96];
-        snprintf(d, sizeof d, "%s error 0x%llx",
-                 cc.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION ? "application"
-                                                                                : "transport",
+        if (!app && !c->handshake_done &&
+            (cc.error_code & ~(uint64_t)0xff) == NGTCP2_CRYPTO_ERROR) {
+            /* the server's TLS refused the handshake (ALPN, groups, ciphers, ...) */
+            uint8_t alert = (uint8_t)(cc.error_code & 0xff);
+            if (alert == GNUTLS_A_HANDSHAKE_FAILURE && !p->wide_shares) {
+                /* maybe the one key share (a server without X25519 that cannot send a
+                 * HelloRetryRequest): the next connection offers P-256's too */
+                p->wide_shares = 1;
+                c->retry_shares = 1;
+            }
+            snprintf(d, sizeof d, "TLS alert %u (%s)", alert, alert_name(alert));
+            return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "the server refused the QUIC handshake: %s",
+                               d);
+        }
+        snprintf(d, sizeof d, "%s error 0x%llx", app ? "application" : "transport",
                  (unsigned long long)cc.error_code);
         return hb__h3_fail(c, HB_E_H3_CLOSED, "the server closed the QUIC connection (%s)", d);
     }
-    if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT)
+    if (rv == NGTCP2_ERR_IDLE_CLOSE) /* silent, as the idle timeout is (RFC 9000 10.1) */
+        return hb__h3_fail(c, HB_E_H3_TIMEOUT, "the QUIC connection idled out%s", "");
+    if (rv == NGTCP2_ERR_RECV_VERSION_NEGOTIATION) /* the server kept no state: nothing to close */
+        return hb__h3_fail(c, HB_E_H3,
+                           "the server does not speak QUIC v1 (it answered with a Version "
+                           "Negotiation)%s",
+                           "");
+    p->close_owed = 1;
+    if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) {
+        /* a server that got our Initial but is slow frees its half-open state now */
+        ngtcp2_connection_close_error_set_transport_error(&p->last, NGTCP2_NO_ERROR, NULL, 0);
         return hb__h3_fail(c, HB_E_H3_TIMEOUT, "no QUIC handshake within the handshake timeout%s",
                            "");
-    if (rv == NGTCP2_ERR_IDLE_CLOSE)
-        return hb__h3_fail(c, HB_E_H3_TIMEOUT, "the QUIC connection idled out%s", "");
+    }
     if (rv == NGTCP2_ERR_CRYPTO ||
         (!c->handshake_done && p->tls && rv == NGTCP2_ERR_CALLBACK_FAILURE)) {
         char d[HB_ERR_LEN - 64];
+        uint8_t alert = ngtcp2_conn_get_tls_alert(p->q);
+        /* no alert recorded: a generic handshake_failure still says "TLS" to the server */
+        ngtcp2_connection_close_error_set_transport_error_tls_alert(
+            &p->last, alert ? alert : (uint8_t)GNUTLS_A_HANDSHAKE_FAILURE, NULL, 0);
         unsigned status = gnutls_session_get_verify_cert_status(p->tls);
         gnutls_datum_t out = {NULL, 0};
+        if (status) c->cert_rejected = 1;
         if (status &&
             gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0) == 0) {
             snprintf(d, sizeof d, "certificate verification failed: %s", (char *)out.data);
             gnutls_free(out.data);
+        } else if (status) {
+            snprintf(d, sizeof d, "certificate verification failed (status 0x%x)", status);
         } else {
-            uint8_t alert = ngtcp2_conn_get_tls_alert(p->q);
-            snprintf(d, sizeof d, "TLS alert %u (%s)", alert,
-                     gnutls_alert_get_strname((gnutls_alert_description_t)alert)
-                         ? gnutls_alert_get_strname((gnutls_alert_description_t)alert)
-                         : "?");
+            snprintf(d, sizeof d, "TLS alert %u (%s)", alert, alert_name(alert));
         }
         return hb__h3_fail(c, HB_E_H3_HANDSHAKE, "QUIC handshake failed: %s", d);
     }
+    ngtcp2_connection_close_error_set_transport_error_liberr(&p->last, rv, NULL, 0);
     char d[128];
     snprintf(d, sizeof d, "%s: %s", where, ngtcp2_strerror(rv));
     return hb__h3_fail(c, HB_E_H3, "%s", d);
