@@ -292,6 +292,7 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         rc = hb_fail(err, HB_E_NOMEM, "out of memory");
         goto fail;
     }
+    hb_qpack_head_cache_init(&s->heads, "httpbench", 9);
     s->replay = cfg->replay;
     if (cfg->early_data && cfg->ticket_key && !s->replay) {
         s->replay = s->own_replay = hb_h3_replay_new();

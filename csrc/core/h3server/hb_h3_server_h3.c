@@ -376,6 +376,14 @@ static void on_field(void *ud, const char *name, size_t nl, const char *value, s
         f->bad = 1;
     }
 }
+
+/* The values on_field reads: the rest (user-agent, accept, :authority...) are only
+ * named, so their Huffman code is skipped, not decoded (no route reads a header). */
+static int want_value(void *ud, const char *name, size_t nl)
+{
+    (void)ud;
+    return IS(":method") || IS(":path") || IS("content-length") || IS("te");
+}
 #undef IS
 
 static h3stream *request_new(h3conn *c, int64_t id)
@@ -415,8 +423,8 @@ static int head_frame(h3conn *c, h3stream *st, const hb_h3_frame_ev *ev, int fin
 {
     char err[HB_ERR_LEN];
     fctx f = {c, st, st->phase == 1, 0, 0, 0};
-    int rc = hb_qpack_decode(ev->payload, ev->len, c->s->qscratch, c->s->cfg.max_header_list,
-                             on_field, &f, err);
+    int rc = hb_qpack_decode_some(ev->payload, ev->len, c->s->qscratch, c->s->cfg.max_header_list,
+                                  want_value, on_field, &f, err);
     if (rc < 0) return conn_error(c, (uint64_t)-rc);
     if (f.trailers) {
         st->phase = 2;

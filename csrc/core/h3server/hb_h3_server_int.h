@@ -219,8 +219,9 @@ struct hb_h3_server {
      * stream state reuses the blocks of the requests before it */
     hb__h3_mem *mpool;
     ngtcp2_mem qmem;
-    uint8_t *qscratch; /* QPACK's Huffman scratch (one endpoint, one thread) */
-    h3stream *sfree;   /* request streams' slots, shared by the connections */
+    uint8_t *qscratch;         /* QPACK's Huffman scratch (one endpoint, one thread) */
+    hb_qpack_head_cache heads; /* response heads' field sections, by shape */
+    h3stream *sfree;           /* request streams' slots, shared by the connections */
     uint32_t nsfree;
     uint32_t half_open;
     uint32_t freed;   /* connections freed since the heap was last trimmed */
