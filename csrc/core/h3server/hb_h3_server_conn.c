@@ -394,6 +394,7 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
 {
     hb_h3_server *s = c->s;
     c->dirty = 1;
+    c->nopace = 0;
     c->rx_bytes += n;
     if (c->state == C_CLOSING) {
         closing_recv(c, peer, plen);
@@ -440,6 +441,12 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
     }
     conn_fail(c, rv);
     return 1;
+}
+
+/* None of the connection's own bytes wait to be written. */
+static int conn_idle(const h3conn *c)
+{
+    return !c->wq && (!c->h || c->ctrl_sent >= c->ctrl_len);
 }
 
 /* One packet of c into buf: its length, 0 when c has nothing to send now, -1
@@ -492,8 +499,16 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
         }
         /* paced only after the handshake: before an RTT sample ngtcp2 paces with
          * its 333 ms initial-RTT guess, holding the first answer ~22 ms */
-        if (w == 0 && ngtcp2_conn_get_handshake_completed(c->q))
+        if (w == 0 && ngtcp2_conn_get_handshake_completed(c->q)) {
+            /* ngtcp2 has nothing more to send (a pacing instant still ahead, which may
+             * hold some back, is in its expiry): the instant this sets spaces packets
+             * that wait, and when none of ours do, waking for it only finds nothing
+             * to send (a wake per response of a sequential client) */
+            int idle = conn_idle(c);
+            if (idle) c->nopace_dl = ngtcp2_conn_get_expiry(c->q);
             ngtcp2_conn_update_pkt_tx_time(c->q, now);
+            c->nopace = (uint8_t)idle;
+        }
         return w;
     }
 }
@@ -501,7 +516,7 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
 static uint64_t conn_deadline(h3conn *c)
 {
     if (c->state != C_OPEN) return c->close_until;
-    uint64_t d = ngtcp2_conn_get_expiry(c->q);
+    uint64_t d = c->nopace && conn_idle(c) ? c->nopace_dl : ngtcp2_conn_get_expiry(c->q);
     if (c->timers) {
         uint64_t t = hb__h3_stream_deadline(c);
         if (t < d) d = t;
@@ -525,6 +540,7 @@ void hb__h3_conn_timer(h3conn *c)
     hb_h3_server *s = c->s;
     uint64_t now = hb__h3_now(s);
     c->dirty = 1;
+    c->nopace = 0;
     if (c->state != C_OPEN) {
         if (now >= c->close_until) hb__h3_conn_free(c, c->state == C_DRAINING);
         return;

@@ -148,6 +148,11 @@ typedef struct h3conn {
     uint8_t rx_early;  /* the stream data being read came in 0-RTT */
     uint8_t dirty; /* touched since dl was computed: the endpoint's deadline scan recomputes it */
     uint64_t dl;   /* the connection's earliest timer, as of its last touch */
+    /* the last write found nothing more to send and none of ours waiting: ngtcp2's
+     * expiry from before that write set its next pacing instant (nopace_dl) is the
+     * deadline, until the connection hears from the peer or a timer */
+    uint8_t nopace;
+    uint64_t nopace_dl;
     hb_h3_server *s;
     ngtcp2_conn *q;
     /* HTTP/3: set up (our control stream open), the peer's control stream seen / its
