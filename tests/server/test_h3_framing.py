@@ -185,6 +185,38 @@ def test_a_malformed_head_resets_only_its_stream(srv):
         p.close()
 
 
+@pytest.mark.parametrize("name", [b"A", b"x-Upper", b"x-upperX", b"abcdefghI", b"Abcdefghi",
+                                  b"abcdefghijklmnoP", b"abcdefghijklmnopQrs", b"@[`{-Z"])
+def test_an_uppercase_letter_anywhere_in_a_name_is_malformed(srv, name):
+    p = _peer(srv)
+    try:
+        assert p.h3 is not None
+        sid = p.q.get_next_available_stream_id()
+        p.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                (b":authority", b"localhost"), (b":path", b"/bytes/1"),
+                                (name, b"1")], end_stream=True)
+        p.pump(5, until=lambda: sid in p.reset)
+        assert p.reset_codes.get(sid) == H3_MESSAGE_ERROR
+    finally:
+        p.close()
+
+
+def test_lowercase_names_around_the_letters_are_accepted(srv):
+    p = _peer(srv)
+    try:
+        assert p.h3 is not None
+        sid = p.q.get_next_available_stream_id()
+        p.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                (b":authority", b"localhost"), (b":path", b"/bytes/3"),
+                                (b"x-@[`{", b"1"), (b"abcdefghijklmnopqrstuvwxyz", b"2"),
+                                (b"x-\xc1\xda\xdb", b"3"), (b"0123456789", b"4")],
+                          end_stream=True)
+        p.pump(5, until=lambda: sid in p.ended)
+        assert (p.status.get(sid), p.body.get(sid)) == (200, expected_bytes(3))
+    finally:
+        p.close()
+
+
 def test_the_extension_needs_no_nghttp3():
     import httpbench._core as core
 

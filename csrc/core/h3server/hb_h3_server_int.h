@@ -219,6 +219,7 @@ struct hb_h3_server {
     int burst; /* datagrams the head of the send list wrote in a row */
     int nconns;
     cident *tab;
+    uint64_t cid_seed;         /* cid_hash's */
     size_t tcap, tlive, ttomb; /* slots, live entries, tombstones */
     /* ngtcp2's allocations: per-size free lists (hb_h3_server_mem.c), so a request's
      * stream state reuses the blocks of the requests before it */
