@@ -389,11 +389,29 @@ static void closing_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen)
     hb__h3_pend(c);
 }
 
+/* ngtcp2's expired timers handled: 0, or -1 when the connection was freed (idle)
+ * or is closing (an error). */
+static int conn_expire(h3conn *c, uint64_t now)
+{
+    int rv = ngtcp2_conn_handle_expiry(c->q, now);
+    if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+        ADD(c->s->st->idle_timeouts, 1);
+        hb__h3_conn_free(c, 1);
+        return -1;
+    }
+    if (rv != 0) {
+        conn_fail(c, rv);
+        return -1;
+    }
+    return 0;
+}
+
 int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, const uint8_t *p,
                      size_t n, int fresh)
 {
     hb_h3_server *s = c->s;
     c->dirty = 1;
+    int was_nopace = c->nopace;
     c->nopace = 0;
     c->rx_bytes += n;
     if (c->state == C_CLOSING) {
@@ -406,7 +424,8 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
     ngtcp2_path path = {
         {(ngtcp2_sockaddr *)&c->local, c->llen}, {(ngtcp2_sockaddr *)(uintptr_t)peer, plen}, NULL};
     ngtcp2_pkt_info pi = {0};
-    int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, n, hb__h3_now(s));
+    uint64_t now = hb__h3_now(s);
+    int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, n, now);
     if (fresh) {
         if (rv == NGTCP2_ERR_DROP_CONN || rv == NGTCP2_ERR_DISCARD_PKT) {
             hb__h3_conn_free(c, 0); /* not a client's Initial after all (e.g. forged) */
@@ -421,6 +440,10 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
     }
     if (rv == 0) {
         if (c->hs_done && c->tls) tls_release(c);
+        /* the pacing instant no wake was spent on (see hb__h3_conn_write) stays in
+         * ngtcp2's expiry, passed, until handle_expiry: handled here, before the
+         * answer to this datagram is written, rather than by a timer just after */
+        if (was_nopace && ngtcp2_conn_get_expiry(c->q) <= now && conn_expire(c, now) != 0) return 1;
         hb__h3_pend(c);
         return 1;
     }
@@ -546,16 +569,7 @@ void hb__h3_conn_timer(h3conn *c)
         return;
     }
     if (ngtcp2_conn_get_expiry(c->q) <= now) {
-        int rv = ngtcp2_conn_handle_expiry(c->q, now);
-        if (rv == NGTCP2_ERR_IDLE_CLOSE) {
-            ADD(s->st->idle_timeouts, 1);
-            hb__h3_conn_free(c, 1);
-            return;
-        }
-        if (rv != 0) {
-            conn_fail(c, rv);
-            return;
-        }
+        if (conn_expire(c, now) != 0) return;
         hb__h3_pend(c);
     }
     if (c->timers) hb__h3_stream_timers(c);
