@@ -162,12 +162,15 @@ static void test_small_frames(void)
  * print the events: "F<type>:<payload hex>" for whole frames, "D[<hex>]" for
  * DATA pieces, with "<" at a DATA frame's start and ">" at its end. Returns
  * the reader's error, or 0. */
+static int report_skipped; /* run_reader's readers announce skipped frames: "S<type>" */
+
 static int run_reader(const uint8_t *in, size_t len, size_t step, size_t split, size_t max,
                       char *out, size_t out_cap)
 {
     static uint8_t buf[64];
     hb_h3_frame_reader r;
     hb_h3_frame_reader_init(&r, buf, sizeof buf, max);
+    r.report_skipped = (uint8_t)report_skipped;
     char err[HB_ERR_LEN];
     size_t o = 0;
     out[0] = 0;
@@ -186,6 +189,11 @@ static int run_reader(const uint8_t *in, size_t len, size_t step, size_t split, 
             if (ev.kind == HB_H3_EV_NEED_MORE) {
                 CHECK(left == 0);
                 break;
+            }
+            if (ev.kind == HB_H3_EV_SKIPPED) {
+                CHECK(ev.len == 0);
+                o += (size_t)snprintf(out + o, out_cap - o, "S%llx ", (unsigned long long)ev.type);
+                continue;
             }
             if (ev.kind == HB_H3_EV_FRAME) {
                 o += (size_t)snprintf(out + o, out_cap - o, "F%llx:", (unsigned long long)ev.type);
@@ -232,6 +240,27 @@ static void test_reader(void)
             CHECK(0);
         }
     }
+    /* with report_skipped: the grease frame and the unknown one (type 0x41, a
+     * two-byte varint) are announced where they are, in every split; an empty
+     * one at the end leaves the reader idle */
+    report_skipped = 1;
+    const char *want_s = "F4:0100 S21 S41 F1:000011 D<68656c6c6f> D<> F7:04 D<"
+                         "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+                         "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f4041"
+                         "> F1:0000 ";
+    for (size_t step = 1; step <= n; step++) {
+        CHECK_EQ_INT(run_reader(in, n, step, 0, 64, out, sizeof out), 0);
+        CHECK(strcmp(out, want_s) == 0);
+    }
+    for (size_t split = 1; split < n; split++) {
+        CHECK_EQ_INT(run_reader(in, n, 0, split, 64, out, sizeof out), 0);
+        CHECK(strcmp(out, want_s) == 0);
+    }
+    uint8_t e[8];
+    size_t en = unhex("21 00 4041 00", e);
+    CHECK_EQ_INT(run_reader(e, en, en, 0, 64, out, sizeof out), 0);
+    CHECK(strcmp(out, "S21 S41 ") == 0);
+    report_skipped = 0;
     /* a stream that ends inside a frame: not idle */
     CHECK_EQ_INT(run_reader(in, 5, 1, 0, 64, out, sizeof out), 1);
     CHECK_EQ_INT(run_reader(in, 1, 1, 0, 64, out, sizeof out), 1);

@@ -227,6 +227,151 @@ static void test_peer_streams(void)
     CHECK(strstr(err, "Insert Count Increment") != NULL);
 }
 
+/* ---- hb_qpack_decode_some ---- */
+
+static void on_field_some(void *ud, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    if (!value) { /* skipped: named only */
+        on_field(ud, name, nlen, "(skipped)", 9);
+        CHECK_EQ_INT(vlen, 0);
+        return;
+    }
+    on_field(ud, name, nlen, value, vlen);
+}
+
+static int want_path(void *ud, const char *name, size_t nlen)
+{
+    (void)ud;
+    return nlen == 5 && memcmp(name, ":path", 5) == 0;
+}
+
+static int decode_some_hex(const char *hex, size_t max_list, collect *c, char *err)
+{
+    memset(c, 0, sizeof *c);
+    size_t n = unhex(hex, in);
+    err[0] = 0;
+    return hb_qpack_decode_some(in, n, scratch, max_list, want_path, on_field_some, c, err);
+}
+
+/* :method GET; :authority and user-agent "www.example.com" Huffman-coded (RFC 7541
+ * C.4.1's string); :path "/x" raw; x-a: www.example.com Huffman-coded, literal name */
+#define WWW "8cf1e3c2e5f23a6ba0ab90f4ff"
+#define SOME_SECTION "0000 d1 50" WWW " 5f50" WWW " 5102 2f78 2378 2d61" WWW
+
+static void test_decode_some(void)
+{
+    collect c, full;
+    char err[HB_ERR_LEN];
+    CHECK_EQ_INT(decode_some_hex(SOME_SECTION, 0, &c, err), 0);
+    CHECK(strcmp(c.text, ":method: GET\n:authority: (skipped)\nuser-agent: (skipped)\n"
+                         ":path: /x\nx-a: (skipped)\n") == 0);
+    CHECK_EQ_INT(decode_hex(SOME_SECTION, 0, &full, err), 0);
+    CHECK(strstr(full.text, "user-agent: www.example.com\n") != NULL);
+    /* a wanted value is decoded: :path Huffman-coded */
+    CHECK_EQ_INT(decode_some_hex("0000 51" WWW, 0, &c, err), 0);
+    CHECK(strcmp(c.text, ":path: www.example.com\n") == 0);
+    /* a malformed Huffman value (EOS inside): an error where it is read, skipped where not */
+    CHECK_EQ_INT(decode_some_hex("0000 5f50 84ffffffff", 0, &c, err), 0);
+    CHECK_EQ_INT(c.fields, 1);
+    CHECK_EQ_INT(decode_some_hex("0000 51 84ffffffff", 0, &c, err),
+                 -HB_H3_QPACK_DECOMPRESSION_FAILED);
+    CHECK_EQ_INT(decode_hex("0000 5f50 84ffffffff", 0, &c, err), -HB_H3_QPACK_DECOMPRESSION_FAILED);
+    /* a skipped string longer than what is left is still an error */
+    CHECK_EQ_INT(decode_some_hex("0000 5f50 8cf1e3", 0, &c, err),
+                 -HB_H3_QPACK_DECOMPRESSION_FAILED);
+    CHECK(strstr(err, "left in the section") != NULL);
+    /* the cap: at every max_list the same verdict and the same fields before it as the
+     * full decoder (skipped values counted at their most, then exactly near the cap) */
+    size_t total = 42 + (10 + 15 + 32) + (10 + 15 + 32) + (5 + 2 + 32) + (3 + 15 + 32);
+    for (size_t max = 1; max <= total + 40; max++) {
+        int a = decode_some_hex(SOME_SECTION, max, &c, err);
+        int b = decode_hex(SOME_SECTION, max, &full, err);
+        CHECK_EQ_INT(a, b);
+        CHECK_EQ_INT(c.fields, full.fields);
+        CHECK_EQ_INT(a, max >= total ? 0 : HB_QPACK_TOO_LARGE);
+    }
+    /* near the cap the skipped values are decoded to be counted: a malformed one is
+     * then an error, as for the full decoder */
+    CHECK_EQ_INT(decode_some_hex("0000 5f50 84ffffffff d1", 50, &c, err),
+                 -HB_H3_QPACK_DECOMPRESSION_FAILED);
+}
+
+/* ---- hb_qpack_encode_head ---- */
+
+static const char CT_A[] = "application/octet-stream", CT_B[] = "text/plain",
+                  CT_C[] = "text/event-stream";
+
+static void head_case(hb_qpack_head_cache *hc, unsigned status, const char *date, const char *ct,
+                      unsigned flags, const char *cl)
+{
+    uint8_t a[512], b[512];
+    char st[4];
+    snprintf(st, sizeof st, "%03u", status);
+    hb_header f[6];
+    size_t n = 0;
+    f[n++] = (hb_header){":status", 7, st, 3};
+    f[n++] = (hb_header){"server", 6, "httpbench", 9};
+    if (date) f[n++] = (hb_header){"date", 4, date, HB_QPACK_DATE_LEN};
+    f[n++] = (hb_header){"content-type", 12, ct, strlen(ct)};
+    if (flags & HB_QPACK_HEAD_NO_CACHE) f[n++] = (hb_header){"cache-control", 13, "no-cache", 8};
+    if (cl) f[n++] = (hb_header){"content-length", 14, cl, strlen(cl)};
+    ssize_t want = hb_qpack_encode(f, n, a, sizeof a);
+    ssize_t got = hb_qpack_encode_head(hc, status, date, ct, strlen(ct), flags, cl,
+                                       cl ? strlen(cl) : 0, b, sizeof b);
+    CHECK(want > 0);
+    CHECK_EQ_INT(got, want);
+    CHECK(got == want && memcmp(a, b, (size_t)want) == 0);
+    /* and it decodes to exactly those fields */
+    collect c;
+    char err[HB_ERR_LEN];
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(hb_qpack_decode(b, (size_t)got, scratch, 0, on_field, &c, err), 0);
+    CHECK_EQ_INT(c.fields, (int)n);
+    char line[128];
+    snprintf(line, sizeof line, "content-type: %s\n", ct);
+    CHECK(strstr(c.text, line) != NULL);
+    if (cl) {
+        snprintf(line, sizeof line, "content-length: %s\n", cl);
+        CHECK(strstr(c.text, line) != NULL);
+    } else {
+        CHECK(strstr(c.text, "content-length") == NULL);
+    }
+    /* every cap below the size fails cleanly */
+    for (size_t cap = 0; cap < (size_t)got; cap++)
+        CHECK_EQ_INT(hb_qpack_encode_head(hc, status, date, ct, strlen(ct), flags, cl,
+                                          cl ? strlen(cl) : 0, b, cap),
+                     HB_E_TOO_LARGE);
+}
+
+static void test_encode_head(void)
+{
+    hb_qpack_head_cache hc;
+    hb_qpack_head_cache_init(&hc, "httpbench", 9);
+    const char *dates[] = {NULL, "Sun, 06 Dec 2026 02:12:36 GMT", "Mon, 07 Dec 2026 23:59:59 GMT"};
+    const char *cts[] = {CT_A, CT_B, CT_C};
+    const char *cls[] = {NULL, "0", "150", "9", "1234567890123456789"};
+    const unsigned statuses[] = {200, 404, 431, 777, 103, 500, 200};
+    /* more shapes than slots, each twice in a row and again later: hits, misses,
+     * evictions, and a template reused with another date and length */
+    for (int round = 0; round < 2; round++)
+        for (size_t s = 0; s < sizeof statuses / sizeof *statuses; s++)
+            for (size_t t = 0; t < 3; t++)
+                for (unsigned fl = 0; fl < 2; fl++)
+                    for (size_t d = 0; d < 3; d++)
+                        for (size_t l = 0; l < 5; l++)
+                            head_case(&hc, statuses[s], dates[d], cts[t], fl, cls[l]);
+    /* a content type too long for a template: encoded whole, the same bytes */
+    static char longct[200];
+    memset(longct, 'x', sizeof longct - 1);
+    head_case(&hc, 200, dates[1], longct, 0, "150");
+    /* the status range */
+    uint8_t b[256];
+    CHECK_EQ_INT(hb_qpack_encode_head(&hc, 99, NULL, CT_A, strlen(CT_A), 0, NULL, 0, b, sizeof b),
+                 HB_E_TOO_LARGE);
+    CHECK_EQ_INT(hb_qpack_encode_head(&hc, 1000, NULL, CT_A, strlen(CT_A), 0, NULL, 0, b, sizeof b),
+                 HB_E_TOO_LARGE);
+}
+
 /* HPACK decodes Huffman through the shared unit: RFC 7541 C.4.1. */
 static void test_hpack_shares_huffman(void)
 {
@@ -251,6 +396,8 @@ int main(void)
     test_static_table();
     test_encode();
     test_max_list();
+    test_decode_some();
+    test_encode_head();
     test_peer_streams();
     test_hpack_shares_huffman();
     HB_TEST_MAIN_END();

@@ -18,11 +18,13 @@ pytestmark = pytest.mark.skipif(h3_missing() is not None, reason=str(h3_missing(
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
 from _h3peer import Peer  # noqa: E402
+from aioquic.quic.events import StreamDataReceived  # noqa: E402
 
 H3_STREAM_CREATION_ERROR = 0x103
 H3_FRAME_UNEXPECTED = 0x105
 H3_MESSAGE_ERROR = 0x10E
 H3_CLOSED_CRITICAL_STREAM = 0x104
+H3_MISSING_SETTINGS = 0x10A
 QPACK_DECODER_STREAM_ERROR = 0x202
 
 
@@ -107,6 +109,64 @@ def test_unknown_stream_and_frame_types_are_ignored(srv):
     assert srv.stats()["h3"]["errors"] == before
 
 
+class _NoH3:
+    """In place of the peer's HTTP/3 layer: the test writes its control stream itself;
+    what arrives on each stream is kept as it came."""
+
+    def __init__(self) -> None:
+        self.data: dict[int, bytes] = {}
+        self.ended: set[int] = set()
+
+    def handle_event(self, event: object) -> list:
+        if isinstance(event, StreamDataReceived):
+            self.data[event.stream_id] = self.data.get(event.stream_id, b"") + event.data
+            if event.end_stream:
+                self.ended.add(event.stream_id)
+        return []
+
+
+def _bare_peer(srv) -> tuple[Peer, _NoH3]:
+    p = Peer(srv.h3_port, srv.ca_file)
+    raw = _NoH3()
+    p.h3 = raw  # type: ignore[assignment]
+    p.pump(5, until=lambda: p.q._handshake_complete)
+    assert p.q._handshake_complete
+    return p, raw
+
+
+SETTINGS = b"\x04\x04\x01\x00\x07\x00"  # capacity 0, blocked streams 0
+
+
+def test_a_reserved_frame_before_settings_is_missing_settings(srv):
+    # RFC 9114 6.2.1: the control stream's first frame is SETTINGS, whatever came first
+    before = srv.stats()["h3"]["errors"]
+    p, _ = _bare_peer(srv)
+    try:
+        p.uni_stream(b"\x00" + b"\x21\x02xy" + SETTINGS)  # type control, frame 0x21, SETTINGS
+        _closed_with(p, H3_MISSING_SETTINGS)
+    finally:
+        p.close()
+    assert srv.stats()["h3"]["errors"] == before + 1
+
+
+def test_reserved_frames_after_settings_are_ignored(srv):
+    before = srv.stats()["h3"]["errors"]
+    p, raw = _bare_peer(srv)
+    try:
+        p.uni_stream(b"\x00" + SETTINGS + b"\x21\x02xy" + b"\x21\x00")
+        sid = p.q.get_next_available_stream_id()
+        # GET /bytes/150: :method GET, :scheme https (static), :authority and :path literal
+        section = b"\x00\x00\xd1\xd7\x50\x09localhost\x51\x0a/bytes/150"
+        p.q.send_stream_data(sid, bytes([1, len(section)]) + section, end_stream=True)
+        p.pump(5, until=lambda: sid in raw.ended)
+        got = raw.data.get(sid, b"")
+        assert got[:1] == b"\x01" and got.endswith(b"\x00\x40\x96" + expected_bytes(150)), got
+        assert p.closed_code is None
+    finally:
+        p.close()
+    assert srv.stats()["h3"]["errors"] == before
+
+
 def test_a_malformed_head_resets_only_its_stream(srv):
     p = _peer(srv)
     try:
@@ -121,6 +181,38 @@ def test_a_malformed_head_resets_only_its_stream(srv):
         p.pump(5, until=lambda: ok in p.ended)
         assert (p.status.get(ok), p.body.get(ok)) == (200, expected_bytes(20))
         assert p.closed_code is None
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("name", [b"A", b"x-Upper", b"x-upperX", b"abcdefghI", b"Abcdefghi",
+                                  b"abcdefghijklmnoP", b"abcdefghijklmnopQrs", b"@[`{-Z"])
+def test_an_uppercase_letter_anywhere_in_a_name_is_malformed(srv, name):
+    p = _peer(srv)
+    try:
+        assert p.h3 is not None
+        sid = p.q.get_next_available_stream_id()
+        p.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                (b":authority", b"localhost"), (b":path", b"/bytes/1"),
+                                (name, b"1")], end_stream=True)
+        p.pump(5, until=lambda: sid in p.reset)
+        assert p.reset_codes.get(sid) == H3_MESSAGE_ERROR
+    finally:
+        p.close()
+
+
+def test_lowercase_names_around_the_letters_are_accepted(srv):
+    p = _peer(srv)
+    try:
+        assert p.h3 is not None
+        sid = p.q.get_next_available_stream_id()
+        p.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                (b":authority", b"localhost"), (b":path", b"/bytes/3"),
+                                (b"x-@[`{", b"1"), (b"abcdefghijklmnopqrstuvwxyz", b"2"),
+                                (b"x-\xc1\xda\xdb", b"3"), (b"0123456789", b"4")],
+                          end_stream=True)
+        p.pump(5, until=lambda: sid in p.ended)
+        assert (p.status.get(sid), p.body.get(sid)) == (200, expected_bytes(3))
     finally:
         p.close()
 

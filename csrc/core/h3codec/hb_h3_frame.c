@@ -281,6 +281,18 @@ static int header_done(hb_h3_frame_reader *r, char *err)
     return 0;
 }
 
+/* A skipped frame's header, announced (report_skipped); its payload follows. */
+static ssize_t skipped(hb_h3_frame_reader *r, hb_h3_frame_ev *ev, size_t i)
+{
+    ev->kind = HB_H3_EV_SKIPPED;
+    ev->type = r->type;
+    ev->payload = NULL;
+    ev->len = 0;
+    ev->frame_start = ev->frame_end = 0;
+    if (r->left == 0) r->state = RD_TYPE; /* an empty one is over */
+    return (ssize_t)i;
+}
+
 ssize_t hb_h3_frame_read(hb_h3_frame_reader *r, const uint8_t *in, size_t len, hb_h3_frame_ev *ev,
                          char *err)
 {
@@ -303,6 +315,7 @@ ssize_t hb_h3_frame_read(hb_h3_frame_reader *r, const uint8_t *in, size_t len, h
                     r->left = l;
                     int rc = header_done(r, err);
                     if (rc < 0) return rc;
+                    if (r->state == RD_SKIP && r->report_skipped) return skipped(r, ev, i);
                     break;
                 }
             }
@@ -313,8 +326,11 @@ ssize_t hb_h3_frame_read(hb_h3_frame_reader *r, const uint8_t *in, size_t len, h
                 r->state = RD_LEN;
             } else {
                 r->left = r->vr.v;
+                r->vr = (hb_h3_varint_rd){0, 0, 0};
                 int rc = header_done(r, err);
                 if (rc < 0) return rc;
+                if (r->state == RD_SKIP && r->report_skipped) return skipped(r, ev, i);
+                break;
             }
             r->vr = (hb_h3_varint_rd){0, 0, 0};
             break;

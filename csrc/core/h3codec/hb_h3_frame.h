@@ -174,6 +174,7 @@ typedef enum {
     HB_H3_EV_NEED_MORE, /* every byte given was consumed: feed the next piece */
     HB_H3_EV_DATA,      /* a piece of a DATA frame's payload (maybe empty) */
     HB_H3_EV_FRAME,     /* a whole frame of any other known type */
+    HB_H3_EV_SKIPPED,   /* with report_skipped: the header of a frame the reader skips */
 } hb_h3_ev_kind;
 
 typedef struct hb_h3_frame_ev {
@@ -195,6 +196,10 @@ typedef struct hb_h3_frame_reader {
     hb_h3_varint_rd vr; /* the header's varint being read */
     uint8_t state;      /* reader-private */
     uint8_t started;    /* reader-private: a DATA frame's first piece not yet given */
+    /* 0 after init; set to 1 to hear of each skipped frame (HB_H3_EV_SKIPPED, its
+     * type, no payload) before its payload is skipped: a control stream's first
+     * frame must be SETTINGS, whatever its type (RFC 9114 6.2.1) */
+    uint8_t report_skipped;
 } hb_h3_frame_reader;
 
 /* Set up a reader. Frames other than DATA, unknown types (neither is ever
@@ -210,7 +215,8 @@ void hb_h3_frame_reader_init(hb_h3_frame_reader *r, uint8_t *buf, size_t cap, si
  * a negative error (-HB_H3_EXCESSIVE_LOAD; -HB_H3_FRAME_ERROR for a GOAWAY,
  * MAX_PUSH_ID or CANCEL_PUSH whose length cannot be one varint). Call again
  * with the rest until it says HB_H3_EV_NEED_MORE (then all of in was
- * consumed). Unknown types and reserved (grease) ones are skipped silently. */
+ * consumed). Unknown types and reserved (grease) ones are skipped, silently
+ * unless report_skipped is set. */
 ssize_t hb_h3_frame_read(hb_h3_frame_reader *r, const uint8_t *in, size_t len, hb_h3_frame_ev *ev,
                          char *err);
 

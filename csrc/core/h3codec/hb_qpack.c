@@ -183,8 +183,21 @@ static const hb_hp_ctx QP = {"qpack", "section", -HB_H3_QPACK_DECOMPRESSION_FAIL
 
 /* ---- decoder ---- */
 
-int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_list,
-                    hb_qpack_field_fn fn, void *ud, char *err)
+typedef struct {
+    size_t total;
+} size_acc;
+
+static void add_size(void *ud, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    (void)name;
+    (void)value;
+    ((size_acc *)ud)->total += nlen + vlen + 32;
+}
+
+/* The section's loop; want NULL: every value decoded (hb_qpack_decode). */
+static inline __attribute__((always_inline)) int
+decode_section(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_list,
+               hb_qpack_want_fn want, hb_qpack_field_fn fn, void *ud, char *err)
 {
     if (HB_UNLIKELY(len < 2)) return FAIL("qpack: field section of %zu bytes (no prefix)", len);
     const uint8_t *p = in, *end = in + len;
@@ -199,12 +212,14 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
     if (HB_UNLIKELY(sign)) /* Base = 0 - delta - 1 < 0 */
         return FAIL("qpack: negative Base (sign bit with Required Insert Count 0)");
     size_t room = max_list ? max_list : SIZE_MAX;
+    int skipped = 0; /* a value was skipped: room is short by its decoded length's overcount */
     while (p < end) {
         uint8_t b = *p;
         const char *name = NULL, *value = NULL;
         size_t nlen = 0, vlen = 0;
         uint32_t idx = 0;
         uint8_t *sc = scratch;
+        int skip = 0;
         if (b & 0x80) { /* 1Txxxxxx: indexed field line */
             if (HB_UNLIKELY(!(b & 0x40))) return FAIL("qpack: indexed line into the dynamic table");
             if ((rc = hb_hp_int_decode(&p, end, 0x3f, &idx, &QP, err))) return rc;
@@ -215,6 +230,7 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
             nlen = e->name_len;
             value = e->value;
             vlen = e->value_len;
+            goto field;
         } else if (b & 0x40) { /* 01NTxxxx: literal with name reference */
             if (HB_UNLIKELY(!(b & 0x10)))
                 return FAIL("qpack: name reference into the dynamic table");
@@ -223,24 +239,60 @@ int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_
                 return FAIL("qpack: static name index %u (the table has 99)", idx);
             name = STATIC_TABLE[idx].name;
             nlen = STATIC_TABLE[idx].name_len;
-            if ((rc = hb_hp_str_decode(&p, end, 0x7f, 0x80, &sc, &value, &vlen, &QP, err)))
-                return rc;
         } else if (b & 0x20) { /* 001NHxxx: literal with literal name */
             if ((rc = hb_hp_str_decode(&p, end, 0x07, 0x08, &sc, &name, &nlen, &QP, err)))
-                return rc;
-            if ((rc = hb_hp_str_decode(&p, end, 0x7f, 0x80, &sc, &value, &vlen, &QP, err)))
                 return rc;
         } else { /* 0001xxxx, 0000Nxxx: post-base index or name reference */
             return FAIL("qpack: post-base reference into the dynamic table");
         }
-        if (HB_LIKELY(nlen + vlen + 32 <= room)) {
-            room -= nlen + vlen + 32;
-            fn(ud, name, nlen, value, vlen);
-        } else {
-            return HB_QPACK_TOO_LARGE;
+        /* the value: a string literal with a 7-bit prefix, H the 0x80 bit */
+        if (want && p < end && (*p & 0x80) && !want(ud, name, nlen)) {
+            uint32_t sl;
+            if ((rc = hb_hp_int_decode(&p, end, 0x7f, &sl, &QP, err))) return rc;
+            if (HB_UNLIKELY(sl > (size_t)(end - p)))
+                return FAIL("qpack: string of %u bytes but %zu left in the section", sl,
+                            (size_t)(end - p));
+            p += sl;
+            vlen = (size_t)sl * 8 / 5; /* the most it decodes to */
+            skip = skipped = 1;
+        } else if ((rc = hb_hp_str_decode(&p, end, 0x7f, 0x80, &sc, &value, &vlen, &QP, err))) {
+            return rc;
         }
+    field:
+        if (HB_UNLIKELY(nlen + vlen + 32 > room)) {
+            if (!skipped) return HB_QPACK_TOO_LARGE;
+            /* near the cap with skipped values counted at their most: the exact size of
+             * the section so far, every value decoded (the last line's name lands in
+             * scratch where it was), and no more skipping */
+            size_acc acc = {0};
+            if ((rc = hb_qpack_decode(in, (size_t)(p - in), scratch, 0, add_size, &acc, err)))
+                return rc;
+            if (acc.total > max_list) return HB_QPACK_TOO_LARGE;
+            room = max_list - acc.total;
+            want = NULL;
+            skipped = 0;
+        } else {
+            room -= nlen + vlen + 32;
+        }
+        if (skip) {
+            value = NULL;
+            vlen = 0;
+        }
+        fn(ud, name, nlen, value, vlen);
     }
     return 0;
+}
+
+int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_list,
+                    hb_qpack_field_fn fn, void *ud, char *err)
+{
+    return decode_section(in, len, scratch, max_list, NULL, fn, ud, err);
+}
+
+int hb_qpack_decode_some(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_list,
+                         hb_qpack_want_fn want, hb_qpack_field_fn fn, void *ud, char *err)
+{
+    return decode_section(in, len, scratch, max_list, want, fn, ud, err);
 }
 
 /* ---- encoder ---- */
@@ -257,6 +309,31 @@ size_t hb_qpack_encode_bound(const hb_header *fields, size_t n)
     return total;
 }
 
+/* One field line at o, within lim: its end, or NULL when it does not fit. */
+static uint8_t *encode_line(const hb_header *f, uint8_t *o, const uint8_t *lim)
+{
+    const name_group *g = find_name(f->name, f->name_len);
+    size_t need;
+    if (g) {
+        for (unsigned k = 0; k < g->n; k++) {
+            const hb_hp_entry *e = &STATIC_TABLE[g->ent[k]];
+            if (e->value_len == f->value_len && memcmp(e->value, f->value, f->value_len) == 0) {
+                if (2 > (size_t)(lim - o)) return NULL;
+                return hb_hp_int_put(o, 0xc0, g->ent[k], 6);
+            }
+        }
+        need = hb_hp_int_len(g->ent[0], 4) + hb_hp_int_len(f->value_len, 7) + f->value_len;
+        if (need > (size_t)(lim - o)) return NULL;
+        o = hb_hp_int_put(o, 0x50, g->ent[0], 4);
+    } else {
+        need = hb_hp_int_len(f->name_len, 3) + f->name_len + hb_hp_int_len(f->value_len, 7) +
+               f->value_len;
+        if (need > (size_t)(lim - o)) return NULL;
+        o = hb_hp_str_put(o, 0x20, 3, f->name, f->name_len);
+    }
+    return hb_hp_str_put(o, 0, 7, f->value, f->value_len);
+}
+
 ssize_t hb_qpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap)
 {
     pthread_once(&index_once, index_build);
@@ -264,30 +341,108 @@ ssize_t hb_qpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t 
     uint8_t *o = out;
     *o++ = 0; /* Required Insert Count 0 */
     *o++ = 0; /* Base: sign 0, delta 0 */
-    for (size_t i = 0; i < n; i++) {
-        const hb_header *f = &fields[i];
-        const name_group *g = find_name(f->name, f->name_len);
-        size_t need;
-        if (g) {
-            for (unsigned k = 0; k < g->n; k++) {
-                const hb_hp_entry *e = &STATIC_TABLE[g->ent[k]];
-                if (e->value_len == f->value_len && memcmp(e->value, f->value, f->value_len) == 0) {
-                    if (2 > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
-                    o = hb_hp_int_put(o, 0xc0, g->ent[k], 6);
-                    goto next;
-                }
-            }
-            need = hb_hp_int_len(g->ent[0], 4) + hb_hp_int_len(f->value_len, 7) + f->value_len;
-            if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
-            o = hb_hp_int_put(o, 0x50, g->ent[0], 4);
-        } else {
-            need = hb_hp_int_len(f->name_len, 3) + f->name_len + hb_hp_int_len(f->value_len, 7) +
-                   f->value_len;
-            if (need > (size_t)(out + cap - o)) return HB_E_TOO_LARGE;
-            o = hb_hp_str_put(o, 0x20, 3, f->name, f->name_len);
+    for (size_t i = 0; i < n; i++)
+        if (!(o = encode_line(&fields[i], o, out + cap))) return HB_E_TOO_LARGE;
+    return o - out;
+}
+
+/* ---- response heads from templates ---- */
+
+#define HEAD_DATE 0x80u /* a slot's flag: the template has a date line */
+
+void hb_qpack_head_cache_init(hb_qpack_head_cache *hc, const char *server, size_t server_len)
+{
+    memset(hc, 0, sizeof *hc);
+    hc->server = server;
+    hc->server_len = server_len;
+}
+
+/* The head's fields, content-length last when cl_len > 0: how many. */
+static size_t head_fields(const hb_qpack_head_cache *hc, hb_header *f, const char *st,
+                          const char *date, const char *ct, size_t ct_len, unsigned flags,
+                          const char *cl, size_t cl_len)
+{
+    size_t n = 0;
+#define NV(nm, v, vl) (hb_header){(nm), sizeof(nm) - 1, (v), (vl)}
+    f[n++] = NV(":status", st, 3);
+    f[n++] = NV("server", hc->server, hc->server_len);
+    if (date) f[n++] = NV("date", date, HB_QPACK_DATE_LEN);
+    f[n++] = NV("content-type", ct, ct_len);
+    if (flags & HB_QPACK_HEAD_NO_CACHE) f[n++] = NV("cache-control", "no-cache", 8);
+    if (cl_len) f[n++] = NV("content-length", cl, cl_len);
+#undef NV
+    return n;
+}
+
+/* Fill slot: the section up to content-length, the date's value a placeholder. 0 or -1
+ * (longer than a template holds). */
+static int head_build(const hb_qpack_head_cache *hc, hb_qpack_head_slot *sl, unsigned status,
+                      int with_date, const char *ct, size_t ct_len, unsigned flags)
+{
+    char st[3] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
+                  (char)('0' + status % 10)};
+    static const char placeholder[HB_QPACK_DATE_LEN] = {0};
+    hb_header f[6];
+    size_t n = head_fields(hc, f, st, with_date ? placeholder : NULL, ct, ct_len, flags, NULL, 0);
+    ssize_t k = hb_qpack_encode(f, n, sl->tpl, sizeof sl->tpl);
+    if (k < 0) return -1;
+    sl->len = (uint8_t)k;
+    sl->date_at = 0;
+    if (with_date) { /* the date line is the third: after :status and server */
+        uint8_t tmp[HB_QPACK_HEAD_TPL];
+        ssize_t two = hb_qpack_encode(f, 2, tmp, sizeof tmp);
+        if (two < 0) return -1;
+        sl->date_at = (uint8_t)(two + 2); /* after the date line's 0x56 0x1d */
+    }
+    sl->ct = ct;
+    sl->ct_len = ct_len;
+    sl->status = (uint16_t)status;
+    sl->flags = (uint8_t)(flags | (with_date ? HEAD_DATE : 0));
+    return 0;
+}
+
+ssize_t hb_qpack_encode_head(hb_qpack_head_cache *hc, unsigned status, const char *date,
+                             const char *ct, size_t ct_len, unsigned flags, const char *cl,
+                             size_t cl_len, uint8_t *out, size_t cap)
+{
+    if (status < 100 || status > 999) return HB_E_TOO_LARGE;
+    unsigned key = flags | (date ? HEAD_DATE : 0);
+    hb_qpack_head_slot *sl = NULL;
+    for (unsigned i = 0; i < HB_QPACK_HEAD_SLOTS; i++) {
+        hb_qpack_head_slot *t = &hc->slot[i];
+        if (t->ct == ct && t->status == status && t->flags == key && t->ct_len == ct_len) {
+            sl = t;
+            break;
         }
-        o = hb_hp_str_put(o, 0, 7, f->value, f->value_len);
-    next:;
+    }
+    if (HB_UNLIKELY(!sl)) {
+        pthread_once(&index_once, index_build);
+        hb_qpack_head_slot *t = &hc->slot[hc->next];
+        if (head_build(hc, t, status, date != NULL, ct, ct_len, flags) < 0) {
+            t->ct = NULL; /* too long for a template: encoded whole */
+            char st[3] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
+                          (char)('0' + status % 10)};
+            hb_header f[6];
+            size_t n = head_fields(hc, f, st, date, ct, ct_len, flags, cl, cl_len);
+            return hb_qpack_encode(f, n, out, cap);
+        }
+        hc->next = (hc->next + 1) % HB_QPACK_HEAD_SLOTS;
+        sl = t;
+    }
+    /* the content-length line: indexed for "0" (static entry 4), else its name by
+     * reference and the digits raw */
+    size_t cl_line = !cl_len                       ? 0
+                     : cl_len == 1 && cl[0] == '0' ? 1
+                                                   : 1 + hb_hp_int_len(cl_len, 7) + cl_len;
+    if (sl->len + cl_line > cap) return HB_E_TOO_LARGE;
+    memcpy(out, sl->tpl, sl->len);
+    if (sl->date_at) memcpy(out + sl->date_at, date, HB_QPACK_DATE_LEN);
+    uint8_t *o = out + sl->len;
+    if (cl_line == 1) {
+        *o++ = 0xc0 | 4;
+    } else if (cl_line) {
+        *o++ = 0x50 | 4;
+        o = hb_hp_str_put(o, 0, 7, cl, cl_len);
     }
     return o - out;
 }

@@ -64,6 +64,19 @@ static inline size_t hb_qpack_scratch_need(size_t len)
 int hb_qpack_decode(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_list,
                     hb_qpack_field_fn fn, void *ud, char *err);
 
+/* Whether the caller needs the value of a field named name (hb_qpack_decode_some). */
+typedef int (*hb_qpack_want_fn)(void *ud, const char *name, size_t name_len);
+
+/* hb_qpack_decode, but a Huffman-coded value whose field want() says is not needed
+ * is skipped by its length, not decoded: fn gets it as NULL, 0. Such a value counts
+ * towards max_list at the most it can decode to (8/5 of its length); only when that
+ * would pass max_list is the section so far decoded whole to count it exactly, and
+ * the rest of it too: HB_QPACK_TOO_LARGE exactly when hb_qpack_decode says so. The
+ * Huffman code of a skipped value is not checked (a malformed one in a field nobody
+ * reads is not an error here). */
+int hb_qpack_decode_some(const uint8_t *in, size_t len, uint8_t *scratch, size_t max_list,
+                         hb_qpack_want_fn want, hb_qpack_field_fn fn, void *ud, char *err);
+
 /* Bytes hb_qpack_encode writes for these fields, at most. */
 size_t hb_qpack_encode_bound(const hb_header *fields, size_t n);
 
@@ -72,6 +85,49 @@ size_t hb_qpack_encode_bound(const hb_header *fields, size_t n);
  * Returns the bytes written, or HB_E_TOO_LARGE when cap is below what they
  * need. */
 ssize_t hb_qpack_encode(const hb_header *fields, size_t n, uint8_t *out, size_t cap);
+
+/* ---- response heads from templates ----
+ *
+ * A server's response heads differ in few ways: the part of the section before
+ * content-length is kept per (status, content type, flags, date or not) in a small
+ * cache of templates, and a head is its template, the date's 29 bytes written into
+ * it and the content-length line: the bytes hb_qpack_encode writes for
+ *   :status, server, date (when given), content-type, cache-control: no-cache
+ *   (HB_QPACK_HEAD_NO_CACHE), content-length (when cl_len > 0)
+ * in that order. Content types are told apart by address and length: they must be
+ * strings that never change (literals), as must server. Not thread-safe per cache. */
+#define HB_QPACK_HEAD_SLOTS 8
+#define HB_QPACK_HEAD_TPL 160
+#define HB_QPACK_HEAD_NO_CACHE 1u
+#define HB_QPACK_DATE_LEN 29 /* an IMF-fixdate */
+
+typedef struct {
+    const char *ct; /* NULL: free */
+    size_t ct_len;
+    uint16_t status;
+    uint8_t flags;
+    uint8_t len;     /* template bytes */
+    uint8_t date_at; /* offset of the date's value; 0: no date line */
+    uint8_t tpl[HB_QPACK_HEAD_TPL];
+} hb_qpack_head_slot;
+
+typedef struct {
+    const char *server;
+    size_t server_len;
+    unsigned next; /* the slot a miss fills next */
+    hb_qpack_head_slot slot[HB_QPACK_HEAD_SLOTS];
+} hb_qpack_head_cache;
+
+void hb_qpack_head_cache_init(hb_qpack_head_cache *hc, const char *server, size_t server_len);
+
+/* The field section (prefix included) of a response head with status (100..999),
+ * date (HB_QPACK_DATE_LEN bytes, or NULL), content type ct, flags and content-length
+ * cl[0..cl_len) (digits; cl_len 0: none). Returns the bytes written, or
+ * HB_E_TOO_LARGE (cap too small, status out of range). A head too long for a
+ * template is encoded whole, uncached. */
+ssize_t hb_qpack_encode_head(hb_qpack_head_cache *hc, unsigned status, const char *date,
+                             const char *ct, size_t ct_len, unsigned flags, const char *cl,
+                             size_t cl_len, uint8_t *out, size_t cap);
 
 /* Bytes arriving on the peer's QPACK encoder stream (after its type): with
  * our capacity 0 the only valid instruction is "Set Dynamic Table Capacity

@@ -17,11 +17,26 @@
 static h3conn TOMB_CONN;
 #define TOMB (&TOMB_CONN)
 
-static size_t cid_hash(const uint8_t *p, size_t n)
+/* The table's hash of a connection ID: 8 bytes at a time (the last 8 overlapping),
+ * seeded per endpoint (an Initial's DCID is the client's choice). */
+static size_t cid_hash(const hb_h3_server *s, const uint8_t *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
+    uint64_t h = s->cid_seed ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull), w = 0;
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            w |= (uint64_t)p[i] << (8 * i);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+    } else {
+        for (size_t i = 0; i + 8 <= n; i += 8) {
+            memcpy(&w, p + i, 8);
+            h = (h ^ w) * 0xff51afd7ed558ccdull;
+            h ^= h >> 32;
+        }
+        if (n % 8) {
+            memcpy(&w, p + n - 8, 8);
+            h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+        }
+    }
     return (size_t)(h ^ (h >> 29));
 }
 
@@ -29,7 +44,7 @@ static cident *cid_slot(hb_h3_server *s, const uint8_t *p, size_t n, int for_ins
 {
     size_t mask = s->tcap - 1;
     cident *tomb = NULL;
-    for (size_t i = cid_hash(p, n) & mask;; i = (i + 1) & mask) {
+    for (size_t i = cid_hash(s, p, n) & mask;; i = (i + 1) & mask) {
         cident *e = &s->tab[i];
         if (!e->c) return for_insert && tomb ? tomb : e;
         if (e->c == TOMB) {
@@ -296,6 +311,7 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         rc = hb_fail(err, HB_E_NOMEM, "out of memory");
         goto fail;
     }
+    hb_qpack_head_cache_init(&s->heads, "httpbench", 9);
     s->replay = cfg->replay;
     if (cfg->early_data && cfg->ticket_key && !s->replay) {
         s->replay = s->own_replay = hb_h3_replay_new();
@@ -314,7 +330,8 @@ int hb_h3_server_new(hb_h3_server **out, const hb_h3_server_config *cfg, char *e
         gnutls_anti_replay_set_ptr(s->ar, s);
     }
     if (gnutls_rnd(GNUTLS_RND_RANDOM, s->reset_secret, sizeof s->reset_secret) != 0 ||
-        gnutls_rnd(GNUTLS_RND_RANDOM, s->token_secret, sizeof s->token_secret) != 0) {
+        gnutls_rnd(GNUTLS_RND_RANDOM, s->token_secret, sizeof s->token_secret) != 0 ||
+        gnutls_rnd(GNUTLS_RND_RANDOM, &s->cid_seed, sizeof s->cid_seed) != 0) {
         rc = hb_fail(err, HB_E_TLS, "gnutls_rnd failed");
         goto fail;
     }

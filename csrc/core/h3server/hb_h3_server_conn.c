@@ -390,11 +390,30 @@ static void closing_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen)
     hb__h3_pend(c);
 }
 
+/* ngtcp2's expired timers handled: 0, or -1 when the connection was freed (idle)
+ * or is closing (an error). */
+static int conn_expire(h3conn *c, uint64_t now)
+{
+    int rv = ngtcp2_conn_handle_expiry(c->q, now);
+    if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+        ADD(c->s->st->idle_timeouts, 1);
+        hb__h3_conn_free(c, 1);
+        return -1;
+    }
+    if (rv != 0) {
+        conn_fail(c, rv);
+        return -1;
+    }
+    return 0;
+}
+
 int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, const uint8_t *p,
                      size_t n, int fresh)
 {
     hb_h3_server *s = c->s;
     c->dirty = 1;
+    int was_nopace = c->nopace;
+    c->nopace = 0;
     c->rx_bytes += n;
     if (c->state == C_CLOSING) {
         closing_recv(c, peer, plen);
@@ -406,7 +425,8 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
     ngtcp2_path path = {
         {(ngtcp2_sockaddr *)&c->local, c->llen}, {(ngtcp2_sockaddr *)(uintptr_t)peer, plen}, NULL};
     ngtcp2_pkt_info pi = {0};
-    int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, n, hb__h3_now(s));
+    uint64_t now = hb__h3_now(s);
+    int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, n, now);
     if (fresh) {
         if (rv == NGTCP2_ERR_DROP_CONN || rv == NGTCP2_ERR_DISCARD_PKT) {
             hb__h3_conn_free(c, 0); /* not a client's Initial after all (e.g. forged) */
@@ -421,6 +441,10 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
     }
     if (rv == 0) {
         if (c->hs_done && c->tls) tls_release(c);
+        /* the pacing instant no wake was spent on (see hb__h3_conn_write) stays in
+         * ngtcp2's expiry, passed, until handle_expiry: handled here, before the
+         * answer to this datagram is written, rather than by a timer just after */
+        if (was_nopace && ngtcp2_conn_get_expiry(c->q) <= now && conn_expire(c, now) != 0) return 1;
         hb__h3_pend(c);
         return 1;
     }
@@ -441,6 +465,12 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
     }
     conn_fail(c, rv);
     return 1;
+}
+
+/* None of the connection's own bytes wait to be written. */
+static int conn_idle(const h3conn *c)
+{
+    return !c->wq && (!c->h || c->ctrl_sent >= c->ctrl_len);
 }
 
 /* One packet of c into buf: its length, 0 when c has nothing to send now, -1
@@ -493,8 +523,16 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
         }
         /* paced only after the handshake: before an RTT sample ngtcp2 paces with
          * its 333 ms initial-RTT guess, holding the first answer ~22 ms */
-        if (w == 0 && ngtcp2_conn_get_handshake_completed(c->q))
+        if (w == 0 && ngtcp2_conn_get_handshake_completed(c->q)) {
+            /* ngtcp2 has nothing more to send (a pacing instant still ahead, which may
+             * hold some back, is in its expiry): the instant this sets spaces packets
+             * that wait, and when none of ours do, waking for it only finds nothing
+             * to send (a wake per response of a sequential client) */
+            int idle = conn_idle(c);
+            if (idle) c->nopace_dl = ngtcp2_conn_get_expiry(c->q);
             ngtcp2_conn_update_pkt_tx_time(c->q, now);
+            c->nopace = (uint8_t)idle;
+        }
         return w;
     }
 }
@@ -502,7 +540,7 @@ ngtcp2_ssize hb__h3_conn_write(h3conn *c, uint8_t *buf, size_t cap)
 static uint64_t conn_deadline(h3conn *c)
 {
     if (c->state != C_OPEN) return c->close_until;
-    uint64_t d = ngtcp2_conn_get_expiry(c->q);
+    uint64_t d = c->nopace && conn_idle(c) ? c->nopace_dl : ngtcp2_conn_get_expiry(c->q);
     if (c->timers) {
         uint64_t t = hb__h3_stream_deadline(c);
         if (t < d) d = t;
@@ -526,21 +564,13 @@ void hb__h3_conn_timer(h3conn *c)
     hb_h3_server *s = c->s;
     uint64_t now = hb__h3_now(s);
     c->dirty = 1;
+    c->nopace = 0;
     if (c->state != C_OPEN) {
         if (now >= c->close_until) hb__h3_conn_free(c, c->state == C_DRAINING);
         return;
     }
     if (ngtcp2_conn_get_expiry(c->q) <= now) {
-        int rv = ngtcp2_conn_handle_expiry(c->q, now);
-        if (rv == NGTCP2_ERR_IDLE_CLOSE) {
-            ADD(s->st->idle_timeouts, 1);
-            hb__h3_conn_free(c, 1);
-            return;
-        }
-        if (rv != 0) {
-            conn_fail(c, rv);
-            return;
-        }
+        if (conn_expire(c, now) != 0) return;
         hb__h3_pend(c);
     }
     if (c->timers) hb__h3_stream_timers(c);

@@ -30,6 +30,7 @@ int hb__h3_setup_h3(h3conn *c)
     c->goaway_id = -1;
     c->peer_goaway = UINT64_MAX;
     hb_h3_frame_reader_init(&c->crd, c->cbuf, sizeof c->cbuf, 16384);
+    c->crd.report_skipped = 1; /* until SETTINGS: no frame of any type may come first */
     c->h = 1;
     return 0;
 }
@@ -215,6 +216,7 @@ static int control_frame(h3conn *c, const hb_h3_frame_ev *ev)
         if ((rc = hb_h3_settings_decode(ev->payload, ev->len, &s, err)) < 0)
             return conn_error(c, (uint64_t)-rc);
         c->peer_settings = 1;
+        c->crd.report_skipped = 0;
         return 0;
     }
     case HB_H3_FRAME_GOAWAY:
@@ -281,6 +283,10 @@ static int recv_uni(h3conn *c, int64_t id, void *sud, const uint8_t *p, size_t n
             n -= (size_t)k;
             if (ev.kind == HB_H3_EV_NEED_MORE) break;
             if (ev.kind == HB_H3_EV_DATA) return conn_error(c, HB_H3_FRAME_UNEXPECTED);
+            if (ev.kind == HB_H3_EV_SKIPPED) { /* an unknown or reserved type before SETTINGS */
+                if (!c->peer_settings) return conn_error(c, HB_H3_MISSING_SETTINGS);
+                continue;
+            }
             if ((rc = control_frame(c, &ev)) != 0) return rc;
         }
         break;
@@ -376,6 +382,14 @@ static void on_field(void *ud, const char *name, size_t nl, const char *value, s
         f->bad = 1;
     }
 }
+
+/* The values on_field reads: the rest (user-agent, accept, :authority...) are only
+ * named, so their Huffman code is skipped, not decoded (no route reads a header). */
+static int want_value(void *ud, const char *name, size_t nl)
+{
+    (void)ud;
+    return IS(":method") || IS(":path") || IS("content-length") || IS("te");
+}
 #undef IS
 
 static h3stream *request_new(h3conn *c, int64_t id)
@@ -415,8 +429,8 @@ static int head_frame(h3conn *c, h3stream *st, const hb_h3_frame_ev *ev, int fin
 {
     char err[HB_ERR_LEN];
     fctx f = {c, st, st->phase == 1, 0, 0, 0};
-    int rc = hb_qpack_decode(ev->payload, ev->len, c->s->qscratch, c->s->cfg.max_header_list,
-                             on_field, &f, err);
+    int rc = hb_qpack_decode_some(ev->payload, ev->len, c->s->qscratch, c->s->cfg.max_header_list,
+                                  want_value, on_field, &f, err);
     if (rc < 0) return conn_error(c, (uint64_t)-rc);
     if (f.trailers) {
         st->phase = 2;

@@ -268,18 +268,12 @@ static void respond(h3conn *c, h3stream *st, int status, const char *ct, int64_t
     hb_h3_server *s = c->s;
     if (status < 100 || status > 999) status = 500;
     size_t cll = hb_route_head_digits(status, cl, st->stbuf, st->clbuf);
-    hb_header f[6];
-    size_t n = 0;
-#define NV(nm, v, vl) (hb_header){(nm), sizeof(nm) - 1, (v), (vl)}
-    f[n++] = NV(":status", st->stbuf, 3);
-    f[n++] = NV("server", "httpbench", 9);
-    if (s->cfg.date) f[n++] = NV("date", s->cfg.date, 29);
-    f[n++] = NV("content-type", ct, strlen(ct));
-    if (st->ev_kind == EV_SSE) f[n++] = NV("cache-control", "no-cache", 8);
-    if (cl >= 0) f[n++] = NV("content-length", st->clbuf, cll);
-#undef NV
     /* the section after room for the largest frame header it can need (3 bytes) */
-    ssize_t k = st->hdr_len ? -1 : hb_qpack_encode(f, n, st->hdr + 3, HDR_OUT - 3);
+    ssize_t k = st->hdr_len
+                    ? -1
+                    : hb_qpack_encode_head(&s->heads, (unsigned)status, s->cfg.date, ct, strlen(ct),
+                                           st->ev_kind == EV_SSE ? HB_QPACK_HEAD_NO_CACHE : 0,
+                                           st->clbuf, cll, st->hdr + 3, HDR_OUT - 3);
     if (k < 0) {
         count_status(c, st, 0);
         hb__h3_stream_error(c, st, HB_H3_INTERNAL_ERROR);

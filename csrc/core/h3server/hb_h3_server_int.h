@@ -175,6 +175,11 @@ typedef struct h3conn {
     uint8_t rx_early;  /* the stream data being read came in 0-RTT */
     uint8_t dirty; /* touched since dl was computed: the endpoint's deadline scan recomputes it */
     uint64_t dl;   /* the connection's earliest timer, as of its last touch */
+    /* the last write found nothing more to send and none of ours waiting: ngtcp2's
+     * expiry from before that write set its next pacing instant (nopace_dl) is the
+     * deadline, until the connection hears from the peer or a timer */
+    uint8_t nopace;
+    uint64_t nopace_dl;
     hb_h3_server *s;
     ngtcp2_conn *q;
     /* HTTP/3: set up (our control stream open), the peer's control stream seen / its
@@ -241,13 +246,15 @@ struct hb_h3_server {
     int burst; /* datagrams the head of the send list wrote in a row */
     int nconns;
     cident *tab;
+    uint64_t cid_seed;         /* cid_hash's */
     size_t tcap, tlive, ttomb; /* slots, live entries, tombstones */
     /* ngtcp2's allocations: per-size free lists (hb_h3_server_mem.c), so a request's
      * stream state reuses the blocks of the requests before it */
     hb__h3_mem *mpool;
     ngtcp2_mem qmem;
-    uint8_t *qscratch; /* QPACK's Huffman scratch (one endpoint, one thread) */
-    h3stream *sfree;   /* request streams' slots, shared by the connections */
+    uint8_t *qscratch;         /* QPACK's Huffman scratch (one endpoint, one thread) */
+    hb_qpack_head_cache heads; /* response heads' field sections, by shape */
+    h3stream *sfree;           /* request streams' slots, shared by the connections */
     uint32_t nsfree;
     uint32_t half_open;
     uint32_t freed;   /* connections freed since the heap was last trimmed */
