@@ -205,6 +205,29 @@ def test_untrusted_certificate_stops_the_run_and_closes_on_the_server(h3srv, con
 
 @needs_client
 @needs_server
+def test_a_handshake_its_client_closed_stops_counting_as_half_open_at_once(h3srv):
+    before = _settled_h3(h3srv)
+    with pytest.raises(httpbench.TLSError):
+        httpbench.bench(h3srv.h3_url + "/bytes/150", n=10, concurrency=4, http3=True)
+    # the four connections drain (3 PTOs, about 3 s before an RTT sample) but hold no
+    # half-open slot meanwhile: the Retry threshold and the cap see them gone
+    end = time.monotonic() + 2.0
+    while True:
+        s = h3srv.stats()
+        closed = s["h3"]["connections_closed"] - before["connections_closed"]
+        if s["h3"]["half_open"] == 0 or time.monotonic() > end:
+            break
+        time.sleep(0.02)
+    assert s["h3"]["half_open"] == 0, s["h3"]
+    assert closed < 4, "the connections were already freed: nothing drained to observe"
+    after = _settled_h3(h3srv)
+    assert after["half_open"] == 0
+    assert after["connections_closed"] - before["connections_closed"] == 4
+    assert after["errors"] == before["errors"]
+
+
+@needs_client
+@needs_server
 def test_cli_untrusted_certificate_says_how_to_trust_as_over_tcp(h3srv):
     before = _settled_h3(h3srv)
     p = _cli(h3srv.h3_url + "/bytes/150", "--h3", "-c1", "-n", "2000")

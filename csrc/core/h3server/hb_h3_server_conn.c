@@ -168,7 +168,7 @@ void hb__h3_conn_free(h3conn *c, int peer_left)
     }
     hb__h3_cid_del(s, c->odcid.data, c->odcid.datalen, c);
     hb__h3_cid_forget(s, c);
-    if (c->accepted && !c->hs_done) {
+    if (c->accepted && !c->hs_done && !c->half_gone) {
         s->half_open--;
         ADD(s->st->half_open, (uint64_t)-1);
     }
@@ -452,6 +452,14 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
         c->state = C_DRAINING;
         c->close_until = hb__h3_now(s) + 3 * ngtcp2_conn_get_pto(c->q);
         hb__h3_unpend(c);
+        /* a handshake its client gave up (e.g. on our certificate) holds no slot
+         * for a new one while it drains: it counts toward neither the Retry
+         * threshold nor the half-open cap */
+        if (c->accepted && !c->hs_done && !c->half_gone) {
+            c->half_gone = 1;
+            s->half_open--;
+            ADD(s->st->half_open, (uint64_t)-1);
+        }
         return 1;
     }
     if (rv == NGTCP2_ERR_DROP_CONN) {
