@@ -162,3 +162,31 @@ def test_gnutls_server_without_x25519_answers_with_a_hello_retry(aioquic_server,
         st = srv.stats()
         # every handshake completed but the X25519-only peer's
         assert (st["h3"]["handshakes"], st["h3"]["handshake_errors"]) == (12, 1)
+
+
+# -- the server's control stream must begin with SETTINGS --------------------------------
+
+@needs_h3
+def test_a_server_control_stream_without_settings_first_is_refused(aioquic_server,
+                                                                    monkeypatch) -> None:
+    """RFC 9114 6.2.1: a reserved (grease) frame ahead of SETTINGS is H3_MISSING_SETTINGS,
+    whatever its type; the same server without it is answered normally."""
+    from aioquic.buffer import encode_uint_var
+    from aioquic.h3 import connection as h3c
+
+    srv, ca = aioquic_server
+    base = f"https://127.0.0.1:{srv.port}"
+    with Client(http3=True, ca_file=ca, timeout=10) as c:
+        assert c.get(f"{base}/bytes/10").body == expected_bytes(10)
+    create = h3c.H3Connection._create_uni_stream
+
+    def grease_first(self, stream_type, push_id=None):  # type: ignore[no-untyped-def]
+        sid = create(self, stream_type, push_id)
+        if stream_type == h3c.StreamType.CONTROL:  # a reserved type 0x21, empty
+            self._quic.send_stream_data(sid, encode_uint_var(0x21) + encode_uint_var(0))
+        return sid
+
+    monkeypatch.setattr(h3c.H3Connection, "_create_uni_stream", grease_first)
+    with Client(http3=True, ca_file=ca, timeout=10) as c:
+        with pytest.raises(httpbench.ProtocolError, match="without SETTINGS"):
+            c.get(f"{base}/bytes/10")

@@ -544,6 +544,7 @@ static int recv_uni(hb_h3_client *c, int64_t sid, const uint8_t *data, size_t le
                 return hb__h3_conn_fail(c, HB_H3_STREAM_CREATION_ERROR, "a second control stream");
             p->have_peer_ctrl = 1;
             hb_h3_frame_reader_init(&u->rd, u->buf, sizeof u->buf, sizeof u->buf);
+            u->rd.report_skipped = 1; /* until SETTINGS: no frame of any type may come first */
         } else if (u->type == HB_H3_STREAM_PUSH) {
             return hb__h3_conn_fail(c, HB_H3_ID_ERROR, "a push stream without MAX_PUSH_ID");
         }
@@ -560,8 +561,15 @@ static int recv_uni(hb_h3_client *c, int64_t sid, const uint8_t *data, size_t le
             if (ev.kind == HB_H3_EV_NEED_MORE) break;
             if (ev.kind == HB_H3_EV_DATA)
                 return hb__h3_conn_fail(c, HB_H3_FRAME_UNEXPECTED, "DATA on the control stream");
+            if (ev.kind == HB_H3_EV_SKIPPED) { /* an unknown or reserved type */
+                if (!p->peer_settings)
+                    return hb__h3_conn_fail(c, HB_H3_MISSING_SETTINGS,
+                                            "the control stream starts without SETTINGS");
+                continue;
+            }
             int rc = control_frame(c, &ev);
             if (rc) return rc;
+            if (p->peer_settings) u->rd.report_skipped = 0;
         }
         if (fin)
             return hb__h3_conn_fail(c, HB_H3_CLOSED_CRITICAL_STREAM, "the control stream ended");
