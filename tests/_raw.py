@@ -80,6 +80,20 @@ def stats_answers(port: int, rounds: int, timeout: float = 10.0) -> list[dict]:
     return out
 
 
+def settled_h3(srv: Any, deadline_s: float = 30.0) -> dict:
+    """A server's h3 stats (``accepted``: its connections) once every connection it
+    accepted was freed (a failed handshake: by the client's CONNECTION_CLOSE after the
+    server's draining period, or else by its handshake timeout, counted in ``errors``),
+    or at the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        s = srv.stats()
+        h3 = dict(s["h3"], accepted=s["connections_by_protocol"]["h3"])
+        if h3["accepted"] == h3["connections_closed"] or time.monotonic() > end:
+            return h3
+        time.sleep(0.05)
+
+
 def parse_responses(data: bytes) -> list[tuple[int, bytes]]:
     """Split a byte stream of Content-Length responses."""
     out = []

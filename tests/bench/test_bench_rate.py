@@ -94,7 +94,14 @@ def test_scheduled_sends_leave_on_time(server_process):
     oversleep = sorted(over)[len(over) // 2]
     if oversleep < 20_000:
         pytest.skip(f"this machine wakes on time ({oversleep / 1e3:.1f} us late): nothing to show")
-    r = httpbench.bench(url + "/bytes/150", n=2000, rate=1000, concurrency=2)
-    assert r.successes == 2000 and r.errors == 0
-    late = r.latency.percentile(50) - r.latency_uncorrected.percentile(50)
-    assert late < oversleep / 4, (late, oversleep)  # ~1 us here vs ~50 us without polling
+    # best of three runs: a neighbour on the 2 cores (another test worker) can preempt
+    # the polling thread for a whole run; an engine that slept instead of polling would
+    # be late by about oversleep in every run
+    lates = []
+    for _ in range(3):
+        r = httpbench.bench(url + "/bytes/150", n=2000, rate=1000, concurrency=2)
+        assert r.successes == 2000 and r.errors == 0
+        lates.append(r.latency.percentile(50) - r.latency_uncorrected.percentile(50))
+        if lates[-1] < oversleep / 4:
+            break
+    assert min(lates) < oversleep / 4, (lates, oversleep)  # ~1 us here vs ~50 us sleeping

@@ -16,6 +16,7 @@ import time
 
 import httpbench
 import pytest
+from _raw import settled_h3
 from httpbench import expected_bytes
 from httpbench._features import h3_missing
 
@@ -162,30 +163,17 @@ def test_constant_rate(h3srv):
     assert r.latency_uncorrected is not None and r.latency_uncorrected.count == 100
 
 
-def _settled_h3(srv, deadline_s: float = 30.0) -> dict:
-    """The server's h3 stats (``accepted``: its connections) once every connection it
-    accepted was freed: a failed handshake ends by the client's CONNECTION_CLOSE after
-    the server's draining period, or else by the server's own handshake timeout,
-    counted in its ``errors``."""
-    end = time.monotonic() + deadline_s
-    while True:
-        s = srv.stats()
-        h3 = dict(s["h3"], accepted=s["connections_by_protocol"]["h3"])
-        if h3["accepted"] == h3["connections_closed"] or time.monotonic() > end:
-            return h3
-        time.sleep(0.05)
-
 
 @needs_client
 @needs_server
 @pytest.mark.parametrize("conns", [1, 4])
 def test_untrusted_certificate_stops_the_run_and_closes_on_the_server(h3srv, conns):
-    before = _settled_h3(h3srv)
+    before = settled_h3(h3srv)
     with pytest.raises(httpbench.TLSError, match="certificate verification failed") as ei:
         httpbench.bench(h3srv.h3_url + "/bytes/150", n=2000, concurrency=conns,
                         http3=True)  # system trust only: the test CA is unknown
     assert ei.value.code == httpbench._core.E_TLS_VERIFY
-    after = _settled_h3(h3srv)
+    after = settled_h3(h3srv)
     assert after["half_open"] == 0
     # one handshake per connection, no reconnect: each ended by the client's
     # CONNECTION_CLOSE (a peer close), none by the server's handshake timeout
@@ -206,7 +194,7 @@ def test_untrusted_certificate_stops_the_run_and_closes_on_the_server(h3srv, con
 @needs_client
 @needs_server
 def test_a_handshake_its_client_closed_stops_counting_as_half_open_at_once(h3srv):
-    before = _settled_h3(h3srv)
+    before = settled_h3(h3srv)
     with pytest.raises(httpbench.TLSError):
         httpbench.bench(h3srv.h3_url + "/bytes/150", n=10, concurrency=4, http3=True)
     # the four connections drain (3 PTOs, about 3 s before an RTT sample) but hold no
@@ -220,7 +208,7 @@ def test_a_handshake_its_client_closed_stops_counting_as_half_open_at_once(h3srv
         time.sleep(0.02)
     assert s["h3"]["half_open"] == 0, s["h3"]
     assert closed < 4, "the connections were already freed: nothing drained to observe"
-    after = _settled_h3(h3srv)
+    after = settled_h3(h3srv)
     assert after["half_open"] == 0
     assert after["connections_closed"] - before["connections_closed"] == 4
     assert after["errors"] == before["errors"]
@@ -229,7 +217,7 @@ def test_a_handshake_its_client_closed_stops_counting_as_half_open_at_once(h3srv
 @needs_client
 @needs_server
 def test_cli_untrusted_certificate_says_how_to_trust_as_over_tcp(h3srv):
-    before = _settled_h3(h3srv)
+    before = settled_h3(h3srv)
     p = _cli(h3srv.h3_url + "/bytes/150", "--h3", "-c1", "-n", "2000")
     tcp = _cli(h3srv.url + "/bytes/150", "-c1", "-n", "2000")
     assert p.returncode == tcp.returncode == 1
@@ -241,7 +229,7 @@ def test_cli_untrusted_certificate_says_how_to_trust_as_over_tcp(h3srv):
                             "certificate in PEM; `httpbench serve` prints the path of its own) "
                             "or skip verification with --insecure\n"), out
     assert "issuer is unknown" in p.stderr
-    after = _settled_h3(h3srv)
+    after = settled_h3(h3srv)
     assert after["accepted"] - before["accepted"] == 1  # one attempt
     assert after["connections_closed"] - before["connections_closed"] == 1
     assert after["errors"] == before["errors"]

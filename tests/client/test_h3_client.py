@@ -13,6 +13,7 @@ import zlib
 
 import httpbench
 import pytest
+from _raw import settled_h3
 from httpbench import (
     BodyTooLarge,
     Client,
@@ -155,28 +156,16 @@ def test_untrusted_certificate_is_a_tls_error(h3srv):
         c.get(f"{h3srv.h3_url}/bytes/1")
 
 
-def _settled_h3(srv, deadline_s: float = 30.0) -> dict:
-    """The server's h3 stats (``accepted``: its connections) once every connection it
-    accepted was freed (a failed handshake: by the client's CONNECTION_CLOSE after the
-    server's draining period, or else by its handshake timeout, counted in ``errors``)."""
-    end = time.monotonic() + deadline_s
-    while True:
-        s = srv.stats()
-        h3 = dict(s["h3"], accepted=s["connections_by_protocol"]["h3"])
-        if h3["accepted"] == h3["connections_closed"] or time.monotonic() > end:
-            return h3
-        time.sleep(0.05)
-
 
 @needs_h3
 def test_failed_verification_closes_the_connection_on_the_server(h3srv):
-    before = _settled_h3(h3srv)
+    before = settled_h3(h3srv)
     with Client(http3=True, timeout=5) as c:
         for _ in range(3):  # each get tries a handshake of its own, and fails alike
             with pytest.raises(TLSError, match="certificate verification failed") as ei:
                 c.get(f"{h3srv.h3_url}/bytes/1")
             assert ei.value.code == httpbench._core.E_TLS_VERIFY  # as over TCP
-    after = _settled_h3(h3srv)
+    after = settled_h3(h3srv)
     assert after["half_open"] == 0
     assert after["accepted"] - before["accepted"] == 3
     # closed by the client's CONNECTION_CLOSE, not by the server's handshake timeout
