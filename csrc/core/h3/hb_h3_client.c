@@ -24,7 +24,9 @@ int hb_h3_available(void)
     "+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"    \
     "+CHACHA20-POLY1305:+AES-128-CCM"
 
-static int tls_make(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
+/* file_pem: o->ca_file's bytes when the caller read them already (NULL: read it here) */
+static int tls_make(hb_h3_tls **out, const hb_h3_tls_opts *o, const char *file_pem, size_t file_len,
+                    char *err)
 {
     *out = NULL;
     hb_h3_tls *t = calloc(1, sizeof *t);
@@ -44,7 +46,10 @@ static int tls_make(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
     }
     if (!o->insecure) {
         if (o->ca_file) {
-            rv = gnutls_certificate_set_x509_trust_file(t->cred, o->ca_file, GNUTLS_X509_FMT_PEM);
+            gnutls_datum_t fd = {(unsigned char *)(uintptr_t)file_pem, (unsigned)file_len};
+            rv = file_pem ? gnutls_certificate_set_x509_trust_mem(t->cred, &fd, GNUTLS_X509_FMT_PEM)
+                          : gnutls_certificate_set_x509_trust_file(t->cred, o->ca_file,
+                                                                   GNUTLS_X509_FMT_PEM);
             if (rv <= 0) {
                 hb_h3_tls_free(t);
                 return hb_fail(err, HB_E_TLS, "CA file %s: %s", o->ca_file,
@@ -139,7 +144,7 @@ int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
     size_t len;
     int ok;
     char *pem = cache_key(o, &len, &ok);
-    if (!ok) return tls_make(out, o, err);
+    if (!ok) return tls_make(out, o, NULL, 0, err);
     pthread_mutex_lock(&trust_cache.mu);
     if (trust_cache.t &&
         (o->ca_file ? !trust_cache.system && strcmp(trust_cache.path, o->ca_file) == 0 &&
@@ -152,7 +157,7 @@ int hb_h3_tls_new(hb_h3_tls **out, const hb_h3_tls_opts *o, char *err)
         return 0;
     }
     pthread_mutex_unlock(&trust_cache.mu);
-    int rc = tls_make(out, o, err);
+    int rc = tls_make(out, o, pem, len, err); /* the bytes compared are the bytes trusted */
     if (rc < 0) {
         free(pem);
         return rc;

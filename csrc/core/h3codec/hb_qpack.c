@@ -357,6 +357,14 @@ void hb_qpack_head_cache_init(hb_qpack_head_cache *hc, const char *server, size_
     hc->server_len = server_len;
 }
 
+/* status (100..999) as its three digits */
+static void status_digits(char st[3], unsigned status)
+{
+    st[0] = (char)('0' + status / 100);
+    st[1] = (char)('0' + status / 10 % 10);
+    st[2] = (char)('0' + status % 10);
+}
+
 /* The head's fields, content-length last when cl_len > 0: how many. */
 static size_t head_fields(const hb_qpack_head_cache *hc, hb_header *f, const char *st,
                           const char *date, const char *ct, size_t ct_len, unsigned flags,
@@ -379,8 +387,8 @@ static size_t head_fields(const hb_qpack_head_cache *hc, hb_header *f, const cha
 static int head_build(const hb_qpack_head_cache *hc, hb_qpack_head_slot *sl, unsigned status,
                       int with_date, const char *ct, size_t ct_len, unsigned flags)
 {
-    char st[3] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
-                  (char)('0' + status % 10)};
+    char st[3];
+    status_digits(st, status);
     static const char placeholder[HB_QPACK_DATE_LEN] = {0};
     hb_header f[6];
     size_t n = head_fields(hc, f, st, with_date ? placeholder : NULL, ct, ct_len, flags, NULL, 0);
@@ -420,8 +428,8 @@ ssize_t hb_qpack_encode_head(hb_qpack_head_cache *hc, unsigned status, const cha
         hb_qpack_head_slot *t = &hc->slot[hc->next];
         if (head_build(hc, t, status, date != NULL, ct, ct_len, flags) < 0) {
             t->ct = NULL; /* too long for a template: encoded whole */
-            char st[3] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
-                          (char)('0' + status % 10)};
+            char st[3];
+            status_digits(st, status);
             hb_header f[6];
             size_t n = head_fields(hc, f, st, date, ct, ct_len, flags, cl, cl_len);
             return hb_qpack_encode(f, n, out, cap);

@@ -91,16 +91,24 @@ static int q_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *ud)
     return 0;
 }
 
+/* c's half-open time is over (its handshake completed, its client closed it, or it is
+ * freed): counted out once, if it was counted in (accepted). */
+static void half_open_end(h3conn *c)
+{
+    if (c->half_done) return;
+    c->half_done = 1;
+    if (!c->accepted) return;
+    c->s->half_open--;
+    ADD(c->s->st->half_open, (uint64_t)-1);
+}
+
 static int q_handshake_completed(ngtcp2_conn *q, void *ud)
 {
     (void)q;
     h3conn *c = ud;
     c->hs_done = 1;
     c->validated = 1;
-    if (c->accepted) {
-        c->s->half_open--;
-        ADD(c->s->st->half_open, (uint64_t)-1);
-    }
+    half_open_end(c);
     ADD(c->s->st->handshakes, 1);
     if (gnutls_session_is_resumed(c->tls)) ADD(c->s->st->resumed, 1);
     /* one ticket for the next connection (not sent on its own by GnuTLS under QUIC) */
@@ -168,10 +176,7 @@ void hb__h3_conn_free(h3conn *c, int peer_left)
     }
     hb__h3_cid_del(s, c->odcid.data, c->odcid.datalen, c);
     hb__h3_cid_forget(s, c);
-    if (c->accepted && !c->hs_done && !c->half_gone) {
-        s->half_open--;
-        ADD(s->st->half_open, (uint64_t)-1);
-    }
+    half_open_end(c);
     s->freed++;
     while (c->live)
         hb__h3_stream_release(c, c->live, peer_left);
@@ -434,7 +439,7 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
         }
         c->accepted = 1;
         ADD(s->st->connections, 1);
-        if (!c->hs_done) {
+        if (!c->half_done) {
             s->half_open++;
             ADD(s->st->half_open, 1);
         }
@@ -455,11 +460,7 @@ int hb__h3_conn_recv(h3conn *c, const struct sockaddr *peer, socklen_t plen, con
         /* a handshake its client gave up (e.g. on our certificate) holds no slot
          * for a new one while it drains: it counts toward neither the Retry
          * threshold nor the half-open cap */
-        if (c->accepted && !c->hs_done && !c->half_gone) {
-            c->half_gone = 1;
-            s->half_open--;
-            ADD(s->st->half_open, (uint64_t)-1);
-        }
+        half_open_end(c);
         return 1;
     }
     if (rv == NGTCP2_ERR_DROP_CONN) {

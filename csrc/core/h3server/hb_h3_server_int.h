@@ -167,7 +167,7 @@ typedef struct h3conn {
     struct h3conn *pnext, *pprev; /* the send list: connections that may have packets to write */
     uint8_t pending, state, hs_done, timers, close_queued, counted_error;
     uint8_t accepted;  /* counted as a connection (its first packet was accepted) */
-    uint8_t half_gone; /* closed by its peer in the handshake: no longer half-open */
+    uint8_t half_done; /* no longer counted in half_open (handshake done, or closed) */
     uint8_t validated; /* the peer's address is validated (a Retry token, or the handshake) */
     uint8_t ncids;     /* cids[] in use; CONN_CIDS + 1: overflowed, freeing scans the table */
     uint8_t stopping;  /* the server stops: 1 GOAWAY queued, 2 written (CONNECTION_CLOSE next) */

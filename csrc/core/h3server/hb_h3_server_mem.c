@@ -119,7 +119,7 @@ static void stat_get(hb__h3_mem *m, mblk *b, size_t size)
     if (e) {
         e->live++;
         e->kind = (uint8_t)kind;
-        e->held = kind == K_PAGES ? b->h.cap + sizeof(mblk) : (b->h.cap & ~CAP_HEAP) + sizeof(mblk);
+        e->held = (b->h.cap & ~CAP_HEAP) + sizeof(mblk);
     }
     b->h.next = (mblk *)(uintptr_t)size;
     if (kind != K_PAGES) return;
